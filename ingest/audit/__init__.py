@@ -1,0 +1,1 @@
+"""The audit: reconcile loaded data with producers' monitoring events and report loss."""

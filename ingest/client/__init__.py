@@ -1,0 +1,1 @@
+"""Clients of the broker: producer, simple consumer, high-level consumer groups."""

@@ -1,0 +1,388 @@
+"""Typed, frozen configuration loaded from Kafka-style ``.properties`` files.
+
+A component declares its keys once in a :class:`ConfigDef` (name, type,
+default, one-line doc). ``ConfigDef.load(path)`` reads ``conf/*.properties``,
+applies ``--set key=value`` overrides, validates every value and returns a
+frozen :class:`Config`. An invalid value fails at start-up with the key, the
+value and what is allowed; an unknown key fails with the closest known names
+(typos never silently fall back to defaults).
+
+Properties grammar (the Java subset operators use): ``key=value`` or
+``key: value`` per line, ``#`` / ``!`` comments, surrounding blanks ignored.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from ingest.errors import ConfigError
+
+REQUIRED: Any = object()
+"""Sentinel default: the key must be given."""
+
+
+# --- value types -------------------------------------------------------------------
+
+
+class KeyType:
+    """Parses a raw string (or an already-typed value) and describes what is allowed."""
+
+    allowed: str = "any value"
+
+    def parse(self, raw: Any) -> Any:  # pragma: no cover - overridden
+        return raw
+
+
+@dataclass(frozen=True)
+class Int(KeyType):
+    lo: int | None = None
+    hi: int | None = None
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        lo = "-inf" if self.lo is None else str(self.lo)
+        hi = "+inf" if self.hi is None else str(self.hi)
+        return f"an integer in [{lo}, {hi}]"
+
+    def parse(self, raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ValueError("booleans are not integers")
+        value = raw if isinstance(raw, int) else int(str(raw).strip().replace("_", ""))
+        if self.lo is not None and value < self.lo:
+            raise ValueError(f"{value} < {self.lo}")
+        if self.hi is not None and value > self.hi:
+            raise ValueError(f"{value} > {self.hi}")
+        return value
+
+
+@dataclass(frozen=True)
+class Float(KeyType):
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        return f"a number in [{self.lo if self.lo is not None else '-inf'}, {self.hi if self.hi is not None else '+inf'}]"
+
+    def parse(self, raw: Any) -> float:
+        value = float(raw)
+        if self.lo is not None and value < self.lo or self.hi is not None and value > self.hi:
+            raise ValueError(f"{value} out of range")
+        return value
+
+
+@dataclass(frozen=True)
+class Bool(KeyType):
+    allowed: str = "true or false"
+
+    def parse(self, raw: Any) -> bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "yes", "1", "on"):
+            return True
+        if text in ("false", "no", "0", "off"):
+            return False
+        raise ValueError(text)
+
+
+@dataclass(frozen=True)
+class Str(KeyType):
+    pattern: str | None = None
+    nonempty: bool = False
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        if self.pattern:
+            return f"a string matching {self.pattern}"
+        return "a non-empty string" if self.nonempty else "a string"
+
+    def parse(self, raw: Any) -> str:
+        text = str(raw).strip()
+        if self.nonempty and not text:
+            raise ValueError("empty")
+        if self.pattern and not re.fullmatch(self.pattern, text):
+            raise ValueError(text)
+        return text
+
+
+@dataclass(frozen=True)
+class Choice(KeyType):
+    choices: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        return "one of " + ", ".join(self.choices)
+
+    def parse(self, raw: Any) -> str:
+        text = str(raw).strip()
+        if text not in self.choices:
+            raise ValueError(text)
+        return text
+
+
+@dataclass(frozen=True)
+class Regex(KeyType):
+    allowed: str = "a Python regular expression"
+
+    def parse(self, raw: Any) -> str:
+        text = str(raw).strip()
+        re.compile(text)
+        return text
+
+
+@dataclass(frozen=True)
+class StrList(KeyType):
+    """Comma-separated strings; blanks dropped."""
+
+    allowed: str = "a comma-separated list"
+
+    def parse(self, raw: Any) -> tuple[str, ...]:
+        if isinstance(raw, (list, tuple)):
+            return tuple(str(x).strip() for x in raw if str(x).strip())
+        return tuple(p.strip() for p in str(raw).split(",") if p.strip())
+
+
+@dataclass(frozen=True)
+class IntMap(KeyType):
+    """``name:int,name:int`` (Kafka's ``topic.partition.count.map`` style)."""
+
+    lo: int | None = None
+    hi: int | None = None
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        return f"comma-separated name:int pairs, ints in [{self.lo}, {self.hi}]"
+
+    def parse(self, raw: Any) -> dict[str, int]:
+        if isinstance(raw, Mapping):
+            items = list(raw.items())
+        else:
+            items = []
+            for part in str(raw).split(","):
+                if not part.strip():
+                    continue
+                name, sep, num = part.rpartition(":")
+                if not sep or not name.strip():
+                    raise ValueError(f"'{part.strip()}' is not name:int")
+                items.append((name.strip(), num))
+        checker = Int(self.lo, self.hi)
+        return {str(k): checker.parse(v) for k, v in items}
+
+
+# --- keys and definitions ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its name, type, default and a one-line doc."""
+
+    name: str
+    type: KeyType
+    default: Any = REQUIRED
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+class Config(Mapping[str, Any]):
+    """A frozen, validated mapping from key name to typed value.
+
+    ``cfg["log.dir"]`` returns the typed value (default applied). Immutable:
+    derive a changed copy with :meth:`with_overrides`.
+    """
+
+    __slots__ = ("_definition", "_values", "_explicit")
+
+    def __init__(self, definition: "ConfigDef", values: dict[str, Any], explicit: frozenset[str]):
+        object.__setattr__(self, "_definition", definition)
+        object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "_explicit", explicit)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Config is frozen; use with_overrides()")
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise KeyError(f"'{key}' is not a key of {self._definition.name}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Config({self._definition.name}, {self._values!r})"
+
+    @property
+    def definition(self) -> "ConfigDef":
+        return self._definition
+
+    def is_set(self, key: str) -> bool:
+        """True when the key was given explicitly (not defaulted)."""
+        return key in self._explicit
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
+        raw = {k: self._values[k] for k in self._explicit}
+        raw.update(overrides)
+        return self._definition.parse(raw, source="overrides")
+
+    def as_properties(self) -> dict[str, str]:
+        """Values rendered back to properties strings (for passing to subprocesses)."""
+        out: dict[str, str] = {}
+        for k, v in self._values.items():
+            if v is None:
+                continue
+            if isinstance(v, bool):
+                out[k] = "true" if v else "false"
+            elif isinstance(v, dict):
+                out[k] = ",".join(f"{a}:{b}" for a, b in v.items())
+            elif isinstance(v, tuple):
+                out[k] = ",".join(v)
+            else:
+                out[k] = str(v)
+        return out
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """The declared keys of one component (broker, loader, audit, ...).
+
+    Args:
+        name: component name, used in messages and in the generated docs.
+        keys: the keys; names must be unique.
+        prefixes: key prefixes accepted without declaration (e.g. ``"spark."``
+            passed through verbatim), kept as strings.
+    """
+
+    name: str
+    keys: tuple[Key, ...]
+    prefixes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        names = [k.name for k in self.keys]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"duplicate config keys in {self.name}: {sorted(dupes)}")
+
+    def key(self, name: str) -> Key:
+        for k in self.keys:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def extend(self, name: str, keys: Iterable[Key]) -> "ConfigDef":
+        """A new definition with more keys (e.g. broker = log keys + server keys)."""
+        return ConfigDef(name, self.keys + tuple(keys), self.prefixes)
+
+    def parse(self, raw: Mapping[str, Any], *, source: str = "<dict>") -> Config:
+        """Validate ``raw`` and return a frozen Config.
+
+        Raises:
+            ConfigError: naming the key, the value and what is allowed; or the
+                unknown key with the closest known names; or a missing required key.
+        """
+        known = {k.name: k for k in self.keys}
+        values: dict[str, Any] = {}
+        explicit = set()
+        for name, value in raw.items():
+            if name in known:
+                continue
+            if any(name.startswith(p) for p in self.prefixes):
+                values[name] = str(value)
+                explicit.add(name)
+                continue
+            close = difflib.get_close_matches(name, list(known), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"{source}: unknown {self.name} config key '{name}'{hint}")
+        for name, key in known.items():
+            if name in raw and raw[name] is not None:
+                value = raw[name]
+                try:
+                    values[name] = key.type.parse(value)
+                except (ValueError, TypeError, re.error) as exc:
+                    raise ConfigError(
+                        f"{source}: invalid value {str(value)!r} for '{name}': "
+                        f"allowed is {key.type.allowed}"
+                    ) from exc
+                explicit.add(name)
+            elif key.required:
+                raise ConfigError(f"{source}: missing required {self.name} config key '{name}' ({key.doc})")
+            else:
+                values[name] = key.default
+        return Config(self, values, frozenset(explicit))
+
+    def load(self, path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> Config:
+        """Read a properties file (may be None for defaults only) plus overrides."""
+        raw: dict[str, Any] = {}
+        source = "defaults"
+        if path is not None:
+            raw.update(read_properties(path))
+            source = str(path)
+        if overrides:
+            raw.update(overrides)
+        return self.parse(raw, source=source)
+
+    def markdown_table(self) -> str:
+        """Every key, its default and meaning, as a Markdown table (README / docs)."""
+        lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
+        for k in self.keys:
+            default = "(required)" if k.required else ("" if k.default is None else _render(k.default))
+            lines.append(f"| `{k.name}` | `{default}` | {k.type.allowed} | {k.doc} |")
+        return "\n".join(lines)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ",".join(f"{a}:{b}" for a, b in value.items())
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Parse a ``.properties`` file into a dict of raw strings.
+
+    Raises:
+        ConfigError: the file is missing or a line is not ``key=value``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from exc
+    return parse_properties(text, source=str(p))
+
+
+def parse_properties(text: str, *, source: str = "<text>") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        m = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", stripped)
+        if not m:
+            raise ConfigError(f"{source}:{lineno}: expected key=value, got {stripped!r}")
+        out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
+    """``["a=1", "b=x"]`` from ``--set`` flags into a dict; names a bad pair."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out

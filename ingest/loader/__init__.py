@@ -1,0 +1,1 @@
+"""The PySpark loader: plan, read, write and atomically commit data plus offsets."""

@@ -1,0 +1,1 @@
+"""Storage addressed by URI: local filesystem (default) and HDFS over WebHDFS."""

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install everything the project needs on a fresh machine; idempotent and quick when done.
+#   - ZooKeeper (Debian package `zookeeper`) when its jar is missing (needs root)
+#   - .venv          : the project + test dependencies (pyspark, pyarrow, fastavro, kazoo, hdfs, crcmod, pytest)
+#   - .venv-airflow  : Apache Airflow + Spark provider, kept apart because the provider's
+#                      pyspark-client overwrites pyspark's Python files (see docs/operations.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+log() { echo "[bootstrap] $*" >&2; }
+
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+    if [ "$(id -u)" = 0 ]; then
+        log "installing the Debian zookeeper package"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+    else
+        log "WARNING: zookeeper jar missing and not root: ZooKeeper tests will be skipped"
+    fi
+fi
+
+stamp() { sha256sum "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" | sha256sum | cut -c1-16; }
+STAMP=$(stamp)
+
+if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.stamp 2>/dev/null)" != "$STAMP" ]; then
+    log "creating .venv and installing the project"
+    [ -x .venv/bin/python ] || "$PY" -m venv .venv
+    .venv/bin/pip install -q --upgrade pip >/dev/null
+    .venv/bin/pip install -q -e ".[test]"
+    echo "$STAMP" > .venv/.stamp
+fi
+
+if [ "${INGEST_SKIP_AIRFLOW:-0}" != 1 ]; then
+    if [ ! -x .venv-airflow/bin/airflow ] || [ "$(cat .venv-airflow/.stamp 2>/dev/null)" != "$STAMP" ]; then
+        log "creating .venv-airflow (Apache Airflow + Spark provider)"
+        [ -x .venv-airflow/bin/python ] || "$PY" -m venv .venv-airflow
+        .venv-airflow/bin/pip install -q --upgrade pip >/dev/null
+        .venv-airflow/bin/pip install -q "apache-airflow>=3.0" "apache-airflow-providers-apache-spark>=5.0"
+        echo "$STAMP" > .venv-airflow/.stamp
+    fi
+fi
+log "ready: $ROOT/.venv ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

@@ -1,0 +1,48 @@
+"""Fixtures shared by every test package: real ZooKeeper, one SparkSession, a clock."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from ingest.clock import FakeClock
+from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
+
+
+@pytest.fixture(scope="session")
+def zookeeper():
+    """A real ZooKeeper server for the whole test session."""
+    if not zookeeper_available():
+        pytest.skip("Debian package zookeeper is not installed (scripts/bootstrap.sh installs it)")
+    server = ZooKeeperServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper) -> str:
+    """A connect string with a fresh chroot, so tests never see each other's znodes."""
+    chroot = f"/t-{uuid.uuid4().hex[:10]}"
+    from kazoo.client import KazooClient
+
+    c = KazooClient(hosts=zookeeper.connect)
+    c.start(timeout=15)
+    c.ensure_path(chroot)
+    c.stop()
+    c.close()
+    return zookeeper.connect + chroot
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local[2] SparkSession shared by all tests of this session."""
+    from tests.harness.spark import make_session
+
+    session = make_session()
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
