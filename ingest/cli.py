@@ -22,11 +22,13 @@ log = logging.getLogger(__name__)
 
 # Modules contributing subcommands, in the order they appear in --help.
 COMMAND_MODULES = (
-    "ingest.broker.cli",      # broker start, log dump
+    "ingest.broker.cli",      # broker start
+    "ingest.broker.dump",     # log dump
     "ingest.client.cli",      # console-producer, console-consumer, topics
     "ingest.events.cli",      # registry start, produce
-    "ingest.loader.cli",      # loader status
-    "ingest.audit.cli",       # audit (local runner)
+    "ingest.loader.cli",      # loader status / reset
+    "ingest.audit.cli",       # audit summary tools
+    "ingest.compaction.cli",  # compaction tools
     "ingest.demo",            # demo
     "ingest.config_docs",     # config docs
 )

@@ -1,0 +1,1 @@
+"""Compaction: merge the small files of audited-complete hours, deduplicated, atomically."""
