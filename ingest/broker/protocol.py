@@ -1,0 +1,563 @@
+"""The broker wire protocol: request types, one class per request and response.
+
+All integers are big-endian. Strings are ``len:int16`` + UTF-8 bytes.
+Full grammar, error codes and the server's handling of bad input are in
+``docs/protocol.md``; this docstring is the byte layout::
+
+    request frame   size:int32 (bytes that follow)  type:int16  body
+    response frame  size:int32 (bytes that follow)  error:int16 body
+
+    0  PRODUCE        topic:string partition:int32 set_size:int32 message_set    (no response)
+    1  FETCH          topic:string partition:int32 offset:int64 max_size:int32
+                      -> message_set (sent with sendfile from the segment file)
+    2  MULTIFETCH     count:int16 then count FETCH bodies
+                      -> per fetch, in order: size:int32 error:int16 message_set
+                         (size counts the error field and the set)
+    3  MULTIPRODUCE   count:int16 then count PRODUCE bodies                       (no response)
+    4  OFFSETS        topic:string partition:int32 time:int64 max_offsets:int32
+                      -> count:int32 then count offsets:int64, newest first
+                         (time -1 = latest, -2 = earliest)
+    10 PRODUCE_ACK    body as PRODUCE
+                      -> offset:int64 (offset of the first appended message; -1 on error)
+    11 METADATA       count:int16 then count topic:string (0 = every topic)
+                      -> broker_id:int32 host:string port:int32 topic_count:int32
+                         then per topic   name:string partition_count:int32
+                         then per partition partition:int32 earliest:int64 latest:int64
+
+A response whose ``error`` is not 0 may have an empty body (the broker sends
+one when it cannot even decode the request); every ``decode`` here accepts
+that and fills the body fields with their empty values.
+
+``Request.decode(body)`` takes the bytes after ``type``; ``Response.decode(data)``
+takes the bytes after ``size`` (starting with ``error``). ``encode()`` returns
+the whole frame including ``size``. Short buffers raise
+:class:`~ingest.errors.BufferUnderrunError` naming the field that was expected;
+other layout violations (negative lengths, trailing bytes, bad UTF-8) raise
+:class:`~ingest.errors.MalformedRequestError`. Instances are immutable and
+safe to share between threads.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import ClassVar
+
+from ingest.errors import BufferUnderrunError, ErrorCode, MalformedRequestError
+
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+REQUEST_HEADER = struct.Struct(">ih")     # size, type
+RESPONSE_HEADER = struct.Struct(">ih")    # size, error
+SIZE = INT32
+FETCH_TAIL = struct.Struct(">iqi")        # partition, offset, max_size
+OFFSETS_TAIL = struct.Struct(">iqi")      # partition, time, max_offsets
+PRODUCE_TAIL = struct.Struct(">ii")       # partition, set_size
+PARTITION_META = struct.Struct(">iqq")    # partition, earliest, latest
+
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+MAX_STRING_BYTES = 32767
+
+
+class RequestType(IntEnum):
+    """Request keys: 0-4 fixed by the Kafka 0.7 protocol, ours from 10 up."""
+
+    PRODUCE = 0
+    FETCH = 1
+    MULTIFETCH = 2
+    MULTIPRODUCE = 3
+    OFFSETS = 4
+    PRODUCE_ACK = 10
+    METADATA = 11
+
+
+# --- primitive codecs ---------------------------------------------------------------
+
+
+class Reader:
+    """A cursor over a buffer; every read names the field it expects.
+
+    Not thread-safe (one reader per decode).
+    """
+
+    __slots__ = ("buf", "pos", "what")
+
+    def __init__(self, buf: bytes | bytearray | memoryview, what: str) -> None:
+        self.buf = memoryview(buf)
+        self.pos = 0
+        self.what = what
+
+    def _need(self, n: int, field_name: str) -> None:
+        if self.pos + n > len(self.buf):
+            raise BufferUnderrunError(
+                f"buffer underrun decoding {self.what}.{field_name}: need {n} bytes at "
+                f"position {self.pos}, only {len(self.buf) - self.pos} left"
+            )
+
+    def unpack(self, st: struct.Struct, field_name: str) -> tuple:
+        self._need(st.size, field_name)
+        values = st.unpack_from(self.buf, self.pos)
+        self.pos += st.size
+        return values
+
+    def int16(self, field_name: str) -> int:
+        return self.unpack(INT16, field_name)[0]
+
+    def int32(self, field_name: str) -> int:
+        return self.unpack(INT32, field_name)[0]
+
+    def int64(self, field_name: str) -> int:
+        return self.unpack(INT64, field_name)[0]
+
+    def raw(self, n: int, field_name: str) -> bytes:
+        if n < 0:
+            raise MalformedRequestError(f"{self.what}.{field_name}: negative length {n}")
+        self._need(n, field_name)
+        out = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def string(self, field_name: str) -> str:
+        n = self.int16(field_name + ".length")
+        data = self.raw(n, field_name)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedRequestError(f"{self.what}.{field_name}: not UTF-8: {data[:40]!r}") from exc
+
+    def remaining(self) -> int:
+        return len(self.buf) - self.pos
+
+    def done(self) -> None:
+        """Raise when bytes are left over: a body must match its layout exactly."""
+        if self.pos != len(self.buf):
+            raise MalformedRequestError(
+                f"{self.what}: {len(self.buf) - self.pos} unexpected trailing bytes after the body"
+            )
+
+
+def encode_string(text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) > MAX_STRING_BYTES:
+        raise MalformedRequestError(f"string of {len(data)} bytes does not fit an int16 length")
+    return INT16.pack(len(data)) + data
+
+
+def request_frame(kind: RequestType, body: bytes) -> bytes:
+    return REQUEST_HEADER.pack(len(body) + INT16.size, kind) + body
+
+
+def response_frame(error: int, body: bytes = b"") -> bytes:
+    return RESPONSE_HEADER.pack(len(body) + INT16.size, error) + body
+
+
+def _count16(r: Reader, field_name: str) -> int:
+    n = r.int16(field_name)
+    if n < 0:
+        raise MalformedRequestError(f"{r.what}.{field_name}: negative count {n}")
+    return n
+
+
+# --- requests -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    """Append ``message_set`` to a topic-partition; no response."""
+
+    topic: str
+    partition: int
+    message_set: bytes
+    TYPE: ClassVar[RequestType] = RequestType.PRODUCE
+
+    def encode_body(self) -> bytes:
+        return (encode_string(self.topic)
+                + PRODUCE_TAIL.pack(self.partition, len(self.message_set)) + self.message_set)
+
+    def encode(self) -> bytes:
+        return request_frame(self.TYPE, self.encode_body())
+
+    @classmethod
+    def read(cls, r: Reader):
+        topic = r.string("topic")
+        partition, set_size = r.unpack(PRODUCE_TAIL, "partition+set_size")
+        if set_size < 0:
+            raise MalformedRequestError(f"{r.what}.set_size: negative size {set_size}")
+        return cls(topic, partition, r.raw(set_size, "message_set"))
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview):
+        r = Reader(body, cls.__name__)
+        req = cls.read(r)
+        r.done()
+        return req
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceAckRequest(ProduceRequest):
+    """PRODUCE that is answered with the offset of the first appended message."""
+
+    TYPE: ClassVar[RequestType] = RequestType.PRODUCE_ACK
+
+
+@dataclass(frozen=True, slots=True)
+class MultiProduceRequest:
+    """Several PRODUCE bodies in one frame; no response."""
+
+    produces: tuple[ProduceRequest, ...]
+    TYPE: ClassVar[RequestType] = RequestType.MULTIPRODUCE
+
+    def encode(self) -> bytes:
+        body = INT16.pack(len(self.produces)) + b"".join(p.encode_body() for p in self.produces)
+        return request_frame(self.TYPE, body)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "MultiProduceRequest":
+        r = Reader(body, cls.__name__)
+        n = _count16(r, "count")
+        out = tuple(ProduceRequest.read(r) for _ in range(n))
+        r.done()
+        return cls(out)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """Read whole messages of a topic-partition from ``offset``, at most ``max_size`` bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_size: int
+    TYPE: ClassVar[RequestType] = RequestType.FETCH
+
+    def encode_body(self) -> bytes:
+        return encode_string(self.topic) + FETCH_TAIL.pack(self.partition, self.offset, self.max_size)
+
+    def encode(self) -> bytes:
+        return request_frame(self.TYPE, self.encode_body())
+
+    @classmethod
+    def read(cls, r: Reader) -> "FetchRequest":
+        topic = r.string("topic")
+        partition, offset, max_size = r.unpack(FETCH_TAIL, "partition+offset+max_size")
+        return cls(topic, partition, offset, max_size)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "FetchRequest":
+        r = Reader(body, cls.__name__)
+        req = cls.read(r)
+        r.done()
+        return req
+
+
+@dataclass(frozen=True, slots=True)
+class MultiFetchRequest:
+    """Several fetches answered in one response, in order."""
+
+    fetches: tuple[FetchRequest, ...]
+    TYPE: ClassVar[RequestType] = RequestType.MULTIFETCH
+
+    def encode(self) -> bytes:
+        body = INT16.pack(len(self.fetches)) + b"".join(f.encode_body() for f in self.fetches)
+        return request_frame(self.TYPE, body)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "MultiFetchRequest":
+        r = Reader(body, cls.__name__)
+        n = _count16(r, "count")
+        out = tuple(FetchRequest.read(r) for _ in range(n))
+        r.done()
+        return cls(out)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsRequest:
+    """Valid offsets before ``time`` (ms; -1 latest, -2 earliest), newest first."""
+
+    topic: str
+    partition: int
+    time: int
+    max_offsets: int
+    TYPE: ClassVar[RequestType] = RequestType.OFFSETS
+
+    def encode(self) -> bytes:
+        body = encode_string(self.topic) + OFFSETS_TAIL.pack(self.partition, self.time, self.max_offsets)
+        return request_frame(self.TYPE, body)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "OffsetsRequest":
+        r = Reader(body, cls.__name__)
+        topic = r.string("topic")
+        partition, time_ms, max_offsets = r.unpack(OFFSETS_TAIL, "partition+time+max_offsets")
+        r.done()
+        return cls(topic, partition, time_ms, max_offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    """Topics, partitions and earliest/latest offsets of one broker (empty = all topics)."""
+
+    topics: tuple[str, ...] = ()
+    TYPE: ClassVar[RequestType] = RequestType.METADATA
+
+    def encode(self) -> bytes:
+        body = INT16.pack(len(self.topics)) + b"".join(encode_string(t) for t in self.topics)
+        return request_frame(self.TYPE, body)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "MetadataRequest":
+        r = Reader(body, cls.__name__)
+        n = _count16(r, "count")
+        topics = tuple(r.string("topic") for _ in range(n))
+        r.done()
+        return cls(topics)
+
+
+REQUEST_CLASSES: dict[RequestType, type] = {
+    RequestType.PRODUCE: ProduceRequest,
+    RequestType.FETCH: FetchRequest,
+    RequestType.MULTIFETCH: MultiFetchRequest,
+    RequestType.MULTIPRODUCE: MultiProduceRequest,
+    RequestType.OFFSETS: OffsetsRequest,
+    RequestType.PRODUCE_ACK: ProduceAckRequest,
+    RequestType.METADATA: MetadataRequest,
+}
+
+RESPONSELESS = frozenset({RequestType.PRODUCE, RequestType.MULTIPRODUCE})
+"""Request types the broker never answers (fire and forget)."""
+
+
+def decode_request(frame: bytes | memoryview):
+    """Decode a whole request frame (``size`` included) into its request object."""
+    r = Reader(frame, "request")
+    size, kind = r.unpack(REQUEST_HEADER, "size+type")
+    if size != len(frame) - SIZE.size:
+        raise MalformedRequestError(f"request size field {size} does not match frame of {len(frame)} bytes")
+    try:
+        cls = REQUEST_CLASSES[RequestType(kind)]
+    except ValueError:
+        from ingest.errors import UnknownRequestTypeError
+        raise UnknownRequestTypeError(f"unknown request type {kind}; known: {[int(t) for t in RequestType]}") from None
+    return cls.decode(memoryview(frame)[REQUEST_HEADER.size:])
+
+
+# --- responses ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """A response carrying only an error code (any request type)."""
+
+    error: int
+
+    def encode(self) -> bytes:
+        return response_frame(self.error)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "ErrorResponse":
+        return cls(Reader(data, cls.__name__).int16("error"))
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """The message set of one fetch (whole messages; the last one may be cut off)."""
+
+    error: int
+    message_set: bytes = b""
+
+    @staticmethod
+    def header(error: int, set_length: int) -> bytes:
+        """The frame header to send before ``set_length`` bytes sent with sendfile."""
+        return RESPONSE_HEADER.pack(set_length + INT16.size, error)
+
+    def encode(self) -> bytes:
+        return response_frame(self.error, self.message_set)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "FetchResponse":
+        r = Reader(data, cls.__name__)
+        error = r.int16("error")
+        return cls(error, r.raw(r.remaining(), "message_set"))
+
+
+@dataclass(frozen=True, slots=True)
+class MultiFetchResponse:
+    """One :class:`FetchResponse` per fetch of the request, in order."""
+
+    error: int
+    responses: tuple[FetchResponse, ...] = ()
+
+    @staticmethod
+    def part_header(error: int, set_length: int) -> bytes:
+        """``size:int32 error:int16`` before one fetch's message set."""
+        return RESPONSE_HEADER.pack(set_length + INT16.size, error)
+
+    def encode(self) -> bytes:
+        body = b"".join(self.part_header(p.error, len(p.message_set)) + p.message_set for p in self.responses)
+        return response_frame(self.error, body)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "MultiFetchResponse":
+        r = Reader(data, cls.__name__)
+        error = r.int16("error")
+        parts = []
+        while r.remaining():
+            size, part_error = r.unpack(RESPONSE_HEADER, f"responses[{len(parts)}].size+error")
+            if size < INT16.size:
+                raise MalformedRequestError(f"{cls.__name__}.responses[{len(parts)}].size: {size} < 2")
+            parts.append(FetchResponse(part_error, r.raw(size - INT16.size, f"responses[{len(parts)}].message_set")))
+        return cls(error, tuple(parts))
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsResponse:
+    """Offsets, newest first."""
+
+    error: int
+    offsets: tuple[int, ...] = ()
+
+    def encode(self) -> bytes:
+        body = INT32.pack(len(self.offsets)) + b"".join(INT64.pack(o) for o in self.offsets)
+        return response_frame(self.error, body)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "OffsetsResponse":
+        r = Reader(data, cls.__name__)
+        error = r.int16("error")
+        if error and not r.remaining():
+            return cls(error)
+        n = r.int32("count")
+        if n < 0:
+            raise MalformedRequestError(f"{cls.__name__}.count: negative count {n}")
+        offsets = tuple(r.int64(f"offsets[{i}]") for i in range(n))
+        r.done()
+        return cls(error, offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceAckResponse:
+    """Offset of the first appended message (-1 when ``error`` is set)."""
+
+    error: int
+    offset: int = -1
+
+    def encode(self) -> bytes:
+        return response_frame(self.error, INT64.pack(self.offset))
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "ProduceAckResponse":
+        r = Reader(data, cls.__name__)
+        error = r.int16("error")
+        if error and not r.remaining():
+            return cls(error)
+        offset = r.int64("offset")
+        r.done()
+        return cls(error, offset)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    partition: int
+    earliest: int
+    latest: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    partitions: tuple[PartitionMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    """The answering broker and, per topic, its partitions with earliest/latest offsets."""
+
+    error: int
+    broker_id: int = -1
+    host: str = ""
+    port: int = -1
+    topics: tuple[TopicMetadata, ...] = field(default=())
+
+    def encode(self) -> bytes:
+        parts = [INT32.pack(self.broker_id), encode_string(self.host),
+                 INT32.pack(self.port), INT32.pack(len(self.topics))]
+        for t in self.topics:
+            parts.append(encode_string(t.name))
+            parts.append(INT32.pack(len(t.partitions)))
+            parts.extend(PARTITION_META.pack(p.partition, p.earliest, p.latest) for p in t.partitions)
+        return response_frame(self.error, b"".join(parts))
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "MetadataResponse":
+        r = Reader(data, cls.__name__)
+        error = r.int16("error")
+        if error and not r.remaining():
+            return cls(error)
+        broker_id = r.int32("broker_id")
+        host = r.string("host")
+        port = r.int32("port")
+        n_topics = r.int32("topic_count")
+        if n_topics < 0:
+            raise MalformedRequestError(f"{cls.__name__}.topic_count: negative count {n_topics}")
+        topics = []
+        for i in range(n_topics):
+            name = r.string(f"topics[{i}].name")
+            n_parts = r.int32(f"topics[{i}].partition_count")
+            if n_parts < 0:
+                raise MalformedRequestError(f"{cls.__name__}.topics[{i}].partition_count: negative {n_parts}")
+            parts = tuple(PartitionMetadata(*r.unpack(PARTITION_META, f"topics[{i}].partitions[{j}]"))
+                          for j in range(n_parts))
+            topics.append(TopicMetadata(name, parts))
+        r.done()
+        return cls(error, broker_id, host, port, tuple(topics))
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+
+RESPONSE_CLASSES: dict[RequestType, type] = {
+    RequestType.FETCH: FetchResponse,
+    RequestType.MULTIFETCH: MultiFetchResponse,
+    RequestType.OFFSETS: OffsetsResponse,
+    RequestType.PRODUCE_ACK: ProduceAckResponse,
+    RequestType.METADATA: MetadataResponse,
+}
+
+
+# --- blocking socket helpers (clients and tests) ---------------------------------------
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Read exactly ``n`` bytes; ``ConnectionError`` if the peer closes first."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError(f"connection closed after {got} of {n} expected bytes")
+        got += k
+    return bytes(buf)
+
+
+def recv_response(sock: socket.socket, max_bytes: int = 1 << 31) -> bytes:
+    """Read one response frame and return the bytes after ``size`` (``error`` + body).
+
+    Raises:
+        ConnectionError: the peer closed the connection.
+        MalformedRequestError: the size field is below 2 or above ``max_bytes``.
+    """
+    (size,) = SIZE.unpack(recv_exact(sock, SIZE.size))
+    if size < INT16.size or size > max_bytes:
+        raise MalformedRequestError(f"response size {size} outside [2, {max_bytes}]")
+    return recv_exact(sock, size)
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"code {code}"
