@@ -1,0 +1,64 @@
+"""Which hours an audit report judged complete (compaction touches only those).
+
+An hour of a topic qualifies when the report has at least one window of that
+topic starting inside the hour and every such window's status is in
+:data:`OK_STATUSES`. Reports are read as the audit writes them: a JSON
+document with a ``windows`` list, or JSON lines with one window per line.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from ingest.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+OK_STATUSES = frozenset({"COMPLETE"})
+_START_KEYS = ("window_start_ms", "start_ms", "window_start")
+
+
+def _windows(path: str) -> Iterator[dict]:
+    p = Path(path)
+    if p.is_dir():
+        p = next((c for c in (p / "report.json", p / "windows.jsonl", p / "report.jsonl") if c.exists()), p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read audit report {path}: {exc.strerror or exc}") from exc
+    stripped = text.lstrip()
+    if stripped.startswith("{") and "\n{" not in stripped.strip():
+        doc = json.loads(stripped)
+        yield from doc.get("windows", [])
+        return
+    for line in text.splitlines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def _start_ms(w: dict) -> int:
+    for key in _START_KEYS:
+        if key in w and w[key] is not None:
+            value = w[key]
+            if isinstance(value, str):
+                t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                return int(t.replace(tzinfo=t.tzinfo or timezone.utc).timestamp() * 1000)
+            return int(value)
+    raise ConfigError(f"audit report window has none of {_START_KEYS}: {str(w)[:200]}")
+
+
+def complete_hours(paths: Iterable[str]) -> set[tuple[str, str, str]]:
+    """``{(topic, 'YYYY-MM-DD', 'HH')}`` of hours whose every reported window is complete."""
+    verdict: dict[tuple[str, str, str], bool] = {}
+    for path in paths:
+        for w in _windows(path):
+            t = datetime.fromtimestamp(_start_ms(w) / 1000, tz=timezone.utc)
+            key = (w["topic"], t.strftime("%Y-%m-%d"), t.strftime("%H"))
+            ok = str(w.get("status", "")).upper() in OK_STATUSES
+            verdict[key] = verdict.get(key, True) and ok
+    good = {k for k, ok in verdict.items() if ok}
+    log.info("audit report(s) judge %d of %d hour(s) complete", len(good), len(verdict))
+    return good

@@ -1,0 +1,91 @@
+"""``ingest compaction run|status``: compaction without Spark, for operators and the demo.
+
+The scheduled path is ``spark-submit jobs/compact.py`` (one Spark task per
+hour); both go through :mod:`ingest.compaction.runner`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from ingest.config import parse_overrides
+
+log = logging.getLogger(__name__)
+
+EXAMPLES = """examples:
+  ingest compaction run --config conf/compaction.properties --audit-report reports/audit.json
+  ingest compaction run --config conf/compaction.properties --from 2026-11-22T00:00 --to 2026-11-22T06:00 \\
+      --set compaction.require.audit=false
+  ingest compaction status --config conf/compaction.properties --topic page-views
+"""
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="compaction .properties file (conf/compaction.properties)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
+    p.add_argument("--from", dest="start", help="first hour (ISO-8601 UTC or epoch ms)")
+    p.add_argument("--to", dest="end", help="end of the range, exclusive")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("compaction", help="merge small files of completed hours",
+                                   epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="compaction_command", metavar="ACTION", required=True)
+    run_p = sub.add_parser("run", help="compact qualifying hours now", epilog=EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common(run_p)
+    run_p.add_argument("--audit-report", action="append", default=[], metavar="PATH",
+                       help="audit report (JSON) judging the hours; repeatable")
+    run_p.add_argument("--summary", metavar="PATH", help="also write the outcomes as JSON here")
+    run_p.set_defaults(func=_run)
+    st = sub.add_parser("status", help="list compaction records per hour", epilog=EXAMPLES,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common(st)
+    st.add_argument("--json", action="store_true", help="print records as JSON lines")
+    st.set_defaults(func=_status)
+
+
+def load_config(args):
+    from ingest.compaction.config import COMPACTION_CONFIG
+
+    return COMPACTION_CONFIG.load(args.config, parse_overrides(args.set))
+
+
+def _range(args):
+    from ingest.compaction.runner import parse_time_ms
+
+    return (parse_time_ms(args.start) if args.start else None, parse_time_ms(args.end) if args.end else None)
+
+
+def _run(args) -> int:
+    from ingest.compaction.runner import run, summary_table, write_summary
+
+    start, end = _range(args)
+    results = run(load_config(args), start_ms=start, end_ms=end, topics=args.topic, audit_reports=args.audit_report)
+    print(summary_table(results))
+    if args.summary:
+        write_summary(args.summary, results)
+    return 0
+
+
+def _status(args) -> int:
+    from ingest.compaction.compact import discover_hours
+    from ingest.compaction.replace import Replacer
+    from ingest.storage import open_storage
+
+    cfg = load_config(args)
+    storage = open_storage(cfg["destination"])
+    replacer = Replacer(storage)
+    start, end = _range(args)
+    for hour in discover_hours(storage, args.topic, start, end):
+        records = replacer.records(hour)
+        files = replacer.visible_files(hour)
+        if args.json:
+            print(json.dumps({"hour": str(hour), "files": len(files), "records": records}))
+        else:
+            last = records[-1] if records else None
+            note = f"last compaction {last['id']} ({last['state']}): {len(last['old'])} -> {len(last['new'])} files" if last else "never compacted"
+            print(f"{str(hour):<40} {len(files):>5} file(s)  {note}")
+    return 0

@@ -1,0 +1,25 @@
+"""Compaction keys (``conf/compaction.properties``)."""
+from __future__ import annotations
+
+from ingest.config import Bool, ConfigDef, Int, Key, Str, StrList
+
+COMPACTION_CONFIG = ConfigDef(
+    "compaction",
+    (
+        Key("destination", Str(nonempty=True), "./warehouse",
+            "storage URI the loader writes to (local path, file://, webhdfs://, hdfs://)"),
+        Key("compaction.target.bytes", Int(1024, 16 * 1024**3), 128 * 1024 * 1024,
+            "size the merged files of an hour aim for (bytes, estimated from the input)"),
+        Key("compaction.min.files", Int(2, 1_000_000), 2,
+            "an hour with fewer visible files than this is left alone"),
+        Key("compaction.topics", StrList(), (),
+            "topics to compact; empty means every topic under the destination"),
+        Key("compaction.grace.ms", Int(0, None), 10 * 60 * 1000,
+            "an hour is compacted only once its end plus this grace has passed"),
+        Key("compaction.require.audit", Bool(), True,
+            "compact only hours that an audit report judged complete (jobs/compact.py --audit-report)"),
+        Key("compaction.parquet.compression", Str(pattern=r"none|snappy|gzip|zstd|lz4|brotli"), "snappy",
+            "Parquet codec of merged files (Avro files keep the codec of their input)"),
+    ),
+    prefixes=("spark.",),
+)

@@ -1,0 +1,70 @@
+"""spark-submit entry point: compact the small files of audited-complete hours.
+
+    spark-submit jobs/compact.py --config conf/compaction.properties \\
+        --from 2026-11-22T03:00 --to 2026-11-22T04:00 --audit-report reports/audit.json
+
+One Spark task per hour (hours are independent); the work itself is
+:mod:`ingest.compaction`. Exit code 0 when every hour was compacted, was a no-op
+or was skipped on purpose; 2 on a configuration error; 1 when a task failed.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+log = logging.getLogger("jobs.compact")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ingest.compaction.cli import add_common
+    from ingest.errors import IngestError
+
+    parser = argparse.ArgumentParser(prog="jobs/compact.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common(parser)
+    parser.add_argument("--audit-report", action="append", default=[], metavar="PATH")
+    parser.add_argument("--summary", metavar="PATH", help="write the outcomes as JSON here")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from ingest.compaction.cli import _range, load_config
+    from ingest.compaction.runner import run, summary_table, write_summary
+
+    try:
+        config = load_config(args)
+        start, end = _range(args)
+    except IngestError as exc:
+        print(f"jobs/compact.py: error: {exc}", file=sys.stderr)
+        return 2
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("ingest-compact")
+    for key, value in config.items():
+        if key.startswith("spark."):
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+
+    def spark_map(fn, hours):
+        return spark.sparkContext.parallelize(list(hours), max(1, len(hours))).map(fn).collect()
+
+    try:
+        results = run(config, start_ms=start, end_ms=end, topics=args.topic,
+                      audit_reports=args.audit_report, map_fn=spark_map)
+    except IngestError as exc:
+        if args.verbose:
+            log.exception("failed")
+        print(f"jobs/compact.py: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+    print(summary_table(results))
+    if args.summary:
+        write_summary(args.summary, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
