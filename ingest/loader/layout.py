@@ -1,0 +1,110 @@
+"""Where the loader puts things under its destination, and how data files are named.
+
+::
+
+    <destination>/<topic>/dt=YYYY-MM-DD/hour=HH/<topic>.b<broker>.p<partition>.<start>-<end>[.<n>].(avro|parquet)
+    <destination>/_ingest/commits/<seq:012d>.json        commit manifests (the commit point: no-replace rename)
+    <destination>/_ingest/commits/<seq:012d>.published   marker: every file of that manifest is in place
+    <destination>/_ingest/runs/<run_id>.json             one run record per run (JSON)
+    <destination>/_ingest/staging/<run_id>/...           task output before the commit (attempt-unique names)
+    <destination>/_ingest/quarantine/<topic>/<topic>.b<broker>.p<partition>.<start>-<end>.jsonl
+
+``dt``/``hour`` are the UTC date and hour of the event's ``header.time``. ``start``
+and ``end`` are the task's offset range ``[start, end)``; ``n`` is the writer-schema
+id, present only when one bucket of one range holds records of several schemas.
+Every state path starts with ``_`` so that Hadoop, Hive and Spark readers skip it.
+All paths in records are *relative* to the destination root (portable between
+``file://`` and ``hdfs://`` views of the same data).
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+STATE_DIR = "_ingest"
+COMMITS_DIR = f"{STATE_DIR}/commits"
+RUNS_DIR = f"{STATE_DIR}/runs"
+STAGING_DIR = f"{STATE_DIR}/staging"
+QUARANTINE_DIR = f"{STATE_DIR}/quarantine"
+MANIFEST_SUFFIX = ".json"
+PUBLISHED_SUFFIX = ".published"
+SEQ_DIGITS = 12
+
+FORMATS = ("avro", "parquet")
+
+_DATA_NAME = re.compile(
+    r"^(?P<topic>[A-Za-z0-9._-]+)\.b(?P<broker>\d+)\.p(?P<partition>\d+)\.(?P<start>\d+)-(?P<end>\d+)"
+    r"(?:\.(?P<n>\d+))?\.(?P<format>avro|parquet)$"
+)
+
+
+def manifest_path(seq: int) -> str:
+    return f"{COMMITS_DIR}/{seq:0{SEQ_DIGITS}d}{MANIFEST_SUFFIX}"
+
+
+def published_marker(seq: int) -> str:
+    return f"{COMMITS_DIR}/{seq:0{SEQ_DIGITS}d}{PUBLISHED_SUFFIX}"
+
+
+def parse_manifest_name(name: str) -> int | None:
+    """The sequence number of a manifest file name, None for anything else (temp files, markers)."""
+    if name.endswith(MANIFEST_SUFFIX):
+        stem = name[: -len(MANIFEST_SUFFIX)]
+        if len(stem) == SEQ_DIGITS and stem.isdigit():
+            return int(stem)
+    return None
+
+
+def run_record_path(run_id: str) -> str:
+    return f"{RUNS_DIR}/{run_id}.json"
+
+
+def staging_dir(run_id: str) -> str:
+    return f"{STAGING_DIR}/{run_id}"
+
+
+def hour_bucket(time_ms: int) -> tuple[str, int]:
+    """(``YYYY-MM-DD``, hour) in UTC of an event time in ms.
+
+    Raises:
+        ValueError: the time is outside years 1..9999 (the record is quarantined).
+    """
+    dt = datetime.fromtimestamp(time_ms / 1000.0, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%d"), dt.hour
+
+
+def data_file_name(topic: str, broker_id: int, partition: int, start: int, end: int, fmt: str, n: int | None = None) -> str:
+    suffix = "" if n is None else f".{n}"
+    return f"{topic}.b{broker_id}.p{partition}.{start}-{end}{suffix}.{fmt}"
+
+
+def data_file_path(topic: str, dt: str, hour: int, name: str) -> str:
+    return f"{topic}/dt={dt}/hour={hour:02d}/{name}"
+
+
+def quarantine_file_path(topic: str, broker_id: int, partition: int, start: int, end: int) -> str:
+    return f"{QUARANTINE_DIR}/{topic}/{topic}.b{broker_id}.p{partition}.{start}-{end}.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class DataFileName:
+    topic: str
+    broker_id: int
+    partition: int
+    start_offset: int
+    end_offset: int
+    n: int | None
+    format: str
+
+
+def parse_data_file_name(name: str) -> DataFileName | None:
+    """Parse a data file's base name; None when it is not one of ours."""
+    m = _DATA_NAME.match(posixpath.basename(name))
+    if not m:
+        return None
+    return DataFileName(
+        m["topic"], int(m["broker"]), int(m["partition"]), int(m["start"]), int(m["end"]),
+        int(m["n"]) if m["n"] is not None else None, m["format"],
+    )

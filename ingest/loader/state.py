@@ -1,0 +1,140 @@
+"""Read API of the loader's committed state (used by the loader, the audit and compaction).
+
+Layout (see :mod:`ingest.loader.layout`)::
+
+    <destination>/_ingest/commits/<seq:012d>.json        commit manifests; the highest seq is current
+    <destination>/_ingest/commits/<seq:012d>.published   marker: that manifest's files are in place
+    <destination>/_ingest/runs/<run_id>.json             run records (every run, also failed ones)
+    <destination>/_ingest/staging/<run_id>/              uncommitted task output (never read it)
+    <destination>/_ingest/quarantine/<topic>/...jsonl    committed quarantined messages
+
+How to read it::
+
+    from ingest.storage import open_storage
+    from ingest.loader.state import LoaderState
+
+    state = LoaderState.load(open_storage("hdfs://nn:8020/data/events"))
+    state.seq                          # int: the current commit (0 = nothing committed yet)
+    state.offsets                      # {(topic, broker_id, partition): OffsetRecord(offset, last_time_ms, ...)}
+    state.files(topic="pageviews")     # [FileRecord(path, topic, broker_id, partition, start_offset,
+                                       #   end_offset, rows, format, dt, hour, bytes, schema_id,
+                                       #   min_time_ms, max_time_ms, kind, run_id, sources)]
+    state.full_path(rec)               # storage path;  state.spark_path(rec): what Spark reads
+    state.lost_ranges(topic=None)      # [LostRange(topic, broker_id, partition, start_offset, end_offset,
+                                       #   bytes, estimated_messages, after_time_ms, before_time_ms,
+                                       #   run_id, detected_at_ms)]
+    run_records(storage)               # [dict] every run record, oldest first (JSON of docs/loader.md)
+
+Guarantees: :meth:`LoaderState.load` first rolls forward a commit left half-published
+by a crash (:func:`ingest.loader.commit.recover`; pass ``recover=False`` for a
+read-only look), then folds the manifests. The files listed are exactly the
+committed ones: every message of a loaded offset range is in exactly one listed
+data file (or one quarantine file). Files in the data directories that are not
+listed (a crash mid-publish before recovery ran) are not committed data. A
+``LoaderState`` is an immutable snapshot; load again to see later commits.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest.loader import layout
+from ingest.loader.commit import manifest_seqs, read_manifest, recover as _recover
+from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord, PartitionKey
+from ingest.storage import Storage, open_storage
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LoaderState", "FileRecord", "LostRange", "OffsetRecord", "run_records", "read_run_record", "open_state"]
+
+
+@dataclass(frozen=True)
+class LoaderState:
+    """An immutable snapshot of the committed state at commit ``seq``."""
+
+    storage: Storage
+    seq: int
+    offsets: dict[PartitionKey, OffsetRecord]
+    _files: dict[str, FileRecord] = field(repr=False)
+    _lost: tuple[LostRange, ...] = field(repr=False)
+    manifests: tuple[Manifest, ...] = field(repr=False, default=())
+
+    @classmethod
+    def load(cls, storage: Storage, *, recover: bool = True) -> "LoaderState":
+        """Fold every committed manifest (after rolling forward a crashed commit)."""
+        if recover:
+            _recover(storage)
+        files: dict[str, FileRecord] = {}
+        lost: list[LostRange] = []
+        offsets: dict[PartitionKey, OffsetRecord] = {}
+        manifests = []
+        seq = 0
+        for s in manifest_seqs(storage):
+            m = read_manifest(storage, s)
+            manifests.append(m)
+            for rec in m.added:
+                files[rec.path] = rec
+            for path in m.removed:
+                if path not in {r.path for r in m.added}:
+                    files.pop(path, None)
+            lost.extend(m.lost_ranges)
+            offsets = {o.key: o for o in m.offsets}
+            seq = s
+        return cls(storage, seq, offsets, files, tuple(lost), tuple(manifests))
+
+    def files(self, topic: str | None = None, *, kind: str | None = "data") -> list[FileRecord]:
+        """Committed files (of ``topic``; of ``kind`` 'data' / 'quarantine', None for both), by path."""
+        return sorted(
+            (f for f in self._files.values() if (topic is None or f.topic == topic) and (kind is None or f.kind == kind)),
+            key=lambda f: f.path,
+        )
+
+    def files_of_partition(self, key: PartitionKey, *, kind: str | None = "data") -> list[FileRecord]:
+        topic, broker_id, partition = key
+        return [
+            f for f in self.files(topic, kind=kind)
+            if (f.broker_id, f.partition) == (broker_id, partition)
+            or any((s[0], s[1]) == (broker_id, partition) for s in f.sources)
+        ]
+
+    def lost_ranges(self, topic: str | None = None) -> list[LostRange]:
+        return [r for r in self._lost if topic is None or r.topic == topic]
+
+    def topics(self) -> list[str]:
+        return sorted({k[0] for k in self.offsets} | {f.topic for f in self._files.values()})
+
+    def offset(self, topic: str, broker_id: int, partition: int) -> int | None:
+        rec = self.offsets.get((topic, broker_id, partition))
+        return None if rec is None else rec.offset
+
+    def full_path(self, rec: FileRecord | str) -> str:
+        return self.storage.join(rec if isinstance(rec, str) else rec.path)
+
+    def spark_path(self, rec: FileRecord | str) -> str:
+        return self.storage.spark_path(self.full_path(rec))
+
+
+def open_state(destination: str, *, recover: bool = True) -> LoaderState:
+    """:meth:`LoaderState.load` of the storage at ``destination`` (a URI)."""
+    return LoaderState.load(open_storage(destination), recover=recover)
+
+
+def read_run_record(storage: Storage, run_id: str) -> dict[str, Any] | None:
+    path = storage.join(layout.run_record_path(run_id))
+    if not storage.exists(path):
+        return None
+    return json.loads(storage.read_bytes(path))
+
+
+def run_records(storage: Storage) -> list[dict[str, Any]]:
+    """Every run record, oldest first (run ids sort by start time)."""
+    out = []
+    for info in storage.list(storage.join(layout.RUNS_DIR)):
+        if info.name.endswith(".json") and not info.name.startswith("."):
+            try:
+                out.append(json.loads(storage.read_bytes(info.path)))
+            except ValueError:
+                log.warning("skipping unreadable run record %s", info.path)
+    return out
