@@ -1,0 +1,245 @@
+"""Request handlers: one table from request type to handler, over a LogManager.
+
+``BrokerHandlers.dispatch(kind, body, client)`` is what the network layer
+(``server.py``) calls for every frame. Each handler decodes its request with
+``protocol.py``, acts on the :class:`~ingest.broker.log_manager.LogManager`
+and returns a :class:`~ingest.broker.server.Reply` (or ``None`` for PRODUCE
+and MULTIPRODUCE, which have no response).
+
+Errors: an :class:`~ingest.errors.IngestError` raised while serving a request
+becomes its wire ``code``; any other exception becomes ``UNKNOWN`` (-1) and is
+logged with its traceback. Every refused request is logged once, at WARNING,
+with the client address. A request that expects no response (PRODUCE,
+MULTIPRODUCE) and fails gets its connection closed, because closing is the
+only signal a fire-and-forget client can see; every other failure gets an
+error response and the connection stays usable. Nothing is appended unless
+the whole request is valid: MULTIPRODUCE validates every topic, partition and
+message set before appending the first.
+
+Thread-safety: handlers hold no mutable state of their own besides the set of
+topics already announced to ZooKeeper (guarded by a lock); they may run
+concurrently on several network threads. The LogManager and Log guard their
+own state.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from ingest.broker import protocol as p
+from ingest.broker.message_set import validate_message_set
+from ingest.broker.protocol import RequestType
+from ingest.broker.server import FileRegion, Reply
+from ingest.broker.topics import validate_partition, validate_topic
+from ingest.errors import (
+    ErrorCode,
+    IngestError,
+    InvalidFetchSizeError,
+    MalformedRequestError,
+    OffsetOutOfRangeError,
+    UnknownRequestTypeError,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_RESPONSE_BYTES = 2**31 - 1 - 64
+"""A response frame's size must fit its int32 size field."""
+
+
+class BrokerHandlers:
+    """The request-type -> handler table of one broker.
+
+    Args:
+        log_manager: the broker's logs (``get_or_create_log``, ``get_log``, ``topics``).
+        config: the broker config (``num.partitions``, ``topic.partition.count.map``,
+            ``max.message.size``).
+        broker_id, host, port: what METADATA reports about this broker.
+        on_new_topic: called once per topic the first time this broker serves
+            a produce to it (the ZooKeeper registry announces it); must be quick.
+    """
+
+    def __init__(self, log_manager, config, *, broker_id: int, host: str, port: int,
+                 on_new_topic: Callable[[str, int], None] | None = None) -> None:
+        self.logs = log_manager
+        self.config = config
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.on_new_topic = on_new_topic
+        self._announced: set[str] = set()
+        self._announce_lock = threading.Lock()
+        self._max_message_size = config.get("max.message.size", 1 << 62)
+        self.table: dict[int, Callable[[memoryview, str], Reply | None]] = {
+            RequestType.PRODUCE: self.handle_produce,
+            RequestType.FETCH: self.handle_fetch,
+            RequestType.MULTIFETCH: self.handle_multifetch,
+            RequestType.MULTIPRODUCE: self.handle_multiproduce,
+            RequestType.OFFSETS: self.handle_offsets,
+            RequestType.PRODUCE_ACK: self.handle_produce_ack,
+            RequestType.METADATA: self.handle_metadata,
+        }
+
+    # --- dispatch ----------------------------------------------------------------------
+
+    def dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None:
+        handler = self.table.get(kind)
+        if handler is None:
+            exc = UnknownRequestTypeError(
+                f"unknown request type {kind}; known types are {sorted(int(k) for k in self.table)}")
+            log.warning("client %s: %s", client, exc)
+            return Reply([p.ErrorResponse(exc.code).encode()])
+        try:
+            return handler(body, client)
+        except IngestError as exc:
+            log.warning("client %s: %s request refused (%s): %s", client, _name(kind), exc.code.name, exc)
+            return self._error_reply(kind, exc.code)
+        except Exception:  # noqa: BLE001 - a bug must not take the broker down
+            log.exception("client %s: %s request failed unexpectedly", client, _name(kind))
+            return self._error_reply(kind, ErrorCode.UNKNOWN)
+
+    @staticmethod
+    def _error_reply(kind: int, code: int) -> Reply:
+        if kind in p.RESPONSELESS:
+            return Reply([], close_after=True)
+        if kind == RequestType.PRODUCE_ACK:
+            return Reply([p.ProduceAckResponse(code, -1).encode()])
+        return Reply([p.ErrorResponse(code).encode()])
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions this broker has (or would create) for ``topic``."""
+        existing = self.logs.topics().get(topic)
+        if existing:
+            return existing
+        return self.config["topic.partition.count.map"].get(topic, self.config["num.partitions"])
+
+    def _log_for_write(self, topic: str, partition: int):
+        log_ = self.logs.get_or_create_log(topic, partition)
+        if self.on_new_topic is not None and topic not in self._announced:
+            with self._announce_lock:
+                first = topic not in self._announced
+                self._announced.add(topic)
+            if first:
+                self.on_new_topic(topic, self.partition_count(topic))
+        return log_
+
+    def _log_for_read(self, topic: str, partition: int):
+        """The log, or None for a valid topic-partition that has no data yet."""
+        validate_topic(topic)
+        log_ = self.logs.get_log(topic, partition)
+        if log_ is None:
+            validate_partition(topic, partition, self.partition_count(topic))
+        return log_
+
+    def _append(self, req: p.ProduceRequest) -> int:
+        validate_topic(req.topic)
+        return self._log_for_write(req.topic, req.partition).append(req.message_set)
+
+    # --- handlers ------------------------------------------------------------------------
+
+    def handle_produce(self, body: memoryview, client: str) -> None:
+        self._append(p.ProduceRequest.decode(body))
+        return None
+
+    def handle_produce_ack(self, body: memoryview, client: str) -> Reply:
+        offset = self._append(p.ProduceAckRequest.decode(body))
+        return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
+
+    def handle_multiproduce(self, body: memoryview, client: str) -> None:
+        req = p.MultiProduceRequest.decode(body)
+        # validate everything first: a bad part must not leave the good parts appended
+        for part in req.produces:
+            validate_topic(part.topic)
+            validate_partition(part.topic, part.partition, self.partition_count(part.topic))
+            validate_message_set(part.message_set, max_message_size=self._max_message_size)
+        for part in req.produces:
+            self._log_for_write(part.topic, part.partition).append(part.message_set)
+        return None
+
+    def _read(self, f: p.FetchRequest) -> tuple[int, FileRegion | None]:
+        """(length, region) of one fetch; raises the fetch's error."""
+        if f.max_size < 0:
+            raise InvalidFetchSizeError(
+                f"fetch size {f.max_size} for {f.topic}-{f.partition} is negative; it must be >= 0")
+        if f.offset < 0:
+            raise OffsetOutOfRangeError(f"offset {f.offset} of {f.topic}-{f.partition} is negative")
+        log_ = self._log_for_read(f.topic, f.partition)
+        if log_ is None:
+            if f.offset == 0:
+                return 0, None
+            raise OffsetOutOfRangeError(
+                f"offset {f.offset} of {f.topic}-{f.partition} is out of range: the partition is empty")
+        slc = log_.read(f.offset, f.max_size)
+        if slc.length == 0:
+            slc.release()
+            return 0, None
+        return slc.length, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)
+
+    def handle_fetch(self, body: memoryview, client: str) -> Reply:
+        length, region = self._read(p.FetchRequest.decode(body))
+        parts: list = [p.FetchResponse.header(ErrorCode.NONE, length)]
+        if region is not None:
+            parts.append(region)
+        return Reply(parts)
+
+    def handle_multifetch(self, body: memoryview, client: str) -> Reply:
+        req = p.MultiFetchRequest.decode(body)
+        reply = Reply()
+        total = p.INT16.size
+        try:
+            for f in req.fetches:
+                try:
+                    length, region = self._read(f)
+                    code = ErrorCode.NONE
+                except IngestError as exc:
+                    log.warning("client %s: MULTIFETCH part %s-%d@%d refused (%s): %s",
+                                client, f.topic, f.partition, f.offset, exc.code.name, exc)
+                    length, region, code = 0, None, exc.code
+                total += p.RESPONSE_HEADER.size + length
+                reply.parts.append(p.MultiFetchResponse.part_header(code, length))
+                if region is not None:
+                    reply.parts.append(region)
+                if total > MAX_RESPONSE_BYTES:
+                    raise InvalidFetchSizeError(
+                        f"MULTIFETCH of {len(req.fetches)} fetches would answer more than {MAX_RESPONSE_BYTES}"
+                        " bytes; lower the fetch sizes")
+        except BaseException:
+            reply.release()
+            raise
+        reply.parts.insert(0, p.RESPONSE_HEADER.pack(total, ErrorCode.NONE))
+        return reply
+
+    def handle_offsets(self, body: memoryview, client: str) -> Reply:
+        req = p.OffsetsRequest.decode(body)
+        if req.max_offsets < 0:
+            raise MalformedRequestError(f"max_offsets {req.max_offsets} is negative; it must be >= 0")
+        log_ = self._log_for_read(req.topic, req.partition)
+        if log_ is None:
+            offsets = (0,) if req.time in (p.LATEST_TIME, p.EARLIEST_TIME) and req.max_offsets else ()
+        else:
+            offsets = tuple(log_.offsets_before(req.time, req.max_offsets))
+        return Reply([p.OffsetsResponse(ErrorCode.NONE, offsets).encode()])
+
+    def handle_metadata(self, body: memoryview, client: str) -> Reply:
+        req = p.MetadataRequest.decode(body)
+        known = self.logs.topics()
+        names = sorted(known) if not req.topics else [validate_topic(t) for t in req.topics]
+        topics = []
+        for name in names:
+            parts = []
+            for partition in range(self.partition_count(name)):
+                log_ = self.logs.get_log(name, partition)
+                earliest, latest = (0, 0) if log_ is None else (log_.start_offset, log_.end_offset)
+                parts.append(p.PartitionMetadata(partition, earliest, latest))
+            topics.append(p.TopicMetadata(name, tuple(parts)))
+        resp = p.MetadataResponse(ErrorCode.NONE, self.broker_id, self.host, self.port, tuple(topics))
+        return Reply([resp.encode()])
+
+
+def _name(kind: int) -> str:
+    try:
+        return RequestType(kind).name
+    except ValueError:
+        return f"type {kind}"

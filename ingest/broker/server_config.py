@@ -1,0 +1,30 @@
+"""The broker's configuration: the log keys plus the server keys (Kafka 0.7 names).
+
+``SERVER_CONFIG`` is what ``ingest broker start --config conf/server.properties``
+validates; a value out of range fails at start-up naming key, value and range.
+"""
+from __future__ import annotations
+
+from ingest.broker.log_config import LOG_CONFIG
+from ingest.config import Bool, Int, Key, Str
+
+SERVER_KEYS = (
+    Key("brokerid", Int(0, 2**31 - 1), doc="unique id of this broker in the cluster"),
+    Key("hostname", Str(nonempty=True), "127.0.0.1",
+        "address to bind and to register in ZooKeeper (loopback unless set)"),
+    Key("port", Int(0, 65535), 9092, "TCP port to listen on (0 = any free port, for tests)"),
+    Key("enable.zookeeper", Bool(), False, "register the broker and its topics in ZooKeeper"),
+    Key("zk.connect", Str(), "", "ZooKeeper connect string host:port[,host:port][/chroot]"),
+    Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "how long to wait for the first ZooKeeper connection"),
+    Key("zk.sessiontimeout.ms", Int(1000, 600_000), 6000, "ZooKeeper session timeout; ephemeral nodes vanish this long after a crash"),
+    Key("max.socket.request.bytes", Int(64, 2**31 - 1), 100 * 1024 * 1024,
+        "largest request frame accepted; larger frames get REQUEST_TOO_LARGE and the connection is closed"),
+    Key("socket.send.buffer", Int(0, 64 * 1024 * 1024), 100 * 1024, "SO_SNDBUF of client connections (0 = OS default)"),
+    Key("socket.receive.buffer", Int(0, 64 * 1024 * 1024), 100 * 1024, "SO_RCVBUF of client connections (0 = OS default)"),
+    Key("num.threads", Int(1, 64), 2, "network processor threads, each with its own selector and connections"),
+    Key("shutdown.timeout.ms", Int(0, 600_000), 10_000,
+        "on SIGTERM, how long to wait for in-flight responses to drain before closing connections"),
+)
+
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS)
+"""Every key ``ingest broker start`` accepts: the log keys and the server keys."""

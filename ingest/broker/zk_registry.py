@@ -1,0 +1,235 @@
+"""Broker registration in ZooKeeper (kazoo), as in the Kafka 0.7 design.
+
+Znode layout (paths relative to the chroot of ``zk.connect``)::
+
+    /brokers/ids/[broker_id]                -> "host:port"              ephemeral
+    /brokers/topics/[topic]/[broker_id]     -> "<partition count>"      ephemeral
+
+``/brokers/ids`` and ``/brokers/topics/[topic]`` themselves are persistent
+(created on demand). Producers and consumers watch these paths to discover
+brokers and the partitions of each topic.
+
+Rules (kazoo recipes):
+
+- Every write goes through ``client.retry``; a ``NodeExistsError`` on our own
+  node (same session owns it, e.g. a retry after a connection loss whose first
+  create did land) is tolerated.
+- Start-up refuses a broker id whose node is owned by another live session:
+  :class:`~ingest.errors.BrokerIdTakenError`. One exception: if that node
+  names exactly our ``host:port`` we just bound that port ourselves, so its
+  owner cannot be serving; it is the not-yet-expired session of a crashed
+  predecessor (a SIGKILLed broker restarted quickly). We wait up to the
+  session timeout for it to vanish, then register.
+- After a session loss (``KazooState.LOST``, ephemeral nodes gone) the
+  registry re-creates all its nodes as soon as a new session is connected,
+  on a separate thread (listeners must not block kazoo's event thread).
+
+Thread-safety: ``register_topic`` may be called from any thread; the known
+topics are guarded by a lock.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from ingest.errors import BrokerIdTakenError, CoordinationError
+
+log = logging.getLogger(__name__)
+
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str, broker_id: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/{broker_id}"
+
+
+class BrokerRegistry:
+    """Keeps this broker's ephemeral nodes in ZooKeeper for as long as it runs.
+
+    Args:
+        zk_connect: ``host:port[,host:port][/chroot]``.
+        broker_id, host, port: what to register.
+        session_timeout_ms: the session timeout asked of ZooKeeper.
+        connection_timeout_ms: how long ``start`` waits for the first connection.
+    """
+
+    def __init__(self, zk_connect: str, broker_id: int, host: str, port: int, *,
+                 session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
+        self.zk_connect = zk_connect
+        self.broker_id = broker_id
+        self.address = f"{host}:{port}"
+        self.session_timeout_s = session_timeout_ms / 1000.0
+        self.connection_timeout_s = connection_timeout_ms / 1000.0
+        self.client = KazooClient(hosts=zk_connect, timeout=self.session_timeout_s)
+        self._topics: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._session_lost = False
+        self._closed = False
+        self.registrations = 0          # how many times the broker node was (re)created
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self, topics: dict[str, int] | None = None) -> "BrokerRegistry":
+        """Connect, register the broker id and ``topics``.
+
+        Raises:
+            CoordinationError: ZooKeeper not reachable within the connection timeout.
+            BrokerIdTakenError: another live broker holds this id.
+        """
+        try:
+            self.client.start(timeout=self.connection_timeout_s)
+        except KazooTimeoutError as exc:
+            self.client.close()
+            raise CoordinationError(
+                f"cannot connect to ZooKeeper at {self.zk_connect!r} within "
+                f"{self.connection_timeout_s:g}s (zk.connectiontimeout.ms); is it running?") from exc
+        try:
+            self._register_broker(initial=True)
+            with self._lock:
+                self._topics.update(topics or {})
+                current = dict(self._topics)
+            for topic, count in current.items():
+                self._register_topic_node(topic, count)
+        except BaseException:
+            self.client.stop()
+            self.client.close()
+            raise
+        self.client.add_listener(self._on_state)
+        log.info("registered broker %d at %s in ZooKeeper %s", self.broker_id, self.address, self.zk_connect)
+        return self
+
+    def close(self) -> None:
+        """Delete our nodes (so peers notice at once) and end the session."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.client.connected:
+                with self._lock:
+                    topics = list(self._topics)
+                for topic in topics:
+                    self._delete_own(topic_path(topic, self.broker_id))
+                self._delete_own(broker_path(self.broker_id))
+        except KazooException as exc:
+            log.warning("could not deregister broker %d cleanly: %s", self.broker_id, exc)
+        finally:
+            self.client.stop()
+            self.client.close()
+        log.info("deregistered broker %d from ZooKeeper", self.broker_id)
+
+    # --- topics ------------------------------------------------------------------------------
+
+    def register_topic(self, topic: str, partitions: int) -> None:
+        """Announce that this broker holds ``partitions`` partitions of ``topic``."""
+        with self._lock:
+            if self._topics.get(topic) == partitions:
+                return
+            self._topics[topic] = partitions
+        try:
+            self._register_topic_node(topic, partitions)
+        except KazooException as exc:
+            # re-registration after reconnect will create it; never fail a produce for this
+            log.warning("could not register topic %s in ZooKeeper yet: %s", topic, exc)
+
+    def _register_topic_node(self, topic: str, partitions: int) -> None:
+        path = topic_path(topic, self.broker_id)
+        data = str(partitions).encode()
+        self.client.retry(self.client.ensure_path, f"{BROKER_TOPICS}/{topic}")
+        try:
+            self.client.retry(self.client.create, path, data, ephemeral=True)
+        except NodeExistsError:
+            if self._owned_by_us(path):
+                self.client.retry(self.client.set, path, data)
+            else:
+                log.warning("%s is held by another session; leaving it", path)
+
+    # --- broker node ------------------------------------------------------------------------
+
+    def _owned_by_us(self, path: str) -> bool:
+        try:
+            _, stat = self.client.retry(self.client.get, path)
+        except NoNodeError:
+            return False
+        return stat.ephemeralOwner == self.client.client_id[0]
+
+    def _register_broker(self, *, initial: bool) -> None:
+        path = broker_path(self.broker_id)
+        data = self.address.encode()
+        self.client.retry(self.client.ensure_path, BROKER_IDS)
+        deadline = time.monotonic() + self.session_timeout_s * 2 + 2
+        while True:
+            try:
+                self.client.retry(self.client.create, path, data, ephemeral=True)
+                self.registrations += 1
+                return
+            except NodeExistsError:
+                pass
+            try:
+                existing, stat = self.client.retry(self.client.get, path)
+            except NoNodeError:
+                continue  # vanished between create and get: try again
+            if stat.ephemeralOwner == self.client.client_id[0]:
+                self.registrations += 1
+                return  # our own create landed before a connection loss
+            holder = existing.decode(errors="replace")
+            if holder == self.address and time.monotonic() < deadline:
+                # we bound this very port, so that registrant is a dead predecessor
+                log.info("broker id %d is still registered by the expiring session 0x%x of a previous "
+                         "process at %s; waiting for it to expire", self.broker_id, stat.ephemeralOwner, holder)
+                gone = threading.Event()
+                if self.client.exists(path, watch=lambda _event: gone.set()) is not None:
+                    gone.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+                continue
+            raise BrokerIdTakenError(
+                f"broker id {self.broker_id} is already registered in ZooKeeper "
+                f"({self.zk_connect}{path} -> {holder!r}, session 0x{stat.ephemeralOwner:x}); "
+                f"another live broker uses brokerid={self.broker_id}: give this broker a unique "
+                "brokerid or stop the other one")
+
+    def _delete_own(self, path: str) -> None:
+        try:
+            if self._owned_by_us(path):
+                self.client.retry(self.client.delete, path)
+        except NoNodeError:
+            pass
+
+    # --- session loss ------------------------------------------------------------------------
+
+    def _on_state(self, state: str) -> None:
+        # runs on kazoo's event thread: never block here
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("ZooKeeper session of broker %d lost; will re-register when reconnected", self.broker_id)
+        elif state == KazooState.CONNECTED and self._session_lost and not self._closed:
+            self._session_lost = False
+            threading.Thread(target=self._reregister, name="zk-reregister", daemon=True).start()
+
+    def _reregister(self) -> None:
+        attempt = 0
+        while not self._closed:
+            attempt += 1
+            try:
+                self._register_broker(initial=False)
+                with self._lock:
+                    current = dict(self._topics)
+                for topic, count in current.items():
+                    self._register_topic_node(topic, count)
+                log.info("re-registered broker %d and %d topic(s) after session loss",
+                         self.broker_id, len(current))
+                return
+            except BrokerIdTakenError as exc:
+                log.error("cannot re-register after session loss: %s", exc)
+                return
+            except KazooException as exc:
+                log.warning("re-registration attempt %d failed: %s; retrying", attempt, exc)
+                time.sleep(min(2.0, 0.1 * attempt))
