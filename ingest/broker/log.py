@@ -1,0 +1,363 @@
+"""A partition log: ordered segments, append, read, offsets-before, flush, retention.
+
+The log is the sorted list of its segments (base offsets kept in memory,
+binary search to find the segment of an offset). Appends go to the last
+(active) segment, which is rolled at ``log.file.size`` bytes or after
+``log.roll.hours``. Offsets are byte positions: next offset = offset + size.
+
+Visibility: only flushed (fsynced) messages are readable. ``end_offset`` is
+the offset after the last flushed message; a flush happens after
+``log.flush.interval`` messages, or when the manager's flusher finds the
+log's flush interval elapsed, or on roll and close.
+
+Concurrency contract: writers (append, flush, roll, retention, close)
+serialise on the log's lock. Readers take no lock: they read one immutable
+:class:`_View` (segments tuple, their base offsets, visible end) published by
+writers with a single attribute store (copy-on-write), then take a reference
+on the segment they read (see :mod:`ingest.broker.segment`). A deletion
+publishes a view without the segment before unlinking it, and a reader that
+lost the race retries on the new view.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from threading import Lock
+from typing import Callable, NamedTuple
+
+from ingest.broker.message_set import scan
+from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name
+from ingest.clock import Clock
+from ingest.errors import (
+    InvalidFetchSizeError,
+    InvalidMessageError,
+    LogCorruptionError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+
+log = logging.getLogger(__name__)
+
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+_HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """The per-log knobs, resolved from the config for one topic."""
+
+    file_size: int = 1024 * 1024 * 1024
+    roll_ms: int = 168 * _HOUR_MS
+    flush_interval_messages: int = 500
+    flush_interval_ms: int = 3000
+    max_message_size: int = 1_000_000
+    index_interval: int = 4096
+    retention_ms: int = 168 * _HOUR_MS
+    retention_size: int = -1
+
+
+class _View(NamedTuple):
+    segments: tuple[Segment, ...]
+    bases: tuple[int, ...]
+    end: int
+
+
+class Log:
+    """One topic-partition's log; see the module docstring for the contract."""
+
+    def __init__(self, directory: Path, settings: LogSettings, clock: Clock, *, name: str | None = None) -> None:
+        self.directory = Path(directory)
+        self.name = name or self.directory.name
+        self.settings = settings
+        self._clock = clock
+        self._lock = Lock()
+        self._closed = False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        segments = self._load()
+        last = segments[-1]
+        self._active = last
+        self._write_end = last.end_offset
+        self._unflushed = 0
+        self._last_flush_ms = clock.time_ms()
+        self._view = _View(tuple(segments), tuple(s.base_offset for s in segments), self._write_end)
+
+    # --- start-up ---------------------------------------------------------------
+
+    def _load(self) -> list[Segment]:
+        found: list[tuple[int, Path]] = []
+        for entry in os.scandir(self.directory):
+            base = parse_segment_name(entry.name)
+            if base is None:
+                if entry.name.endswith(SUFFIX):
+                    log.warning("log %s: ignoring file %s (not <20 digits>%s)", self.name, entry.name, SUFFIX)
+                continue
+            found.append((base, Path(entry.path)))
+        found.sort()
+        s = self.settings
+        segments = [Segment.open(p, base, self._clock, s.index_interval) for base, p in found]
+        # A trailing empty segment carries nothing; dropping it lets the recovery
+        # of the previous one truncate without leaving a hole before the new base.
+        while len(segments) > 1 and segments[-1].size == 0:
+            segments.pop().delete()
+        if not segments:
+            return [Segment.create(self.directory, 0, self._clock, s.index_interval)]
+        dropped = segments[-1].recover()
+        if dropped:
+            log.warning("log %s: recovery dropped %d bytes from the newest segment", self.name, dropped)
+        for a, b in zip(segments, segments[1:]):
+            if a.end_offset != b.base_offset:
+                log.error("log %s: segment %s ends at %d but the next starts at %d; reads across the gap fail",
+                          self.name, a.path.name, a.end_offset, b.base_offset)
+        return segments
+
+    # --- state ------------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        """Earliest retained offset."""
+        return self._view.bases[0]
+
+    @property
+    def end_offset(self) -> int:
+        """Offset after the last flushed (visible) message."""
+        return self._view.end
+
+    @property
+    def size(self) -> int:
+        """Bytes in all segments, unflushed included."""
+        return sum(seg.size for seg in self._view.segments)
+
+    def segment_bases(self) -> list[int]:
+        return list(self._view.bases)
+
+    def segments(self) -> tuple[Segment, ...]:
+        """An immutable snapshot of the segment list."""
+        return self._view.segments
+
+    # --- writing ----------------------------------------------------------------
+
+    def append(self, message_set: bytes | memoryview) -> int:
+        """Validate and append a message set; returns the offset of its first message.
+
+        Raises:
+            InvalidMessageError: a bad or cut-off message (nothing is written).
+            MessageTooLargeError: a message above ``max.message.size``.
+        """
+        n = len(message_set)
+        s = self.settings
+        with self._lock:
+            self._check_open()
+            if n == 0:
+                return self._write_end
+            seg = self._active
+            now = self._clock.time_ms()
+            roll = seg.size > 0 and (seg.size + n > s.file_size or now - seg.created_ms >= s.roll_ms)
+            size0 = 0 if roll else seg.size
+            mark = 0 if roll else seg.next_index_mark()
+            positions: list[int] = []
+            r = scan(message_set, max_message_size=s.max_message_size, deep=True, index=positions,
+                     index_base=size0, index_mark=mark - size0, index_interval=s.index_interval)
+            if r.error is not None:
+                cls = MessageTooLargeError if r.too_large else InvalidMessageError
+                raise cls(f"log {self.name}: rejected message set of {n} bytes: {r.error}")
+            if roll:
+                seg = self._roll_locked()
+            offset = self._write_end
+            seg.append(message_set, positions)
+            self._write_end += n
+            self._unflushed += r.count
+            if self._unflushed >= s.flush_interval_messages:
+                self._flush_locked()
+            return offset
+
+    def flush(self) -> None:
+        """fsync unflushed messages and make them visible."""
+        with self._lock:
+            if not self._closed:
+                self._flush_locked()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if there are unflushed messages older than the flush interval."""
+        if self._unflushed == 0 or now_ms - self._last_flush_ms < self.settings.flush_interval_ms:
+            return False
+        self.flush()
+        return True
+
+    def roll(self) -> None:
+        """Start a new active segment (flushing the current one)."""
+        with self._lock:
+            self._check_open()
+            if self._active.size > 0:
+                self._roll_locked()
+
+    def _flush_locked(self) -> None:
+        if self._write_end != self._view.end:
+            try:
+                self._active.flush()
+            except OSError as exc:
+                raise StorageError(f"log {self.name}: fsync of {self._active.path} failed: {exc.strerror}") from exc
+            v = self._view
+            self._view = _View(v.segments, v.bases, self._write_end)
+        self._unflushed = 0
+        self._last_flush_ms = self._clock.time_ms()
+
+    def _roll_locked(self) -> Segment:
+        self._flush_locked()
+        seg = Segment.create(self.directory, self._write_end, self._clock, self.settings.index_interval)
+        v = self._view
+        self._view = _View(v.segments + (seg,), v.bases + (seg.base_offset,), v.end)
+        self._active = seg
+        log.info("log %s: rolled to new segment %s", self.name, seg.path.name)
+        return seg
+
+    # --- reading ----------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> LogSlice:
+        """Whole visible messages from ``offset``, at most ``max_bytes`` (the last may be cut).
+
+        A read never crosses a segment end; reading at ``end_offset`` gives an
+        empty slice. The caller must ``release()`` the slice.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is before the start, after the
+                end, or not a message boundary.
+            LogCorruptionError: ``offset`` lies in corrupt data of an older segment.
+            InvalidFetchSizeError: ``max_bytes`` is negative.
+        """
+        if max_bytes < 0:
+            raise InvalidFetchSizeError(f"fetch size {max_bytes} is negative; it must be >= 0")
+        while True:
+            v = self._view
+            if offset < v.bases[0] or offset > v.end:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} of log {self.name} is out of range: valid offsets are {v.bases[0]}..{v.end}"
+                )
+            i = bisect_right(v.bases, offset) - 1
+            seg = v.segments[i]
+            if not seg.acquire():
+                if self._closed:
+                    raise StorageError(f"log {self.name} is closed")
+                continue  # deleted by retention after we took the view: look again
+            try:
+                pos = offset - seg.base_offset
+                avail = seg.check_boundary(pos, min(seg.size, v.end - seg.base_offset))
+                if avail == 0 and i != len(v.segments) - 1:
+                    raise LogCorruptionError(
+                        f"offset {offset} of log {self.name} falls in a gap after segment {seg.path.name}"
+                    )
+            except BaseException:
+                seg.release()
+                raise
+            return LogSlice(seg, offset, pos, min(avail, max_bytes))
+
+    def read_bytes(self, offset: int, max_bytes: int) -> bytes:
+        """Convenience: ``read`` then copy the bytes out and release."""
+        with self.read(offset, max_bytes) as sl:
+            return sl.read_bytes()
+
+    def offsets_before(self, time_ms: int, max_offsets: int) -> list[int]:
+        """Segment start offsets last modified at or before ``time_ms``, newest first.
+
+        As in Kafka 0.7: candidates are every segment's base offset with its
+        last-modified time, plus the end offset with "now" when the active
+        segment is not empty. ``-1`` (latest) starts from the end offset,
+        ``-2`` (earliest) returns the start offset.
+        """
+        if max_offsets <= 0:
+            return []
+        v = self._view
+        pairs = [(seg.base_offset, seg.last_modified_ms) for seg in v.segments]
+        if v.segments[-1].size > 0 and v.end > v.segments[-1].base_offset:
+            pairs.append((v.end, self._clock.time_ms()))
+        if time_ms == LATEST_TIME:
+            start = len(pairs) - 1
+        elif time_ms == EARLIEST_TIME:
+            start = 0
+        else:
+            start = len(pairs) - 1
+            while start >= 0 and pairs[start][1] > time_ms:
+                start -= 1
+        out: list[int] = []
+        while start >= 0 and len(out) < max_offsets:
+            off = pairs[start][0]
+            if not out or out[-1] != off:
+                out.append(off)
+            start -= 1
+        return out
+
+    # --- retention --------------------------------------------------------------
+
+    def delete_segments(self, predicate: Callable[[Segment], bool]) -> tuple[int, int]:
+        """Delete the oldest segments while ``predicate`` holds; returns (segments, bytes).
+
+        The active segment is never deleted under an append: if every segment
+        matches, the log rolls first (when the active one holds data) and the
+        new empty segment stays.
+        """
+        with self._lock:
+            if self._closed:
+                return 0, 0
+            segs = self._view.segments
+            k = 0
+            while k < len(segs) and predicate(segs[k]):
+                k += 1
+            if k == 0:
+                return 0, 0
+            if k == len(segs):
+                if self._active.size == 0:
+                    k -= 1
+                else:
+                    self._roll_locked()
+                if k == 0:
+                    return 0, 0
+            victims = self._view.segments[:k]
+            v = self._view
+            self._view = _View(v.segments[k:], v.bases[k:], v.end)
+        freed = 0
+        for seg in victims:
+            freed += seg.size
+            seg.delete()
+        log.info("log %s: retention deleted %d segment(s), %d bytes; start offset now %d",
+                 self.name, len(victims), freed, self.start_offset)
+        return len(victims), freed
+
+    def cleanup(self, now_ms: int) -> tuple[int, int]:
+        """Apply retention by age then by size; returns (segments, bytes) deleted."""
+        s = self.settings
+        n, b = self.delete_segments(lambda seg: now_ms - seg.last_modified_ms > s.retention_ms)
+        if s.retention_size >= 0:
+            excess = self.size - s.retention_size
+            if excess > 0:
+                budget = [excess]
+
+                def over(seg: Segment) -> bool:
+                    if budget[0] - seg.size < 0:
+                        return False
+                    budget[0] -= seg.size
+                    return True
+
+                n2, b2 = self.delete_segments(over)
+                n, b = n + n2, b + b2
+        return n, b
+
+    # --- close ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close; readers holding slices keep them until release."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked()
+            self._closed = True
+            segs = self._view.segments
+        for seg in segs:
+            seg.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.name} is closed")

@@ -1,0 +1,51 @@
+"""The log keys (Kafka 0.7 names): ``LOG_CONFIG``; the server extends it.
+
+Per-topic maps (``topic.partition.count.map``, ``topic.flush.intervals.ms``,
+``topic.log.retention.hours``) are ``topic:int,topic:int``; their topic names
+are validated when a :class:`~ingest.broker.log_manager.LogManager` is built.
+"""
+from __future__ import annotations
+
+from ingest.config import Config, ConfigDef, Int, IntMap, Key, Str
+from ingest.errors import ConfigError, InvalidTopicError
+from ingest.broker.topics import validate_topic
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+LOG_CONFIG = ConfigDef(
+    "log",
+    (
+        Key("log.dir", Str(nonempty=True), "/tmp/ingest-logs", "directory holding one sub-directory per topic-partition"),
+        Key("num.partitions", Int(1, 100_000), 1, "partitions of a topic created on first use"),
+        Key("topic.partition.count.map", IntMap(1, 100_000), {}, "per-topic partition counts, topic:count,..."),
+        Key("log.file.size", Int(64, _INT32_MAX), 1024 * 1024 * 1024, "roll to a new segment before it exceeds this many bytes"),
+        Key("log.roll.hours", Int(1, 100_000), 24 * 7, "roll to a new segment when the active one is this old"),
+        Key("log.flush.interval", Int(1, _INT32_MAX), 500, "fsync after this many appended messages"),
+        Key("log.default.flush.interval.ms", Int(1, _INT32_MAX), 3000, "fsync a log with unflushed messages at least this often"),
+        Key("topic.flush.intervals.ms", IntMap(1, _INT32_MAX), {}, "per-topic flush intervals, topic:ms,..."),
+        Key("log.default.flush.scheduler.interval.ms", Int(1, _INT32_MAX), 3000, "how often the flusher thread checks flush intervals"),
+        Key("log.retention.hours", Int(1, 1_000_000), 24 * 7, "delete segments last modified longer ago than this"),
+        Key("topic.log.retention.hours", IntMap(1, 1_000_000), {}, "per-topic retention hours, topic:hours,..."),
+        Key("log.retention.size", Int(-1, _INT64_MAX), -1, "keep at most this many bytes per partition log (-1: no limit)"),
+        Key("log.cleanup.interval.mins", Int(1, 1_000_000), 10, "how often the retention thread runs"),
+        Key("max.message.size", Int(1, _INT32_MAX - 10), 1_000_000, "largest payload of one (outer) message, in bytes"),
+        Key("log.index.interval.bytes", Int(16, 64 * 1024 * 1024), 4096, "spacing of the in-memory sparse position index"),
+    ),
+)
+
+
+def check_topic_maps(config: Config) -> None:
+    """Validate the topic names used as keys of the per-topic maps.
+
+    Raises:
+        ConfigError: naming the key and the bad topic name.
+    """
+    for key in ("topic.partition.count.map", "topic.flush.intervals.ms", "topic.log.retention.hours"):
+        if key not in config:
+            continue
+        for topic in config[key]:
+            try:
+                validate_topic(topic)
+            except InvalidTopicError as exc:
+                raise ConfigError(f"invalid topic in '{key}': {exc}") from exc

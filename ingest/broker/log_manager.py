@@ -1,0 +1,178 @@
+"""One log per topic-partition: recovery at start, flusher and retention threads.
+
+Directory layout: ``<log.dir>/<topic>-<partition>/<20-digit base>.kafka``.
+Topic names are validated (:func:`ingest.broker.topics.validate_topic`)
+before they reach a path; directories under ``log.dir`` that do not parse as
+``<valid topic>-<partition>`` are reported and left alone.
+
+Concurrency contract: every public method is thread-safe. The map of logs is
+guarded by the manager's lock (held only to look up or insert); each
+:class:`~ingest.broker.log.Log` guards itself. Two daemon threads run after
+:meth:`startup`: the flusher (every ``log.default.flush.scheduler.interval.ms``
+it flushes logs whose flush interval elapsed) and the retention thread
+(every ``log.cleanup.interval.mins``). Decisions use the injected clock; the
+threads only sleep on real time, and tests call :meth:`flush_due` /
+:meth:`cleanup` directly with a fake clock.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from ingest.broker.log import Log, LogSettings
+from ingest.broker.log_config import check_topic_maps
+from ingest.broker.topics import parse_partition_dir, partition_dir_name, validate_partition, validate_topic
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.config import Config
+from ingest.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+_HOUR_MS = 3_600_000
+
+
+class LogManager:
+    """All partition logs of one broker; see the module docstring for the contract."""
+
+    def __init__(self, config: Config, clock: Clock = SYSTEM_CLOCK) -> None:
+        check_topic_maps(config)
+        self.config = config
+        self.log_dir = Path(config["log.dir"])
+        self._clock = clock
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._shut = False
+
+    # --- configuration per topic --------------------------------------------------
+
+    def partition_count(self, topic: str) -> int:
+        """Configured partitions of ``topic`` (``topic.partition.count.map`` or ``num.partitions``)."""
+        return self.config["topic.partition.count.map"].get(topic, self.config["num.partitions"])
+
+    def settings_for(self, topic: str) -> LogSettings:
+        c = self.config
+        return LogSettings(
+            file_size=c["log.file.size"],
+            roll_ms=c["log.roll.hours"] * _HOUR_MS,
+            flush_interval_messages=c["log.flush.interval"],
+            flush_interval_ms=c["topic.flush.intervals.ms"].get(topic, c["log.default.flush.interval.ms"]),
+            max_message_size=c["max.message.size"],
+            index_interval=c["log.index.interval.bytes"],
+            retention_ms=c["topic.log.retention.hours"].get(topic, c["log.retention.hours"]) * _HOUR_MS,
+            retention_size=c["log.retention.size"],
+        )
+
+    # --- life cycle -----------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Recover every log under ``log.dir``, then start the flusher and retention threads."""
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create log.dir {self.log_dir}: {exc.strerror}") from exc
+        names = sorted(e.name for e in os.scandir(self.log_dir) if e.is_dir())
+        for i, name in enumerate(names, 1):
+            parsed = parse_partition_dir(name)
+            if parsed is None:
+                log.warning("log.dir %s: ignoring directory %r (not <topic>-<partition>)", self.log_dir, name)
+                continue
+            topic, partition = parsed
+            if partition >= self.partition_count(topic):
+                log.warning("log.dir %s: %s has partition %d beyond the configured count %d; serving it anyway",
+                            self.log_dir, topic, partition, self.partition_count(topic))
+            with self._lock:
+                if (topic, partition) not in self._logs:
+                    self._logs[(topic, partition)] = Log(self.log_dir / name, self.settings_for(topic), self._clock)
+            log.info("loaded log %s (%d of %d)", name, i, len(names))
+        self._start_thread("log-flusher", self.config["log.default.flush.scheduler.interval.ms"] / 1000.0, self.flush_due)
+        self._start_thread("log-retention", self.config["log.cleanup.interval.mins"] * 60.0, self.cleanup)
+
+    def _start_thread(self, name: str, period_s: float, work) -> None:
+        def loop() -> None:
+            while not self._stop.wait(period_s):
+                try:
+                    work()
+                except Exception:  # a bad pass must not kill the thread; it is retried next period
+                    log.exception("%s pass failed", name)
+
+        t = threading.Thread(target=loop, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def shutdown(self) -> None:
+        """Stop the threads, flush and close every log. Idempotent."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+        self._threads.clear()
+        with self._lock:
+            logs = list(self._logs.values())
+            self._shut = True
+        for lg in logs:
+            try:
+                lg.close()
+            except Exception:
+                log.exception("closing log %s failed", lg.name)
+
+    # --- logs -----------------------------------------------------------------------
+
+    def get_or_create_log(self, topic: str, partition: int) -> Log:
+        """The log of ``topic``/``partition``, created on first use.
+
+        Raises:
+            InvalidTopicError: the topic name is not allowed.
+            WrongPartitionError: the partition is outside ``[0, partition count)``.
+        """
+        validate_topic(topic)
+        key = (topic, partition)
+        lg = self._logs.get(key)
+        if lg is not None:
+            return lg
+        validate_partition(topic, partition, self.partition_count(topic))
+        with self._lock:
+            if self._shut:
+                raise StorageError("the log manager is shut down")
+            lg = self._logs.get(key)
+            if lg is None:
+                lg = Log(self.log_dir / partition_dir_name(topic, partition), self.settings_for(topic), self._clock)
+                self._logs[key] = lg
+                log.info("created log %s-%d", topic, partition)
+            return lg
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        """The log if it exists, else None (never creates one)."""
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def topics(self) -> dict[str, int]:
+        """Topics with at least one log -> partition count."""
+        out: dict[str, int] = {}
+        for topic, partition in self.logs():
+            out[topic] = max(out.get(topic, self.partition_count(topic)), partition + 1)
+        return out
+
+    # --- periodic work ----------------------------------------------------------------
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """Flush every log whose flush interval elapsed; returns how many were flushed."""
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        return sum(1 for lg in self.logs().values() if lg.maybe_flush(now))
+
+    def cleanup(self, now_ms: int | None = None) -> tuple[int, int]:
+        """Apply retention to every log; returns (segments, bytes) deleted."""
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        total_n = total_b = 0
+        for lg in self.logs().values():
+            n, b = lg.cleanup(now)
+            total_n += n
+            total_b += b
+        if total_n:
+            log.info("retention pass deleted %d segment(s), %d bytes", total_n, total_b)
+        return total_n, total_b

@@ -1,0 +1,334 @@
+"""A segment: one file of a partition log plus its base offset; owns recovery.
+
+A segment file ``<log.dir>/<topic>-<partition>/<base offset, 20 digits>.kafka``
+holds a message set (see :mod:`ingest.broker.message`) whose first message
+sits at log offset ``base``; the message at byte ``p`` of the file has offset
+``base + p``.
+
+The segment keeps a sparse in-memory index (``array('q')`` of file positions
+of the first message at or after every ``log.index.interval.bytes``), filled
+while appending and, for segments found on disk, by one validating scan: for
+the newest segment at start-up (recovery truncates it at the last valid
+message), for older ones on first read. A read checks that its position is
+a message boundary by walking message headers forward from the nearest index
+entry: cost bounded by the index interval, whatever the log size.
+
+Concurrency contract: ``append``/``truncate_to``/``flush`` are called by the
+owning :class:`~ingest.broker.log.Log` under its lock. Readers call
+``acquire()`` (False once the segment is deleted or closed), then read by
+``pread`` and ``release()``; the file descriptor is closed only when the last
+holder releases, so a reader keeps its bytes after the file was unlinked.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD
+from ingest.broker.message_set import ScanResult, scan
+from ingest.clock import Clock
+from ingest.errors import LogCorruptionError, OffsetOutOfRangeError, StorageError
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".kafka"
+NAME_DIGITS = 20
+SCAN_CHUNK = 8 * 1024 * 1024
+WALK_CHUNK = 64 * 1024
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:0{NAME_DIGITS}d}{SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """Base offset of a segment file name, or None if the name is not one."""
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
+    if len(stem) != NAME_DIGITS or not stem.isdigit() or not stem.isascii():
+        return None
+    return int(stem)
+
+
+def scan_file(fd: int, size: int, index: array | None, interval: int) -> ScanResult:
+    """Validate a whole file of ``size`` bytes by chunks; fills ``index``."""
+    pos = 0
+    count = 0
+    want = SCAN_CHUNK
+    while pos < size:
+        buf = os.pread(fd, min(want, size - pos), pos)
+        if not buf:
+            return ScanResult(pos, count, f"file ended at {pos}, expected {size} bytes", True)
+        mark = index[-1] + interval if index else 0
+        r = scan(buf, index=index, index_base=pos, index_mark=mark - pos, index_interval=interval, origin=pos)
+        count += r.count
+        pos += r.end
+        want = SCAN_CHUNK
+        if r.error is None:
+            continue
+        if not r.cut_off or pos + len(buf) - r.end >= size:
+            return ScanResult(pos, count, r.error, r.cut_off)
+        # A message crosses the chunk boundary: re-read from it, large enough to hold it.
+        head = os.pread(fd, LENGTH_SIZE, pos)
+        need = LENGTH_SIZE + (LENGTH.unpack(head)[0] if len(head) == LENGTH_SIZE else 0)
+        if len(head) < LENGTH_SIZE or pos + need > size:
+            return ScanResult(pos, count, r.error, True)
+        want = max(SCAN_CHUNK, need)
+    return ScanResult(pos, count, None, False)
+
+
+class Segment:
+    """One segment file; see the module docstring for the concurrency contract."""
+
+    def __init__(self, path: Path, base_offset: int, fd: int, size: int, clock: Clock, index_interval: int,
+                 *, indexed: bool, mtime_ms: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.size = size
+        self.index = array("q")
+        self.indexed = indexed
+        self.corrupt_at: int | None = None
+        self.corrupt_reason: str | None = None
+        self.created_ms = clock.time_ms()
+        self.last_modified_ms = mtime_ms
+        self._fd = fd
+        self._clock = clock
+        self._interval = index_interval
+        self._refs = 1  # the owning log's reference
+        self._ref_lock = threading.Lock()
+        self._index_lock = threading.Lock()
+        self._deleted = False
+
+    # --- life cycle -----------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, clock: Clock, index_interval: int) -> "Segment":
+        path = directory / segment_name(base_offset)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot create segment {path}: {exc.strerror}") from exc
+        _fsync_dir(directory)
+        return cls(path, base_offset, fd, 0, clock, index_interval, indexed=True, mtime_ms=clock.time_ms())
+
+    @classmethod
+    def open(cls, path: Path, base_offset: int, clock: Clock, index_interval: int) -> "Segment":
+        try:
+            fd = os.open(path, os.O_RDWR)
+            st = os.fstat(fd)
+        except OSError as exc:
+            raise StorageError(f"cannot open segment {path}: {exc.strerror}") from exc
+        return cls(path, base_offset, fd, st.st_size, clock, index_interval,
+                   indexed=st.st_size == 0, mtime_ms=st.st_mtime_ns // 1_000_000)
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + self.size
+
+    def acquire(self) -> bool:
+        """Take a reader reference; False if the segment is already deleted or closed."""
+        with self._ref_lock:
+            if self._refs <= 0:
+                return False
+            self._refs += 1
+            return True
+
+    def release(self) -> None:
+        with self._ref_lock:
+            self._refs -= 1
+            last = self._refs == 0
+        if last:
+            os.close(self._fd)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        """Drop the owner's reference (fd closes once readers are done)."""
+        if not self._deleted:
+            self._deleted = True
+            self.release()
+
+    def delete(self) -> None:
+        """Unlink the file now; open readers keep reading it until they release."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.close()
+
+    # --- writing (caller holds the log lock) ------------------------------------
+
+    def append(self, data: bytes | memoryview, index_positions: list[int]) -> None:
+        """Write validated bytes at the end; ``index_positions`` are file positions."""
+        pos = self.size
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.pwrite(self._fd, view, pos)
+                pos += n
+                view = view[n:]
+        except OSError as exc:
+            # Keep the in-memory size at the last whole set; recovery drops a partial write.
+            raise StorageError(f"write to {self.path} failed at {pos}: {exc.strerror}") from exc
+        self.index.extend(index_positions)
+        self.size = pos
+        self.last_modified_ms = self._clock.time_ms()
+
+    def next_index_mark(self) -> int:
+        return self.index[-1] + self._interval if self.index else 0
+
+    def flush(self) -> None:
+        os.fdatasync(self._fd)
+
+    def truncate_to(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+        os.fsync(self._fd)
+        self.size = size
+        cut = bisect_right(self.index, size - 1)
+        del self.index[cut:]
+
+    # --- validation -------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Validate every message; truncate at the last valid one. Returns bytes dropped."""
+        with self._index_lock:
+            self.index = array("q")
+            r = scan_file(self._fd, self.size, self.index, self._interval)
+            self.indexed = True
+            dropped = self.size - r.end
+            if dropped:
+                kind = "torn tail" if r.cut_off else "invalid message"
+                log.warning("recovery of %s: %s: %s; truncating %d bytes (keeping %d bytes, %d messages)",
+                            self.path, kind, r.error, dropped, r.end, r.count)
+                self.truncate_to(r.end)
+            else:
+                log.info("recovery of %s: %d messages, %d bytes valid", self.path, r.count, r.end)
+            return dropped
+
+    def ensure_index(self) -> None:
+        """Build the index of a segment found on disk (validating it) on first use."""
+        if self.indexed:
+            return
+        with self._index_lock:
+            if self.indexed:
+                return
+            index = array("q")
+            r = scan_file(self._fd, self.size, index, self._interval)
+            if r.error is not None:
+                self.corrupt_at = r.end
+                self.corrupt_reason = r.error
+                log.error("segment %s is corrupt from offset %d (%s); reads at or after it fail",
+                          self.path, self.base_offset + r.end, r.error)
+            self.index = index
+            self.indexed = True
+
+    def check_boundary(self, pos: int, visible: int) -> int:
+        """Check that file position ``pos`` starts a message; return bytes readable from it.
+
+        Raises:
+            OffsetOutOfRangeError: ``pos`` is not a message boundary below ``visible``.
+            LogCorruptionError: ``pos`` lies at or after corrupt bytes of this segment.
+        """
+        self.ensure_index()
+        limit = visible
+        if self.corrupt_at is not None:
+            if pos >= self.corrupt_at:
+                raise LogCorruptionError(
+                    f"offset {self.base_offset + pos} lies in corrupt data of segment {self.path.name} "
+                    f"({self.corrupt_reason}); run 'ingest log dump {self.path}' to inspect it"
+                )
+            limit = min(limit, self.corrupt_at)
+        if pos == limit:
+            return 0
+        if pos > limit or pos < 0:
+            raise OffsetOutOfRangeError(f"offset {self.base_offset + pos} is past the end of segment {self.path.name}")
+        index = self.index
+        i = bisect_right(index, pos) - 1
+        p = index[i] if i >= 0 else 0
+        if p != pos:
+            self._walk(p, pos)
+        return limit - pos
+
+    def _walk(self, p: int, pos: int) -> None:
+        """Follow length fields from boundary ``p``; ``pos`` must be hit exactly."""
+        unpack = LENGTH.unpack_from
+        fd = self._fd
+        while p < pos:
+            buf = os.pread(fd, min(pos - p, WALK_CHUNK) + LENGTH_SIZE, p)
+            start = p
+            n = len(buf) - LENGTH_SIZE
+            stepped = False
+            while p < pos and p - start <= n:
+                length = unpack(buf, p - start)[0]
+                if length < OVERHEAD:
+                    break
+                p += LENGTH_SIZE + length
+                stepped = True
+            if not stepped:
+                break
+        if p != pos:
+            raise OffsetOutOfRangeError(
+                f"offset {self.base_offset + pos} is not a message boundary in segment {self.path.name}"
+            )
+
+
+class LogSlice:
+    """Whole messages of one segment from ``offset`` (the last may be cut off).
+
+    ``fileno()`` and ``position`` feed ``os.sendfile``; they stay valid until
+    :meth:`release`, even if retention deletes the segment meanwhile. Use as a
+    context manager or call ``release()`` exactly once.
+    """
+
+    __slots__ = ("offset", "position", "length", "_segment")
+
+    def __init__(self, segment: Segment | None, offset: int, position: int, length: int) -> None:
+        self._segment = segment
+        self.offset = offset
+        self.position = position
+        self.length = length
+
+    def fileno(self) -> int:
+        if self._segment is None:
+            raise ValueError("LogSlice already released")
+        return self._segment.fileno()
+
+    @property
+    def next_offset(self) -> int:
+        """Offset right after the slice's bytes (a boundary only if nothing was cut off)."""
+        return self.offset + self.length
+
+    def read_bytes(self) -> bytes:
+        if self.length == 0:
+            return b""
+        if self._segment is None:
+            raise ValueError("LogSlice already released")
+        return os.pread(self._segment.fileno(), self.length, self.position)
+
+    def release(self) -> None:
+        seg, self._segment = self._segment, None
+        if seg is not None:
+            seg.release()
+
+    def __enter__(self) -> "LogSlice":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        # A forgotten release must not leak the fd of a deleted segment forever.
+        if getattr(self, "_segment", None) is not None:
+            self.release()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

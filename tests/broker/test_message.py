@@ -1,0 +1,153 @@
+"""Messages and message sets: round trips, CRC coverage, cut-off detection, codecs."""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+
+from ingest.broker.compression import decompress
+from ingest.broker.message import (
+    CODEC_GZIP,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    HEADER_SIZE,
+    decode_message,
+    encode_message,
+)
+from ingest.broker.message_set import (
+    encode_message_set,
+    first_message_size,
+    iter_messages,
+    scan,
+    valid_prefix,
+    validate_message_set,
+)
+from ingest.errors import BufferUnderrunError, InvalidMessageError, MessageTooLargeError
+
+
+def test_message_layout_is_the_fixed_format():
+    m = encode_message(b"hello")
+    length, magic, attributes, crc = struct.unpack_from(">ibbI", m)
+    assert (length, magic, attributes) == (6 + 5, 1, 0)
+    assert crc == zlib.crc32(b"\x00hello")  # CRC over attributes byte + payload
+    assert m[HEADER_SIZE:] == b"hello"
+    assert decode_message(m).payload == b"hello"
+
+
+@pytest.mark.parametrize("payload", [b"", b"x", b"a" * 200, bytes(range(256)) * 50])
+def test_message_set_round_trip(payload):
+    payloads = [payload, b"second", payload[::-1]]
+    buf = encode_message_set(payloads)
+    got = list(iter_messages(buf, base_offset=1000))
+    assert [m.payload for m in got] == payloads
+    assert got[0].offset == 1000
+    assert [m.next_offset for m in got[:-1]] == [m.offset for m in got[1:]]
+    assert got[-1].next_offset == 1000 + len(buf)
+    assert validate_message_set(buf) == 3
+
+
+@pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY])
+def test_compressed_set_is_one_wrapper_and_iterates_transparently(codec):
+    payloads = [b"event-%d" % i * 10 for i in range(50)]
+    buf = encode_message_set(payloads, codec)
+    wrapper = decode_message(buf)
+    assert wrapper.codec == codec and wrapper.size == len(buf)
+    assert decompress(codec, wrapper.payload) == encode_message_set(payloads)
+    got = list(iter_messages(buf, base_offset=7))
+    assert [m.payload for m in got] == payloads
+    assert {(m.offset, m.next_offset) for m in got} == {(7, 7 + len(buf))}
+    assert validate_message_set(buf) == 1
+
+
+def test_snappy_payload_is_raw_block_format_compatible_with_python_snappy():
+    snappy = pytest.importorskip("snappy")
+    plain = encode_message_set([b"abc" * 100])
+    wrapper = decode_message(encode_message_set([b"abc" * 100], CODEC_SNAPPY))
+    assert snappy.decompress(wrapper.payload) == plain
+    assert decompress(CODEC_SNAPPY, snappy.compress(plain)) == plain
+
+
+def test_every_single_byte_corruption_is_caught():
+    first = encode_message(b"first message")
+    target = encode_message(b"payload of the message under test, with some length")
+    buf = first + target
+    for i in range(len(first), len(buf)):
+        for flip in (0x01, 0x80, 0xFF):
+            bad = bytearray(buf)
+            bad[i] ^= flip
+            assert valid_prefix(bad) == len(first), (i, flip)
+            with pytest.raises((InvalidMessageError, MessageTooLargeError)):
+                validate_message_set(bytes(bad[len(first):]))
+
+
+def test_flipped_attributes_bit_is_caught_by_the_crc():
+    m = bytearray(encode_message(encode_message_set([b"x"]), CODEC_NONE))
+    m[5] = CODEC_GZIP  # a valid codec value, so only the CRC can catch it
+    with pytest.raises(InvalidMessageError, match="CRC"):
+        list(iter_messages(bytes(m)))
+
+
+def test_cut_off_last_message_is_detected_by_size():
+    buf = encode_message_set([b"a" * 50, b"b" * 50])
+    whole = len(encode_message(b"a" * 50))
+    for cut in range(whole + 1, len(buf)):
+        got = list(iter_messages(buf[:cut]))
+        assert [m.payload for m in got] == [b"a" * 50]
+        assert valid_prefix(buf[:cut]) == whole
+        assert scan(buf[:cut]).cut_off
+        with pytest.raises(InvalidMessageError):
+            validate_message_set(buf[:cut])
+    assert first_message_size(buf) == whole
+    assert first_message_size(b"\x00\x00") is None
+
+
+def test_decode_message_names_underrun():
+    with pytest.raises(BufferUnderrunError, match="need 10 bytes"):
+        decode_message(b"\x00\x00\x00")
+    with pytest.raises(BufferUnderrunError, match="length says"):
+        decode_message(encode_message(b"abcdef")[:-1])
+
+
+def test_bad_magic_unknown_codec_and_short_length_are_named():
+    m = bytearray(encode_message(b"x"))
+    m[4] = 0
+    with pytest.raises(InvalidMessageError, match="magic 0"):
+        list(iter_messages(bytes(m)))
+    m = bytearray(encode_message(b"x"))
+    m[5] = 3
+    m[6:10] = struct.pack(">I", zlib.crc32(b"x", zlib.crc32(b"\x03")))
+    with pytest.raises(InvalidMessageError, match="attributes 0x03"):
+        list(iter_messages(bytes(m)))
+    with pytest.raises(InvalidMessageError, match="below the minimum"):
+        list(iter_messages(struct.pack(">i", 2) + b"\x01\x00" + b"\x00" * 10))
+
+
+def test_max_message_size_is_enforced():
+    buf = encode_message_set([b"x" * 101])
+    assert validate_message_set(buf, max_message_size=101) == 1
+    with pytest.raises(MessageTooLargeError, match="exceeds max.message.size 100"):
+        validate_message_set(buf, max_message_size=100)
+
+
+def test_corrupt_compressed_payload_and_nested_compression_are_rejected():
+    inner = encode_message_set([b"a", b"b"], CODEC_GZIP)
+    nested = encode_message_set([inner], CODEC_GZIP)  # a wrapper inside a wrapper
+    # encode_message_set wraps payloads as plain messages; build a real nested set:
+    from ingest.broker.compression import compress
+    nested = encode_message(compress(CODEC_GZIP, inner), CODEC_GZIP)
+    with pytest.raises(InvalidMessageError, match="nested"):
+        validate_message_set(nested)
+    with pytest.raises(InvalidMessageError, match="nested"):
+        list(iter_messages(nested))
+    garbage = encode_message(b"not gzip at all", CODEC_GZIP)
+    with pytest.raises(InvalidMessageError, match="gzip"):
+        validate_message_set(garbage)
+    with pytest.raises(InvalidMessageError, match="gzip"):
+        list(iter_messages(garbage))
+
+
+def test_large_message_round_trip():
+    big = bytes(range(256)) * (5 * 1024 * 1024 // 256)
+    buf = encode_message_set([big, b"small"])
+    assert [m.payload for m in iter_messages(buf)] == [big, b"small"]
