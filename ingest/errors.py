@@ -147,6 +147,12 @@ class ProducerQueueFullError(IngestError):
     retriable = True
 
 
+class ConsumerTimeoutError(IngestError):
+    """No message arrived on a consumer stream within ``consumer.timeout.ms``."""
+
+    retriable = True
+
+
 class CoordinationError(IngestError):
     """A ZooKeeper operation failed: registry conflict, session loss, rebalance."""
 

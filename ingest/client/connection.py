@@ -1,0 +1,129 @@
+"""One blocking TCP connection to one broker: send a request frame, read its response.
+
+Frames are built and parsed by :mod:`ingest.broker.protocol` (this module only
+moves bytes). The connection is opened lazily, and after any socket error it is
+closed and :class:`~ingest.errors.BrokerUnavailableError` is raised; the next
+request reconnects. A broker error code in a response becomes the matching
+:class:`~ingest.errors.IngestError` subclass via :func:`error_for_code`.
+
+Concurrency: a connection serialises its requests with a lock, so it may be
+shared between threads (the producer's sender thread and ``send`` callers), but
+requests on one connection never overlap on the wire.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from typing import TypeVar
+
+from ingest import errors
+from ingest.broker import protocol
+from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SOCKET_BUFFER = 1 << 20
+
+
+def _code_table() -> dict[int, type[IngestError]]:
+    table: dict[int, type[IngestError]] = {}
+    stack = [IngestError]
+    while stack:  # breadth-first: the most general class of each code wins
+        cls = stack.pop(0)
+        table.setdefault(int(cls.code), cls)
+        stack.extend(cls.__subclasses__())
+    return table
+
+
+_CODE_TABLE = _code_table()
+
+
+def error_for_code(code: int, context: str) -> IngestError:
+    """The exception for a broker error code, its message naming the request ``context``."""
+    cls = _CODE_TABLE.get(code, IngestError)
+    return cls(f"broker answered {protocol.error_name(code)} ({code}) to {context}")
+
+
+class BrokerConnection:
+    """A lazily opened, reconnecting socket to ``host:port``.
+
+    Args:
+        host, port: where the broker listens.
+        timeout_s: connect and per-request socket timeout.
+        broker_id: used in messages only.
+    """
+
+    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0, broker_id: int | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.timeout_s = timeout_s
+        self.broker_id = broker_id
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        bid = "" if self.broker_id is None else f"broker {self.broker_id} at "
+        return f"{bid}{self.host}:{self.port}"
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+            except OSError as exc:
+                raise BrokerUnavailableError(f"cannot connect to {self!r}: {exc}") from exc
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+            self._sock = sock
+        return self._sock
+
+    def _fail(self, exc: BaseException, what: str) -> BrokerUnavailableError:
+        self._close_socket()
+        return BrokerUnavailableError(f"{what} {self!r} failed: {exc}")
+
+    def send(self, frame: bytes) -> None:
+        """Send a request the broker does not answer (PRODUCE, MULTIPRODUCE)."""
+        with self._lock:
+            sock = self._connect()
+            try:
+                sock.sendall(frame)
+            except OSError as exc:
+                raise self._fail(exc, "sending to") from exc
+
+    def request(self, frame: bytes, response_cls: type[T], *, max_response_bytes: int = 1 << 31) -> T:
+        """Send one request frame and decode its response with ``response_cls.decode``.
+
+        Raises:
+            BrokerUnavailableError: connect, send or receive failed (the socket is closed).
+        """
+        with self._lock:
+            sock = self._connect()
+            try:
+                sock.sendall(frame)
+                data = protocol.recv_response(sock, max_response_bytes)
+            except (OSError, ConnectionError) as exc:
+                raise self._fail(exc, "request to") from exc
+            except errors.MalformedRequestError as exc:
+                raise self._fail(exc, "bad response frame from") from exc
+        return response_cls.decode(data)  # type: ignore[attr-defined]
+
+    def _close_socket(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_socket()
+
+
+def check(error: int, context: str) -> None:
+    """Raise the matching IngestError when a response's ``error`` is not NONE."""
+    if error != ErrorCode.NONE:
+        raise error_for_code(error, context)

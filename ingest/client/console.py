@@ -1,0 +1,176 @@
+"""Operator tools: console producer (stdin lines -> messages), console consumer, topic listing.
+
+Each tool takes either ``--brokers id:host:port,...`` (static) or ``--zk CONNECT``
+(discovery through ``/brokers`` in ZooKeeper). The console consumer joins a
+consumer group when given ``--zk`` (offsets in ZooKeeper); with ``--brokers`` it
+reads every partition directly with a SimpleConsumer and keeps no offsets.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import uuid
+from typing import BinaryIO, Iterable, TextIO
+
+from ingest.client.discovery import Discovery, make_discovery
+from ingest.client.producer import Producer, SendResult
+from ingest.client.producer_config import CONSUMER_CONFIG, PRODUCER_CONFIG
+from ingest.client.simple_consumer import SimpleConsumer
+from ingest.errors import ConfigError, IngestError
+
+log = logging.getLogger(__name__)
+
+
+def _discovery_keys(brokers: str | None, zk: str | None) -> dict[str, str]:
+    if bool(brokers) == bool(zk):
+        raise ConfigError("give exactly one of --brokers id:host:port,... or --zk host:port[/chroot]")
+    return {"broker.list": brokers} if brokers else {"zk.connect": zk}
+
+
+def console_producer(*, brokers: str | None, zk: str | None, topic: str, lines: BinaryIO,
+                     key: str | None = None, overrides: dict[str, str] | None = None,
+                     err: TextIO = sys.stderr) -> int:
+    """Send each line of ``lines`` (without its newline) as one message; returns an exit code."""
+    raw = {"producer.type": "async", "batch.size": "200", "queue.time": "100",
+           "queue.enqueue.timeout.ms": "-1", **_discovery_keys(brokers, zk), **(overrides or {})}
+    config = PRODUCER_CONFIG.parse(raw, source="console-producer")
+    counts = {"acked": 0, "failed": 0}
+
+    def on_result(result: SendResult) -> None:
+        counts["acked" if result.error is None else "failed"] += result.count
+        if result.error is not None:
+            print(f"failed to send {result.count} messages: {result.error}", file=err)
+
+    n = 0
+    with Producer(config) as producer:
+        for line in lines:
+            payload = line[:-1] if line.endswith(b"\n") else line
+            producer.send(topic, [payload], key=key, callback=on_result)
+            n += 1
+        producer.flush()
+    print(f"console-producer: {n} messages read, {counts['acked']} acknowledged, {counts['failed']} failed",
+          file=err)
+    return 0 if counts["failed"] == 0 else 1
+
+
+def _format(topic: str, broker_id: int, partition: int, offset: int, payload: bytes, show: bool) -> bytes:
+    if not show:
+        return payload + b"\n"
+    return f"{topic}\t{broker_id}-{partition}\t{offset}\t".encode() + payload + b"\n"
+
+
+def console_consumer(*, brokers: str | None, zk: str | None, topic: str, group: str | None = None,
+                     from_beginning: bool = False, max_messages: int | None = None,
+                     timeout_ms: int = -1, print_offsets: bool = False,
+                     overrides: dict[str, str] | None = None, out: BinaryIO | None = None) -> int:
+    """Print messages of ``topic``, one per line; returns an exit code."""
+    out = out if out is not None else sys.stdout.buffer
+    if zk:
+        return _group_consumer(zk, topic, group, from_beginning, max_messages, timeout_ms, print_offsets,
+                               overrides or {}, out)
+    if group:
+        raise ConfigError("--group needs --zk (group offsets live in ZooKeeper)")
+    discovery = make_discovery(PRODUCER_CONFIG.parse(_discovery_keys(brokers, zk)))
+    try:
+        return _direct_consumer(discovery, topic, from_beginning, max_messages, timeout_ms, print_offsets, out)
+    finally:
+        discovery.close()
+
+
+def _group_consumer(zk, topic, group, from_beginning, max_messages, timeout_ms, print_offsets, overrides, out):
+    from ingest.client.consumer_group import ConsumerConnector, ConsumerTimeoutError
+
+    raw = {"zk.connect": zk, "groupid": group or f"console-consumer-{uuid.uuid4().hex[:8]}",
+           "autooffset.reset": "smallest" if from_beginning else "largest",
+           "consumer.timeout.ms": str(timeout_ms), "autocommit.interval.ms": "1000", **overrides}
+    connector = ConsumerConnector(CONSUMER_CONFIG.parse(raw, source="console-consumer"))
+    n = 0
+    try:
+        stream = connector.create_streams({topic: 1})[topic][0]
+        for m in stream:
+            out.write(_format(m.topic, m.broker_id, m.partition, m.offset, m.payload, print_offsets))
+            out.flush()
+            n += 1
+            if max_messages is not None and n >= max_messages:
+                break
+    except ConsumerTimeoutError:
+        pass
+    finally:
+        connector.commit_offsets(include_current=True)
+        connector.shutdown()
+    log.info("console-consumer: %d messages", n)
+    return 0
+
+
+def _direct_consumer(discovery: Discovery, topic, from_beginning, max_messages, timeout_ms, print_offsets, out):
+    consumers = {bid: SimpleConsumer(a.host, a.port) for bid, a in discovery.brokers().items()}
+    positions: dict[tuple[int, int], int] = {}
+    for bid, c in consumers.items():
+        for info in c.metadata([topic]).topics.get(topic, []):
+            positions[(bid, info.partition)] = info.earliest if from_beginning else info.latest
+    n = 0
+    idle_since = time.monotonic()
+    try:
+        while True:
+            got = False
+            for bid, c in consumers.items():
+                mine = [(p, o) for (b, p), o in positions.items() if b == bid]
+                if not mine:
+                    continue
+                results = c.multifetch([(topic, p, o, c.fetch_size) for p, o in mine])
+                for (p, _), r in zip(mine, results):
+                    for m in r.messages:
+                        out.write(_format(topic, bid, p, m.offset, m.payload, print_offsets))
+                        n += 1
+                        if max_messages is not None and n >= max_messages:
+                            out.flush()
+                            return 0
+                    if r.messages:
+                        got = True
+                        positions[(bid, p)] = r.next_offset
+            out.flush()
+            if got:
+                idle_since = time.monotonic()
+            elif timeout_ms >= 0 and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
+                return 0
+            else:
+                time.sleep(0.1)
+    finally:
+        for c in consumers.values():
+            c.close()
+
+
+def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = (),
+                as_json: bool = False, out: TextIO = sys.stdout) -> int:
+    """Print every topic's partitions per broker with earliest/latest offsets."""
+    discovery = make_discovery(PRODUCER_CONFIG.parse(_discovery_keys(brokers, zk)))
+    rows = []
+    try:
+        for bid, addr in sorted(discovery.brokers().items()):
+            try:
+                with SimpleConsumer(addr.host, addr.port, timeout_s=10) as c:
+                    meta = c.metadata(list(topics))
+            except IngestError as exc:
+                print(f"broker {addr}: unreachable: {exc}", file=sys.stderr)
+                continue
+            for name, parts in sorted(meta.topics.items()):
+                for p in parts:
+                    rows.append({"topic": name, "broker_id": bid, "partition": p.partition,
+                                 "earliest": p.earliest, "latest": p.latest, "bytes": p.latest - p.earliest})
+    finally:
+        discovery.close()
+    rows.sort(key=lambda r: (r["topic"], r["broker_id"], r["partition"]))
+    if as_json:
+        for r in rows:
+            out.write(json.dumps(r) + "\n")
+        return 0
+    header = ("topic", "broker", "partition", "earliest", "latest", "bytes")
+    table = [header] + [(r["topic"], str(r["broker_id"]), str(r["partition"]), str(r["earliest"]),
+                         str(r["latest"]), str(r["bytes"])) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        out.write("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                            for i, (cell, w) in enumerate(zip(row, widths))).rstrip() + "\n")
+    return 0

@@ -1,0 +1,461 @@
+"""High-level consumer: consumer groups coordinated through ZooKeeper (Kafka 0.7 design).
+
+ZooKeeper layout (``G`` = ``groupid``; brokers' nodes see ``ingest.client.discovery``)::
+
+    /consumers/G/ids/[consumer_id]                        -> {"topic": #streams, ...}  (ephemeral, JSON)
+    /consumers/G/owners/[topic]/[broker_id-partition_id]  -> owning thread id          (ephemeral)
+    /consumers/G/offsets/[topic]/[broker_id-partition_id] -> next offset to consume    (persistent)
+
+Rebalance (:meth:`ConsumerConnector._rebalance`, at start-up and whenever a watch
+fires on ``/brokers/ids``, ``/brokers/topics[/T]`` or ``/consumers/G/ids``, and after
+a session expiry): stop the fetchers, commit consumed offsets, release owned
+partitions, read both registries, compute this consumer's share with
+:func:`ingest.client.rebalance.assign`, create the owner nodes, and restart the
+fetchers from the committed offsets (``autooffset.reset`` smallest/largest when
+there is none or it is out of range). When an owner node still belongs to
+another consumer (it has not released yet), release everything, back off
+``rebalance.backoff.ms`` and retry, up to ``rebalance.retries.max`` times.
+
+Concurrency: watches only set an event; one rebalance thread does all the work
+under ``_lock``, which ``commit_offsets`` and ``shutdown`` also take. Streams are
+iterated by application threads (see :mod:`ingest.client.consumer_stream`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import uuid
+from typing import Sequence
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+
+from ingest.client import rebalance
+from ingest.client.consumer_stream import (ConsumedMessage, ConsumerTimeoutError, Fetcher,  # noqa: F401
+                                           MessageStream, PartitionState)
+from ingest.client.discovery import (BROKER_IDS_PATH, BROKER_TOPICS_PATH, BrokerAddress,
+                                     parse_broker_znode, start_kazoo)
+from ingest.client.producer_config import CONSUMER_CONFIG
+from ingest.client.simple_consumer import SimpleConsumer
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.config import Config
+from ingest.errors import ConfigError, CoordinationError, IngestError
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerConnector:
+    """One member of a consumer group.
+
+    Args:
+        config: a :data:`CONSUMER_CONFIG` Config (or dict); needs ``zk.connect`` and ``groupid``.
+    """
+
+    def __init__(self, config: Config | dict, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        if not isinstance(config, Config):
+            config = CONSUMER_CONFIG.parse(config)
+        if not config["zk.connect"] or not config["groupid"]:
+            raise ConfigError("the group consumer needs zk.connect and groupid "
+                              "(use SimpleConsumer / --brokers without ZooKeeper)")
+        self.config = config
+        self.clock = clock
+        self.group = config["groupid"]
+        self.consumer_id = config["consumer.id"] or (
+            f"{re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        self.base = f"/consumers/{self.group}"
+        self.zk = start_kazoo(config["zk.connect"], session_timeout_ms=config["zk.sessiontimeout.ms"],
+                              connection_timeout_ms=config["zk.connectiontimeout.ms"])
+        self._lock = threading.RLock()
+        self._generation = 0
+        self._subscription: dict[str, int] = {}
+        self._whitelist: tuple[re.Pattern, int] | None = None
+        self._streams: dict[str, list[MessageStream]] = {}
+        self._shared_streams: list[MessageStream] = []
+        self._owned: dict[tuple[str, int, int], PartitionState] = {}
+        self._fetchers: list[Fetcher] = []
+        self._consumers: dict[int, SimpleConsumer] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._session_lost = False
+        self.rebalance_count = 0
+        self._watched_topics: set[str] = set()
+        self.zk.add_listener(self._on_state)
+        self._threads: list[threading.Thread] = []
+
+    # --- public API -------------------------------------------------------------------
+
+    def create_streams(self, topic_counts: dict[str, int]) -> dict[str, list[MessageStream]]:
+        """Subscribe to topics, ``{topic: #streams}``; returns the streams per topic."""
+        timeout = self._timeout_s()
+        max_chunks = self.config["queuedchunks.max"]
+        for topic, n in topic_counts.items():
+            if n < 1:
+                raise ConfigError(f"topic {topic!r}: number of streams must be >= 1, got {n}")
+            self._streams[topic] = [MessageStream(f"{topic}-{i}", max_chunks, self.generation, timeout)
+                                    for i in range(n)]
+        self._subscription = dict(topic_counts)
+        self._start()
+        return self._streams
+
+    def create_streams_by_filter(self, whitelist: str, num_streams: int = 1) -> list[MessageStream]:
+        """Subscribe to every topic whose name fully matches ``whitelist`` (a regex), now and later."""
+        try:
+            pattern = re.compile(whitelist)
+        except re.error as exc:
+            raise ConfigError(f"whitelist {whitelist!r} is not a valid regex: {exc}") from exc
+        self._whitelist = (pattern, num_streams)
+        self._shared_streams = [MessageStream(f"filter-{i}", self.config["queuedchunks.max"], self.generation,
+                                              self._timeout_s()) for i in range(num_streams)]
+        self._subscription = self._whitelist_topics()
+        self._start()
+        return self._shared_streams
+
+    def generation(self) -> int:
+        return self._generation
+
+    def owned_partitions(self) -> dict[str, list[tuple[int, int]]]:
+        """What this consumer owns now: ``{topic: sorted [(broker_id, partition)]}``."""
+        with self._lock:
+            out: dict[str, list[tuple[int, int]]] = {}
+            for (t, b, p) in sorted(self._owned):
+                out.setdefault(t, []).append((b, p))
+            return out
+
+    def commit_offsets(self, include_current: bool = True) -> int:
+        """Write consumed offsets of owned partitions to ZooKeeper; returns how many changed.
+
+        ``include_current``: also count the message each stream handed out last as
+        consumed (call it after processing; autocommit passes False).
+        """
+        if include_current:
+            for s in self._all_streams():
+                s.mark_current_consumed()
+        with self._lock:
+            return self._commit_locked()
+
+    def shutdown(self) -> None:
+        """Commit, release ownership, deregister, stop streams and close connections."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join(10)
+        with self._lock:
+            self._stop_fetchers()
+            try:
+                if self.config["autocommit.enable"]:
+                    self._commit_locked()
+                self._release_locked()
+                self.zk.delete(f"{self.base}/ids/{self.consumer_id}")
+            except Exception as exc:  # ZooKeeper gone: ephemeral nodes vanish with the session anyway
+                log.warning("consumer %s: clean deregistration failed: %s", self.consumer_id, exc)
+            for s in self._all_streams():
+                s.stop()
+            for c in self._consumers.values():
+                c.close()
+        self.zk.stop()
+        self.zk.close()
+
+    def __enter__(self) -> "ConsumerConnector":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # --- start-up and watches ------------------------------------------------------------
+
+    def _timeout_s(self) -> float | None:
+        ms = self.config["consumer.timeout.ms"]
+        return None if ms < 0 else ms / 1000.0
+
+    def _all_streams(self) -> list[MessageStream]:
+        return [s for v in self._streams.values() for s in v] + list(self._shared_streams)
+
+    def _start(self) -> None:
+        for path in (f"{self.base}/ids", f"{self.base}/owners", f"{self.base}/offsets",
+                     BROKER_IDS_PATH, BROKER_TOPICS_PATH):
+            self.zk.ensure_path(path)
+        self._register()
+        with self._lock:
+            self._rebalance()
+        self.zk.ChildrenWatch(f"{self.base}/ids", self._on_watch)
+        self.zk.ChildrenWatch(BROKER_IDS_PATH, self._on_watch)
+        self.zk.ChildrenWatch(BROKER_TOPICS_PATH, self._on_topics)
+        self._watch_topics()
+        for target, name in ((self._run_rebalancer, "rebalancer"), (self._run_autocommit, "autocommit")):
+            t = threading.Thread(target=target, name=f"consumer-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _register(self) -> None:
+        path = f"{self.base}/ids/{self.consumer_id}"
+        data = json.dumps(self._subscription, sort_keys=True).encode()
+        try:
+            self.zk.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            self.zk.set(path, data)  # ours from a retried create, or re-registration
+        log.info("consumer %s registered in group %s for %s", self.consumer_id, self.group, self._subscription)
+
+    def _whitelist_topics(self) -> dict[str, int]:
+        pattern, n = self._whitelist
+        return {t: n for t in self.zk.get_children(BROKER_TOPICS_PATH) if pattern.fullmatch(t)}
+
+    def _watch_topics(self) -> None:
+        for topic in self._subscription:
+            if topic not in self._watched_topics:
+                self._watched_topics.add(topic)
+                self.zk.ensure_path(f"{BROKER_TOPICS_PATH}/{topic}")
+                self.zk.ChildrenWatch(f"{BROKER_TOPICS_PATH}/{topic}", self._on_watch)
+
+    def _on_watch(self, _children) -> bool:
+        if self._stopping.is_set():
+            return False
+        self._wake.set()
+        return True
+
+    def _on_topics(self, _children) -> bool:
+        return self._on_watch(_children)
+
+    def _on_state(self, state) -> None:
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("consumer %s: ZooKeeper session lost", self.consumer_id)
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._wake.set()
+
+    def _run_rebalancer(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait()
+            if self._stopping.is_set():
+                return
+            self._wake.clear()
+            try:
+                with self._lock:
+                    if self._session_lost:
+                        self._session_lost = False
+                        self._owned.clear()  # the owner nodes died with the old session
+                        self._register()
+                    if self._whitelist is not None:
+                        topics = self._whitelist_topics()
+                        if topics != self._subscription:
+                            self._subscription = topics
+                            self._register()
+                    self._watch_topics()
+                    self._rebalance()
+            except Exception as exc:
+                log.error("consumer %s: rebalance failed: %s; retrying", self.consumer_id, exc)
+                self.clock.sleep(self.config["rebalance.backoff.ms"] / 1000.0)
+                self._wake.set()
+
+    def _run_autocommit(self) -> None:
+        if not self.config["autocommit.enable"]:
+            return
+        interval = self.config["autocommit.interval.ms"] / 1000.0
+        while not self._stopping.wait(interval):
+            try:
+                self.commit_offsets(include_current=False)
+            except Exception as exc:
+                log.warning("consumer %s: autocommit failed: %s", self.consumer_id, exc)
+
+    # --- rebalance (caller holds _lock) -------------------------------------------------------
+
+    def _stop_fetchers(self) -> None:
+        for f in self._fetchers:
+            f.stop()
+        for f in self._fetchers:
+            f.join()
+        self._fetchers = []
+
+    def _commit_locked(self) -> int:
+        changed = 0
+        for (topic, bid, part), st in self._owned.items():
+            if st.consumed != st.committed:
+                path = f"{self.base}/offsets/{topic}/{rebalance.partition_name(bid, part)}"
+                value = str(st.consumed).encode()
+                try:
+                    self.zk.set(path, value)
+                except NoNodeError:
+                    self.zk.create(path, value, makepath=True)
+                st.committed = st.consumed
+                changed += 1
+        return changed
+
+    def _release_locked(self) -> None:
+        for (topic, bid, part), st in list(self._owned.items()):
+            path = f"{self.base}/owners/{topic}/{rebalance.partition_name(bid, part)}"
+            try:
+                data, _ = self.zk.get(path)
+                if data.decode().startswith(self.consumer_id + "-"):
+                    self.zk.delete(path)
+            except NoNodeError:
+                pass
+        self._owned = {}
+
+    def _live_brokers(self) -> dict[int, BrokerAddress]:
+        out = {}
+        for child in self.zk.get_children(BROKER_IDS_PATH):
+            try:
+                data, _ = self.zk.get(f"{BROKER_IDS_PATH}/{child}")
+                out[int(child)] = parse_broker_znode(int(child), data)
+            except (NoNodeError, ValueError):
+                continue
+        return out
+
+    def _topic_partitions(self, topic: str, live: dict[int, BrokerAddress]) -> list[tuple[int, int]]:
+        path = f"{BROKER_TOPICS_PATH}/{topic}"
+        out = []
+        try:
+            children = self.zk.get_children(path)
+        except NoNodeError:
+            return out
+        for child in children:
+            try:
+                bid = int(child)
+                data, _ = self.zk.get(f"{path}/{child}")
+                n = int(data.decode().strip())
+            except (NoNodeError, ValueError):
+                continue
+            if bid in live:
+                out.extend((bid, p) for p in range(n))
+        return sorted(out)
+
+    def _group_subscriptions(self) -> dict[str, dict[str, int]]:
+        subs = {}
+        for cid in self.zk.get_children(f"{self.base}/ids"):
+            try:
+                data, _ = self.zk.get(f"{self.base}/ids/{cid}")
+                subs[cid] = {str(k): int(v) for k, v in json.loads(data.decode() or "{}").items()}
+            except (NoNodeError, ValueError):
+                continue
+        return subs
+
+    def _rebalance(self) -> None:
+        retries = self.config["rebalance.retries.max"]
+        backoff = self.config["rebalance.backoff.ms"] / 1000.0
+        for attempt in range(retries):
+            if self._stopping.is_set():
+                return
+            self._stop_fetchers()
+            self._generation += 1
+            for s in self._all_streams():
+                s.clear()
+            self._commit_locked()
+            self._release_locked()
+            if self._try_claim():
+                self.rebalance_count += 1
+                log.info("consumer %s: rebalance %d done, owns %s", self.consumer_id, self.rebalance_count,
+                         {t: [rebalance.partition_name(*bp) for bp in v] for t, v in self.owned_partitions().items()})
+                self._start_fetchers()
+                return
+            log.info("consumer %s: ownership conflict, backing off (attempt %d)", self.consumer_id, attempt + 1)
+            self.clock.sleep(backoff)
+        raise CoordinationError(f"consumer {self.consumer_id} of group {self.group}: rebalance failed "
+                                f"after {retries} attempts (ownership conflicts); see rebalance.retries.max")
+
+    def _try_claim(self) -> bool:
+        live = self._live_brokers()
+        subs = self._group_subscriptions()
+        subs[self.consumer_id] = dict(self._subscription)
+        wanted: list[tuple[str, int, int, str]] = []
+        for topic in sorted(self._subscription):
+            mine = set(rebalance.thread_ids(self.consumer_id, self._subscription[topic]))
+            plan = rebalance.assign(self._topic_partitions(topic, live),
+                                    rebalance.subscribed_threads(subs, topic))
+            for thread, parts in plan.items():
+                if thread in mine:
+                    wanted.extend((topic, b, p, thread) for b, p in parts)
+        claimed: list[tuple[str, int, int, str]] = []
+        for topic, bid, part, thread in wanted:
+            path = f"{self.base}/owners/{topic}/{rebalance.partition_name(bid, part)}"
+            try:
+                self.zk.create(path, thread.encode(), ephemeral=True, makepath=True)
+            except NodeExistsError:
+                try:
+                    owner = self.zk.get(path)[0].decode()
+                except NoNodeError:
+                    owner = ""
+                if owner != thread:
+                    for t, b, p, _ in claimed:
+                        try:
+                            self.zk.delete(f"{self.base}/owners/{t}/{rebalance.partition_name(b, p)}")
+                        except NoNodeError:
+                            pass
+                    log.debug("partition %s/%d-%d still owned by %s", topic, bid, part, owner)
+                    return False
+            claimed.append((topic, bid, part, thread))
+        for topic, bid, part, thread in claimed:
+            offset = self._start_offset(topic, bid, part, live)
+            idx = int(thread.rsplit("-", 1)[1])
+            stream = (self._streams[topic][idx] if topic in self._streams
+                      else self._shared_streams[idx % len(self._shared_streams)])
+            self._owned[(topic, bid, part)] = PartitionState(
+                topic, bid, part, self._generation, offset, offset, offset,
+                self.config["fetch.size"], stream)
+        return True
+
+    def _consumer(self, addr: BrokerAddress) -> SimpleConsumer:
+        c = self._consumers.get(addr.broker_id)
+        if c is None or (c.host, c.port) != (addr.host, addr.port):
+            c = SimpleConsumer(addr.host, addr.port, timeout_s=self.config["socket.timeout.ms"] / 1000.0,
+                               fetch_size=self.config["fetch.size"], max_fetch_size=self.config["max.fetch.size"])
+            self._consumers[addr.broker_id] = c
+        return c
+
+    def _reset_offset(self, topic: str, bid: int, part: int) -> int:
+        addr = self._live_brokers().get(bid)
+        if addr is None:
+            raise CoordinationError(f"broker {bid} left while resetting {topic}/{bid}-{part}")
+        # a fresh connection: this may run on a fetcher thread while the fetcher's own is in use
+        with SimpleConsumer(addr.host, addr.port, timeout_s=self.config["socket.timeout.ms"] / 1000.0) as c:
+            if self.config["autooffset.reset"] == "smallest":
+                return c.earliest_offset(topic, part)
+            return c.latest_offset(topic, part)
+
+    def _start_offset(self, topic: str, bid: int, part: int, live: dict[int, BrokerAddress]) -> int:
+        path = f"{self.base}/offsets/{topic}/{rebalance.partition_name(bid, part)}"
+        try:
+            return int(self.zk.get(path)[0].decode())
+        except (NoNodeError, ValueError):
+            offset = self._reset_offset(topic, bid, part)
+            log.info("%s/%d-%d: no committed offset for group %s, starting at %s offset %d",
+                     topic, bid, part, self.group, self.config["autooffset.reset"], offset)
+            return offset
+
+    def _start_fetchers(self) -> None:
+        live = self._live_brokers()
+        by_broker: dict[int, list[PartitionState]] = {}
+        for st in self._owned.values():
+            by_broker.setdefault(st.broker_id, []).append(st)
+        for bid, states in sorted(by_broker.items()):
+            addr = live.get(bid)
+            if addr is None:
+                continue
+            f = Fetcher(self._consumer(addr), states,
+                        backoff_s=self.config["backoff.increment.ms"] / 1000.0,
+                        max_fetch_size=self.config["max.fetch.size"],
+                        reset=lambda st: self._reset_offset(st.topic, st.broker_id, st.partition))
+            f.start()
+            self._fetchers.append(f)
+
+
+def consume(connector: ConsumerConnector, topic: str, max_messages: int | None = None) -> list[ConsumedMessage]:
+    """Convenience: read up to ``max_messages`` from a single-stream subscription (tests, tools)."""
+    stream = connector.create_streams({topic: 1})[topic][0]
+    out: list[ConsumedMessage] = []
+    try:
+        for m in stream:
+            out.append(m)
+            if max_messages is not None and len(out) >= max_messages:
+                break
+    except ConsumerTimeoutError:
+        pass
+    return out
+
+
+__all__: Sequence[str] = ["ConsumerConnector", "MessageStream", "ConsumedMessage", "ConsumerTimeoutError",
+                          "consume"]

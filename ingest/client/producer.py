@@ -1,0 +1,450 @@
+"""Producer: partitions messages over the live brokers and publishes them, sync or async.
+
+Partitioning: a topic's partitions are listed as sorted ``(broker_id, partition)``
+pairs over the live brokers; the partitioner picks an index (stable CRC-32 of
+the key modulo the count, or random without a key). Partition counts come from
+the brokers' METADATA answers; a broker that does not know the topic yet
+contributes its partition 0 (sending there creates the topic with the broker's
+``num.partitions``, as Kafka 0.7's producer bootstrapped new topics). All
+payloads of one ``send`` call go to the same partition, in order.
+
+Acknowledgement: with ``request.required.acks=1`` (default) every batch is one
+PRODUCE_ACK request answered with the offset of its first message, so
+``SendResult.first_offset`` is exact; with ``0`` the producer uses fire-and-forget
+PRODUCE (the Kafka 0.7 protocol) and ``first_offset`` is None.
+
+Modes (``producer.type``):
+
+- ``sync``: ``send`` returns after the broker acknowledged the batch, or raises.
+- ``async``: ``send`` enqueues into a bounded queue (``queue.size`` messages); a
+  sender thread sends when ``batch.size`` messages are queued or the oldest has
+  waited ``queue.time`` ms. Queue full: ``queue.full.policy=block`` waits up to
+  ``queue.enqueue.timeout.ms`` (-1 forever) and then raises ProducerQueueFullError
+  (nothing of that call is enqueued past the point of failure: the messages not
+  enqueued are reported failed to the callback); ``drop`` drops at once, counts the
+  drop in ``stats['dropped']`` and reports the dropped messages to the callback as
+  failed.
+
+Failures: a batch whose broker cannot be reached marks that broker down for an
+exponentially growing time (up to ``reconnect.backoff.max.ms``), during which its
+partitions are left out of the list, and is re-sent (to another live partition)
+up to ``message.send.max.retries`` times with back-off. A batch whose ack was lost
+may be appended twice (at-least-once). Each batch ends in exactly one callback
+``SendResult(topic, broker_id, partition, count, first_offset, error)`` per
+``send`` call it contains.
+
+Concurrency: ``send``, ``flush`` and ``close`` may be called from any thread.
+Callbacks run on the sender thread (async) or the caller's thread (sync) and
+must not call ``flush``/``close``.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import random
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ingest.broker import protocol
+from ingest.broker.message import HEADER_SIZE
+from ingest.broker.message_set import encode_message_set
+from ingest.client.connection import BrokerConnection, check
+from ingest.client.discovery import BrokerAddress, Discovery, make_discovery, parse_broker_list  # noqa: F401
+from ingest.client.partitioner import load_partitioner
+from ingest.client.producer_config import PRODUCER_CONFIG, codec_number
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.config import Config
+from ingest.errors import (BrokerUnavailableError, IngestError, MessageTooLargeError,
+                           ProducerQueueFullError)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Producer", "SendResult", "parse_broker_list", "BrokerAddress"]
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Outcome of one batch (or of one ``send`` call's share of a batch).
+
+    ``broker_id``/``partition`` are -1 when the messages never reached a broker
+    (e.g. dropped from a full queue); ``first_offset`` is the offset of the first
+    of these ``count`` messages, None without acks or on error.
+    """
+
+    topic: str
+    broker_id: int
+    partition: int
+    count: int
+    first_offset: int | None
+    error: BaseException | None
+
+
+Callback = Callable[[SendResult], None]
+
+
+@dataclass(slots=True)
+class _Item:
+    topic: str
+    payload: bytes
+    key: bytes | str | None
+    callback: Callback | None
+
+
+class _Marker:
+    """Queue marker: flush (``event`` set when everything before it was sent) or close."""
+
+    def __init__(self, close: bool = False) -> None:
+        self.close = close
+        self.event = threading.Event()
+
+
+class Producer:
+    """Publishes to a broker cluster found through ``zk.connect`` or ``broker.list``.
+
+    Args:
+        config: a :data:`PRODUCER_CONFIG` Config (or a plain dict of its keys).
+        clock: for back-off sleeps and batching deadlines.
+        discovery: an existing Discovery to share (not closed by the producer).
+    """
+
+    def __init__(self, config: Config | dict, *, clock: Clock = SYSTEM_CLOCK,
+                 discovery: Discovery | None = None) -> None:
+        if not isinstance(config, Config):
+            config = PRODUCER_CONFIG.parse(config)
+        self.config = config
+        self.clock = clock
+        self._own_discovery = discovery is None
+        self.discovery = discovery or make_discovery(config)
+        self.partitioner = load_partitioner(config["partitioner.class"])
+        self.codec = codec_number(config["compression.codec"])
+        self.acks = config["request.required.acks"]
+        self.timeout_s = config["socket.timeout.ms"] / 1000.0
+        self._lock = threading.Lock()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._down: dict[int, tuple[float, float]] = {}       # broker -> (until, backoff_s)
+        self._meta: dict[int, tuple[float, dict[str, int]]] = {}  # broker -> (fetched_at, topic->#parts)
+        self._random = random.Random()
+        self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
+        self.discovery.add_listener(self._on_cluster_change)
+        self._closed = False
+        self._async = config["producer.type"] == "async"
+        self._queue: queue.Queue | None = None
+        self._sender: threading.Thread | None = None
+        if self._async:
+            self._queue = queue.Queue(maxsize=config["queue.size"])
+            self._sender = threading.Thread(target=self._run_sender, name="producer-sender", daemon=True)
+            self._sender.start()
+
+    # --- public API -----------------------------------------------------------------
+
+    def send(self, topic: str, payloads: Sequence[bytes], key: bytes | str | None = None,
+             callback: Callback | None = None) -> None:
+        """Publish ``payloads`` (in order, to one partition chosen by ``key``).
+
+        Raises:
+            MessageTooLargeError: a payload exceeds ``max.message.size``.
+            ProducerQueueFullError: async, policy block, no room within the timeout.
+            IngestError: sync, the batch failed after all retries (callback called first).
+        """
+        if self._closed:
+            raise IngestError("producer is closed; create a new Producer")
+        if isinstance(payloads, (bytes, bytearray, memoryview)):
+            payloads = [bytes(payloads)]
+        limit = self.config["max.message.size"]
+        for p in payloads:
+            if len(p) > limit:
+                raise MessageTooLargeError(
+                    f"payload of {len(p)} bytes for topic {topic!r} exceeds max.message.size {limit}")
+        if not payloads:
+            return
+        if not self._async:
+            result = self._send_with_retries(topic, list(payloads), key)
+            self._account(result)
+            if callback is not None:
+                callback(result)
+            if result.error is not None:
+                raise result.error
+            return
+        self._enqueue(topic, payloads, key, callback)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Async: block until everything enqueued before this call was sent (or failed)."""
+        if not self._async or self._sender is None or not self._sender.is_alive():
+            return
+        marker = _Marker()
+        self._queue.put(marker)
+        if not marker.event.wait(timeout_s):
+            raise IngestError(f"producer flush did not finish within {timeout_s} s")
+
+    def close(self) -> None:
+        """Drain the async queue (every queued message is sent or reported failed), then disconnect."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._async and self._sender is not None and self._sender.is_alive():
+            marker = _Marker(close=True)
+            self._queue.put(marker)
+            self._sender.join()
+        with self._lock:
+            conns, self._conns = list(self._conns.values()), {}
+        for c in conns:
+            c.close()
+        if self._own_discovery:
+            self.discovery.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- cluster view -------------------------------------------------------------------
+
+    def _on_cluster_change(self) -> None:
+        with self._lock:
+            self._meta.clear()
+
+    def _conn(self, addr: BrokerAddress) -> BrokerConnection:
+        with self._lock:
+            conn = self._conns.get(addr.broker_id)
+            if conn is None or (conn.host, conn.port) != (addr.host, addr.port):
+                if conn is not None:
+                    conn.close()
+                conn = BrokerConnection(addr.host, addr.port, timeout_s=self.timeout_s, broker_id=addr.broker_id)
+                self._conns[addr.broker_id] = conn
+            return conn
+
+    def _is_down(self, broker_id: int, now: float) -> bool:
+        entry = self._down.get(broker_id)
+        return entry is not None and entry[0] > now
+
+    def _mark_down(self, broker_id: int, exc: BaseException) -> None:
+        now = self.clock.monotonic()
+        max_s = self.config["reconnect.backoff.max.ms"] / 1000.0
+        with self._lock:
+            _, prev = self._down.get(broker_id, (0.0, 0.0))
+            backoff = min(max_s, max(prev * 2, self.config["retry.backoff.ms"] / 1000.0, 0.05))
+            self._down[broker_id] = (now + backoff, backoff)
+            self._meta.pop(broker_id, None)
+        log.warning("broker %d unavailable (%s); avoiding its partitions for %.2f s", broker_id, exc, backoff)
+
+    def _mark_up(self, broker_id: int) -> None:
+        if broker_id in self._down:
+            with self._lock:
+                if self._down.pop(broker_id, None) is not None:
+                    log.info("broker %d is back", broker_id)
+
+    def _broker_topics(self, addr: BrokerAddress, now: float) -> dict[str, int] | None:
+        """This broker's topic -> #partitions, from a cached or fresh METADATA (None if unreachable)."""
+        interval = self.config["topic.metadata.refresh.interval.ms"] / 1000.0
+        with self._lock:
+            cached = self._meta.get(addr.broker_id)
+        if cached is not None and now - cached[0] < interval:
+            return cached[1]
+        conn = self._conn(addr)
+        try:
+            resp = conn.request(protocol.MetadataRequest(()).encode(), protocol.MetadataResponse)
+            check(resp.error, f"METADATA from {conn!r}")
+        except BrokerUnavailableError as exc:
+            self._mark_down(addr.broker_id, exc)
+            return None
+        topics = {t.name: len(t.partitions) for t in resp.topics}
+        self._mark_up(addr.broker_id)
+        with self._lock:
+            self._meta[addr.broker_id] = (now, topics)
+        return topics
+
+    def partitions(self, topic: str) -> list[tuple[int, int]]:
+        """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (not marked down)."""
+        now = self.clock.monotonic()
+        out: list[tuple[int, int]] = []
+        for bid, addr in sorted(self.discovery.brokers().items()):
+            if self._is_down(bid, now):
+                continue
+            topics = self._broker_topics(addr, now)
+            if topics is None:
+                continue
+            count = topics.get(topic, 0)
+            out.extend((bid, p) for p in range(count)) if count else out.append((bid, 0))
+        return out
+
+    def _choose(self, topic: str, key: bytes | str | None) -> tuple[BrokerAddress, int]:
+        parts = self.partitions(topic)
+        if not parts:
+            known = ", ".join(str(b) for b in sorted(self.discovery.brokers().values())) or "none known"
+            raise BrokerUnavailableError(f"no live broker to send topic {topic!r} to (brokers: {known})")
+        bid, partition = parts[self.partitioner.partition(key, len(parts))]
+        addr = self.discovery.brokers().get(bid)
+        if addr is None:  # vanished from the registry in between
+            raise BrokerUnavailableError(f"broker {bid} left the cluster")
+        return addr, partition
+
+    # --- sending -----------------------------------------------------------------------
+
+    def _send_with_retries(self, topic: str, payloads: list[bytes], key: bytes | str | None,
+                           target: tuple[BrokerAddress, int] | None = None) -> SendResult:
+        """Send one batch to one partition; re-choose the partition after a broker failure."""
+        try:
+            message_set = encode_message_set(payloads, self.codec)
+        except IngestError as exc:
+            return SendResult(topic, -1, -1, len(payloads), None, exc)
+        retries = self.config["message.send.max.retries"]
+        backoff = self.config["retry.backoff.ms"] / 1000.0
+        error: BaseException | None = None
+        bid, partition = -1, -1
+        for attempt in range(retries + 1):
+            if attempt:
+                self.stats["retries"] += 1
+                self.clock.sleep(backoff * (2 ** (attempt - 1)))
+            try:
+                addr, partition = target if (target and attempt == 0) else self._choose(topic, key)
+                bid = addr.broker_id
+                conn = self._conn(addr)
+                if self.acks:
+                    req = protocol.ProduceAckRequest(topic, partition, message_set)
+                    resp = conn.request(req.encode(), protocol.ProduceAckResponse)
+                    check(resp.error, f"PRODUCE_ACK of {len(payloads)} messages to {topic}/{partition} on {conn!r}")
+                    first = resp.offset
+                else:
+                    conn.send(protocol.ProduceRequest(topic, partition, message_set).encode())
+                    first = None
+                self._mark_up(bid)
+                with self._lock:
+                    if self._meta.get(bid, (0, {}))[1].get(topic) is None:
+                        self._meta.pop(bid, None)  # topic just created there: learn its partitions
+                return SendResult(topic, bid, partition, len(payloads), first, None)
+            except BrokerUnavailableError as exc:
+                error = exc
+                if bid >= 0:
+                    self._mark_down(bid, exc)
+            except IngestError as exc:
+                error = exc
+                if not exc.retriable:
+                    break
+        return SendResult(topic, bid, partition, len(payloads), None, error)
+
+    def _account(self, result: SendResult) -> None:
+        with self._lock:
+            self.stats["sent"] += result.count
+            if result.error is None:
+                self.stats["acked"] += result.count
+            else:
+                self.stats["failed"] += result.count
+        if result.error is not None:
+            log.error("failed to send %d messages to %s: %s", result.count, result.topic, result.error)
+
+    # --- async ---------------------------------------------------------------------------
+
+    def _enqueue(self, topic: str, payloads: Sequence[bytes], key, callback) -> None:
+        block = self.config["queue.full.policy"] == "block"
+        timeout_ms = self.config["queue.enqueue.timeout.ms"]
+        deadline = None if timeout_ms < 0 else self.clock.monotonic() + timeout_ms / 1000.0
+        for i, payload in enumerate(payloads):
+            item = _Item(topic, payload, key, callback)
+            try:
+                if not block or deadline is not None and timeout_ms == 0:
+                    self._queue.put_nowait(item)
+                elif deadline is None:
+                    self._queue.put(item)
+                else:
+                    self._queue.put(item, timeout=max(0.0, deadline - self.clock.monotonic()))
+            except queue.Full:
+                rest = len(payloads) - i
+                err = ProducerQueueFullError(
+                    f"async producer queue full ({self.config['queue.size']} messages, policy "
+                    f"{self.config['queue.full.policy']}): {rest} messages for topic {topic!r} not enqueued")
+                with self._lock:
+                    self.stats["sent"] += rest
+                    self.stats["failed"] += rest
+                    if not block:
+                        self.stats["dropped"] += rest
+                if callback is not None:
+                    callback(SendResult(topic, -1, -1, rest, None, err))
+                if block:
+                    raise err
+                log.warning("%s", err)
+                return
+
+    def _run_sender(self) -> None:
+        batch_size = self.config["batch.size"]
+        linger = self.config["queue.time"] / 1000.0
+        pending: list[_Item] = []
+        first_at = 0.0
+        while True:
+            timeout = None if not pending else max(0.0, first_at + linger - self.clock.monotonic())
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                item = None
+            if isinstance(item, _Marker):
+                self._drain(pending)
+                pending = []
+                item.event.set()
+                if item.close:
+                    return
+                continue
+            if item is not None:
+                if not pending:
+                    first_at = self.clock.monotonic()
+                pending.append(item)
+                # take what is already queued without waiting, up to the batch size
+                while len(pending) < batch_size:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if isinstance(nxt, _Marker):
+                        self._drain(pending)
+                        pending = []
+                        nxt.event.set()
+                        if nxt.close:
+                            return
+                        break
+                    pending.append(nxt)
+            if pending and (len(pending) >= batch_size or self.clock.monotonic() - first_at >= linger):
+                self._drain(pending)
+                pending = []
+
+    def _drain(self, items: list[_Item]) -> None:
+        """Send queued items grouped per topic-partition, one request per group."""
+        if not items:
+            return
+        groups: dict[tuple, list[_Item]] = defaultdict(list)
+        keyless_target: dict[str, tuple[BrokerAddress, int] | None] = {}
+        for item in items:
+            try:
+                if item.key is None:
+                    if item.topic not in keyless_target:
+                        keyless_target[item.topic] = self._choose(item.topic, None)
+                    addr, part = keyless_target[item.topic]
+                else:
+                    addr, part = self._choose(item.topic, item.key)
+                groups[(item.topic, addr, part)].append(item)
+            except IngestError:
+                groups[(item.topic, None, -1)].append(item)  # retried (and failed) below
+        for (topic, addr, part), group in groups.items():
+            target = (addr, part) if addr is not None else None
+            result = self._send_with_retries(topic, [i.payload for i in group], group[0].key, target)
+            self._account(result)
+            self._report(result, group)
+
+    def _report(self, result: SendResult, group: list[_Item]) -> None:
+        """One callback per send-call share of the batch, with that share's first offset."""
+        offset = result.first_offset
+        position = 0
+        for _cb, run in itertools.groupby(group, key=lambda i: i.callback):
+            run = list(run)
+            callback = run[0].callback
+            if callback is not None:
+                first = None
+                if offset is not None:
+                    first = offset if self.codec else offset + position
+                try:
+                    callback(SendResult(result.topic, result.broker_id, result.partition, len(run),
+                                        first, result.error))
+                except Exception:
+                    log.exception("producer callback failed")
+            position += sum(HEADER_SIZE + len(i.payload) for i in run)

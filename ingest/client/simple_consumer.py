@@ -1,0 +1,218 @@
+"""SimpleConsumer: stateless pulls from one broker (fetch, multifetch, offsets, metadata).
+
+The consumer keeps no position: callers pass offsets (byte positions in the
+partition log) and get back whole messages with their offsets. A fetch returns
+at most ``max_bytes`` of the log; the last message may be cut off, which is
+detected by size (``iter_messages`` stops before it). When not even one message
+fits, :meth:`iter_range` retries with a fetch size large enough for that
+message (read from its length field), up to ``max_fetch_size``, and then raises
+:class:`~ingest.errors.FetchSizeTooSmallError` naming both sizes.
+
+Concurrency: one SimpleConsumer holds one connection; its calls are serialised
+by that connection's lock, so it may be shared, but threads wanting parallel
+fetches should each have their own.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+from ingest.broker import protocol
+from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages
+from ingest.client.connection import BrokerConnection, check
+from ingest.errors import FetchSizeTooSmallError, InvalidFetchSizeError, OffsetOutOfRangeError
+
+log = logging.getLogger(__name__)
+
+LATEST = protocol.LATEST_TIME
+EARLIEST = protocol.EARLIEST_TIME
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """Whole messages of one fetch.
+
+    ``next_offset`` is where the next fetch starts (the request's offset when no
+    whole message came back); ``bytes_read`` is the size of the returned set
+    including a cut-off tail; ``needed`` is the size of the first message when it
+    did not fit (else None).
+    """
+
+    messages: list[MessageAndOffset]
+    next_offset: int
+    bytes_read: int
+    needed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    earliest: int
+    latest: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerMetadata:
+    """One broker's answer to METADATA: who it is and its topics' partitions."""
+
+    broker_id: int
+    host: str
+    port: int
+    topics: dict[str, list[PartitionInfo]] = field(default_factory=dict)
+
+
+def _result(message_set: bytes, offset: int) -> FetchResult:
+    messages = list(iter_messages(message_set, offset))
+    if messages:
+        return FetchResult(messages, messages[-1].next_offset, len(message_set))
+    needed = first_message_size(message_set) if message_set else None
+    return FetchResult(messages, offset, len(message_set), needed)
+
+
+class SimpleConsumer:
+    """Pulls from one broker at ``host:port``.
+
+    Args:
+        timeout_s: socket timeout per request.
+        fetch_size: default bytes per fetch.
+        max_fetch_size: ceiling to which :meth:`iter_range` grows the fetch size
+            to read one message larger than ``fetch_size``.
+    """
+
+    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0,
+                 fetch_size: int = 300 * 1024, max_fetch_size: int = 64 * 1024 * 1024) -> None:
+        if fetch_size <= 0 or max_fetch_size < fetch_size:
+            raise InvalidFetchSizeError(
+                f"fetch_size {fetch_size} must be > 0 and <= max_fetch_size {max_fetch_size}")
+        self.host = host
+        self.port = port
+        self.fetch_size = fetch_size
+        self.max_fetch_size = max_fetch_size
+        self.conn = BrokerConnection(host, port, timeout_s=timeout_s)
+
+    def __repr__(self) -> str:
+        return f"SimpleConsumer({self.host}:{self.port})"
+
+    # --- requests -------------------------------------------------------------------
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int | None = None) -> FetchResult:
+        """Whole messages of ``topic``/``partition`` starting at ``offset``.
+
+        Raises:
+            OffsetOutOfRangeError: the offset is not a visible message boundary.
+            InvalidMessageError: a returned message fails its CRC (names the offset).
+            BrokerUnavailableError: the broker cannot be reached.
+        """
+        size = self.fetch_size if max_bytes is None else max_bytes
+        req = protocol.FetchRequest(topic, partition, offset, size)
+        resp = self.conn.request(req.encode(), protocol.FetchResponse)
+        check(resp.error, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {self.conn!r}")
+        return _result(resp.message_set, offset)
+
+    def multifetch(self, requests: Sequence[tuple[str, int, int, int]]) -> list[FetchResult]:
+        """Several ``(topic, partition, offset, max_bytes)`` fetches in one round trip.
+
+        Raises the error of the first fetch that failed (with its topic, partition and offset).
+        """
+        reqs = tuple(protocol.FetchRequest(t, p, o, m) for t, p, o, m in requests)
+        resp = self.conn.request(protocol.MultiFetchRequest(reqs).encode(), protocol.MultiFetchResponse)
+        check(resp.error, f"MULTIFETCH of {len(reqs)} fetches from {self.conn!r}")
+        if len(resp.responses) != len(reqs):
+            raise OffsetOutOfRangeError(  # protocol violation; never silently misalign results
+                f"MULTIFETCH from {self.conn!r}: {len(resp.responses)} answers to {len(reqs)} fetches")
+        out = []
+        for req, part in zip(reqs, resp.responses):
+            check(part.error, f"FETCH {req.topic}/{req.partition} at offset {req.offset} in MULTIFETCH "
+                              f"from {self.conn!r}")
+            out.append(_result(part.message_set, req.offset))
+        return out
+
+    def multifetch_raw(self, requests: Sequence[tuple[str, int, int, int]]) -> list[tuple[int, FetchResult | None]]:
+        """Like :meth:`multifetch` but returns ``(error_code, result|None)`` per fetch instead of raising."""
+        reqs = tuple(protocol.FetchRequest(t, p, o, m) for t, p, o, m in requests)
+        resp = self.conn.request(protocol.MultiFetchRequest(reqs).encode(), protocol.MultiFetchResponse)
+        check(resp.error, f"MULTIFETCH of {len(reqs)} fetches from {self.conn!r}")
+        return [(part.error, _result(part.message_set, req.offset) if part.error == 0 else None)
+                for req, part in zip(reqs, resp.responses)]
+
+    def offsets_before(self, topic: str, partition: int, time_ms: int, max_offsets: int) -> list[int]:
+        """Valid offsets before ``time_ms`` (-1 latest, -2 earliest), newest first."""
+        req = protocol.OffsetsRequest(topic, partition, time_ms, max_offsets)
+        resp = self.conn.request(req.encode(), protocol.OffsetsResponse)
+        check(resp.error, f"OFFSETS {topic}/{partition} time {time_ms} from {self.conn!r}")
+        return list(resp.offsets)
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        offs = self.offsets_before(topic, partition, EARLIEST, 1)
+        return offs[0] if offs else 0
+
+    def latest_offset(self, topic: str, partition: int) -> int:
+        offs = self.offsets_before(topic, partition, LATEST, 1)
+        return offs[0] if offs else 0
+
+    def metadata(self, topics: Sequence[str] = ()) -> BrokerMetadata:
+        """METADATA: this broker's id and, per topic, partitions with earliest/latest offsets."""
+        resp = self.conn.request(protocol.MetadataRequest(tuple(topics)).encode(), protocol.MetadataResponse)
+        check(resp.error, f"METADATA {list(topics) or 'all topics'} from {self.conn!r}")
+        return BrokerMetadata(
+            resp.broker_id, resp.host, resp.port,
+            {t.name: [PartitionInfo(p.partition, p.earliest, p.latest) for p in t.partitions]
+             for t in resp.topics})
+
+    # --- iteration --------------------------------------------------------------------
+
+    def fetch_growing(self, topic: str, partition: int, offset: int, size: int | None = None) -> FetchResult:
+        """A fetch that returns at least one message if there is one, growing the size for a big message.
+
+        Raises:
+            FetchSizeTooSmallError: the message at ``offset`` is larger than ``max_fetch_size``.
+        """
+        size = self.fetch_size if size is None else size
+        while True:
+            result = self.fetch(topic, partition, offset, size)
+            if result.messages or result.bytes_read == 0:
+                return result
+            needed = result.needed or size * 2
+            if needed <= size:  # the length field is readable but the set still holds no message
+                needed = size * 2
+            if needed > self.max_fetch_size:
+                raise FetchSizeTooSmallError(
+                    f"message at {topic}/{partition} offset {offset} needs a fetch of {needed} bytes, "
+                    f"above max fetch size {self.max_fetch_size} (fetch size was {size}); "
+                    f"raise max.fetch.size / max_fetch_size")
+            log.info("message at %s/%d offset %d is %d bytes: growing fetch size from %d",
+                     topic, partition, offset, needed, size)
+            size = needed
+
+    def iter_range(self, topic: str, partition: int, start: int, end: int) -> Iterator[MessageAndOffset]:
+        """Every message with ``start <= offset < end``, in order.
+
+        ``end`` must be a message boundary at or before the broker's latest offset
+        (e.g. taken from :meth:`latest_offset`).
+
+        Raises:
+            OffsetOutOfRangeError: ``start`` is not a visible boundary, or the log ends before ``end``.
+            FetchSizeTooSmallError: a message is larger than ``max_fetch_size``.
+        """
+        offset = start
+        while offset < end:
+            result = self.fetch_growing(topic, partition, offset, min(self.fetch_size, max(end - offset, 64)))
+            if not result.messages:
+                raise OffsetOutOfRangeError(
+                    f"{topic}/{partition}: the log of {self.conn!r} ends at offset {offset}, "
+                    f"before the requested end {end}")
+            for m in result.messages:
+                if m.offset >= end:
+                    return
+                yield m
+            offset = result.next_offset
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "SimpleConsumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
