@@ -50,13 +50,13 @@ def _start_ms(w: dict) -> int:
     raise ConfigError(f"audit report window has none of {_START_KEYS}: {str(w)[:200]}")
 
 
-def complete_hours(paths: Iterable[str]) -> set[tuple[str, str, str]]:
-    """``{(topic, 'YYYY-MM-DD', 'HH')}`` of hours whose every reported window is complete."""
-    verdict: dict[tuple[str, str, str], bool] = {}
+def complete_hours(paths: Iterable[str]) -> set[tuple[str, str, int]]:
+    """``{(topic, 'YYYY-MM-DD', hour)}`` of hours whose every reported window is complete."""
+    verdict: dict[tuple[str, str, int], bool] = {}
     for path in paths:
         for w in _windows(path):
             t = datetime.fromtimestamp(_start_ms(w) / 1000, tz=timezone.utc)
-            key = (w["topic"], t.strftime("%Y-%m-%d"), t.strftime("%H"))
+            key = (w["topic"], t.strftime("%Y-%m-%d"), t.hour)
             ok = str(w.get("status", "")).upper() in OK_STATUSES
             verdict[key] = verdict.get(key, True) and ok
     good = {k for k, ok in verdict.items() if ok}

@@ -71,21 +71,27 @@ def _run(args) -> int:
 
 
 def _status(args) -> int:
-    from ingest.compaction.compact import discover_hours
-    from ingest.compaction.replace import Replacer
+    from ingest.compaction.plan import committed_hours, is_compacted_set
+    from ingest.compaction.records import read_records
+    from ingest.loader.state import LoaderState
     from ingest.storage import open_storage
 
     cfg = load_config(args)
     storage = open_storage(cfg["destination"])
-    replacer = Replacer(storage)
+    state = LoaderState.load(storage, recover=False)
     start, end = _range(args)
-    for hour in discover_hours(storage, args.topic, start, end):
-        records = replacer.records(hour)
-        files = replacer.visible_files(hour)
+    for hour, files in sorted(committed_hours(state, args.topic).items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
+        if start is not None and hour.start_ms + 3_600_000 <= start or end is not None and hour.start_ms >= end:
+            continue
+        size = sum(f.bytes for f in files)
+        status = "compacted" if is_compacted_set(files) else "small files"
         if args.json:
-            print(json.dumps({"hour": str(hour), "files": len(files), "records": records}))
+            print(json.dumps({"hour": str(hour), "files": len(files), "bytes": size, "status": status}))
         else:
-            last = records[-1] if records else None
-            note = f"last compaction {last['id']} ({last['state']}): {len(last['old'])} -> {len(last['new'])} files" if last else "never compacted"
-            print(f"{str(hour):<40} {len(files):>5} file(s)  {note}")
+            print(f"{str(hour):<40} {len(files):>5} file(s) {size:>12} bytes  {status}")
+    for record in read_records(storage):
+        if args.json:
+            print(json.dumps({"run": record}))
+        else:
+            print(f"run {record['id']}: {record['state']}, {len(record['old'])} -> {len(record['new'])} files")
     return 0

@@ -1,165 +1,112 @@
-"""Plan and run the compaction of completed hours.
+"""Merge one hour's committed files into staged new files, then swap them in with one commit.
 
-An hour qualifies when it is closed (its end plus ``compaction.grace.ms`` has
-passed), it has at least ``compaction.min.files`` visible files, its file set
-differs from what the last compaction produced (so re-running is a no-op), and,
-with ``compaction.require.audit``, the audit judged every window of it
-complete. :func:`compact_hour` is self-contained and picklable-argument only,
-so ``jobs/compact.py`` can run one Spark task per hour.
+:func:`merge_hour` is the per-hour task (runs in a Spark executor or in
+process): it reads the hour's committed files, merges and deduplicates them
+(:mod:`ingest.compaction.formats`) and writes the results under the loader's
+staging directory of this compaction run. It changes nothing visible.
+
+:func:`commit` is the driver's single atomic step: one
+:func:`ingest.loader.commit.replace_files` manifest withdraws every old file
+and adds every new one, for all hours of the run at once. Readers of
+:mod:`ingest.loader.state` (the audit, Spark jobs reading the committed file
+list) see the old sets before the manifest and the new sets after it; a crash
+at any point leaves one or the other, and the loader's recovery finishes a
+committed manifest (docs/operations.md, "Compaction").
 """
 from __future__ import annotations
 
 import logging
-import re
-import uuid
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+import os
+import signal
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
-from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.compaction.formats import format_of, merge, schema_key
-from ingest.compaction.replace import COMPACTION_DIR, HourRef, Replacer, basename
+from ingest.compaction.formats import merge
+from ingest.compaction.plan import HourPlan, Outcome, Settings
 
 log = logging.getLogger(__name__)
 
-HOUR_MS = 3_600_000
-_DT = re.compile(r"dt=(\d{4}-\d{2}-\d{2})$")
-_HOUR = re.compile(r"hour=(\d{2})$")
+CRASH_ENV = "INGEST_COMPACTION_CRASH_AT"
+"""Test hook: ``staged`` makes the driver SIGKILL itself after every hour is staged and
+before the commit. Crash points inside the commit are the loader's (``INGEST_CRASH_AT``)."""
 
 
-def hour_start_ms(hour: HourRef) -> int:
-    t = datetime.strptime(f"{hour.dt} {hour.hour}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
-    return int(t.timestamp() * 1000)
-
-
-def hour_of_ms(topic: str, ms: int) -> HourRef:
-    t = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return HourRef(topic, t.strftime("%Y-%m-%d"), t.strftime("%H"))
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The compaction keys a task needs (picklable; built from the Config)."""
-
-    destination: str
-    target_bytes: int
-    min_files: int
-    grace_ms: int
-    parquet_compression: str = "snappy"
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> "Settings":
-        return cls(cfg["destination"], cfg["compaction.target.bytes"], cfg["compaction.min.files"],
-                   cfg["compaction.grace.ms"], cfg["compaction.parquet.compression"])
+def crash_point(step: str) -> None:
+    if os.environ.get(CRASH_ENV) == step:
+        log.warning("fault injection: SIGKILL at compaction step %s (%s)", step, CRASH_ENV)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What happened to one hour."""
+class HourResult:
+    """A merged hour: its outcome, the old paths and the new (staged) FileRecords."""
 
-    hour: str
-    action: str            # compacted | noop | skipped
-    reason: str = ""
-    files_in: int = 0
-    files_out: int = 0
-    rows_in: int = 0
-    rows_out: int = 0
-    duplicates: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    compaction_id: str = ""
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+    outcome: Outcome
+    old: tuple[str, ...]
+    new: tuple[Any, ...]
 
 
-def discover_hours(storage: Any, topics: Sequence[str] = (),
-                   start_ms: int | None = None, end_ms: int | None = None) -> list[HourRef]:
-    """Every ``topic/dt=/hour=`` directory under the destination, optionally within [start, end)."""
-    if not storage.exists(storage.root):
-        return []
-    wanted = set(topics)
-    hours: list[HourRef] = []
-    for tinfo in storage.list(storage.root):
-        topic = basename(tinfo.path)
-        if not tinfo.is_dir or topic.startswith(("_", ".")) or (wanted and topic not in wanted):
-            continue
-        for dinfo in storage.list(tinfo.path):
-            dm = _DT.search(basename(dinfo.path))
-            if not dinfo.is_dir or not dm:
-                continue
-            for hinfo in storage.list(dinfo.path):
-                hm = _HOUR.search(basename(hinfo.path))
-                if not hinfo.is_dir or not hm:
-                    continue
-                ref = HourRef(topic, dm.group(1), hm.group(1))
-                start = hour_start_ms(ref)
-                if (start_ms is None or start + HOUR_MS > start_ms) and (end_ms is None or start < end_ms):
-                    hours.append(ref)
-    return sorted(hours, key=lambda h: (h.topic, h.dt, h.hour))
+def _sources(rec: Any) -> list[tuple[int, int, int, int]]:
+    if rec.sources:
+        return [tuple(s) for s in rec.sources]
+    return [(rec.broker_id, rec.partition, rec.start_offset, rec.end_offset)]
 
 
-def compact_hour(storage: Any, settings: Settings, hour: HourRef, clock: Clock = SYSTEM_CLOCK) -> Outcome:
-    """Compact one hour if it needs it; idempotent and crash-safe (see ``replace``)."""
-    replacer = Replacer(storage, clock)
-    now = clock.time_ms()
-    if hour_start_ms(hour) + HOUR_MS + settings.grace_ms > now:
-        return Outcome(str(hour), "skipped", "hour not closed yet (end + compaction.grace.ms in the future)")
-    for record in replacer.records(hour):
-        if record["state"] == "committed":  # a crashed run of ours: finish it first
-            replacer.roll_forward(record)
-    paths = replacer.visible_files(hour)
-    names = sorted(basename(p) for p in paths)
-    done = [r for r in replacer.records(hour) if r["state"] == "done"]
-    if done and sorted(done[-1]["new"]) == names:
-        return Outcome(str(hour), "noop", "already compacted; no new files since", files_in=len(names))
-    if len(names) < settings.min_files:
-        return Outcome(str(hour), "noop", f"{len(names)} file(s) < compaction.min.files={settings.min_files}",
-                       files_in=len(names))
+def merge_hour(storage: Any, settings: Settings, plan: HourPlan, compaction_id: str) -> HourResult:
+    """Read, merge and stage one hour; nothing becomes visible here."""
+    from ingest.loader.commit import staging_relpath
+    from ingest.loader.layout import data_file_path
+    from ingest.loader.records import FileRecord
 
-    cid = f"{now}-{uuid.uuid4().hex[:8]}"
-    by_path = {basename(p): p for p in paths}
-    groups: dict[tuple[str, str], list[tuple[str, bytes]]] = {}
-    for name in names:
-        fmt = format_of(name)
-        data = storage.read_bytes(by_path[name])
-        groups.setdefault((fmt, schema_key(fmt, data)), []).append((name, data))
-    new_files: dict[str, bytes] = {}
-    rows_in = rows_out = dups = 0
-    for gi, ((fmt, _), members) in enumerate(sorted(groups.items())):
-        result = merge(fmt, [d for _, d in members], settings.target_bytes, settings.parquet_compression)
+    hour = plan.hour
+    groups: dict[tuple[str, Any], list[Any]] = {}
+    for rec in plan.files:
+        groups.setdefault((rec.format, rec.schema_id), []).append(rec)
+    new: list[Any] = []
+    rows_in = rows_out = dups = bytes_in = bytes_out = 0
+    for gi, ((fmt, schema_id), recs) in enumerate(sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))):
+        datas = [storage.read_bytes(storage.join(r.path)) for r in recs]
+        bytes_in += sum(len(d) for d in datas)
+        result = merge(fmt, datas, settings.target_bytes, settings.parquet_compression)
         rows_in += result.rows_in
         dups += result.duplicates
+        sources = tuple(sorted({s for r in recs for s in _sources(r)}))
+        times = [t for r in recs for t in (r.min_time_ms, r.max_time_ms) if t is not None]
         for fi, (data, rows) in enumerate(zip(result.files, result.rows)):
-            new_files[f"{hour.topic}.compacted.{cid}.{gi}-{fi}.{fmt}"] = data
+            name = f"{hour.topic}.compacted.{compaction_id}.{gi}-{fi}.{fmt}"
+            staged = staging_relpath(compaction_id, name)
+            storage.mkdirs(storage.join(staging_relpath(compaction_id)))
+            storage.write_bytes(storage.join(staged), data, overwrite=True)
+            new.append(FileRecord(
+                path=data_file_path(hour.topic, hour.dt, hour.hour, name), topic=hour.topic,
+                broker_id=-1, partition=-1,
+                start_offset=min(s[2] for s in sources), end_offset=max(s[3] for s in sources),
+                rows=rows, format=fmt, dt=hour.dt, hour=hour.hour, bytes=len(data), schema_id=schema_id,
+                min_time_ms=min(times) if times else None, max_time_ms=max(times) if times else None,
+                kind="data", staging=staged, run_id=compaction_id, sources=sources,
+            ))
             rows_out += rows
-    bytes_in = sum(len(d) for m in groups.values() for _, d in m)
-    bytes_out = sum(len(d) for d in new_files.values())
-    replacer.stage(cid, new_files)
-    record = {
-        "id": cid, "topic": hour.topic, "dt": hour.dt, "hour": hour.hour,
-        "formats": sorted({f for f, _ in groups}), "old": names, "new": sorted(new_files),
-        "rows_in": rows_in, "rows_out": rows_out, "duplicates": dups,
-        "bytes_in": bytes_in, "bytes_out": bytes_out,
-        "target_bytes": settings.target_bytes, "started_ms": now, "committed_ms": clock.time_ms(),
-    }
-    replacer.commit(record)
-    log.info("compacted %s: %d files (%d bytes) -> %d files (%d bytes), %d rows, %d duplicates dropped",
-             hour, len(names), bytes_in, len(new_files), bytes_out, rows_out, dups)
-    return Outcome(str(hour), "compacted", "", len(names), len(new_files), rows_in, rows_out, dups,
-                   bytes_in, bytes_out, cid)
+            bytes_out += len(data)
+    outcome = Outcome(str(hour), "compacted", "", len(plan.files), len(new), rows_in, rows_out, dups, bytes_in, bytes_out)
+    log.info("merged %s: %d files (%d bytes) -> %d files (%d bytes), %d rows, %d duplicates dropped",
+             hour, len(plan.files), bytes_in, len(new), bytes_out, rows_out, dups)
+    return HourResult(outcome, tuple(r.path for r in plan.files), tuple(new))
 
 
-def select_hours(hours: Iterable[HourRef], complete: set[tuple[str, str, str]] | None) -> tuple[list[HourRef], list[Outcome]]:
-    """Split hours into those the audit allows and skip outcomes for the rest (``None``: all allowed)."""
-    keep, skipped = [], []
-    for h in hours:
-        if complete is None or (h.topic, h.dt, h.hour) in complete:
-            keep.append(h)
-        else:
-            skipped.append(Outcome(str(h), "skipped", "the audit did not judge every window of this hour COMPLETE"))
-    return keep, skipped
+def commit(storage: Any, results: Sequence[HourResult], compaction_id: str, clock: Any) -> Any:
+    """The one atomic step: withdraw every old file and add every new one (a loader manifest)."""
+    from ingest.loader.commit import replace_files
+
+    crash_point("staged")
+    old = [p for r in results for p in r.old]
+    new = [rec for r in results for rec in r.new]
+    note = f"compaction {compaction_id}: {len(results)} hour(s), {len(old)} -> {len(new)} files"
+    manifest = replace_files(storage, old, new, run_id=compaction_id, note=note, clock=clock)
+    log.info("committed %s as manifest %d", note, manifest.seq)
+    return manifest
 
 
-__all__ = ["COMPACTION_DIR", "HourRef", "Outcome", "Settings", "compact_hour", "discover_hours",
-           "hour_of_ms", "hour_start_ms", "select_hours"]
+def with_reason(outcome: Outcome, action: str, reason: str) -> Outcome:
+    return replace(outcome, action=action, reason=reason)

@@ -1,26 +1,28 @@
-"""One compaction run: recover, pick hours, compact each (locally or as Spark tasks), summarise.
+"""One compaction run: recover, plan, merge each hour (in process or as Spark tasks), commit once.
 
-Shared by ``ingest compaction run`` (in-process) and ``jobs/compact.py``
-(one Spark task per hour). Hours are independent, so a task failure leaves
-other hours compacted and the failed hour untouched or rolled forward by the
-next run.
+Shared by ``ingest compaction run`` (in process) and ``jobs/compact.py`` (one
+Spark task per hour). Every hour of a run is swapped in by ONE loader manifest,
+so a run is all-or-nothing; a failed or killed run changes nothing visible and
+the next run settles its record and removes its staged files.
 """
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.compaction.audit_gate import complete_hours
-from ingest.compaction.compact import HourRef, Outcome, Settings, compact_hour, discover_hours, select_hours
-from ingest.compaction.replace import Replacer
+from ingest.compaction.compact import HourResult, commit, merge_hour
+from ingest.compaction.plan import HourPlan, Settings, plan_hours
+from ingest.compaction.records import reconcile, write_record
 from ingest.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-MapFn = Callable[[Callable[[HourRef], dict], Sequence[HourRef]], list[dict]]
+MapFn = Callable[[Callable[[HourPlan], HourResult], Sequence[HourPlan]], list[HourResult]]
 
 
 def parse_time_ms(text: str) -> int:
@@ -37,53 +39,68 @@ def parse_time_ms(text: str) -> int:
     return int(t.timestamp() * 1000)
 
 
-def local_map(fn: Callable[[HourRef], dict], hours: Sequence[HourRef]) -> list[dict]:
+def local_map(fn: Callable[[HourPlan], HourResult], plans: Sequence[HourPlan]) -> list[HourResult]:
     out = []
-    for i, hour in enumerate(hours, 1):
-        log.info("compacting hour %d/%d: %s", i, len(hours), hour)
-        out.append(fn(hour))
+    for i, plan in enumerate(plans, 1):
+        log.info("merging hour %d/%d: %s (%d files)", i, len(plans), plan.hour, len(plan.files))
+        out.append(fn(plan))
     return out
 
 
 def run(config: Any, *, start_ms: int | None = None, end_ms: int | None = None,
         topics: Iterable[str] = (), audit_reports: Sequence[str] = (),
         clock: Clock = SYSTEM_CLOCK, map_fn: MapFn = local_map) -> list[dict]:
-    """Compact the qualifying hours of ``config["destination"]``; returns one outcome dict per hour seen."""
+    """Compact the qualifying hours of ``config["destination"]``; one outcome dict per hour in range."""
+    from ingest.loader.state import LoaderState
     from ingest.storage import open_storage
 
     settings = Settings.from_config(config)
-    storage = open_storage(settings.destination)
-    fixed = Replacer(storage, clock).recover()
-    if fixed:
-        log.info("recovered %d interrupted compaction(s)", fixed)
-    wanted = tuple(topics) or tuple(config["compaction.topics"])
-    hours = discover_hours(storage, wanted, start_ms, end_ms)
     complete = None
     if config["compaction.require.audit"]:
         if not audit_reports:
             raise ConfigError("compaction.require.audit=true but no --audit-report given: pass the audit "
                               "report(s) of these hours, or --set compaction.require.audit=false")
         complete = complete_hours(audit_reports)
-    todo, skipped = select_hours(hours, complete)
-    uri = settings.destination
+    storage = open_storage(settings.destination)
+    state = LoaderState.load(storage)  # rolls forward a crashed commit (loader's or ours)
+    reconcile(storage, state, clock)
+    now = clock.time_ms()
+    plans, others = plan_hours(state, settings, now, topics=tuple(topics) or tuple(config["compaction.topics"]),
+                               start_ms=start_ms, end_ms=end_ms, complete=complete)
+    outcomes = [o.as_dict() for o in others]
+    if plans:
+        cid = f"c{now:013d}-{uuid.uuid4().hex[:8]}"
+        record = {"id": cid, "state": "started", "started_ms": now, "finished_ms": None, "manifest_seq": None,
+                  "hours": [str(p.hour) for p in plans], "old": [], "new": []}
+        write_record(storage, record)
+        uri = settings.destination
 
-    def task(hour: HourRef) -> dict:
-        from ingest.storage import open_storage as _open
+        def task(plan: HourPlan) -> HourResult:
+            from ingest.storage import open_storage as _open
 
-        return compact_hour(_open(uri), settings, hour, clock).as_dict()
+            return merge_hour(_open(uri), settings, plan, cid)
 
-    results = (map_fn(task, todo) if todo else []) + [s.as_dict() for s in skipped]
-    return sorted(results, key=lambda r: r["hour"])
+        results = map_fn(task, plans)
+        manifest = commit(storage, results, cid, clock)
+        record.update(state="committed", manifest_seq=manifest.seq, finished_ms=clock.time_ms(),
+                      hours=[r.outcome.as_dict() for r in results],
+                      old=[p for r in results for p in r.old], new=[n.path for r in results for n in r.new])
+        write_record(storage, record)
+        outcomes += [r.outcome.as_dict() for r in results]
+    return sorted(outcomes, key=lambda r: r["hour"])
 
 
 def summary_table(results: Sequence[dict]) -> str:
     """A fixed-width table of outcomes for logs and the demo."""
-    head = f"{'hour':<40} {'action':<10} {'files':>11} {'rows':>15} {'dups':>6}  note"
+    head = f"{'hour':<40} {'action':<10} {'files':>9} {'rows':>13} {'dups':>6}  note"
     lines = [head, "-" * len(head)]
     for r in results:
-        files = f"{r['files_in']}->{r['files_out']}" if r["action"] == "compacted" else str(r["files_in"])
-        rows = f"{r['rows_in']}->{r['rows_out']}" if r["action"] == "compacted" else ""
-        lines.append(f"{r['hour']:<40} {r['action']:<10} {files:>11} {rows:>15} {r['duplicates']:>6}  {r['reason']}")
+        compacted = r["action"] == "compacted"
+        files = f"{r['files_in']}->{r['files_out']}" if compacted else str(r["files_in"])
+        rows = f"{r['rows_in']}->{r['rows_out']}" if compacted else ""
+        lines.append(f"{r['hour']:<40} {r['action']:<10} {files:>9} {rows:>13} {r['duplicates']:>6}  {r['reason']}")
+    if not results:
+        lines.append("(no committed hours in range)")
     return "\n".join(lines)
 
 

@@ -8,6 +8,12 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ingest.loader.commit import commit_files, staging_relpath
+from ingest.loader.layout import data_file_name, data_file_path, hour_bucket
+from ingest.loader.records import FileRecord
+from ingest.loader.state import LoaderState
+from ingest.storage import open_storage
+
 AVRO_SCHEMA = {
     "type": "record", "name": "PageView", "namespace": "ingest.events",
     "fields": [
@@ -29,29 +35,46 @@ def record(session: str, seq: int) -> dict:
 
 
 def hour_dir(root: Path, topic: str = "page-views") -> Path:
-    from datetime import datetime, timezone
-
-    t = datetime.fromtimestamp(HOUR_START_MS / 1000, tz=timezone.utc)
-    return root / topic / f"dt={t:%Y-%m-%d}" / f"hour={t:%H}"
+    dt, hour = hour_bucket(HOUR_START_MS)
+    return root / topic / f"dt={dt}" / f"hour={hour:02d}"
 
 
-def write_file(path: Path, records: list[dict], fmt: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def encode(records: list[dict], fmt: str) -> bytes:
+    buf = io.BytesIO()
     if fmt == "avro":
-        buf = io.BytesIO()
         fastavro.writer(buf, fastavro.parse_schema(AVRO_SCHEMA), records, codec="deflate")
-        path.write_bytes(buf.getvalue())
     else:
-        pq.write_table(pa.Table.from_pylist(records), path)
+        pq.write_table(pa.Table.from_pylist(records), buf)
+    return buf.getvalue()
+
+
+def commit_hour_files(root: Path, files: list[tuple[int, int, int, list[dict]]], fmt: str,
+                      topic: str = "page-views", run_id: str = "load-1") -> None:
+    """Commit ``(partition, start, end, records)`` files through the loader's real commit protocol."""
+    storage = open_storage(str(root))
+    dt, hour = hour_bucket(HOUR_START_MS)
+    added = []
+    for partition, start, end, recs in files:
+        name = data_file_name(topic, 0, partition, start, end, fmt)
+        staged = staging_relpath(run_id, name)
+        data = encode(recs, fmt)
+        storage.mkdirs(storage.join(staging_relpath(run_id)))
+        storage.write_bytes(storage.join(staged), data)
+        added.append(FileRecord(path=data_file_path(topic, dt, hour, name), topic=topic, broker_id=0,
+                                partition=partition, start_offset=start, end_offset=end, rows=len(recs),
+                                format=fmt, dt=dt, hour=hour, bytes=len(data), schema_id=1,
+                                min_time_ms=HOUR_START_MS, max_time_ms=HOUR_START_MS + 3_599_999,
+                                staging=staged, run_id=run_id))
+    commit_files(storage, kind="load", run_id=run_id, offsets=[], added=added)
 
 
 def make_hour(root: Path, fmt: str, files: int = 6, per_file: int = 50, dup_every: int = 10,
               topic: str = "page-views") -> tuple[Path, set[tuple[str, int]]]:
-    """``files`` small files; every ``dup_every``-th record also repeated in the next file."""
-    d = hour_dir(root, topic)
+    """``files`` small committed files; every ``dup_every``-th record repeated in the next file."""
     ids: set[tuple[str, int]] = set()
     seq = 0
     carry: list[dict] = []
+    out = []
     for f in range(files):
         recs = list(carry)
         carry = []
@@ -62,8 +85,14 @@ def make_hour(root: Path, fmt: str, files: int = 6, per_file: int = 50, dup_ever
             if seq % dup_every == 0:
                 carry.append(r)  # at-least-once duplicate in the next file
             seq += 1
-        write_file(d / f"{topic}.b0.p{f % 2}.{f * 1000}-{f * 1000 + 999}.{fmt}", recs, fmt)
-    return d, ids
+        out.append((f % 2, f * 1000, f * 1000 + 999, recs))
+    commit_hour_files(root, out, fmt, topic, run_id=f"load-{topic}")
+    return hour_dir(root, topic), ids
+
+
+def committed_paths(root: Path, topic: str = "page-views") -> list[str]:
+    state = LoaderState.load(open_storage(str(root)))  # a reader: recovers first
+    return [state.full_path(f) for f in state.files(topic)]
 
 
 def read_ids(paths: list[str], fmt: str) -> list[tuple[str, int]]:
