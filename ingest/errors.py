@@ -180,6 +180,12 @@ class IncompatibleSchemaError(SchemaError):
     """A schema breaks the subject's compatibility rule (names field and rule)."""
 
 
+class RegistryUnavailableError(SchemaError):
+    """The schema registry could not be reached or answered with a server error."""
+
+    retriable = True
+
+
 class EventDecodeError(IngestError):
     """A payload's framing or Avro body is invalid (names topic, offset, schema id)."""
 

@@ -1,0 +1,116 @@
+"""Client of the schema registry's REST API, with an id cache.
+
+Schemas by id are cached forever (ids are immutable); registrations are
+cached per (subject, canonical schema), so a producer pays one HTTP round trip
+per schema, not per event. Stdlib ``urllib`` only, so Spark executors need
+nothing extra.
+
+Concurrency contract: thread-safe; the caches are dicts filled idempotently
+(two threads may both fetch the same id once; they store equal values).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import quote
+
+from ingest.errors import (IncompatibleSchemaError, RegistryUnavailableError, SchemaError,
+                           SchemaNotFoundError)
+from ingest.events.schemas import canonical
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+class RegistryClient:
+    """Register schemas and look them up by id (see docs/events.md for the API)."""
+
+    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise SchemaError(f"registry URL {url!r} must start with http:// or https://")
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._by_id: dict[int, dict] = {}
+        self._registered: dict[tuple[str, str], int] = {}
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            try:
+                err = json.loads(exc.read())
+                code, message = err.get("error_code"), err.get("message")
+            except (ValueError, AttributeError):
+                code, message = exc.code, exc.reason
+            text = f"registry {self.url}: {method} {path}: HTTP {exc.code} (error_code {code}): {message}"
+            if exc.code == 404:
+                raise SchemaNotFoundError(text) from None
+            if exc.code == 409:
+                raise IncompatibleSchemaError(text) from None
+            if exc.code >= 500:
+                raise RegistryUnavailableError(text) from None
+            raise SchemaError(text) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise RegistryUnavailableError(
+                f"schema registry {self.url} unreachable ({method} {path}): {reason}; "
+                "is `ingest registry start` running there?") from exc
+
+    def register(self, subject: str, schema: dict | str) -> int:
+        """Register ``schema`` under ``subject``; returns its id (cached).
+
+        Raises:
+            IncompatibleSchemaError: the subject's compatibility level refuses it.
+            SchemaError: the schema does not parse.
+            RegistryUnavailableError: the registry cannot be reached.
+        """
+        text = canonical(schema)
+        key = (subject, text)
+        if key in self._registered:
+            return self._registered[key]
+        result = self._request("POST", f"/subjects/{quote(subject, safe='')}/versions", {"schema": text})
+        schema_id = int(result["id"])
+        self._registered[key] = schema_id
+        self._by_id.setdefault(schema_id, json.loads(text))
+        return schema_id
+
+    def get_schema(self, schema_id: int) -> dict:
+        """The schema with this id, parsed; fetched once, cached forever.
+
+        Raises:
+            SchemaNotFoundError: no schema has this id.
+        """
+        cached = self._by_id.get(schema_id)
+        if cached is not None:
+            return cached
+        result = self._request("GET", f"/schemas/ids/{int(schema_id)}")
+        schema = json.loads(result["schema"])
+        self._by_id[schema_id] = schema
+        return schema
+
+    def subjects(self) -> list[str]:
+        return list(self._request("GET", "/subjects"))
+
+    def versions(self, subject: str) -> list[int]:
+        return list(self._request("GET", f"/subjects/{quote(subject, safe='')}/versions"))
+
+    def latest(self, subject: str) -> tuple[int, dict]:
+        """(id, schema) of the subject's latest version."""
+        r = self._request("GET", f"/subjects/{quote(subject, safe='')}/versions/latest")
+        return int(r["id"]), json.loads(r["schema"])
+
+    def get_compatibility(self, subject: str | None = None) -> str:
+        path = "/config" if subject is None else f"/config/{quote(subject, safe='')}"
+        return str(self._request("GET", path)["compatibilityLevel"])
+
+    def set_compatibility(self, level: str, subject: str | None = None) -> str:
+        path = "/config" if subject is None else f"/config/{quote(subject, safe='')}"
+        return str(self._request("PUT", path, {"compatibility": level})["compatibility"])

@@ -1,0 +1,287 @@
+"""Where the schema registry keeps its state: a local directory or ZooKeeper.
+
+Both stores hold the same three things: schemas by id (immutable, global,
+deduplicated by canonical text), each subject's versions (version -> id) and
+compatibility levels (global and per subject).
+
+Directory layout (``--store DIR``)::
+
+    DIR/ids/<id>.json                    canonical schema text
+    DIR/subjects/<quoted subject>/<version>   schema id (decimal)
+    DIR/config/_global | <quoted subject>     compatibility level
+    DIR/lock                             flock'ed by writers (several processes may share DIR)
+
+ZooKeeper layout (``--zk CONNECT``, under ``/schema-registry``)::
+
+    /schema-registry/ids/id-<10 digits>        canonical schema text; id = sequence number + 1
+                                               (sequential znode: ZooKeeper hands each creator
+                                               its own number, so ids are never shared)
+    /schema-registry/hashes/<sha256>           id of that canonical text (create() is the
+                                               arbiter when two registries register one schema)
+    /schema-registry/subjects/<quoted>/<version>   schema id
+    /schema-registry/config/_global | <quoted>     compatibility level
+    /schema-registry/lock                      kazoo Lock around read-check-write of a subject
+
+Concurrency contract: every store is safe to share between threads; writes that
+must be atomic with a prior read (compatibility check then append) run inside
+``write_lock()``, which also excludes other processes using the same store.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Iterator, Protocol
+from urllib.parse import quote, unquote
+
+from ingest.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+GLOBAL = "_global"  # config name of the global level; subjects are stored as "s-<quoted>", never clash
+
+
+def _subject_key(subject: str) -> str:
+    return "s-" + quote(subject, safe="")
+
+
+def _subject_from_key(key: str) -> str:
+    return unquote(key[2:])
+
+
+def schema_hash(canonical_text: str) -> str:
+    return hashlib.sha256(canonical_text.encode("utf-8")).hexdigest()
+
+
+class RegistryStore(Protocol):
+    """Storage of the schema registry (see module docstring)."""
+
+    def write_lock(self) -> contextlib.AbstractContextManager: ...
+    def get_schema(self, schema_id: int) -> str | None: ...
+    def find_id(self, canonical_text: str) -> int | None: ...
+    def add_schema(self, canonical_text: str) -> int: ...
+    def subjects(self) -> list[str]: ...
+    def versions(self, subject: str) -> dict[int, int]: ...
+    def add_version(self, subject: str, schema_id: int) -> int: ...
+    def get_config(self, subject: str | None) -> str | None: ...
+    def set_config(self, subject: str | None, level: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class DirectoryStore:
+    """The registry's state in a local directory; survives restarts."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        try:
+            for d in ("ids", "subjects", "config"):
+                (self.root / d).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create registry store directory {self.root}: {exc.strerror}") from exc
+        self._lock = threading.RLock()
+        self._hash_index: dict[str, int] = {}
+        self._cache: dict[int, str] = {}
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        with self._lock, open(self.root / "lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def get_schema(self, schema_id: int) -> str | None:
+        if schema_id in self._cache:
+            return self._cache[schema_id]
+        try:
+            text = (self.root / "ids" / f"{schema_id}.json").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        self._cache[schema_id] = text
+        return text
+
+    def _ids(self) -> list[int]:
+        return sorted(int(p.stem) for p in (self.root / "ids").glob("*.json") if p.stem.isdigit())
+
+    def find_id(self, canonical_text: str) -> int | None:
+        h = schema_hash(canonical_text)
+        if h in self._hash_index:
+            return self._hash_index[h]
+        for i in self._ids():  # another process may have added it: rescan (registrations are rare)
+            text = self.get_schema(i)
+            if text is not None:
+                self._hash_index.setdefault(schema_hash(text), i)
+        return self._hash_index.get(h)
+
+    def add_schema(self, canonical_text: str) -> int:
+        """Store a new schema under the next id; caller holds ``write_lock()``."""
+        ids = self._ids()
+        new_id = (ids[-1] if ids else 0) + 1
+        _write_atomic(self.root / "ids" / f"{new_id}.json", canonical_text)
+        self._hash_index[schema_hash(canonical_text)] = new_id
+        return new_id
+
+    def subjects(self) -> list[str]:
+        return sorted(_subject_from_key(p.name) for p in (self.root / "subjects").iterdir()
+                      if p.name.startswith("s-") and any(p.iterdir()))
+
+    def versions(self, subject: str) -> dict[int, int]:
+        d = self.root / "subjects" / _subject_key(subject)
+        if not d.is_dir():
+            return {}
+        return {int(p.name): int(p.read_text()) for p in d.iterdir() if p.name.isdigit()}
+
+    def add_version(self, subject: str, schema_id: int) -> int:
+        """Append ``schema_id`` as the subject's next version; caller holds ``write_lock()``."""
+        d = self.root / "subjects" / _subject_key(subject)
+        d.mkdir(exist_ok=True)
+        version = max(self.versions(subject), default=0) + 1
+        _write_atomic(d / str(version), str(schema_id))
+        return version
+
+    def get_config(self, subject: str | None) -> str | None:
+        name = GLOBAL if subject is None else _subject_key(subject)
+        try:
+            return (self.root / "config" / name).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def set_config(self, subject: str | None, level: str) -> None:
+        name = GLOBAL if subject is None else _subject_key(subject)
+        _write_atomic(self.root / "config" / name, level)
+
+    def close(self) -> None:
+        pass
+
+
+class ZooKeeperStore:
+    """The registry's state in ZooKeeper; several registry processes may share it."""
+
+    ROOT = "/schema-registry"
+
+    def __init__(self, connect: str, *, timeout_s: float = 15.0) -> None:
+        from kazoo.client import KazooClient
+        from kazoo.retry import KazooRetry
+
+        self._zk = KazooClient(hosts=connect, timeout=timeout_s,
+                               connection_retry=KazooRetry(max_tries=-1, max_delay=2))
+        try:
+            self._zk.start(timeout=timeout_s)
+        except Exception as exc:
+            raise StorageError(f"cannot connect to ZooKeeper at {connect}: {exc}") from exc
+        for d in ("ids", "hashes", "subjects", "config"):
+            self._zk.retry(self._zk.ensure_path, f"{self.ROOT}/{d}")
+        self._lock = self._zk.Lock(f"{self.ROOT}/lock")
+        self._local = threading.RLock()
+        self._cache: dict[int, str] = {}
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[None]:
+        with self._local:
+            self._lock.acquire(timeout=30)
+            try:
+                yield
+            finally:
+                self._lock.release()
+
+    def get_schema(self, schema_id: int) -> str | None:
+        if schema_id in self._cache:
+            return self._cache[schema_id]
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = self._zk.retry(self._zk.get, f"{self.ROOT}/ids/id-{schema_id - 1:010d}")
+        except NoNodeError:
+            return None
+        text = data.decode("utf-8")
+        self._cache[schema_id] = text
+        return text
+
+    def find_id(self, canonical_text: str) -> int | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = self._zk.retry(self._zk.get, f"{self.ROOT}/hashes/{schema_hash(canonical_text)}")
+        except NoNodeError:
+            return None
+        return int(data)
+
+    def add_schema(self, canonical_text: str) -> int:
+        """Allocate an id with a sequential znode; if another registry won the hash, use its id."""
+        from kazoo.exceptions import NodeExistsError
+
+        path = self._zk.retry(self._zk.create, f"{self.ROOT}/ids/id-", canonical_text.encode("utf-8"),
+                              sequence=True)
+        new_id = int(path.rsplit("-", 1)[1]) + 1
+        try:
+            self._zk.retry(self._zk.create, f"{self.ROOT}/hashes/{schema_hash(canonical_text)}",
+                           str(new_id).encode())
+        except NodeExistsError:
+            winner = self.find_id(canonical_text)
+            log.info("schema registered concurrently as id %s; id %s stays unused", winner, new_id)
+            return int(winner)
+        self._cache[new_id] = canonical_text
+        return new_id
+
+    def subjects(self) -> list[str]:
+        kids = self._zk.retry(self._zk.get_children, f"{self.ROOT}/subjects")
+        return sorted(_subject_from_key(k) for k in kids if k.startswith("s-"))
+
+    def versions(self, subject: str) -> dict[int, int]:
+        from kazoo.exceptions import NoNodeError
+
+        base = f"{self.ROOT}/subjects/{_subject_key(subject)}"
+        try:
+            kids = self._zk.retry(self._zk.get_children, base)
+        except NoNodeError:
+            return {}
+        out = {}
+        for k in kids:
+            data, _ = self._zk.retry(self._zk.get, f"{base}/{k}")
+            out[int(k)] = int(data)
+        return out
+
+    def add_version(self, subject: str, schema_id: int) -> int:
+        base = f"{self.ROOT}/subjects/{_subject_key(subject)}"
+        self._zk.retry(self._zk.ensure_path, base)
+        version = max(self.versions(subject), default=0) + 1
+        # create() fails if a version number was taken meanwhile: the write lock prevents that.
+        self._zk.retry(self._zk.create, f"{base}/{version}", str(schema_id).encode())
+        return version
+
+    def get_config(self, subject: str | None) -> str | None:
+        from kazoo.exceptions import NoNodeError
+
+        name = GLOBAL if subject is None else _subject_key(subject)
+        try:
+            data, _ = self._zk.retry(self._zk.get, f"{self.ROOT}/config/{name}")
+        except NoNodeError:
+            return None
+        return data.decode() or None
+
+    def set_config(self, subject: str | None, level: str) -> None:
+        path = f"{self.ROOT}/config/{GLOBAL if subject is None else _subject_key(subject)}"
+        from kazoo.exceptions import NodeExistsError
+
+        try:
+            self._zk.retry(self._zk.create, path, level.encode())
+        except NodeExistsError:
+            self._zk.retry(self._zk.set, path, level.encode())
+
+    def close(self) -> None:
+        self._zk.stop()
+        self._zk.close()

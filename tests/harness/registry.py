@@ -1,0 +1,84 @@
+"""The schema registry as a real subprocess (``ingest registry start``) on a free loopback port.
+
+    reg = RegistryProcess(store_dir).start()      # or RegistryProcess(zk="127.0.0.1:2181/chroot")
+    reg.url                                      # http://127.0.0.1:PORT
+    reg.stop()  /  reg.kill()  /  reg.start()    # restart keeps the same port and store
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.harness.net import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class RegistryProcess:
+    """One registry process; ``store`` directory (default: a fresh temp dir) or ``zk`` connect string."""
+
+    def __init__(self, store: str | Path | None = None, *, zk: str | None = None, port: int | None = None,
+                 compatibility: str = "BACKWARD") -> None:
+        self.zk = zk
+        self.store = None if zk else Path(store or tempfile.mkdtemp(prefix="registry-"))
+        self.port = port or free_port()
+        self.compatibility = compatibility
+        self.proc: subprocess.Popen | None = None
+        self.log_path = Path(tempfile.mkstemp(prefix="registry-", suffix=".log")[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> "RegistryProcess":
+        cmd = [sys.executable, "-m", "ingest.cli", "registry", "start", "--port", str(self.port),
+               "--compatibility", self.compatibility]
+        cmd += ["--zk", self.zk] if self.zk else ["--store", str(self.store)]
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"registry exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/config", timeout=1) as r:
+                    r.read()
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise TimeoutError(f"registry on {self.url} not up after {timeout_s}s: "
+                                       f"{self.log_path.read_text()[-2000:]}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (clean shutdown)."""
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up."""
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+    def __enter__(self) -> "RegistryProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
