@@ -1,8 +1,9 @@
 """Which hours an audit report judged complete (compaction touches only those).
 
-An hour of a topic qualifies when the report has at least one window of that
-topic starting inside the hour and every such window's status is in
-:data:`OK_STATUSES`. Reports are read as the audit writes them: a JSON
+An hour of a topic qualifies when the report's window rows of that topic
+cover the whole hour (a report whose range starts mid-hour proves nothing about
+the hour's first minutes) and every one of them is in :data:`OK_STATUSES`.
+Rows of other types (per producer, out of range) do not count. Reports are read as the audit writes them: a JSON
 document with a ``windows`` list, or JSON lines with one window per line.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from ingest.errors import ConfigError
 log = logging.getLogger(__name__)
 
 OK_STATUSES = frozenset({"COMPLETE"})
+HOUR_MS = 3_600_000
+DEFAULT_WINDOW_MS = 600_000
 _START_KEYS = ("window_start_ms", "start_ms", "window_start")
 
 
@@ -50,15 +53,33 @@ def _start_ms(w: dict) -> int:
     raise ConfigError(f"audit report window has none of {_START_KEYS}: {str(w)[:200]}")
 
 
+def _covers_hour(spans: set[tuple[int, int]]) -> bool:
+    """True when the windows tile their hour with no gap."""
+    ordered = sorted(spans)
+    first = ordered[0][0] - ordered[0][0] % HOUR_MS
+    edge = first
+    for start, end in ordered:
+        if start > edge:
+            return False
+        edge = max(edge, end)
+    return edge >= first + HOUR_MS
+
+
 def complete_hours(paths: Iterable[str]) -> set[tuple[str, str, int]]:
-    """``{(topic, 'YYYY-MM-DD', hour)}`` of hours whose every reported window is complete."""
+    """``{(topic, 'YYYY-MM-DD', hour)}`` of hours whose windows all are in the report and complete."""
     verdict: dict[tuple[str, str, int], bool] = {}
+    covered: dict[tuple[str, str, int], set[tuple[int, int]]] = {}
     for path in paths:
         for w in _windows(path):
-            t = datetime.fromtimestamp(_start_ms(w) / 1000, tz=timezone.utc)
+            if w.get("row_type", "window") != "window":
+                continue
+            start = _start_ms(w)
+            end = int(w.get("window_end_ms") or start + DEFAULT_WINDOW_MS)
+            t = datetime.fromtimestamp(start / 1000, tz=timezone.utc)
             key = (w["topic"], t.strftime("%Y-%m-%d"), t.hour)
             ok = str(w.get("status", "")).upper() in OK_STATUSES
             verdict[key] = verdict.get(key, True) and ok
-    good = {k for k, ok in verdict.items() if ok}
+            covered.setdefault(key, set()).add((start, end))
+    good = {k for k, ok in verdict.items() if ok and _covers_hour(covered[k])}
     log.info("audit report(s) judge %d of %d hour(s) complete", len(good), len(verdict))
     return good

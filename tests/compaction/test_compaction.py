@@ -174,3 +174,20 @@ def test_sigkill_mid_compaction_then_rerun_completes(tmp_path, env_var, point, c
     assert not [p.name for p in staging.iterdir() if p.name.startswith("c")]  # no compaction leftovers
     states = sorted(r["state"] for r in read_records(open_storage(str(tmp_path))))
     assert states == (["committed"] if committed else ["abandoned", "committed"])
+
+
+def test_audit_gate_needs_the_whole_hour_covered(tmp_path):
+    from ingest.compaction.audit_gate import complete_hours
+    from ingest.loader.layout import hour_bucket
+
+    def rows(topic, starts, status="COMPLETE"):
+        return [{"topic": topic, "row_type": "window", "window_start_ms": HOUR_START_MS + s * 600_000,
+                 "window_end_ms": HOUR_START_MS + (s + 1) * 600_000, "status": status} for s in starts]
+
+    report = tmp_path / "rows.jsonl"
+    lines = rows("full", range(6)) + rows("tail-only", range(3, 6)) + rows("pending", range(5)) \
+        + rows("pending", [5], "PENDING") \
+        + [{"topic": "tail-only", "row_type": "producer", "window_start_ms": HOUR_START_MS, "status": "COMPLETE"}]
+    report.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    dt, hour = hour_bucket(HOUR_START_MS)
+    assert complete_hours([str(report)]) == {("full", dt, hour)}
