@@ -1,0 +1,107 @@
+"""A fuzzing loop of random and mutated frames leaves the broker serving and its logs valid."""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import struct
+
+from ingest.broker import protocol as p
+from ingest.broker.log_manager import LogManager
+from ingest.broker.message_set import encode_message_set, iter_messages, validate_message_set
+from ingest.broker.server import BrokerServer
+from ingest.broker.server_config import SERVER_CONFIG
+from tests.harness.brokers import RawClient
+
+CASES = 3000
+SEED = int(os.environ.get("INGEST_FUZZ_SEED", "20261122"))
+
+
+def valid_frames() -> list[bytes]:
+    ms = encode_message_set([b"payload-%d" % i for i in range(5)])
+    gz = encode_message_set([b"z" * 300, b"y" * 10], codec=1)
+    return [
+        p.ProduceRequest("fz", 0, ms).encode(),
+        p.ProduceAckRequest("fz", 1, gz).encode(),
+        p.MultiProduceRequest((p.ProduceRequest("fz", 0, ms), p.ProduceRequest("fy", 1, gz))).encode(),
+        p.FetchRequest("fz", 0, 0, 4096).encode(),
+        p.MultiFetchRequest((p.FetchRequest("fz", 0, 0, 100), p.FetchRequest("fz", 1, 37, 100))).encode(),
+        p.OffsetsRequest("fz", 0, -1, 5).encode(),
+        p.MetadataRequest(("fz", "fy")).encode(),
+    ]
+
+
+def mutate(rng: random.Random, frames: list[bytes]) -> bytes:
+    frame = bytearray(rng.choice(frames))
+    how = rng.randrange(7)
+    if how == 0:                       # flip a few bits anywhere
+        for _ in range(rng.randint(1, 4)):
+            frame[rng.randrange(len(frame))] ^= 1 << rng.randrange(8)
+    elif how == 1:                     # truncate, keeping the size field honest
+        frame = frame[:rng.randrange(4, len(frame))]
+        frame[:4] = struct.pack(">i", len(frame) - 4)
+    elif how == 2:                     # lie about the size
+        frame[:4] = struct.pack(">i", rng.choice([-1, 0, 1, 2, 2**31 - 1, rng.randrange(-2**31, 2**31)]))
+    elif how == 3:                     # another request type
+        frame[4:6] = struct.pack(">h", rng.randrange(-2**15, 2**15))
+    elif how == 4:                     # flip bits in the body only, size kept
+        for _ in range(rng.randint(1, 8)):
+            frame[rng.randrange(6, len(frame))] ^= 1 << rng.randrange(8)
+    elif how == 5:                     # random body with an honest header
+        body = os.urandom(rng.randrange(0, 200))
+        frame = bytearray(struct.pack(">ih", len(body) + 2, rng.choice([0, 1, 2, 3, 4, 10, 11])) + body)
+    else:                              # pure noise
+        frame = bytearray(os.urandom(rng.randrange(1, 300)))
+    return bytes(frame)
+
+
+def test_fuzzed_frames_leave_the_broker_serving_and_the_logs_valid(tmp_path, caplog):
+    caplog.set_level(logging.ERROR)    # thousands of expected warnings; errors still captured
+    cfg = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.dir": str(tmp_path / "logs"),
+                               "log.flush.interval": 1, "num.partitions": 2,
+                               "max.socket.request.bytes": 1 << 20})
+    broker = BrokerServer(cfg).start()
+    rng = random.Random(SEED)
+    frames = valid_frames()
+    good = encode_message_set([b"bystander"])
+    bystander = RawClient(broker.host, broker.port)
+    acked = 0
+    try:
+        for i in range(CASES):
+            data = mutate(rng, frames)
+            s = socket.create_connection((broker.host, broker.port), timeout=10)
+            try:
+                s.sendall(data)
+                s.shutdown(socket.SHUT_WR)
+                while s.recv(65536):       # whatever the answer, the broker must end it
+                    pass
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+            finally:
+                s.close()
+            if i % 250 == 0:
+                resp = p.ProduceAckResponse.decode(bystander.request(p.ProduceAckRequest("by", 0, good)))
+                assert resp.error == 0, f"case {i} (seed {SEED}): bystander refused: {resp}"
+                acked += 1
+        assert broker.network.alive()
+        data = p.FetchResponse.decode(bystander.request(p.FetchRequest("by", 0, 0, 1 << 20))).message_set
+        assert [m.payload for m in iter_messages(data)] == [b"bystander"] * acked
+        ends = {k: lg.end_offset for k, lg in broker.log_manager.logs().items()}
+    finally:
+        bystander.close()
+        broker.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "unexpected errors during fuzzing"
+    # every log holds only valid messages, and recovery finds nothing to truncate
+    lm = LogManager(cfg)
+    lm.startup()
+    try:
+        for key, lg in lm.logs().items():
+            assert lg.end_offset == ends[key], key
+            pos = lg.start_offset
+            while pos < lg.end_offset:
+                chunk = lg.read_bytes(pos, 1 << 20)
+                assert validate_message_set(chunk) > 0
+                pos += len(chunk)
+    finally:
+        lm.shutdown()
