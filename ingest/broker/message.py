@@ -41,6 +41,14 @@ CRC_OFFSET = 6
 CRC_SEED = tuple(zlib.crc32(bytes([a])) for a in range(256))
 """CRC-32 of the single attributes byte, indexed by its value."""
 
+HEADER_MA = struct.Struct(">iHI")
+"""The header with magic and attributes read as one ``uint16`` (hot validation loops)."""
+MA_MIN = MAGIC << 8 | 0
+MA_MAX = MAGIC << 8 | 2
+"""Valid magic+attributes values: magic 1, codec 0..2, other attribute bits 0."""
+CRC_SEED_MA = tuple(CRC_SEED[ma & 0xFF] if MA_MIN <= ma <= MA_MAX else 0 for ma in range(MA_MAX + 1))
+"""CRC seed indexed by the magic+attributes ``uint16``."""
+
 
 def message_crc(attributes: int, payload: bytes | memoryview) -> int:
     """CRC-32 over the attributes byte and the payload."""

@@ -19,10 +19,14 @@ from ingest.broker.message import (
     CODEC_MASK,
     CODEC_NONE,
     CRC_SEED,
+    CRC_SEED_MA,
     HEADER,
+    HEADER_MA,
     HEADER_SIZE,
     LENGTH,
     LENGTH_SIZE,
+    MA_MAX,
+    MA_MIN,
     MAGIC,
     OVERHEAD,
     check_header,
@@ -103,35 +107,26 @@ def scan(
     if end is None:
         end = len(buf)
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    unpack = HEADER.unpack_from
+    # Hot loop: magic and attributes are read as one uint16 (0x0100 | codec), so
+    # one chained comparison checks magic, codec and the reserved bits; any
+    # failure drops to _diagnose() for the precise reason.
+    unpack = HEADER_MA.unpack_from
     crc32 = zlib.crc32
-    seed = CRC_SEED
+    seed = CRC_SEED_MA
+    top = max_message_size + OVERHEAD
     count = 0
     mark = index_mark
     add = index.append if index is not None else None
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            if end - pos >= LENGTH_SIZE and LENGTH.unpack_from(mv, pos)[0] < OVERHEAD:
-                return ScanResult(pos, count, f"message at {origin + pos}: length below the minimum {OVERHEAD}", False)
-            return ScanResult(pos, count, f"message at {origin + pos}: header cut off ({end - pos} of {HEADER_SIZE} bytes)", True)
-        length, magic, attributes, crc = unpack(mv, pos)
+    limit = end - HEADER_SIZE
+    while pos <= limit:
+        length, ma, crc = unpack(mv, pos)
         nxt = pos + LENGTH_SIZE + length
-        if length < OVERHEAD:
-            return ScanResult(pos, count, f"message at {origin + pos}: length {length} below the minimum {OVERHEAD}", False)
-        if length - OVERHEAD > max_message_size:
-            return ScanResult(
-                pos, count,
-                f"message at {origin + pos}: payload of {length - OVERHEAD} bytes exceeds max.message.size {max_message_size}",
-                False, True,
-            )
-        if nxt > end:
-            return ScanResult(pos, count, f"message at {origin + pos}: length {length} runs past the end by {nxt - end} bytes", True)
-        if magic != MAGIC or attributes & ~CODEC_MASK or attributes == 3:
-            return ScanResult(pos, count, f"message at {origin + pos}: {check_header(magic, attributes)}", False)
-        if crc32(mv[pos + HEADER_SIZE:nxt], seed[attributes]) != crc:
-            return ScanResult(pos, count, f"message at {origin + pos}: CRC mismatch (stored 0x{crc:08x})", False)
-        if attributes and deep:
-            why = _inner_error(attributes, mv[pos + HEADER_SIZE:nxt])
+        if not (OVERHEAD <= length <= top and nxt <= end and MA_MIN <= ma <= MA_MAX):
+            break
+        if crc32(mv[pos + HEADER_SIZE:nxt], seed[ma]) != crc:
+            break
+        if ma != MA_MIN and deep:
+            why = _inner_error(ma - MA_MIN, mv[pos + HEADER_SIZE:nxt])
             if why:
                 return ScanResult(pos, count, f"compressed message at {origin + pos}: {why}", False)
         if add is not None and pos >= mark:
@@ -139,7 +134,34 @@ def scan(
             mark = pos + index_interval
         pos = nxt
         count += 1
-    return ScanResult(pos, count, None, False)
+    if pos >= end:
+        return ScanResult(pos, count, None, False)
+    return _diagnose(mv, pos, end, count, max_message_size, origin)
+
+
+def _diagnose(mv: memoryview, pos: int, end: int, count: int, max_message_size: int, origin: int) -> ScanResult:
+    """The precise reason the message at ``pos`` stopped :func:`scan`."""
+    at = origin + pos
+    if end - pos < HEADER_SIZE:
+        if end - pos >= LENGTH_SIZE and LENGTH.unpack_from(mv, pos)[0] < OVERHEAD:
+            return ScanResult(pos, count, f"message at {at}: length below the minimum {OVERHEAD}", False)
+        return ScanResult(pos, count, f"message at {at}: header cut off ({end - pos} of {HEADER_SIZE} bytes)", True)
+    length, magic, attributes, crc = HEADER.unpack_from(mv, pos)
+    nxt = pos + LENGTH_SIZE + length
+    if length < OVERHEAD:
+        return ScanResult(pos, count, f"message at {at}: length {length} below the minimum {OVERHEAD}", False)
+    if length - OVERHEAD > max_message_size:
+        return ScanResult(
+            pos, count,
+            f"message at {at}: payload of {length - OVERHEAD} bytes exceeds max.message.size {max_message_size}",
+            False, True,
+        )
+    if nxt > end:
+        return ScanResult(pos, count, f"message at {at}: length {length} runs past the end by {nxt - end} bytes", True)
+    why = check_header(magic, attributes)
+    if why:
+        return ScanResult(pos, count, f"message at {at}: {why}", False)
+    return ScanResult(pos, count, f"message at {at}: CRC mismatch (stored 0x{crc:08x})", False)
 
 
 def _inner_error(codec: int, payload: memoryview) -> str | None:
@@ -202,28 +224,27 @@ def iter_messages(buf: bytes | memoryview, base_offset: int = 0) -> Iterator[Mes
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv)
-    unpack = HEADER.unpack_from
+    unpack = HEADER_MA.unpack_from
     crc32 = zlib.crc32
-    seed = CRC_SEED
+    seed = CRC_SEED_MA
+    make = tuple.__new__  # MessageAndOffset without the Python-level __new__ call
+    cls = MessageAndOffset
     pos = 0
-    while end - pos >= HEADER_SIZE:
-        length, magic, attributes, crc = unpack(mv, pos)
+    limit = end - HEADER_SIZE
+    while pos <= limit:
+        length, ma, crc = unpack(mv, pos)
         nxt = pos + LENGTH_SIZE + length
-        if length < OVERHEAD:
-            raise InvalidMessageError(f"message at offset {base_offset + pos}: length {length} below the minimum {OVERHEAD}")
-        if nxt > end:
-            return
-        if magic != MAGIC or attributes & ~CODEC_MASK or attributes == 3:
-            raise InvalidMessageError(f"message at offset {base_offset + pos}: {check_header(magic, attributes)}")
+        if nxt > end and length >= OVERHEAD:
+            return  # cut off by the fetch size: the client retries from this offset
+        if not (OVERHEAD <= length and MA_MIN <= ma <= MA_MAX):
+            raise InvalidMessageError(str(_diagnose(mv, pos, end, 0, _UNLIMITED, base_offset).error))
         payload = mv[pos + HEADER_SIZE:nxt]
-        if crc32(payload, seed[attributes]) != crc:
+        if crc32(payload, seed[ma]) != crc:
             raise InvalidMessageError(f"message at offset {base_offset + pos}: CRC mismatch (stored 0x{crc:08x})")
-        offset = base_offset + pos
-        next_offset = base_offset + nxt
-        if attributes:
-            yield from _iter_wrapper(attributes, payload, offset, next_offset)
+        if ma == MA_MIN:
+            yield make(cls, (base_offset + pos, base_offset + nxt, payload.tobytes()))
         else:
-            yield MessageAndOffset(offset, next_offset, payload.tobytes())
+            yield from _iter_wrapper(ma - MA_MIN, payload, base_offset + pos, base_offset + nxt)
         pos = nxt
     if end - pos >= LENGTH_SIZE and LENGTH.unpack_from(mv, pos)[0] < OVERHEAD:
         raise InvalidMessageError(f"message at offset {base_offset + pos}: length below the minimum {OVERHEAD}")
