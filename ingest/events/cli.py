@@ -1,0 +1,185 @@
+"""``ingest registry start`` and ``ingest produce`` (the load generator)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+from ingest.clock import SYSTEM_CLOCK
+from ingest.config import parse_overrides, read_properties
+from ingest.errors import ConfigError, IngestError
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 5.0
+
+
+def register(subparsers: Any) -> None:
+    reg = subparsers.add_parser("registry", help="the Avro schema registry service")
+    reg_sub = reg.add_subparsers(dest="registry_command", metavar="SUBCOMMAND")
+    start = reg_sub.add_parser("start", help="serve the schema registry REST API")
+    start.add_argument("--port", type=int, required=True, help="TCP port (0 picks a free one)")
+    start.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    where = start.add_mutually_exclusive_group()
+    where.add_argument("--store", default="registry-data", help="directory store (default ./registry-data)")
+    where.add_argument("--zk", help="ZooKeeper connect string: keep state in ZooKeeper (shared by registries)")
+    start.add_argument("--compatibility", default="BACKWARD", help="default compatibility level")
+    start.set_defaults(func=_registry_start)
+    reg.set_defaults(func=lambda args: (reg.print_help(), 2)[1])
+
+    p = subparsers.add_parser("produce", help="publish synthetic events with monitoring events (load generator)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--brokers", help="static brokers: host:port or id:host:port, comma-separated")
+    src.add_argument("--zk", help="ZooKeeper connect string (brokers found under /brokers)")
+    p.add_argument("--registry", required=True, help="schema registry URL, e.g. http://127.0.0.1:8081")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--count", type=int, required=True, help="events to publish")
+    p.add_argument("--rate", type=float, default=0.0, help="events per second (0 = as fast as possible)")
+    p.add_argument("--audit-topic", default=None, help="monitoring events topic (default audit-monitoring)")
+    p.add_argument("--window-ms", type=int, default=None, help="monitoring window (default 600000)")
+    p.add_argument("--key-field", default=None, help="partition by this record field (default random)")
+    p.add_argument("--batch-size", type=int, default=50, help="events per send call / producer batch")
+    p.add_argument("--schema", default=None,
+                   help="example schema: page_view, click, service_metric (default: by topic name)")
+    p.add_argument("--service", default="loadgen", help="header.service of the events")
+    p.add_argument("--seed", type=int, default=None, help="random seed (reproducible events)")
+    p.add_argument("--config", default=None, help="properties file with producer and event keys")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_produce)
+
+
+def _registry_start(args: argparse.Namespace) -> int:
+    from ingest.events import compatibility
+    from ingest.events.registry import SchemaRegistry
+    from ingest.events.registry_server import RegistryServer
+    from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
+
+    level = args.compatibility.upper()
+    if level not in compatibility.LEVELS:
+        raise ConfigError(f"--compatibility {args.compatibility!r} is not one of {', '.join(compatibility.LEVELS)}")
+    store = ZooKeeperStore(args.zk) if args.zk else DirectoryStore(args.store)
+    server = RegistryServer(SchemaRegistry(store, level), args.host, args.port)
+
+    def _stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    where = f"ZooKeeper {args.zk}" if args.zk else f"directory {args.store}"
+    print(f"schema registry listening on {server.url} (store: {where})", flush=True)
+    log.info("schema registry listening on %s (store: %s)", server.url, where)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._httpd.server_close()
+        store.close()
+    return 0
+
+
+def resolve_broker_list(text: str) -> str:
+    """``host:port`` entries get their broker id from the broker's METADATA answer."""
+    from ingest.client.simple_consumer import SimpleConsumer
+
+    out = []
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        parts = entry.split(":")
+        if len(parts) == 3:
+            out.append(entry)
+        elif len(parts) == 2 and parts[1].isdigit():
+            with SimpleConsumer(parts[0], int(parts[1]), timeout_s=10.0) as c:
+                broker_id = c.metadata().broker_id
+            out.append(f"{broker_id}:{parts[0]}:{parts[1]}")
+        else:
+            raise ConfigError(f"--brokers entry {entry!r} is not host:port or id:host:port")
+    return ",".join(out)
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from ingest.events.config import split_config
+    from ingest.events.event_producer import EventProducer
+    from ingest.events.loadgen import EventGenerator
+    from ingest.events.registry_client import RegistryClient
+    from ingest.events.schemas import load_schema, schema_for_topic
+
+    if args.count < 0:
+        raise ConfigError(f"--count {args.count} must be >= 0")
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size {args.batch_size} must be >= 1")
+    raw: dict[str, Any] = dict(read_properties(args.config)) if args.config else {}
+    raw.update(parse_overrides(args.set))
+    event_keys, producer_keys = split_config(raw)
+    if args.brokers:
+        producer_keys["broker.list"] = resolve_broker_list(args.brokers)
+    else:
+        producer_keys["zk.connect"] = args.zk
+    producer_keys.setdefault("producer.type", "async")
+    producer_keys.setdefault("batch.size", args.batch_size)
+    producer_keys.setdefault("queue.time", 100)
+    if args.audit_topic:
+        event_keys["audit.topic"] = args.audit_topic
+    if args.window_ms:
+        event_keys["monitoring.window.ms"] = args.window_ms
+    event_keys.setdefault("service.name", args.service)
+
+    schema_name = args.schema or schema_for_topic(args.topic, event_keys.get("audit.topic", "audit-monitoring"))
+    gen = EventGenerator(schema_name, seed=args.seed)
+    registry = RegistryClient(args.registry)
+    ep = EventProducer(producer_keys, registry, config=event_keys, topics=[args.topic])
+    ep.register_topic(args.topic, load_schema(schema_name))
+    clock = SYSTEM_CLOCK
+    started = clock.monotonic()
+    last_progress = started
+    sent = 0
+    try:
+        while sent < args.count:
+            n = min(args.batch_size, args.count - sent)
+            records = gen.batch(n)
+            if args.key_field:
+                for r in records:  # one send call per key keeps each key on its partition
+                    if args.key_field not in r:
+                        raise ConfigError(f"--key-field {args.key_field!r} is not a field of {schema_name}; "
+                                          f"fields: {', '.join(r)}")
+                    ep.send(args.topic, r, key=str(r[args.key_field]))
+            else:
+                ep.send(args.topic, records)
+            sent += n
+            if args.rate > 0:
+                ahead = sent / args.rate - (clock.monotonic() - started)
+                if ahead > 0:
+                    clock.sleep(ahead)
+            now = clock.monotonic()
+            if now - last_progress >= PROGRESS_EVERY_S:
+                last_progress = now
+                st = ep.stats()
+                print(f"progress: sent {sent}/{args.count} ({100.0 * sent / max(1, args.count):.0f}%), "
+                      f"acked {st['acked']}, failed {st['failed']}, {sent / (now - started):.0f} events/s",
+                      file=sys.stderr, flush=True)
+    except IngestError as exc:
+        log.error("stopped after %d events: %s", sent, exc)
+    finally:
+        stats = ep.close()
+    elapsed = max(1e-9, clock.monotonic() - started)
+    summary = {
+        "topic": args.topic, "schema": schema_name, "session": ep.session,
+        "sent": stats["attempted"], "acknowledged": stats["acked"], "failed": stats["failed"],
+        "bytes_acknowledged": stats["bytes_acked"], "seconds": round(elapsed, 3),
+        "rate_per_s": round(stats["attempted"] / elapsed, 1),
+        "monitoring_published": stats["monitoring_published"],
+        "monitoring_pending": stats["monitoring_pending"], "monitoring_dropped": stats["monitoring_dropped"],
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"sent {summary['sent']}, acknowledged {summary['acknowledged']}, failed {summary['failed']}, "
+              f"{summary['rate_per_s']} events/s over {summary['seconds']} s; monitoring events published "
+              f"{summary['monitoring_published']}, unpublished {summary['monitoring_pending']}, "
+              f"dropped {summary['monitoring_dropped']} (session {ep.session})")
+    ok = (stats["acked"] == args.count and stats["failed"] == 0
+          and stats["monitoring_pending"] == 0 and stats["monitoring_dropped"] == 0)
+    return 0 if ok else 1

@@ -1,0 +1,273 @@
+"""Producer-side audit counts: per topic and event-time window, and the monitoring events built from them.
+
+A window is ``[start, start + window_ms)`` with ``start = time - time % window_ms``
+(event time = ``header.time``). Per (topic, window) the counter keeps
+``count_attempted`` (handed to the producer), ``count_acked`` / ``count_failed``
+(from the producer's per-batch callback), ``bytes_acked`` (framed payload bytes)
+and ``seq_min`` / ``seq_max`` (over attempted ``header.seq``).
+
+When a snapshot is due (:meth:`MonitoringCounter.collect`):
+
+- a window that closed (``now >= end + grace``) and changed since its last report;
+- an open window that changed, at most every ``interval_ms`` (interim, ``is_final`` false);
+- every known topic's closed windows without traffic get one heartbeat (zero counts);
+- on close, everything that changed or was never reported.
+
+``is_final`` = the window closed (or the producer is closing) and every send in it
+settled (``attempted == acked + failed``). Late events reopen a window: it is
+reported again with a higher revision.
+
+:class:`ReportBuffer` turns snapshots into monitoring events (``event_id``,
+``report_seq``, ``revision``) and holds them until published. It is bounded: when
+full, the oldest is dropped (counted and logged; its ``report_seq`` is a gap the audit
+sees). A snapshot for a (topic, window) whose previous event has not been attempted
+yet replaces it in place (same ``report_seq``), so a broker outage does not fill
+the buffer with superseded revisions.
+
+Concurrency contract: both classes are thread-safe (one lock each); callbacks
+from producer sender threads and the reporter thread may call them concurrently.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ingest.clock import Clock
+from ingest.events.envelope import ProducerIdentity
+
+log = logging.getLogger(__name__)
+
+DEFAULT_AUDIT_TOPIC = "audit-monitoring"
+DEFAULT_WINDOW_MS = 600_000
+RETAIN_MS = 7 * 24 * 3600 * 1000  # forget finished windows older than a typical retention
+
+COUNT_FIELDS = ("count_attempted", "count_acked", "count_failed", "bytes_acked", "seq_min", "seq_max")
+
+
+@dataclass
+class _Window:
+    attempted: int = 0
+    acked: int = 0
+    failed: int = 0
+    bytes_acked: int = 0
+    seq_min: int | None = None
+    seq_max: int | None = None
+    reported: tuple | None = None   # (counts..., is_final) at the last snapshot
+    last_report_ms: int = 0         # time of the last snapshot (or of creation)
+
+    def counts(self) -> tuple:
+        return (self.attempted, self.acked, self.failed, self.bytes_acked, self.seq_min, self.seq_max)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Cumulative counts of one (topic, window), as of ``taken_at_ms``."""
+
+    topic: str
+    window_start_ms: int
+    window_end_ms: int
+    count_attempted: int
+    count_acked: int
+    count_failed: int
+    bytes_acked: int
+    seq_min: int | None
+    seq_max: int | None
+    is_final: bool
+    heartbeat: bool
+    taken_at_ms: int
+
+
+class MonitoringCounter:
+    """Counts per (topic, event-time window) and decides which snapshots are due."""
+
+    def __init__(self, clock: Clock, window_ms: int = DEFAULT_WINDOW_MS, *, grace_ms: int = 60_000,
+                 interval_ms: int = 60_000, heartbeats: bool = True) -> None:
+        if window_ms <= 0:
+            raise ValueError(f"window_ms must be positive, got {window_ms}")
+        self.clock = clock
+        self.window_ms = window_ms
+        self.grace_ms = grace_ms
+        self.interval_ms = interval_ms
+        self.heartbeats = heartbeats
+        self._lock = threading.Lock()
+        self._windows: dict[tuple[str, int], _Window] = {}
+        # topic -> start of the next window that still needs a heartbeat check
+        self._hb_next: dict[str, int] = {}
+        self.started_ms = clock.time_ms()
+
+    def window_start(self, time_ms: int) -> int:
+        return time_ms - time_ms % self.window_ms
+
+    def track(self, topic: str, since_ms: int | None = None) -> None:
+        """Heartbeat ``topic``'s idle windows from the window containing ``since_ms`` (default: now)."""
+        start = self.window_start(self.clock.time_ms() if since_ms is None else since_ms)
+        with self._lock:
+            self._hb_next.setdefault(topic, start)
+
+    def _window(self, topic: str, start: int) -> _Window:
+        w = self._windows.get((topic, start))
+        if w is None:
+            w = self._windows[(topic, start)] = _Window(last_report_ms=self.clock.time_ms())
+        return w
+
+    def attempted(self, topic: str, time_ms: int, seqs: Iterable[int]) -> int:
+        """Count messages handed to the producer; returns the window start."""
+        start = self.window_start(time_ms)
+        with self._lock:
+            self._hb_next.setdefault(topic, start)
+            w = self._window(topic, start)
+            for seq in seqs:
+                w.attempted += 1
+                w.seq_min = seq if w.seq_min is None or seq < w.seq_min else w.seq_min
+                w.seq_max = seq if w.seq_max is None or seq > w.seq_max else w.seq_max
+        return start
+
+    def settled(self, topic: str, window_start: int, *, acked: int = 0, failed: int = 0,
+                bytes_acked: int = 0) -> None:
+        """Record the outcome of sends counted by :meth:`attempted`."""
+        with self._lock:
+            w = self._window(topic, window_start)
+            w.acked += acked
+            w.failed += failed
+            w.bytes_acked += bytes_acked
+
+    def collect(self, *, closing: bool = False) -> list[Snapshot]:
+        """Snapshots due now (see module docstring); marks them reported."""
+        now = self.clock.time_ms()
+        out: list[Snapshot] = []
+        with self._lock:
+            if self.heartbeats:
+                self._add_idle_windows(now, closing)
+            for (topic, start), w in sorted(self._windows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                end = start + self.window_ms
+                closed = closing or now >= end + self.grace_ms
+                settled = w.attempted == w.acked + w.failed
+                is_final = closed and settled
+                state = w.counts() + (is_final,)
+                if state == w.reported:
+                    continue
+                if not closed and now - w.last_report_ms < self.interval_ms:
+                    continue  # interim reports of an open window: at most one per interval
+                w.reported = state
+                w.last_report_ms = now
+                out.append(Snapshot(topic, start, end, w.attempted, w.acked, w.failed, w.bytes_acked,
+                                    w.seq_min, w.seq_max, is_final, w.attempted == 0, now))
+            self._prune(now)
+        return out
+
+    def _add_idle_windows(self, now: int, closing: bool) -> None:
+        # the last window to check: the last closed one, or (closing) the current one
+        limit = self.window_start(now) if closing else self.window_start(now - self.grace_ms) - self.window_ms
+        for topic, nxt in self._hb_next.items():
+            start = nxt
+            while start <= limit:
+                self._windows.setdefault((topic, start), _Window())
+                start += self.window_ms
+            self._hb_next[topic] = max(nxt, start)
+
+    def _prune(self, now: int) -> None:
+        old = [k for k, w in self._windows.items()
+               if k[1] + self.window_ms < now - RETAIN_MS and w.reported is not None and w.reported[-1]]
+        for k in old:
+            del self._windows[k]
+
+    def totals(self) -> dict[str, int]:
+        """Sums over all windows (for summaries)."""
+        with self._lock:
+            ws = list(self._windows.values())
+        return {"attempted": sum(w.attempted for w in ws), "acked": sum(w.acked for w in ws),
+                "failed": sum(w.failed for w in ws), "bytes_acked": sum(w.bytes_acked for w in ws)}
+
+
+@dataclass
+class PendingEvent:
+    """A monitoring event waiting to be published; ``payload`` is fixed at the first attempt."""
+
+    record: dict
+    payload: bytes | None = None
+    attempts: int = 0
+    key: tuple[str, int] = field(default=("", 0))
+
+
+class ReportBuffer:
+    """Bounded ordered queue of monitoring events (see module docstring)."""
+
+    def __init__(self, identity: ProducerIdentity, window_ms: int, capacity: int = 10_000) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.identity = identity
+        self.window_ms = window_ms
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._queue: collections.deque[PendingEvent] = collections.deque()
+        self._unsent: dict[tuple[str, int], PendingEvent] = {}
+        self._revision: dict[tuple[str, int], int] = {}
+        self._report_seq = 0
+        self.dropped = 0
+        self.published = 0
+
+    def offer(self, snap: Snapshot) -> None:
+        key = (snap.topic, snap.window_start_ms)
+        values = {
+            "count_attempted": snap.count_attempted, "count_acked": snap.count_acked,
+            "count_failed": snap.count_failed, "bytes_acked": snap.bytes_acked,
+            "seq_min": snap.seq_min, "seq_max": snap.seq_max, "is_final": snap.is_final,
+            "heartbeat": snap.heartbeat, "emitted_at_ms": snap.taken_at_ms,
+        }
+        with self._lock:
+            pending = self._unsent.get(key)
+            if pending is not None:
+                pending.record.update(values)  # never attempted: supersede in place
+                return
+            revision = self._revision.get(key, 0) + 1
+            self._revision[key] = revision
+            self._report_seq += 1
+            record = {
+                "event_id": str(uuid.uuid4()),
+                "producer_session_id": self.identity.session,
+                "producer_server": self.identity.server,
+                "service": self.identity.service,
+                "report_seq": self._report_seq,
+                "topic": snap.topic,
+                "window_start_ms": snap.window_start_ms,
+                "window_end_ms": snap.window_end_ms,
+                "window_size_ms": self.window_ms,
+                "revision": revision,
+                **values,
+            }
+            pending = PendingEvent(record, key=key)
+            self._queue.append(pending)
+            self._unsent[key] = pending
+            while len(self._queue) > self.capacity:
+                lost = self._queue.popleft()
+                if self._unsent.get(lost.key) is lost:
+                    del self._unsent[lost.key]
+                self.dropped += 1
+                log.warning("monitoring buffer full (%d): dropped report_seq %d (%s window %d revision %d); "
+                            "%d dropped so far", self.capacity, lost.record["report_seq"], lost.record["topic"],
+                            lost.record["window_start_ms"], lost.record["revision"], self.dropped)
+
+    def head(self) -> PendingEvent | None:
+        """The oldest event, now frozen (later snapshots of its window get a new event)."""
+        with self._lock:
+            if not self._queue:
+                return None
+            head = self._queue[0]
+            if self._unsent.get(head.key) is head:
+                del self._unsent[head.key]
+            return head
+
+    def done(self, event: PendingEvent) -> None:
+        """``event`` was acknowledged by the broker: remove it."""
+        with self._lock:
+            if self._queue and self._queue[0] is event:
+                self._queue.popleft()
+                self.published += 1
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._queue)
