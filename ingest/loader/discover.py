@@ -1,0 +1,112 @@
+"""Find every broker/topic/partition and its offsets, as the run's fixed snapshot.
+
+Brokers come from ``brokers`` (``host:port`` list, each asked METADATA for its id
+and topics) or from ZooKeeper (``zk.connect``: ``/brokers/ids/<id> -> host:port``).
+The latest offsets in the answers are the run's end offsets: data arriving later
+waits for the next run.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from ingest.errors import BrokerUnavailableError, ConfigError
+from ingest.loader.plan import PartitionSnapshot, Probe
+
+log = logging.getLogger(__name__)
+
+
+def broker_addresses(config) -> list[tuple[str, int]]:
+    """``(host, port)`` of every broker, from ``brokers`` or ZooKeeper."""
+    if config["brokers"]:
+        out = []
+        for item in config["brokers"]:
+            host, sep, port = item.rpartition(":")
+            if not sep or not port.isdigit() or not host:
+                raise ConfigError(f"brokers: {item!r} is not host:port")
+            out.append((host, int(port)))
+        return out
+    if config["zk.connect"]:
+        from ingest.client.discovery import BROKER_IDS_PATH, parse_broker_znode, start_kazoo
+
+        zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
+        try:
+            ids = zk.get_children(BROKER_IDS_PATH) if zk.exists(BROKER_IDS_PATH) else []
+            addrs = []
+            for bid in sorted(ids, key=int):
+                data, _ = zk.get(f"{BROKER_IDS_PATH}/{bid}")
+                a = parse_broker_znode(int(bid), data)
+                addrs.append((a.host, a.port))
+        finally:
+            zk.stop()
+            zk.close()
+        if not addrs:
+            raise BrokerUnavailableError(f"no broker registered under {BROKER_IDS_PATH} in {config['zk.connect']}")
+        return addrs
+    raise ConfigError("loader config needs 'brokers' (host:port list) or 'zk.connect'")
+
+
+def _consumer(host: str, port: int, config):
+    from ingest.client.simple_consumer import SimpleConsumer
+
+    return SimpleConsumer(host, port, timeout_s=config["socket.timeout.ms"] / 1000.0,
+                          fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"])
+
+
+def discover(config) -> list[PartitionSnapshot]:
+    """Every partition of every broker with its earliest and latest offsets (all topics)."""
+    out: list[PartitionSnapshot] = []
+    seen: set[int] = set()
+    for host, port in broker_addresses(config):
+        with _consumer(host, port, config) as c:
+            md = c.metadata()
+        if md.broker_id in seen:
+            raise ConfigError(f"broker id {md.broker_id} answered at two addresses (second: {host}:{port})")
+        seen.add(md.broker_id)
+        for topic, parts in md.topics.items():
+            for p in parts:
+                out.append(PartitionSnapshot(topic, md.broker_id, host, port, p.partition, p.earliest, p.latest))
+    return out
+
+
+def segment_starts(config):
+    """A callable: a partition's segment start offsets (cut points for splitting)."""
+
+    def fetch(snap: PartitionSnapshot) -> Sequence[int]:
+        with _consumer(snap.host, snap.port, config) as c:
+            return c.offsets_before(snap.topic, snap.partition, -1, 1 << 30)
+
+    return fetch
+
+
+def prober(config):
+    """A callable: average message size and first event time at an offset (lost-range estimates)."""
+
+    def probe(snap: PartitionSnapshot, offset: int) -> Probe:
+        from ingest.broker.message_set import iter_messages
+        from ingest.loader.fetch import raw_fetch
+
+        try:
+            with _consumer(snap.host, snap.port, config) as c:
+                buf = raw_fetch(c, snap.topic, snap.partition, offset, 256 * 1024)
+            msgs = list(iter_messages(buf, offset))
+        except Exception as exc:  # an estimate only: never fail the plan for it
+            log.warning("cannot probe %s b%d p%d at %d: %s", snap.topic, snap.broker_id, snap.partition, offset, exc)
+            return Probe(None, None)
+        if not msgs:
+            return Probe(None, None)
+        outer = len({m.offset for m in msgs})
+        avg = (msgs[-1].next_offset - offset) / len(msgs) if outer else None
+        first_time = None
+        try:
+            from ingest.events.registry_client import RegistryClient
+            from ingest.events.serde import EventDeserializer
+
+            rec = EventDeserializer(RegistryClient(config["registry.url"])).deserialize(
+                msgs[0].payload, topic=snap.topic, offset=msgs[0].offset)
+            first_time = rec["header"]["time"]
+        except Exception as exc:
+            log.warning("cannot decode the first message after the gap in %s p%d: %s", snap.topic, snap.partition, exc)
+        return Probe(avg, first_time)
+
+    return probe

@@ -1,0 +1,94 @@
+"""A task's fetch loop: every message of ``[start, end)``, corrupt ones reported instead of raised.
+
+:meth:`ingest.client.SimpleConsumer.iter_range` raises on the first message that
+fails its CRC, which would stop the whole load on one flipped bit. The loader
+instead quarantines such a message and goes on, so it reads raw message sets
+(``FetchRequest`` over the consumer's connection) and iterates them itself with
+:func:`ingest.broker.message_set.iter_messages`: messages before a bad one are
+yielded, the bad one is skipped by its length field and yielded as
+:class:`Corrupt` (offset range plus raw bytes). When the length field itself is
+unusable nothing can be skipped safely and the task fails naming the offset.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+from ingest.broker import protocol
+from ingest.broker.message import OVERHEAD
+from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages
+from ingest.client.connection import check
+from ingest.errors import FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Corrupt:
+    """A message that failed validation: ``[offset, next_offset)`` of the log, its raw bytes, why."""
+
+    offset: int
+    next_offset: int
+    raw: bytes
+    reason: str
+
+
+def raw_fetch(consumer, topic: str, partition: int, offset: int, size: int) -> bytes:
+    """The raw message set of one FETCH (no validation)."""
+    req = protocol.FetchRequest(topic, partition, offset, size)
+    resp = consumer.conn.request(req.encode(), protocol.FetchResponse)
+    check(resp.error, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {consumer!r}")
+    return resp.message_set
+
+
+def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
+               fetch_size: int, max_fetch_size: int) -> Iterator[MessageAndOffset | Corrupt]:
+    """Every message with ``start <= offset < end`` in order; corrupt ones as :class:`Corrupt`.
+
+    Raises:
+        OffsetOutOfRangeError: ``start`` is not a boundary or the log ends before ``end``.
+        FetchSizeTooSmallError: a message is larger than ``max_fetch_size``.
+        InvalidMessageError: a corrupt message whose length cannot be trusted.
+    """
+    offset = start
+    size = fetch_size
+    while offset < end:
+        buf = raw_fetch(consumer, topic, partition, offset, min(size, max(end - offset, OVERHEAD + 4)))
+        last = offset
+        progressed = False
+        try:
+            for m in iter_messages(buf, offset):
+                if m.offset >= end:
+                    return
+                yield m
+                last = m.next_offset
+                progressed = True
+        except InvalidMessageError as exc:
+            rel = last - offset
+            n = first_message_size(buf[rel:])
+            if n is None or n < OVERHEAD + 4 or last + n > end:
+                raise InvalidMessageError(
+                    f"{topic}/{partition}: corrupt message at offset {last} with unusable length; "
+                    f"cannot skip it safely ({exc})") from exc
+            if rel + n <= len(buf):
+                log.warning("%s/%d: quarantining corrupt message at offset %d: %s", topic, partition, last, exc)
+                yield Corrupt(last, last + n, bytes(buf[rel:rel + n]), str(exc))
+                last += n
+                progressed = True
+            else:
+                size = n  # refetch the whole corrupt message next round
+        if progressed:
+            offset = last
+            size = fetch_size
+            continue
+        if not buf:
+            raise OffsetOutOfRangeError(f"{topic}/{partition}: the log of {consumer!r} ends at offset {offset}, "
+                                        f"before the requested end {end}")
+        needed = first_message_size(buf) or size * 2
+        needed = max(needed, size + 1)
+        if needed > max_fetch_size:
+            raise FetchSizeTooSmallError(
+                f"message at {topic}/{partition} offset {offset} needs a fetch of {needed} bytes, above "
+                f"max.fetch.size {max_fetch_size}; raise max.fetch.size")
+        size = needed

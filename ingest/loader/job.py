@@ -1,0 +1,320 @@
+"""One load run, as separate functions: prepare -> plan -> execute -> commit -> record.
+
+:func:`run_load` is what ``jobs/load.py`` calls; tests call it (or its parts)
+directly with the session's SparkSession. Every step that changes the
+destination goes through :mod:`ingest.loader.commit`.
+"""
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import CommitError, IngestError
+from ingest.loader import commit, layout
+from ingest.loader.faults import crash_point, fail_first_attempt
+from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
+from ingest.loader.quarantine import check_ratio
+from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
+from ingest.loader.runrecord import partition_entries, write_run_record
+from ingest.loader.state import LoaderState
+from ingest.loader.task import TaskSettings
+from ingest.storage import Storage, open_storage
+
+log = logging.getLogger(__name__)
+
+
+def new_run_id(clock: Clock = SYSTEM_CLOCK) -> str:
+    """Sortable by start time: ``YYYYmmddTHHMMSSZ-<6 hex>``."""
+    ts = datetime.fromtimestamp(clock.time_ms() / 1000.0, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{ts}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str
+    record: dict[str, Any]
+    plan: LoadPlan | None = None
+    commit_seq: int | None = None
+    files: list[FileRecord] = field(default_factory=list)
+
+
+def task_settings(config, run_id: str) -> TaskSettings:
+    return TaskSettings(
+        destination=config["destination"], run_id=run_id, format=config["format"],
+        registry_url=config["registry.url"], avro_codec=config["avro.codec"],
+        parquet_compression=config["parquet.compression"], row_group_rows=config["parquet.row.group.rows"],
+        fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"],
+        socket_timeout_s=config["socket.timeout.ms"] / 1000.0, fail_first_attempt=fail_first_attempt(),
+    )
+
+
+def prepare(storage: Storage, config, clock: Clock) -> LoaderState:
+    """Roll forward a crashed commit, remove stale staging, and read the committed state."""
+    commit.recover(storage)
+    gc_stale_staging(storage, config["staging.retention.hours"], clock)
+    return LoaderState.load(storage, recover=False)
+
+
+def gc_stale_staging(storage: Storage, hours: int, clock: Clock) -> None:
+    """Delete staging directories of runs that finished, or started more than ``hours`` ago."""
+    from ingest.loader.state import read_run_record
+
+    now = clock.time_ms()
+    for info in storage.list(storage.join(layout.STAGING_DIR)):
+        rec = read_run_record(storage, info.name)
+        started = rec.get("started_at_ms", 0) if rec else info.mtime_ms
+        finished = rec is not None and rec.get("status") != "running"
+        if finished or now - started > hours * 3600 * 1000:
+            log.info("removing staging of run %s (%s)", info.name, "finished" if finished else "stale")
+            storage.delete(info.path, recursive=True)
+
+
+def resolve_resets(spec: str, topics: list[str], snapshots: list[PartitionSnapshot], state: LoaderState,
+                   config) -> dict[PartitionKey, int]:
+    """Offsets to restart ``topics`` from: ``earliest``, ``latest`` or a time (ms or ISO-8601 UTC).
+
+    A time maps to the start of the newest segment older than it (offsets-before), so
+    the replay reloads a little more than asked rather than less. The result is
+    snapped to a committed file boundary so that replaced files are whole files.
+    """
+    from ingest.loader.discover import _consumer
+    from ingest.loader.reset import parse_reset_spec, snap_to_files
+
+    when = parse_reset_spec(spec)
+    out: dict[PartitionKey, int] = {}
+    for snap in snapshots:
+        if snap.topic not in topics:
+            continue
+        if when == "earliest":
+            off = snap.earliest
+        elif when == "latest":
+            off = snap.latest
+        else:
+            with _consumer(snap.host, snap.port, config) as c:
+                offs = c.offsets_before(snap.topic, snap.partition, when, 1)
+            off = offs[0] if offs else snap.earliest
+        out[snap.key] = snap_to_files(off, snap.earliest, state.files_of_partition(snap.key, kind=None))
+    return out
+
+
+def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], run_id: str, clock: Clock, *,
+              resets: Mapping[PartitionKey, int] | None = None, segment_starts=None, probe=None) -> LoadPlan:
+    """Filter topics and build the plan (network callables default to the real brokers)."""
+    from ingest.loader import discover
+
+    chosen, skipped = select_topics([s.topic for s in snapshots], config["topics"], config["topics.blacklist"])
+    chosen_set = set(chosen)
+    plan = build_plan(
+        run_id=run_id, base_seq=state.seq, snapshots=[s for s in snapshots if s.topic in chosen_set],
+        committed=state.offsets, committed_files=lambda key: state.files_of_partition(key),
+        resets=resets, segment_starts=segment_starts or discover.segment_starts(config),
+        probe=probe or discover.prober(config), new_partition_start=config["new.partition.start"],
+        max_bytes_per_task=config["max.bytes.per.task"], max_bytes_per_run=config["max.bytes.per.run"],
+        fail_on_data_loss=config["fail.on.data.loss"], now_ms=clock.time_ms(),
+    )
+    return LoadPlan(plan.run_id, plan.base_seq, plan.partitions, tuple(skipped))
+
+
+def removed_by_replay(plan: LoadPlan, state: LoaderState) -> list[str]:
+    """Committed files a replay replaces: those of a replayed partition at or after its new start."""
+    out = []
+    for p in plan.partitions:
+        if not p.replay:
+            continue
+        for f in state.files_of_partition(p.key, kind=None):
+            if f.sources:
+                raise CommitError(
+                    f"cannot replay {p.key} from offset {p.start}: compacted file {f.path} also holds other "
+                    f"ranges; reset to an offset before {min(s[2] for s in f.sources)} or after the compacted hour")
+            if f.start_offset >= p.start:
+                out.append(f.path)
+    return out
+
+
+def _progress_thread(spark, total: int, stop: threading.Event, interval_s: float = 5.0) -> threading.Thread:
+    def loop() -> None:
+        tracker = spark.sparkContext.statusTracker()
+        began = time.monotonic()
+        while not stop.wait(interval_s):
+            done = running = 0
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info:
+                    done += info.numCompletedTasks
+                    running += info.numActiveTasks
+            log.info("progress: %d/%d tasks done, %d running, %.0f s", done, total, running, time.monotonic() - began)
+
+    t = threading.Thread(target=loop, name="load-progress", daemon=True)
+    t.start()
+    return t
+
+
+def execute(spark, plan: LoadPlan, settings: TaskSettings) -> list[dict]:
+    """Run the plan's tasks on Spark; check every task reported exactly once."""
+    from ingest.loader.source import execute_tasks
+
+    tasks = plan.tasks
+    stop = threading.Event()
+    if tasks:
+        _progress_thread(spark, len(tasks), stop)
+    try:
+        rows = execute_tasks(spark, tasks, settings)
+    finally:
+        stop.set()
+    reported = sorted(r["task_id"] for r in rows if r["kind"] == "task")
+    if reported != sorted(t.task_id for t in tasks):
+        raise CommitError(f"run {plan.run_id}: task results incomplete or repeated ({len(reported)} reports "
+                          f"for {len(tasks)} tasks); nothing committed")
+    return rows
+
+
+def new_offsets(plan: LoadPlan, state: LoaderState, rows: list[dict]) -> list[OffsetRecord]:
+    """The full offset snapshot after this run: every known partition, planned ones moved to their end."""
+    last_time: dict[PartitionKey, tuple[int, int]] = {}
+    for r in rows:
+        if r["kind"] == "task" and r["last_time_ms"] is not None:
+            key = (r["topic"], r["broker_id"], r["partition"])
+            if key not in last_time or r["end_offset"] > last_time[key][0]:
+                last_time[key] = (r["end_offset"], r["last_time_ms"])
+    out = dict(state.offsets)
+    for p in plan.partitions:
+        prev = state.offsets.get(p.key)
+        lt = last_time[p.key][1] if p.key in last_time else (prev.last_time_ms if prev and not p.replay else None)
+        out[p.key] = OffsetRecord(p.key[0], p.key[1], p.key[2], p.end, lt)
+    return list(out.values())
+
+
+def file_records(rows: list[dict], run_id: str) -> list[FileRecord]:
+    out = []
+    for r in rows:
+        if r["kind"] in ("data", "quarantine"):
+            out.append(FileRecord(
+                path=r["path"], topic=r["topic"], broker_id=r["broker_id"], partition=r["partition"],
+                start_offset=r["start_offset"], end_offset=r["end_offset"], rows=r["rows"], format=r["format"],
+                dt=r["dt"], hour=r["hour"], bytes=r["bytes"] or 0, schema_id=r["schema_id"],
+                min_time_ms=r["min_time_ms"], max_time_ms=r["max_time_ms"], kind=r["kind"], staging=r["staging"],
+                run_id=run_id,
+            ))
+    return sorted(out, key=lambda f: f.path)
+
+
+def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | None = None,
+             reset_topics: list[str] | None = None, run_id: str | None = None,
+             snapshots: list[PartitionSnapshot] | None = None) -> RunResult:
+    """Plan, execute and commit one load run; returns its result (the run record is written too).
+
+    Raises:
+        DataLossError: retention deleted unloaded data and ``fail.on.data.loss`` (run record written).
+        QuarantineLimitError, CommitError, IngestError: the run failed; nothing was committed.
+    """
+    from ingest.loader import discover
+
+    storage = open_storage(config["destination"])
+    run_id = run_id or new_run_id(clock)
+    started = clock.time_ms()
+    began = time.monotonic()
+    record: dict[str, Any] = {
+        "run_id": run_id, "status": "running", "started_at_ms": started, "destination": storage.uri,
+        "format": config["format"], "topics": config["topics"], "topics_blacklist": config["topics.blacklist"],
+        "reset": {"spec": reset_spec, "topics": reset_topics} if reset_spec else None,
+        "commit_seq": None, "error": None, "partitions": [], "lost_ranges": [],
+    }
+    plan = None
+    rows: list[dict] = []
+    try:
+        state = prepare(storage, config, clock)
+        write_run_record(storage, record)
+        snapshots = discover.discover(config) if snapshots is None else snapshots
+        resets = None
+        if reset_spec:
+            if not reset_topics:
+                raise IngestError("--reset-offsets needs --topic T (one or more topics to rewind)")
+            known = {s.topic for s in snapshots}
+            unknown = [t for t in reset_topics if t not in known]
+            if unknown:
+                raise IngestError(f"--reset-offsets: unknown topics {unknown}; the brokers have {sorted(known)}")
+            resets = resolve_resets(reset_spec, reset_topics, snapshots, state, config)
+        plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
+        record["partitions"] = partition_entries(plan)
+        record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
+        log.info("run %s: %d partitions, %d tasks, %d bytes to load (%d topics skipped by the filters)",
+                 run_id, len(plan.partitions), len(plan.tasks), plan.total_bytes, len(plan.skipped_topics))
+        rows = execute(spark, plan, task_settings(config, run_id))
+        record["partitions"] = partition_entries(plan, rows)
+        messages = sum(r["messages"] or 0 for r in rows if r["kind"] == "task")
+        quarantined = sum(r["quarantined"] or 0 for r in rows if r["kind"] == "task")
+        check_ratio(quarantined, messages, config["max.quarantine.ratio"])
+        added = file_records(rows, run_id)
+        removed = removed_by_replay(plan, state)
+        offsets = new_offsets(plan, state, rows)
+        changed = added or removed or plan.lost_ranges or {o.key: o.offset for o in offsets} != {
+            k: o.offset for k, o in state.offsets.items()}
+        seq = None
+        if changed:
+            manifest = commit.commit_files(
+                storage, kind="load", run_id=run_id, offsets=offsets, added=added, removed=removed,
+                lost_ranges=plan.lost_ranges, expected_seq=plan.base_seq, clock=clock,
+                note=f"reset {reset_spec} {reset_topics}" if reset_spec else "",
+            )
+            seq = manifest.seq
+        crash_point("before-gc")
+        commit.gc_staging(storage, [run_id])
+        record.update(status="committed" if seq else "nothing-to-do", commit_seq=seq)
+        return RunResult(run_id, record["status"], record, plan, seq, added)
+    except BaseException as exc:
+        record.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        if plan is None and hasattr(exc, "lost_ranges"):
+            record["lost_ranges"] = [r.to_json() for r in exc.lost_ranges]
+        raise
+    finally:
+        finished = clock.time_ms()
+        record["finished_at_ms"] = finished
+        record["duration_ms"] = finished - started
+        record["totals"] = totals(record, time.monotonic() - began)
+        try:
+            write_run_record(storage, record)
+        except Exception as exc:  # never mask the run's own outcome
+            log.error("cannot write run record of %s: %s", run_id, exc)
+        if record["status"] != "failed":
+            commit.gc_staging(storage, [run_id])
+
+
+def totals(record: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
+    parts = record.get("partitions", [])
+    messages = sum(p["messages"] for p in parts)
+    loaded_bytes = sum(p["bytes"] for p in parts) if record.get("status") != "failed" else 0
+    return {
+        "partitions": len(parts), "tasks": sum(p["tasks"] for p in parts), "messages": messages,
+        "bytes": loaded_bytes, "files": sum(len(p["files"]) for p in parts),
+        "quarantined": sum(p["quarantined"] for p in parts), "lost_ranges": len(record.get("lost_ranges", [])),
+        "deferred_bytes": sum(p["deferred_bytes"] for p in parts),
+        "elapsed_s": round(elapsed_s, 3),
+        "messages_per_s": round(messages / elapsed_s, 1) if elapsed_s > 0 else None,
+        "mb_per_s": round(loaded_bytes / elapsed_s / 1e6, 3) if elapsed_s > 0 else None,
+    }
+
+
+def summary_text(record: dict[str, Any]) -> str:
+    """The human summary printed at the end of a run."""
+    t = record.get("totals", {})
+    lines = [
+        f"load run {record['run_id']}: {record['status'].upper()}"
+        + (f" (commit {record['commit_seq']})" if record.get("commit_seq") else ""),
+        f"  partitions {t.get('partitions', 0)}, tasks {t.get('tasks', 0)}, messages {t.get('messages', 0)}, "
+        f"bytes {t.get('bytes', 0)}, files {t.get('files', 0)}, quarantined {t.get('quarantined', 0)}",
+        f"  {t.get('elapsed_s', 0)} s, {t.get('messages_per_s')} msg/s, {t.get('mb_per_s')} MB/s"
+        + (f", {t['deferred_bytes']} bytes deferred to the next run (max.bytes.per.run)" if t.get("deferred_bytes") else ""),
+    ]
+    for r in record.get("lost_ranges", []):
+        lines.append(f"  LOST (retention): {r['topic']} b{r['broker_id']} p{r['partition']} "
+                     f"[{r['start_offset']}, {r['end_offset']}) {r['bytes']} bytes ~{r['estimated_messages']} messages")
+    if record.get("error"):
+        lines.append(f"  error: {record['error']}")
+    return "\n".join(lines)

@@ -1,0 +1,295 @@
+"""Plan one load run: which offset ranges of which partitions go to which Spark task.
+
+Pure logic over a snapshot of the brokers (:class:`PartitionSnapshot`) and the
+committed state; the network parts (discovery, segment starts, probing the first
+message after a gap) are passed in as callables so tests drive it directly.
+
+Rules, per broker/topic/partition ``p`` with committed offset ``c`` (None if never
+loaded) and broker offsets ``[earliest, latest)`` fixed when the run starts:
+
+- ``c is None``: start at ``earliest`` (``new.partition.start=earliest``; if
+  ``earliest > 0`` the range ``[0, earliest)`` is recorded as lost) or at ``latest``.
+- ``c < earliest``: retention deleted ``[c, earliest)`` before it was loaded: a
+  :class:`~ingest.loader.records.LostRange`; with ``fail.on.data.loss`` the run fails.
+- ``c > latest``: the broker's log is behind what was committed: the run fails
+  (the broker lost data or was replaced); ``--reset-offsets`` resolves it.
+- A replay (``--reset-offsets``) overrides ``c``; files of ``p`` at or after the new
+  start are withdrawn by the same commit that adds their reloaded replacement.
+- Ranges larger than ``max.bytes.per.task`` are split at segment starts (the
+  broker's offsets-before answer), so no task is much larger than the limit unless a
+  single segment is; ``max.bytes.per.run`` takes whole pieces round-robin across
+  partitions, so every partition progresses and the remainder waits for the next run.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from ingest.errors import DataLossError, IngestError
+from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSnapshot:
+    """One broker/topic/partition as the broker reported it when the run started."""
+
+    topic: str
+    broker_id: int
+    host: str
+    port: int
+    partition: int
+    earliest: int
+    latest: int
+
+    @property
+    def key(self) -> PartitionKey:
+        return (self.topic, self.broker_id, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRange:
+    """One Spark task: fetch ``[start, end)`` of one partition from one broker."""
+
+    task_id: int
+    topic: str
+    broker_id: int
+    host: str
+    port: int
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def key(self) -> PartitionKey:
+        return (self.topic, self.broker_id, self.partition)
+
+    @property
+    def bytes(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What the first fetch at an offset tells: average message size and first event time."""
+
+    avg_message_bytes: float | None
+    first_time_ms: int | None
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """The decision for one partition."""
+
+    snapshot: PartitionSnapshot
+    committed: int | None          # committed offset before this run (None: never loaded)
+    start: int                     # where this run starts
+    end: int                       # where this run stops (<= latest; < latest when capped)
+    lost: LostRange | None = None
+    replay: bool = False           # start < committed: replaced files are withdrawn
+    tasks: tuple[TaskRange, ...] = ()
+
+    @property
+    def key(self) -> PartitionKey:
+        return self.snapshot.key
+
+    @property
+    def deferred_bytes(self) -> int:
+        return self.snapshot.latest - self.end
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    run_id: str
+    base_seq: int                   # the commit this plan was built on (conflict check)
+    partitions: tuple[PartitionPlan, ...]
+    skipped_topics: tuple[str, ...] = ()
+
+    @property
+    def tasks(self) -> list[TaskRange]:
+        return [t for p in self.partitions for t in p.tasks]
+
+    @property
+    def lost_ranges(self) -> list[LostRange]:
+        return [p.lost for p in self.partitions if p.lost is not None]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.bytes for t in self.tasks)
+
+
+def select_topics(topics: Sequence[str], whitelist: str, blacklist: str) -> tuple[list[str], list[str]]:
+    """(selected, skipped): whole-name regex match of the whitelist and not the blacklist."""
+    wl = re.compile(whitelist)
+    bl = re.compile(blacklist) if blacklist else None
+    chosen, skipped = [], []
+    for t in sorted(set(topics)):
+        if wl.fullmatch(t) and not (bl and bl.fullmatch(t)):
+            chosen.append(t)
+        else:
+            skipped.append(t)
+    return chosen, skipped
+
+
+def split_range(start: int, end: int, boundaries: Sequence[int], max_bytes: int) -> list[tuple[int, int]]:
+    """Split ``[start, end)`` at segment starts into pieces of at most ``max_bytes`` where possible.
+
+    Only offsets in ``boundaries`` strictly inside the range are cut points (they are
+    message boundaries); a segment larger than ``max_bytes`` stays one piece.
+    """
+    if end <= start:
+        return []
+    cuts = sorted({b for b in boundaries if start < b < end})
+    pieces: list[tuple[int, int]] = []
+    piece_start = start
+    prev = start
+    for cut in cuts + [end]:
+        if cut - piece_start > max_bytes and prev > piece_start:
+            pieces.append((piece_start, prev))
+            piece_start = prev
+        prev = cut
+    pieces.append((piece_start, end))
+    return pieces
+
+
+def _estimate_lost(
+    snap: PartitionSnapshot, start: int, end: int, prev: OffsetRecord | None, avg_from_state: float | None,
+    probe: Probe, run_id: str, now_ms: int,
+) -> LostRange:
+    avg = avg_from_state or probe.avg_message_bytes
+    est = int(round((end - start) / avg)) if avg else 0
+    return LostRange(
+        topic=snap.topic, broker_id=snap.broker_id, partition=snap.partition, start_offset=start, end_offset=end,
+        bytes=end - start, estimated_messages=est, after_time_ms=prev.last_time_ms if prev else None,
+        before_time_ms=probe.first_time_ms, run_id=run_id, detected_at_ms=now_ms,
+    )
+
+
+def avg_message_bytes(files: Sequence[FileRecord]) -> float | None:
+    """Average on-log bytes per message over committed files (None without rows)."""
+    seen: dict[tuple[int, int], int] = {}
+    rows = 0
+    for f in files:
+        rows += f.rows
+        seen[(f.start_offset, f.end_offset)] = f.end_offset - f.start_offset
+    return sum(seen.values()) / rows if rows else None
+
+
+def build_plan(
+    *,
+    run_id: str,
+    base_seq: int,
+    snapshots: Sequence[PartitionSnapshot],
+    committed: Mapping[PartitionKey, OffsetRecord],
+    committed_files: Callable[[PartitionKey], Sequence[FileRecord]] = lambda key: (),
+    resets: Mapping[PartitionKey, int] | None = None,
+    segment_starts: Callable[[PartitionSnapshot], Sequence[int]] = lambda snap: (),
+    probe: Callable[[PartitionSnapshot, int], Probe] = lambda snap, offset: Probe(None, None),
+    new_partition_start: str = "earliest",
+    max_bytes_per_task: int = 128 * 1024 * 1024,
+    max_bytes_per_run: int = 0,
+    fail_on_data_loss: bool = True,
+    now_ms: int = 0,
+) -> LoadPlan:
+    """Build the plan; see the module docstring for the rules.
+
+    Raises:
+        DataLossError: retention deleted unloaded data and ``fail_on_data_loss``; the
+            message lists every lost range and how to continue.
+        IngestError: a committed offset is beyond the broker's latest offset.
+    """
+    resets = resets or {}
+    decided: list[tuple[PartitionSnapshot, int | None, int, LostRange | None, bool]] = []
+    for snap in sorted(snapshots, key=lambda s: s.key):
+        prev = committed.get(snap.key)
+        c = prev.offset if prev else None
+        replay = False
+        lost = None
+        if snap.key in resets:
+            start = resets[snap.key]
+            replay = c is not None and start < c
+            c_eff = start
+        else:
+            c_eff = c
+        if c_eff is None:
+            if new_partition_start == "latest":
+                start = snap.latest
+            else:
+                start = snap.earliest
+                if snap.earliest > 0:
+                    lost = _estimate_lost(snap, 0, snap.earliest, None, None, probe(snap, snap.earliest), run_id, now_ms)
+        elif c_eff < snap.earliest:
+            avg = avg_message_bytes(committed_files(snap.key))
+            lost = _estimate_lost(snap, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest), run_id, now_ms)
+            start = snap.earliest
+        elif c_eff > snap.latest:
+            raise IngestError(
+                f"committed offset {c_eff} of {snap.topic} broker {snap.broker_id} partition {snap.partition} is beyond "
+                f"the broker's latest offset {snap.latest}: the broker's log was truncated or replaced. To reload what "
+                f"the broker has, run with --reset-offsets earliest --topic {snap.topic}"
+            )
+        else:
+            start = c_eff
+        decided.append((snap, c, start, lost, replay))
+
+    lost_all = [d[3] for d in decided if d[3] is not None]
+    if lost_all and fail_on_data_loss:
+        exc = DataLossError(
+            "retention deleted data before it was loaded:\n  " + "\n  ".join(r.describe() for r in lost_all)
+            + "\nThe data cannot be recovered from the brokers. To record the loss and continue from the earliest "
+            "retained offsets, rerun with --set fail.on.data.loss=false (the lost ranges go into the run record and "
+            "the audit reports them as RETENTION_LOSS)."
+        )
+        exc.lost_ranges = lost_all  # type: ignore[attr-defined]  # for the failed run's record
+        raise exc
+
+    # Pieces per partition (split when a range exceeds the task or run limit).
+    limit = max_bytes_per_task if not max_bytes_per_run else min(max_bytes_per_task, max_bytes_per_run)
+    pieces: dict[PartitionKey, list[tuple[int, int]]] = {}
+    for snap, _c, start, _lost, _replay in decided:
+        end = snap.latest
+        boundaries = segment_starts(snap) if end - start > limit else ()
+        pieces[snap.key] = split_range(start, end, boundaries, limit)
+
+    # Cap per run: whole pieces, round-robin over partitions (each progresses).
+    taken: dict[PartitionKey, list[tuple[int, int]]] = {k: [] for k in pieces}
+    if max_bytes_per_run:
+        budget = max_bytes_per_run
+        depth = 0
+        progressed = True
+        while progressed:
+            progressed = False
+            for key in sorted(pieces):
+                if depth < len(pieces[key]) and len(taken[key]) == depth:
+                    s, e = pieces[key][depth]
+                    if e - s <= budget or not any(taken.values()):
+                        taken[key].append((s, e))
+                        budget -= e - s
+                        progressed = True
+            depth += 1
+    else:
+        taken = pieces
+
+    # Merge consecutive pieces into tasks of at most max_bytes_per_task.
+    out: list[PartitionPlan] = []
+    task_id = 0
+    for snap, c, start, lost, replay in decided:
+        tasks: list[TaskRange] = []
+        cur: list[int] | None = None
+        for s, e in taken[snap.key]:
+            if cur is not None and e - cur[0] <= max_bytes_per_task:
+                cur[1] = e
+            else:
+                if cur is not None:
+                    tasks.append(TaskRange(task_id, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, cur[0], cur[1]))
+                    task_id += 1
+                cur = [s, e]
+        if cur is not None:
+            tasks.append(TaskRange(task_id, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, cur[0], cur[1]))
+            task_id += 1
+        end = tasks[-1].end if tasks else start
+        out.append(PartitionPlan(snap, c, start, end, lost, replay, tuple(tasks)))
+    return LoadPlan(run_id, base_seq, tuple(out))

@@ -1,0 +1,49 @@
+"""Replay: rewind (or skip) topics to earliest, latest or a point in time.
+
+``jobs/load.py --reset-offsets SPEC --topic T`` plans the run from the reset
+offsets and, in the *same* commit, withdraws the committed files of ``T`` at or
+after the new start while adding their reloaded replacements: readers see the old
+files or the new ones, never both (no duplicates) and never neither.
+``ingest loader reset-offsets`` does the offsets-only part as its own commit
+(the withdrawn data comes back with the next run).
+
+A reset offset inside a committed file is moved to that file's start (so the
+file is reloaded whole) unless that start is already deleted by retention, in
+which case it moves to the file's end (that file is kept whole).
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Sequence
+
+from ingest.errors import ConfigError
+from ingest.loader.records import FileRecord
+
+log = logging.getLogger(__name__)
+
+
+def parse_reset_spec(spec: str) -> str | int:
+    """``earliest`` / ``latest`` / a time as epoch ms or ISO-8601 (UTC when no zone) -> str or ms."""
+    text = spec.strip()
+    if text in ("earliest", "latest"):
+        return text
+    if text.isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--reset-offsets {spec!r}: allowed are earliest, latest, epoch milliseconds or an "
+                          f"ISO-8601 time such as 2026-11-22T01:00:00Z") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def snap_to_files(offset: int, earliest: int, files: Sequence[FileRecord]) -> int:
+    """Move ``offset`` out of the inside of any committed file (see module docstring)."""
+    for f in files:
+        lo, hi = f.start_offset, f.end_offset
+        if lo < offset < hi:
+            return lo if lo >= earliest else hi
+    return offset

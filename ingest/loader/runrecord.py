@@ -1,0 +1,58 @@
+"""The run record: one JSON document per run under ``_ingest/runs/<run_id>.json``.
+
+Written when the run starts (``status: running``) and rewritten at the end
+(``committed``, ``nothing-to-do`` or ``failed``). A run killed hard keeps
+``running``; its data is either committed (see ``commit_seq`` of the manifest
+with its ``run_id``) or not at all. Shape::
+
+    {"run_id", "status", "started_at_ms", "finished_at_ms", "duration_ms", "destination",
+     "format", "commit_seq", "error",
+     "totals": {"partitions", "tasks", "messages", "bytes", "files", "quarantined", "lost_ranges",
+                "deferred_bytes", "messages_per_s", "mb_per_s"},
+     "partitions": [{"topic", "broker_id", "partition", "committed_before", "start_offset", "end_offset",
+                     "latest_offset", "earliest_offset", "deferred_bytes", "replay", "messages", "bytes",
+                     "files": [path...], "quarantined", "lost_ranges": [LostRange...], "errors": [...],
+                     "tasks", "duration_ms"}],
+     "lost_ranges": [LostRange...]}
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from ingest.loader import layout
+from ingest.storage import Storage
+
+log = logging.getLogger(__name__)
+
+
+def write_run_record(storage: Storage, record: dict[str, Any]) -> None:
+    storage.write_atomic(storage.join(layout.run_record_path(record["run_id"])),
+                         json.dumps(record, indent=1, sort_keys=True).encode())
+
+
+def partition_entries(plan, results: list[dict] | None = None) -> list[dict[str, Any]]:
+    """Per-partition entries of a run record from the plan and (optional) task results."""
+    by_key: dict[tuple, dict[str, Any]] = {}
+    for p in plan.partitions:
+        snap = p.snapshot
+        by_key[p.key] = {
+            "topic": snap.topic, "broker_id": snap.broker_id, "partition": snap.partition,
+            "committed_before": p.committed, "start_offset": p.start, "end_offset": p.end,
+            "earliest_offset": snap.earliest, "latest_offset": snap.latest, "deferred_bytes": p.deferred_bytes,
+            "replay": p.replay, "messages": 0, "bytes": p.end - p.start, "files": [], "quarantined": 0,
+            "lost_ranges": [p.lost.to_json()] if p.lost else [], "errors": [], "tasks": len(p.tasks),
+            "duration_ms": 0,
+        }
+    for row in results or ():
+        entry = by_key.get((row["topic"], row["broker_id"], row["partition"]))
+        if entry is None:
+            continue
+        if row["kind"] == "task":
+            entry["messages"] += row["messages"] or 0
+            entry["quarantined"] += row["quarantined"] or 0
+            entry["duration_ms"] += row["duration_ms"] or 0
+        else:
+            entry["files"].append(row["path"])
+    return [by_key[k] for k in sorted(by_key)]

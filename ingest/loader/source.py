@@ -1,0 +1,82 @@
+"""The Spark side: a Python Data Source whose partitions are the plan's task ranges.
+
+``spark.read.format("ingest_load").option("plan", ...).load()`` yields, per
+input partition (= one :class:`~ingest.loader.plan.TaskRange`), the result rows of
+:func:`ingest.loader.task.run_task` (the files it staged plus a ``task`` row).
+Collecting that DataFrame is how the driver learns which files the *successful*
+attempts wrote: Spark returns the output of exactly one successful attempt per
+partition, whatever retries or speculative copies ran.
+
+Options (strings, as the Data Source API requires): ``tasks`` (JSON list of task
+ranges) and ``settings`` (JSON of :class:`~ingest.loader.task.TaskSettings`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from typing import Iterator, Sequence
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from ingest.loader.plan import TaskRange
+from ingest.loader.task import RESULT_FIELDS, RESULT_SCHEMA, TaskSettings
+
+log = logging.getLogger(__name__)
+
+FORMAT_NAME = "ingest_load"
+
+
+class TaskPartition(InputPartition):
+    """One input partition = one task range (picklable: a frozen dataclass inside)."""
+
+    def __init__(self, task: TaskRange) -> None:
+        super().__init__(task.task_id)
+        self.task = task
+
+
+class LoadReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.tasks = [TaskRange(**t) for t in json.loads(options["tasks"])]
+        self.settings = TaskSettings(**json.loads(options["settings"]))
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [TaskPartition(t) for t in self.tasks]
+
+    def read(self, partition: TaskPartition) -> Iterator[tuple]:
+        from pyspark import TaskContext
+
+        from ingest.loader.task import run_task
+
+        ctx = TaskContext.get()
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        for row in run_task(partition.task, self.settings, attempt):
+            yield tuple(row[name] for name, _ in RESULT_FIELDS)
+
+
+class LoadDataSource(DataSource):
+    """``ingest_load``: runs the load tasks and returns what they staged."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> str:
+        return RESULT_SCHEMA
+
+    def reader(self, schema) -> DataSourceReader:
+        return LoadReader(dict(self.options))
+
+
+def execute_tasks(spark, tasks: Sequence[TaskRange], settings: TaskSettings) -> list[dict]:
+    """Run every task on Spark; the result rows of the successful attempts, as dicts."""
+    if not tasks:
+        return []
+    spark.dataSource.register(LoadDataSource)
+    df = (
+        spark.read.format(FORMAT_NAME)
+        .option("tasks", json.dumps([asdict(t) for t in tasks]))
+        .option("settings", json.dumps(asdict(settings)))
+        .load()
+    )
+    return [row.asDict() for row in df.collect()]

@@ -1,0 +1,161 @@
+"""Output files: Avro container files (fastavro) and Parquet (pyarrow) with the nested header.
+
+Both writers take decoded records (dicts exactly as Avro decoding returns them)
+one at a time and write them to an open binary file; ``close()`` finishes the
+file and returns the row count. The Avro file carries the event's writer schema;
+the Parquet file carries the same structure mapped by :func:`arrow_schema`
+(records -> struct, so ``header`` stays a struct with ``time``, ``server``, ...).
+
+Memory: Parquet buffers at most ``row_group_rows`` records before writing a row
+group; Avro buffers one block (fastavro's ``sync_interval``).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, BinaryIO
+
+import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ingest.errors import SchemaError
+
+log = logging.getLogger(__name__)
+
+_PRIMITIVES = {
+    "null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
+    "float": pa.float32(), "double": pa.float64(), "bytes": pa.binary(), "string": pa.string(),
+}
+_LOGICAL = {
+    ("long", "timestamp-millis"): pa.timestamp("ms", tz="UTC"),
+    ("long", "timestamp-micros"): pa.timestamp("us", tz="UTC"),
+    ("int", "date"): pa.date32(),
+    ("int", "time-millis"): pa.time32("ms"),
+    ("long", "time-micros"): pa.time64("us"),
+}
+
+
+def arrow_type(schema: Any, named: dict[str, pa.DataType] | None = None) -> tuple[pa.DataType, bool]:
+    """(Arrow type, nullable) for an Avro schema.
+
+    Raises:
+        SchemaError: a union of several non-null branches (no Parquet equivalent; use avro).
+    """
+    named = {} if named is None else named
+    if isinstance(schema, str):
+        if schema in _PRIMITIVES:
+            return _PRIMITIVES[schema], schema == "null"
+        if schema in named:
+            return named[schema], False
+        raise SchemaError(f"unknown Avro type name {schema!r}")
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1:
+            raise SchemaError(f"Avro union {schema} has several non-null branches; Parquet output supports "
+                              f"only [\"null\", T]; use format=avro for this topic")
+        t, _ = arrow_type(branches[0], named)
+        return t, len(branches) < len(schema)
+    kind = schema.get("type")
+    logical = schema.get("logicalType")
+    if (kind, logical) in _LOGICAL:
+        return _LOGICAL[(kind, logical)], False
+    if logical == "decimal":
+        return pa.decimal128(schema["precision"], schema.get("scale", 0)), False
+    if kind == "record":
+        fields = []
+        for f in schema["fields"]:
+            t, nullable = arrow_type(f["type"], named)
+            fields.append(pa.field(f["name"], t, nullable=nullable))
+        st = pa.struct(fields)
+        named[schema["name"]] = st
+        if schema.get("namespace"):
+            named[f"{schema['namespace']}.{schema['name']}"] = st
+        return st, False
+    if kind == "array":
+        t, nullable = arrow_type(schema["items"], named)
+        return pa.list_(pa.field("element", t, nullable=nullable)), False
+    if kind == "map":
+        t, nullable = arrow_type(schema["values"], named)
+        return pa.map_(pa.string(), pa.field("value", t, nullable=nullable)), False
+    if kind == "enum":
+        named[schema["name"]] = pa.string()
+        return pa.string(), False
+    if kind == "fixed":
+        named[schema["name"]] = pa.binary(schema["size"])
+        return pa.binary(schema["size"]), False
+    if kind in _PRIMITIVES:
+        return _PRIMITIVES[kind], kind == "null"
+    raise SchemaError(f"unsupported Avro schema for Parquet output: {schema!r}")
+
+
+def arrow_schema(avro_schema: dict) -> pa.Schema:
+    """The Arrow schema of a record schema (top-level fields become columns)."""
+    st, _ = arrow_type(avro_schema)
+    return pa.schema(list(st))
+
+
+class AvroFileWriter:
+    """Streams records into one Avro container file with the writer schema."""
+
+    def __init__(self, fo: BinaryIO, avro_schema: dict, codec: str = "snappy") -> None:
+        self._fo = fo
+        self._writer = fastavro.write.Writer(fo, fastavro.parse_schema(avro_schema), codec=codec)
+        self.rows = 0
+
+    def write(self, record: dict) -> None:
+        self._writer.write(record)
+        self.rows += 1
+
+    def write_many(self, records: list[dict]) -> None:
+        for r in records:
+            self._writer.write(r)
+        self.rows += len(records)
+
+    def close(self) -> int:
+        self._writer.flush()
+        self._fo.close()
+        return self.rows
+
+
+class ParquetFileWriter:
+    """Buffers records into row groups of one Parquet file."""
+
+    def __init__(self, fo: BinaryIO, avro_schema: dict, compression: str = "snappy", row_group_rows: int = 131_072) -> None:
+        self._fo = fo
+        self.schema = arrow_schema(avro_schema)
+        self._writer = pq.ParquetWriter(fo, self.schema, compression=None if compression == "none" else compression)
+        self._buf: list[dict] = []
+        self._row_group_rows = row_group_rows
+        self.rows = 0
+
+    def write(self, record: dict) -> None:
+        self._buf.append(record)
+        if len(self._buf) >= self._row_group_rows:
+            self._flush()
+
+    def write_many(self, records: list[dict]) -> None:
+        self._buf.extend(records)
+        if len(self._buf) >= self._row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buf:
+            self._writer.write_table(pa.Table.from_pylist(self._buf, schema=self.schema), row_group_size=len(self._buf))
+            self.rows += len(self._buf)
+            self._buf = []
+
+    def close(self) -> int:
+        self._flush()
+        self._writer.close()
+        self._fo.close()
+        return self.rows
+
+
+def open_writer(fmt: str, fo: BinaryIO, avro_schema: dict, *, avro_codec: str = "snappy",
+                parquet_compression: str = "snappy", row_group_rows: int = 131_072):
+    """An :class:`AvroFileWriter` or :class:`ParquetFileWriter` for ``fmt``."""
+    if fmt == "avro":
+        return AvroFileWriter(fo, avro_schema, avro_codec)
+    if fmt == "parquet":
+        return ParquetFileWriter(fo, avro_schema, parquet_compression, row_group_rows)
+    raise SchemaError(f"unknown output format {fmt!r}: allowed are avro, parquet")

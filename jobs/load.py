@@ -1,0 +1,72 @@
+"""spark-submit entry point of the hourly load (a thin main over ingest.loader.job).
+
+    spark-submit jobs/load.py --config conf/loader.properties [--set key=value ...]
+                 [--reset-offsets earliest|latest|TIME --topic T [--topic T2]]
+
+Exit codes: 0 committed or nothing to do, 2 the run failed (nothing of it is visible),
+3 retention data loss with fail.on.data.loss=true. The summary goes to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="jobs/load.py", description="Load everything new from the brokers, exactly once.")
+    p.add_argument("--config", required=True, help="loader .properties file (see docs/loader.md)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--reset-offsets", metavar="SPEC", help="earliest, latest, epoch ms or ISO-8601 time: replay topics")
+    p.add_argument("--topic", action="append", default=[], help="topic to reset (with --reset-offsets)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("py4j", "hdfs", "kazoo"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ingest.config import parse_overrides
+    from ingest.errors import DataLossError, IngestError
+    from ingest.loader.config import LOADER_CONFIG
+    from ingest.loader.job import run_load, summary_text
+    from ingest.loader.state import read_run_record
+    from ingest.storage import open_storage
+
+    try:
+        config = LOADER_CONFIG.load(args.config, parse_overrides(args.set))
+    except IngestError as exc:
+        print(f"load: error: {exc}", file=sys.stderr)
+        return 2
+    spark = build_spark(config)
+    run_id = None
+    try:
+        result = run_load(config, spark, reset_spec=args.reset_offsets, reset_topics=args.topic)
+        print(summary_text(result.record))
+        return 0
+    except IngestError as exc:
+        code = 3 if isinstance(exc, DataLossError) else 2
+        print(f"load: FAILED: {exc}", file=sys.stderr)
+        return code
+    finally:
+        spark.stop()
+
+
+def build_spark(config):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(config["spark.app.name"])
+    # Under spark-submit the master comes from --master; the config's is for plain `python jobs/load.py`.
+    if config.is_set("spark.master") or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(config["spark.master"])
+    for key, value in config.items():
+        if key.startswith("spark.") and key not in ("spark.master", "spark.app.name") and value is not None:
+            builder = builder.config(key, value)
+    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
+    return builder.getOrCreate()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
