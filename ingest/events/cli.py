@@ -49,6 +49,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=None, help="random seed (reproducible events)")
     p.add_argument("--config", default=None, help="properties file with producer and event keys")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--close-timeout", type=float, default=30.0,
+                   help="seconds to keep retrying unpublished monitoring events at the end (default 30)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_produce)
 
@@ -163,7 +165,7 @@ def _produce(args: argparse.Namespace) -> int:
     except IngestError as exc:
         log.error("stopped after %d events: %s", sent, exc)
     finally:
-        stats = ep.close()
+        stats = ep.close(timeout_s=args.close_timeout)
     elapsed = max(1e-9, clock.monotonic() - started)
     summary = {
         "topic": args.topic, "schema": schema_name, "session": ep.session,
