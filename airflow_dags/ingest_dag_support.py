@@ -1,0 +1,163 @@
+"""Shared pieces of the ingest DAGs: templated settings, the audit operator, alerting.
+
+Kept light on purpose: the scheduler imports this on every parse, so nothing
+here does I/O or imports Spark or the ``ingest`` package at module level (the
+DAGs call the project's ``spark-submit``; Airflow runs in its own venv).
+
+Settings come from Airflow Variables, rendered when a task runs (never at
+parse time). Defaults assume the project is checked out at ``ingest_home``::
+
+    ingest_home                    /opt/ingest           project checkout (jobs/, conf/)
+    ingest_python                  <home>/.venv/bin/python   PYSPARK_PYTHON for driver and executors
+    ingest_loader_config           <home>/conf/loader.properties
+    ingest_audit_config            <home>/conf/audit.properties
+    ingest_compaction_config       <home>/conf/compaction.properties
+    ingest_report_dir              <home>/reports        audit reports, one directory per run
+    ingest_alert_command           (unset)               shell command fed the alert text on stdin
+
+The Spark connection is ``ingest_spark`` (conn type ``spark``; host = master,
+e.g. ``local[2]``, ``yarn``, ``k8s://https://...``; extra ``deploy-mode``,
+``queue``, ``namespace``). ``spark-submit`` must be on the worker's PATH (the
+provider allows only the names spark-submit / spark2-submit / spark3-submit).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+from datetime import timedelta
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+log = logging.getLogger(__name__)
+
+SPARK_CONN_ID = "ingest_spark"
+LOAD_POOL = "ingest_load"
+
+HOME = "var.value.get('ingest_home', '/opt/ingest')"
+
+
+def var(name: str, default_expr: str) -> str:
+    """A template rendering Variable ``name`` or the Jinja expression ``default_expr``."""
+    return "{{ var.value.get('%s', %s) }}" % (name, default_expr)
+
+
+PYTHON = var("ingest_python", HOME + " ~ '/.venv/bin/python'")
+LOAD_APP = "{{ " + HOME + " }}/jobs/load.py"
+AUDIT_APP = "{{ " + HOME + " }}/jobs/audit.py"
+COMPACT_APP = "{{ " + HOME + " }}/jobs/compact.py"
+LOADER_CONFIG = var("ingest_loader_config", HOME + " ~ '/conf/loader.properties'")
+AUDIT_CONFIG = var("ingest_audit_config", HOME + " ~ '/conf/audit.properties'")
+COMPACTION_CONFIG = var("ingest_compaction_config", HOME + " ~ '/conf/compaction.properties'")
+REPORT_DIR = var("ingest_report_dir", HOME + " ~ '/reports'") + "/{{ dag.dag_id }}/{{ run_id | replace(':', '') | replace('+', '') }}"
+REPORT = REPORT_DIR + "/audit.json"
+COMPACTION_SUMMARY = REPORT_DIR + "/compaction.json"
+
+# The data interval in the form every job's --from/--to accepts (ISO 8601, UTC).
+FROM = "{{ data_interval_start.in_timezone('UTC').isoformat() }}"
+TO = "{{ data_interval_end.in_timezone('UTC').isoformat() }}"
+
+SPARK_ENV = {"PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON}
+
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": "data-eng",
+    "retries": 3,
+    "retry_delay": timedelta(minutes=2),
+    "retry_exponential_backoff": True,   # 2, 4, 8 minutes: broker restarts and NameNode failovers pass
+    "max_retry_delay": timedelta(minutes=30),
+}
+
+
+def report_summary(path: str, since: float | None = None) -> str | None:
+    """A few lines summarising an audit report, or None when there is none (or it is older than ``since``)."""
+    try:
+        if since is not None and os.path.getmtime(path) < since:
+            return None
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    rows = [r for r in doc.get("windows", doc.get("rows", [])) if r.get("row_type", "window") == "window"]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
+    lines = [f"audit report {path}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))]
+    if doc.get("summary"):
+        lines.append(str(doc["summary"]) if not isinstance(doc["summary"], dict) else json.dumps(doc["summary"]))
+    bad = [r for r in rows if r.get("status") not in ("COMPLETE", "PENDING")]
+    for r in bad[:10]:
+        lines.append(
+            f"  {r.get('topic')} window {r.get('window_start_ms')}: {r.get('status')} "
+            f"completeness={r.get('completeness')} acked={r.get('produced_acked')} "
+            f"loaded={r.get('loaded_distinct')} missing={r.get('missing')} causes={r.get('causes')}"
+        )
+    if len(bad) > 10:
+        lines.append(f"  ... and {len(bad) - 10} more problem windows")
+    html = os.path.splitext(path)[0] + ".html"
+    if os.path.exists(html):
+        lines.append(f"  HTML report: {html}")
+    return "\n".join(lines)
+
+
+class AuditSubmitOperator(SparkSubmitOperator):
+    """spark-submit of ``jobs/audit.py`` that turns a data-loss verdict into a non-retried failure.
+
+    The audit exits non-zero when it judges a window below the threshold and
+    then has written its report: that is a verdict, not a hiccup, so the task
+    fails at once (no retries) with the report's summary in the log. A failure
+    without a fresh report (Spark or storage trouble) is retried as usual.
+    """
+
+    template_fields = (*SparkSubmitOperator.template_fields, "report")
+
+    def __init__(self, *, report: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.report = report
+
+    def execute(self, context: Any) -> Any:
+        import time
+
+        started = time.time()
+        os.makedirs(os.path.dirname(self.report), exist_ok=True)
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            summary = report_summary(self.report, since=started)
+            if summary is None:
+                raise  # no verdict: infrastructure trouble, let retries handle it
+            log.error("AUDIT FAILED\n%s", summary)
+            raise AirflowFailException(f"audit judged data loss or problems; {summary}") from exc
+        summary = report_summary(self.report, since=started)
+        log.info("%s", summary or f"audit wrote no report at {self.report}")
+        return self.report
+
+
+def alert(context: Any) -> None:
+    """on_failure_callback: one ALERT line in the log, plus ``ingest_alert_command`` when set.
+
+    Replace or extend this for Slack / PagerDuty / e-mail; the command form
+    (e.g. ``mail -s 'ingest alert' oncall@example.com``) needs no code change.
+    """
+    ti = context.get("task_instance") or context.get("ti")
+    dag_run = context.get("dag_run")
+    exc = context.get("exception")
+    text = (
+        f"ALERT ingest: dag={getattr(ti, 'dag_id', '?')} task={getattr(ti, 'task_id', '?')} "
+        f"run={getattr(dag_run, 'run_id', '?')} try={getattr(ti, 'try_number', '?')} "
+        f"interval=[{context.get('data_interval_start')}, {context.get('data_interval_end')}) error={exc}"
+    )
+    log.error("%s", text)
+    try:
+        from airflow.sdk import Variable
+
+        command = Variable.get("ingest_alert_command", default=None)
+    except Exception:  # noqa: BLE001 - alerting must never raise
+        command = None
+    if command:
+        try:
+            subprocess.run(command, shell=True, input=text.encode(), timeout=60, check=False)
+        except Exception as err:  # noqa: BLE001
+            log.error("ingest_alert_command failed: %s", err)

@@ -1,0 +1,42 @@
+"""Run the real Airflow (its own venv) from pytest in the project venv."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+AIRFLOW_VENV = ROOT / ".venv-airflow"
+AIRFLOW_PY = AIRFLOW_VENV / "bin" / "python"
+AIRFLOW_BIN = AIRFLOW_VENV / "bin" / "airflow"
+DAGS = ROOT / "airflow_dags"
+PROBE = Path(__file__).with_name("airflow_probe.py")
+
+
+def airflow_available() -> bool:
+    return AIRFLOW_BIN.exists()
+
+
+def airflow_env(home: Path, **extra: str) -> dict[str, str]:
+    """An environment for an isolated Airflow: its own home, sqlite DB, our DAG folder only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "PYTHONPATH": "",
+    })
+    env.update(extra)
+    return env
+
+
+def probe(home: Path, *args: str, timeout: float = 120) -> dict:
+    proc = subprocess.run([str(AIRFLOW_PY), str(PROBE), *args], env=airflow_env(home), capture_output=True,
+                          text=True, timeout=timeout, cwd=home)
+    for line in proc.stdout.splitlines():
+        if line.startswith("PROBE-JSON "):
+            return json.loads(line[len("PROBE-JSON "):])
+    raise AssertionError(f"probe failed (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")

@@ -1,0 +1,71 @@
+"""The DAG files load in the real Airflow and declare the intended task graph and settings."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.airflow.harness import DAGS, airflow_available, probe
+
+pytestmark = pytest.mark.skipif(not airflow_available(), reason=".venv-airflow missing (scripts/bootstrap.sh)")
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory):
+    return probe(tmp_path_factory.mktemp("airflow-home"), "dagbag", str(DAGS))
+
+
+def test_every_dag_file_imports_without_errors(bag):
+    assert bag["import_errors"] == {}
+    assert {"ingest_hourly", "ingest_replay"} <= set(bag["dags"])
+
+
+def test_hourly_graph_is_load_then_audit_then_compact(bag):
+    dag = bag["dags"]["ingest_hourly"]
+    tasks = dag["tasks"]
+    assert set(tasks) == {"load", "audit", "compact"}
+    assert tasks["load"]["downstream"] == ["audit"]
+    assert tasks["audit"]["downstream"] == ["compact"]
+    assert tasks["compact"]["downstream"] == []
+    assert tasks["audit"]["operator"] == "AuditSubmitOperator"
+    assert {t["operator"] for n, t in tasks.items() if n != "audit"} == {"SparkSubmitOperator"}
+    assert dag["max_active_runs"] == 1 and dag["catchup"] is False
+
+
+def test_hourly_tasks_retry_with_backoff_alert_and_use_the_spark_connection(bag):
+    for name, t in bag["dags"]["ingest_hourly"]["tasks"].items():
+        assert t["retries"] >= 1 and t["exponential"], name
+        assert t["on_failure_callback"], name
+        assert t["conn_id"] == "ingest_spark", name
+        assert "{{" in t["application"] and t["application"].endswith(f"jobs/{dict(load='load', audit='audit', compact='compact')[name]}.py")
+    args = bag["dags"]["ingest_hourly"]["tasks"]["audit"]["application_args"]
+    assert "data_interval_start" in " ".join(args) and "data_interval_end" in " ".join(args)
+
+
+def test_replay_dag_takes_topic_and_time_and_reaudits(bag):
+    dag = bag["dags"]["ingest_replay"]
+    assert dag["schedule"] in ("None", "none")
+    assert {"topic", "from_time"} <= set(dag["params"])
+    tasks = dag["tasks"]
+    assert tasks["reload"]["downstream"] == ["audit"]
+    assert "--reset-offsets" in tasks["reload"]["application_args"]
+    assert dag["max_active_runs"] == 1
+
+
+HEAVY = {"pyspark", "pandas", "pyarrow", "ingest", "requests", "numpy"}
+
+
+@pytest.mark.parametrize("path", sorted(DAGS.glob("*.py")), ids=lambda p: p.name)
+def test_dag_files_only_declare(path: Path):
+    """No heavy imports and no calls that do I/O at module top level."""
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            assert not {n.split(".")[0] for n in names} & HEAVY, f"{path.name}: top-level import {names}"
+        for call in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) else ():
+            if isinstance(call, ast.Call):
+                fn = ast.unparse(call.func)
+                assert not fn.startswith(("open", "Variable.get", "os.listdir", "subprocess", "requests")), \
+                    f"{path.name}: top-level call {fn}"
