@@ -134,7 +134,7 @@ class BrokerHandlers:
         return log_
 
     def _append(self, req: p.ProduceRequest) -> int:
-        validate_topic(req.topic)
+        # get_or_create_log validates the topic name and partition range
         return self._log_for_write(req.topic, req.partition).append(req.message_set)
 
     # --- handlers ------------------------------------------------------------------------

@@ -190,7 +190,17 @@ class ProduceRequest:
 
     @classmethod
     def decode(cls, body: bytes | memoryview):
-        r = Reader(body, cls.__name__)
+        # fast path for the hottest request: plain unpacks, no Reader
+        try:
+            (n,) = INT16.unpack_from(body, 0)
+            end = INT16.size + n
+            partition, set_size = PRODUCE_TAIL.unpack_from(body, end)
+            start = end + PRODUCE_TAIL.size
+            if n >= 0 and set_size >= 0 and start + set_size == len(body):
+                return cls(str(body[INT16.size:end], "utf-8"), partition, bytes(body[start:]))
+        except (struct.error, UnicodeDecodeError):
+            pass
+        r = Reader(body, cls.__name__)   # slow path: names exactly what is wrong
         req = cls.read(r)
         r.done()
         return req

@@ -214,3 +214,23 @@ def test_zookeeper_without_connect_string_is_a_config_error(tmp_path):
 def test_bad_server_config_names_key_and_range(tmp_path):
     with pytest.raises(ConfigError, match=r"'num.threads'.*\[1, 64\]"):
         make_config(tmp_path, **{"num.threads": 0})
+
+
+def test_fetch_is_sent_with_sendfile_from_the_segment_file(broker, monkeypatch):
+    import os
+
+    calls = []
+    real = os.sendfile
+
+    def spy(out_fd, in_fd, offset, count):
+        sent = real(out_fd, in_fd, offset, count)
+        calls.append((os.readlink(f"/proc/self/fd/{in_fd}"), offset, sent))
+        return sent
+
+    with client(broker) as c:
+        first = produce_ack(c, "zc", 0, [b"a" * 50])
+        second = produce_ack(c, "zc", 0, [b"b" * 50])
+        monkeypatch.setattr(os, "sendfile", spy)
+        assert payloads_of(fetch(c, "zc", 0, second.offset).message_set) == [b"b" * 50]
+    assert calls and calls[0][0].endswith("zc-0/00000000000000000000.kafka")
+    assert calls[0][1] == second.offset and sum(n for _, _, n in calls) == second.offset - first.offset
