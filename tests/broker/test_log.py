@@ -156,3 +156,24 @@ def test_reopen_keeps_everything(tmp_path, fake_clock):
         lg2.read(bases[0] + 3, 10)  # index of an older segment is built lazily and exactly
     off = lg2.append(encode_message_set([b"after"]))
     assert off == end
+
+
+def test_boundary_check_is_exact_with_mixed_sizes_after_reopen(tmp_path, fake_clock):
+    import random
+
+    rnd = random.Random(7)
+    sizes = [rnd.choice([0, 1, 50, 300, 5000, 70_000]) for _ in range(120)]
+    lg = make_log(tmp_path, fake_clock, index_interval=128, file_size=2_000_000)
+    boundaries = [lg.append(encode_message_set([os.urandom(n)])) for n in sizes]
+    end = lg.end_offset
+    lg.close()
+    lg = make_log(tmp_path, fake_clock, index_interval=128, file_size=2_000_000)
+    valid = set(boundaries) | {end}
+    probes = set(valid) | {b + d for b in boundaries for d in (-1, 1, 4, 10)} | {rnd.randrange(end) for _ in range(3000)}
+    for off in sorted(p for p in probes if 0 <= p <= end):
+        if off in valid:
+            with lg.read(off, 10):
+                pass
+        else:
+            with pytest.raises(OffsetOutOfRangeError):
+                lg.read(off, 10)

@@ -114,3 +114,37 @@ def test_empty_newest_segment_is_dropped_so_a_torn_previous_one_leaves_no_gap(tm
     lg = open_log(d, fake_clock, file_size=1000)
     assert lg.segment_bases() == [0] and lg.end_offset == 900
     assert lg.append(encode_message_set([b"y"])) == 900
+
+
+def test_recovery_and_lazy_index_handle_messages_crossing_scan_chunks(tmp_path, fake_clock):
+    big = [os.urandom(3 * 1024 * 1024 + i) for i in range(3)]  # 9 MB: crosses the 8 MB scan chunk
+    d = tmp_path / "t-0"
+    lg = open_log(d, fake_clock, max_message_size=4 << 20, file_size=10 << 20)
+    offsets = [lg.append(encode_message_set([b])) for b in big]
+    lg.append(encode_message_set([b"small"]))
+    lg.roll()
+    tail = lg.append(encode_message_set([b"x" * 100]))
+    assert len(lg.segment_bases()) == 2
+    lg.close()
+    with open(d / segment_name(tail), "ab") as f:
+        f.write(b"\x00\x00")  # a torn tail in the newest segment
+    lg = open_log(d, fake_clock, max_message_size=4 << 20, file_size=10 << 20)
+    assert lg.end_offset == tail + 110
+    for off, b in zip(offsets, big):  # the older segment's index is built lazily, across chunks
+        assert next(iter_messages(lg.read_bytes(off, 4 << 20), off)).payload == b
+        with pytest.raises(OffsetOutOfRangeError):
+            lg.read(off + 1, 10)
+        with pytest.raises(OffsetOutOfRangeError):
+            lg.read(off + len(b) // 2, 10)
+
+
+def test_torn_big_message_after_the_first_scan_chunk_is_truncated(tmp_path, fake_clock):
+    d = tmp_path / "t-0"
+    lg = open_log(d, fake_clock, max_message_size=4 << 20)
+    offsets = [lg.append(encode_message_set([os.urandom(3 << 20)])) for _ in range(3)]
+    lg.close()
+    path = d / segment_name(0)
+    with open(path, "r+b") as f:
+        f.truncate(offsets[2] + (1 << 20))  # cut inside the third message, past the 8 MB chunk
+    lg = open_log(d, fake_clock, max_message_size=4 << 20)
+    assert lg.end_offset == offsets[2] == os.path.getsize(path)
