@@ -105,3 +105,13 @@ def test_sigterm_exits_0_flushes_and_deregisters_at_once(broker_factory, zk_conn
     assert "broker 0 stopped" in b.output()
     b.start()
     assert fetch_all(b, "t", 0) == [b"m%d" % i for i in range(100)]
+
+
+def test_sigint_stops_gracefully_too(broker_factory):
+    import signal
+
+    (b,) = broker_factory(n=1)
+    produce(b, "t", 0, [b"x"])
+    b.proc.send_signal(signal.SIGINT)
+    assert b.proc.wait(30) == 0
+    assert "received SIGINT" in b.output() and "broker 0 stopped" in b.output()
