@@ -90,6 +90,35 @@ class LogManager:
             log.info("loaded log %s (%d of %d)", name, i, len(names))
         self._start_thread("log-flusher", self.config["log.default.flush.scheduler.interval.ms"] / 1000.0, self.flush_due)
         self._start_thread("log-retention", self.config["log.cleanup.interval.mins"] * 60.0, self.cleanup)
+        verifier = threading.Thread(target=self.verify_old_segments, name="log-verifier", daemon=True)
+        verifier.start()
+        self._threads.append(verifier)
+
+    def verify_old_segments(self) -> int:
+        """Validate (and index) every segment not yet validated; returns how many were corrupt.
+
+        Runs once in the background after start-up so that corruption in older
+        segments is reported early (it is also caught on first read) and the
+        first fetch from an old segment does not pay for the scan.
+        """
+        pending = [(lg, seg) for lg in self.logs().values() for seg in lg.segments() if not seg.indexed]
+        total = sum(seg.size for _, seg in pending)
+        done = corrupt = 0
+        for i, (lg, seg) in enumerate(pending, 1):
+            if self._stop.is_set():
+                break
+            if seg.acquire():  # retention may have deleted it meanwhile
+                try:
+                    seg.ensure_index()
+                finally:
+                    seg.release()
+                corrupt += seg.corrupt_at is not None
+            done += seg.size
+            log.info("verified %s/%s (%d of %d segments, %d of %d MB)", lg.name, seg.path.name, i, len(pending),
+                     done >> 20, total >> 20)
+        if corrupt:
+            log.error("%d older segment(s) contain corrupt messages; see the errors above", corrupt)
+        return corrupt
 
     def _start_thread(self, name: str, period_s: float, work) -> None:
         def loop() -> None:
