@@ -83,7 +83,7 @@ class Dispatcher(Protocol):
 class _Connection:
     """One client socket owned by one processor thread (never shared)."""
 
-    __slots__ = ("sock", "addr", "inbuf", "start", "replies", "part", "sent", "closing", "reading")
+    __slots__ = ("sock", "addr", "inbuf", "start", "replies", "part", "sent", "closing", "mask")
 
     def __init__(self, sock: socket.socket, addr: str) -> None:
         self.sock = sock
@@ -94,7 +94,7 @@ class _Connection:
         self.part = 0           # index of the part being sent in replies[0]
         self.sent = 0           # bytes of that part already sent
         self.closing = False    # close once replies are written
-        self.reading = True
+        self.mask = selectors.EVENT_READ   # events registered with the selector
 
 
 class _Processor(threading.Thread):
@@ -178,13 +178,15 @@ class _Processor(threading.Thread):
 
     def _interest(self, conn: _Connection) -> None:
         want = 0
-        if conn.reading and not conn.closing and not conn.replies:
+        if not conn.closing and not conn.replies:
             want |= selectors.EVENT_READ
         if conn.replies:
             want |= selectors.EVENT_WRITE
         if want == 0:
             want = selectors.EVENT_READ  # notice a peer that hangs up
-        self.selector.modify(conn.sock, want, conn)
+        if want != conn.mask:            # skip the epoll_ctl when nothing changes
+            self.selector.modify(conn.sock, want, conn)
+            conn.mask = want
 
     def _close(self, conn: _Connection) -> None:
         if self.conns.pop(conn.sock.fileno(), None) is None:
