@@ -154,8 +154,14 @@ class EventProducer:
             header = self.headers.next(time_ms)
             payloads.append(ser.serialize({**record, HEADER_FIELD: header}))
             headers.append(header)
-        for header in headers:
-            windows.append(self.counter.attempted(topic, header["time"], (header["seq"],)))
+        window_ms = self.counter.window_ms
+        by_window: dict[int, list[int]] = {}
+        for header in headers:  # one counter update per window, not per event
+            start = header["time"] - header["time"] % window_ms
+            windows.append(start)
+            by_window.setdefault(start, []).append(header["seq"])
+        for start, seqs in by_window.items():
+            self.counter.attempted(topic, start, seqs)
         tracker = _Tracker(topic, windows, [len(p) for p in payloads])
         try:
             self.producer.send(topic, payloads, key=key, callback=lambda r: self._on_result(tracker, r))

@@ -120,10 +120,12 @@ class MonitoringCounter:
         with self._lock:
             self._hb_next.setdefault(topic, start)
             w = self._window(topic, start)
-            for seq in seqs:
-                w.attempted += 1
-                w.seq_min = seq if w.seq_min is None or seq < w.seq_min else w.seq_min
-                w.seq_max = seq if w.seq_max is None or seq > w.seq_max else w.seq_max
+            seqs = list(seqs)
+            if seqs:
+                lo, hi = min(seqs), max(seqs)
+                w.attempted += len(seqs)
+                w.seq_min = lo if w.seq_min is None or lo < w.seq_min else w.seq_min
+                w.seq_max = hi if w.seq_max is None or hi > w.seq_max else w.seq_max
         return start
 
     def settled(self, topic: str, window_start: int, *, acked: int = 0, failed: int = 0,

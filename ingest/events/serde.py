@@ -30,7 +30,7 @@ def subject_for_topic(topic: str) -> str:
 
 
 def _parse(schema: Any) -> Any:
-    return fastavro.parse_schema(schema, _write_hint=False)
+    return fastavro.parse_schema(schema)  # parsed once; the write hint stops fastavro re-parsing per call
 
 
 class EventSerializer:

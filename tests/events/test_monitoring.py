@@ -136,3 +136,21 @@ def test_buffer_coalesces_unsent_snapshots_and_drops_oldest_when_full(fake_clock
         seqs.append(e.record["report_seq"])
         buf.done(e)
     assert seqs[0] == 2 and seqs == sorted(seqs) and buf.published == 3
+
+
+def test_sample_config_parses_and_hidden_audit_topics_are_refused():
+    from pathlib import Path
+
+    import pytest
+
+    from ingest.config import read_properties
+    from ingest.errors import ConfigError
+    from ingest.events.config import EVENTS_CONFIG, split_config
+
+    path = Path(__file__).resolve().parents[2] / "conf" / "producer-events.properties"
+    cfg = EVENTS_CONFIG.parse(read_properties(path))
+    assert cfg["audit.topic"] == "audit-monitoring" and cfg["monitoring.window.ms"] == 600_000
+    with pytest.raises(ConfigError, match="audit.topic"):
+        EVENTS_CONFIG.parse({"audit.topic": "_audit"})
+    events, producer = split_config({"audit.topic": "a", "batch.size": "5"})
+    assert events == {"audit.topic": "a"} and producer == {"batch.size": "5"}
