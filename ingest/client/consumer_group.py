@@ -13,8 +13,10 @@ partitions, read both registries, compute this consumer's share with
 :func:`ingest.client.rebalance.assign`, create the owner nodes, and restart the
 fetchers from the committed offsets (``autooffset.reset`` smallest/largest when
 there is none or it is out of range). When an owner node still belongs to
-another consumer (it has not released yet), release everything, back off
-``rebalance.backoff.ms`` and retry, up to ``rebalance.retries.max`` times.
+another consumer (it has not released yet, or it died and its session has not
+expired), release everything, back off (``rebalance.backoff.ms`` growing 1.5x
+per attempt up to half the session timeout) and retry, up to
+``rebalance.retries.max`` times.
 
 Concurrency: watches only set an event; one rebalance thread does all the work
 under ``_lock``, which ``commit_offsets`` and ``shutdown`` also take. Streams are
@@ -352,8 +354,13 @@ class ConsumerConnector:
                          {t: [rebalance.partition_name(*bp) for bp in v] for t, v in self.owned_partitions().items()})
                 self._start_fetchers()
                 return
-            log.info("consumer %s: ownership conflict, backing off (attempt %d)", self.consumer_id, attempt + 1)
-            self.clock.sleep(backoff)
+            # A conflicting owner is either about to release (it rebalances too) or dead with its
+            # session not yet expired: grow the back-off up to half a session timeout so the
+            # retries span several session timeouts.
+            delay = min(backoff * 1.5 ** attempt, max(backoff, self.config["zk.sessiontimeout.ms"] / 2000.0))
+            log.info("consumer %s: ownership conflict, backing off %.2f s (attempt %d)", self.consumer_id,
+                     delay, attempt + 1)
+            self.clock.sleep(delay)
         raise CoordinationError(f"consumer {self.consumer_id} of group {self.group}: rebalance failed "
                                 f"after {retries} attempts (ownership conflicts); see rebalance.retries.max")
 
@@ -422,6 +429,12 @@ class ConsumerConnector:
             return int(self.zk.get(path)[0].decode())
         except (NoNodeError, ValueError):
             offset = self._reset_offset(topic, bid, part)
+            # persist the starting point at once: a rebalance before the first commit must not
+            # reset again (with "largest" that would skip what arrived in between)
+            try:
+                self.zk.create(path, str(offset).encode(), makepath=True)
+            except NodeExistsError:
+                return int(self.zk.get(path)[0].decode())
             log.info("%s/%d-%d: no committed offset for group %s, starting at %s offset %d",
                      topic, bid, part, self.group, self.config["autooffset.reset"], offset)
             return offset

@@ -169,6 +169,9 @@ class Fetcher(threading.Thread):
     def run(self) -> None:
         idle = 0
         while not self.stop_event.is_set():
+            if not self.states:
+                self.stop_event.wait(self.backoff_s)
+                continue
             reqs = [(s.topic, s.partition, s.fetch_offset, s.fetch_size) for s in self.states]
             try:
                 answers = self.consumer.multifetch_raw(reqs)

@@ -1,0 +1,214 @@
+"""Producer and consumer throughput over loopback against a real broker process.
+
+Reproduces the shape of the Kafka paper's experiments (NetDB 2011, section 5):
+one producer publishing COUNT messages of 200 bytes with batch sizes 1 and 50,
+and one consumer reading them back with pulls of up to ~200 KB. Measured in
+the same run: the physical limit, i.e. raw loopback TCP throughput for the same
+bytes (``sendall`` of 256 KB chunks / ``recv_into`` 1 MB, the same socket
+primitives the clients use). Prints msg/s, MB/s, ratios against the paper's
+50,000 / 400,000 / 22,000 msg/s and against the limit, then a cProfile of the
+batch-1 producer and the consumer (where the time goes).
+
+Usage::
+
+    .venv/bin/python bench/bench_clients.py [--count 1000000] [--profile-count 100000] [--markdown]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from ingest.broker.message import HEADER_SIZE  # noqa: E402
+from ingest.client.producer import Producer  # noqa: E402
+from ingest.client.simple_consumer import SimpleConsumer  # noqa: E402
+from tests.harness.brokers import BrokerProcess  # noqa: E402
+
+PAYLOAD_SIZE = 200
+PULL_BYTES = 200 * 1024
+PAPER = {"batch1": 50_000, "batch50": 400_000, "consumer": 22_000}
+
+
+def start_broker(workdir: str) -> BrokerProcess:
+    # Flush every 10,000 messages or 1 s (the paper's broker flushed in batches too);
+    # the consumer phase waits until everything is flushed and visible.
+    return BrokerProcess(0, workdir, overrides={
+        "num.partitions": 1, "log.flush.interval": 10_000, "log.default.flush.interval.ms": 1000,
+        "log.default.flush.scheduler.interval.ms": 200, "num.threads": 1,
+        "log.file.size": 1 << 30, "socket.send.buffer": 1 << 20, "socket.receive.buffer": 1 << 20,
+    }).start()
+
+
+def payloads(count: int) -> list[bytes]:
+    base = os.urandom(PAYLOAD_SIZE * 64)
+    return [base[(i % 64) * PAYLOAD_SIZE:(i % 64 + 1) * PAYLOAD_SIZE] for i in range(count)]
+
+
+def produce(broker: BrokerProcess, topic: str, msgs: list[bytes], batch: int, acks: int,
+            mode: str = "sync") -> float:
+    cfg = {"broker.list": broker.address, "request.required.acks": acks, "producer.type": mode,
+           "batch.size": batch, "queue.time": 100, "queue.size": 100_000}
+    with Producer(cfg) as p:
+        t0 = time.perf_counter()
+        if mode == "async":
+            for m in msgs:
+                p.send(topic, [m])
+            p.flush()
+        elif batch == 1:
+            for m in msgs:
+                p.send(topic, [m])
+        else:
+            for i in range(0, len(msgs), batch):
+                p.send(topic, msgs[i:i + batch])
+        elapsed = time.perf_counter() - t0
+        assert p.stats["failed"] == 0, p.stats
+    return elapsed
+
+
+def wait_visible(broker: BrokerProcess, topic: str, nbytes: int, timeout: float = 120) -> None:
+    with SimpleConsumer(broker.host, broker.port) as c:
+        deadline = time.monotonic() + timeout
+        while c.latest_offset(topic, 0) < nbytes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: only {c.latest_offset(topic, 0)} of {nbytes} bytes visible")
+            time.sleep(0.05)
+
+
+def consume(broker: BrokerProcess, topic: str, count: int) -> tuple[float, int]:
+    with SimpleConsumer(broker.host, broker.port, fetch_size=PULL_BYTES) as c:
+        t0 = time.perf_counter()
+        offset, n, total = 0, 0, 0
+        while n < count:
+            r = c.fetch(topic, 0, offset)
+            for m in r.messages:
+                total += len(m.payload)  # touch every message, as an application would
+            n += len(r.messages)
+            offset = r.next_offset
+        elapsed = time.perf_counter() - t0
+    assert total == count * PAYLOAD_SIZE
+    return elapsed, n
+
+
+def loopback_limit(nbytes: int) -> float:
+    """Seconds to push ``nbytes`` through a loopback TCP connection (sendall 256 KB / recv_into 1 MB)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    done = threading.Event()
+
+    def sink():
+        conn, _ = srv.accept()
+        buf = bytearray(1 << 20)
+        got = 0
+        while got < nbytes:
+            k = conn.recv_into(buf)
+            if not k:
+                break
+            got += k
+        conn.close()
+        done.set()
+
+    t = threading.Thread(target=sink)
+    t.start()
+    s = socket.create_connection(srv.getsockname())
+    chunk = os.urandom(256 * 1024)
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < nbytes:
+        n = min(len(chunk), nbytes - sent)
+        s.sendall(chunk[:n] if n < len(chunk) else chunk)
+        sent += n
+    done.wait()
+    elapsed = time.perf_counter() - t0
+    s.close()
+    t.join()
+    srv.close()
+    return elapsed
+
+
+def profile(fn, top: int = 12) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    lines = [ln for ln in out.getvalue().splitlines() if ln.strip()]
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
+    return "\n".join(lines[start:start + top + 1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--count", type=int, default=1_000_000, help="messages per experiment")
+    ap.add_argument("--profile-count", type=int, default=100_000, help="messages in the profiled runs")
+    ap.add_argument("--no-profile", action="store_true")
+    args = ap.parse_args(argv)
+    count = args.count
+    msgs = payloads(count)
+    msg_bytes = HEADER_SIZE + PAYLOAD_SIZE
+    total_bytes = count * msg_bytes
+    rows = []
+
+    def row(name, seconds, n, paper=None):
+        rate = n / seconds
+        mbs = n * msg_bytes / seconds / 1e6
+        rows.append((name, n, seconds, rate, mbs, paper))
+
+    with tempfile.TemporaryDirectory(prefix="bench-clients-") as work:
+        broker = start_broker(work)
+        try:
+            print(f"broker pid {broker.pid} on port {broker.port}; {count:,} messages of {PAYLOAD_SIZE} bytes",
+                  flush=True)
+            row("producer batch 1, no ack (PRODUCE)", produce(broker, "b1", msgs, 1, 0), count, PAPER["batch1"])
+            row("producer batch 50, no ack (PRODUCE)", produce(broker, "b50", msgs, 50, 0), count,
+                PAPER["batch50"])
+            row("producer batch 50, acked (PRODUCE_ACK)", produce(broker, "b50a", msgs, 50, 1), count,
+                PAPER["batch50"])
+            small = max(1, count // 10)
+            row("producer batch 1, acked (PRODUCE_ACK)", produce(broker, "b1a", msgs[:small], 1, 1), small,
+                PAPER["batch1"])
+            row("producer async batch.size=50, acked", produce(broker, "b50q", msgs, 50, 1, "async"), count,
+                PAPER["batch50"])
+            wait_visible(broker, "b50a", total_bytes)
+            secs, n = consume(broker, "b50a", count)
+            row(f"consumer, pulls of {PULL_BYTES // 1024} KB", secs, n, PAPER["consumer"])
+            limit_s = loopback_limit(total_bytes)
+            limit_mbs = total_bytes / limit_s / 1e6
+            rows.append(("physical limit: raw loopback TCP, same bytes", count, limit_s, count / limit_s,
+                         limit_mbs, None))
+            prof_text = ""
+            if not args.no_profile:
+                pc = min(args.profile_count, count)
+                prof_text += f"\n### cProfile: producer batch 1, no ack, {pc:,} messages (by own time)\n\n```\n"
+                prof_text += profile(lambda: produce(broker, "p1", msgs[:pc], 1, 0)) + "\n```\n"
+                prof_text += f"\n### cProfile: consumer, {count:,} messages (by own time)\n\n```\n"
+                prof_text += profile(lambda: consume(broker, "b50a", count)) + "\n```\n"
+        finally:
+            code = broker.stop()
+            if code not in (0, None):
+                print(f"warning: broker exited with {code}", file=sys.stderr)
+
+    print()
+    print("| experiment | messages | seconds | msg/s | MB/s | vs paper | vs loopback limit |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, n, secs, rate, mbs, paper in rows:
+        vs_paper = f"{rate / paper:.2f}x of {paper:,}" if paper else ""
+        print(f"| {name} | {n:,} | {secs:.2f} | {rate:,.0f} | {mbs:,.1f} | {vs_paper} | {mbs / limit_mbs:.3f} |")
+    print(prof_text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

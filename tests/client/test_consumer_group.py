@@ -1,0 +1,235 @@
+"""Consumer groups with real ZooKeeper and real broker processes: rebalance, failures, at-least-once."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from ingest.client.consumer_group import ConsumerConnector
+from ingest.client.producer import Producer
+from ingest.client.rebalance import assign, partition_name, subscribed_threads
+from tests.client.conftest import create_topic, wait_until
+from tests.harness.zookeeper import expire_session
+
+REPO = Path(__file__).resolve().parents[2]
+FAST = {"zk.sessiontimeout.ms": 2000, "autocommit.interval.ms": 100, "rebalance.backoff.ms": 100,
+        "backoff.increment.ms": 20}
+
+
+class Member:
+    """A group consumer plus a thread draining its one stream into a shared sink."""
+
+    def __init__(self, zk_connect, group, topic, sink, lock, name):
+        self.connector = ConsumerConnector({"zk.connect": zk_connect, "groupid": group, "consumer.id": name,
+                                            **FAST})
+        self.name = name
+        self.stream = self.connector.create_streams({topic: 1})[topic][0]
+        self.thread = threading.Thread(target=self._drain, args=(sink, lock), daemon=True)
+        self.thread.start()
+
+    def _drain(self, sink, lock):
+        for m in self.stream:
+            with lock:
+                sink.append(m.payload)
+
+    def stop(self):
+        self.connector.shutdown()
+        self.thread.join(10)
+
+
+def live_partitions(zk, topic):
+    out = []
+    ids = set(zk.get_children("/brokers/ids"))
+    for b in zk.get_children(f"/brokers/topics/{topic}"):
+        if b in ids:
+            try:
+                n = int(zk.get(f"/brokers/topics/{topic}/{b}")[0])
+            except NoNodeError:
+                continue
+            out.extend((int(b), p) for p in range(n))
+    return sorted(out)
+
+
+def ownership_is_settled(zk, group, topic, members, expected_partitions):
+    """True when ZooKeeper's owners registry and every member agree with the pure assignment."""
+    parts = live_partitions(zk, topic)
+    if parts != expected_partitions:
+        return False
+    plan = assign(parts, subscribed_threads({m.name: {topic: 1} for m in members}, topic))
+    base = f"/consumers/{group}/owners/{topic}"
+    try:
+        owners = {c: zk.get(f"{base}/{c}")[0].decode() for c in zk.get_children(base)}
+    except NoNodeError:  # an owner released between listing and reading: not settled yet
+        return False
+    want = {partition_name(b, p): t for t, ps in plan.items() for b, p in ps}
+    if owners != want:
+        return False
+    return all(m.connector.owned_partitions().get(topic, []) == plan[f"{m.name}-0"] for m in members)
+
+
+@pytest.fixture
+def zk(zk_connect):
+    client = KazooClient(hosts=zk_connect)
+    client.start(15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.mark.slow
+def test_groups_of_one_to_five_rebalance_and_lose_nothing_across_broker_restart(broker_factory, zk_connect, zk):
+    brokers = broker_factory(n=3, zk_connect=zk_connect, num_partitions=4)
+    topic = "g-clicks"
+    create_topic(brokers, topic)
+    all_parts = [(b.broker_id, p) for b in brokers for p in range(4)]
+    wait_until(lambda: live_partitions(zk, topic) == all_parts, 20, "12 partitions registered")
+    produced = [b"init"] * 3
+    producer = Producer({"zk.connect": zk_connect, "retry.backoff.ms": 20, "reconnect.backoff.max.ms": 500})
+
+    def produce(n):
+        batch = [b"m%05d" % (len(produced) + i) for i in range(n)]
+        for i in range(0, n, 10):
+            producer.send(topic, batch[i:i + 10], key=b"k%d" % i)
+        produced.extend(batch)
+
+    sink: list[bytes] = []
+    lock = threading.Lock()
+    members: list[Member] = []
+    try:
+        for k in range(5):  # join one by one: groups of 1..5
+            members.append(Member(zk_connect, "g1", topic, sink, lock, f"c{k}"))
+            produce(60)
+            wait_until(lambda: ownership_is_settled(zk, "g1", topic, members, all_parts), 30,
+                       f"ownership settled with {len(members)} consumers")
+        brokers[2].kill()
+        remaining = [bp for bp in all_parts if bp[0] != 2]
+        wait_until(lambda: ownership_is_settled(zk, "g1", topic, members, remaining), 30,
+                   "rebalance after broker 2 died")
+        produce(60)
+        brokers[2].start()
+        wait_until(lambda: ownership_is_settled(zk, "g1", topic, members, all_parts), 30,
+                   "rebalance after broker 2 returned")
+        produce(60)
+        for _ in range(4):  # leave one by one: groups of 4..1
+            members.pop(0).stop()
+            produce(30)
+            wait_until(lambda: ownership_is_settled(zk, "g1", topic, members, all_parts), 30,
+                       f"ownership settled with {len(members)} consumers")
+        wait_until(lambda: set(sink) >= set(produced), 30, "every produced message consumed")
+        with lock:
+            assert set(produced) - set(sink) == set()
+    finally:
+        producer.close()
+        for m in members:
+            m.stop()
+
+
+@pytest.mark.slow
+def test_consumer_sigkilled_mid_stream_loses_nothing_for_its_group(broker_factory, zk_connect):
+    brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=2)
+    topic = "g-kill"
+    expected = [b"e%05d" % i for i in range(3000)]
+    with Producer({"zk.connect": zk_connect}) as p:
+        for i in range(0, len(expected), 100):
+            p.send(topic, expected[i:i + 100], key=b"%d" % i)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.client.group_consumer_proc", zk_connect, "gk", topic,
+                             "0.5"],
+                            stdout=subprocess.PIPE, env=env, cwd=str(REPO), start_new_session=True)
+    first: list[bytes] = []
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        while len(first) < 1500:
+            line = proc.stdout.readline()
+            assert line, "consumer subprocess ended early"
+            first.append(line.strip())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    first.extend(line.strip() for line in proc.stdout.read().splitlines())
+    connector = ConsumerConnector({"zk.connect": zk_connect, "groupid": "gk", "consumer.timeout.ms": 3000, **FAST})
+    second: list[bytes] = []
+    try:
+        for m in connector.create_streams({topic: 1})[topic][0]:
+            second.append(m.payload)
+            if set(first) | set(second) >= set(expected) and len(second) >= len(expected) - len(first):
+                break
+    except Exception as exc:  # ConsumerTimeoutError: nothing more came
+        assert type(exc).__name__ == "ConsumerTimeoutError"
+    finally:
+        connector.shutdown()
+    assert set(expected) - set(first) - set(second) == set(), "messages lost"
+    assert len(second) < len(expected), "the killed consumer's committed offsets were used"
+
+
+@pytest.mark.slow
+def test_expired_session_reregisters_and_rebalances(broker_factory, zk_connect, zk):
+    brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=2)
+    topic = "g-expire"
+    create_topic(brokers, topic)
+    sink, lock = [], threading.Lock()
+    member = Member(zk_connect, "ge", topic, sink, lock, "solo")
+    parts = [(brokers[0].broker_id, 0), (brokers[0].broker_id, 1)]
+    try:
+        wait_until(lambda: ownership_is_settled(zk, "ge", topic, [member], parts), 20, "initial ownership")
+        old_session = member.connector.zk.client_id[0]
+        expire_session(member.connector.zk, zk_connect)
+        wait_until(lambda: (member.connector.zk.client_id or (old_session,))[0] != old_session, 20,
+                   "a new ZooKeeper session")
+        wait_until(lambda: zk.exists("/consumers/ge/ids/solo"), 20, "re-registration after expiry")
+        wait_until(lambda: ownership_is_settled(zk, "ge", topic, [member], parts), 20, "ownership re-claimed")
+        with Producer({"zk.connect": zk_connect}) as p:
+            p.send(topic, [b"after-expiry"])
+        wait_until(lambda: b"after-expiry" in sink, 20, "message after expiry consumed")
+    finally:
+        member.stop()
+
+
+def test_whitelist_streams_follow_new_topics_and_reset_largest(broker_factory, zk_connect):
+    brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
+    with Producer({"zk.connect": zk_connect}) as p:
+        p.send("wl-a", [b"a-old"])
+        p.send("other", [b"o"])
+        c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "gw", "autooffset.reset": "largest",
+                               "consumer.timeout.ms": 10000, **FAST})
+        try:
+            stream = c.create_streams_by_filter(r"wl-.*")[0]
+            wait_until(lambda: c.owned_partitions().get("wl-a"), 20, "wl-a owned")
+            p.send("wl-a", [b"a-new"])
+            p.send("wl-b", [b"b-old"])  # a topic created after the subscription ...
+            wait_until(lambda: c.owned_partitions().get("wl-b"), 20, "wl-b owned")
+            p.send("wl-b", [b"b-new"])  # ... is followed from its latest offset (autooffset.reset=largest)
+            got = set()
+            while got != {b"a-new", b"b-new"}:
+                m = next(stream)
+                assert m.topic in ("wl-a", "wl-b") and m.payload not in (b"a-old", b"b-old")
+                got.add(m.payload)
+        finally:
+            c.shutdown()
+
+
+def test_commit_offsets_on_demand_and_resume(broker_factory, zk_connect, zk):
+    brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
+    with Producer({"zk.connect": zk_connect}) as p:
+        p.send("g-commit", [b"%d" % i for i in range(10)])
+    cfg = {"zk.connect": zk_connect, "groupid": "gc", "autocommit.enable": False, "consumer.timeout.ms": 5000,
+           **FAST}
+    c = ConsumerConnector(cfg)
+    stream = c.create_streams({"g-commit": 1})["g-commit"][0]
+    first = [next(stream).payload for _ in range(4)]
+    assert c.commit_offsets() == 1
+    bid = brokers[0].broker_id
+    assert int(zk.get(f"/consumers/gc/offsets/g-commit/{bid}-0")[0]) == 4 * 11
+    c.shutdown()
+    c2 = ConsumerConnector(cfg)
+    stream2 = c2.create_streams({"g-commit": 1})["g-commit"][0]
+    rest = [next(stream2).payload for _ in range(6)]
+    c2.shutdown()
+    assert first + rest == [b"%d" % i for i in range(10)]
