@@ -1,0 +1,45 @@
+"""The audit's configuration keys (``conf/audit.properties``).
+
+One properties file can serve the loader and the audit: the audit reads the
+loader's ``destination`` (committed files, lost ranges) and the monitoring
+events the loader loaded from ``audit.topic``. Keys starting with ``spark.``
+pass through to the SparkSession built by ``jobs/audit.py``.
+"""
+from __future__ import annotations
+
+from ingest.config import Bool, ConfigDef, Float, Int, Key, Regex, Str
+
+DEFAULT_AUDIT_TOPIC = "audit-monitoring"
+DEFAULT_WINDOW_MS = 600_000
+
+AUDIT_CONFIG = ConfigDef(
+    "audit",
+    (
+        Key("destination", Str(nonempty=True), doc="the loader's destination URI (local path, file://, webhdfs://, hdfs://)"),
+        Key("audit.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_AUDIT_TOPIC,
+            "topic the producers publish monitoring events to (loaded by the loader like any topic)"),
+        Key("registry.url", Str(), "",
+            "schema registry URL; not needed to read loaded files, accepted so one file serves loader and audit"),
+        Key("threshold", Float(0.0, 1.0), 0.999,
+            "a judged window whose completeness (distinct loaded / acknowledged) is below this is a loss"),
+        Key("grace.ms", Int(0), 1_800_000,
+            "how long after a window ends before it is judged (late data and late monitoring may still arrive)"),
+        Key("window.ms", Int(1000), DEFAULT_WINDOW_MS,
+            "event-time window size; must equal the producers' monitoring window"),
+        Key("window.lookback", Int(0, 100_000), 12,
+            "how many windows before the end of the audited range are re-audited each run"),
+        Key("future.skew.ms", Int(0), 86_400_000,
+            "events stamped later than now + this (or at <= 0) are out of range, counted separately"),
+        Key("topics", Regex(), ".*", "regex of topics to audit (the audit topic itself is never audited)"),
+        Key("topics.blacklist", Regex(), "", "regex of topics not to audit"),
+        Key("report.by.producer", Bool(), False, "also write one row per topic, window and producer server"),
+        Key("sample.size", Int(0, 10_000), 20, "missing message ids listed per problem window"),
+        Key("producer.failures.are.loss", Bool(), True,
+            "judge messages a producer attempted but could not deliver (count_failed, never loaded) as DATA_LOSS"),
+        Key("retention.estimate.slack", Float(0.0, 10.0), 0.1,
+            "a lost range may explain this fraction more messages than the loader's estimate (bytes / average size)"),
+        Key("history.enabled", Bool(), True, "keep each run's rows as a Parquet revision under <destination>/_audit/"),
+    ),
+    prefixes=("spark.",),
+)
+"""Every key the audit accepts; see docs/audit.md."""

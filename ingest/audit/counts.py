@@ -1,0 +1,122 @@
+"""Distinct message counts of loaded data, as Spark aggregations.
+
+A message is identified by ``(header.session, header.seq)``. Per topic and
+event-time window the audit needs how many rows were loaded and how many
+distinct ids they hold, over everything committed so far (every load run,
+every reload): duplicates then equal ``rows - distinct`` and can never make a
+loss look complete, and a reload that replaced files cannot inflate anything.
+
+Events whose ``header.time`` is ``<= 0`` or later than ``now + future.skew.ms``
+are out of range: they get no window (``window_start_ms`` null) and are counted
+in a separate per-topic bucket instead of being dropped.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Sequence
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RANGE_CAP = 5_000_000
+"""Longest seq range per session and window expanded to look for missing ids;
+larger ranges are sampled from their first SAMPLE_RANGE_CAP seqs."""
+
+
+@dataclass(frozen=True)
+class LoadedCount:
+    """Loaded rows and distinct ids of one topic window (window None: out-of-range bucket)."""
+
+    topic: str
+    window_start_ms: int | None
+    server: str | None
+    rows: int
+    distinct: int
+
+
+def with_windows(ids_df, *, window_ms: int, plausible_hi_ms: int):
+    """Add ``window_start_ms``: the event-time window, null for out-of-range timestamps."""
+    from pyspark.sql import functions as F
+
+    in_range = (F.col("time") > 0) & (F.col("time") <= F.lit(plausible_hi_ms))
+    ws = F.floor(F.col("time") / F.lit(window_ms)).cast("long") * F.lit(window_ms)
+    return ids_df.withColumn("window_start_ms", F.when(in_range, ws))
+
+
+def loaded_counts(
+    windowed_df, *, lo_ms: int, hi_ms: int, topics: Sequence[str] | None = None,
+) -> list[LoadedCount]:
+    """Rows and distinct ids per (topic, window, server) for windows starting in [lo_ms, hi_ms).
+
+    Out-of-range rows (null window) are always included. The grouping is two
+    Spark aggregations: per id (how many copies), then per window.
+    """
+    from pyspark.sql import functions as F
+
+    df = windowed_df
+    if topics is not None:
+        df = df.where(F.col("topic").isin(list(topics)))
+    df = df.where(
+        F.col("window_start_ms").isNull()
+        | ((F.col("window_start_ms") >= F.lit(lo_ms)) & (F.col("window_start_ms") < F.lit(hi_ms)))
+    )
+    per_id = df.groupBy("topic", "window_start_ms", "server", "session", "seq").agg(F.count("*").alias("copies"))
+    per_window = per_id.groupBy("topic", "window_start_ms", "server").agg(
+        F.sum("copies").alias("rows"), F.count("*").alias("distinct")
+    )
+    return [
+        LoadedCount(r.topic, None if r.window_start_ms is None else int(r.window_start_ms), r.server,
+                    int(r.rows), int(r["distinct"]))
+        for r in per_window.collect()
+    ]
+
+
+def session_topics(windowed_df, sessions: Sequence[str]) -> set[tuple[str, str]]:
+    """(session, topic) pairs with loaded data, for the given sessions."""
+    from pyspark.sql import functions as F
+
+    if not sessions:
+        return set()
+    rows = windowed_df.where(F.col("session").isin(list(sessions))).select("session", "topic").distinct().collect()
+    return {(r.session, r.topic) for r in rows}
+
+
+def missing_samples(
+    spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]], sample_size: int,
+) -> dict[tuple[str, int], list[str]]:
+    """Up to ``sample_size`` missing ids per (topic, window).
+
+    Args:
+        ranges: ``(topic, window_start_ms, session, seq_min, seq_max)`` from the
+            window's monitoring; every seq in the range that was loaded in no
+            topic at all is missing (seq counts per session across topics).
+    Returns:
+        ``{(topic, window_start_ms): ["session:seq", ...]}`` sorted by session, seq.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if not ranges or sample_size <= 0:
+        return {}
+    ranges_df = spark.createDataFrame(
+        list(ranges), "topic string, window_start_ms long, session string, seq_min long, seq_max long"
+    )
+    expected = ranges_df.select(
+        "topic", "window_start_ms", "session",
+        F.explode(F.sequence("seq_min", F.least("seq_max", F.col("seq_min") + F.lit(SAMPLE_RANGE_CAP - 1))))
+        .alias("seq"),
+    )
+    sessions = [r[2] for r in ranges]
+    loaded = ids_df.where(F.col("session").isin(sorted(set(sessions)))).select("session", "seq").distinct()
+    missing = expected.join(loaded, ["session", "seq"], "left_anti")
+    w = Window.partitionBy("topic", "window_start_ms").orderBy("session", "seq")
+    rows = (
+        missing.withColumn("_n", F.row_number().over(w))
+        .where(F.col("_n") <= sample_size)
+        .orderBy("topic", "window_start_ms", "_n")
+        .collect()
+    )
+    out: dict[tuple[str, int], list[str]] = {}
+    for r in rows:
+        out.setdefault((r.topic, int(r.window_start_ms)), []).append(f"{r.session}:{r.seq}")
+    return out

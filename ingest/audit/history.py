@@ -1,0 +1,97 @@
+"""Audit revisions kept under ``<destination>/_audit/`` as Parquet, one file per audit run.
+
+Layout::
+
+    <destination>/_audit/revisions/<audited_at_ms:015d>-<run_id>.parquet
+
+Each file holds the run's report rows (the JSON lines fields; ``causes`` as a
+map) plus ``audit_run_id``, ``audited_at_ms``, ``range_start_ms`` and
+``range_end_ms``. File names sort by audit time, so the latest revision of a
+window is the row from the last file that has it. Files are written with
+``Storage.write_atomic``: a reader sees a whole revision or none.
+
+Readers (the compaction job, operators comparing reports over time) use
+:func:`read_history` or :func:`latest_rows`.
+"""
+from __future__ import annotations
+
+import io
+import logging
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ingest.storage import open_storage
+
+log = logging.getLogger(__name__)
+
+AUDIT_DIR = "_audit"
+REVISIONS_DIR = f"{AUDIT_DIR}/revisions"
+
+SCHEMA = pa.schema([
+    ("topic", pa.string()), ("row_type", pa.string()), ("producer", pa.string()),
+    ("window_start_ms", pa.int64()), ("window_end_ms", pa.int64()), ("status", pa.string()),
+    ("judged", pa.bool_()), ("produced_attempted", pa.int64()), ("produced_acked", pa.int64()),
+    ("produced_failed", pa.int64()), ("loaded_rows", pa.int64()), ("loaded_distinct", pa.int64()),
+    ("duplicates", pa.int64()), ("missing", pa.int64()), ("completeness", pa.float64()),
+    ("threshold", pa.float64()), ("producers_reported", pa.int64()), ("sessions", pa.list_(pa.string())),
+    ("heartbeat", pa.bool_()), ("missing_report_seqs", pa.list_(pa.string())), ("retention_lost", pa.int64()),
+    ("missing_id_sample", pa.list_(pa.string())), ("causes", pa.map_(pa.string(), pa.int64())),
+    ("audit_run_id", pa.string()), ("audited_at_ms", pa.int64()),
+    ("range_start_ms", pa.int64()), ("range_end_ms", pa.int64()),
+])
+
+
+def revision_name(audited_at_ms: int, run_id: str) -> str:
+    return f"{audited_at_ms:015d}-{run_id}.parquet"
+
+
+def write_revision(
+    destination: str, rows: Sequence[dict], *, run_id: str, audited_at_ms: int, range_start_ms: int, range_end_ms: int,
+) -> str:
+    """Write one audit run's rows; returns the storage path written."""
+    storage = open_storage(destination)
+    extra = {"audit_run_id": run_id, "audited_at_ms": audited_at_ms,
+             "range_start_ms": range_start_ms, "range_end_ms": range_end_ms}
+    records = [{**{k: r.get(k) for k in SCHEMA.names if k in r}, **extra,
+                "causes": list((r.get("causes") or {}).items())} for r in rows]
+    table = pa.Table.from_pylist(records, schema=SCHEMA)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="snappy")
+    path = storage.join(REVISIONS_DIR, revision_name(audited_at_ms, run_id))
+    storage.mkdirs(storage.join(REVISIONS_DIR))
+    storage.write_atomic(path, buf.getvalue())
+    log.info("audit revision %s: %d rows", path, len(records))
+    return path
+
+
+def read_history(destination: str) -> pa.Table:
+    """Every revision's rows, oldest revision first (empty table with SCHEMA when none)."""
+    storage = open_storage(destination)
+    tables = []
+    for info in storage.list(storage.join(REVISIONS_DIR)):
+        if info.name.endswith(".parquet") and not info.name.startswith("."):
+            tables.append(pq.read_table(io.BytesIO(storage.read_bytes(info.path))).cast(SCHEMA))
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
+def latest_rows(destination: str) -> list[dict]:
+    """The latest revision of every (topic, row_type, producer, window) ever audited."""
+    latest: dict[tuple, dict] = {}
+    for row in read_history(destination).to_pylist():
+        row["causes"] = dict(row["causes"] or [])
+        key = (row["topic"], row["row_type"], row["producer"], row["window_start_ms"])
+        latest[key] = row  # rows come oldest revision first
+    return sorted(latest.values(), key=lambda r: (r["topic"], r["row_type"], r["window_start_ms"] or 0, r["producer"] or ""))
+
+
+def hour_complete(destination: str, topic: str, hour_start_ms: int, window_ms: int) -> bool:
+    """True when the latest revisions judge every window of the hour COMPLETE (for compaction).
+
+    A window never audited counts as not complete.
+    """
+    statuses = {r["window_start_ms"]: r["status"] for r in latest_rows(destination)
+                if r["topic"] == topic and r["row_type"] == "window"}
+    starts = range(hour_start_ms, hour_start_ms + 3_600_000, window_ms)
+    return all(statuses.get(s) == "COMPLETE" for s in starts)

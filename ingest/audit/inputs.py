@@ -1,0 +1,221 @@
+"""The audit's inputs: the loader's committed files and lost ranges, read with Spark.
+
+Committed files follow the loader's layout (docs/architecture.md)::
+
+    <destination>/<topic>/dt=YYYY-MM-DD/hour=HH/<topic>.b<broker>.p<partition>.<start>-<end>[.<n>].(avro|parquet)
+
+The list of committed files and the lost ranges come from
+``ingest.loader.state`` (the loader's own account of what is committed; a
+listing of the directories could include files of a crashed publish).
+
+Files are bucketed by the event hour of ``header.time``, so the audit reads
+only the hours overlapping the audited windows, plus every hour outside the
+plausible time range (out-of-range timestamps, counted separately).
+"""
+from __future__ import annotations
+
+import calendar
+import logging
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ingest.audit import avro_source
+
+log = logging.getLogger(__name__)
+
+HOUR_MS = 3_600_000
+IDS_PARQUET_SCHEMA = "header struct<time: long, server: string, session: string, seq: long>"
+MONITORING_PARQUET_SCHEMA = ", ".join(
+    f"{n} {'int' if n == 'revision' else k}" for n, k in avro_source.MONITORING_FIELDS
+)
+"""Parquet read schemas: the loader writes Avro ``int`` as int32 (``revision``), ``long`` as int64."""
+_HOUR_DIR = re.compile(r"dt=(\d{4})-(\d{2})-(\d{2})$")
+FORMATS = ("avro", "parquet")
+
+
+@dataclass(frozen=True)
+class LoadedFile:
+    """One committed data file: its topic, path (URI or local), format and event hour."""
+
+    topic: str
+    path: str             # path inside the storage (what Storage.read_bytes takes)
+    spark_path: str       # what Spark's Hadoop client reads
+    format: str
+    hour_start_ms: int | None  # None when the record carries no dt/hour bucket
+    storage_uri: str = ""
+
+
+@dataclass(frozen=True)
+class LostRange:
+    """Offsets the loader found deleted by retention before it could load them."""
+
+    topic: str
+    broker_id: int
+    partition: int
+    start_offset: int
+    end_offset: int
+    bytes: int
+    estimated_messages: int
+    after_time_ms: int | None
+    before_time_ms: int | None
+    run_id: str
+    detected_at_ms: int
+
+
+@dataclass(frozen=True)
+class LoadState:
+    """What the loader has committed, as the audit sees it."""
+
+    files: tuple[LoadedFile, ...]
+    lost_ranges: tuple[LostRange, ...]
+    commit_seq: int  # the loader commit this snapshot reflects (0 = nothing committed)
+
+
+def hour_of(dt: str | None, hour: int | None) -> int | None:
+    """Epoch ms of a file's ``dt=YYYY-MM-DD/hour=HH`` bucket, or None."""
+    if not dt or hour is None:
+        return None
+    m = _HOUR_DIR.match("dt=" + dt)
+    if not m:
+        return None
+    y, mo, d = (int(x) for x in m.groups())
+    return calendar.timegm((y, mo, d, int(hour), 0, 0)) * 1000
+
+
+def _field(obj, name, default=None):
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def lost_range_from(obj) -> LostRange:
+    """A LostRange from the loader's record (dict or object with the documented fields)."""
+    def opt_int(name):
+        v = _field(obj, name)
+        return None if v is None else int(v)
+
+    return LostRange(
+        topic=str(_field(obj, "topic")), broker_id=int(_field(obj, "broker_id", 0) or 0),
+        partition=int(_field(obj, "partition", 0) or 0), start_offset=int(_field(obj, "start_offset", 0) or 0),
+        end_offset=int(_field(obj, "end_offset", 0) or 0), bytes=int(_field(obj, "bytes", 0) or 0),
+        estimated_messages=int(_field(obj, "estimated_messages", 0) or 0),
+        after_time_ms=opt_int("after_time_ms"), before_time_ms=opt_int("before_time_ms"),
+        run_id=str(_field(obj, "run_id", "") or ""), detected_at_ms=int(_field(obj, "detected_at_ms", 0) or 0),
+    )
+
+
+def load_state(destination: str) -> LoadState:
+    """Committed data files and lost ranges of ``destination``, via ``ingest.loader.state``.
+
+    Like every reader of the loader's state, this first rolls forward a commit a
+    crashed load left half-published (see ingest.loader.commit).
+    """
+    from ingest.loader.state import open_state
+
+    state = open_state(destination)
+    uri = state.storage.uri
+    files = []
+    for rec in state.files(kind="data"):
+        fmt = rec.format if rec.format in FORMATS else (rec.path.rsplit(".", 1)[-1])
+        files.append(LoadedFile(
+            topic=rec.topic, path=state.full_path(rec), spark_path=state.spark_path(rec), format=fmt,
+            hour_start_ms=hour_of(rec.dt, rec.hour), storage_uri=uri,
+        ))
+    lost = [lost_range_from(r) for r in state.lost_ranges()]
+    log.info("loader state of %s at commit %d: %d data files, %d lost ranges", destination, state.seq, len(files), len(lost))
+    return LoadState(tuple(files), tuple(lost), state.seq)
+
+
+def select_files(
+    files: Iterable[LoadedFile], *, topics: Sequence[str] | None, lo_ms: int | None, hi_ms: int | None,
+    plausible_lo_ms: int, plausible_hi_ms: int,
+) -> list[LoadedFile]:
+    """Files of ``topics`` whose event hour overlaps [lo_ms, hi_ms) or may hold out-of-range times.
+
+    An hour may hold out-of-range times when it starts before ``plausible_lo_ms``
+    or ends after ``plausible_hi_ms``.
+
+    ``lo_ms``/``hi_ms`` None means unbounded. Files without an hour are always read.
+    """
+    out = []
+    wanted = None if topics is None else set(topics)
+    for f in files:
+        if wanted is not None and f.topic not in wanted:
+            continue
+        h = f.hour_start_ms
+        if h is None:
+            out.append(f)
+            continue
+        implausible = h < plausible_lo_ms or h + HOUR_MS > plausible_hi_ms
+        in_range = (lo_ms is None or h + HOUR_MS > lo_ms) and (hi_ms is None or h < hi_ms)
+        if implausible or in_range:
+            out.append(f)
+    return out
+
+
+def read_ids(spark, files: Sequence[LoadedFile]):
+    """DataFrame ``topic, session, seq, time, server`` of every record in ``files``."""
+    from pyspark.sql import functions as F
+
+    frames = []
+    parquet_by_topic: dict[str, list[str]] = {}
+    avro: list[tuple[str, str, str]] = []
+    for f in files:
+        if f.format == "parquet":
+            parquet_by_topic.setdefault(f.topic, []).append(f.spark_path)
+        else:
+            avro.append((f.topic, f.storage_uri, f.path))
+    for topic, paths in sorted(parquet_by_topic.items()):
+        # An explicit schema spares Spark a schema-inference job per read and prunes columns.
+        df = spark.read.schema(IDS_PARQUET_SCHEMA).parquet(*paths).select(
+            F.lit(topic).alias("topic"),
+            F.col("header.session").cast("string").alias("session"),
+            F.col("header.seq").cast("long").alias("seq"),
+            F.col("header.time").cast("long").alias("time"),
+            F.col("header.server").cast("string").alias("server"),
+        )
+        frames.append(df)
+    if avro:
+        frames.append(_read_avro(spark, avro, "ids"))
+    if not frames:
+        return spark.createDataFrame([], avro_source.ddl(avro_source.IDS_FIELDS))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def read_monitoring(spark, files: Sequence[LoadedFile]):
+    """DataFrame of monitoring events (fields of docs/events.md) from the audit topic's files."""
+    from pyspark.sql import functions as F
+
+    fields = avro_source.MONITORING_FIELDS
+    frames = []
+    parquet = [f.spark_path for f in files if f.format == "parquet"]
+    avro = [(f.topic, f.storage_uri, f.path) for f in files if f.format != "parquet"]
+    if parquet:
+        frames.append(spark.read.schema(MONITORING_PARQUET_SCHEMA).parquet(*parquet)
+                      .select(*[F.col(n).cast(k).alias(n) for n, k in fields]))
+    if avro:
+        frames.append(_read_avro(spark, avro, "monitoring"))
+    if not frames:
+        return spark.createDataFrame([], avro_source.ddl(fields))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def _read_avro(spark, files: list[tuple[str, str, str]], projection: str):
+    import json
+
+    avro_source.register(spark)
+    per = max(1, min(64, len(files) // (spark.sparkContext.defaultParallelism * 2) or 1))
+    return (
+        spark.read.format(avro_source.SOURCE_NAME)
+        .option("files", json.dumps(files))
+        .option("projection", projection)
+        .option("files.per.partition", str(per))
+        .load()
+    )

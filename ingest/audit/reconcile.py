@@ -1,0 +1,296 @@
+"""Reconciliation: monitoring vs distinct loaded ids -> one report row per topic window.
+
+Pure functions over the collected aggregates (no Spark here), so every status
+rule is tested with exact numbers. Definitions (docs/audit.md explains them for
+readers of the report):
+
+* ``missing = max(0, acked - distinct)``; ``duplicates = rows - distinct``;
+  ``completeness = distinct / acked`` (1.0 for an empty window with nothing
+  loaded; null when nothing was acknowledged but something was loaded).
+* A window is judged once ``now >= window_end + grace.ms``; before that it is
+  PENDING (counts shown, no verdict).
+* Status of a judged window, first match wins:
+  NO_MONITORING (data loaded, no producer reported the window; MONITORING_GAP
+  instead when a lost monitoring event may have been that report);
+  RETENTION_LOSS (completeness below threshold and lost ranges recorded by the
+  loader explain every missing message); DATA_LOSS (below threshold otherwise,
+  or producer failures never delivered when ``producer.failures.are.loss``);
+  MONITORING_GAP (a lost monitoring event may have described the window);
+  OVER_DELIVERY (more distinct ids than acknowledged); DUPLICATES (an id loaded
+  more than once); COMPLETE.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ingest.audit.counts import LoadedCount
+from ingest.audit.inputs import LostRange
+from ingest.audit.monitoring import ReportGap, WindowMonitoring, gap_touches
+
+COMPLETE = "COMPLETE"
+PENDING = "PENDING"
+DATA_LOSS = "DATA_LOSS"
+RETENTION_LOSS = "RETENTION_LOSS"
+OVER_DELIVERY = "OVER_DELIVERY"
+DUPLICATES = "DUPLICATES"
+NO_MONITORING = "NO_MONITORING"
+MONITORING_GAP = "MONITORING_GAP"
+STATUSES = (COMPLETE, PENDING, DATA_LOSS, RETENTION_LOSS, OVER_DELIVERY, DUPLICATES, NO_MONITORING, MONITORING_GAP)
+LOSS_STATUSES = frozenset({DATA_LOSS, RETENTION_LOSS})
+OK_STATUSES = frozenset({COMPLETE, PENDING})
+
+EXIT_OK = 0
+EXIT_DATA_LOSS = 3
+EXIT_PROBLEMS = 4
+
+ROW_WINDOW = "window"
+ROW_PRODUCER = "producer"
+ROW_OUT_OF_RANGE = "out_of_range"
+
+ROW_FIELDS = (
+    "topic", "row_type", "producer", "window_start_ms", "window_end_ms", "status", "judged",
+    "produced_attempted", "produced_acked", "produced_failed", "loaded_rows", "loaded_distinct",
+    "duplicates", "missing", "completeness", "threshold", "producers_reported", "sessions", "heartbeat",
+    "missing_report_seqs", "retention_lost", "missing_id_sample", "causes",
+)
+
+
+@dataclass(frozen=True)
+class AuditParams:
+    """Everything the rules depend on besides the data."""
+
+    window_ms: int
+    grace_ms: int
+    threshold: float
+    now_ms: int
+    lo_ms: int
+    hi_ms: int
+    plausible_hi_ms: int
+    producer_failures_are_loss: bool = True
+    retention_slack: float = 0.1
+
+
+@dataclass
+class _Acc:
+    topic: str
+    window_start_ms: int | None
+    producer: str | None
+    row_type: str
+    mon: WindowMonitoring | None = None
+    rows: int = 0
+    distinct: int = 0
+    gap_labels: list[str] = field(default_factory=list)
+    retention: int = 0
+
+
+def is_out_of_range(window_start_ms: int, params: AuditParams) -> bool:
+    return window_start_ms <= 0 or window_start_ms > params.plausible_hi_ms
+
+
+def build_rows(
+    params: AuditParams,
+    monitoring: dict[tuple, WindowMonitoring],
+    loaded: Iterable[LoadedCount],
+    *,
+    lost_ranges: Sequence[LostRange] = (),
+    gaps: Sequence[ReportGap] = (),
+    session_topics: set[tuple[str, str]] = frozenset(),
+    by_producer_monitoring: dict[tuple, WindowMonitoring] | None = None,
+) -> list[dict]:
+    """Report rows for every topic window in [lo_ms, hi_ms) with monitoring or data.
+
+    Args:
+        monitoring: per ``(topic, window_start)`` (from monitoring.aggregate).
+        loaded: per (topic, window, server) counts; window None = out of range.
+        by_producer_monitoring: per ``(topic, window_start, server)``; when given,
+            producer rows are added after each topic's rows.
+    """
+    loaded = list(loaded)
+    accs = _accumulate(params, monitoring, loaded, None)
+    _allocate_retention(accs, lost_ranges, params)
+    rows = [_finish(a, params, gaps, session_topics) for a in accs.values()]
+    if by_producer_monitoring is not None:
+        paccs = _accumulate(params, by_producer_monitoring, loaded, "server")
+        rows += [_finish(a, params, gaps, session_topics) for a in paccs.values()]
+    order = {ROW_WINDOW: 0, ROW_OUT_OF_RANGE: 1, ROW_PRODUCER: 2}
+    rows.sort(key=lambda r: (r["topic"], order[r["row_type"]], r["window_start_ms"] or 0, r["producer"] or ""))
+    return rows
+
+
+def _accumulate(params, monitoring, loaded, by) -> dict[tuple, _Acc]:
+    accs: dict[tuple, _Acc] = {}
+    producer_rows = by == "server"
+
+    def acc_for(topic, ws, server) -> _Acc | None:
+        if ws is None or is_out_of_range(ws, params):
+            key, row_type, ws = (topic, None, server), ROW_OUT_OF_RANGE, None
+        elif params.lo_ms <= ws < params.hi_ms:
+            key, row_type = (topic, ws, server), ROW_PRODUCER if producer_rows else ROW_WINDOW
+        else:
+            return None
+        if key not in accs:
+            accs[key] = _Acc(topic, ws, server, row_type)
+        return accs[key]
+
+    for key, wm in monitoring.items():
+        a = acc_for(wm.topic, wm.window_start_ms, wm.server if producer_rows else None)
+        if a is None:
+            continue
+        if a.mon is None:
+            a.mon = WindowMonitoring(wm.topic, wm.window_start_ms, wm.window_end_ms, wm.server)
+        for attr in ("attempted", "acked", "failed", "bytes_acked"):
+            setattr(a.mon, attr, getattr(a.mon, attr) + getattr(wm, attr))
+        a.mon.sessions |= wm.sessions
+        a.mon.heartbeat = a.mon.heartbeat or wm.heartbeat
+        a.mon.all_final = a.mon.all_final and wm.all_final
+        a.mon.seq_ranges.extend(wm.seq_ranges)
+    for c in loaded:
+        a = acc_for(c.topic, c.window_start_ms, c.server if producer_rows else None)
+        if a is None:
+            continue
+        a.rows += c.rows
+        a.distinct += c.distinct
+    return accs
+
+
+def _missing(a: _Acc) -> int:
+    return max(0, (a.mon.acked if a.mon else 0) - a.distinct) if a.mon else 0
+
+
+def _allocate_retention(accs: dict[tuple, _Acc], lost_ranges: Sequence[LostRange], params: AuditParams) -> None:
+    """Let each lost range explain missing messages of the windows its time span overlaps.
+
+    A range holds about ``estimated_messages`` (bytes / average size: an
+    estimate, allowed ``retention_slack`` more); it explains missing messages of
+    its topic's windows overlapping [after_time_ms, before_time_ms] (open ends
+    when null), earliest window first.
+    """
+    by_topic: dict[str, list[_Acc]] = {}
+    for a in accs.values():
+        if a.row_type == ROW_WINDOW:
+            by_topic.setdefault(a.topic, []).append(a)
+    for lst in by_topic.values():
+        lst.sort(key=lambda a: a.window_start_ms)
+    for lr in sorted(lost_ranges, key=lambda r: (r.topic, r.after_time_ms or -1, r.start_offset)):
+        capacity = math.ceil(lr.estimated_messages * (1.0 + params.retention_slack))
+        for a in by_topic.get(lr.topic, []):
+            if capacity <= 0:
+                break
+            start, end = a.window_start_ms, a.window_start_ms + params.window_ms
+            if lr.after_time_ms is not None and end <= lr.after_time_ms:
+                continue
+            if lr.before_time_ms is not None and start > lr.before_time_ms:
+                continue
+            take = min(capacity, _missing(a) - a.retention)
+            if take > 0:
+                a.retention += take
+                capacity -= take
+
+
+def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_topics) -> dict:
+    mon = a.mon
+    attempted = mon.attempted if mon else 0
+    acked = mon.acked if mon else 0
+    failed = mon.failed if mon else 0
+    duplicates = a.rows - a.distinct
+    missing = _missing(a)
+    if mon is None:
+        completeness = None
+    elif acked > 0:
+        completeness = round(a.distinct / acked, 6)
+    else:
+        completeness = 1.0 if a.distinct == 0 else None
+    if a.row_type == ROW_OUT_OF_RANGE:
+        ws, we = None, None
+        judged = True  # out-of-range windows never "close"; judge what is there
+    else:
+        ws, we = a.window_start_ms, a.window_start_ms + params.window_ms
+        judged = params.now_ms >= we + params.grace_ms
+    gap_labels: list[str] = []
+    if ws is not None:
+        for g in gaps:
+            if a.producer is not None and g.server != a.producer:
+                continue
+            if (g.session, a.topic) in session_topics and gap_touches(g, ws, we):
+                gap_labels.extend(g.labels())
+    producer_lost = min(failed, max(0, attempted - a.distinct - missing)) if mon else 0
+    extra = max(0, a.distinct - acked) if mon else 0
+    causes: dict[str, int] = {}
+    if a.retention:
+        causes["retention"] = a.retention
+    if missing - a.retention > 0:
+        causes["unexplained_loss"] = missing - a.retention
+    if producer_lost:
+        causes["producer_failed"] = producer_lost
+    if extra:
+        delivered_failed = min(extra, failed)
+        if delivered_failed:
+            causes["failed_but_delivered"] = delivered_failed
+        if extra - delivered_failed:
+            causes["unexplained_extra"] = extra - delivered_failed
+    if duplicates:
+        causes["duplicates"] = duplicates
+
+    below = missing > 0 and completeness is not None and completeness < params.threshold
+    producer_loss = params.producer_failures_are_loss and producer_lost > 0
+    if not judged:
+        status = PENDING
+    elif mon is None:
+        status = MONITORING_GAP if gap_labels else NO_MONITORING
+    elif below and a.retention >= missing and not producer_loss:
+        status = RETENTION_LOSS
+    elif below or producer_loss:
+        status = DATA_LOSS
+    elif gap_labels:
+        status = MONITORING_GAP
+    elif completeness is None or extra > 0:
+        status = OVER_DELIVERY
+    elif duplicates:
+        status = DUPLICATES
+    else:
+        status = COMPLETE
+    return {
+        "topic": a.topic, "row_type": a.row_type, "producer": a.producer,
+        "window_start_ms": ws, "window_end_ms": we, "status": status, "judged": judged,
+        "produced_attempted": attempted, "produced_acked": acked, "produced_failed": failed,
+        "loaded_rows": a.rows, "loaded_distinct": a.distinct, "duplicates": duplicates, "missing": missing,
+        "completeness": completeness, "threshold": params.threshold,
+        "producers_reported": len(mon.sessions) if mon else 0,
+        "sessions": sorted(mon.sessions) if mon else [],
+        "heartbeat": bool(mon and mon.heartbeat),
+        "missing_report_seqs": sorted(set(gap_labels)), "retention_lost": a.retention,
+        "missing_id_sample": [], "causes": causes,
+        "_seq_ranges": list(mon.seq_ranges) if mon else [],
+    }
+
+
+def sample_requests(rows: Sequence[dict]) -> list[tuple[str, int, str, int, int]]:
+    """(topic, window_start, session, seq_min, seq_max) of topic windows with missing messages."""
+    out = []
+    for r in rows:
+        if r["row_type"] == ROW_WINDOW and r["missing"] > 0:
+            out.extend((r["topic"], r["window_start_ms"], s, lo, hi) for s, lo, hi in r["_seq_ranges"])
+    return out
+
+
+def attach_samples(rows: list[dict], samples: dict[tuple[str, int], list[str]]) -> None:
+    for r in rows:
+        if r["row_type"] == ROW_WINDOW:
+            r["missing_id_sample"] = samples.get((r["topic"], r["window_start_ms"]), [])
+
+
+def strip_private(rows: Iterable[dict]) -> list[dict]:
+    """Rows with only the public fields, in ROW_FIELDS order."""
+    return [{k: r[k] for k in ROW_FIELDS} for r in rows]
+
+
+def exit_code(rows: Iterable[dict]) -> int:
+    """0 when every judged row is COMPLETE (or PENDING); 3 on any loss; 4 on other problems."""
+    statuses = {r["status"] for r in rows}
+    if statuses & LOSS_STATUSES:
+        return EXIT_DATA_LOSS
+    if statuses - OK_STATUSES:
+        return EXIT_PROBLEMS
+    return EXIT_OK
