@@ -12,7 +12,7 @@ from ingest.broker.log_manager import LogManager
 from ingest.broker.message_set import encode_message_set, iter_messages, validate_message_set
 from ingest.broker.server import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
-from tests.harness.brokers import RawClient
+from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
 
 CASES = 3000
 SEED = int(os.environ.get("INGEST_FUZZ_SEED", "20261122"))
@@ -105,3 +105,28 @@ def test_fuzzed_frames_leave_the_broker_serving_and_the_logs_valid(tmp_path, cap
                 pos += len(chunk)
     finally:
         lm.shutdown()
+
+
+def test_fuzzed_frames_against_a_real_broker_process(broker_factory):
+    (b,) = broker_factory(n=1, num_partitions=2, max_socket_request_bytes=1 << 20)
+    rng = random.Random(SEED + 1)
+    frames = valid_frames()
+    with RawClient(b.host, b.port) as bystander:
+        for i in range(1000):
+            s = socket.create_connection((b.host, b.port), timeout=10)
+            try:
+                s.sendall(mutate(rng, frames))
+                s.shutdown(socket.SHUT_WR)
+                while s.recv(65536):
+                    pass
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+            finally:
+                s.close()
+        resp = p.ProduceAckResponse.decode(bystander.request(p.ProduceAckRequest("by", 0, encode_message_set([b"x"]))))
+        assert resp.error == 0
+    assert b.ping()
+    assert b.stop() == 0
+    out = b.output()
+    assert "Traceback" not in out and " ERROR " not in out
+    assert "WARNING" in out      # the bad frames were noticed and logged
