@@ -222,7 +222,7 @@ class EventProducer:
             event.attempts += 1
             try:
                 self._monitoring_producer().send(self.audit_topic, [event.payload])
-            except IngestError as exc:
+            except Exception as exc:  # IngestError, or anything from building the producer: retry later
                 self._backoff = min(MAX_BACKOFF_S, max(self._backoff * 2,
                                                        self.config["monitoring.retry.backoff.ms"] / 1000.0))
                 self._retry_at = self.clock.monotonic() + self._backoff

@@ -84,7 +84,8 @@ def _strip(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) == {"type"} and isinstance(value["type"], str):
             return value["type"]  # {"type": "string"} is "string"
-        return {k: _strip(v) for k, v in value.items() if k not in _IGNORED_ATTRIBUTES}
+        # default values are data, not schema: kept verbatim
+        return {k: (v if k == "default" else _strip(v)) for k, v in value.items() if k not in _IGNORED_ATTRIBUTES}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import collections
 
-import pytest
-
-from ingest.broker.message_set import encode_message_set  # noqa: F401  (documents the raw path)
 from ingest.client.producer import Producer
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import FakeClock
@@ -129,7 +126,6 @@ def test_windows_restarts_and_heartbeats_reconcile(broker_factory, registry):
     assert m["header"]["time"] == m["emitted_at_ms"]
 
 
-@pytest.mark.slow
 def test_broker_loss_retries_monitoring_and_reconciles(broker_factory, registry):
     (broker,) = broker_factory(n=1, num_partitions=2)
     clock = aligned_clock()

@@ -24,6 +24,20 @@ def test_frame_layout_and_errors():
         unframe(b"\x00\x00", topic="t", offset=0)
 
 
+def test_canonical_form_ignores_docs_and_layout_but_keeps_defaults():
+    from ingest.events.schemas import canonical
+
+    a = {"type": "record", "name": "A", "doc": "x", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "string"}, "default": {"doc": "kept", "type": "string"}}]}
+    b = {"fields": [{"default": {"doc": "kept", "type": "string"}, "type": {"values": {"type": "string"},
+                                                                           "type": "map"}, "name": "m"}],
+         "name": "A", "type": "record"}
+    assert canonical(a) == canonical(b)
+    assert '"default":{"doc":"kept","type":"string"}' in canonical(a)
+    c = {**b, "fields": [{**b["fields"][0], "default": {}}]}
+    assert canonical(c) != canonical(b)
+
+
 def test_header_factory_numbers_a_session_from_zero(fake_clock):
     ident = ProducerIdentity.new("svc", "host1")
     hf = HeaderFactory(ident, fake_clock)
