@@ -1,0 +1,99 @@
+"""`ingest demo` end to end (short), and that it leaves no process behind."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _children_of(pid: int) -> set[int]:
+    """Every live descendant pid of ``pid`` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                parents[int(entry)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, frontier = set(), {pid}
+    while frontier:
+        frontier = {c for c, p in parents.items() if p in frontier} - out
+        out |= frontier
+    return out
+
+
+def _sessions_alive(sids: set[int]) -> set[int]:
+    alive = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getsid(int(entry)) in sids:
+                    alive.add(int(entry))
+            except OSError:
+                continue
+    return alive
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ROOT / "jobs" / "audit.py").exists(), reason="jobs/audit.py not there yet")
+def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
+    work = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--duration", "8", "--rate", "60",
+                             "--workdir", str(work)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    sessions: set[int] = set()
+    deadline = time.monotonic() + 290
+    while proc.poll() is None and time.monotonic() < deadline:
+        sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
+        time.sleep(0.5)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("demo did not finish in 290 s")
+    out = proc.stdout.read()
+    assert proc.returncode == 0, out[-5000:]
+    assert "demo finished" in out and str(work / "warehouse") in out
+    for topic in ("page-views", "clicks", "service-metrics"):
+        assert topic in out
+    assert (work / "reports" / "audit.json").exists()
+    assert list((work / "warehouse" / "page-views").rglob("*.parquet"))
+    sessions.discard(os.getsid(0))
+    assert not _sessions_alive(sessions), "demo left processes running"
+
+
+def _safe_sid(pid: int) -> bool:
+    try:
+        os.getsid(pid)
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_demo_ctrl_c_stops_what_it_started(tmp_path):
+    work = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--duration", "120", "--workdir", str(work)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    sessions: set[int] = set()
+    deadline = time.monotonic() + 90
+    # wait until the producers run (brokers, registry and maybe ZooKeeper are up)
+    while time.monotonic() < deadline and not (work / "logs" / "produce-page-views.log").exists():
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
+    assert len(sessions) >= 5  # brokers, registry, producers (and ZooKeeper)
+    os.kill(proc.pid, signal.SIGINT)  # Ctrl-C
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 130, out[-3000:]
+    assert "interrupted" in out
+    sessions.discard(os.getsid(0))
+    assert not _sessions_alive(sessions), "Ctrl-C left processes running"
