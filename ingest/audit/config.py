@@ -1,8 +1,8 @@
 """The audit's configuration keys (``conf/audit.properties``).
 
-One properties file can serve the loader and the audit: the audit reads the
-loader's ``destination`` (committed files, lost ranges) and the monitoring
-events the loader loaded from ``audit.topic``. Keys starting with ``spark.``
+The audit reads the loader's ``destination`` (committed files, lost ranges)
+and the monitoring events the loader loaded from ``audit.topic``; its own file
+(``conf/audit.properties``) repeats the loader's ``destination``. Keys starting with ``spark.``
 pass through to the SparkSession built by ``jobs/audit.py``.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ AUDIT_CONFIG = ConfigDef(
         Key("audit.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_AUDIT_TOPIC,
             "topic the producers publish monitoring events to (loaded by the loader like any topic)"),
         Key("registry.url", Str(), "",
-            "schema registry URL; not needed to read loaded files, accepted so one file serves loader and audit"),
+            "schema registry URL (informational: the audit reads decoded files and needs no schema lookups)"),
         Key("threshold", Float(0.0, 1.0), 0.999,
             "a judged window whose completeness (distinct loaded / acknowledged) is below this is a loss"),
         Key("grace.ms", Int(0), 1_800_000,

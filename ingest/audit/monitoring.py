@@ -24,7 +24,7 @@ from ingest.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-FIRST_REPORT_SEQ = 0
+FIRST_REPORT_SEQ = 1
 """report_seq of a session's first monitoring event (docs/events.md); a session
 whose lowest seen report_seq is higher has lost its first events."""
 

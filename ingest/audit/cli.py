@@ -1,0 +1,50 @@
+"""``ingest audit show``: the latest audit verdict of every window, from the revisions under ``_audit/``.
+
+Examples::
+
+    ingest audit show --destination /data/events                 # every window's latest revision
+    ingest audit show --destination /data/events --problems      # only windows not COMPLETE/PENDING
+    ingest audit show --report out/audit.jsonl                   # a JSON-lines report file
+
+The audit itself runs under Spark: ``spark-submit jobs/audit.py`` (docs/audit.md).
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ingest.audit.reconcile import OK_STATUSES
+
+
+def register(subparsers: Any) -> None:
+    audit = subparsers.add_parser("audit", help="read audit reports (the audit runs via spark-submit jobs/audit.py)")
+    sub = audit.add_subparsers(dest="audit_command", metavar="SUBCOMMAND")
+    show = sub.add_parser(
+        "show", help="latest verdict per topic window", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = show.add_mutually_exclusive_group(required=True)
+    src.add_argument("--destination", help="the loader's destination URI (reads <destination>/_audit/)")
+    src.add_argument("--report", help="a JSON-lines report written by jobs/audit.py --report")
+    show.add_argument("--topic", help="only this topic")
+    show.add_argument("--problems", action="store_true", help="only windows that are not COMPLETE or PENDING")
+    show.set_defaults(func=_show)
+    audit.set_defaults(func=lambda args: (audit.print_help(), 2)[1])
+
+
+def _show(args) -> int:
+    from ingest.audit.report_json import read_json_lines, status_table
+
+    if args.destination:
+        from ingest.audit.history import latest_rows
+
+        rows = latest_rows(args.destination)
+    else:
+        rows = read_json_lines(args.report)
+    rows = [r for r in rows if r["row_type"] != "producer"]
+    if args.topic:
+        rows = [r for r in rows if r["topic"] == args.topic]
+    if args.problems:
+        rows = [r for r in rows if r["status"] not in OK_STATUSES]
+    print(status_table(rows))
+    return 0 if all(r["status"] in OK_STATUSES for r in rows) else 1

@@ -1,0 +1,85 @@
+"""spark-submit entry point of the audit (a thin main over ingest.audit.job).
+
+    spark-submit jobs/audit.py --config conf/audit.properties [--from TIME --to TIME]
+                 --report PATH [--html PATH] [--by-producer] [--set key=value ...]
+
+TIME is epoch milliseconds or ISO 8601 (UTC when no zone is given). Writes the
+JSON-lines report to PATH, the HTML report next to it (PATH with ``.html``)
+unless ``--html`` says otherwise, a revision under ``<destination>/_audit/``,
+and a short summary to stdout.
+
+Exit codes: 0 every judged window COMPLETE (or PENDING); 3 data loss found
+(DATA_LOSS or RETENTION_LOSS); 4 other problems without loss (MONITORING_GAP,
+NO_MONITORING, OVER_DELIVERY, DUPLICATES); 2 the audit could not run.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="jobs/audit.py", description="Reconcile loaded data with producers' monitoring events.")
+    p.add_argument("--config", required=True, help="audit .properties file (see docs/audit.md)")
+    p.add_argument("--from", dest="from_time", metavar="TIME", help="first window to audit (epoch ms or ISO 8601)")
+    p.add_argument("--to", dest="to_time", metavar="TIME", help="end of the audited range (exclusive)")
+    p.add_argument("--report", required=True, metavar="PATH", help="JSON-lines report to write")
+    p.add_argument("--html", metavar="PATH", help="HTML report to write (default: the report path with .html)")
+    p.add_argument("--by-producer", action="store_true", help="also report per producer server")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("py4j", "hdfs", "kazoo"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ingest.audit.config import AUDIT_CONFIG
+    from ingest.audit.job import parse_time, run_audit
+    from ingest.audit.report_html import write_html
+    from ingest.audit.report_json import summary, write_json_lines
+    from ingest.config import parse_overrides
+    from ingest.errors import IngestError
+
+    try:
+        config = AUDIT_CONFIG.load(args.config, parse_overrides(args.set))
+        from_ms = parse_time(args.from_time) if args.from_time else None
+        to_ms = parse_time(args.to_time) if args.to_time else None
+    except IngestError as exc:
+        print(f"audit: error: {exc}", file=sys.stderr)
+        return 2
+    spark = build_spark(config)
+    try:
+        run = run_audit(spark, config, from_ms=from_ms, to_ms=to_ms, by_producer=args.by_producer or None)
+        write_json_lines(run, args.report)
+        html_path = args.html or (os.path.splitext(args.report)[0] + ".html")
+        write_html(run, html_path)
+        print(summary(run))
+        print(f"report: {args.report}\nhtml: {html_path}")
+        return run.exit_code
+    except IngestError as exc:
+        print(f"audit: FAILED: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+
+
+def build_spark(config):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(config.get("spark.app.name") or "ingest-audit")
+    # Under spark-submit the master comes from --master; the config's is for plain `python jobs/audit.py`.
+    if "spark.master" in config or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(config.get("spark.master") or "local[*]")
+    for key, value in config.items():
+        if key.startswith("spark.") and key not in ("spark.master", "spark.app.name") and value is not None:
+            builder = builder.config(key, value)
+    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
+    return builder.getOrCreate()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
