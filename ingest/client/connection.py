@@ -54,10 +54,15 @@ class BrokerConnection:
         host, port: where the broker listens.
         timeout_s: connect and per-request socket timeout.
         broker_id: used in messages only.
+        nodelay: set TCP_NODELAY. Right for request/response (one write per request, then
+            wait); fire-and-forget producers turn it off so Nagle's algorithm coalesces
+            back-to-back small requests into full segments.
     """
 
-    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0, broker_id: int | None = None) -> None:
+    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0, broker_id: int | None = None,
+                 nodelay: bool = True) -> None:
         self.host = host
+        self.nodelay = nodelay
         self.port = port
         self.timeout_s = timeout_s
         self.broker_id = broker_id
@@ -74,7 +79,8 @@ class BrokerConnection:
                 sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
             except OSError as exc:
                 raise BrokerUnavailableError(f"cannot connect to {self!r}: {exc}") from exc
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.nodelay:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
             self._sock = sock

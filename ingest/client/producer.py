@@ -126,6 +126,10 @@ class Producer:
         self._conns: dict[int, BrokerConnection] = {}
         self._down: dict[int, tuple[float, float]] = {}       # broker -> (until, backoff_s)
         self._meta: dict[int, tuple[float, dict[str, int]]] = {}  # broker -> (fetched_at, topic->#parts)
+        self._parts: dict[str, tuple[float, list[tuple[int, int]]]] = {}  # topic -> (valid_until, list)
+        self._retries = config["message.send.max.retries"]
+        self._backoff_s = config["retry.backoff.ms"] / 1000.0
+        self._refresh_s = config["topic.metadata.refresh.interval.ms"] / 1000.0
         self._random = random.Random()
         self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
         self.discovery.add_listener(self._on_cluster_change)
@@ -206,6 +210,7 @@ class Producer:
     def _on_cluster_change(self) -> None:
         with self._lock:
             self._meta.clear()
+            self._parts.clear()
 
     def _conn(self, addr: BrokerAddress) -> BrokerConnection:
         with self._lock:
@@ -213,7 +218,8 @@ class Producer:
             if conn is None or (conn.host, conn.port) != (addr.host, addr.port):
                 if conn is not None:
                     conn.close()
-                conn = BrokerConnection(addr.host, addr.port, timeout_s=self.timeout_s, broker_id=addr.broker_id)
+                conn = BrokerConnection(addr.host, addr.port, timeout_s=self.timeout_s, broker_id=addr.broker_id,
+                                        nodelay=bool(self.acks))
                 self._conns[addr.broker_id] = conn
             return conn
 
@@ -229,12 +235,14 @@ class Producer:
             backoff = min(max_s, max(prev * 2, self.config["retry.backoff.ms"] / 1000.0, 0.05))
             self._down[broker_id] = (now + backoff, backoff)
             self._meta.pop(broker_id, None)
+            self._parts.clear()
         log.warning("broker %d unavailable (%s); avoiding its partitions for %.2f s", broker_id, exc, backoff)
 
     def _mark_up(self, broker_id: int) -> None:
         if broker_id in self._down:
             with self._lock:
                 if self._down.pop(broker_id, None) is not None:
+                    self._parts.clear()
                     log.info("broker %d is back", broker_id)
 
     def _broker_topics(self, addr: BrokerAddress, now: float) -> dict[str, int] | None:
@@ -258,8 +266,22 @@ class Producer:
         return topics
 
     def partitions(self, topic: str) -> list[tuple[int, int]]:
-        """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (not marked down)."""
+        """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (not marked down).
+
+        Cached per topic until the metadata refresh interval passes, a down broker's back-off
+        ends, or the cluster view changes (discovery event, broker marked down or up).
+        """
         now = self.clock.monotonic()
+        cached = self._parts.get(topic)
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        out = self._compute_partitions(topic, now)
+        with self._lock:
+            downs = [until for until, _ in self._down.values() if until > now]
+        self._parts[topic] = (min([now + self._refresh_s] + downs), out)
+        return out
+
+    def _compute_partitions(self, topic: str, now: float) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         for bid, addr in sorted(self.discovery.brokers().items()):
             if self._is_down(bid, now):
@@ -291,8 +313,7 @@ class Producer:
             message_set = encode_message_set(payloads, self.codec)
         except IngestError as exc:
             return SendResult(topic, -1, -1, len(payloads), None, exc)
-        retries = self.config["message.send.max.retries"]
-        backoff = self.config["retry.backoff.ms"] / 1000.0
+        retries, backoff = self._retries, self._backoff_s
         error: BaseException | None = None
         bid, partition = -1, -1
         for attempt in range(retries + 1):
@@ -315,6 +336,7 @@ class Producer:
                 with self._lock:
                     if self._meta.get(bid, (0, {}))[1].get(topic) is None:
                         self._meta.pop(bid, None)  # topic just created there: learn its partitions
+                        self._parts.pop(topic, None)
                 return SendResult(topic, bid, partition, len(payloads), first, None)
             except BrokerUnavailableError as exc:
                 error = exc
