@@ -234,3 +234,13 @@ def test_fetch_is_sent_with_sendfile_from_the_segment_file(broker, monkeypatch):
         assert payloads_of(fetch(c, "zc", 0, second.offset).message_set) == [b"b" * 50]
     assert calls and calls[0][0].endswith("zc-0/00000000000000000000.kafka")
     assert calls[0][1:] == (second.offset, second.offset - first.offset)
+
+
+def test_sample_server_properties_is_ready_to_run(tmp_path):
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "conf" / "server.properties"
+    cfg = SERVER_CONFIG.load(sample, {"port": 0, "log.dir": str(tmp_path / "logs")})
+    assert cfg["brokerid"] == 0 and cfg["hostname"] == "127.0.0.1" and not cfg["enable.zookeeper"]
+    with BrokerServer(cfg) as b, client(b) as c:
+        assert p.MetadataResponse.decode(c.request(p.MetadataRequest())).broker_id == 0
