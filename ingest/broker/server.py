@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ingest.broker.protocol import ErrorResponse, INT16, REQUEST_HEADER, SIZE
-from ingest.errors import ErrorCode
+from ingest.errors import ConfigError, ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +337,12 @@ class SocketServer:
         self.receive_buffer = receive_buffer
         self.drain_timeout_s = drain_timeout_s
         self.clock_monotonic = monotonic or time.monotonic
-        self._listener = socket.create_server((host, port), backlog=128, reuse_port=False)
+        try:
+            self._listener = socket.create_server((host, port), backlog=128, reuse_port=False)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; check 'hostname' and 'port' "
+                "(another broker may already use this port)") from exc
         self._listener.settimeout(0.5)
         self.host, self.port = self._listener.getsockname()[:2]
         self._processors = [_Processor(i, self) for i in range(num_threads)]

@@ -244,3 +244,9 @@ def test_sample_server_properties_is_ready_to_run(tmp_path):
     assert cfg["brokerid"] == 0 and cfg["hostname"] == "127.0.0.1" and not cfg["enable.zookeeper"]
     with BrokerServer(cfg) as b, client(b) as c:
         assert p.MetadataResponse.decode(c.request(p.MetadataRequest())).broker_id == 0
+
+
+def test_port_in_use_is_a_clear_error(broker, tmp_path):
+    cfg = make_config(tmp_path / "other", port=broker.port)
+    with pytest.raises(ConfigError, match=rf"cannot listen on 127.0.0.1:{broker.port}.*another broker"):
+        BrokerServer(cfg).start()
