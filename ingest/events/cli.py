@@ -6,7 +6,6 @@ import json
 import logging
 import signal
 import sys
-import time
 from typing import Any
 
 from ingest.clock import SYSTEM_CLOCK

@@ -30,7 +30,7 @@ from ingest.config import Config
 from ingest.errors import IngestError, MessageTooLargeError, SchemaError
 from ingest.events.config import EVENTS_CONFIG
 from ingest.events.envelope import HEADER_FIELD, HeaderFactory, ProducerIdentity, has_header
-from ingest.events.monitoring import MonitoringCounter, PendingEvent, ReportBuffer
+from ingest.events.monitoring import MonitoringCounter, ReportBuffer
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import MONITORING_EVENT, load_schema, schema_for_topic
 from ingest.events.serde import EventSerializer, subject_for_topic
@@ -279,7 +279,7 @@ class EventProducer:
         """attempted / acked / failed / bytes_acked (data) and monitoring published / pending / dropped."""
         out = self.counter.totals()
         out.update(monitoring_published=self.buffer.published, monitoring_pending=len(self.buffer),
-                   monitoring_dropped=self.buffer.dropped)
+                   monitoring_dropped=self.buffer.dropped, monitoring_too_late=self.counter.too_late)
         return out
 
     def __enter__(self) -> "EventProducer":

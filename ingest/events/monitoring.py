@@ -98,6 +98,7 @@ class MonitoringCounter:
         # topic -> start of the next window that still needs a heartbeat check
         self._hb_next: dict[str, int] = {}
         self.started_ms = clock.time_ms()
+        self.too_late = 0  # events older than the horizon: sent, not counted
 
     def window_start(self, time_ms: int) -> int:
         return time_ms - time_ms % self.window_ms
@@ -115,8 +116,20 @@ class MonitoringCounter:
         return w
 
     def attempted(self, topic: str, time_ms: int, seqs: Iterable[int]) -> int:
-        """Count messages handed to the producer; returns the window start."""
+        """Count messages handed to the producer; returns the window start.
+
+        A window older than the retention horizon (7 days) was forgotten: its events are
+        sent but cannot be reported (counted in ``too_late``, logged).
+        """
         start = self.window_start(time_ms)
+        if start + self.window_ms < self.clock.time_ms() - RETAIN_MS:
+            seqs = list(seqs)
+            with self._lock:
+                self.too_late += len(seqs)
+            log.warning("%d events for topic %s have event time %d, older than the monitoring horizon "
+                        "(%d days): sent, not counted in monitoring events", len(seqs), topic, time_ms,
+                        RETAIN_MS // 86_400_000)
+            return start
         with self._lock:
             self._hb_next.setdefault(topic, start)
             w = self._window(topic, start)
@@ -132,6 +145,9 @@ class MonitoringCounter:
                 bytes_acked: int = 0) -> None:
         """Record the outcome of sends counted by :meth:`attempted`."""
         with self._lock:
+            if (topic, window_start) not in self._windows and \
+                    window_start + self.window_ms < self.clock.time_ms() - RETAIN_MS:
+                return  # counted in too_late by attempted()
             w = self._window(topic, window_start)
             w.acked += acked
             w.failed += failed
@@ -241,6 +257,10 @@ class ReportBuffer:
                 "revision": revision,
                 **values,
             }
+            if revision == 1 and len(self._revision) % 1024 == 0:
+                horizon = snap.taken_at_ms - RETAIN_MS - self.window_ms
+                for k in [k for k in self._revision if k[1] < horizon]:
+                    del self._revision[k]  # the counter forgot these windows too
             pending = PendingEvent(record, key=key)
             self._queue.append(pending)
             self._unsent[key] = pending

@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ingest.events.registry import RegistryHttpError, SchemaRegistry

@@ -9,12 +9,11 @@ from __future__ import annotations
 import collections
 
 from ingest.client.producer import Producer
-from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import FakeClock
 from ingest.events.envelope import frame
 from ingest.events.event_producer import EventProducer
 from ingest.events.loadgen import EventGenerator
-from ingest.events.serde import EventDeserializer, decode_each
+from tests.events.readback import latest_revisions, read_topic
 from tests.harness.brokers import broker_factory, broker_list  # noqa: F401  (pytest fixture)
 
 W = 60_000
@@ -24,28 +23,6 @@ AUDIT = "audit-monitoring"
 def aligned_clock() -> FakeClock:
     start = 1_700_000_000_000
     return FakeClock(start - start % W)
-
-
-def read_topic(brokers, topic, registry):
-    """Every decoded record of ``topic`` on every broker, plus decode failures."""
-    de = EventDeserializer(registry)
-    records, failures = [], []
-    for b in brokers:
-        with SimpleConsumer(b.host, b.port, timeout_s=10) as c:
-            for info in c.metadata([topic]).topics.get(topic, []):
-                msgs = c.iter_range(topic, info.partition, info.earliest, info.latest)
-                for d in decode_each(msgs, de, topic):
-                    (records if d.error is None else failures).append(d.record if d.error is None else d)
-    return records, failures
-
-
-def latest_revisions(monitoring_records):
-    latest = {}
-    for r in monitoring_records:
-        key = (r["producer_session_id"], r["topic"], r["window_start_ms"])
-        if key not in latest or r["revision"] > latest[key]["revision"]:
-            latest[key] = r
-    return latest
 
 
 def assert_reconciles(brokers, registry, topic, producers):

@@ -154,3 +154,14 @@ def test_sample_config_parses_and_hidden_audit_topics_are_refused():
         EVENTS_CONFIG.parse({"audit.topic": "_audit"})
     events, producer = split_config({"audit.topic": "a", "batch.size": "5"})
     assert events == {"audit.topic": "a"} and producer == {"batch.size": "5"}
+
+
+def test_events_older_than_the_horizon_are_not_counted(fake_clock):
+    from ingest.events.monitoring import RETAIN_MS
+
+    t0 = aligned(fake_clock)
+    c = counter(fake_clock, heartbeats=False)
+    ancient = t0 - RETAIN_MS - 2 * W
+    w = c.attempted("pv", ancient, [0, 1])
+    c.settled("pv", w, acked=2)
+    assert c.too_late == 2 and c.collect(closing=True) == []

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.events.test_event_producer import latest_revisions, read_topic
+from tests.events.readback import latest_revisions, read_topic
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.net import free_port
 from tests.harness.registry import REPO
