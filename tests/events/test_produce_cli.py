@@ -22,11 +22,12 @@ def test_produce_publishes_events_and_monitoring(broker_factory, registry):
     (broker,) = broker_factory(n=1, num_partitions=2)
     proc = run_produce("--brokers", f"{broker.host}:{broker.port}",  # no broker id: learned via METADATA
                        "--registry", registry.url, "--topic", "clicks-cli", "--count", "700",
-                       "--batch-size", "50", "--key-field", "member_id", "--json")
+                       "--batch-size", "50", "--key-field", "member_id", "--rate", "3000", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (summary["sent"], summary["acknowledged"], summary["failed"]) == (700, 700, 0)
     assert summary["schema"] == "click" and summary["monitoring_pending"] == 0
+    assert summary["rate_per_s"] <= 3000 * 1.02  # --rate is an upper bound (the generator sleeps ahead)
     records, failures = read_topic([broker], "clicks-cli", registry)
     assert failures == [] and len(records) == 700
     assert {r["header"]["session"] for r in records} == {summary["session"]}
