@@ -156,3 +156,31 @@ def test_sync_producer_counts_and_decode_errors_do_not_stop_reading(broker_facto
     for f in failures:
         assert f"topic {topic} offset {f.offset} " in str(f.error)
     assert p.stats()["acked"] == 5
+
+
+def test_reporter_thread_reports_closed_windows_and_heartbeats_without_close(broker_factory, registry):
+    """Real clock, 1 s windows: the background reporter publishes finals and heartbeats on its own."""
+    import time
+
+    (broker,) = broker_factory(n=1)
+    ep = EventProducer({"broker.list": broker_list([broker]), "producer.type": "sync"}, registry,
+                       monitoring_window_ms=1000, monitoring_grace_ms=0, monitoring_interval_ms=100_000,
+                       monitoring_tick_ms=20, topics=["idle-topic"], service_name="bg")
+    try:
+        headers = ep.send("page-views-bg", EventGenerator(seed=3).batch(4))
+        window = headers[0]["time"] - headers[0]["time"] % 1000
+        deadline = time.monotonic() + 20
+        while True:  # poll the broker until the reporter published both, or fail at the deadline
+            mon, _ = read_topic([broker], AUDIT, registry)
+            mine = [m for m in mon if m["producer_session_id"] == ep.session]
+            finals = [m for m in mine if m["topic"] == "page-views-bg" and m["is_final"]]
+            idle = [m for m in mine if m["topic"] == "idle-topic" and m["heartbeat"]]
+            if finals and idle:
+                break
+            assert time.monotonic() < deadline, f"reporter published only {mine}"
+            time.sleep(0.1)
+        acked = sum(m["count_acked"] for m in finals if m["window_start_ms"] == window)
+        assert acked == sum(1 for h in headers if h["time"] - h["time"] % 1000 == window)
+        assert all(m["count_attempted"] == 0 for m in idle)
+    finally:
+        ep.close()
