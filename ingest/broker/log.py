@@ -168,7 +168,7 @@ class Log:
             if roll:
                 seg = self._roll_locked()
             offset = self._write_end
-            seg.append(message_set, positions)
+            seg.append(message_set, positions, now)
             self._write_end += n
             self._unflushed += r.count
             if self._unflushed >= s.flush_interval_messages:

@@ -18,7 +18,6 @@ from ingest.broker import compression
 from ingest.broker.message import (
     CODEC_MASK,
     CODEC_NONE,
-    CRC_SEED,
     CRC_SEED_MA,
     HEADER,
     HEADER_MA,
@@ -27,7 +26,6 @@ from ingest.broker.message import (
     LENGTH_SIZE,
     MA_MAX,
     MA_MIN,
-    MAGIC,
     OVERHEAD,
     check_header,
     encode_message,

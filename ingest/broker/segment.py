@@ -162,21 +162,21 @@ class Segment:
 
     # --- writing (caller holds the log lock) ------------------------------------
 
-    def append(self, data: bytes | memoryview, index_positions: list[int]) -> None:
+    def append(self, data: bytes | memoryview, index_positions: list[int], now_ms: int) -> None:
         """Write validated bytes at the end; ``index_positions`` are file positions."""
-        pos = self.size
-        view = memoryview(data)
+        start = self.size
         try:
-            while view:
-                n = os.pwrite(self._fd, view, pos)
-                pos += n
-                view = view[n:]
+            n = os.pwrite(self._fd, data, start)
+            while n < len(data):  # rare short write: finish it
+                n += os.pwrite(self._fd, memoryview(data)[n:], start + n)
         except OSError as exc:
-            # Keep the in-memory size at the last whole set; recovery drops a partial write.
-            raise StorageError(f"write to {self.path} failed at {pos}: {exc.strerror}") from exc
-        self.index.extend(index_positions)
-        self.size = pos
-        self.last_modified_ms = self._clock.time_ms()
+            # The in-memory size stays at the last whole set; the next append overwrites
+            # the partial bytes and recovery would truncate them.
+            raise StorageError(f"write to {self.path} failed at {start}: {exc.strerror}") from exc
+        if index_positions:
+            self.index.extend(index_positions)
+        self.size = start + len(data)
+        self.last_modified_ms = now_ms
 
     def next_index_mark(self) -> int:
         return self.index[-1] + self._interval if self.index else 0
