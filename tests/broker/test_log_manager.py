@@ -108,3 +108,23 @@ def test_startup_verifies_older_segments_in_the_background(tmp_path, fake_clock,
         assert all(s.indexed for s in segs) and segs[1].corrupt_at == 300
     finally:
         m2.shutdown()
+
+
+def test_flusher_thread_makes_messages_visible_within_the_interval(tmp_path):
+    import time
+
+    from ingest.clock import SystemClock
+
+    m = LogManager(LOG_CONFIG.parse({"log.dir": str(tmp_path / "logs"), "log.flush.interval": 1000,
+                                     "log.default.flush.interval.ms": 20,
+                                     "log.default.flush.scheduler.interval.ms": 10}), SystemClock())
+    m.startup()
+    try:
+        lg = m.get_or_create_log("t", 0)
+        lg.append(encode_message_set([b"x"]))
+        deadline = time.monotonic() + 20
+        while lg.end_offset == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert lg.end_offset == 11
+    finally:
+        m.shutdown()
