@@ -101,7 +101,8 @@ class LogManager:
         segments is reported early (it is also caught on first read) and the
         first fetch from an old segment does not pay for the scan.
         """
-        pending = [(lg, seg) for lg in self.logs().values() for seg in lg.segments() if not seg.indexed]
+        # Newest first: those are the segments consumers are most likely to read soon.
+        pending = [(lg, seg) for lg in self.logs().values() for seg in reversed(lg.segments()) if not seg.indexed]
         total = sum(seg.size for _, seg in pending)
         done = corrupt = 0
         for i, (lg, seg) in enumerate(pending, 1):
