@@ -1,6 +1,7 @@
 """One log per topic-partition: recovery at start, flusher and retention threads.
 
-Directory layout: ``<log.dir>/<topic>-<partition>/<20-digit base>.kafka``.
+Directory layout: ``<log.dir>/<topic>-<partition>/<20-digit base>.kafka``, and
+``<log.dir>/.lock``, held (``flock``) by the one broker process using the directory.
 Topic names are validated (:func:`ingest.broker.topics.validate_topic`)
 before they reach a path; directories under ``log.dir`` that do not parse as
 ``<valid topic>-<partition>`` are reported and left alone.
@@ -16,6 +17,7 @@ threads only sleep on real time, and tests call :meth:`flush_due` /
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import threading
@@ -31,6 +33,7 @@ from ingest.errors import StorageError
 log = logging.getLogger(__name__)
 
 _HOUR_MS = 3_600_000
+LOCK_FILE = ".lock"
 
 
 class LogManager:
@@ -46,6 +49,7 @@ class LogManager:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._shut = False
+        self._lock_fd: int | None = None
 
     # --- configuration per topic --------------------------------------------------
 
@@ -74,6 +78,19 @@ class LogManager:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot create log.dir {self.log_dir}: {exc.strerror}") from exc
+        self._take_dir_lock()
+        try:
+            self._load_logs()
+        except BaseException:
+            self.shutdown()  # closes what was loaded and releases the directory lock
+            raise
+        self._start_thread("log-flusher", self.config["log.default.flush.scheduler.interval.ms"] / 1000.0, self.flush_due)
+        self._start_thread("log-retention", self.config["log.cleanup.interval.mins"] * 60.0, self.cleanup)
+        verifier = threading.Thread(target=self.verify_old_segments, name="log-verifier", daemon=True)
+        verifier.start()
+        self._threads.append(verifier)
+
+    def _load_logs(self) -> None:
         names = sorted(e.name for e in os.scandir(self.log_dir) if e.is_dir())
         for i, name in enumerate(names, 1):
             parsed = parse_partition_dir(name)
@@ -88,11 +105,6 @@ class LogManager:
                 if (topic, partition) not in self._logs:
                     self._logs[(topic, partition)] = Log(self.log_dir / name, self.settings_for(topic), self._clock)
             log.info("loaded log %s (%d of %d)", name, i, len(names))
-        self._start_thread("log-flusher", self.config["log.default.flush.scheduler.interval.ms"] / 1000.0, self.flush_due)
-        self._start_thread("log-retention", self.config["log.cleanup.interval.mins"] * 60.0, self.cleanup)
-        verifier = threading.Thread(target=self.verify_old_segments, name="log-verifier", daemon=True)
-        verifier.start()
-        self._threads.append(verifier)
 
     def verify_old_segments(self) -> int:
         """Validate (and index) every segment not yet validated; returns how many were corrupt.
@@ -121,6 +133,20 @@ class LogManager:
             log.error("%d older segment(s) contain corrupt messages; see the errors above", corrupt)
         return corrupt
 
+    def _take_dir_lock(self) -> None:
+        # Two brokers appending to the same files would interleave garbage; like Kafka,
+        # hold an exclusive lock on <log.dir>/.lock (released by the kernel if we die).
+        fd = os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StorageError(
+                f"log.dir {self.log_dir} is in use by another broker (lock {self.log_dir / LOCK_FILE} is held); "
+                "give each broker its own log.dir"
+            ) from None
+        self._lock_fd = fd
+
     def _start_thread(self, name: str, period_s: float, work) -> None:
         def loop() -> None:
             while not self._stop.wait(period_s):
@@ -147,6 +173,9 @@ class LogManager:
                 lg.close()
             except Exception:
                 log.exception("closing log %s failed", lg.name)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # --- logs -----------------------------------------------------------------------
 

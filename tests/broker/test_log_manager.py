@@ -128,3 +128,18 @@ def test_flusher_thread_makes_messages_visible_within_the_interval(tmp_path):
         assert lg.end_offset == 11
     finally:
         m.shutdown()
+
+
+def test_two_managers_cannot_share_a_log_dir(tmp_path, fake_clock):
+    from ingest.errors import StorageError
+
+    m = manager(tmp_path, fake_clock)
+    m.startup()
+    other = manager(tmp_path, fake_clock)
+    with pytest.raises(StorageError, match="in use by another broker"):
+        other.startup()
+    other.shutdown()
+    m.shutdown()
+    again = manager(tmp_path, fake_clock)
+    again.startup()  # the lock is released on shutdown
+    again.shutdown()
