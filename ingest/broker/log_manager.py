@@ -1,7 +1,7 @@
 """One log per topic-partition: recovery at start, flusher and retention threads.
 
-Directory layout: ``<log.dir>/<topic>-<partition>/<20-digit base>.kafka``, and
-``<log.dir>/.lock``, held (``flock``) by the one broker process using the directory.
+Directory layout: ``<log.dir>/<topic>-<partition>/<20-digit base>.kafka``; the
+one broker process using ``log.dir`` holds an exclusive ``flock`` on the directory.
 Topic names are validated (:func:`ingest.broker.topics.validate_topic`)
 before they reach a path; directories under ``log.dir`` that do not parse as
 ``<valid topic>-<partition>`` are reported and left alone.
@@ -33,7 +33,6 @@ from ingest.errors import StorageError
 log = logging.getLogger(__name__)
 
 _HOUR_MS = 3_600_000
-LOCK_FILE = ".lock"
 
 
 class LogManager:
@@ -134,15 +133,16 @@ class LogManager:
         return corrupt
 
     def _take_dir_lock(self) -> None:
-        # Two brokers appending to the same files would interleave garbage; like Kafka,
-        # hold an exclusive lock on <log.dir>/.lock (released by the kernel if we die).
-        fd = os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        # Two brokers appending to the same files would interleave garbage. Like Kafka's
+        # .lock file, but on the directory itself, so log.dir holds nothing but partitions;
+        # the kernel releases it if the process dies.
+        fd = os.open(self.log_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise StorageError(
-                f"log.dir {self.log_dir} is in use by another broker (lock {self.log_dir / LOCK_FILE} is held); "
+                f"log.dir {self.log_dir} is in use by another broker (its flock is held); "
                 "give each broker its own log.dir"
             ) from None
         self._lock_fd = fd
