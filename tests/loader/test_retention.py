@@ -1,0 +1,69 @@
+"""Retention loss: the broker deleted segments before they were loaded (both fail.on.data.loss modes)."""
+from __future__ import annotations
+
+import pytest
+
+from ingest.errors import DataLossError
+from ingest.loader.job import run_load
+from ingest.loader.state import LoaderState, run_records
+from ingest.storage import open_storage
+from tests.harness.brokers import broker_cluster, stop_all
+from tests.loader.helpers import committed_ids, loader_config, produce
+
+
+def _delete_oldest_segments(broker, topic, keep):
+    seg_dir = broker.log_dir / f"{topic}-0"
+    segments = sorted(seg_dir.glob("*.kafka"))
+    assert len(segments) > keep, f"{topic}: only {len(segments)} segments"
+    for seg in segments[:-keep]:
+        seg.unlink()
+    return int(segments[-keep].stem)
+
+
+@pytest.mark.slow
+def test_retention_loss_fails_by_default_and_is_recorded_when_allowed(spark, registry_url, tmp_path_factory, tmp_path):
+    brokers = broker_cluster(tmp_path_factory, n=1, num_partitions=1, log_file_size=4096)
+    try:
+        dest = tmp_path / "out"
+        loaded = produce(brokers, registry_url, "ret-a", 60, chunk=10)
+        cfg = loader_config(dest, brokers, registry_url, topics="ret-.*")
+        assert run_load(cfg, spark).status == "committed"
+        committed = LoaderState.load(open_storage(str(dest))).offset("ret-a", 0, 0)
+        later = produce(brokers, registry_url, "ret-a", 120, chunk=10, seed=3)
+        fresh = produce(brokers, registry_url, "ret-b", 80, chunk=10, seed=4)  # never loaded before
+        brokers[0].stop()
+        earliest_a = _delete_oldest_segments(brokers[0], "ret-a", keep=2)
+        earliest_b = _delete_oldest_segments(brokers[0], "ret-b", keep=2)
+        brokers[0].start()
+
+        with pytest.raises(DataLossError) as err:
+            run_load(cfg, spark)
+        msg = str(err.value)
+        assert f"ret-a broker 0 partition 0: offsets [{committed}, {earliest_a})" in msg
+        assert f"ret-b broker 0 partition 0: offsets [0, {earliest_b})" in msg
+        assert "fail.on.data.loss=false" in msg
+        st = LoaderState.load(open_storage(str(dest)))
+        assert st.seq == 1 and st.offset("ret-a", 0, 0) == committed  # nothing moved
+        failed = run_records(st.storage)[-1]
+        assert failed["status"] == "failed" and len(failed["lost_ranges"]) == 2
+
+        result = run_load(loader_config(dest, brokers, registry_url, topics="ret-.*", fail_on_data_loss="false"), spark)
+        assert result.status == "committed"
+        st = LoaderState.load(open_storage(str(dest)))
+        lost = {r.topic: r for r in st.lost_ranges()}
+        a = lost["ret-a"]
+        assert (a.start_offset, a.end_offset, a.bytes) == (committed, earliest_a, earliest_a - committed)
+        assert a.after_time_ms is not None and a.before_time_ms is not None and a.after_time_ms <= a.before_time_ms
+        assert (lost["ret-b"].start_offset, lost["ret-b"].end_offset) == (0, earliest_b)
+        assert lost["ret-b"].after_time_ms is None
+        ids = committed_ids(dest)
+        assert max(ids.values()) == 1
+        survived_a = [i for i in later if i in ids]
+        assert set(loaded) <= set(ids) and 0 < len(survived_a) < len(later)
+        missing_a = len(later) - len(survived_a)
+        assert abs(a.estimated_messages - missing_a) <= max(3, missing_a // 4)  # an estimate from sizes
+        survived_b = [i for i in fresh if i in ids]
+        assert 0 < len(survived_b) < len(fresh)
+        assert {r["topic"] for r in run_records(st.storage)[-1]["lost_ranges"]} == {"ret-a", "ret-b"}
+    finally:
+        stop_all(brokers)
