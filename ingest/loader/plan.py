@@ -247,16 +247,20 @@ def build_plan(
         raise exc
 
     # Pieces per partition (split when a range exceeds the task or run limit).
-    limit = max_bytes_per_task if not max_bytes_per_run else min(max_bytes_per_task, max_bytes_per_run)
+    # When the run is capped, every segment is a piece so the cap can be shared fairly.
+    capped = bool(max_bytes_per_run) and sum(s.latest - st for s, _c, st, _l, _r in decided) > max_bytes_per_run
     pieces: dict[PartitionKey, list[tuple[int, int]]] = {}
     for snap, _c, start, _lost, _replay in decided:
         end = snap.latest
-        boundaries = segment_starts(snap) if end - start > limit else ()
-        pieces[snap.key] = split_range(start, end, boundaries, limit)
+        if capped:
+            pieces[snap.key] = split_range(start, end, segment_starts(snap) if end > start else (), 0)
+        else:
+            boundaries = segment_starts(snap) if end - start > max_bytes_per_task else ()
+            pieces[snap.key] = split_range(start, end, boundaries, max_bytes_per_task)
 
     # Cap per run: whole pieces, round-robin over partitions (each progresses).
     taken: dict[PartitionKey, list[tuple[int, int]]] = {k: [] for k in pieces}
-    if max_bytes_per_run:
+    if capped:
         budget = max_bytes_per_run
         depth = 0
         progressed = True

@@ -1,0 +1,94 @@
+"""Plan logic without any I/O: splitting, caps, new partitions, retention gaps, topic filters."""
+from __future__ import annotations
+
+import pytest
+
+from ingest.errors import DataLossError, IngestError
+from ingest.loader.plan import PartitionSnapshot, Probe, build_plan, select_topics, split_range
+from ingest.loader.records import OffsetRecord
+from ingest.loader.reset import parse_reset_spec, snap_to_files
+from ingest.loader.records import FileRecord
+
+
+def snap(topic="t", broker=0, partition=0, earliest=0, latest=1000):
+    return PartitionSnapshot(topic, broker, "127.0.0.1", 9, partition, earliest, latest)
+
+
+def test_split_range_cuts_only_at_segment_starts():
+    segs = list(range(0, 1000, 100))
+    assert split_range(0, 1000, segs, 250) == [(0, 200), (200, 400), (400, 600), (600, 800), (800, 1000)]
+    assert split_range(150, 1000, segs, 10_000) == [(150, 1000)]
+    assert split_range(0, 1000, [0, 900], 100) == [(0, 900), (900, 1000)]  # one big segment stays whole
+    assert split_range(5, 5, segs, 10) == []
+
+
+def test_skewed_topic_splits_big_partition_into_many_tasks():
+    big = snap(partition=0, latest=10_000)
+    small = snap(partition=1, latest=300)
+    plan = build_plan(run_id="r", base_seq=0, snapshots=[big, small], committed={},
+                      segment_starts=lambda s: list(range(0, s.latest, 500)), max_bytes_per_task=2000)
+    sizes = {p.key[2]: [(t.start, t.end) for t in p.tasks] for p in plan.partitions}
+    assert sizes[1] == [(0, 300)]
+    assert len(sizes[0]) == 5 and all(e - s <= 2000 for s, e in sizes[0])
+    assert sizes[0][0][0] == 0 and sizes[0][-1][1] == 10_000
+    assert all(a[1] == b[0] for a, b in zip(sizes[0], sizes[0][1:]))  # contiguous, no gap, no overlap
+    assert len({t.task_id for t in plan.tasks}) == 6
+
+
+def test_max_bytes_per_run_takes_pieces_round_robin_and_defers_the_rest():
+    a, b = snap(partition=0, latest=4000), snap(partition=1, latest=4000)
+    plan = build_plan(run_id="r", base_seq=0, snapshots=[a, b], committed={},
+                      segment_starts=lambda s: list(range(0, 4000, 1000)), max_bytes_per_task=10_000,
+                      max_bytes_per_run=3000)
+    ends = {p.key[2]: p.end for p in plan.partitions}
+    assert ends == {0: 2000, 1: 1000}  # both progress; total within the cap
+    assert plan.total_bytes == 3000
+    assert sum(p.deferred_bytes for p in plan.partitions) == 5000
+
+
+def test_committed_offsets_resume_and_new_partitions_follow_new_partition_start():
+    s_old, s_new = snap(partition=0, latest=900), snap(partition=1, latest=700)
+    committed = {s_old.key: OffsetRecord("t", 0, 0, 400)}
+    plan = build_plan(run_id="r", base_seq=3, snapshots=[s_old, s_new], committed=committed,
+                      new_partition_start="latest")
+    got = {p.key[2]: (p.start, p.end, len(p.tasks)) for p in plan.partitions}
+    assert got == {0: (400, 900, 1), 1: (700, 700, 0)}
+    plan = build_plan(run_id="r", base_seq=3, snapshots=[s_new], committed={}, new_partition_start="earliest")
+    assert (plan.partitions[0].start, plan.partitions[0].end) == (0, 700)
+
+
+def test_retention_gap_fails_or_is_recorded():
+    s = snap(earliest=600, latest=900)
+    committed = {s.key: OffsetRecord("t", 0, 0, 200, last_time_ms=111)}
+    with pytest.raises(DataLossError, match=r"offsets \[200, 600\) = 400 bytes, ~4 messages(.|\n)*fail.on.data.loss=false"):
+        build_plan(run_id="r", base_seq=1, snapshots=[s], committed=committed, probe=lambda s, o: Probe(100.0, 222))
+    plan = build_plan(run_id="r", base_seq=1, snapshots=[s], committed=committed, fail_on_data_loss=False,
+                      probe=lambda s, o: Probe(100.0, 222), now_ms=5)
+    (lost,) = plan.lost_ranges
+    assert (lost.start_offset, lost.end_offset, lost.estimated_messages, lost.after_time_ms, lost.before_time_ms,
+            lost.detected_at_ms, lost.run_id) == (200, 600, 4, 111, 222, 5, "r")
+    assert plan.partitions[0].start == 600
+
+
+def test_committed_offset_beyond_broker_end_is_refused_with_the_way_out():
+    s = snap(latest=100)
+    with pytest.raises(IngestError, match="--reset-offsets earliest --topic t"):
+        build_plan(run_id="r", base_seq=1, snapshots=[s], committed={s.key: OffsetRecord("t", 0, 0, 500)})
+
+
+def test_topic_whitelist_and_blacklist_match_whole_names():
+    chosen, skipped = select_topics(["pageviews", "clicks", "pageviews-test", "audit-monitoring"],
+                                    "pageviews.*|clicks|audit-.*", ".*-test")
+    assert chosen == ["audit-monitoring", "clicks", "pageviews"] and skipped == ["pageviews-test"]
+
+
+def test_reset_spec_and_snapping_to_whole_files():
+    assert parse_reset_spec("earliest") == "earliest"
+    assert parse_reset_spec("1700000000000") == 1_700_000_000_000
+    assert parse_reset_spec("2023-11-14T22:13:20Z") == 1_700_000_000_000
+    with pytest.raises(Exception, match="allowed are earliest, latest"):
+        parse_reset_spec("yesterday")
+    f = FileRecord("p", "t", 0, 0, 100, 200, 5, "avro")
+    assert snap_to_files(150, 0, [f]) == 100       # reload the whole file
+    assert snap_to_files(150, 120, [f]) == 200     # its start is gone: keep it whole
+    assert snap_to_files(250, 0, [f]) == 250
