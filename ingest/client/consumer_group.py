@@ -183,12 +183,15 @@ class ConsumerConnector:
                      BROKER_IDS_PATH, BROKER_TOPICS_PATH):
             self.zk.ensure_path(path)
         self._register()
-        with self._lock:
-            self._rebalance()
+        # Watches first (kazoo calls each once right away), then one rebalance that reads the
+        # registries after them: a change from here on fires a watch and rebalances again.
         self.zk.ChildrenWatch(f"{self.base}/ids", self._on_watch)
         self.zk.ChildrenWatch(BROKER_IDS_PATH, self._on_watch)
         self.zk.ChildrenWatch(BROKER_TOPICS_PATH, self._on_topics)
         self._watch_topics()
+        self._wake.clear()
+        with self._lock:
+            self._rebalance()
         for target, name in ((self._run_rebalancer, "rebalancer"), (self._run_autocommit, "autocommit")):
             t = threading.Thread(target=target, name=f"consumer-{name}", daemon=True)
             t.start()
@@ -220,8 +223,15 @@ class ConsumerConnector:
         self._wake.set()
         return True
 
-    def _on_topics(self, _children) -> bool:
-        return self._on_watch(_children)
+    def _on_topics(self, children) -> bool:
+        """New topics matter only to a whitelist whose set of matching topics changed."""
+        if self._stopping.is_set():
+            return False
+        if self._whitelist is not None:
+            pattern = self._whitelist[0]
+            if {t for t in children if pattern.fullmatch(t)} != set(self._subscription):
+                self._wake.set()
+        return True
 
     def _on_state(self, state) -> None:
         if state == KazooState.LOST:
