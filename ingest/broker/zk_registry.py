@@ -24,12 +24,14 @@ Rules (kazoo recipes):
   registry re-creates all its nodes as soon as a new session is connected,
   on a separate thread (listeners must not block kazoo's event thread).
 
-Thread-safety: ``register_topic`` may be called from any thread; the known
-topics are guarded by a lock.
+Thread-safety: ``register_topic`` may be called from any thread and never
+blocks on ZooKeeper (a background thread writes the node); the known topics
+are guarded by a lock.
 """
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 
@@ -71,6 +73,8 @@ class BrokerRegistry:
         self.session_timeout_s = session_timeout_ms / 1000.0
         self.connection_timeout_s = connection_timeout_ms / 1000.0
         self.client = KazooClient(hosts=zk_connect, timeout=self.session_timeout_s)
+        self._pending: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
+        self._worker = threading.Thread(target=self._topic_worker, name="zk-topics", daemon=True)
         self._topics: dict[str, int] = {}
         self._lock = threading.Lock()
         self._session_lost = False
@@ -105,41 +109,56 @@ class BrokerRegistry:
             self.client.close()
             raise
         self.client.add_listener(self._on_state)
+        self._worker.start()
         log.info("registered broker %d at %s in ZooKeeper %s", self.broker_id, self.address, self.zk_connect)
         return self
 
     def close(self) -> None:
-        """Delete our nodes (so peers notice at once) and end the session."""
+        """End the session: ZooKeeper deletes all our ephemeral nodes at once.
+
+        Closing the session is one request and removes every node of this
+        broker atomically, so peers see the broker and its topics vanish
+        together. If ZooKeeper is unreachable right now the nodes stay until
+        the session times out, as after a crash; close never blocks on it.
+        """
         if self._closed:
             return
         self._closed = True
+        self._pending.put(None)
         try:
-            if self.client.connected:
-                with self._lock:
-                    topics = list(self._topics)
-                for topic in topics:
-                    self._delete_own(topic_path(topic, self.broker_id))
-                self._delete_own(broker_path(self.broker_id))
-        except KazooException as exc:
-            log.warning("could not deregister broker %d cleanly: %s", self.broker_id, exc)
-        finally:
             self.client.stop()
+        finally:
             self.client.close()
-        log.info("deregistered broker %d from ZooKeeper", self.broker_id)
+        log.info("deregistered broker %d from ZooKeeper (session closed)", self.broker_id)
 
     # --- topics ------------------------------------------------------------------------------
 
     def register_topic(self, topic: str, partitions: int) -> None:
-        """Announce that this broker holds ``partitions`` partitions of ``topic``."""
+        """Announce that this broker holds ``partitions`` partitions of ``topic``.
+
+        Returns at once: the node is written by a background thread, so a
+        network thread serving a produce never waits on ZooKeeper (which may
+        be unreachable for a while; the write is retried until it lands).
+        """
         with self._lock:
             if self._topics.get(topic) == partitions:
                 return
             self._topics[topic] = partitions
-        try:
-            self._register_topic_node(topic, partitions)
-        except KazooException as exc:
-            # re-registration after reconnect will create it; never fail a produce for this
-            log.warning("could not register topic %s in ZooKeeper yet: %s", topic, exc)
+        self._pending.put((topic, partitions))
+
+    def _topic_worker(self) -> None:
+        while True:
+            item = self._pending.get()
+            if item is None or self._closed:
+                return
+            topic, partitions = item
+            try:
+                self._register_topic_node(topic, partitions)
+                log.info("registered topic %s (%d partitions) of broker %d", topic, partitions, self.broker_id)
+            except KazooException as exc:
+                # a later re-registration (after reconnect) covers it; never fail a produce for this
+                if not self._closed:
+                    log.warning("could not register topic %s in ZooKeeper: %s", topic, exc)
 
     def _register_topic_node(self, topic: str, partitions: int) -> None:
         path = topic_path(topic, self.broker_id)
@@ -195,13 +214,6 @@ class BrokerRegistry:
                 f"({self.zk_connect}{path} -> {holder!r}, session 0x{stat.ephemeralOwner:x}); "
                 f"another live broker uses brokerid={self.broker_id}: give this broker a unique "
                 "brokerid or stop the other one")
-
-    def _delete_own(self, path: str) -> None:
-        try:
-            if self._owned_by_us(path):
-                self.client.retry(self.client.delete, path)
-        except NoNodeError:
-            pass
 
     # --- session loss ------------------------------------------------------------------------
 

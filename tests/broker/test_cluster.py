@@ -51,7 +51,8 @@ def test_three_brokers_register_as_one_cluster(broker_factory, zk_connect, zk):
     for b in brokers:
         assert zk.get(broker_path(b.broker_id))[0] == f"127.0.0.1:{b.port}".encode()
         produce(b, "events", b.broker_id, [f"from-{b.broker_id}".encode()])
-    assert sorted(zk.get_children("/brokers/topics/events")) == ["0", "1", "2"]
+    wait_until(lambda: sorted(zk.get_children("/brokers/topics/events")) == ["0", "1", "2"],
+               what="3 brokers under /brokers/topics/events")
     assert {zk.get(topic_path("events", b.broker_id))[0] for b in brokers} == {b"4"}
     for b in brokers:
         assert fetch_all(b, "events", b.broker_id) == [f"from-{b.broker_id}".encode()]

@@ -44,7 +44,8 @@ def test_registers_broker_and_topics_as_ephemeral_nodes(zk_connect, zk):
         assert data == b"127.0.0.1:9000"
         assert stat.ephemeralOwner == r.client.client_id[0]
         assert zk.get(topic_path("clicks", 1))[0] == b"4"
-        r.register_topic("views", 2)
+        r.register_topic("views", 2)     # written in the background
+        wait_until(lambda: zk.exists(topic_path("views", 1)) is not None, what="topic node")
         assert zk.get(topic_path("views", 1))[0] == b"2"
         assert zk.get(topic_path("views", 1))[1].ephemeralOwner == r.client.client_id[0]
     finally:
@@ -115,10 +116,11 @@ def test_broker_server_registers_new_topics_when_first_produced(tmp_path, zk_con
         with RawClient(b.host, b.port) as c:
             resp = p.ProduceAckResponse.decode(c.request(p.ProduceAckRequest("fresh", 2, encode_message_set([b"x"]))))
             assert resp.error == 0
+        wait_until(lambda: zk.exists(topic_path("fresh", 7)) is not None, what="topic node")
         assert zk.get(topic_path("fresh", 7))[0] == b"3"
     finally:
         b.stop()
-    assert zk.exists(broker_path(7)) is None
+    assert zk.exists(broker_path(7)) is None and zk.exists(topic_path("fresh", 7)) is None
     # topics found on disk at start-up are registered at once
     b = BrokerServer(cfg).start()
     try:
