@@ -50,6 +50,12 @@ def start_broker(workdir: str) -> BrokerProcess:
     }).start()
 
 
+def broker_cpu(broker: BrokerProcess) -> float:
+    """CPU seconds (user + system) used so far by the broker process."""
+    fields = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def payloads(count: int) -> list[bytes]:
     base = os.urandom(PAYLOAD_SIZE * 64)
     return [base[(i % 64) * PAYLOAD_SIZE:(i % 64 + 1) * PAYLOAD_SIZE] for i in range(count)]
@@ -161,16 +167,25 @@ def main(argv=None) -> int:
     total_bytes = count * msg_bytes
     rows = []
 
+    cpu_mark = {}
+
+    def mark():
+        cpu_mark["client"], cpu_mark["broker"] = time.process_time(), broker_cpu(broker)
+
     def row(name, seconds, n, paper=None):
         rate = n / seconds
         mbs = n * msg_bytes / seconds / 1e6
-        rows.append((name, n, seconds, rate, mbs, paper))
+        client_cpu = time.process_time() - cpu_mark["client"]
+        broker_s = broker_cpu(broker) - cpu_mark["broker"]
+        rows.append((name, n, seconds, rate, mbs, paper, client_cpu / n * 1e6, broker_s / n * 1e6))
+        mark()
 
     with tempfile.TemporaryDirectory(prefix="bench-clients-") as work:
         broker = start_broker(work)
         try:
-            print(f"broker pid {broker.pid} on port {broker.port}; {count:,} messages of {PAYLOAD_SIZE} bytes",
-                  flush=True)
+            print(f"broker pid {broker.pid} on port {broker.port}; {count:,} messages of {PAYLOAD_SIZE} bytes; "
+                  f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+            mark()
             row("producer batch 1, no ack (PRODUCE)", produce(broker, "b1", msgs, 1, 0), count, PAPER["batch1"])
             row("producer batch 50, no ack (PRODUCE)", produce(broker, "b50", msgs, 50, 0), count,
                 PAPER["batch50"])
@@ -182,12 +197,13 @@ def main(argv=None) -> int:
             row("producer async batch.size=50, acked", produce(broker, "b50q", msgs, 50, 1, "async"), count,
                 PAPER["batch50"])
             wait_visible(broker, "b50a", total_bytes)
+            mark()
             secs, n = consume(broker, "b50a", count)
             row(f"consumer, pulls of {PULL_BYTES // 1024} KB", secs, n, PAPER["consumer"])
             limit_s = loopback_limit(total_bytes)
             limit_mbs = total_bytes / limit_s / 1e6
             rows.append(("physical limit: raw loopback TCP, same bytes", count, limit_s, count / limit_s,
-                         limit_mbs, None))
+                         limit_mbs, None, None, None))
             prof_text = ""
             if not args.no_profile:
                 pc = min(args.profile_count, count)
@@ -201,11 +217,16 @@ def main(argv=None) -> int:
                 print(f"warning: broker exited with {code}", file=sys.stderr)
 
     print()
-    print("| experiment | messages | seconds | msg/s | MB/s | vs paper | vs loopback limit |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, n, secs, rate, mbs, paper in rows:
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print()
+    print("| experiment | messages | seconds | msg/s | MB/s | vs paper | vs loopback limit "
+          "| client CPU µs/msg | broker CPU µs/msg |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, n, secs, rate, mbs, paper, ccpu, bcpu in rows:
         vs_paper = f"{rate / paper:.2f}x of {paper:,}" if paper else ""
-        print(f"| {name} | {n:,} | {secs:.2f} | {rate:,.0f} | {mbs:,.1f} | {vs_paper} | {mbs / limit_mbs:.3f} |")
+        cpu = f"{ccpu:.1f} | {bcpu:.1f}" if ccpu is not None else " | "
+        print(f"| {name} | {n:,} | {secs:.2f} | {rate:,.0f} | {mbs:,.1f} | {vs_paper} | {mbs / limit_mbs:.3f} "
+              f"| {cpu} |")
     print(prof_text)
     return 0
 

@@ -332,10 +332,12 @@ class Producer:
                 else:
                     conn.send(protocol.ProduceRequest(topic, partition, message_set).encode())
                     first = None
-                self._mark_up(bid)
-                with self._lock:
-                    if self._meta.get(bid, (0, {}))[1].get(topic) is None:
-                        self._meta.pop(bid, None)  # topic just created there: learn its partitions
+                if bid in self._down:
+                    self._mark_up(bid)
+                meta = self._meta.get(bid)
+                if meta is None or topic not in meta[1]:
+                    with self._lock:  # topic just created there: learn its partitions
+                        self._meta.pop(bid, None)
                         self._parts.pop(topic, None)
                 return SendResult(topic, bid, partition, len(payloads), first, None)
             except BrokerUnavailableError as exc:
