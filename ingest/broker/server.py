@@ -150,10 +150,14 @@ class _Processor(threading.Thread):
                         continue
                     if conn.sock.fileno() < 0:
                         continue
-                    if events & selectors.EVENT_READ:
-                        self._on_readable(conn)
-                    if events & selectors.EVENT_WRITE and conn.sock.fileno() >= 0:
-                        self._on_writable(conn)
+                    try:
+                        if events & selectors.EVENT_READ:
+                            self._on_readable(conn)
+                        if events & selectors.EVENT_WRITE and conn.sock.fileno() >= 0:
+                            self._on_writable(conn)
+                    except Exception:  # noqa: BLE001 - lose this connection, not the thread
+                        log.exception("client %s: connection failed unexpectedly; closing it", conn.addr)
+                        self._close(conn)
         except Exception:  # noqa: BLE001 - logged; the server notices a dead processor
             log.exception("network processor %s failed", self.name)
         finally:
