@@ -127,3 +127,26 @@ def test_broker_server_registers_new_topics_when_first_produced(tmp_path, zk_con
         assert zk.get(topic_path("fresh", 7))[0] == b"3"
     finally:
         b.stop()
+
+
+def test_running_broker_re_registers_itself_and_its_topics_after_session_expiry(tmp_path, zk_connect, zk):
+    cfg = SERVER_CONFIG.parse({"brokerid": 4, "port": 0, "log.dir": str(tmp_path / "l"), "log.flush.interval": 1,
+                               "enable.zookeeper": "true", "zk.connect": zk_connect, "zk.sessiontimeout.ms": 2000})
+    b = BrokerServer(cfg).start()
+    try:
+        with RawClient(b.host, b.port) as c:
+            assert p.ProduceAckResponse.decode(c.request(p.ProduceAckRequest("t", 0, encode_message_set([b"a"])))).error == 0
+            wait_until(lambda: zk.exists(topic_path("t", 4)) is not None, what="topic node")
+            old = b.registry.client.client_id[0]
+            expire_session(b.registry.client, zk_connect)
+            def owner(path):
+                stat = zk.exists(path)
+                return None if stat is None else stat.ephemeralOwner
+
+            new = lambda: b.registry.client.client_id[0]  # noqa: E731
+            wait_until(lambda: new() != old and owner(broker_path(4)) == new() == owner(topic_path("t", 4)),
+                       what="broker and topic nodes owned by the new session")
+            # serving never stopped, on the same connection
+            assert p.ProduceAckResponse.decode(c.request(p.ProduceAckRequest("t", 0, encode_message_set([b"b"])))).error == 0
+    finally:
+        b.stop()
