@@ -143,8 +143,8 @@ def test_running_broker_re_registers_itself_and_its_topics_after_session_expiry(
                 stat = zk.exists(path)
                 return None if stat is None else stat.ephemeralOwner
 
-            new = lambda: b.registry.client.client_id[0]  # noqa: E731
-            wait_until(lambda: new() != old and owner(broker_path(4)) == new() == owner(topic_path("t", 4)),
+            new = lambda: (b.registry.client.client_id or (None,))[0]  # noqa: E731
+            wait_until(lambda: new() not in (None, old) and owner(broker_path(4)) == new() == owner(topic_path("t", 4)),
                        what="broker and topic nodes owned by the new session")
             # serving never stopped, on the same connection
             assert p.ProduceAckResponse.decode(c.request(p.ProduceAckRequest("t", 0, encode_message_set([b"b"])))).error == 0
