@@ -32,8 +32,8 @@ def dest(request, tmp_path):
 def test_clean_windows_are_complete_and_exit_zero(spark, dest):
     dest.load({
         "pv": events("s1", range(0, 10), T0 + 5) + events("s1", range(10, 15), T0 + W + 5),
-        AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=10, seq_min=0, seq_max=9),
-                      mon("s1", "pv", T0 + W, report_seq=1, acked=5, seq_min=10, seq_max=14)],
+        AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=10, seq_min=0, seq_max=9),
+                      mon("s1", "pv", T0 + W, report_seq=2, acked=5, seq_min=10, seq_max=14)],
     })
     run = audit(dest, spark)
     rows = rows_by_window(run)
@@ -49,7 +49,7 @@ def test_clean_windows_are_complete_and_exit_zero(spark, dest):
 def test_five_lost_and_five_duplicated_is_loss_not_complete(spark, dest):
     kept = [s for s in range(100) if s not in range(40, 45)]          # 5 lost
     recs = events("s1", kept, T0 + 10) + events("s1", range(60, 65), T0 + 10)  # 5 duplicated
-    dest.load({"pv": recs, AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=100, seq_min=0, seq_max=99)]})
+    dest.load({"pv": recs, AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=100, seq_min=0, seq_max=99)]})
     run = audit(dest, spark)
     r = rows_by_window(run)[T0]
     assert (r["loaded_rows"], r["loaded_distinct"], r["duplicates"], r["missing"]) == (100, 95, 5, 5)
@@ -61,7 +61,7 @@ def test_five_lost_and_five_duplicated_is_loss_not_complete(spark, dest):
 
 def test_distinct_counts_span_load_runs_and_redelivery_cannot_inflate(spark, tmp_path):
     dest = Destination(tmp_path / "d")
-    mons = [mon("s1", "pv", T0, report_seq=0, acked=20, seq_min=0, seq_max=19)]
+    mons = [mon("s1", "pv", T0, report_seq=1, acked=20, seq_min=0, seq_max=19)]
     dest.load({"pv": events("s1", range(0, 12), T0), AUDIT_TOPIC: mons})
     dest.load({"pv": events("s1", range(8, 20), T0)})  # second run re-delivers 8..11 and adds 12..19
     r = rows_by_window(audit(dest, spark))[T0]
@@ -70,12 +70,12 @@ def test_distinct_counts_span_load_runs_and_redelivery_cannot_inflate(spark, tmp
 
 def test_monitoring_dedup_latest_revision_and_sessions_aggregate(spark, tmp_path):
     dest = Destination(tmp_path / "d")
-    copy = mon("s1", "pv", T0, report_seq=1, acked=6, revision=2, seq_min=0, seq_max=5, event_id="same")
+    copy = mon("s1", "pv", T0, report_seq=2, acked=6, revision=2, seq_min=0, seq_max=5, event_id="same")
     dest.load({
         "pv": events("s1", range(0, 6), T0) + events("s2", range(0, 4), T0 + 100),  # s2: the restarted producer
-        AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=3, revision=1, seq_min=0, seq_max=2, final=False),
+        AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=3, revision=1, seq_min=0, seq_max=2, final=False),
                       copy, dict(copy),  # redelivered copy of the same event
-                      mon("s2", "pv", T0, report_seq=0, acked=4, seq_min=0, seq_max=3)],
+                      mon("s2", "pv", T0, report_seq=1, acked=4, seq_min=0, seq_max=3)],
     })
     r = rows_by_window(audit(dest, spark))[T0]
     assert (r["produced_acked"], r["loaded_distinct"], r["producers_reported"], r["status"]) == (10, 10, 2, "COMPLETE")
@@ -86,13 +86,13 @@ def test_lost_monitoring_event_is_monitoring_gap_never_complete(spark, tmp_path)
     dest = Destination(tmp_path / "d")
     dest.load({
         "pv": events("s1", range(0, 5), T0) + events("s1", range(5, 10), T0 + W) + events("s1", range(10, 15), T0 + 2 * W),
-        AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=5, seq_min=0, seq_max=4),
-                      # report_seq 1 (window T0+W) lost
-                      mon("s1", "pv", T0 + 2 * W, report_seq=2, acked=5, seq_min=10, seq_max=14)],
+        AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=5, seq_min=0, seq_max=4),
+                      # report_seq 2 (window T0+W) lost
+                      mon("s1", "pv", T0 + 2 * W, report_seq=3, acked=5, seq_min=10, seq_max=14)],
     })
     run = audit(dest, spark)
     rows = rows_by_window(run)
-    assert rows[T0 + W]["status"] == "MONITORING_GAP" and rows[T0 + W]["missing_report_seqs"] == ["s1:1"]
+    assert rows[T0 + W]["status"] == "MONITORING_GAP" and rows[T0 + W]["missing_report_seqs"] == ["s1:2"]
     assert rows[T0 + W]["produced_acked"] == 0 and rows[T0 + W]["loaded_distinct"] == 5
     assert all(r["status"] != "COMPLETE" for ws, r in rows.items() if r["missing_report_seqs"])
     assert run.exit_code == EXIT_PROBLEMS
@@ -101,13 +101,13 @@ def test_lost_monitoring_event_is_monitoring_gap_never_complete(spark, tmp_path)
 def test_late_data_changes_the_next_revision_and_edges_stay_pending(spark, tmp_path):
     dest = Destination(tmp_path / "d")
     dest.load({"pv": events("s1", range(0, 8), T0),
-               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=8, seq_min=0, seq_max=7, final=False)]})
+               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=8, seq_min=0, seq_max=7, final=False)]})
     early = audit(dest, spark, now=T0 + W + GRACE - 1)  # window T0 not yet past end + grace
     assert rows_by_window(early)[T0]["status"] == "PENDING"
     assert early.exit_code == EXIT_OK
     # two late events of window T0 arrive with the next load, and the producer's revision 2
     dest.load({"pv": events("s1", [8, 9], T0 + 50),
-               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=10, revision=2, seq_min=0, seq_max=9)]})
+               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=2, acked=10, revision=2, seq_min=0, seq_max=9)]})
     later = audit(dest, spark, now=T0 + W + GRACE)
     r = rows_by_window(later)[T0]
     assert (r["status"], r["loaded_distinct"], r["produced_acked"]) == ("COMPLETE", 10, 10)
@@ -119,8 +119,8 @@ def test_late_data_changes_the_next_revision_and_edges_stay_pending(spark, tmp_p
 def test_idle_window_with_heartbeat_is_complete(spark, tmp_path):
     dest = Destination(tmp_path / "d")
     dest.load({"pv": events("s1", range(0, 3), T0),
-               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=3, seq_min=0, seq_max=2),
-                             mon("s1", "pv", T0 + W, report_seq=1, acked=0, heartbeat=True)]})
+               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=3, seq_min=0, seq_max=2),
+                             mon("s1", "pv", T0 + W, report_seq=2, acked=0, heartbeat=True)]})
     r = rows_by_window(audit(dest, spark))[T0 + W]
     assert (r["status"], r["produced_acked"], r["loaded_rows"], r["heartbeat"], r["completeness"]) == \
         ("COMPLETE", 0, 0, True, 1.0)
@@ -130,9 +130,9 @@ def test_out_of_range_timestamps_are_counted_separately(spark, tmp_path):
     dest = Destination(tmp_path / "d")
     far = LATE + 3 * 86_400_000
     dest.load({"pv": events("s1", range(0, 4), T0) + [events("s1", [4], 0)[0]] + events("s1", [5, 6], far),
-               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=4, seq_min=0, seq_max=3),
-                             mon("s1", "pv", 0, report_seq=1, acked=1, seq_min=4, seq_max=4),
-                             mon("s1", "pv", far - far % W, report_seq=2, acked=2, seq_min=5, seq_max=6)]})
+               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=4, seq_min=0, seq_max=3),
+                             mon("s1", "pv", 0, report_seq=2, acked=1, seq_min=4, seq_max=4),
+                             mon("s1", "pv", far - far % W, report_seq=3, acked=2, seq_min=5, seq_max=6)]})
     run = audit(dest, spark)
     oor = [r for r in run.rows if r["row_type"] == "out_of_range"]
     assert len(oor) == 1
@@ -144,8 +144,8 @@ def test_out_of_range_timestamps_are_counted_separately(spark, tmp_path):
 def test_retention_loss_explains_missing_messages(spark, tmp_path):
     dest = Destination(tmp_path / "d")
     dest.load({"pv": events("s1", range(30, 50), T0 + 2 * W),
-               AUDIT_TOPIC: [mon("s1", "pv", T0 + W, report_seq=0, acked=30, seq_min=0, seq_max=29),
-                             mon("s1", "pv", T0 + 2 * W, report_seq=1, acked=25, seq_min=30, seq_max=54)]},
+               AUDIT_TOPIC: [mon("s1", "pv", T0 + W, report_seq=1, acked=30, seq_min=0, seq_max=29),
+                             mon("s1", "pv", T0 + 2 * W, report_seq=2, acked=25, seq_min=30, seq_max=54)]},
               lost=[lost_range("pv", 30, None, T0 + 2 * W)])
     run = audit(dest, spark)
     rows = rows_by_window(run)
@@ -162,8 +162,8 @@ def test_no_monitoring_over_delivery_and_producer_failures(spark, tmp_path):
     dest = Destination(tmp_path / "d")
     dest.load({"pv": events("s1", range(0, 5), T0) + events("s1", range(5, 12), T0 + W)
                + events("s1", range(12, 20), T0 + 2 * W),
-               AUDIT_TOPIC: [mon("s1", "pv", T0 + W, report_seq=0, acked=5, failed=2, seq_min=5, seq_max=11),
-                             mon("s1", "pv", T0 + 2 * W, report_seq=1, acked=8, failed=4, seq_min=12, seq_max=23)]})
+               AUDIT_TOPIC: [mon("s1", "pv", T0 + W, report_seq=1, acked=5, failed=2, seq_min=5, seq_max=11),
+                             mon("s1", "pv", T0 + 2 * W, report_seq=2, acked=8, failed=4, seq_min=12, seq_max=23)]})
     rows = rows_by_window(audit(dest, spark))
     assert rows[T0]["status"] == "NO_MONITORING" and rows[T0]["loaded_distinct"] == 5
     over = rows[T0 + W]  # the 2 "failed" sends were in fact delivered (ack lost)
@@ -177,8 +177,8 @@ def test_no_monitoring_over_delivery_and_producer_failures(spark, tmp_path):
 def test_per_producer_rows_split_the_window(spark, tmp_path):
     dest = Destination(tmp_path / "d")
     dest.load({"pv": events("s1", range(0, 6), T0, server="a") + events("s2", range(0, 3), T0, server="b"),
-               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=0, acked=6, seq_min=0, seq_max=5, server="a"),
-                             mon("s2", "pv", T0, report_seq=0, acked=4, seq_min=0, seq_max=3, server="b")]})
+               AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=6, seq_min=0, seq_max=5, server="a"),
+                             mon("s2", "pv", T0, report_seq=1, acked=4, seq_min=0, seq_max=3, server="b")]})
     run = audit(dest, spark, **{"report.by.producer": "true"})
     prod = {r["producer"]: r for r in run.rows if r["row_type"] == "producer"}
     assert (prod["a"]["status"], prod["a"]["loaded_distinct"]) == ("COMPLETE", 6)
