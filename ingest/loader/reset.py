@@ -47,3 +47,39 @@ def snap_to_files(offset: int, earliest: int, files: Sequence[FileRecord]) -> in
         if lo < offset < hi:
             return lo if lo >= earliest else hi
     return offset
+
+
+def reset_offsets(config, spec: str, topics: list[str], clock=None):
+    """Offsets-only reset as its own commit; withdraws the files the next load will reload.
+
+    Returns the committed :class:`~ingest.loader.records.Manifest`.
+    """
+    from ingest.clock import SYSTEM_CLOCK
+    from ingest.errors import IngestError
+    from ingest.loader import commit
+    from ingest.loader.discover import discover
+    from ingest.loader.job import new_run_id, prepare, resolve_resets
+    from ingest.loader.records import OffsetRecord
+    from ingest.storage import open_storage
+
+    clock = clock or SYSTEM_CLOCK
+    storage = open_storage(config["destination"])
+    state = prepare(storage, config, clock)
+    snaps = discover(config)
+    unknown = sorted(set(topics) - {s.topic for s in snaps})
+    if unknown:
+        raise IngestError(f"reset-offsets: unknown topics {unknown}; the brokers have {sorted({s.topic for s in snaps})}")
+    resets = resolve_resets(spec, topics, snaps, state, config)
+    offsets = dict(state.offsets)
+    removed = []
+    for key, off in resets.items():
+        prev = offsets.get(key)
+        offsets[key] = OffsetRecord(*key, off, prev.last_time_ms if prev and off >= prev.offset else None)
+        for f in state.files_of_partition(key, kind=None):
+            if f.start_offset >= off:
+                if f.sources:
+                    raise IngestError(f"cannot reset {key} to {off}: compacted file {f.path} holds other ranges too")
+                removed.append(f.path)
+    return commit.commit_files(storage, kind="reset", run_id=new_run_id(clock), offsets=list(offsets.values()),
+                               removed=removed, expected_seq=state.seq, clock=clock,
+                               note=f"reset-offsets {spec} {','.join(topics)}")
