@@ -158,3 +158,21 @@ def test_status_shows_offsets_lag_and_retention(spark, brokers, registry_url, tm
     assert all(0 < r["deleted_in_s"] <= 168 * 3600 for r in lagging)
     assert main(["loader", "status", "--config", str(conf)]) == 0
     assert "oldest unloaded data deleted in" in capsys.readouterr().out
+
+
+def test_webhdfs_destination_through_the_real_hdfs_client(spark, brokers, registry_url, tmp_path):
+    from tests.harness.webhdfs import WebHdfsServer
+
+    topic = "pv-hdfs"
+    ids = produce(brokers, registry_url, topic, 80)
+    with WebHdfsServer(tmp_path / "namenode") as server:
+        uri = server.uri("/warehouse/events")
+        result = run_load(loader_config(uri, brokers, registry_url, topics=topic, format="parquet"), spark)
+        assert result.status == "committed"
+        loaded = committed_ids(uri, topic)
+        assert set(loaded) == set(ids) and max(loaded.values()) == 1
+        state = LoaderState.load(open_storage(uri))
+        on_disk = sorted(str(p.relative_to(server.root / "warehouse" / "events"))
+                         for p in (server.root / "warehouse" / "events" / topic).rglob("*.parquet"))
+        assert on_disk == sorted(f.path for f in state.files(topic))
+        assert not list((server.root / "warehouse" / "events" / "_ingest" / "staging").glob("*/*"))
