@@ -220,6 +220,9 @@ class Producer:
             self._parts.clear()
 
     def _conn(self, addr: BrokerAddress) -> BrokerConnection:
+        conn = self._conns.get(addr.broker_id)  # lock-free fast path: the usual case
+        if conn is not None and conn.port == addr.port and conn.host == addr.host:
+            return conn
         with self._lock:
             conn = self._conns.get(addr.broker_id)
             if conn is None or (conn.host, conn.port) != (addr.host, addr.port):
