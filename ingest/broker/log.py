@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple
 
 from ingest.broker.message_set import scan
 from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name
+from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
 from ingest.clock import Clock
 from ingest.errors import (
     InvalidFetchSizeError,
@@ -90,14 +91,20 @@ class Log:
 
     def _load(self) -> list[Segment]:
         found: list[tuple[int, Path]] = []
+        indexes: list[Path] = []
         for entry in os.scandir(self.directory):
             base = parse_segment_name(entry.name)
-            if base is None:
-                if entry.name.endswith(SUFFIX):
-                    log.warning("log %s: ignoring file %s (not <20 digits>%s)", self.name, entry.name, SUFFIX)
-                continue
-            found.append((base, Path(entry.path)))
+            if base is not None:
+                found.append((base, Path(entry.path)))
+            elif entry.name.endswith((INDEX_SUFFIX, INDEX_SUFFIX + ".tmp")):
+                indexes.append(Path(entry.path))
+            elif entry.name.endswith(SUFFIX):
+                log.warning("log %s: ignoring file %s (not <20 digits>%s)", self.name, entry.name, SUFFIX)
         found.sort()
+        names = {p.name for _, p in found}
+        for p in indexes:  # leftovers of a crash while saving or deleting
+            if p.name.endswith(".tmp") or p.with_suffix(SUFFIX).name not in names:
+                p.unlink(missing_ok=True)
         s = self.settings
         segments = [Segment.open(p, base, self._clock, s.index_interval) for base, p in found]
         # A trailing empty segment carries nothing; dropping it lets the recovery
@@ -208,6 +215,7 @@ class Log:
 
     def _roll_locked(self) -> Segment:
         self._flush_locked()
+        self._active.seal()
         seg = Segment.create(self.directory, self._write_end, self._clock, self.settings.index_interval)
         v = self._view
         self._view = _View(v.segments + (seg,), v.bases + (seg.base_offset,), v.end)
@@ -250,10 +258,14 @@ class Log:
                     raise LogCorruptionError(
                         f"offset {offset} of log {self.name} falls in a gap after segment {seg.path.name}"
                     )
+                length = min(avail, max_bytes)
+                if not seg.verified and length:
+                    # A saved index let us skip the start-up scan; check what we serve instead.
+                    length = seg.validate_range(pos, length, pos + avail)
             except BaseException:
                 seg.release()
                 raise
-            return LogSlice(seg, offset, pos, min(avail, max_bytes))
+            return LogSlice(seg, offset, pos, length)
 
     def read_bytes(self, offset: int, max_bytes: int) -> bytes:
         """Convenience: ``read`` then copy the bytes out and release."""

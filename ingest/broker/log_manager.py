@@ -113,7 +113,7 @@ class LogManager:
         first fetch from an old segment does not pay for the scan.
         """
         # Newest first: those are the segments consumers are most likely to read soon.
-        pending = [(lg, seg) for lg in self.logs().values() for seg in reversed(lg.segments()) if not seg.indexed]
+        pending = [(lg, seg) for lg in self.logs().values() for seg in reversed(lg.segments()) if not seg.verified]
         total = sum(seg.size for _, seg in pending)
         done = corrupt = 0
         for i, (lg, seg) in enumerate(pending, 1):
@@ -121,10 +121,9 @@ class LogManager:
                 break
             if seg.acquire():  # retention may have deleted it meanwhile
                 try:
-                    seg.ensure_index()
+                    corrupt += not seg.verify(save=True)
                 finally:
                     seg.release()
-                corrupt += seg.corrupt_at is not None
             done += seg.size
             log.info("verified %s/%s (%d of %d segments, %d of %d MB)", lg.name, seg.path.name, i, len(pending),
                      done >> 20, total >> 20)

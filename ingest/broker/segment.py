@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD
 from ingest.broker.message_set import ScanResult, scan
+from ingest.broker.segment_index import delete_index, load_index, save_index
 from ingest.clock import Clock
 from ingest.errors import LogCorruptionError, OffsetOutOfRangeError, StorageError
 
@@ -84,12 +85,14 @@ class Segment:
     """One segment file; see the module docstring for the concurrency contract."""
 
     def __init__(self, path: Path, base_offset: int, fd: int, size: int, clock: Clock, index_interval: int,
-                 *, indexed: bool, mtime_ms: int) -> None:
+                 *, indexed: bool, mtime_ms: int, index: array | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
         self.size = size
-        self.index = array("q")
-        self.indexed = indexed
+        self.index = index if index is not None else array("q")
+        self.indexed = indexed or index is not None
+        self.verified = indexed
+        """True once every message was CRC-checked (appended here, recovered, or verified)."""
         self.corrupt_at: int | None = None
         self.corrupt_reason: str | None = None
         self.created_ms = clock.time_ms()
@@ -121,8 +124,9 @@ class Segment:
             st = os.fstat(fd)
         except OSError as exc:
             raise StorageError(f"cannot open segment {path}: {exc.strerror}") from exc
+        saved = load_index(path, st.st_size, index_interval) if st.st_size else None
         return cls(path, base_offset, fd, st.st_size, clock, index_interval,
-                   indexed=st.st_size == 0, mtime_ms=st.st_mtime_ns // 1_000_000)
+                   indexed=st.st_size == 0, mtime_ms=st.st_mtime_ns // 1_000_000, index=saved)
 
     @property
     def end_offset(self) -> int:
@@ -154,11 +158,17 @@ class Segment:
 
     def delete(self) -> None:
         """Unlink the file now; open readers keep reading it until they release."""
+        delete_index(self.path)
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
         self.close()
+
+    def seal(self) -> None:
+        """Save the index of a segment that will not grow any more (after roll)."""
+        if self.verified and self.corrupt_at is None and self.size:
+            save_index(self.path, self.index, self.size, self._interval)
 
     # --- writing (caller holds the log lock) ------------------------------------
 
@@ -196,9 +206,10 @@ class Segment:
     def recover(self) -> int:
         """Validate every message; truncate at the last valid one. Returns bytes dropped."""
         with self._index_lock:
+            delete_index(self.path)  # the newest segment may change: never trust a saved index for it
             self.index = array("q")
             r = scan_file(self._fd, self.size, self.index, self._interval)
-            self.indexed = True
+            self.indexed = self.verified = True
             dropped = self.size - r.end
             if dropped:
                 kind = "torn tail" if r.cut_off else "invalid message"
@@ -210,21 +221,59 @@ class Segment:
             return dropped
 
     def ensure_index(self) -> None:
-        """Build the index of a segment found on disk (validating it) on first use."""
-        if self.indexed:
-            return
+        """Have an index: the saved one, or a validating scan of the file on first use."""
+        if not self.indexed:
+            self.verify()
+
+    def verify(self, *, save: bool = False) -> bool:
+        """CRC-check every message once (rebuilding the index); True if the segment is intact.
+
+        Corruption is logged at ERROR and recorded in ``corrupt_at``: reads at
+        or after it fail with LogCorruptionError.
+        """
         with self._index_lock:
-            if self.indexed:
-                return
-            index = array("q")
-            r = scan_file(self._fd, self.size, index, self._interval)
-            if r.error is not None:
-                self.corrupt_at = r.end
-                self.corrupt_reason = r.error
-                log.error("segment %s is corrupt from offset %d (%s); reads at or after it fail",
-                          self.path, self.base_offset + r.end, r.error)
-            self.index = index
-            self.indexed = True
+            if not self.verified:
+                index = array("q")
+                r = scan_file(self._fd, self.size, index, self._interval)
+                if r.error is not None:
+                    self.corrupt_at = r.end
+                    self.corrupt_reason = r.error
+                    log.error("segment %s is corrupt from offset %d (%s); reads at or after it fail",
+                              self.path, self.base_offset + r.end, r.error)
+                self.index = index
+                self.indexed = self.verified = True
+                if save:
+                    self.seal()
+            return self.corrupt_at is None
+
+    def validate_range(self, pos: int, length: int, limit: int) -> int:
+        """CRC-check ``length`` bytes at ``pos`` of a not yet verified segment before serving them.
+
+        Returns how many bytes may be served (cut before a corrupt message).
+
+        Raises:
+            LogCorruptionError: the message at ``pos`` itself is corrupt.
+        """
+        data = os.pread(self._fd, length, pos)
+        r = scan(data, origin=self.base_offset + pos)
+        if r.error is None:
+            return length
+        q = r.end
+        if r.cut_off and pos + length < limit:
+            # Cut by the fetch size, which is normal, unless its length runs past the segment.
+            if len(data) - q < LENGTH_SIZE or pos + q + LENGTH_SIZE + LENGTH.unpack_from(data, q)[0] <= limit:
+                return length
+        log.error("segment %s: corrupt message at offset %d (%s) found while serving a read",
+                  self.path, self.base_offset + pos + q, r.error)
+        with self._index_lock:  # from here on, refuse it and what follows, as a full verify would
+            if self.corrupt_at is None or pos + q < self.corrupt_at:
+                self.corrupt_at, self.corrupt_reason = pos + q, r.error
+        if q == 0:
+            raise LogCorruptionError(
+                f"offset {self.base_offset + pos} lies in corrupt data of segment {self.path.name} "
+                f"({r.error}); run 'ingest log dump {self.path}' to inspect it"
+            )
+        return q
 
     def check_boundary(self, pos: int, visible: int) -> int:
         """Check that file position ``pos`` starts a message; return bytes readable from it.
