@@ -15,6 +15,7 @@ from kazoo.exceptions import NoNodeError
 from ingest.client.consumer_group import ConsumerConnector
 from ingest.client.producer import Producer
 from ingest.client.rebalance import assign, partition_name, subscribed_threads
+from ingest.errors import FetchSizeTooSmallError
 from tests.client.conftest import create_topic, wait_until
 from tests.harness.zookeeper import expire_session
 
@@ -233,3 +234,26 @@ def test_commit_offsets_on_demand_and_resume(broker_factory, zk_connect, zk):
     rest = [next(stream2).payload for _ in range(6)]
     c2.shutdown()
     assert first + rest == [b"%d" % i for i in range(10)]
+
+
+def test_group_fetcher_grows_fetch_size_for_a_large_message_then_hits_the_ceiling(broker_factory, zk_connect):
+    brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1,
+                             overrides={"max.message.size": 2_000_000})
+    big = b"B" * 500_000
+    with Producer({"zk.connect": zk_connect, "max.message.size": 2_000_000}) as p:
+        p.send("g-big", [b"small", big, b"after"])
+    base = {"zk.connect": zk_connect, "fetch.size": 4096, "consumer.timeout.ms": 10000, **FAST}
+    c = ConsumerConnector({**base, "groupid": "gbig", "max.fetch.size": 1_000_000})
+    try:
+        stream = c.create_streams({"g-big": 1})["g-big"][0]
+        assert [next(stream).payload for _ in range(3)] == [b"small", big, b"after"]
+    finally:
+        c.shutdown()
+    c = ConsumerConnector({**base, "groupid": "gbig2", "max.fetch.size": 100_000})
+    try:
+        stream = c.create_streams({"g-big": 1})["g-big"][0]
+        assert next(stream).payload == b"small"
+        with pytest.raises(FetchSizeTooSmallError, match="500010 bytes, above max.fetch.size 100000"):
+            next(stream)
+    finally:
+        c.shutdown()
