@@ -100,3 +100,37 @@ def test_sigkill_at_every_commit_step_and_failed_attempts_keep_exactly_once(brok
     assert max(ids.values()) == 1 and sum(ids.values()) == len(a) + len(b)
     assert _visible_data_files(dest) == sorted(f.path for f in st.files(TOPIC))
     assert len(st.files(TOPIC)) > 2  # max.bytes.per.task split the partitions into several tasks
+
+
+@pytest.mark.slow
+def test_local_cluster_output_is_identical_to_local_mode(spark, brokers, registry_url, tmp_path):
+    """Executors in separate JVMs (local-cluster) write exactly what local[2] writes."""
+    from ingest.loader.job import run_load
+    from tests.loader.helpers import loader_config, read_rows
+
+    topic = "cluster-views"
+    produce(brokers, registry_url, topic, 150, chunk=10)
+    cluster_dest, local_dest = tmp_path / "cluster", tmp_path / "local"
+    conf = tmp_path / "loader.properties"
+    conf.write_text(
+        f"destination={cluster_dest}\nbrokers={','.join(f'{b.host}:{b.port}' for b in brokers)}\n"
+        f"registry.url={registry_url}\ntopics={topic}\nformat=avro\nmax.bytes.per.task=12000\n"
+    )
+    env = spark_env()
+    r = subprocess.run([spark_submit(), "--master", "local-cluster[2,1,1024]", "--conf", "spark.ui.enabled=false",
+                        "--conf", f"spark.executorEnv.PYSPARK_PYTHON={env['PYSPARK_PYTHON']}",
+                        str(REPO / "jobs" / "load.py"), "--config", str(conf)],
+                       env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, _tail(r)
+    assert "COMMITTED" in r.stdout
+    run_load(loader_config(local_dest, brokers, registry_url, topics=topic, format="avro", max_bytes_per_task=12000,
+                           avro_codec="snappy"), spark)
+    a = LoaderState.load(open_storage(str(cluster_dest)))
+    b = LoaderState.load(open_storage(str(local_dest)))
+    assert [f.path for f in a.files(topic)] == [f.path for f in b.files(topic)] and len(a.files(topic)) > 1
+
+    def key(r):
+        return (r["header"]["session"], r["header"]["seq"])
+
+    rows_a, rows_b = sorted(read_rows(a, topic), key=key), sorted(read_rows(b, topic), key=key)
+    assert len(rows_a) == 150 and rows_a == rows_b
