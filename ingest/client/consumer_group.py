@@ -45,7 +45,7 @@ from ingest.client.producer_config import CONSUMER_CONFIG
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import ConfigError, CoordinationError, IngestError
+from ingest.errors import ConfigError, CoordinationError
 
 log = logging.getLogger(__name__)
 

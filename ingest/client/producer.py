@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import random
 import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -50,9 +49,9 @@ from typing import Callable, Sequence
 from ingest.broker import protocol
 from ingest.broker.message import HEADER_SIZE
 from ingest.broker.message_set import encode_message_set
-from ingest.client.connection import BrokerConnection, check
+from ingest.client.cluster import ClusterView
+from ingest.client.connection import check
 from ingest.client.discovery import BrokerAddress, Discovery, make_discovery, parse_broker_list  # noqa: F401
-from ingest.client.partitioner import load_partitioner
 from ingest.client.producer_config import PRODUCER_CONFIG, codec_number
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
@@ -119,21 +118,13 @@ class Producer:
         self.clock = clock
         self._own_discovery = discovery is None
         self.discovery = discovery or make_discovery(config)
-        self.partitioner = load_partitioner(config["partitioner.class"])
         self.codec = codec_number(config["compression.codec"])
         self.acks = config["request.required.acks"]
-        self.timeout_s = config["socket.timeout.ms"] / 1000.0
-        self._lock = threading.Lock()
-        self._conns: dict[int, BrokerConnection] = {}
-        self._down: dict[int, tuple[float, float]] = {}       # broker -> (until, backoff_s)
-        self._meta: dict[int, tuple[float, dict[str, int]]] = {}  # broker -> (fetched_at, topic->#parts)
-        self._parts: dict[str, tuple[float, list[tuple[int, int]]]] = {}  # topic -> (valid_until, list)
+        self._lock = threading.Lock()  # guards stats
+        self.cluster = ClusterView(config, self.discovery, clock=clock, nodelay=bool(self.acks))
         self._retries = config["message.send.max.retries"]
         self._backoff_s = config["retry.backoff.ms"] / 1000.0
-        self._refresh_s = config["topic.metadata.refresh.interval.ms"] / 1000.0
-        self._random = random.Random()
         self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
-        self.discovery.add_listener(self._on_cluster_change)
         self._closed = False
         self._async = config["producer.type"] == "async"
         self._sender: threading.Thread | None = None
@@ -199,10 +190,7 @@ class Producer:
             marker = _Marker(close=True)
             self._put_marker(marker)
             self._sender.join()
-        with self._lock:
-            conns, self._conns = list(self._conns.values()), {}
-        for c in conns:
-            c.close()
+        self.cluster.close()
         if self._own_discovery:
             self.discovery.close()
 
@@ -212,107 +200,11 @@ class Producer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # --- cluster view -------------------------------------------------------------------
-
-    def _on_cluster_change(self) -> None:
-        with self._lock:
-            self._meta.clear()
-            self._parts.clear()
-
-    def _conn(self, addr: BrokerAddress) -> BrokerConnection:
-        conn = self._conns.get(addr.broker_id)  # lock-free fast path: the usual case
-        if conn is not None and conn.port == addr.port and conn.host == addr.host:
-            return conn
-        with self._lock:
-            conn = self._conns.get(addr.broker_id)
-            if conn is None or (conn.host, conn.port) != (addr.host, addr.port):
-                if conn is not None:
-                    conn.close()
-                conn = BrokerConnection(addr.host, addr.port, timeout_s=self.timeout_s, broker_id=addr.broker_id,
-                                        nodelay=bool(self.acks))
-                self._conns[addr.broker_id] = conn
-            return conn
-
-    def _is_down(self, broker_id: int, now: float) -> bool:
-        entry = self._down.get(broker_id)
-        return entry is not None and entry[0] > now
-
-    def _mark_down(self, broker_id: int, exc: BaseException) -> None:
-        now = self.clock.monotonic()
-        max_s = self.config["reconnect.backoff.max.ms"] / 1000.0
-        with self._lock:
-            _, prev = self._down.get(broker_id, (0.0, 0.0))
-            backoff = min(max_s, max(prev * 2, self.config["retry.backoff.ms"] / 1000.0, 0.05))
-            self._down[broker_id] = (now + backoff, backoff)
-            self._meta.pop(broker_id, None)
-            self._parts.clear()
-        log.warning("broker %d unavailable (%s); avoiding its partitions for %.2f s", broker_id, exc, backoff)
-
-    def _mark_up(self, broker_id: int) -> None:
-        if broker_id in self._down:
-            with self._lock:
-                if self._down.pop(broker_id, None) is not None:
-                    self._parts.clear()
-                    log.info("broker %d is back", broker_id)
-
-    def _broker_topics(self, addr: BrokerAddress, now: float) -> dict[str, int] | None:
-        """This broker's topic -> #partitions, from a cached or fresh METADATA (None if unreachable)."""
-        interval = self.config["topic.metadata.refresh.interval.ms"] / 1000.0
-        with self._lock:
-            cached = self._meta.get(addr.broker_id)
-        if cached is not None and now - cached[0] < interval:
-            return cached[1]
-        conn = self._conn(addr)
-        try:
-            resp = conn.request(protocol.MetadataRequest(()).encode(), protocol.MetadataResponse)
-            check(resp.error, f"METADATA from {conn!r}")
-        except BrokerUnavailableError as exc:
-            self._mark_down(addr.broker_id, exc)
-            return None
-        topics = {t.name: len(t.partitions) for t in resp.topics}
-        self._mark_up(addr.broker_id)
-        with self._lock:
-            self._meta[addr.broker_id] = (now, topics)
-        return topics
+    # --- cluster view (delegated) ------------------------------------------------------------
 
     def partitions(self, topic: str) -> list[tuple[int, int]]:
-        """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (not marked down).
-
-        Cached per topic until the metadata refresh interval passes, a down broker's back-off
-        ends, or the cluster view changes (discovery event, broker marked down or up).
-        """
-        now = self.clock.monotonic()
-        cached = self._parts.get(topic)
-        if cached is not None and now < cached[0]:
-            return cached[1]
-        out = self._compute_partitions(topic, now)
-        with self._lock:
-            downs = [until for until, _ in self._down.values() if until > now]
-        self._parts[topic] = (min([now + self._refresh_s] + downs), out)
-        return out
-
-    def _compute_partitions(self, topic: str, now: float) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        for bid, addr in sorted(self.discovery.brokers().items()):
-            if self._is_down(bid, now):
-                continue
-            topics = self._broker_topics(addr, now)
-            if topics is None:
-                continue
-            count = topics.get(topic, 0)
-            out.extend((bid, p) for p in range(count)) if count else out.append((bid, 0))
-        return out
-
-    def _choose(self, topic: str, key: bytes | str | None) -> tuple[BrokerAddress, int]:
-        parts = self.partitions(topic)
-        if not parts:
-            known = ", ".join(str(b) for b in sorted(self.discovery.brokers().values())) or "none known"
-            raise BrokerUnavailableError(f"no live broker to send topic {topic!r} to (brokers: {known})")
-        bid, partition = parts[self.partitioner.partition(key, len(parts))]
-        addr = self.discovery.brokers().get(bid)
-        if addr is None:  # vanished from the registry in between
-            raise BrokerUnavailableError(f"broker {bid} left the cluster")
-        return addr, partition
+        """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (see ClusterView)."""
+        return self.cluster.partitions(topic)
 
     # --- sending -----------------------------------------------------------------------
 
@@ -331,9 +223,9 @@ class Producer:
                 self.stats["retries"] += 1
                 self.clock.sleep(backoff * (2 ** (attempt - 1)))
             try:
-                addr, partition = target if (target and attempt == 0) else self._choose(topic, key)
+                addr, partition = target if (target and attempt == 0) else self.cluster.choose(topic, key)
                 bid = addr.broker_id
-                conn = self._conn(addr)
+                conn = self.cluster.conn(addr)
                 if self.acks:
                     req = protocol.ProduceAckRequest(topic, partition, message_set)
                     resp = conn.request(req.encode(), protocol.ProduceAckResponse)
@@ -342,18 +234,12 @@ class Producer:
                 else:
                     conn.send(protocol.ProduceRequest(topic, partition, message_set).encode())
                     first = None
-                if bid in self._down:
-                    self._mark_up(bid)
-                meta = self._meta.get(bid)
-                if meta is None or topic not in meta[1]:
-                    with self._lock:  # topic just created there: learn its partitions
-                        self._meta.pop(bid, None)
-                        self._parts.pop(topic, None)
+                self.cluster.sent_ok(bid, topic)
                 return SendResult(topic, bid, partition, len(payloads), first, None)
             except BrokerUnavailableError as exc:
                 error = exc
                 if bid >= 0:
-                    self._mark_down(bid, exc)
+                    self.cluster.mark_down(bid, exc)
             except IngestError as exc:
                 error = exc
                 if not exc.retriable:
@@ -471,10 +357,10 @@ class Producer:
             try:
                 if item.key is None:
                     if item.topic not in keyless_target:
-                        keyless_target[item.topic] = self._choose(item.topic, None)
+                        keyless_target[item.topic] = self.cluster.choose(item.topic, None)
                     addr, part = keyless_target[item.topic]
                 else:
-                    addr, part = self._choose(item.topic, item.key)
+                    addr, part = self.cluster.choose(item.topic, item.key)
                 gkey = (item.topic, addr, part)
             except IngestError:
                 gkey = (item.topic, None, -1)  # retried (and failed) below

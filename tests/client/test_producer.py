@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 
-from ingest.broker.message import HEADER_SIZE
 from ingest.client.producer import Producer, SendResult
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import BrokerUnavailableError, MessageTooLargeError, ProducerQueueFullError

@@ -1,0 +1,172 @@
+"""The producer's view of the cluster: connections, broker liveness, partition lists.
+
+A topic's partitions are listed as sorted ``(broker_id, partition)`` pairs over
+the live brokers, from each broker's METADATA answer (cached for
+``topic.metadata.refresh.interval.ms``). A broker that does not know the topic
+contributes its partition 0: sending there creates the topic with that broker's
+``num.partitions`` (Kafka 0.7's producer bootstrapped new topics this way).
+
+Liveness: a broker whose connection fails is *down* for a back-off that starts
+at ``retry.backoff.ms`` and doubles up to ``reconnect.backoff.max.ms``; while
+down its partitions are left out. The first request after the back-off tries it
+again, and a success brings it back.
+
+Concurrency: shared by the producer's callers and its sender thread. Mutations
+take ``_lock``; the hot paths (a cached partition list, an existing connection)
+read dicts without it (single dict reads are atomic under the GIL).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from ingest.broker import protocol
+from ingest.client.connection import BrokerConnection, check
+from ingest.client.discovery import BrokerAddress, Discovery
+from ingest.client.partitioner import load_partitioner
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.config import Config
+from ingest.errors import BrokerUnavailableError
+
+log = logging.getLogger(__name__)
+
+
+class ClusterView:
+    """Connections (one per broker, reused), liveness and partition lists for one producer.
+
+    Args:
+        config: the producer's Config (reads socket, back-off, refresh and partitioner keys).
+        nodelay: TCP_NODELAY for the connections (off for fire-and-forget producers).
+    """
+
+    def __init__(self, config: Config, discovery: Discovery, *, clock: Clock = SYSTEM_CLOCK,
+                 nodelay: bool = True) -> None:
+        self.config = config
+        self.clock = clock
+        self.nodelay = nodelay
+        self.timeout_s = config["socket.timeout.ms"] / 1000.0
+        self._discovery = discovery
+        self._partitioner = load_partitioner(config["partitioner.class"])
+        self._refresh_s = config["topic.metadata.refresh.interval.ms"] / 1000.0
+        self._lock = threading.Lock()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._down: dict[int, tuple[float, float]] = {}            # broker -> (until, backoff_s)
+        self._meta: dict[int, tuple[float, dict[str, int]]] = {}   # broker -> (fetched_at, topic -> #parts)
+        self._parts: dict[str, tuple[float, list[tuple[int, int]]]] = {}  # topic -> (valid_until, list)
+        discovery.add_listener(self._on_change)
+
+    def _on_change(self) -> None:
+        with self._lock:
+            self._meta.clear()
+            self._parts.clear()
+
+    def conn(self, addr: BrokerAddress) -> BrokerConnection:
+        conn = self._conns.get(addr.broker_id)  # lock-free fast path: the usual case
+        if conn is not None and conn.port == addr.port and conn.host == addr.host:
+            return conn
+        with self._lock:
+            conn = self._conns.get(addr.broker_id)
+            if conn is None or (conn.host, conn.port) != (addr.host, addr.port):
+                if conn is not None:
+                    conn.close()
+                conn = BrokerConnection(addr.host, addr.port, timeout_s=self.timeout_s, broker_id=addr.broker_id,
+                                        nodelay=self.nodelay)
+                self._conns[addr.broker_id] = conn
+            return conn
+
+    def _is_down(self, broker_id: int, now: float) -> bool:
+        entry = self._down.get(broker_id)
+        return entry is not None and entry[0] > now
+
+    def mark_down(self, broker_id: int, exc: BaseException) -> None:
+        now = self.clock.monotonic()
+        max_s = self.config["reconnect.backoff.max.ms"] / 1000.0
+        with self._lock:
+            _, prev = self._down.get(broker_id, (0.0, 0.0))
+            backoff = min(max_s, max(prev * 2, self.config["retry.backoff.ms"] / 1000.0, 0.05))
+            self._down[broker_id] = (now + backoff, backoff)
+            self._meta.pop(broker_id, None)
+            self._parts.clear()
+        log.warning("broker %d unavailable (%s); avoiding its partitions for %.2f s", broker_id, exc, backoff)
+
+    def mark_up(self, broker_id: int) -> None:
+        if broker_id in self._down:
+            with self._lock:
+                if self._down.pop(broker_id, None) is not None:
+                    self._parts.clear()
+                    log.info("broker %d is back", broker_id)
+
+    def _broker_topics(self, addr: BrokerAddress, now: float) -> dict[str, int] | None:
+        """This broker's topic -> #partitions, from a cached or fresh METADATA (None if unreachable)."""
+        interval = self.config["topic.metadata.refresh.interval.ms"] / 1000.0
+        with self._lock:
+            cached = self._meta.get(addr.broker_id)
+        if cached is not None and now - cached[0] < interval:
+            return cached[1]
+        conn = self.conn(addr)
+        try:
+            resp = conn.request(protocol.MetadataRequest(()).encode(), protocol.MetadataResponse)
+            check(resp.error, f"METADATA from {conn!r}")
+        except BrokerUnavailableError as exc:
+            self.mark_down(addr.broker_id, exc)
+            return None
+        topics = {t.name: len(t.partitions) for t in resp.topics}
+        self.mark_up(addr.broker_id)
+        with self._lock:
+            self._meta[addr.broker_id] = (now, topics)
+        return topics
+
+    def partitions(self, topic: str) -> list[tuple[int, int]]:
+        """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (not marked down).
+
+        Cached per topic until the metadata refresh interval passes, a down broker's back-off
+        ends, or the cluster view changes (discovery event, broker marked down or up).
+        """
+        now = self.clock.monotonic()
+        cached = self._parts.get(topic)
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        out = self._compute_partitions(topic, now)
+        with self._lock:
+            downs = [until for until, _ in self._down.values() if until > now]
+        self._parts[topic] = (min([now + self._refresh_s] + downs), out)
+        return out
+
+    def _compute_partitions(self, topic: str, now: float) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for bid, addr in sorted(self._discovery.brokers().items()):
+            if self._is_down(bid, now):
+                continue
+            topics = self._broker_topics(addr, now)
+            if topics is None:
+                continue
+            count = topics.get(topic, 0)
+            out.extend((bid, p) for p in range(count)) if count else out.append((bid, 0))
+        return out
+
+    def choose(self, topic: str, key: bytes | str | None) -> tuple[BrokerAddress, int]:
+        parts = self.partitions(topic)
+        if not parts:
+            known = ", ".join(str(b) for b in sorted(self._discovery.brokers().values())) or "none known"
+            raise BrokerUnavailableError(f"no live broker to send topic {topic!r} to (brokers: {known})")
+        bid, partition = parts[self._partitioner.partition(key, len(parts))]
+        addr = self._discovery.brokers().get(bid)
+        if addr is None:  # vanished from the registry in between
+            raise BrokerUnavailableError(f"broker {bid} left the cluster")
+        return addr, partition
+
+    def sent_ok(self, broker_id: int, topic: str) -> None:
+        """A request to ``broker_id`` succeeded: it is up, and it now knows ``topic``."""
+        if broker_id in self._down:
+            self.mark_up(broker_id)
+        meta = self._meta.get(broker_id)
+        if meta is None or topic not in meta[1]:
+            with self._lock:  # the topic was just created there: learn its partitions
+                self._meta.pop(broker_id, None)
+                self._parts.pop(topic, None)
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = list(self._conns.values()), {}
+        for c in conns:
+            c.close()
