@@ -40,9 +40,11 @@ def test_append_returns_byte_offsets_and_reads_round_trip(tmp_path, fake_clock):
 
 
 def test_read_at_non_boundary_offsets_is_out_of_range(tmp_path, fake_clock):
-    lg = make_log(tmp_path, fake_clock, index_interval=64)
+    lg = make_log(tmp_path, fake_clock, index_interval=64, flush_interval_messages=10_000)
     msgs = [encode_message_set([os.urandom(i % 37)]) for i in range(300)]
-    boundaries = {lg.append(m) for m in msgs} | {lg.end_offset}
+    boundaries = {lg.append(m) for m in msgs}
+    lg.flush()
+    boundaries.add(lg.end_offset)
     for off in range(lg.end_offset + 3):
         if off in boundaries:
             with lg.read(off, 100):
@@ -166,8 +168,9 @@ def test_boundary_check_is_exact_with_mixed_sizes_after_reopen(tmp_path, fake_cl
 
     rnd = random.Random(7)
     sizes = [rnd.choice([0, 1, 50, 300, 5000, 70_000]) for _ in range(120)]
-    lg = make_log(tmp_path, fake_clock, index_interval=128, file_size=2_000_000)
+    lg = make_log(tmp_path, fake_clock, index_interval=128, file_size=2_000_000, flush_interval_messages=10_000)
     boundaries = [lg.append(encode_message_set([os.urandom(n)])) for n in sizes]
+    lg.flush()
     end = lg.end_offset
     lg.close()
     lg = make_log(tmp_path, fake_clock, index_interval=128, file_size=2_000_000)

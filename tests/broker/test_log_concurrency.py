@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -45,6 +46,7 @@ def test_concurrent_readers_during_appends_rolls_and_deletes(tmp_path, fake_cloc
                 while off < lg.end_offset and not stop.is_set():
                     try:
                         with lg.read(off, 2000) as sl:
+                            time.sleep(0)  # hold the slice while the writer may roll and delete its segment
                             data = sl.read_bytes()
                     except OffsetOutOfRangeError:
                         break  # deleted under us: start again from the new start offset
@@ -55,6 +57,7 @@ def test_concurrent_readers_during_appends_rolls_and_deletes(tmp_path, fake_cloc
                         assert m.payload == payload(n)
                     seen[k] += len(msgs)
                     off = msgs[-1].next_offset
+                    time.sleep(0)  # let the writer have the GIL between reads
         except BaseException as exc:  # surfaced by the main thread
             errors.append(exc)
 

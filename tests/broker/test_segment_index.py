@@ -14,7 +14,8 @@ from ingest.errors import OffsetOutOfRangeError
 
 
 def open_log(d, clock, **kw) -> Log:
-    return Log(d, LogSettings(flush_interval_messages=1, file_size=2000, index_interval=64, **kw), clock)
+    # close() flushes; a large flush interval keeps the fixture from fsyncing every append
+    return Log(d, LogSettings(flush_interval_messages=10_000, file_size=2000, index_interval=64, **kw), clock)
 
 
 @pytest.fixture
