@@ -36,11 +36,11 @@ from typing import Sequence
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
+from ingest.client import group_registry as registry
 from ingest.client import rebalance
 from ingest.client.consumer_stream import (ConsumedMessage, ConsumerTimeoutError, Fetcher,  # noqa: F401
                                            MessageStream, PartitionState)
-from ingest.client.discovery import (BROKER_IDS_PATH, BROKER_TOPICS_PATH, BrokerAddress,
-                                     parse_broker_znode, start_kazoo)
+from ingest.client.discovery import BROKER_IDS_PATH, BROKER_TOPICS_PATH, BrokerAddress, start_kazoo
 from ingest.client.producer_config import CONSUMER_CONFIG
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
@@ -308,44 +308,6 @@ class ConsumerConnector:
                 pass
         self._owned = {}
 
-    def _live_brokers(self) -> dict[int, BrokerAddress]:
-        out = {}
-        for child in self.zk.get_children(BROKER_IDS_PATH):
-            try:
-                data, _ = self.zk.get(f"{BROKER_IDS_PATH}/{child}")
-                out[int(child)] = parse_broker_znode(int(child), data)
-            except (NoNodeError, ValueError):
-                continue
-        return out
-
-    def _topic_partitions(self, topic: str, live: dict[int, BrokerAddress]) -> list[tuple[int, int]]:
-        path = f"{BROKER_TOPICS_PATH}/{topic}"
-        out = []
-        try:
-            children = self.zk.get_children(path)
-        except NoNodeError:
-            return out
-        for child in children:
-            try:
-                bid = int(child)
-                data, _ = self.zk.get(f"{path}/{child}")
-                n = int(data.decode().strip())
-            except (NoNodeError, ValueError):
-                continue
-            if bid in live:
-                out.extend((bid, p) for p in range(n))
-        return sorted(out)
-
-    def _group_subscriptions(self) -> dict[str, dict[str, int]]:
-        subs = {}
-        for cid in self.zk.get_children(f"{self.base}/ids"):
-            try:
-                data, _ = self.zk.get(f"{self.base}/ids/{cid}")
-                subs[cid] = {str(k): int(v) for k, v in json.loads(data.decode() or "{}").items()}
-            except (NoNodeError, ValueError):
-                continue
-        return subs
-
     def _rebalance(self) -> None:
         retries = self.config["rebalance.retries.max"]
         backoff = self.config["rebalance.backoff.ms"] / 1000.0
@@ -375,13 +337,13 @@ class ConsumerConnector:
                                 f"after {retries} attempts (ownership conflicts); see rebalance.retries.max")
 
     def _try_claim(self) -> bool:
-        live = self._live_brokers()
-        subs = self._group_subscriptions()
+        live = registry.live_brokers(self.zk)
+        subs = registry.group_subscriptions(self.zk, self.group)
         subs[self.consumer_id] = dict(self._subscription)
         wanted: list[tuple[str, int, int, str]] = []
         for topic in sorted(self._subscription):
             mine = set(rebalance.thread_ids(self.consumer_id, self._subscription[topic]))
-            plan = rebalance.assign(self._topic_partitions(topic, live),
+            plan = rebalance.assign(registry.topic_partitions(self.zk, topic, live),
                                     rebalance.subscribed_threads(subs, topic))
             for thread, parts in plan.items():
                 if thread in mine:
@@ -424,7 +386,7 @@ class ConsumerConnector:
         return c
 
     def _reset_offset(self, topic: str, bid: int, part: int) -> int:
-        addr = self._live_brokers().get(bid)
+        addr = registry.live_brokers(self.zk).get(bid)
         if addr is None:
             raise CoordinationError(f"broker {bid} left while resetting {topic}/{bid}-{part}")
         # a fresh connection: this may run on a fetcher thread while the fetcher's own is in use
@@ -450,7 +412,7 @@ class ConsumerConnector:
             return offset
 
     def _start_fetchers(self) -> None:
-        live = self._live_brokers()
+        live = registry.live_brokers(self.zk)
         by_broker: dict[int, list[PartitionState]] = {}
         for st in self._owned.values():
             by_broker.setdefault(st.broker_id, []).append(st)
@@ -466,19 +428,4 @@ class ConsumerConnector:
             self._fetchers.append(f)
 
 
-def consume(connector: ConsumerConnector, topic: str, max_messages: int | None = None) -> list[ConsumedMessage]:
-    """Convenience: read up to ``max_messages`` from a single-stream subscription (tests, tools)."""
-    stream = connector.create_streams({topic: 1})[topic][0]
-    out: list[ConsumedMessage] = []
-    try:
-        for m in stream:
-            out.append(m)
-            if max_messages is not None and len(out) >= max_messages:
-                break
-    except ConsumerTimeoutError:
-        pass
-    return out
-
-
-__all__: Sequence[str] = ["ConsumerConnector", "MessageStream", "ConsumedMessage", "ConsumerTimeoutError",
-                          "consume"]
+__all__: Sequence[str] = ["ConsumerConnector", "MessageStream", "ConsumedMessage", "ConsumerTimeoutError"]
