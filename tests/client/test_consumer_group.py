@@ -257,3 +257,37 @@ def test_group_fetcher_grows_fetch_size_for_a_large_message_then_hits_the_ceilin
             next(stream)
     finally:
         c.shutdown()
+
+
+def test_several_streams_per_consumer_split_the_partitions(broker_factory, zk_connect, zk):
+    brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=4)
+    topic = "g-streams"
+    create_topic(brokers, topic)
+    expected = {b"init"}
+    with Producer({"zk.connect": zk_connect}) as p:
+        for i in range(40):
+            p.send(topic, [b"s%02d" % i], key=b"key%d" % i)
+            expected.add(b"s%02d" % i)
+    c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "gs", "consumer.id": "multi",
+                           "consumer.timeout.ms": 1500, **FAST})
+    try:
+        streams = c.create_streams({topic: 3})[topic]
+        bid = brokers[0].broker_id
+        plan = assign([(bid, q) for q in range(4)], ["multi-0", "multi-1", "multi-2"])
+        owners = {n: zk.get(f"/consumers/gs/owners/{topic}/{n}")[0].decode()
+                  for n in zk.get_children(f"/consumers/gs/owners/{topic}")}
+        assert owners == {partition_name(b, q): t for t, ps in plan.items() for b, q in ps}
+        seen: dict[int, set] = {}
+        got = set()
+        for i, stream in enumerate(streams):
+            try:
+                for m in stream:
+                    seen.setdefault(i, set()).add(m.partition)
+                    got.add(m.payload)
+            except Exception as exc:  # ConsumerTimeoutError ends each stream
+                assert type(exc).__name__ == "ConsumerTimeoutError"
+        assert got == expected
+        for i, parts in seen.items():
+            assert parts <= {q for _, q in plan[f"multi-{i}"]}
+    finally:
+        c.shutdown()
