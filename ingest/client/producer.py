@@ -122,6 +122,7 @@ class Producer:
         self.acks = config["request.required.acks"]
         self._lock = threading.Lock()  # guards stats
         self.cluster = ClusterView(config, self.discovery, clock=clock, nodelay=bool(self.acks))
+        self._max_message_size = config["max.message.size"]
         self._retries = config["message.send.max.retries"]
         self._backoff_s = config["retry.backoff.ms"] / 1000.0
         self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
@@ -155,7 +156,7 @@ class Producer:
             raise IngestError("producer is closed; create a new Producer")
         if isinstance(payloads, (bytes, bytearray, memoryview)):
             payloads = [bytes(payloads)]
-        limit = self.config["max.message.size"]
+        limit = self._max_message_size
         for p in payloads:
             if len(p) > limit:
                 raise MessageTooLargeError(

@@ -9,7 +9,8 @@ import pytest
 
 from ingest.client.producer import Producer, SendResult
 from ingest.client.simple_consumer import SimpleConsumer
-from ingest.errors import BrokerUnavailableError, MessageTooLargeError, ProducerQueueFullError
+from ingest.errors import (BrokerUnavailableError, InvalidTopicError, MessageTooLargeError,
+                           ProducerQueueFullError)
 from tests.client.conftest import create_topic, wait_until
 
 
@@ -196,3 +197,14 @@ def test_zookeeper_discovery_finds_brokers_and_follows_changes(broker_factory, z
         for _ in range(20):
             p.send("p-zk", [b"y"])
     assert p.stats["failed"] == 0
+
+
+def test_broker_refusal_is_not_retried_and_names_the_topic(broker_factory):
+    brokers = broker_factory(n=1)
+    results = []
+    with Producer({"broker.list": brokers[0].address, "retry.backoff.ms": 1}) as p:
+        with pytest.raises(InvalidTopicError) as err:
+            p.send("bad topic/..", [b"x"], callback=results.append)
+        assert p.stats["retries"] == 0 and p.stats["failed"] == 1
+    assert "bad topic/.." in str(err.value) or "INVALID_TOPIC" in str(err.value)
+    assert results[0].error is err.value and results[0].count == 1
