@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -39,6 +41,7 @@ def test_console_round_trip_with_static_brokers(broker_factory):
     assert r.stdout.decode().splitlines()[0].split() == ["topic", "broker", "partition", "earliest", "latest", "bytes"]
 
 
+@pytest.mark.slow
 def test_console_consumer_group_with_zookeeper_resumes(broker_factory, zk_connect):
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=2)
     r = ingest("console-producer", "--zk", zk_connect, "--topic", "conz",
