@@ -107,6 +107,20 @@ def log_read(lg: Log, mode: str) -> int:
     return n
 
 
+def fsync_latency(path: Path, chunk: bytes, samples: int) -> float:
+    """Median seconds of one fdatasync after appending ``chunk``: the price of a flush."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    times = []
+    for i in range(samples):
+        os.pwrite(fd, chunk, i * len(chunk))
+        t = time.perf_counter()
+        os.fdatasync(fd)
+        times.append(time.perf_counter() - t)
+    os.close(fd)
+    path.unlink()
+    return statistics.median(times)
+
+
 def crc_floor(chunk: bytes, count: int) -> None:
     mv = memoryview(chunk)
     crc32 = zlib.crc32
@@ -216,6 +230,8 @@ def run(base: Path, args: argparse.Namespace) -> None:
             keep = lg
         else:
             lg.close()
+    print(f"{'fdatasync after a 10.5 KB append':<40} median {fsync_latency(base / 'fs', set50, 200) * 1e3:.2f} ms "
+          f"(200 samples)", flush=True)
     raw_write(base / "raw", set50, n50, False)
     ref, _ = best_of(reps, raw_read, base / "raw")
     for mode, label in (("bytes", "read 300 KB slices, bytes out"),
