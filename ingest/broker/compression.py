@@ -61,6 +61,12 @@ def decompress(codec: int, data: bytes | memoryview, *, limit: int = MAX_DECOMPR
     if codec == CODEC_SNAPPY:
         if _cramjam is None:
             raise UnsupportedCodecError("snappy needs the 'cramjam' package (pip install cramjam)")
+        declared = _snappy_length(data)
+        if declared is None or declared > limit:
+            raise InvalidMessageError(
+                f"snappy payload declares {declared} uncompressed bytes; allowed is at most {limit}"
+                if declared is not None else "snappy payload has no valid length preamble"
+            )
         try:
             out = _cramjam.snappy.decompress_raw(bytes(data))
         except Exception as exc:  # cramjam raises its own DecompressionError
@@ -71,6 +77,18 @@ def decompress(codec: int, data: bytes | memoryview, *, limit: int = MAX_DECOMPR
     if codec == CODEC_NONE:
         return bytes(data)
     raise UnsupportedCodecError(f"unknown codec {codec}; allowed are {sorted(CODEC_NAMES)}")
+
+
+def _snappy_length(data: bytes | memoryview) -> int | None:
+    """The uncompressed length a raw Snappy block declares (its varint preamble)."""
+    value = shift = 0
+    for i in range(min(len(data), 5)):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+    return None
 
 
 def _gunzip(data: bytes | memoryview, limit: int) -> bytes:

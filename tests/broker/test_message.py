@@ -151,3 +151,16 @@ def test_large_message_round_trip():
     big = bytes(range(256)) * (5 * 1024 * 1024 // 256)
     buf = encode_message_set([big, b"small"])
     assert [m.payload for m in iter_messages(buf)] == [big, b"small"]
+
+
+def test_decompression_is_capped():
+    from ingest.broker.compression import compress
+
+    blob = encode_message_set([b"\x00" * 100_000])
+    for codec in (CODEC_GZIP, CODEC_SNAPPY):
+        packed = compress(codec, blob)
+        assert decompress(codec, packed) == blob
+        with pytest.raises(InvalidMessageError, match="at most 1000|limit 1000"):
+            decompress(codec, packed, limit=1000)
+    with pytest.raises(InvalidMessageError, match="snappy"):
+        decompress(CODEC_SNAPPY, b"\xff\xff\xff\xff\xff\xff")
