@@ -92,6 +92,7 @@ class ConsumerConnector:
 
     def create_streams(self, topic_counts: dict[str, int]) -> dict[str, list[MessageStream]]:
         """Subscribe to topics, ``{topic: #streams}``; returns the streams per topic."""
+        self._check_not_started()
         timeout = self._timeout_s()
         max_chunks = self.config["queuedchunks.max"]
         for topic, n in topic_counts.items():
@@ -105,6 +106,7 @@ class ConsumerConnector:
 
     def create_streams_by_filter(self, whitelist: str, num_streams: int = 1) -> list[MessageStream]:
         """Subscribe to every topic whose name fully matches ``whitelist`` (a regex), now and later."""
+        self._check_not_started()
         try:
             pattern = re.compile(whitelist)
         except re.error as exc:
@@ -177,6 +179,11 @@ class ConsumerConnector:
 
     def _all_streams(self) -> list[MessageStream]:
         return [s for v in self._streams.values() for s in v] + list(self._shared_streams)
+
+    def _check_not_started(self) -> None:
+        if self._threads or self._subscription:
+            raise ConfigError(f"consumer {self.consumer_id} already subscribed to {sorted(self._subscription)}; "
+                              "one subscription per ConsumerConnector (create another connector)")
 
     def _start(self) -> None:
         for path in (f"{self.base}/ids", f"{self.base}/owners", f"{self.base}/offsets",

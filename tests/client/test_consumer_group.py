@@ -15,7 +15,7 @@ from kazoo.exceptions import NoNodeError
 from ingest.client.consumer_group import ConsumerConnector
 from ingest.client.producer import Producer
 from ingest.client.rebalance import assign, partition_name, subscribed_threads
-from ingest.errors import FetchSizeTooSmallError
+from ingest.errors import ConfigError, FetchSizeTooSmallError
 from tests.client.conftest import create_topic, wait_until
 from tests.harness.zookeeper import expire_session
 
@@ -289,5 +289,16 @@ def test_several_streams_per_consumer_split_the_partitions(broker_factory, zk_co
         assert got == expected
         for i, parts in seen.items():
             assert parts <= {q for _, q in plan[f"multi-{i}"]}
+    finally:
+        c.shutdown()
+
+
+def test_one_subscription_per_connector(broker_factory, zk_connect):
+    broker_factory(n=1, zk_connect=zk_connect)
+    c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "g-once", **FAST})
+    try:
+        c.create_streams({"t-once": 1})
+        with pytest.raises(ConfigError, match="already subscribed"):
+            c.create_streams({"t-other": 1})
     finally:
         c.shutdown()
