@@ -53,7 +53,7 @@ LOADER_CONFIG = var("ingest_loader_config", HOME + " ~ '/conf/loader.properties'
 AUDIT_CONFIG = var("ingest_audit_config", HOME + " ~ '/conf/audit.properties'")
 COMPACTION_CONFIG = var("ingest_compaction_config", HOME + " ~ '/conf/compaction.properties'")
 REPORT_DIR = var("ingest_report_dir", HOME + " ~ '/reports'") + "/{{ dag.dag_id }}/{{ run_id | replace(':', '') | replace('+', '') }}"
-REPORT = REPORT_DIR + "/audit.json"
+REPORT = REPORT_DIR + "/audit.jsonl"  # JSON lines; the HTML report is written next to it (audit.html)
 COMPACTION_SUMMARY = REPORT_DIR + "/compaction.json"
 
 # The data interval in the form every job's --from/--to accepts (ISO 8601, UTC).
@@ -71,28 +71,37 @@ DEFAULT_ARGS: dict[str, Any] = {
 }
 
 
+def read_rows(path: str) -> list[dict]:
+    """Rows of an audit report: JSON lines (what jobs/audit.py writes) or one JSON document."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(doc, dict):
+        return doc.get("windows", doc.get("rows", [doc] if "status" in doc else []))
+    return list(doc)
+
+
 def report_summary(path: str, since: float | None = None) -> str | None:
     """A few lines summarising an audit report, or None when there is none (or it is older than ``since``)."""
     try:
         if since is not None and os.path.getmtime(path) < since:
             return None
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        rows = [r for r in read_rows(path) if r.get("row_type", "window") == "window"]
     except (OSError, ValueError):
         return None
-    rows = [r for r in doc.get("windows", doc.get("rows", [])) if r.get("row_type", "window") == "window"]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
-    lines = [f"audit report {path}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))]
-    if doc.get("summary"):
-        lines.append(str(doc["summary"]) if not isinstance(doc["summary"], dict) else json.dumps(doc["summary"]))
+    lines = [f"audit report {path}: {len(rows)} windows: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
     bad = [r for r in rows if r.get("status") not in ("COMPLETE", "PENDING")]
     for r in bad[:10]:
         lines.append(
-            f"  {r.get('topic')} window {r.get('window_start_ms')}: {r.get('status')} "
-            f"completeness={r.get('completeness')} acked={r.get('produced_acked')} "
-            f"loaded={r.get('loaded_distinct')} missing={r.get('missing')} causes={r.get('causes')}"
+            f"  {r.get('status')} {r.get('topic')} window starting {r.get('window_start_ms')} ms: "
+            f"acked {r.get('produced_acked')}, loaded {r.get('loaded_distinct')} distinct, "
+            f"missing {r.get('missing')}, completeness {r.get('completeness')}, causes {r.get('causes')}"
         )
     if len(bad) > 10:
         lines.append(f"  ... and {len(bad) - 10} more problem windows")

@@ -32,7 +32,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG
+from airflow.sdk import DAG, CronTriggerTimetable
 
 from ingest_dag_support import (AUDIT_APP, AUDIT_CONFIG, COMPACT_APP, COMPACTION_CONFIG, COMPACTION_SUMMARY,
                                 DEFAULT_ARGS, FROM, LOAD_APP, LOADER_CONFIG, REPORT, SPARK_CONN_ID, SPARK_ENV,
@@ -41,7 +41,9 @@ from ingest_dag_support import (AUDIT_APP, AUDIT_CONFIG, COMPACT_APP, COMPACTION
 with DAG(
     dag_id="ingest_hourly",
     description="hourly load of every topic, audit against monitoring events, compaction of complete hours",
-    schedule="@hourly",
+    # at the top of every hour, for the hour that just ended: data_interval = [H-1, H)
+    # (a bare "@hourly" gives zero-length intervals in Airflow 3)
+    schedule=CronTriggerTimetable("0 * * * *", timezone="UTC", interval=timedelta(hours=1)),
     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
     catchup=False,
     max_active_runs=1,

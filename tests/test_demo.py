@@ -63,7 +63,7 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
     assert "demo finished" in out and str(work / "warehouse") in out
     for topic in ("page-views", "clicks", "service-metrics"):
         assert topic in out
-    assert (work / "reports" / "audit.json").exists()
+    assert (work / "reports" / "audit.jsonl").exists()
     assert list((work / "warehouse" / "page-views").rglob("*.parquet"))
     sessions.discard(os.getsid(0))
     assert not _sessions_alive(sessions), "demo left processes running"

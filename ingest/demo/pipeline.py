@@ -235,7 +235,7 @@ class Demo:
         say("load #2 (spark-submit jobs/load.py) ...")
         self.submit("load-2", "load.py", ["--config", str(cfg["loader"])])
         say(f"load #2 committed in {self.step_times['load-2']:.0f}s")
-        report = self.reports / "audit.json"
+        report = self.reports / "audit.jsonl"
         say("audit (spark-submit jobs/audit.py) ...")
         audit_code = self.submit("audit", "audit.py", [
             "--config", str(cfg["audit"]), "--from", iso(start_ms // WINDOW_MS * WINDOW_MS),

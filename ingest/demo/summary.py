@@ -14,7 +14,10 @@ def audit_rows(report: Path) -> list[dict]:
         return []
     try:
         doc = json.loads(text)
-        rows = doc.get("windows", doc.get("rows", [])) if isinstance(doc, dict) else doc
+        if isinstance(doc, dict):
+            rows = doc.get("windows", doc.get("rows", [doc] if "status" in doc else []))
+        else:
+            rows = doc
     except ValueError:
         rows = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
     return [r for r in rows if isinstance(r, dict) and r.get("row_type", "window") == "window"]

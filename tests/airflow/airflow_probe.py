@@ -22,7 +22,8 @@ def dagbag(folder: str) -> dict:
             "file": dag.fileloc,
             "catchup": dag.catchup,
             "max_active_runs": dag.max_active_runs,
-            "schedule": str(getattr(dag, "schedule", None)),
+            "schedule": str(getattr(dag.timetable, "expression", None)),
+            "interval": str(getattr(dag.timetable, "interval", None)),
             "params": sorted(dag.params.keys()),
             "tasks": {
                 t.task_id: {

@@ -31,6 +31,7 @@ def test_hourly_graph_is_load_then_audit_then_compact(bag):
     assert tasks["audit"]["operator"] == "AuditSubmitOperator"
     assert {t["operator"] for n, t in tasks.items() if n != "audit"} == {"SparkSubmitOperator"}
     assert dag["max_active_runs"] == 1 and dag["catchup"] is False
+    assert dag["schedule"] == "0 * * * *" and dag["interval"] == "1:00:00"  # data interval = the past hour
 
 
 def test_hourly_tasks_retry_with_backoff_alert_and_use_the_spark_connection(bag):
