@@ -32,14 +32,19 @@ def _windows(path: str) -> Iterator[dict]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read audit report {path}: {exc.strerror or exc}") from exc
-    stripped = text.lstrip()
-    if stripped.startswith("{") and "\n{" not in stripped.strip():
-        doc = json.loads(stripped)
-        yield from doc.get("windows", [])
+    try:
+        doc = json.loads(text)
+    except ValueError:  # JSON lines, what jobs/audit.py writes
+        for line in text.splitlines():
+            if line.strip():
+                yield json.loads(line)
         return
-    for line in text.splitlines():
-        if line.strip():
-            yield json.loads(line)
+    if isinstance(doc, dict) and ("windows" in doc or "rows" in doc):
+        yield from doc.get("windows", doc.get("rows", []))
+    elif isinstance(doc, dict):
+        yield doc  # a one-line JSON-lines report
+    else:
+        yield from doc
 
 
 def _start_ms(w: dict) -> int:
@@ -83,3 +88,17 @@ def complete_hours(paths: Iterable[str]) -> set[tuple[str, str, int]]:
     good = {k for k, ok in verdict.items() if ok and _covers_hour(covered[k])}
     log.info("audit report(s) judge %d of %d hour(s) complete", len(good), len(verdict))
     return good
+
+
+def report_range(paths: Iterable[str]) -> tuple[int, int] | None:
+    """[first window start, last window end) over the reports' window rows, or None when empty."""
+    lo = hi = None
+    for path in paths:
+        for w in _windows(path):
+            if w.get("row_type", "window") != "window":
+                continue
+            start = _start_ms(w)
+            end = int(w.get("window_end_ms") or start + DEFAULT_WINDOW_MS)
+            lo = start if lo is None else min(lo, start)
+            hi = end if hi is None else max(hi, end)
+    return None if lo is None else (lo, hi)

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
 
 from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.compaction.audit_gate import complete_hours
+from ingest.compaction.audit_gate import complete_hours, report_range
 from ingest.compaction.compact import HourResult, commit, merge_hour
 from ingest.compaction.plan import HourPlan, Settings, plan_hours
 from ingest.compaction.records import reconcile, write_record
@@ -61,6 +61,9 @@ def run(config: Any, *, start_ms: int | None = None, end_ms: int | None = None,
             raise ConfigError("compaction.require.audit=true but no --audit-report given: pass the audit "
                               "report(s) of these hours, or --set compaction.require.audit=false")
         complete = complete_hours(audit_reports)
+        if start_ms is None and end_ms is None:
+            # only the hours the reports speak about; the rest of history is not this run's business
+            start_ms, end_ms = report_range(audit_reports) or (0, 0)
     storage = open_storage(settings.destination)
     state = LoaderState.load(storage)  # rolls forward a crashed commit (loader's or ours)
     reconcile(storage, state, clock)

@@ -120,5 +120,7 @@ def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory):  # 
     text = report.read_text()
     assert "page-views" in text and "COMPLETE" in text
     summary = json.loads((report.parent / "compaction.json").read_text())
-    assert all(h["action"] in ("compacted", "noop", "skipped") for h in summary["hours"])
+    # compaction saw the audited hour; it is still open, so it is left for a later run
+    [hour] = [h for h in summary["hours"] if h["hour"].startswith("page-views/")]
+    assert hour["action"] == "skipped" and "not closed" in hour["reason"]
     assert "AUDIT FAILED" not in out

@@ -191,3 +191,15 @@ def test_audit_gate_needs_the_whole_hour_covered(tmp_path):
     report.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
     dt, hour = hour_bucket(HOUR_START_MS)
     assert complete_hours([str(report)]) == {("full", dt, hour)}
+
+
+def test_audit_gate_reads_a_one_line_report(tmp_path):
+    from ingest.compaction.audit_gate import complete_hours, report_range
+    from ingest.loader.layout import hour_bucket
+
+    report = tmp_path / "one.jsonl"
+    report.write_text(json.dumps({"topic": "t", "row_type": "window", "window_start_ms": HOUR_START_MS,
+                                  "window_end_ms": HOUR_START_MS + HOUR_MS, "status": "COMPLETE"}) + "\n")
+    dt, hour = hour_bucket(HOUR_START_MS)
+    assert complete_hours([str(report)]) == {("t", dt, hour)}
+    assert report_range([str(report)]) == (HOUR_START_MS, HOUR_START_MS + HOUR_MS)
