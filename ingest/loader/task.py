@@ -15,7 +15,6 @@ import base64
 import json
 import logging
 import posixpath
-import struct
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 
 from ingest.errors import EventDecodeError, IngestError
 from ingest.loader import layout
+from ingest.loader.decode import PayloadDecoder
 from ingest.loader.fetch import Corrupt, iter_range
 from ingest.loader.plan import TaskRange
 from ingest.loader.writers import open_writer
@@ -41,7 +41,7 @@ RESULT_FIELDS: tuple[tuple[str, str], ...] = (
 
 RESULT_SCHEMA = ", ".join(f"{n} {t}" for n, t in RESULT_FIELDS)
 
-SCHEMA_ID = struct.Struct(">bi")  # framing: magic 0x00, schema id int32
+HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,25 +83,28 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     if consumer is None:
         consumer = SimpleConsumer(task.host, task.port, timeout_s=settings.socket_timeout_s,
                                   fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
-    deser = deserializer or EventDeserializer(RegistryClient(settings.registry_url))
+    decoder = PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url)))
     stage_dir = posixpath.join(layout.staging_dir(settings.run_id), f"t{task.task_id}-a{attempt}-{uuid.uuid4().hex[:8]}")
-    buckets: dict[tuple[str, int, int], _Bucket] = {}
-    schemas: dict[int, dict] = {}
+    buckets: dict[tuple[int, int], _Bucket] = {}   # (hour index since epoch, schema id)
+    hours: dict[int, tuple[str, int]] = {}         # hour index -> (dt, hour)
     quarantine: list[dict] = []
     messages = 0
     last_time = None
     fmt = settings.format
+    raw = fmt == "avro"  # Avro output appends the already-encoded bodies
     try:
         for item in iter_range(consumer, task.topic, task.partition, task.start, task.end,
                                fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size):
-            if isinstance(item, Corrupt):
+            if item.__class__ is Corrupt:
                 quarantine.append(_quarantine_line(task, item.offset, item.next_offset, item.raw, item.reason))
                 continue
             payload = item.payload
             try:
-                record = deser.deserialize(payload, topic=task.topic, offset=item.offset)
+                schema_id, record = decoder.decode(payload, topic=task.topic, offset=item.offset)
                 t = record["header"]["time"]
-                dt, hour = layout.hour_bucket(t)
+                hour_index = t // HOUR_MS
+                if hour_index not in hours:
+                    hours[hour_index] = layout.hour_bucket(hour_index * HOUR_MS)
             except EventDecodeError as exc:
                 quarantine.append(_quarantine_line(task, item.offset, item.next_offset, payload, str(exc)))
                 continue
@@ -110,18 +113,19 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
                     task, item.offset, item.next_offset, payload,
                     f"topic {task.topic} offset {item.offset}: no usable header.time for hour bucketing: {exc!r}"))
                 continue
-            schema_id = SCHEMA_ID.unpack_from(payload)[1]
-            bucket = buckets.get((dt, hour, schema_id))
+            bucket = buckets.get((hour_index, schema_id))
             if bucket is None:
-                schema = schemas.get(schema_id)
-                if schema is None:
-                    schema = schemas[schema_id] = deser.writer_schema(payload, topic=task.topic, offset=item.offset)[1]
+                dt, hour = hours[hour_index]
+                schema = decoder.writer_schema(schema_id, payload, topic=task.topic, offset=item.offset)
                 rel = posixpath.join(stage_dir, f"{dt}-{hour:02d}-{schema_id}.{fmt}")
                 writer = open_writer(fmt, storage.open_write(storage.join(rel)), schema,
                                      avro_codec=settings.avro_codec, parquet_compression=settings.parquet_compression,
                                      row_group_rows=settings.row_group_rows)
-                bucket = buckets[(dt, hour, schema_id)] = _Bucket(rel, writer, schema_id, dt, hour)
-            bucket.writer.write(record)
+                bucket = buckets[(hour_index, schema_id)] = _Bucket(rel, writer, schema_id, dt, hour)
+            if raw:
+                bucket.writer.write_raw(decoder.body(payload))
+            else:
+                bucket.writer.write(record)
             if bucket.min_t is None or t < bucket.min_t:
                 bucket.min_t = t
             if bucket.max_t is None or t > bucket.max_t:
@@ -133,9 +137,10 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
             consumer.close()
     rows: list[dict[str, Any]] = []
     per_hour: dict[tuple[str, int], int] = {}
-    for dt, hour, _sid in buckets:
-        per_hour[(dt, hour)] = per_hour.get((dt, hour), 0) + 1
-    for (dt, hour, sid), b in sorted(buckets.items()):
+    for b in buckets.values():
+        per_hour[(b.dt, b.hour)] = per_hour.get((b.dt, b.hour), 0) + 1
+    for (_h, sid), b in sorted(buckets.items()):
+        dt, hour = b.dt, b.hour
         n_rows = b.writer.close()
         name = layout.data_file_name(task.topic, task.broker_id, task.partition, task.start, task.end, fmt,
                                      sid if per_hour[(dt, hour)] > 1 else None)

@@ -11,7 +11,11 @@ group; Avro buffers one block (fastavro's ``sync_interval``).
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
+import struct
+import zlib
 from typing import Any, BinaryIO
 
 import fastavro
@@ -117,6 +121,77 @@ class AvroFileWriter:
         return self.rows
 
 
+def _long(n: int) -> bytes:
+    """Avro long: zigzag varint."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _long(len(b)) + b
+
+
+_CRC = struct.Struct(">I")
+
+
+class AvroRawWriter:
+    """An Avro container file built from records that are already Avro-encoded (payload bodies).
+
+    Container layout (Avro spec): ``Obj\x01``, metadata map {``avro.schema``,
+    ``avro.codec``}, 16-byte sync marker; then blocks of ``count:long size:long
+    data sync``. Codecs: ``null``; ``deflate`` (raw deflate); ``snappy`` (raw snappy
+    followed by the big-endian CRC-32 of the uncompressed block).
+    """
+
+    def __init__(self, fo: BinaryIO, avro_schema: dict, codec: str = "snappy", block_bytes: int = 256 * 1024) -> None:
+        if codec not in ("null", "deflate", "snappy"):
+            raise SchemaError(f"unknown avro.codec {codec!r}: allowed are null, deflate, snappy")
+        self._fo = fo
+        self._codec = codec
+        self._sync = os.urandom(16)
+        self._block = bytearray()
+        self._count = 0
+        self._block_bytes = block_bytes
+        self.rows = 0
+        meta = _long(2) + _bytes(b"avro.schema") + _bytes(json.dumps(avro_schema).encode()) \
+            + _bytes(b"avro.codec") + _bytes(codec.encode()) + _long(0)
+        fo.write(b"Obj\x01" + meta + self._sync)
+        if codec == "snappy":
+            from cramjam import snappy
+
+            self._snappy = snappy.compress_raw
+
+    def write_raw(self, body) -> None:
+        self._block += body
+        self._count += 1
+        if len(self._block) >= self._block_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._count:
+            return
+        data = bytes(self._block)
+        if self._codec == "deflate":
+            c = zlib.compressobj(6, zlib.DEFLATED, -15)
+            data = c.compress(data) + c.flush()
+        elif self._codec == "snappy":
+            data = bytes(self._snappy(data)) + _CRC.pack(zlib.crc32(self._block) & 0xFFFFFFFF)
+        self._fo.write(_long(self._count) + _long(len(data)) + data + self._sync)
+        self.rows += self._count
+        self._block = bytearray()
+        self._count = 0
+
+    def close(self) -> int:
+        self._flush()
+        self._fo.close()
+        return self.rows
+
+
 class ParquetFileWriter:
     """Buffers records into row groups of one Parquet file."""
 
@@ -155,7 +230,7 @@ def open_writer(fmt: str, fo: BinaryIO, avro_schema: dict, *, avro_codec: str = 
                 parquet_compression: str = "snappy", row_group_rows: int = 131_072):
     """An :class:`AvroFileWriter` or :class:`ParquetFileWriter` for ``fmt``."""
     if fmt == "avro":
-        return AvroFileWriter(fo, avro_schema, avro_codec)
+        return AvroRawWriter(fo, avro_schema, avro_codec)
     if fmt == "parquet":
         return ParquetFileWriter(fo, avro_schema, parquet_compression, row_group_rows)
     raise SchemaError(f"unknown output format {fmt!r}: allowed are avro, parquet")

@@ -1,0 +1,179 @@
+"""Loader throughput, broker -> destination, against the physical limit in the same run.
+
+    .venv/bin/python bench/bench_loader.py [--count 1000000] [--partitions 2]
+
+Produces ``--count`` events of 200 bytes (framed payload) to a real broker
+process, then times a whole load run (plan, Spark tasks fetching with CRC checks,
+Avro decoding, hour bucketing, writing staged files, the commit) on a local[2]
+SparkSession, for Avro and for Parquet output. The reference ("limit") is the
+same already-decoded records written straight to disk in this process by
+fastavro / pyarrow with the same codec: what remains when fetching, decoding,
+Spark and the commit cost nothing. Prints a table and the ratios (loader / limit).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+BENCH_SCHEMA = {
+    "type": "record", "name": "BenchEvent", "namespace": "ingest.bench",
+    "fields": [
+        {"name": "header", "type": {"type": "record", "name": "EventHeader", "namespace": "ingest.events", "fields": [
+            {"name": "time", "type": "long"}, {"name": "server", "type": "string"},
+            {"name": "service", "type": "string"}, {"name": "session", "type": "string"},
+            {"name": "seq", "type": "long"}]}},
+        {"name": "member_id", "type": "long"},
+        {"name": "page_key", "type": "string"},
+        {"name": "body", "type": "string"},
+    ],
+}
+PAYLOAD_BYTES = 200
+
+
+def make_payloads(serializer, n: int, start_ms: int) -> list[bytes]:
+    session = str(uuid.uuid4())
+    base = {"header": {"time": start_ms, "server": "app001.prod", "service": "bench", "session": session, "seq": 0},
+            "member_id": 12345, "page_key": "profile-view", "body": ""}
+    pad = PAYLOAD_BYTES - len(serializer.serialize(base))
+    out = []
+    for i in range(n):
+        rec = {"header": {"time": start_ms + i * 7, "server": "app001.prod", "service": "bench", "session": session,
+                          "seq": i}, "member_id": i % 100_000, "page_key": "profile-view", "body": "x" * pad}
+        out.append(serializer.serialize(rec))
+    return out
+
+
+def limit_run(records: list[dict], fmt: str, out_dir: Path, codec: str) -> float:
+    """Seconds to write already-decoded records straight to one local file."""
+    import fastavro
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ingest.loader.writers import arrow_schema
+
+    path = out_dir / f"limit.{fmt}"
+    began = time.perf_counter()
+    if fmt == "avro":
+        with open(path, "wb") as f:
+            fastavro.writer(f, fastavro.parse_schema(BENCH_SCHEMA), records, codec=codec)
+    else:
+        schema = arrow_schema(BENCH_SCHEMA)
+        with pq.ParquetWriter(path, schema, compression=codec) as w:
+            for i in range(0, len(records), 131_072):
+                w.write_table(pa.Table.from_pylist(records[i:i + 131_072], schema=schema))
+    elapsed = time.perf_counter() - began
+    path.unlink()
+    return elapsed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--formats", default="avro,parquet")
+    ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value")
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    import logging
+
+    logging.basicConfig(level=logging.INFO if os.environ.get("BENCH_VERBOSE") else logging.WARNING,
+                        format="%(asctime)s %(name)s: %(message)s")
+
+    from ingest.client.producer import Producer
+    from ingest.events.registry_client import RegistryClient
+    from ingest.events.serde import EventDeserializer, EventSerializer
+    from ingest.loader.config import LOADER_CONFIG
+    from ingest.loader.job import run_load
+    from tests.harness.brokers import BrokerProcess
+    from tests.harness.registry import RegistryProcess
+    from tests.harness.spark import make_session
+
+    work = Path(tempfile.mkdtemp(prefix="bench-loader-"))
+    broker = BrokerProcess(0, work / "broker", overrides={
+        "num.partitions": args.partitions, "log.flush.interval": 100_000, "log.default.flush.interval.ms": 200,
+        "log.default.flush.scheduler.interval.ms": 100}).start()
+    registry = RegistryProcess(work / "registry").start()
+    results: dict = {"count": args.count, "payload_bytes": PAYLOAD_BYTES, "partitions": args.partitions}
+    try:
+        client = RegistryClient(registry.url)
+        ser = EventSerializer(client, "bench-value", BENCH_SCHEMA)
+        t0 = time.perf_counter()
+        payloads = make_payloads(ser, args.count, 1_795_000_000_000)
+        results["serialize_s"] = round(time.perf_counter() - t0, 2)
+        t0 = time.perf_counter()
+        with Producer({"broker.list": f"0:{broker.host}:{broker.port}", "max.message.size": 10_000_000}) as prod:
+            for i in range(0, len(payloads), 1000):
+                prod.send("bench", payloads[i:i + 1000], key=str(i // 1000))
+        results["produce_s"] = round(time.perf_counter() - t0, 2)
+        deser = EventDeserializer(client)
+        t0 = time.perf_counter()
+        records = [deser.deserialize(p) for p in payloads]
+        results["decode_only_s"] = round(time.perf_counter() - t0, 2)
+        log_bytes = sum(len(p) + 10 for p in payloads)
+        results["log_bytes"] = log_bytes
+        del payloads
+        spark = make_session()
+        for kv in args.conf:
+            k, _, v = kv.partition("=")
+            spark.conf.set(k, v)
+        # Warm up: one tiny load so Spark's one-time start of Python workers and of the
+        # data source planner is not charged to the measured runs.
+        with Producer({"broker.list": f"0:{broker.host}:{broker.port}"}) as prod:
+            prod.send("warmup", [ser.serialize({"header": {"time": 0, "server": "s", "service": "b", "session": "w",
+                                                           "seq": 0}, "member_id": 1, "page_key": "p", "body": ""})])
+        from ingest.client.simple_consumer import SimpleConsumer
+
+        with SimpleConsumer(broker.host, broker.port) as c:
+            deadline = time.monotonic() + 30
+            while sum(p.latest for p in c.metadata(["warmup"]).topics.get("warmup", [])) == 0:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("warm-up message never became visible")
+                time.sleep(0.1)
+        run_load(LOADER_CONFIG.parse({"destination": str(work / "warm"), "brokers": f"{broker.host}:{broker.port}",
+                                      "registry.url": registry.url, "topics": "warmup"}), spark)
+        for fmt in args.formats.split(","):
+            codec = "snappy"
+            limit_s = limit_run(records, fmt, work, codec)
+            dest = work / f"out-{fmt}"
+            cfg = LOADER_CONFIG.parse({
+                "destination": str(dest), "brokers": f"{broker.host}:{broker.port}", "registry.url": registry.url,
+                "format": fmt, "avro.codec": codec, "parquet.compression": codec, "topics": "bench",
+                "max.bytes.per.task": 1 << 40})
+            t0 = time.perf_counter()
+            res = run_load(cfg, spark)
+            load_s = time.perf_counter() - t0
+            assert res.record["totals"]["messages"] == args.count, res.record["totals"]
+            results[fmt] = {
+                "loader_s": round(load_s, 2), "loader_msg_s": round(args.count / load_s),
+                "loader_mb_s": round(log_bytes / load_s / 1e6, 1),
+                "limit_s": round(limit_s, 2), "limit_msg_s": round(args.count / limit_s),
+                "ratio": round(limit_s / load_s, 3), "files": res.record["totals"]["files"],
+                "task_s": [round(p["duration_ms"] / 1000, 2) for p in res.record["partitions"] if p["tasks"]],
+            }
+            shutil.rmtree(dest, ignore_errors=True)
+        spark.stop()
+    finally:
+        broker.stop()
+        registry.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(results, indent=1))
+    print(f"\n{'format':<8} {'loader msg/s':>13} {'loader MB/s':>12} {'limit msg/s':>12} {'ratio':>7}")
+    for fmt in args.formats.split(","):
+        r = results[fmt]
+        print(f"{fmt:<8} {r['loader_msg_s']:>13,} {r['loader_mb_s']:>12} {r['limit_msg_s']:>12,} {r['ratio']:>7.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
