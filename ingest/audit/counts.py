@@ -106,8 +106,13 @@ def missing_samples(
         F.explode(F.sequence("seq_min", F.least("seq_max", F.col("seq_min") + F.lit(SAMPLE_RANGE_CAP - 1))))
         .alias("seq"),
     )
-    sessions = [r[2] for r in ranges]
-    loaded = ids_df.where(F.col("session").isin(sorted(set(sessions)))).select("session", "seq").distinct()
+    sessions = sorted({r[2] for r in ranges})
+    seq_lo, seq_hi = min(r[3] for r in ranges), max(r[4] for r in ranges)
+    # Only ids that can match: the sessions asked about, within the seq bounds (pushed down to the scan).
+    loaded = (
+        ids_df.where(F.col("session").isin(sessions) & F.col("seq").between(seq_lo, seq_hi))
+        .select("session", "seq").distinct()
+    )
     missing = expected.join(loaded, ["session", "seq"], "left_anti")
     w = Window.partitionBy("topic", "window_start_ms").orderBy("session", "seq")
     rows = (

@@ -15,8 +15,10 @@ Rerunning the audit over the same committed state and time gives the same rows.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -51,6 +53,16 @@ class AuditRun:
         for r in self.rows:
             out[r["status"]] = out.get(r["status"], 0) + 1
         return out
+
+
+@contextlib.contextmanager
+def _step(name: str, timings: dict[str, float]):
+    """Log each step as it starts and how long it took (the audit's progress)."""
+    log.info("audit step: %s ...", name)
+    began = time.perf_counter()
+    yield
+    timings[name] = round(time.perf_counter() - began, 3)
+    log.info("audit step: %s done in %.2f s", name, timings[name])
 
 
 def parse_time(text: str) -> int:
@@ -130,12 +142,15 @@ def run_audit(
     destination = config["destination"]
     log.info("audit %s of %s: windows [%d, %d), now %d", run_id, destination, lo, hi, now)
 
-    state = inputs.load_state(destination)
+    timings: dict[str, float] = {}
+    with _step("loader state", timings):
+        state = inputs.load_state(destination)
     audit_topic = config["audit.topic"]
     mon_files = [f for f in state.files if f.topic == audit_topic]
-    mon_df = inputs.read_monitoring(spark, mon_files)
-    snapshots = monitoring.rebucket(monitoring.latest_snapshots(mon_df), window_ms)
-    gaps = monitoring.report_gaps(mon_df)
+    with _step("monitoring", timings):
+        mon_df = inputs.read_monitoring(spark, mon_files)
+        snapshots = monitoring.rebucket(monitoring.latest_snapshots(mon_df), window_ms)
+        gaps = monitoring.report_gaps(mon_df)
 
     topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots})
     snapshots = [s for s in snapshots if s.topic in set(topics)]
@@ -143,27 +158,25 @@ def run_audit(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
     )
     ids = counts.with_windows(inputs.read_ids(spark, data_files), window_ms=window_ms, plausible_hi_ms=plausible_hi)
-    ids = ids.cache()
-    try:
+    with _step("distinct counts", timings):
         loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
-        gap_sessions = sorted({g.session for g in gaps})
-        touched = {(s.session, s.topic) for s in snapshots} | counts.session_topics(ids, gap_sessions)
-        params = reconcile.AuditParams(
-            window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
-            lo_ms=lo, hi_ms=hi, plausible_hi_ms=plausible_hi,
-            producer_failures_are_loss=config["producer.failures.are.loss"],
-            retention_slack=config["retention.estimate.slack"],
-        )
-        rows = reconcile.build_rows(
-            params, monitoring.aggregate(snapshots), loaded,
-            lost_ranges=[r for r in state.lost_ranges if r.topic in set(topics)], gaps=gaps,
-            session_topics=touched,
-            by_producer_monitoring=monitoring.aggregate(snapshots, by_server=True) if by_producer else None,
-        )
+    gap_sessions = sorted({g.session for g in gaps})
+    touched = {(s.session, s.topic) for s in snapshots} | counts.session_topics(ids, gap_sessions)
+    params = reconcile.AuditParams(
+        window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
+        lo_ms=lo, hi_ms=hi, plausible_hi_ms=plausible_hi,
+        producer_failures_are_loss=config["producer.failures.are.loss"],
+        retention_slack=config["retention.estimate.slack"],
+    )
+    rows = reconcile.build_rows(
+        params, monitoring.aggregate(snapshots), loaded,
+        lost_ranges=[r for r in state.lost_ranges if r.topic in set(topics)], gaps=gaps,
+        session_topics=touched,
+        by_producer_monitoring=monitoring.aggregate(snapshots, by_server=True) if by_producer else None,
+    )
+    with _step("missing-id samples", timings):
         samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows), config["sample.size"])
-        reconcile.attach_samples(rows, samples)
-    finally:
-        ids.unpersist()
+    reconcile.attach_samples(rows, samples)
     rows = reconcile.strip_private(rows)
     run = AuditRun(
         run_id=run_id, audited_at_ms=now, range_start_ms=lo, range_end_ms=hi, rows=rows,
@@ -175,7 +188,7 @@ def run_audit(
             "monitoring_snapshots": len(snapshots), "report_seq_gaps": len(gaps),
             "lost_ranges": len(state.lost_ranges), "window_ms": window_ms, "grace_ms": config["grace.ms"],
             "threshold": config["threshold"], "future_skew_ms": config["future.skew.ms"],
-            "window_lookback": config["window.lookback"], "now_ms": now,
+            "window_lookback": config["window.lookback"], "now_ms": now, "step_seconds": timings,
         },
     )
     if config["history.enabled"] if write_history is None else write_history:

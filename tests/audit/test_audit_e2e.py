@@ -28,6 +28,7 @@ the retention thread's shortest period is one minute, too slow for a test.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -125,6 +126,13 @@ def wait_for_messages(port: int, topic: str, n: int, timeout_s: float = 20.0) ->
         consumer.close()
 
 
+def wait_until(cond, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
 def delete_oldest_segments(log_dir: Path, topic: str, keep: int) -> int:
     """Retention on a stopped broker's log: delete all but the newest ``keep`` segments of ``topic``-0."""
     lm = LogManager(LOG_CONFIG.parse({"log.dir": str(log_dir), "log.file.size": 1024}))
@@ -136,6 +144,16 @@ def delete_oldest_segments(log_dir: Path, topic: str, keep: int) -> int:
         return n
     finally:
         lm.shutdown()
+
+
+_T = [time.monotonic()]
+
+
+def mark(label: str) -> None:
+    """Progress of the long scenario in the test log (where the time goes)."""
+    now = time.monotonic()
+    logging.getLogger(__name__).info("e2e step %s: %.1f s", label, now - _T[0])
+    _T[0] = now
 
 
 def by_window(run, topic: str) -> dict[int, dict]:
@@ -155,6 +173,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
     mon_proxy = FaultProxy(broker.port)
     p = Pipeline(tmp_path, broker, registry.url)
     p.spark = spark
+    mark("start")
     try:
         # --- window A ---------------------------------------------------------------------------
         clean = p.producer()
@@ -166,9 +185,10 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         second.send("e2e-restart", pages(4))
         dropped = p.producer(data={"broker.list": f"0:{drop_proxy.address}", "request.required.acks": 0})
         dropped.send("e2e-dropped", pages(5))
+        wait_for_messages(broker.port, "e2e-dropped", 5)  # fire-and-forget: wait until it is on the broker
         drop_proxy.drop_produce = True
         lost_headers = dropped.send("e2e-dropped", pages(5))
-        wait_for_messages(broker.port, "e2e-dropped", 5)
+        wait_until(lambda: drop_proxy.dropped_frames == 1)
         drop_proxy.drop_produce = False
         dropped.send("e2e-dropped", pages(5))
         wait_for_messages(broker.port, "e2e-dropped", 10)
@@ -190,12 +210,15 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         idle = p.producer()
         idle.send("e2e-idle", pages(5))
 
+        mark('window A sends')
         p.clock.set(B + 5000)
         p.poll_all()  # window A closed: its monitoring events go out (monlost's cannot)
         assert p.load("avro").status == "committed"
+        mark('load 1')
         audit1 = p.audit(now=B + 5000)
         assert counts(by_window(audit1, "e2e-late")[A]) == ("COMPLETE", 10, 10, 10, 0, 0)
 
+        mark('audit 1')
         # --- window B -------------------------------------------------------------------------------
         monlost.send("e2e-monlost", pages(5))
         retain.send("e2e-retain", pages(10))          # will be deleted by retention before it is loaded
@@ -218,16 +241,20 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         for ep in p.producers:
             ep.close(timeout_s=5)
 
+        mark('windows B, C and closes')
         broker.stop()
         assert delete_oldest_segments(broker.log_dir, "e2e-retain", keep=1) >= 1
         assert delete_oldest_segments(broker.log_dir, "e2e-oldest", keep=1) == 1
         broker.start()
+        mark('retention + broker restart')
         second_load = p.load("parquet")
         assert second_load.status == "committed"
         lost_topics = sorted(r["topic"] for r in second_load.record["lost_ranges"])
         assert lost_topics == ["e2e-oldest", "e2e-retain"]
 
+        mark('load 2')
         run = p.audit(now=C + W + 60_000)
+        mark('audit 2')
         rows = {t: by_window(run, t) for t in {r["topic"] for r in run.rows}}
         assert "audit-monitoring" not in rows
         assert counts(rows["e2e-clean"][A]) == ("COMPLETE", 20, 20, 20, 0, 0)
@@ -274,6 +301,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
              "--report", str(report)],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
         )
+        mark('spark-submit')
         assert proc.returncode == EXIT_DATA_LOSS, proc.stderr[-3000:]
         assert "DATA LOSS" in proc.stdout
         submitted = {(r["topic"], r["window_start_ms"]): r["status"] for r in read_json_lines(report)

@@ -53,6 +53,14 @@ def test_threshold_tolerates_a_tiny_shortfall_but_reports_it():
     assert strict[0]["status"] == "DATA_LOSS" and strict[0]["causes"] == {"unexplained_loss": 5}
 
 
+def test_producer_failures_are_loss_only_when_configured():
+    mon = aggregate([snap("s", T0, 8, failed=4)])
+    loaded = [LoadedCount("pv", T0, "h", 8, 8)]
+    assert build_rows(params(), mon, loaded)[0]["status"] == "DATA_LOSS"
+    relaxed = build_rows(params(producer_failures_are_loss=False), mon, loaded)[0]
+    assert (relaxed["status"], relaxed["causes"]) == ("COMPLETE", {"producer_failed": 4})
+
+
 def test_gap_at_the_start_of_a_session_taints_its_early_windows_only():
     gap = ReportGap("s", "h", 1, 1, None, T0 + 2 * W)  # report_seq 1 lost, report 2 emitted at T0+2W
     mon = aggregate([snap("s", T0, 5, report_seq=2), snap("s", T0 + 4 * W, 5, report_seq=3)])
