@@ -64,6 +64,10 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
     for topic in ("page-views", "clicks", "service-metrics"):
         assert topic in out
     assert (work / "reports" / "audit.jsonl").exists()
+    import json
+
+    hours = json.loads((work / "reports" / "compaction.json").read_text())["hours"]
+    assert {h["hour"].split("/")[0] for h in hours if h["action"] == "compacted"} >= {"page-views", "clicks"}
     assert list((work / "warehouse" / "page-views").rglob("*.parquet"))
     sessions.discard(os.getsid(0))
     assert not _sessions_alive(sessions), "demo left processes running"

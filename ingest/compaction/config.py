@@ -16,6 +16,8 @@ COMPACTION_CONFIG = ConfigDef(
             "topics to compact; empty means every topic under the destination"),
         Key("compaction.grace.ms", Int(0, None), 10 * 60 * 1000,
             "an hour is compacted only once its end plus this grace has passed"),
+        Key("compaction.include.open.hours", Bool(), False,
+            "also compact hours not yet closed (demo and tests; in production late data would re-fragment them)"),
         Key("compaction.require.audit", Bool(), True,
             "compact only hours that an audit report judged complete (jobs/compact.py --audit-report)"),
         Key("compaction.parquet.compression", Str(pattern=r"none|snappy|gzip|zstd|lz4|brotli"), "snappy",

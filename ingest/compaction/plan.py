@@ -49,11 +49,13 @@ class Settings:
     min_files: int
     grace_ms: int
     parquet_compression: str = "snappy"
+    include_open_hours: bool = False
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Settings":
         return cls(cfg["destination"], cfg["compaction.target.bytes"], cfg["compaction.min.files"],
-                   cfg["compaction.grace.ms"], cfg["compaction.parquet.compression"])
+                   cfg["compaction.grace.ms"], cfg["compaction.parquet.compression"],
+                   cfg["compaction.include.open.hours"])
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def plan_hours(state: Any, settings: Settings, now_ms: int, *, topics: Sequence[
         if start_ms is not None and hour.start_ms + HOUR_MS <= start_ms or end_ms is not None and hour.start_ms >= end_ms:
             continue
         n = len(files)
-        if hour.start_ms + HOUR_MS + settings.grace_ms > now_ms:
+        if hour.start_ms + HOUR_MS + settings.grace_ms > now_ms and not settings.include_open_hours:
             other.append(Outcome(str(hour), "skipped", "hour not closed yet (end + compaction.grace.ms in the future)", n))
         elif complete is not None and (hour.topic, hour.dt, hour.hour) not in complete:
             other.append(Outcome(str(hour), "skipped", "the audit did not judge every window of this hour COMPLETE", n))

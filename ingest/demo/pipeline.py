@@ -198,7 +198,7 @@ class Demo:
             "audit": write_properties(self.work / "audit.properties", {
                 **common, "window.ms": WINDOW_MS, "grace.ms": GRACE_MS}, "demo audit: 10 s windows, 5 s grace"),
             "compaction": write_properties(self.work / "compaction.properties", {
-                **common, "compaction.require.audit": "false", "compaction.grace.ms": 0,
+                **common, "compaction.require.audit": "false", "compaction.include.open.hours": "true",
                 "compaction.target.bytes": 64 * 1024 * 1024}, "demo compaction: the open hour, no audit gate"),
         }
 

@@ -92,6 +92,12 @@ def test_open_hour_is_left_alone(tmp_path):
     assert out["action"] == "skipped" and len(data_files(d)) == 6
 
 
+def test_open_hour_compacted_when_asked(tmp_path):
+    make_hour(tmp_path, "parquet")
+    out = compact(tmp_path, clock_ms=HOUR_START_MS + 60_000, **{"compaction.include.open.hours": "true"})
+    assert out["page-views"]["action"] == "compacted"
+
+
 def test_late_file_after_compaction_is_merged_next_run(tmp_path):
     d, ids = make_hour(tmp_path, "parquet")
     compact(tmp_path)
