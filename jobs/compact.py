@@ -16,6 +16,16 @@ import sys
 log = logging.getLogger("jobs.compact")
 
 
+def spark_map(spark):
+    """A runner ``map_fn`` that merges each hour in its own Spark task (results come back to the driver)."""
+
+    def mapper(fn, plans):
+        plans = list(plans)
+        return spark.sparkContext.parallelize(plans, max(1, len(plans))).map(fn).collect()
+
+    return mapper
+
+
 def main(argv: list[str] | None = None) -> int:
     from ingest.compaction.cli import add_common
     from ingest.errors import IngestError
@@ -47,12 +57,9 @@ def main(argv: list[str] | None = None) -> int:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
 
-    def spark_map(fn, hours):
-        return spark.sparkContext.parallelize(list(hours), max(1, len(hours))).map(fn).collect()
-
     try:
         results = run(config, start_ms=start, end_ms=end, topics=args.topic,
-                      audit_reports=args.audit_report, map_fn=spark_map)
+                      audit_reports=args.audit_report, map_fn=spark_map(spark))
     except IngestError as exc:
         if args.verbose:
             log.exception("failed")

@@ -209,3 +209,21 @@ def test_audit_gate_reads_a_one_line_report(tmp_path):
     dt, hour = hour_bucket(HOUR_START_MS)
     assert complete_hours([str(report)]) == {("t", dt, hour)}
     assert report_range([str(report)]) == (HOUR_START_MS, HOUR_START_MS + HOUR_MS)
+
+
+def test_spark_job_merges_each_hour_in_a_spark_task(tmp_path, spark):
+    """jobs/compact.py's map: hours merged by Spark tasks, committed once by the driver."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("jobs_compact", ROOT / "jobs" / "compact.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    _, ids_a = make_hour(tmp_path, "parquet", topic="page-views")
+    _, ids_b = make_hour(tmp_path, "avro", topic="clicks")
+    cfg = COMPACTION_CONFIG.parse({"destination": str(tmp_path), "compaction.require.audit": "false"})
+    results = {r["hour"].split("/")[0]: r for r in run(cfg, clock=FakeClock(AFTER_HOUR), map_fn=job.spark_map(spark))}
+    assert results["page-views"]["action"] == results["clicks"]["action"] == "compacted"
+    assert set(read_ids(committed_paths(tmp_path, "page-views"), "parquet")) == ids_a
+    assert set(read_ids(committed_paths(tmp_path, "clicks"), "avro")) == ids_b
+    [rec] = read_records(open_storage(str(tmp_path)))
+    assert rec["state"] == "committed" and len(rec["hours"]) == 2
