@@ -38,6 +38,7 @@ TOPICS = (  # topic, schema, share of --rate
     ("service-metrics", "service_metric", 0.1),
 )
 SPARK_TIMEOUT_S = 240
+MIN_DURATION_FOR_TWO_LOADS_S = 20
 
 
 @dataclass(frozen=True)
@@ -220,11 +221,14 @@ class Demo:
         start_ms = int(time.time() * 1000)
         producers = self.start_producers()
         cfg = self.configs()
-        # first hourly load while the producers publish (they keep going meanwhile)
-        time.sleep(min(self.opts.duration_s / 2, 20))
-        say("load #1 (spark-submit jobs/load.py) while producers publish ...")
-        self.submit("load-1", "load.py", ["--config", str(cfg["loader"])])
-        say(f"load #1 committed in {self.step_times['load-1']:.0f}s")
+        if self.opts.duration_s >= MIN_DURATION_FOR_TWO_LOADS_S:
+            # a first hourly load while the producers publish (they keep going meanwhile)
+            time.sleep(min(self.opts.duration_s / 2, 20))
+            say("load #1 (spark-submit jobs/load.py) while producers publish ...")
+            self.submit("load-1", "load.py", ["--config", str(cfg["loader"])])
+            say(f"load #1 committed in {self.step_times['load-1']:.0f}s")
+        else:
+            say(f"(--duration under {MIN_DURATION_FOR_TWO_LOADS_S}s: one load after the producers instead of two)")
         for child in producers:
             self.sup.wait(child, self.opts.duration_s + 120, ok_codes=(0, 1))
             self.produced[child.name.removeprefix("produce-")] = _last_json(child.log_path)
