@@ -227,3 +227,23 @@ def test_spark_job_merges_each_hour_in_a_spark_task(tmp_path, spark):
     assert set(read_ids(committed_paths(tmp_path, "clicks"), "avro")) == ids_b
     [rec] = read_records(open_storage(str(tmp_path)))
     assert rec["state"] == "committed" and len(rec["hours"]) == 2
+
+
+def test_status_lists_hours_and_runs(tmp_path, capsys):
+    from ingest.cli import main
+
+    make_hour(tmp_path, "parquet")
+    assert main(["compaction", "status", "--set", f"destination={tmp_path}"]) == 0
+    assert "6 file(s)" in capsys.readouterr().out
+    compact(tmp_path)
+    assert main(["compaction", "status", "--set", f"destination={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "1 file(s)" in out and "compacted" in out and "committed, 6 -> 1 files" in out
+
+
+def test_bad_time_is_one_clear_line(tmp_path, capsys):
+    from ingest.cli import main
+
+    assert main(["compaction", "run", "--set", f"destination={tmp_path}", "--from", "yesterday"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'yesterday'" in err[0] and "ISO-8601" in err[0]
