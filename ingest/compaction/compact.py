@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ingest.compaction.formats import merge
@@ -106,7 +106,3 @@ def commit(storage: Any, results: Sequence[HourResult], compaction_id: str, cloc
     manifest = replace_files(storage, old, new, run_id=compaction_id, note=note, clock=clock)
     log.info("committed %s as manifest %d", note, manifest.seq)
     return manifest
-
-
-def with_reason(outcome: Outcome, action: str, reason: str) -> Outcome:
-    return replace(outcome, action=action, reason=reason)

@@ -6,15 +6,13 @@ header.seq)``; the first occurrence in input order (files sorted by name,
 rows in file order) wins, so the result is deterministic and re-running a
 merge over its own output changes nothing.
 
-Files are grouped by schema (Avro writer schema, Parquet Arrow schema) so a
-schema change inside an hour never forces records into a schema they were not
-written with; each group yields its own output files.
+The caller groups files by format and writer-schema id, so a schema change
+inside an hour never forces records into a schema they were not written with;
+each group yields its own output files.
 """
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -48,20 +46,6 @@ class MergeResult:
     rows: list[int] = field(default_factory=list)      # rows per output file
     rows_in: int = 0
     duplicates: int = 0
-
-
-def schema_key(fmt: str, data: bytes) -> str:
-    """A short fingerprint of a file's schema, used to group files."""
-    if fmt == AVRO:
-        import fastavro
-
-        schema = fastavro.reader(io.BytesIO(data)).writer_schema
-        text = json.dumps(schema, sort_keys=True)
-    else:
-        import pyarrow.parquet as pq
-
-        text = pq.read_schema(io.BytesIO(data)).remove_metadata().to_string()
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def merge(fmt: str, inputs: Sequence[bytes], target_bytes: int, parquet_compression: str = "snappy") -> MergeResult:
@@ -160,14 +144,3 @@ def _merge_parquet(inputs: Sequence[bytes], target_bytes: int, compression: str)
         result.files.append(out.getvalue())
         result.rows.append(hi - lo)
     return result
-
-
-def count_rows(fmt: str, data: bytes) -> int:
-    """Rows in one encoded file (used by tests and by the status command)."""
-    if fmt == AVRO:
-        import fastavro
-
-        return sum(1 for _ in fastavro.reader(io.BytesIO(data)))
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(io.BytesIO(data)).metadata.num_rows

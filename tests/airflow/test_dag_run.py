@@ -70,6 +70,7 @@ def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory):  # 
     broker_list = ",".join(f"{b.broker_id}:{b.host}:{b.port}" for b in brokers)
     registry = RegistryProcess(tmp_path / "registry").start()
     try:
+        started = datetime.now(timezone.utc)
         produced = produce(broker_list, registry.url, "page-views", 400)
         assert produced["acknowledged"] == 400
         # let the last monitoring window close (plus the audit's 1 s grace) before auditing
@@ -103,7 +104,7 @@ def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory):  # 
         subprocess.run([str(AIRFLOW_BIN), "db", "migrate"], env=env, cwd=home, check=True,
                        capture_output=True, timeout=120)
         # the run at the next full hour covers the current hour, where our events are
-        hour = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        hour = started.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
         code, out = dags_test(env, home, hour.isoformat(), tmp_path / "dags-test.log")
         assert "state=success" in out and code == 0, out[-8000:]
     finally:

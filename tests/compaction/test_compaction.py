@@ -16,7 +16,7 @@ from ingest.compaction.records import read_records
 from ingest.compaction.runner import run
 from ingest.errors import ConfigError
 from ingest.storage import open_storage
-from tests.compaction.helpers import (HOUR_START_MS, commit_hour_files, committed_paths, hour_dir, make_hour,
+from tests.compaction.helpers import (HOUR_START_MS, commit_hour_files, committed_paths, make_hour,
                                       read_ids, record)
 
 ROOT = Path(__file__).resolve().parents[2]
