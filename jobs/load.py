@@ -32,18 +32,22 @@ def main(argv=None) -> int:
     from ingest.errors import DataLossError, IngestError
     from ingest.loader.config import LOADER_CONFIG
     from ingest.loader.job import run_load, summary_text
-    from ingest.loader.state import read_run_record
-    from ingest.storage import open_storage
 
     try:
         config = LOADER_CONFIG.load(args.config, parse_overrides(args.set))
     except IngestError as exc:
         print(f"load: error: {exc}", file=sys.stderr)
         return 2
-    spark = build_spark(config)
-    run_id = None
+    sessions = []
+
+    def spark_factory():
+        # Started only when there is something to load: recovery, planning and
+        # "nothing new" runs need no Spark at all.
+        sessions.append(build_spark(config))
+        return sessions[-1]
+
     try:
-        result = run_load(config, spark, reset_spec=args.reset_offsets, reset_topics=args.topic)
+        result = run_load(config, spark_factory, reset_spec=args.reset_offsets, reset_topics=args.topic)
         print(summary_text(result.record))
         return 0
     except IngestError as exc:
@@ -51,7 +55,8 @@ def main(argv=None) -> int:
         print(f"load: FAILED: {exc}", file=sys.stderr)
         return code
     finally:
-        spark.stop()
+        for s in sessions:
+            s.stop()
 
 
 def build_spark(config):

@@ -210,6 +210,10 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
              snapshots: list[PartitionSnapshot] | None = None) -> RunResult:
     """Plan, execute and commit one load run; returns its result (the run record is written too).
 
+    ``spark`` is a SparkSession or a zero-argument callable returning one; the callable
+    is called only when the plan has tasks, so recovery, planning and runs with
+    nothing new never start Spark.
+
     Raises:
         DataLossError: retention deleted unloaded data and ``fail.on.data.loss`` (run record written).
         QuarantineLimitError, CommitError, IngestError: the run failed; nothing was committed.
@@ -246,7 +250,9 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
         log.info("run %s: %d partitions, %d tasks, %d bytes to load (%d topics skipped by the filters)",
                  run_id, len(plan.partitions), len(plan.tasks), plan.total_bytes, len(plan.skipped_topics))
-        rows = execute(spark, plan, task_settings(config, run_id))
+        if plan.tasks and callable(spark) and not hasattr(spark, "sparkContext"):
+            spark = spark()
+        rows = execute(spark, plan, task_settings(config, run_id)) if plan.tasks else []
         record["partitions"] = partition_entries(plan, rows)
         messages = sum(r["messages"] or 0 for r in rows if r["kind"] == "task")
         quarantined = sum(r["quarantined"] or 0 for r in rows if r["kind"] == "task")
