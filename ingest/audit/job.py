@@ -148,9 +148,12 @@ def run_audit(
     audit_topic = config["audit.topic"]
     mon_files = [f for f in state.files if f.topic == audit_topic]
     with _step("monitoring", timings):
-        mon_df = inputs.read_monitoring(spark, mon_files)
-        snapshots = monitoring.rebucket(monitoring.latest_snapshots(mon_df), window_ms)
-        gaps = monitoring.report_gaps(mon_df)
+        mon_df = inputs.read_monitoring(spark, mon_files).cache()  # small; read once for both passes
+        try:
+            snapshots = monitoring.rebucket(monitoring.latest_snapshots(mon_df), window_ms)
+            gaps = monitoring.report_gaps(mon_df)
+        finally:
+            mon_df.unpersist()
 
     topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots})
     snapshots = [s for s in snapshots if s.topic in set(topics)]

@@ -11,8 +11,9 @@ and event-time window (fields in docs/events.md). The rules:
 * ``report_seq`` goes +1 per event in a session: a hole means a monitoring event
   was lost, and the windows it may have described cannot be called complete.
 
-Deduplication, the latest-revision choice and gap detection run in Spark; the
-(small) winning snapshots and gaps are collected for the reconciliation.
+Deduplication and the latest-revision choice run in Spark (one aggregation);
+so does collecting each session's report_seqs; the (small) winning snapshots
+and per-session sequences are collected for the reconciliation.
 """
 from __future__ import annotations
 
@@ -102,18 +103,20 @@ def deduplicated(mon_df):
 
 
 def latest_snapshots(mon_df) -> list[Snapshot]:
-    """The latest revision per (session, topic, window) of deduplicated events."""
-    from pyspark.sql import Window
+    """The latest revision per (session, topic, window) of deduplicated events.
+
+    One hash aggregation: ``max_by`` of the event ordered by (revision,
+    emitted_at_ms, report_seq) per key (cheaper than a sorting window).
+    """
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("producer_session_id", "topic", "window_start_ms").orderBy(
-        F.col("revision").desc(), F.col("emitted_at_ms").desc(), F.col("report_seq").desc()
-    )
+    fields = [c for c in mon_df.columns]
+    order = F.struct(F.col("revision"), F.col("emitted_at_ms"), F.col("report_seq"))
     rows = (
         deduplicated(mon_df)
-        .withColumn("_rank", F.row_number().over(w))
-        .where("_rank = 1")
-        .drop("_rank")
+        .groupBy("producer_session_id", "topic", "window_start_ms")
+        .agg(F.max_by(F.struct(*[F.col(c) for c in fields]), order).alias("e"))
+        .select("e.*")
         .collect()
     )
     return [
@@ -132,34 +135,33 @@ def latest_snapshots(mon_df) -> list[Snapshot]:
 
 
 def report_gaps(mon_df, first_report_seq: int = FIRST_REPORT_SEQ) -> list[ReportGap]:
-    """Holes in each session's report_seq sequence (including missing first events)."""
-    from pyspark.sql import Window
+    """Holes in each session's report_seq sequence (including missing first events).
+
+    Spark collects, per session, the sorted distinct (report_seq, emitted_at_ms)
+    pairs (a few per window and topic); the holes are found on the driver.
+    """
     from pyspark.sql import functions as F
 
-    seen = (
+    per_session = (
         deduplicated(mon_df)
-        .groupBy("producer_session_id", "report_seq")
-        .agg(F.max("producer_server").alias("server"), F.min("emitted_at_ms").alias("emitted_at_ms"))
-    )
-    w = Window.partitionBy("producer_session_id").orderBy("report_seq")
-    gaps = (
-        seen.withColumn("prev_seq", F.lag("report_seq").over(w))
-        .withColumn("prev_emitted", F.lag("emitted_at_ms").over(w))
-        .where(
-            (F.col("prev_seq").isNull() & (F.col("report_seq") > F.lit(first_report_seq)))
-            | (F.col("report_seq") - F.col("prev_seq") > 1)
-        )
+        .groupBy("producer_session_id")
+        .agg(F.max("producer_server").alias("server"),
+             F.array_sort(F.collect_set(F.struct(F.col("report_seq"), F.col("emitted_at_ms")))).alias("seen"))
         .collect()
     )
     out = []
-    for r in gaps:
-        first = first_report_seq if r.prev_seq is None else int(r.prev_seq) + 1
-        out.append(ReportGap(
-            session=r.producer_session_id, server=r.server or "", first_missing=first,
-            last_missing=int(r.report_seq) - 1,
-            after_emitted_ms=None if r.prev_emitted is None else int(r.prev_emitted),
-            before_emitted_ms=int(r.emitted_at_ms),
-        ))
+    for r in per_session:
+        prev_seq, prev_emitted = first_report_seq - 1, None
+        for item in r.seen:
+            seq, emitted = int(item.report_seq), int(item.emitted_at_ms)
+            if seq == prev_seq:
+                continue  # the same report_seq re-sent (superseded in the buffer before publishing)
+            if seq > prev_seq + 1:
+                out.append(ReportGap(
+                    session=r.producer_session_id, server=r.server or "", first_missing=prev_seq + 1,
+                    last_missing=seq - 1, after_emitted_ms=prev_emitted, before_emitted_ms=emitted,
+                ))
+            prev_seq, prev_emitted = seq, emitted
     out.sort(key=lambda g: (g.session, g.first_missing))
     return out
 

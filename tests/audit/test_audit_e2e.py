@@ -213,7 +213,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         mark('window A sends')
         p.clock.set(B + 5000)
         p.poll_all()  # window A closed: its monitoring events go out (monlost's cannot)
-        assert p.load("avro").status == "committed"
+        assert p.load("parquet").status == "committed"
         mark('load 1')
         audit1 = p.audit(now=B + 5000)
         assert counts(by_window(audit1, "e2e-late")[A]) == ("COMPLETE", 10, 10, 10, 0, 0)
