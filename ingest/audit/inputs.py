@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ingest.audit import avro_source
+from ingest.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,15 @@ def load_state(destination: str) -> LoadState:
     crashed load left half-published (see ingest.loader.commit).
     """
     from ingest.loader.state import open_state
+    from ingest.storage import open_storage
 
+    storage = open_storage(destination)
+    if not storage.exists(storage.root):
+        # A mistyped destination must not pass as "nothing to audit, all complete".
+        raise ConfigError(f"destination {destination!r} does not exist; set 'destination' to the loader's destination")
     state = open_state(destination)
+    if state.seq == 0:
+        log.warning("destination %s has no committed load yet: nothing to audit", destination)
     uri = state.storage.uri
     files = []
     for rec in state.files(kind="data"):

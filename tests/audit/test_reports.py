@@ -90,6 +90,14 @@ def test_parse_time_and_audited_range():
         audited_range(T0, W, 1, T0 + W, T0)
 
 
+def test_a_mistyped_destination_is_an_error_not_an_empty_audit(tmp_path):
+    from ingest.audit.inputs import load_state
+
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_state(str(tmp_path / "no-such-dest"))
+    assert load_state(str(tmp_path)).files == ()
+
+
 def test_config_defaults_and_bad_values():
     cfg = AUDIT_CONFIG.parse({"destination": "/d"})
     assert (cfg["audit.topic"], cfg["threshold"], cfg["window.ms"]) == ("audit-monitoring", 0.999, 600_000)
