@@ -32,7 +32,7 @@ from ingest_dag_support import (AUDIT_APP, AUDIT_CONFIG, COMPACT_APP, COMPACTION
                                 AuditSubmitOperator, alert)
 
 FROM = "{{ params.from_time }}"
-TO = "{{ params.to_time or dag_run.run_after.in_timezone('UTC').isoformat() }}"
+TO = "{{ params.to_time or dag_run.run_after.isoformat() }}"  # run_after: when it was triggered (aware, UTC)
 
 with DAG(
     dag_id="ingest_replay",
@@ -44,8 +44,8 @@ with DAG(
     default_args={**DEFAULT_ARGS, "on_failure_callback": alert},
     params={
         "topic": Param(type="string", pattern=r"^[A-Za-z0-9._-]{1,249}$", description="topic to replay"),
-        "from_time": Param(type="string", description="replay from this time: ISO-8601 (UTC when no zone), "
-                                                       "epoch ms, or 'earliest'"),
+        "from_time": Param(type="string", description="replay from this time: ISO-8601 (UTC when no zone) "
+                                                       "or epoch ms"),
         "to_time": Param("", type="string", description="end of the re-audited range (empty: when triggered)"),
     },
     tags=["ingest"],
