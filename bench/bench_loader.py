@@ -13,6 +13,7 @@ Spark and the commit cost nothing. Prints a table and the ratios (loader / limit
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -62,6 +63,7 @@ def limit_run(records: list[dict], fmt: str, out_dir: Path, codec: str) -> float
     from ingest.loader.writers import arrow_schema
 
     path = out_dir / f"limit.{fmt}"
+    gc.collect()
     began = time.perf_counter()
     if fmt == "avro":
         with open(path, "wb") as f:
@@ -160,6 +162,7 @@ def main() -> int:
                 "limit_s": round(limit_s, 2), "limit_msg_s": round(args.count / limit_s),
                 "ratio": round(limit_s / load_s, 3), "files": res.record["totals"]["files"],
                 "task_s": [round(p["duration_ms"] / 1000, 2) for p in res.record["partitions"] if p["tasks"]],
+                "task_cpu_s": [round(p.get("cpu_ms", 0) / 1000, 2) for p in res.record["partitions"] if p["tasks"]],
             }
             shutil.rmtree(dest, ignore_errors=True)
         spark.stop()

@@ -191,6 +191,24 @@ def new_offsets(plan: LoadPlan, state: LoaderState, rows: list[dict]) -> list[Of
     return list(out.values())
 
 
+def rebase_target(storage: Storage, base_seq: int, removed: list[str]) -> int:
+    """The seq to commit after when only compactions committed since ``base_seq``; else re-raise.
+
+    A compaction changes no offsets and touches only already-committed files, so a
+    load planned before it is still right unless it withdraws a file the
+    compaction replaced (a replay racing a compaction): then the load fails.
+    """
+    latest = commit.manifest_seqs(storage)[-1]
+    for seq in range(base_seq + 1, latest + 1):
+        m = commit.read_manifest(storage, seq)
+        if m.kind != "compaction" or set(m.removed) & set(removed):
+            raise commit.CommitConflictError(
+                f"commit {seq} ({m.kind}, run {m.run_id}) happened while this run was loading; nothing of this "
+                f"run is visible: rerun it (is another loader running on {storage.uri}?)")
+    log.info("rebasing the commit from %d onto %d (only compactions happened meanwhile)", base_seq, latest)
+    return latest
+
+
 def file_records(rows: list[dict], run_id: str) -> list[FileRecord]:
     out = []
     for r in rows:
@@ -264,11 +282,16 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
             k: o.offset for k, o in state.offsets.items()}
         seq = None
         if changed:
-            manifest = commit.commit_files(
-                storage, kind="load", run_id=run_id, offsets=offsets, added=added, removed=removed,
-                lost_ranges=plan.lost_ranges, expected_seq=plan.base_seq, clock=clock,
-                note=f"reset {reset_spec} {reset_topics}" if reset_spec else "",
-            )
+            note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
+            expected = plan.base_seq
+            while True:
+                try:
+                    manifest = commit.commit_files(
+                        storage, kind="load", run_id=run_id, offsets=offsets, added=added, removed=removed,
+                        lost_ranges=plan.lost_ranges, expected_seq=expected, clock=clock, note=note)
+                    break
+                except commit.CommitConflictError:
+                    expected = rebase_target(storage, expected, removed)
             seq = manifest.seq
         crash_point("before-gc")
         commit.gc_staging(storage, [run_id])

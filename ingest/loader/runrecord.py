@@ -53,6 +53,7 @@ def partition_entries(plan, results: list[dict] | None = None) -> list[dict[str,
             entry["messages"] += row["messages"] or 0
             entry["quarantined"] += row["quarantined"] or 0
             entry["duration_ms"] += row["duration_ms"] or 0
+            entry["cpu_ms"] = entry.get("cpu_ms", 0) + (row.get("cpu_ms") or 0)
         else:
             entry["files"].append(row["path"])
     return [by_key[k] for k in sorted(by_key)]

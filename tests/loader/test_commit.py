@@ -89,3 +89,21 @@ def test_same_named_file_is_replaced_on_replay(tmp_path):
     commit_files(st, kind="load", run_id="r2", offsets=[OffsetRecord("t", 0, 0, 100)], added=[again], removed=[again.path])
     state = LoaderState.load(st)
     assert len(state.files()) == 1 and st.read_bytes(state.full_path(again)) == b"new"
+
+
+def test_load_commit_rebases_over_a_concurrent_compaction_only(tmp_path):
+    from ingest.loader.job import rebase_target
+
+    st = open_storage(str(tmp_path))
+    a = _rec(st, "r1", 0, 100)
+    commit_files(st, kind="load", run_id="r1", offsets=[OffsetRecord("t", 0, 0, 100)], added=[a])
+    merged = FileRecord(path="t/dt=2026-11-22/hour=01/t.c.avro", topic="t", broker_id=-1, partition=-1,
+                        start_offset=0, end_offset=100, rows=1, format="avro",
+                        staging=_stage(st, "c1", "m"), sources=((0, 0, 0, 100),))
+    replace_files(st, [a.path], [merged], run_id="c1")
+    assert rebase_target(st, 1, removed=[]) == 2
+    with pytest.raises(CommitConflictError, match="compaction"):
+        rebase_target(st, 1, removed=[a.path])
+    commit_files(st, kind="reset", run_id="x", offsets=[OffsetRecord("t", 0, 0, 0)])
+    with pytest.raises(CommitConflictError, match="reset"):
+        rebase_target(st, 1, removed=[])

@@ -1,0 +1,33 @@
+"""Broker discovery for the plan: through ZooKeeper's /brokers/ids (real ZooKeeper, real broker)."""
+from __future__ import annotations
+
+import pytest
+
+from ingest.errors import BrokerUnavailableError, ConfigError
+from ingest.loader.config import LOADER_CONFIG
+from ingest.loader.discover import broker_addresses, discover
+from tests.harness.brokers import broker_cluster, stop_all
+
+
+def test_zookeeper_discovery_finds_every_partition_with_offsets(zk_connect, tmp_path_factory):
+    brokers = broker_cluster(tmp_path_factory, n=1, zk_connect=zk_connect, num_partitions=3, first_id=7)
+    try:
+        from ingest.client.producer import Producer
+
+        with Producer({"zk.connect": zk_connect}) as p:
+            p.send("zk-topic", [b"a", b"b"], key="x")
+        cfg = LOADER_CONFIG.parse({"destination": "/tmp/unused", "zk.connect": zk_connect,
+                                   "registry.url": "http://127.0.0.1:1"})
+        assert broker_addresses(cfg) == [(brokers[0].host, brokers[0].port)]
+        snaps = [s for s in discover(cfg) if s.topic == "zk-topic"]
+        assert sorted(s.partition for s in snaps) == [0, 1, 2] and {s.broker_id for s in snaps} == {7}
+        assert sum(s.latest - s.earliest for s in snaps) > 0
+    finally:
+        stop_all(brokers)
+
+
+def test_no_broker_source_is_a_config_error(zk_connect):
+    with pytest.raises(ConfigError, match="needs 'brokers'"):
+        broker_addresses(LOADER_CONFIG.parse({"destination": "/x", "registry.url": "http://r"}))
+    with pytest.raises(BrokerUnavailableError, match="no broker registered"):
+        broker_addresses(LOADER_CONFIG.parse({"destination": "/x", "registry.url": "http://r", "zk.connect": zk_connect}))
