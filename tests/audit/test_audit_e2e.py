@@ -174,6 +174,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
     p = Pipeline(tmp_path, broker, registry.url)
     p.spark = spark
     mark("start")
+    submit = None
     try:
         # --- window A ---------------------------------------------------------------------------
         clean = p.producer()
@@ -253,6 +254,20 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         assert lost_topics == ["e2e-oldest", "e2e-retain"]
 
         mark('load 2')
+        # --- the same audit through spark-submit jobs/audit.py, overlapping the in-process audit ----
+        # (history.enabled=false: the revisions asserted below are the in-process runs')
+        conf = tmp_path / "audit.properties"
+        conf.write_text(f"destination={p.dest}\ngrace.ms={AUDIT_GRACE}\nwindow.lookback=0\nhistory.enabled=false\n")
+        report = tmp_path / "report" / "audit.jsonl"
+        py = sys.executable
+        env = dict(os.environ, PYSPARK_PYTHON=py, PYSPARK_DRIVER_PYTHON=py,
+                   PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        submit = subprocess.Popen(
+            [str(Path(py).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+             str(REPO / "jobs" / "audit.py"), "--config", str(conf), "--from", str(A), "--to", str(C + W),
+             "--report", str(report)],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
         run = p.audit(now=C + W + 60_000)
         mark('audit 2')
         rows = {t: by_window(run, t) for t in {r["topic"] for r in run.rows}}
@@ -288,22 +303,10 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         assert counts(idle_rows[A])[0] == counts(idle_rows[C])[0] == "COMPLETE"
         assert run.exit_code == EXIT_DATA_LOSS
 
-        # --- the same audit through spark-submit jobs/audit.py ----------------------------------------
-        conf = tmp_path / "audit.properties"
-        conf.write_text(f"destination={p.dest}\ngrace.ms={AUDIT_GRACE}\nwindow.lookback=0\n")
-        report = tmp_path / "report" / "audit.jsonl"
-        py = sys.executable
-        env = dict(os.environ, PYSPARK_PYTHON=py, PYSPARK_DRIVER_PYTHON=py,
-                   PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run(
-            [str(Path(py).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-             str(REPO / "jobs" / "audit.py"), "--config", str(conf), "--from", str(A), "--to", str(C + W),
-             "--report", str(report)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-        )
-        mark('spark-submit')
-        assert proc.returncode == EXIT_DATA_LOSS, proc.stderr[-3000:]
-        assert "DATA LOSS" in proc.stdout
+        stdout, stderr = submit.communicate(timeout=300)
+        mark("spark-submit (overlapping audit 2)")
+        assert submit.returncode == EXIT_DATA_LOSS, stderr[-3000:]
+        assert "DATA LOSS" in stdout
         submitted = {(r["topic"], r["window_start_ms"]): r["status"] for r in read_json_lines(report)
                      if r["row_type"] == "window"}
         in_process = {(r["topic"], r["window_start_ms"]): r["status"] for r in run.rows if r["row_type"] == "window"}
@@ -312,6 +315,9 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         assert "e2e-dropped" in html and "RETENTION_LOSS" in html
         assert json.loads(report.read_text().splitlines()[0])["threshold"] == 0.999
     finally:
+        if submit is not None and submit.poll() is None:
+            submit.kill()  # our own child, by its handle
+            submit.wait()
         for ep in p.producers:
             try:
                 ep.close(timeout_s=1)
