@@ -125,6 +125,8 @@ def _accumulate(params, monitoring, loaded, by) -> dict[tuple, _Acc]:
 
     def acc_for(topic, ws, server) -> _Acc | None:
         if ws is None or is_out_of_range(ws, params):
+            if producer_rows:
+                return None  # out-of-range events are reported per topic only
             key, row_type, ws = (topic, None, server), ROW_OUT_OF_RANGE, None
         elif params.lo_ms <= ws < params.hi_ms:
             key, row_type = (topic, ws, server), ROW_PRODUCER if producer_rows else ROW_WINDOW

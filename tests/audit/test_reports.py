@@ -145,3 +145,13 @@ def test_history_revisions_and_cli_show(tmp_path, capsys):
     report = write_json_lines(make_run(rows), tmp_path / "r.jsonl")
     assert main(["audit", "show", "--report", str(report), "--problems"]) == 1
     assert "DATA_LOSS" in capsys.readouterr().out
+
+
+def test_out_of_range_rows_are_per_topic_even_with_producer_rows():
+    mon = [snap("s", T0, 2), snap("s", 0, 1)]
+    loaded = [LoadedCount("pv", T0, "h", 2, 2), LoadedCount("pv", None, "h", 1, 1)]
+    rows = build_rows(params(), aggregate(mon), loaded, by_producer_monitoring=aggregate(mon, by_server=True))
+    kinds = sorted((r["row_type"], r["producer"]) for r in rows)
+    assert kinds == [("out_of_range", None), ("producer", "h"), ("window", None)]
+    oor = next(r for r in rows if r["row_type"] == "out_of_range")
+    assert (oor["status"], oor["produced_acked"], oor["loaded_distinct"], oor["window_start_ms"]) == ("COMPLETE", 1, 1, None)
