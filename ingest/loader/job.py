@@ -209,6 +209,30 @@ def rebase_target(storage: Storage, base_seq: int, removed: list[str]) -> int:
     return latest
 
 
+def unique_names(added: list[FileRecord], state: LoaderState, n: int) -> list[FileRecord]:
+    """Rename files of a replay whose plain name is still committed: ``<name>.<n>.<ext>``.
+
+    So publishing never has to delete a file and put another under the same name
+    (a window in which a concurrent roll-forward could delete the new file); the old
+    file is withdrawn by the same manifest under its own name.
+    """
+    import dataclasses
+    import posixpath
+
+    taken = {f.path for f in state.files(kind=None)}
+    out = []
+    for rec in added:
+        path = rec.path
+        k = n
+        while path in taken:
+            stem, ext = posixpath.splitext(rec.path)
+            path = f"{stem}.{k}{ext}"
+            k += 1
+        out.append(rec if path == rec.path else dataclasses.replace(rec, path=path))
+        taken.add(path)
+    return out
+
+
 def file_records(rows: list[dict], run_id: str) -> list[FileRecord]:
     out = []
     for r in rows:
@@ -275,7 +299,7 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         messages = sum(r["messages"] or 0 for r in rows if r["kind"] == "task")
         quarantined = sum(r["quarantined"] or 0 for r in rows if r["kind"] == "task")
         check_ratio(quarantined, messages, config["max.quarantine.ratio"])
-        added = file_records(rows, run_id)
+        added = unique_names(file_records(rows, run_id), state, plan.base_seq + 1)
         removed = removed_by_replay(plan, state)
         offsets = new_offsets(plan, state, rows)
         changed = added or removed or plan.lost_ranges or {o.key: o.offset for o in offsets} != {

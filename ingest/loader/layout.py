@@ -10,8 +10,10 @@
     <destination>/_ingest/quarantine/<topic>/<topic>.b<broker>.p<partition>.<start>-<end>.jsonl
 
 ``dt``/``hour`` are the UTC date and hour of the event's ``header.time``. ``start``
-and ``end`` are the task's offset range ``[start, end)``; ``n`` is the writer-schema
-id, present only when one bucket of one range holds records of several schemas.
+and ``end`` are the task's offset range ``[start, end)``; ``n`` disambiguates, present
+only when needed: the writer-schema id when one bucket of one range holds records of
+several schemas, and the commit number when a replay reloads a range whose plain
+name is still committed (the old file is withdrawn by the same commit).
 Every state path starts with ``_`` so that Hadoop, Hive and Spark readers skip it.
 All paths in records are *relative* to the destination root (portable between
 ``file://`` and ``hdfs://`` views of the same data).

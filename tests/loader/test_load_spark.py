@@ -127,11 +127,15 @@ def test_replay_from_earliest_replaces_instead_of_duplicating(spark, brokers, re
     dest = tmp_path / "out"
     cfg = loader_config(dest, brokers, registry_url, topics=topic)
     first = run_load(cfg, spark)
-    before = {f.path: f.run_id for f in LoaderState.load(open_storage(str(dest))).files(topic)}
+    before_files = LoaderState.load(open_storage(str(dest))).files(topic)
+    before = {f.path: f.run_id for f in before_files}
     again = run_load(cfg, spark, reset_spec="earliest", reset_topics=[topic])
     assert again.status == "committed"
     after = LoaderState.load(open_storage(str(dest)))
-    assert {f.path for f in after.files(topic)} == set(before)  # same ranges -> same names, replaced
+    ranges = lambda files: sorted((f.broker_id, f.partition, f.start_offset, f.end_offset, f.hour) for f in files)
+    assert ranges(after.files(topic)) == ranges(before_files)  # the same ranges, reloaded
+    assert not set(before) & {f.path for f in after.files(topic)}  # replacements get a disambiguating .<n>
+    assert len(after.files(topic)) == len(before)
     assert {f.run_id for f in after.files(topic)} == {again.run_id} != {first.run_id}
     loaded = committed_ids(dest, topic)
     assert set(loaded) == set(ids) and max(loaded.values()) == 1
