@@ -58,11 +58,14 @@ def summary(run, *, max_problems: int = 15) -> str:
     counts = run.status_counts()
     windows = [r for r in run.rows if r["row_type"] != "producer"]
     judged = sum(1 for r in windows if r["judged"])
-    loss = sum(r["missing"] for r in windows if r["status"] in LOSS_STATUSES)
+    lossy = [r for r in windows if r["status"] in LOSS_STATUSES]
+    loss = sum(r["missing"] for r in lossy)
+    failed = sum(r["causes"].get("producer_failed", 0) for r in lossy)
     if run.exit_code == 0:
         verdict = "OK: every judged window is complete"
-    elif any(r["status"] in LOSS_STATUSES for r in run.rows):
-        verdict = f"DATA LOSS: {loss} acknowledged messages missing (exit {run.exit_code})"
+    elif lossy or any(r["status"] in LOSS_STATUSES for r in run.rows):
+        extra = f", {failed} failed sends never delivered" if failed else ""
+        verdict = f"DATA LOSS: {loss} acknowledged messages missing{extra} (exit {run.exit_code})"
     else:
         verdict = f"PROBLEMS without loss (exit {run.exit_code})"
     lines = [
