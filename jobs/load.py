@@ -52,6 +52,8 @@ def main(argv=None) -> int:
         return 0
     except IngestError as exc:
         code = 3 if isinstance(exc, DataLossError) else 2
+        if getattr(exc, "run_record", None):
+            print(summary_text(exc.run_record))
         print(f"load: FAILED: {exc}", file=sys.stderr)
         return code
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -331,6 +332,13 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         record["finished_at_ms"] = finished
         record["duration_ms"] = finished - started
         record["totals"] = totals(record, time.monotonic() - began)
+        if record["status"] == "failed":
+            exc_now = sys.exc_info()[1]
+            if exc_now is not None:
+                try:
+                    exc_now.run_record = record  # type: ignore[attr-defined]  # for the caller's summary
+                except AttributeError:
+                    pass
         try:
             write_run_record(storage, record)
         except Exception as exc:  # never mask the run's own outcome
