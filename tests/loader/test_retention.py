@@ -67,3 +67,22 @@ def test_retention_loss_fails_by_default_and_is_recorded_when_allowed(spark, reg
         assert {r["topic"] for r in run_records(st.storage)[-1]["lost_ranges"]} == {"ret-a", "ret-b"}
     finally:
         stop_all(brokers)
+
+
+def test_skewed_partition_is_split_at_segment_boundaries_into_many_tasks(spark, registry_url, tmp_path_factory,
+                                                                         tmp_path):
+    brokers = broker_cluster(tmp_path_factory, n=1, num_partitions=2, log_file_size=4096)
+    try:
+        hot = produce(brokers, registry_url, "skewed", 200, chunk=20, key_prefix="same-key-")  # keys vary per chunk
+        dest = tmp_path / "out"
+        result = run_load(loader_config(dest, brokers, registry_url, topics="skewed", max_bytes_per_task=12_000), spark)
+        sizes = {p.key: [(t.start, t.end) for t in p.tasks] for p in result.plan.partitions}
+        biggest = max(sizes.values(), key=len)
+        assert len(biggest) >= 3 and all(e - s <= 12_000 for s, e in biggest)
+        assert all(a[1] == b[0] for a, b in zip(biggest, biggest[1:]))  # contiguous at segment starts
+        segment_starts = {int(p.stem) for p in brokers[0].log_dir.glob("skewed-*/*.kafka")}
+        assert all(s in segment_starts or s == 0 for s, _ in biggest)
+        ids = committed_ids(dest, "skewed")
+        assert set(ids) == set(hot) and max(ids.values()) == 1
+    finally:
+        stop_all(brokers)
