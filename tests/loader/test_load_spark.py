@@ -180,3 +180,24 @@ def test_webhdfs_destination_through_the_real_hdfs_client(spark, brokers, regist
                          for p in (server.root / "warehouse" / "events" / topic).rglob("*.parquet"))
         assert on_disk == sorted(f.path for f in state.files(topic))
         assert not list((server.root / "warehouse" / "events" / "_ingest" / "staging").glob("*/*"))
+
+
+def test_reset_offsets_command_rewinds_and_the_next_load_restores_exactly_once(spark, brokers, registry_url, tmp_path,
+                                                                               capsys):
+    from ingest.cli import main
+
+    topic = "pv-reset"
+    ids = produce(brokers, registry_url, topic, 60, chunk=10)
+    dest = tmp_path / "out"
+    cfg = loader_config(dest, brokers, registry_url, topics=topic)
+    run_load(cfg, spark)
+    conf = tmp_path / "l.properties"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in cfg.as_properties().items()))
+    assert main(["loader", "reset-offsets", "--config", str(conf), "--to", "earliest", "--topic", topic]) == 0
+    assert "files withdrawn" in capsys.readouterr().out
+    state = LoaderState.load(open_storage(str(dest)))
+    assert state.files(topic) == [] and all(o.offset == 0 for k, o in state.offsets.items() if k[0] == topic)
+    assert main(["loader", "reset-offsets", "--config", str(conf), "--to", "earliest", "--topic", "no-such"]) == 2
+    run_load(cfg, spark)
+    loaded = committed_ids(dest, topic)
+    assert set(loaded) == set(ids) and max(loaded.values()) == 1
