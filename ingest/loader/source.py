@@ -25,6 +25,7 @@ from ingest.loader.task import RESULT_FIELDS, RESULT_SCHEMA, TaskSettings
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "ingest_load"
+_registered: set[str] = set()  # application ids this data source is registered with
 
 
 class TaskPartition(InputPartition):
@@ -72,7 +73,10 @@ def execute_tasks(spark, tasks: Sequence[TaskRange], settings: TaskSettings) -> 
     """Run every task on Spark; the result rows of the successful attempts, as dicts."""
     if not tasks:
         return []
-    spark.dataSource.register(LoadDataSource)
+    app = spark.sparkContext.applicationId
+    if app not in _registered:
+        spark.dataSource.register(LoadDataSource)
+        _registered.add(app)
     df = (
         spark.read.format(FORMAT_NAME)
         .option("tasks", json.dumps([asdict(t) for t in tasks]))
