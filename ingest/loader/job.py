@@ -31,9 +31,11 @@ log = logging.getLogger(__name__)
 
 
 def new_run_id(clock: Clock = SYSTEM_CLOCK) -> str:
-    """Sortable by start time: ``YYYYmmddTHHMMSSZ-<6 hex>``."""
-    ts = datetime.fromtimestamp(clock.time_ms() / 1000.0, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{ts}-{secrets.token_hex(3)}"
+    """Sortable by start time: ``YYYYmmddTHHMMSSmmmZ-<6 hex>`` (millisecond resolution,
+    so two runs started within one second still sort in start order)."""
+    now_ms = clock.time_ms()
+    ts = datetime.fromtimestamp(now_ms // 1000, tz=timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{ts}{now_ms % 1000:03d}Z-{secrets.token_hex(3)}"
 
 
 @dataclass

@@ -129,7 +129,7 @@ def read_run_record(storage: Storage, run_id: str) -> dict[str, Any] | None:
 
 
 def run_records(storage: Storage) -> list[dict[str, Any]]:
-    """Every run record, oldest first (run ids sort by start time)."""
+    """Every run record, oldest first (by ``started_at_ms``, then run id)."""
     out = []
     for info in storage.list(storage.join(layout.RUNS_DIR)):
         if info.name.endswith(".json") and not info.name.startswith("."):
@@ -137,4 +137,5 @@ def run_records(storage: Storage) -> list[dict[str, Any]]:
                 out.append(json.loads(storage.read_bytes(info.path)))
             except ValueError:
                 log.warning("skipping unreadable run record %s", info.path)
+    out.sort(key=lambda rec: (rec.get("started_at_ms") or 0, rec.get("run_id", "")))
     return out
