@@ -15,6 +15,16 @@ no-replace rename the commit protocol needs. There is no overwriting rename in
 WebHDFS, so :meth:`write_atomic` is write-temp, delete, rename: a reader may briefly
 find the file absent (never half-written). The commit protocol only relies on
 no-replace renames of fresh names.
+
+Write verification: after every write (``write_bytes``, ``write_atomic``, the
+close of ``open_write``) the storage asks the NameNode for the landed file's
+checksum (``GETFILECHECKSUM`` through the client's ``checksum()``) and compares it
+with the same ``MD5-of-<n>MD5-of-512CRC32C`` computed over the bytes it sent
+(:mod:`ingest.storage.checksum`, block geometry taken from the landed file's
+status). A mismatch raises :class:`StorageError` naming the path and both
+checksums; the landed file is deleted and ``write_atomic`` never renames it over
+the old one. Turn off with ``verify_checksums=False`` (one extra round trip and a
+CRC pass per file; see docs/storage.md).
 """
 from __future__ import annotations
 
@@ -29,6 +39,7 @@ from urllib.parse import urlparse
 
 from ingest.errors import StorageError
 from ingest.storage.base import FileInfo, Storage
+from ingest.storage.checksum import DEFAULT_BLOCK_SIZE, FileChecksum, Md5Md5Crc32, parse_algorithm
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +75,7 @@ class _UploadOnClose:
             self._tmp.flush()
             self._tmp.seek(0)
             self._storage._upload(self._path, self._tmp)
+            self._storage._verify(self._path, _file_chunks(self._tmp))
         finally:
             self._tmp.close()
 
@@ -81,7 +93,8 @@ class _UploadOnClose:
 class WebHdfsStorage(Storage):
     """Storage over WebHDFS. Thread-safe as the ``hdfs`` client is (one session per client)."""
 
-    def __init__(self, uri: str, *, webhdfs_url: str | None = None, user: str | None = None) -> None:
+    def __init__(self, uri: str, *, webhdfs_url: str | None = None, user: str | None = None,
+                 verify_checksums: bool = True) -> None:
         from hdfs import InsecureClient  # imported here: only HDFS users pay for it
 
         parsed = urlparse(uri)
@@ -99,9 +112,10 @@ class WebHdfsStorage(Storage):
         self.webhdfs_url = webhdfs_url
         self.user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
         self._client = InsecureClient(webhdfs_url, user=self.user)
+        self.verify_checksums = verify_checksums
 
     def __reduce__(self):
-        return (WebHdfsStorage, (self.uri,), None)
+        return (_reopen, (self.uri, self.webhdfs_url, self.user, self.verify_checksums))
 
     # --- reads ----------------------------------------------------------------------
 
@@ -145,14 +159,45 @@ class WebHdfsStorage(Storage):
     def _upload(self, path: str, data, overwrite: bool = False) -> None:
         self._call("write", path, self._client.write, path, data=data, overwrite=overwrite)
 
+    def _verify(self, path: str, chunks) -> None:
+        """Compare the landed file's HDFS checksum with one computed over ``chunks`` (the bytes sent).
+
+        On mismatch the landed file is deleted (it is not what the caller wrote) and
+        StorageError names the path and both checksums.
+        """
+        if not self.verify_checksums:
+            return
+        st = self._call("status", path, self._client.status, path)
+        local = Md5Md5Crc32(block_size=int(st.get("blockSize") or DEFAULT_BLOCK_SIZE))
+        for chunk in chunks:
+            local.update(chunk)
+        if int(st.get("length", -1)) == 0 and local.length == 0:
+            return  # HDFS reports an empty file's checksum without CRCs; equal lengths say it all
+        remote = FileChecksum.from_webhdfs(self._call("checksum", path, self._client.checksum, path))
+        bytes_per_crc, crc_type = parse_algorithm(remote.algorithm)
+        if (bytes_per_crc, crc_type) != (local.bytes_per_crc, local.crc_type):
+            local = Md5Md5Crc32(bytes_per_crc=bytes_per_crc, block_size=local.block_size, crc_type=crc_type)
+            for chunk in chunks:
+                local.update(chunk)
+        expected = local.result()
+        if (remote.algorithm, remote.bytes_hex) != (expected.algorithm, expected.bytes_hex):
+            try:
+                self.delete(path)
+            finally:
+                raise StorageError(f"checksum mismatch after writing {path}: wrote {local.length} bytes with "
+                                   f"checksum {expected}, HDFS has {st.get('length')} bytes with checksum {remote}")
+        log.debug("verified %s: %s", path, expected)
+
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         if not overwrite and self.exists(path):
             raise StorageError(f"cannot write {path}: it exists (pass overwrite=True to replace)")
         self._upload(path, data, overwrite=overwrite)
+        self._verify(path, (data,))
 
     def write_atomic(self, path: str, data: bytes) -> None:
         tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
         self._upload(tmp, data)
+        self._verify(tmp, (data,))  # before the old file is touched: a bad write leaves it as it was
         self.delete(path)
         self.rename(tmp, path)
 
@@ -178,6 +223,22 @@ class WebHdfsStorage(Storage):
 
     def spark_path(self, path: str) -> str:
         return f"{self.scheme}://{self.netloc}{path}"
+
+
+def _reopen(uri: str, webhdfs_url: str, user: str, verify_checksums: bool) -> WebHdfsStorage:
+    return WebHdfsStorage(uri, webhdfs_url=webhdfs_url, user=user, verify_checksums=verify_checksums)
+
+
+class _file_chunks:
+    """Re-iterable 1 MiB chunks of a seekable file, from its start."""
+
+    def __init__(self, f) -> None:
+        self._f = f
+
+    def __iter__(self):
+        self._f.seek(0)
+        while chunk := self._f.read(1 << 20):
+            yield chunk
 
 
 def _info(path: str, st: dict) -> FileInfo:

@@ -13,6 +13,13 @@ matter to the commit protocol:
   the second ``PUT`` carries the bytes (Content-Length or chunked) and answers 201.
   ``overwrite=false`` on an existing file is ``FileAlreadyExistsException``.
 - ``OPEN`` (``offset``, ``length``) answers the bytes directly; ``APPEND`` likewise two-step.
+- ``GETFILECHECKSUM``: HDFS's ``MD5-of-<n>MD5-of-512CRC32C`` over the stored bytes,
+  computed here independently of ``ingest.storage.checksum`` (own table-driven CRC-32C,
+  own block loop) so that a test comparing the two is not comparing a function with itself.
+
+Fault hook: ``server.corrupt_creates("*.tmp")`` makes every later ``CREATE`` whose
+HDFS path matches the ``fnmatch`` pattern store its payload with one byte flipped
+(what a bad disk or DataNode would land); ``corrupt_creates(None)`` turns it off.
 
 Usage::
 
@@ -21,8 +28,11 @@ Usage::
 """
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import json
 import os
+import struct
 import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +40,43 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
 PREFIX = "/webhdfs/v1"
+BLOCK_SIZE = 134217728  # what GETFILESTATUS reports; tests may set server.block_size smaller
+BYTES_PER_CRC = 512
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1  # Castagnoli, reflected
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """Plain table-driven CRC-32C (slow; for tests only)."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def hdfs_file_checksum(data: bytes, block_size: int = BLOCK_SIZE, bytes_per_crc: int = BYTES_PER_CRC) -> dict:
+    """The ``FileChecksum`` JSON a NameNode returns for ``data`` (MD5 of per-block MD5s of CRC-32Cs)."""
+    blocks = [data[i: i + block_size] for i in range(0, len(data), block_size)]
+    block_md5s = b""
+    for block in blocks:
+        crcs = b"".join(struct.pack(">I", crc32c(block[i: i + bytes_per_crc]))
+                        for i in range(0, len(block), bytes_per_crc))
+        block_md5s += hashlib.md5(crcs).digest()
+    crc_per_block = block_size // bytes_per_crc if len(blocks) > 1 else 0  # HDFS: from block 0 only if several
+    raw = struct.pack(">iq", bytes_per_crc, crc_per_block) + hashlib.md5(block_md5s).digest()
+    return {"algorithm": f"MD5-of-{crc_per_block}MD5-of-{bytes_per_crc}CRC32C", "bytes": raw.hex(),
+            "length": len(raw)}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -74,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _status(self, p: Path, suffix: str) -> dict:
         st = p.stat()
-        return {"accessTime": int(st.st_atime * 1000), "blockSize": 134217728, "childrenNum": 0, "fileId": st.st_ino,
+        return {"accessTime": int(st.st_atime * 1000), "blockSize": self.server.block_size, "childrenNum": 0, "fileId": st.st_ino,
                 "group": "supergroup", "length": 0 if p.is_dir() else st.st_size,
                 "modificationTime": int(st.st_mtime * 1000), "owner": "test", "pathSuffix": suffix,
                 "permission": "755" if p.is_dir() else "644", "replication": 0 if p.is_dir() else 1,
@@ -108,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404)
         op = params.get("op", "").upper()
         p = self._local(hdfs_path)
-        if op in ("GETFILESTATUS", "LISTSTATUS", "OPEN") and not p.exists():
+        if op in ("GETFILESTATUS", "LISTSTATUS", "OPEN", "GETFILECHECKSUM") and not p.exists():
             return self._error(404, "FileNotFoundException", f"File does not exist: {hdfs_path}")
         if op == "GETFILESTATUS":
             return self._json({"FileStatus": self._status(p, "")})
@@ -124,6 +171,10 @@ class _Handler(BaseHTTPRequestHandler):
             length = params.get("length")
             data = data[off: off + int(length)] if length is not None else data[off:]
             return self._send(200, data, "application/octet-stream")
+        if op == "GETFILECHECKSUM":
+            if p.is_dir():
+                return self._error(404, "FileNotFoundException", f"Path is not a file: {hdfs_path}")
+            return self._json({"FileChecksum": hdfs_file_checksum(p.read_bytes(), self.server.block_size)})
         return self._error(400, "IllegalArgumentException", f"unsupported GET op {op}")
 
     def do_PUT(self):
@@ -151,6 +202,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if params.get("datanode") != "true":
                     return self._redirect(hdfs_path, params)
                 data = self._body()
+                pattern = self.server.corrupt_pattern
+                if pattern is not None and data and fnmatch.fnmatchcase(hdfs_path, pattern):
+                    data = data[:-1] + bytes([data[-1] ^ 0xFF])  # the landed bytes differ from those sent
                 p.parent.mkdir(parents=True, exist_ok=True)
                 tmp = p.with_name(f".{p.name}.webhdfs-tmp")
                 tmp.write_bytes(data)
@@ -194,6 +248,8 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     root: Path
     lock: threading.Lock
+    block_size: int
+    corrupt_pattern: str | None
 
 
 class WebHdfsServer:
@@ -205,7 +261,21 @@ class WebHdfsServer:
         self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.root = self.root
         self._server.lock = threading.Lock()
+        self._server.block_size = BLOCK_SIZE
+        self._server.corrupt_pattern = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def block_size(self) -> int:
+        return self._server.block_size
+
+    @block_size.setter
+    def block_size(self, value: int) -> None:
+        self._server.block_size = value
+
+    def corrupt_creates(self, pattern: str | None) -> None:
+        """Flip a byte of every later CREATE payload whose HDFS path matches ``pattern`` (None: stop)."""
+        self._server.corrupt_pattern = pattern
 
     @property
     def port(self) -> int:
