@@ -4,7 +4,10 @@ Each package that offers commands has a ``cli`` module with
 ``register(subparsers) -> None``; it adds its subparsers and sets
 ``func=callable(args) -> int`` on each. Errors from the product
 (:class:`ingest.errors.IngestError`) print as one clear line and exit 2; with
-``--verbose`` the traceback is shown too.
+``--verbose`` (before or after the subcommand) the traceback is shown too.
+An unreadable file (:class:`OSError`) is reported the same way; any other
+unexpected exception prints one line pointing at ``--verbose`` and exits 1.
+Usage mistakes are argparse's: the usage line and one error line, exit 2.
 """
 from __future__ import annotations
 
@@ -34,13 +37,25 @@ COMMAND_MODULES = (
 )
 
 EXIT_OK = 0
+EXIT_INTERNAL = 1
 EXIT_ERROR = 2
+
+EXAMPLES = """\
+examples:
+  ingest broker start --config conf/server.properties
+  ingest topics --brokers 0:127.0.0.1:9092
+  ingest loader status --config conf/loader.properties
+  ingest audit show --destination /data/events --problems
+  ingest demo
+  ingest <command> --help        # each command lists its own examples
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ingest",
         description="Batch ingestion of log data: brokers, hourly loads, audit.",
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ingest {__version__}")
@@ -53,9 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _hoist_verbose(argv: Sequence[str]) -> list[str]:
+    """Accept ``--verbose`` anywhere (``ingest loader status --config f --verbose``)."""
+    argv = list(argv)
+    if "--verbose" in argv[1:] and "--" not in argv[: argv.index("--verbose")]:
+        argv.remove("--verbose")
+        argv.insert(0, "--verbose")
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_hoist_verbose(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -72,9 +96,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.exception("failed")
         print(f"ingest {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except OSError as exc:
+        if args.verbose:
+            log.exception("failed")
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"ingest {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"ingest {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: one line here, the traceback with --verbose
+        if args.verbose:
+            log.exception("failed")
+        print(f"ingest {args.command}: internal error: {type(exc).__name__}: {exc} "
+              f"(run with --verbose for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

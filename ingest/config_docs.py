@@ -87,7 +87,9 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
-    d = sub.add_parser("docs", help="Markdown tables of every key")
+    d = sub.add_parser("docs", help="Markdown tables of every key",
+                       epilog="examples:\n  ingest config docs > keys.md\n  ingest config docs --check README.md",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--check", metavar="FILE", help="exit 1 if FILE's generated block is stale")
     d.add_argument("--update", metavar="FILE", help="rewrite FILE's generated block")
     d.set_defaults(func=_run)

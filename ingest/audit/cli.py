@@ -1,6 +1,6 @@
 """``ingest audit show``: the latest audit verdict of every window, from the revisions under ``_audit/``.
 
-Examples::
+examples:
 
     ingest audit show --destination /data/events                 # every window's latest revision
     ingest audit show --destination /data/events --problems      # only windows not COMPLETE/PENDING
@@ -17,7 +17,8 @@ from ingest.audit.reconcile import OK_STATUSES
 
 
 def register(subparsers: Any) -> None:
-    audit = subparsers.add_parser("audit", help="read audit reports (the audit runs via spark-submit jobs/audit.py)")
+    audit = subparsers.add_parser("audit", help="read audit reports (the audit runs via spark-submit jobs/audit.py)",
+                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = audit.add_subparsers(dest="audit_command", metavar="SUBCOMMAND")
     show = sub.add_parser(
         "show", help="latest verdict per topic window", description=__doc__,
@@ -39,6 +40,11 @@ def _show(args) -> int:
         from ingest.audit.history import latest_rows
 
         rows = latest_rows(args.destination)
+        if not rows:
+            from ingest.errors import IngestError
+
+            raise IngestError(f"no audit revisions under {args.destination}/_audit: run spark-submit jobs/audit.py "
+                              f"first, or check the destination (it must be the loader's)")
     else:
         rows = read_json_lines(args.report)
     rows = [r for r in rows if r["row_type"] != "producer"]

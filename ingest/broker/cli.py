@@ -15,12 +15,18 @@ from ingest.config import parse_overrides
 
 log = logging.getLogger(__name__)
 
+EXAMPLES = """\
+examples:
+  ingest broker start --config conf/server.properties
+  ingest broker start --config conf/server.properties --set broker.id=1 --set port=9093 --set log.dir=/tmp/b1
+"""
+
 
 def register(subparsers) -> None:
-    broker = subparsers.add_parser("broker", help="run a broker")
+    broker = subparsers.add_parser("broker", help="run a broker", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = broker.add_subparsers(dest="broker_command", metavar="SUBCOMMAND")
     start = sub.add_parser("start", help="run a broker in the foreground until SIGTERM/SIGINT",
-                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     start.add_argument("--config", required=True, help="server.properties file (see conf/server.properties)")
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one config key (repeatable)")

@@ -30,11 +30,20 @@ from ingest.errors import InvalidMessageError, StorageError
 
 EXIT_OK, EXIT_INVALID = 0, 1
 
+DUMP_EXAMPLES = """\
+examples:
+  ingest log dump /var/kafka-logs/clicks-0/00000000000000000000.kafka
+  ingest log dump /var/kafka-logs/clicks-0 --deep      # a whole partition, inside compressed wrappers
+  ingest log dump /var/kafka-logs/clicks-0 --json | head
+"""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("log", help="inspect broker log segments")
+    p = subparsers.add_parser("log", help="inspect broker log segments", epilog=DUMP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="log_command", metavar="SUBCOMMAND")
-    d = sub.add_parser("dump", help="print every message of a segment file (offset, size, codec, CRC valid)")
+    d = sub.add_parser("dump", help="print every message of a segment file (offset, size, codec, CRC valid)",
+                       description="Print every message of a segment file; exit 1 if any is invalid.",
+                       epilog=DUMP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("path", help="a <20-digit base offset>.kafka segment file, or a partition directory")
     d.add_argument("--json", action="store_true", help="one JSON object per line")
     d.add_argument("--deep", action="store_true", help="also list messages inside compressed wrappers")

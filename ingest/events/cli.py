@@ -16,11 +16,25 @@ log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 5.0
 
+REGISTRY_EXAMPLES = """\
+examples:
+  ingest registry start --port 8081 --store /var/lib/ingest/registry
+  ingest registry start --port 8081 --zk 127.0.0.1:2181     # state in ZooKeeper, several registries
+"""
+
+PRODUCE_EXAMPLES = """\
+examples:
+  ingest produce --brokers 127.0.0.1:9092 --registry http://127.0.0.1:8081 --topic page_views --count 10000
+  ingest produce --zk 127.0.0.1:2181 --registry http://127.0.0.1:8081 --topic clicks --count 600 --rate 10 --json
+"""
+
 
 def register(subparsers: Any) -> None:
-    reg = subparsers.add_parser("registry", help="the Avro schema registry service")
+    reg = subparsers.add_parser("registry", help="the Avro schema registry service", epilog=REGISTRY_EXAMPLES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     reg_sub = reg.add_subparsers(dest="registry_command", metavar="SUBCOMMAND")
-    start = reg_sub.add_parser("start", help="serve the schema registry REST API")
+    start = reg_sub.add_parser("start", help="serve the schema registry REST API", epilog=REGISTRY_EXAMPLES,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     start.add_argument("--port", type=int, required=True, help="TCP port (0 picks a free one)")
     start.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     where = start.add_mutually_exclusive_group()
@@ -30,7 +44,8 @@ def register(subparsers: Any) -> None:
     start.set_defaults(func=_registry_start)
     reg.set_defaults(func=lambda args: (reg.print_help(), 2)[1])
 
-    p = subparsers.add_parser("produce", help="publish synthetic events with monitoring events (load generator)")
+    p = subparsers.add_parser("produce", help="publish synthetic events with monitoring events (load generator)",
+                              epilog=PRODUCE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--brokers", help="static brokers: host:port or id:host:port, comma-separated")
     src.add_argument("--zk", help="ZooKeeper connect string (brokers found under /brokers)")

@@ -7,16 +7,33 @@ import logging
 
 log = logging.getLogger(__name__)
 
+STATUS_EXAMPLES = """\
+examples:
+  ingest loader status --config conf/loader.properties
+  ingest loader status --config conf/loader.properties --set destination=hdfs://nn/data/events --json
+"""
+
+RESET_EXAMPLES = """\
+examples:
+  ingest loader reset-offsets --config conf/loader.properties --topic clicks --to 2026-11-20T06:00:00Z
+  ingest loader reset-offsets --config conf/loader.properties --topic clicks --topic page_views --to earliest
+  then: spark-submit jobs/load.py --config conf/loader.properties   (reloads, replacing, never duplicating)
+"""
+
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("loader", help="the hourly load: status, offsets reset")
+    p = subparsers.add_parser("loader", help="the hourly load: status, offsets reset",
+                              description="The load itself runs as spark-submit jobs/load.py (docs/loader.md).",
+                              epilog=STATUS_EXAMPLES + RESET_EXAMPLES.replace("examples:\n", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="loader_command", metavar="SUBCOMMAND")
-    st = sub.add_parser("status", help="committed offsets, lag and retention risk per partition")
+    st = sub.add_parser("status", help="committed offsets, lag and retention risk per partition",
+                        epilog=STATUS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     st.add_argument("--config", required=True, help="loader .properties file")
     st.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=_status)
-    rs = sub.add_parser("reset-offsets", help="rewind or skip topics (one commit; data returns with the next load)")
+    rs = sub.add_parser("reset-offsets", help="rewind or skip topics (one commit; data returns with the next load)",
+                        epilog=RESET_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rs.add_argument("--config", required=True)
     rs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     rs.add_argument("--to", required=True, metavar="SPEC", help="earliest, latest, epoch ms or ISO-8601 time")

@@ -63,6 +63,7 @@ def reset_offsets(config, spec: str, topics: list[str], clock=None):
     from ingest.storage import open_storage
 
     clock = clock or SYSTEM_CLOCK
+    parse_reset_spec(spec)  # a bad --to fails before any broker or storage is touched
     storage = open_storage(config["destination"])
     state = prepare(storage, config, clock)
     snaps = discover(config)
