@@ -26,7 +26,7 @@ from ingest.client.discovery import BrokerAddress, Discovery
 from ingest.client.partitioner import load_partitioner
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import BrokerUnavailableError
+from ingest.errors import BrokerUnavailableError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,14 @@ class ClusterView:
         if not parts:
             known = ", ".join(str(b) for b in sorted(self._discovery.brokers().values())) or "none known"
             raise BrokerUnavailableError(f"no live broker to send topic {topic!r} to (brokers: {known})")
-        bid, partition = parts[self._partitioner.partition(key, len(parts))]
+        index = self._partitioner.partition(key, len(parts))
+        # A custom partitioner's bad answer must not wrap (-1 is a valid Python index) nor escape
+        # as IndexError from the async sender thread: refuse it as a config error, not retried.
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(parts):
+            raise ConfigError(
+                f"partitioner.class {self.config['partitioner.class']!r} returned {index!r} for topic "
+                f"{topic!r}; allowed is an int in [0, {len(parts) - 1}] ({len(parts)} partitions)")
+        bid, partition = parts[index]
         addr = self._discovery.brokers().get(bid)
         if addr is None:  # vanished from the registry in between
             raise BrokerUnavailableError(f"broker {bid} left the cluster")

@@ -8,7 +8,7 @@ import pytest
 
 from ingest.client.producer import Producer, SendResult
 from ingest.client.simple_consumer import SimpleConsumer
-from ingest.errors import (BrokerUnavailableError, InvalidTopicError, MessageTooLargeError,
+from ingest.errors import (BrokerUnavailableError, ConfigError, InvalidTopicError, MessageTooLargeError,
                            ProducerQueueFullError)
 from tests.client.conftest import create_topic, wait_until
 
@@ -210,3 +210,31 @@ def test_broker_refusal_is_not_retried_and_names_the_topic(broker_factory):
         assert p.stats["retries"] == 0 and p.stats["failed"] == 1
     assert "bad topic/.." in str(err.value) or "INVALID_TOPIC" in str(err.value)
     assert results[0].error is err.value and results[0].count == 1
+
+
+class OutOfRangeForBadKey:
+    """A buggy custom partitioner: an index past the end for key 'bad', -1 for key 'neg'."""
+
+    def partition(self, key, num_partitions):
+        return {"bad": num_partitions, "neg": -1}.get(key, 0)
+
+
+@pytest.mark.parametrize("key", ["bad", "neg"])
+def test_custom_partitioner_out_of_range_is_refused_clearly_and_the_async_sender_survives(broker_factory, key):
+    brokers = broker_factory(n=1, num_partitions=2)
+    create_topic(brokers, "p-badpart")
+    spec = "tests.client.test_producer:OutOfRangeForBadKey"
+    with Producer({"broker.list": brokers[0].address, "partitioner.class": spec}) as p:
+        with pytest.raises(ConfigError, match=r"returned -?\d+ .*allowed is an int in \[0, 1\]") as exc:
+            p.send("p-badpart", [b"x"], key=key)
+        assert spec in str(exc.value)
+    results: list[SendResult] = []
+    cfg = {"broker.list": brokers[0].address, "partitioner.class": spec, "producer.type": "async",
+           "queue.time": 10, "message.send.max.retries": 0}
+    with Producer(cfg) as p:
+        p.send("p-badpart", [b"refused"], key=key, callback=results.append)
+        p.flush(30)
+        p.send("p-badpart", [b"good"], key="ok", callback=results.append)  # the sender thread is alive
+        p.flush(30)
+    assert [(r.count, type(r.error)) for r in results] == [(1, ConfigError), (1, type(None))]
+    assert sorted(payloads_of(brokers, "p-badpart")) == [b"good", b"init"]
