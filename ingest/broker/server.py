@@ -24,6 +24,9 @@ Graceful stop: the acceptor closes the listening socket; each processor stops
 reading, still dispatches the complete frames it already holds, writes out
 the pending replies (bounded by ``drain_timeout_s``), then closes its
 connections.
+
+The broker that uses this layer (LogManager, handlers, ZooKeeper) is
+:class:`ingest.broker.broker.BrokerServer`, re-exported here by name.
 """
 from __future__ import annotations
 
@@ -406,100 +409,11 @@ class SocketServer:
         return all(p.is_alive() for p in self._processors) and self._acceptor.is_alive()
 
 
-class BrokerServer:
-    """One broker: LogManager + handlers + network layer + (optional) ZooKeeper registry.
+def __getattr__(name: str):
+    # BrokerServer moved to ingest.broker.broker (it wires storage, handlers and
+    # ZooKeeper around this module's SocketServer); imported lazily to avoid a cycle.
+    if name == "BrokerServer":
+        from ingest.broker.broker import BrokerServer
 
-    In-process use (tests)::
-
-        broker = BrokerServer(SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.dir": d})).start()
-        ... connect to broker.host, broker.port ...
-        broker.stop()
-
-    ``start`` recovers the logs, binds the port, registers in ZooKeeper when
-    ``enable.zookeeper`` is true (``BrokerIdTakenError`` if the id is taken),
-    then serves. ``stop`` is the graceful shutdown of SIGTERM: stop accepting,
-    finish in-flight requests, flush and close the logs, deregister. Both are
-    idempotent and may be called from any thread.
-    """
-
-    def __init__(self, config, clock=None) -> None:
-        from ingest.clock import SYSTEM_CLOCK
-        self.config = config
-        self.clock = clock or SYSTEM_CLOCK
-        self.broker_id: int = config["brokerid"]
-        self.host: str = config["hostname"]
-        self.port: int = config["port"]
-        self.log_manager = None
-        self.handlers = None
-        self.registry = None
-        self.network: SocketServer | None = None
-        self._stopping = False
-        self._stopped = threading.Event()
-        self._lock = threading.Lock()
-
-    @property
-    def address(self) -> str:
-        """``id:host:port``, one entry of a ``broker.list``."""
-        return f"{self.broker_id}:{self.host}:{self.port}"
-
-    def start(self) -> "BrokerServer":
-        from ingest.broker.handlers import BrokerHandlers
-        from ingest.broker.log_manager import LogManager
-
-        cfg = self.config
-        if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
-            from ingest.errors import ConfigError
-            raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
-        self.log_manager = LogManager(cfg, self.clock)
-        self.log_manager.startup()
-        try:
-            self.handlers = BrokerHandlers(self.log_manager, cfg, broker_id=self.broker_id,
-                                           host=self.host, port=self.port)
-            self.network = SocketServer(
-                self.host, self.port, self.handlers,
-                max_request_bytes=cfg["max.socket.request.bytes"],
-                send_buffer=cfg["socket.send.buffer"], receive_buffer=cfg["socket.receive.buffer"],
-                num_threads=cfg["num.threads"], drain_timeout_s=cfg["shutdown.timeout.ms"] / 1000.0)
-            self.port = self.handlers.port = self.network.port
-            if cfg["enable.zookeeper"]:
-                from ingest.broker.zk_registry import BrokerRegistry
-                self.registry = BrokerRegistry(
-                    cfg["zk.connect"], self.broker_id, self.host, self.port,
-                    session_timeout_ms=cfg["zk.sessiontimeout.ms"],
-                    connection_timeout_ms=cfg["zk.connectiontimeout.ms"])
-                self.registry.start(self.log_manager.topics())
-                self.handlers.on_new_topic = self.registry.register_topic
-            self.network.start()
-        except BaseException:
-            if self.network is not None:
-                self.network.stop()
-            self.log_manager.shutdown()
-            raise
-        log.info("broker %d started on %s:%d (log.dir %s)", self.broker_id, self.host, self.port, cfg["log.dir"])
-        return self
-
-    def stop(self) -> None:
-        with self._lock:
-            if self._stopping:
-                self._stopped.wait()
-                return
-            self._stopping = True
-        log.info("broker %d shutting down", self.broker_id)
-        if self.network is not None:
-            self.network.stop()
-        if self.log_manager is not None:
-            self.log_manager.shutdown()
-        if self.registry is not None:
-            self.registry.close()
-        self._stopped.set()
-        log.info("broker %d stopped", self.broker_id)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until ``stop`` has run (or timeout); True when stopped."""
-        return self._stopped.wait(timeout)
-
-    def __enter__(self) -> "BrokerServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        return BrokerServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
