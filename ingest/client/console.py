@@ -144,16 +144,28 @@ def _direct_consumer(discovery: Discovery, topic, from_beginning, max_messages, 
 
 def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = (),
                 as_json: bool = False, out: TextIO = sys.stdout) -> int:
-    """Print every topic's partitions per broker with earliest/latest offsets."""
+    """Print every topic's partitions per broker with earliest/latest offsets.
+
+    Returns 0 when every known broker answered; 1 when one was unreachable (the
+    others' rows are still printed: a partial listing must not pass as complete in a
+    script) or no broker is known at all.
+    """
     discovery = make_discovery(PRODUCER_CONFIG.parse(_discovery_keys(brokers, zk)))
     rows = []
+    unreachable = 0
     try:
-        for bid, addr in sorted(discovery.brokers().items()):
+        known = sorted(discovery.brokers().items())
+        if not known:
+            where = f"broker.list {brokers!r}" if brokers else f"none registered in ZooKeeper at {zk}"
+            print(f"no broker known ({where})", file=sys.stderr)
+            unreachable = 1
+        for bid, addr in known:
             try:
                 with SimpleConsumer(addr.host, addr.port, timeout_s=10) as c:
                     meta = c.metadata(list(topics))
             except IngestError as exc:
                 print(f"broker {addr}: unreachable: {exc}", file=sys.stderr)
+                unreachable += 1
                 continue
             for name, parts in sorted(meta.topics.items()):
                 for p in parts:
@@ -165,7 +177,7 @@ def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = 
     if as_json:
         for r in rows:
             out.write(json.dumps(r) + "\n")
-        return 0
+        return 1 if unreachable else 0
     header = ("topic", "broker", "partition", "earliest", "latest", "bytes")
     table = [header] + [(r["topic"], str(r["broker_id"]), str(r["partition"]), str(r["earliest"]),
                          str(r["latest"]), str(r["bytes"])) for r in rows]
@@ -173,4 +185,4 @@ def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = 
     for row in table:
         out.write("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                             for i, (cell, w) in enumerate(zip(row, widths))).rstrip() + "\n")
-    return 0
+    return 1 if unreachable else 0

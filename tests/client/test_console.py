@@ -66,3 +66,19 @@ def test_console_tools_refuse_bad_arguments_clearly():
     assert r.returncode == 2 and b"--group needs --zk" in r.stderr
     r = ingest("console-consumer", "--help")
     assert r.returncode == 0 and b"examples:" in r.stdout
+
+
+def test_topics_exits_1_when_a_broker_is_unreachable_but_still_lists_the_others(broker_factory):
+    from tests.harness.net import free_port
+
+    (broker,) = broker_factory(n=1, num_partitions=1)
+    r = ingest("console-producer", "--brokers", broker.address, "--topic", "half", stdin=b"x\n")
+    assert r.returncode == 0, r.stderr.decode()
+    dead = f"{broker.broker_id + 1}:127.0.0.1:{free_port()}"
+    r = ingest("topics", "--brokers", f"{broker.address},{dead}", "--json")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"broker {dead}: unreachable" in r.stderr.decode()
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["topic"], x["broker_id"], x["bytes"]) for x in rows] == [("half", broker.broker_id, 11)]
+    r = ingest("topics", "--brokers", broker.address)
+    assert r.returncode == 0 and "half" in r.stdout.decode()
