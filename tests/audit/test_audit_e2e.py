@@ -313,6 +313,8 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         assert submitted == in_process
         html = report.with_suffix(".html").read_text()
         assert "e2e-dropped" in html and "RETENTION_LOSS" in html
+        # self-contained: viewable offline, nothing fetched from anywhere
+        assert not any(s in html for s in ("http://", "https://", "<script", "<link", "src=", "url(")), "external ref"
         assert json.loads(report.read_text().splitlines()[0])["threshold"] == 0.999
     finally:
         if submit is not None and submit.poll() is None:
