@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -97,8 +98,13 @@ def canonical(schema: str | dict | list) -> str:
     Unlike Avro's Parsing Canonical Form it keeps defaults and aliases,
     because they change compatibility.
     """
-    value = parse_schema_text(schema) if isinstance(schema, str) else schema
+    # A bare name ("long", "null", "com.x.Named") is an already-parsed schema, not JSON text:
+    # parsing it as JSON fails ("long") or changes it ("null" -> None). JSON text never is one.
+    value = parse_schema_text(schema) if isinstance(schema, str) and not _BARE_NAME.fullmatch(schema) else schema
     return json.dumps(_strip(value), sort_keys=True, separators=(",", ":"))
+
+
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
 def record_name(schema: Any) -> str:

@@ -177,3 +177,27 @@ def test_zookeeper_id_allocation_is_atomic_without_the_lock(zk_connect):
     finally:
         for s in stores:
             s.close()
+
+
+def test_primitive_schemas_register_and_evolve_like_any_other(registry_proc):
+    """Key subjects often hold a primitive schema ("string"); it once failed with a 500 store error."""
+    url = registry_proc.url
+    status, body = call(url, "POST", "/subjects/clicks-key/versions", {"schema": json.dumps("string")})
+    assert status == 200, body
+    sid = body["id"]
+    assert call(url, "POST", "/subjects/clicks-key/versions", {"schema": '{"type": "string"}'}) == (200, {"id": sid})
+    assert call(url, "GET", f"/schemas/ids/{sid}") == (200, {"schema": '"string"'})
+    status, body = call(url, "POST", "/subjects/clicks-key/versions", {"schema": json.dumps("long")})
+    assert status == 409 and body["error_code"] == 409 and "TYPE_MISMATCH" in body["message"], body
+    # promotions between primitives follow the subject's level (BACKWARD: the new schema reads the old)
+    assert call(url, "POST", "/subjects/ids-key/versions", {"schema": json.dumps("int")})[0] == 200
+    assert call(url, "POST", "/subjects/ids-key/versions", {"schema": json.dumps("long")})[0] == 200
+    status, body = call(url, "POST", "/subjects/ids-key/versions", {"schema": json.dumps("int")})
+    assert status == 200  # "int" is already version 1 of this subject: its id, no new version
+    assert call(url, "GET", "/subjects/ids-key/versions") == (200, [1, 2])
+    assert call(url, "POST", "/subjects/n-key/versions", {"schema": json.dumps("long")})[0] == 200
+    status, body = call(url, "POST", "/subjects/n-key/versions", {"schema": json.dumps("int")})
+    assert status == 409 and "long" in body["message"], body  # an int reader cannot read longs
+    assert call(url, "PUT", "/config/n-key", {"compatibility": "FORWARD"})[0] == 200
+    assert call(url, "POST", "/subjects/n-key/versions", {"schema": json.dumps("int")})[0] == 200
+    assert RegistryClient(url).get_schema(sid) == "string"
