@@ -7,14 +7,24 @@ from ingest.events.serde import EventDeserializer, decode_each
 
 def read_topic(brokers, topic, registry):
     """Every decoded record of ``topic`` on every broker, plus decode failures."""
+    sized, failures = read_topic_sized(brokers, topic, registry)
+    return [r for r, _ in sized], failures
+
+
+def read_topic_sized(brokers, topic, registry):
+    """Like :func:`read_topic`, each record paired with its framed payload size in bytes."""
     de = EventDeserializer(registry)
     records, failures = [], []
     for b in brokers:
         with SimpleConsumer(b.host, b.port, timeout_s=10) as c:
             for info in c.metadata([topic]).topics.get(topic, []):
-                msgs = c.iter_range(topic, info.partition, info.earliest, info.latest)
+                msgs = list(c.iter_range(topic, info.partition, info.earliest, info.latest))
+                sizes = {m.offset: len(m.payload) for m in msgs}
                 for d in decode_each(msgs, de, topic):
-                    (records if d.error is None else failures).append(d.record if d.error is None else d)
+                    if d.error is None:
+                        records.append((d.record, sizes[d.offset]))
+                    else:
+                        failures.append(d)
     return records, failures
 
 

@@ -13,7 +13,7 @@ from ingest.clock import FakeClock
 from ingest.events.envelope import frame
 from ingest.events.event_producer import EventProducer
 from ingest.events.loadgen import EventGenerator
-from tests.events.readback import latest_revisions, read_topic
+from tests.events.readback import latest_revisions, read_topic, read_topic_sized
 from tests.harness.brokers import broker_factory, broker_list  # noqa: F401  (pytest fixture)
 
 W = 60_000
@@ -26,15 +26,18 @@ def aligned_clock() -> FakeClock:
 
 
 def assert_reconciles(brokers, registry, topic, producers):
-    data, failures = read_topic(brokers, topic, registry)
+    data, failures = read_topic_sized(brokers, topic, registry)
     assert failures == []
     distinct_per_window = collections.Counter()
+    held = collections.defaultdict(list)  # (session, window) -> [(seq, framed bytes)] held by the broker
     seen = set()
-    for r in data:
+    for r, size in data:
         key = (r["header"]["session"], r["header"]["seq"])
         if key not in seen:
             seen.add(key)
-            distinct_per_window[r["header"]["time"] - r["header"]["time"] % W] += 1
+            window = r["header"]["time"] - r["header"]["time"] % W
+            distinct_per_window[window] += 1
+            held[(key[0], window)].append((key[1], size))
     mon, mon_failures = read_topic(brokers, AUDIT, registry)
     assert mon_failures == []
     assert len({m["event_id"] for m in mon}) == len({(m["producer_session_id"], m["report_seq"]) for m in mon})
@@ -44,6 +47,14 @@ def assert_reconciles(brokers, registry, topic, producers):
         acked_per_window[window] += m["count_acked"]
         assert m["is_final"], m
         assert m["window_end_ms"] - m["window_start_ms"] == m["window_size_ms"] == W
+    for (session, _, window), m in latest.items():  # per session too: counts, bytes and the seq range
+        mine = held.get((session, window), [])
+        assert (m["count_acked"], m["bytes_acked"]) == (len(mine), sum(n for _, n in mine)), (m, len(mine))
+        if mine:  # seq range is over attempted events: it covers what was acknowledged
+            seqs = [q for q, _ in mine]
+            assert m["seq_min"] <= min(seqs) and m["seq_max"] >= max(seqs), m
+            if m["count_failed"] == 0:
+                assert (m["seq_min"], m["seq_max"]) == (min(seqs), max(seqs)), m
     nonzero = {w: n for w, n in acked_per_window.items() if n}
     assert nonzero == dict(distinct_per_window)
     total_acked = sum(p.stats()["acked"] for p in producers)
