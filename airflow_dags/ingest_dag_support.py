@@ -170,3 +170,29 @@ def alert(context: Any) -> None:
             subprocess.run(command, shell=True, input=text.encode(), timeout=60, check=False)
         except Exception as err:  # noqa: BLE001
             log.error("ingest_alert_command failed: %s", err)
+
+
+# --- task factories: the three steps every ingest DAG chains (load/reload >> audit >> compact) ---------
+
+def load_task(task_id: str, *, extra_args: tuple[str, ...] = (), name: str = "ingest-load",
+              **kwargs: Any) -> SparkSubmitOperator:
+    """``spark-submit jobs/load.py --config <loader config> [extra_args]``."""
+    return SparkSubmitOperator(task_id=task_id, conn_id=SPARK_CONN_ID, application=LOAD_APP,
+                               application_args=["--config", LOADER_CONFIG, *extra_args],
+                               env_vars=SPARK_ENV, name=name, **kwargs)
+
+
+def audit_task(*, from_time: str, to_time: str, name: str = "ingest-audit", **kwargs: Any) -> AuditSubmitOperator:
+    """``spark-submit jobs/audit.py`` of ``[from_time, to_time)`` writing this run's report."""
+    return AuditSubmitOperator(task_id="audit", conn_id=SPARK_CONN_ID, application=AUDIT_APP,
+                               application_args=["--config", AUDIT_CONFIG, "--from", from_time, "--to", to_time,
+                                                 "--report", REPORT],
+                               report=REPORT, env_vars=SPARK_ENV, name=name, **kwargs)
+
+
+def compact_task(**kwargs: Any) -> SparkSubmitOperator:
+    """``spark-submit jobs/compact.py`` of the hours this run's audit report judged complete."""
+    return SparkSubmitOperator(task_id="compact", conn_id=SPARK_CONN_ID, application=COMPACT_APP,
+                               application_args=["--config", COMPACTION_CONFIG, "--audit-report", REPORT,
+                                                 "--summary", COMPACTION_SUMMARY],
+                               env_vars=SPARK_ENV, name="ingest-compact", **kwargs)

@@ -31,12 +31,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, CronTriggerTimetable
 
-from ingest_dag_support import (AUDIT_APP, AUDIT_CONFIG, COMPACT_APP, COMPACTION_CONFIG, COMPACTION_SUMMARY,
-                                DEFAULT_ARGS, FROM, LOAD_APP, LOADER_CONFIG, REPORT, SPARK_CONN_ID, SPARK_ENV,
-                                TO, AuditSubmitOperator, alert)
+from ingest_dag_support import DEFAULT_ARGS, FROM, TO, alert, audit_task, compact_task, load_task
 
 with DAG(
     dag_id="ingest_hourly",
@@ -52,32 +49,8 @@ with DAG(
     tags=["ingest"],
     doc_md=__doc__,
 ) as dag:
-    load = SparkSubmitOperator(
-        task_id="load",
-        conn_id=SPARK_CONN_ID,
-        application=LOAD_APP,
-        application_args=["--config", LOADER_CONFIG],
-        env_vars=SPARK_ENV,
-        name="ingest-load",
-        execution_timeout=timedelta(hours=1),
-    )
-    audit = AuditSubmitOperator(
-        task_id="audit",
-        conn_id=SPARK_CONN_ID,
-        application=AUDIT_APP,
-        application_args=["--config", AUDIT_CONFIG, "--from", FROM, "--to", TO, "--report", REPORT],
-        report=REPORT,
-        env_vars=SPARK_ENV,
-        name="ingest-audit",
-        execution_timeout=timedelta(hours=1),
-    )
-    compact = SparkSubmitOperator(
-        task_id="compact",
-        conn_id=SPARK_CONN_ID,
-        application=COMPACT_APP,
-        application_args=["--config", COMPACTION_CONFIG, "--audit-report", REPORT, "--summary", COMPACTION_SUMMARY],
-        env_vars=SPARK_ENV,
-        name="ingest-compact",
-        execution_timeout=timedelta(hours=1),
-    )
+    hour = timedelta(hours=1)
+    load = load_task("load", execution_timeout=hour)
+    audit = audit_task(from_time=FROM, to_time=TO, execution_timeout=hour)
+    compact = compact_task(execution_timeout=hour)
     load >> audit >> compact

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param
 
-from ingest_dag_support import (AUDIT_APP, AUDIT_CONFIG, COMPACT_APP, COMPACTION_CONFIG, COMPACTION_SUMMARY,
-                                DEFAULT_ARGS, LOAD_APP, LOADER_CONFIG, REPORT, SPARK_CONN_ID, SPARK_ENV,
-                                AuditSubmitOperator, alert)
+from ingest_dag_support import DEFAULT_ARGS, alert, audit_task, compact_task, load_task
 
 FROM = "{{ params.from_time }}"
 TO = "{{ params.to_time or dag_run.run_after.isoformat() }}"  # run_after: when it was triggered (aware, UTC)
@@ -51,31 +48,10 @@ with DAG(
     tags=["ingest"],
     doc_md=__doc__,
 ) as dag:
-    reload = SparkSubmitOperator(
-        task_id="reload",
-        conn_id=SPARK_CONN_ID,
-        application=LOAD_APP,
-        application_args=["--config", LOADER_CONFIG, "--reset-offsets", FROM, "--topic", "{{ params.topic }}"],
-        env_vars=SPARK_ENV,
-        name="ingest-replay",
-        retries=1,  # a replay is run by a person who is watching
-        execution_timeout=timedelta(hours=3),
-    )
-    audit = AuditSubmitOperator(
-        task_id="audit",
-        conn_id=SPARK_CONN_ID,
-        application=AUDIT_APP,
-        application_args=["--config", AUDIT_CONFIG, "--from", FROM, "--to", TO, "--report", REPORT],
-        report=REPORT,
-        env_vars=SPARK_ENV,
-        name="ingest-reaudit",
-    )
-    compact = SparkSubmitOperator(
-        task_id="compact",
-        conn_id=SPARK_CONN_ID,
-        application=COMPACT_APP,
-        application_args=["--config", COMPACTION_CONFIG, "--audit-report", REPORT, "--summary", COMPACTION_SUMMARY],
-        env_vars=SPARK_ENV,
-        name="ingest-compact",
-    )
+    reload = load_task("reload", extra_args=("--reset-offsets", FROM, "--topic", "{{ params.topic }}"),
+                       name="ingest-replay",
+                       retries=1,  # a replay is run by a person who is watching
+                       execution_timeout=timedelta(hours=3))
+    audit = audit_task(from_time=FROM, to_time=TO, name="ingest-reaudit")
+    compact = compact_task()
     reload >> audit >> compact

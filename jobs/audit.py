@@ -15,7 +15,6 @@ NO_MONITORING, OVER_DELIVERY, DUPLICATES); 2 the audit could not run.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -34,9 +33,9 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    for noisy in ("py4j", "hdfs", "kazoo"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ingest.jobs_support import build_spark, setup_logging
+
+    setup_logging()
     from ingest.audit.config import AUDIT_CONFIG
     from ingest.audit.job import parse_time, run_audit
     from ingest.audit.report_html import write_html
@@ -51,7 +50,7 @@ def main(argv=None) -> int:
     except IngestError as exc:
         print(f"audit: error: {exc}", file=sys.stderr)
         return 2
-    spark = build_spark(config)
+    spark = build_spark(config, "ingest-audit")
     try:
         run = run_audit(spark, config, from_ms=from_ms, to_ms=to_ms, by_producer=args.by_producer or None)
         write_json_lines(run, args.report)
@@ -65,20 +64,6 @@ def main(argv=None) -> int:
         return 2
     finally:
         spark.stop()
-
-
-def build_spark(config):
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(config.get("spark.app.name") or "ingest-audit")
-    # Under spark-submit the master comes from --master; the config's is for plain `python jobs/audit.py`.
-    if "spark.master" in config or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(config.get("spark.master") or "local[*]")
-    for key, value in config.items():
-        if key.startswith("spark.") and key not in ("spark.master", "spark.app.name") and value is not None:
-            builder = builder.config(key, value)
-    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-    return builder.getOrCreate()
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", metavar="PATH", help="write the outcomes as JSON here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from ingest.jobs_support import build_spark, setup_logging
+
+    setup_logging(args.verbose)
     from ingest.compaction.cli import _range, load_config
     from ingest.compaction.runner import run, summary_table, write_summary
 
@@ -49,13 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs/compact.py: error: {exc}", file=sys.stderr)
         return 2
 
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("ingest-compact")
-    for key, value in config.items():
-        if key.startswith("spark."):
-            builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = build_spark(config, "ingest-compact")
 
     try:
         results = run(config, start_ms=start, end_ms=end, topics=args.topic,

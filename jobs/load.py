@@ -9,8 +9,6 @@ Exit codes: 0 committed or nothing to do, 2 the run failed (nothing of it is vis
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
 
@@ -25,9 +23,9 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    for noisy in ("py4j", "hdfs", "kazoo"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ingest.jobs_support import build_spark, setup_logging
+
+    setup_logging()
     from ingest.config import parse_overrides
     from ingest.errors import DataLossError, IngestError
     from ingest.loader.config import LOADER_CONFIG
@@ -43,7 +41,7 @@ def main(argv=None) -> int:
     def spark_factory():
         # Started only when there is something to load: recovery, planning and
         # "nothing new" runs need no Spark at all.
-        sessions.append(build_spark(config))
+        sessions.append(build_spark(config, "ingest-load"))
         return sessions[-1]
 
     try:
@@ -59,20 +57,6 @@ def main(argv=None) -> int:
     finally:
         for s in sessions:
             s.stop()
-
-
-def build_spark(config):
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(config["spark.app.name"])
-    # Under spark-submit the master comes from --master; the config's is for plain `python jobs/load.py`.
-    if config.is_set("spark.master") or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(config["spark.master"])
-    for key, value in config.items():
-        if key.startswith("spark.") and key not in ("spark.master", "spark.app.name") and value is not None:
-            builder = builder.config(key, value)
-    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-    return builder.getOrCreate()
 
 
 if __name__ == "__main__":
