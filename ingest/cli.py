@@ -36,6 +36,9 @@ COMMAND_MODULES = (
     "ingest.config_docs",     # config docs
 )
 
+# Services whose logs are their record: third-party warnings stay visible there.
+LONG_RUNNING = frozenset({"broker", "registry"})
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_ERROR = 2
@@ -85,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.verbose and args.command not in LONG_RUNNING:
+        # kazoo logs every reconnect attempt; a short command's error line says it once
+        logging.getLogger("kazoo").setLevel(logging.ERROR)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

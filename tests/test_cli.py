@@ -120,3 +120,16 @@ def test_an_unexpected_exception_is_one_line_pointing_at_verbose(monkeypatch, ca
     assert main(["loader"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["ingest loader: internal error: ValueError: unexpected 42 (run with --verbose for the traceback)"]
+
+
+@pytest.mark.parametrize("args,names", [
+    (("audit", "show", "--report", "/etc/passwd"), ["/etc/passwd line 1", "jobs/audit.py --report"]),
+    (("log", "dump", "{tmp}"), ["no segment files", "{tmp}"]),
+    (("topics", "--zk", "127.0.0.1:1"), ["ZooKeeper", "127.0.0.1:1"]),  # no kazoo reconnect chatter
+], ids=["not-a-report", "no-segments", "zookeeper-down"])
+def test_wrong_inputs_are_one_line_naming_them(args, names, tmp_path):
+    r = _run(*(a.format(tmp=tmp_path) for a in args))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"ingest {args[0]}: error: ")
+    assert all(n.format(tmp=tmp_path) in lines[0] for n in names), lines[0]

@@ -44,7 +44,26 @@ def write_json_lines(run, path: str | Path) -> Path:
 
 
 def read_json_lines(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The rows of a report written by :func:`write_json_lines`.
+
+    Raises:
+        IngestError: a line is not a JSON object (not an audit report), naming the file and line.
+    """
+    from ingest.errors import IngestError
+
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict) or "status" not in row:
+            raise IngestError(f"{path} line {n} is not an audit report row (JSON lines written by "
+                              f"jobs/audit.py --report are expected): {line[:60]!r}")
+        rows.append(row)
+    return rows
 
 
 def _window_label(row: dict) -> str:

@@ -52,6 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if path.is_dir() and not any(parse_segment_name(n) is not None for n in os.listdir(path)):
+        raise StorageError(f"no segment files (<20-digit base offset>.kafka) in directory {path}; "
+                           f"give a partition directory such as <log.dir>/<topic>-<partition>")
     return dump_path(Path(args.path), as_json=args.json, deep=args.deep, out=sys.stdout)
 
 
