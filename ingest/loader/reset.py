@@ -33,7 +33,7 @@ def parse_reset_spec(spec: str) -> str | int:
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ConfigError(f"--reset-offsets {spec!r}: allowed are earliest, latest, epoch milliseconds or an "
+        raise ConfigError(f"reset time {spec!r} (--reset-offsets, --to): allowed are earliest, latest, epoch milliseconds or an "
                           f"ISO-8601 time such as 2026-11-22T01:00:00Z") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
