@@ -1,11 +1,25 @@
 """Decoding payloads in a task: framing check, writer schema per id (cached), Avro body.
 
 Thin over :class:`ingest.events.serde.EventDeserializer` (which owns the registry
-lookups and the error messages) with one addition the writers need: the Avro
-body bytes of a valid payload. They are exactly the binary encoding of the
-record under its writer schema, so Avro output appends them to container
-blocks instead of re-encoding the decoded record (the deserializer has checked
-that the body decodes completely, so the file stays valid).
+lookups and the error messages) with two additions the writers need:
+
+- the Avro body bytes of a valid payload. They are exactly the binary encoding of
+  the record under its writer schema, so Avro output appends them to container
+  blocks instead of re-encoding the decoded record;
+- rows: for writer schemas made of records, primitives, enums and ``["null", T]``
+  unions (the usual event shape), a decoder generated per schema id reads the
+  body straight into a flat tuple of leaf values (depth-first field order; nested
+  records flattened), which Parquet output transposes into columns. That skips
+  fastavro's per-record dicts: measured on the 200-byte bench event, 6.5 us per
+  record for ``schemaless_reader`` + 1.7 us for ``Table.from_pylist`` against
+  3.3 us + 1.2 us for generated decoder + ``pa.array`` per column.
+
+A payload the generated decoder does not accept (truncated, bytes left over,
+invalid UTF-8, out-of-range union/enum index, ...) is handed to the deserializer,
+which raises the precise :class:`EventDecodeError`; if the deserializer accepts
+it after all, its record is flattened into the same row, so the generated
+decoder can only be faster, never stricter. Other schemas (arrays, maps, fixed,
+logical types, unions of records, named references) keep the dict path.
 
 Framing (fixed by the design): ``magic:int8 = 0`` ``schema_id:int32`` ``avro body``.
 """
@@ -13,7 +27,7 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any
+from typing import Any, Callable
 
 import fastavro
 
@@ -21,6 +35,174 @@ from ingest.errors import EventDecodeError
 
 FRAME = struct.Struct(">bi")
 """magic byte 0x00, schema id"""
+
+_FLOAT = struct.Struct("<f")
+_DOUBLE = struct.Struct("<d")
+_INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+
+
+class RowLayout:
+    """A generated row decoder for one writer schema.
+
+    ``decode(payload)`` returns the flat tuple of leaf values (raises any exception
+    on a payload it does not accept); ``from_record(record)`` flattens a decoded
+    dict into the same tuple; ``time_index`` is the position of ``header.time``.
+    """
+
+    __slots__ = ("decode", "time_index", "width", "schema")
+
+    def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict) -> None:
+        self.decode = decode
+        self.time_index = time_index
+        self.width = width
+        self.schema = schema
+
+    def from_record(self, record: dict) -> tuple:
+        out: list = []
+        _flatten(self.schema, record, out)
+        return tuple(out)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _flatten(schema: dict, record: dict, out: list) -> None:
+    for f in schema["fields"]:
+        t = f["type"]
+        if isinstance(t, dict) and t.get("type") == "record":
+            _flatten(t, record[f["name"]], out)
+        else:
+            out.append(record[f["name"]])
+
+
+def _prim(t: Any) -> str | None:
+    """The primitive/enum kind of a leaf type, or None when not a plain one."""
+    if isinstance(t, str):
+        return t if t in ("null", "boolean", "int", "long", "float", "double", "bytes", "string") else None
+    if isinstance(t, dict) and "logicalType" not in t:
+        kind = t.get("type")
+        if kind == "enum":
+            return "enum"
+        if isinstance(kind, str) and kind in ("null", "boolean", "int", "long", "float", "double", "bytes", "string"):
+            return kind
+    return None
+
+
+class _Gen:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: dict[str, Any] = {"_F": _FLOAT, "_D": _DOUBLE}
+        self.n = 0
+
+    def var(self) -> str:
+        self.n += 1
+        return f"v{self.n - 1}"
+
+    def varint(self, ind: str, target: str) -> None:
+        # zigzag varint of up to 9 bytes (63 bits); a 10-byte one (huge magnitudes, where
+        # fastavro wraps to 64 bits) is left to the deserializer
+        self.lines += [
+            f"{ind}b = p[pos]; pos += 1",
+            f"{ind}if b < 128:",
+            f"{ind}    n = b",
+            f"{ind}else:",
+            f"{ind}    n = b & 127; s = 7",
+            f"{ind}    while True:",
+            f"{ind}        b = p[pos]; pos += 1; n |= (b & 127) << s; s += 7",
+            f"{ind}        if b < 128: break",
+            f"{ind}        if s >= 63: raise ValueError('10-byte varint')",
+            f"{ind}{target} = (n >> 1) ^ -(n & 1)",
+        ]
+
+    def leaf(self, kind: str, t: Any, ind: str, target: str) -> None:
+        L = self.lines
+        if kind == "null":
+            L.append(f"{ind}{target} = None")
+        elif kind == "boolean":
+            L += [f"{ind}b = p[pos]; pos += 1",
+                  f"{ind}if b > 1: raise ValueError('boolean byte')",
+                  f"{ind}{target} = b == 1"]
+        elif kind == "int":
+            self.varint(ind, target)
+            L.append(f"{ind}if not {_INT_RANGE[0]} <= {target} <= {_INT_RANGE[1]}: raise ValueError('int range')")
+        elif kind == "long":
+            self.varint(ind, target)
+        elif kind == "float":
+            L.append(f"{ind}{target} = _F.unpack_from(p, pos)[0]; pos += 4")
+        elif kind == "double":
+            L.append(f"{ind}{target} = _D.unpack_from(p, pos)[0]; pos += 8")
+        elif kind in ("string", "bytes"):
+            self.varint(ind, "n")
+            L += [f"{ind}if n < 0: raise ValueError('negative length')",
+                  f"{ind}e = pos + n",
+                  f"{ind}{target} = p[pos:e]{'.decode()' if kind == 'string' else ''}; pos = e"]
+        elif kind == "enum":
+            name = f"_S{len(self.consts)}"
+            self.consts[name] = tuple(t["symbols"])
+            self.varint(ind, "n")
+            L += [f"{ind}if n < 0: raise ValueError('enum index')", f"{ind}{target} = {name}[n]"]
+        else:  # pragma: no cover - _prim filters
+            raise _Unsupported(kind)
+
+    def record(self, schema: dict, path: tuple[str, ...], paths: list[tuple[str, ...]]) -> None:
+        if not isinstance(schema.get("fields"), list):
+            raise _Unsupported("record without fields")
+        for f in schema["fields"]:
+            t = f["type"]
+            p = path + (f["name"],)
+            if isinstance(t, dict) and t.get("type") == "record" and "logicalType" not in t:
+                self.record(t, p, paths)
+                continue
+            target = self.var()
+            paths.append(p)
+            kind = _prim(t)
+            if kind is not None:
+                self.leaf(kind, t, "    ", target)
+                continue
+            if isinstance(t, list) and len(t) == 2 and "null" in t:
+                other = t[1 - t.index("null")]
+                okind = _prim(other)
+                if okind is None or okind == "null":
+                    raise _Unsupported(f"union {t}")
+                self.varint("    ", "n")
+                self.lines += [f"    if n == {t.index('null')}:", f"        {target} = None",
+                               f"    elif n == {t.index(other)}:"]
+                self.leaf(okind, other, "        ", target)
+                self.lines.append("    else: raise ValueError('union index')")
+                continue
+            raise _Unsupported(f"field {'.'.join(p)} of type {t!r}")
+
+
+def compile_row_layout(schema: Any) -> RowLayout | None:
+    """The generated row decoder of a writer schema, or None when the schema needs the dict path.
+
+    Also None when the schema has no plain ``header.time`` (int or long): those
+    records keep the dict path, so the task's quarantine message stays the same.
+    """
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return None
+    gen = _Gen()
+    paths: list[tuple[str, ...]] = []
+    try:
+        gen.record(schema, (), paths)
+    except _Unsupported:
+        return None
+    try:
+        time_index = paths.index(("header", "time"))
+    except ValueError:
+        return None
+    header = next(f["type"] for f in schema["fields"] if f["name"] == "header")
+    time_type = next(f["type"] for f in header["fields"] if f["name"] == "time")
+    if _prim(time_type) not in ("int", "long"):
+        return None
+    names = [f"v{i}" for i in range(gen.n)]
+    src = "\n".join(["def decode(p):", "    pos = 5", *gen.lines,
+                     "    if pos != len(p): raise ValueError('bytes left over')",
+                     f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"])
+    ns = dict(gen.consts)
+    exec(compile(src, f"<row decoder {schema.get('name')}>", "exec"), ns)  # noqa: S102 - generated from a schema
+    return RowLayout(ns["decode"], time_index, gen.n, schema)
 
 
 class PayloadDecoder:
@@ -30,12 +212,13 @@ class PayloadDecoder:
         self._deser = deserializer
         self._schemas: dict[int, dict] = {}
         self._parsed: dict[int, Any] = {}
+        self._layouts: dict[int, RowLayout | None] = {}
 
     def decode(self, payload: bytes, *, topic: str, offset: int) -> tuple[int, dict[str, Any]]:
         """(schema id, record). Raises ``EventDecodeError`` naming topic, offset and schema id.
 
-        The hot loop of a task: a valid payload of a known schema is decoded here
-        directly (one ``schemaless_reader`` call); anything unusual goes through the
+        A valid payload of a known schema is decoded here directly (one
+        ``schemaless_reader`` call); anything unusual goes through the
         deserializer, which owns the registry lookup and the exact error messages.
         """
         if len(payload) > FRAME.size and payload[0] == 0:
@@ -55,6 +238,28 @@ class PayloadDecoder:
             self._parsed[schema_id] = fastavro.parse_schema(self.writer_schema(schema_id, payload, topic=topic,
                                                                                 offset=offset))
         return schema_id, record
+
+    def decode_row(self, payload: bytes, *, topic: str, offset: int) -> tuple[int, Any, RowLayout | None]:
+        """(schema id, value, layout): a row tuple when the schema has a :class:`RowLayout`, else the dict.
+
+        The hot loop of a task. Raises ``EventDecodeError`` like :meth:`decode`.
+        """
+        if len(payload) > FRAME.size and payload[0] == 0:
+            schema_id = FRAME.unpack_from(payload)[1]
+            layout = self._layouts.get(schema_id)
+            if layout is not None:
+                try:
+                    return schema_id, layout.decode(payload), layout
+                except Exception:
+                    pass  # the deserializer below decides, with the precise message
+        schema_id, record = self.decode(payload, topic=topic, offset=offset)
+        if schema_id not in self._layouts:
+            self._layouts[schema_id] = compile_row_layout(
+                self.writer_schema(schema_id, payload, topic=topic, offset=offset))
+        layout = self._layouts[schema_id]
+        if layout is None:
+            return schema_id, record, None
+        return schema_id, layout.from_record(record), layout
 
     def writer_schema(self, schema_id: int, payload: bytes, *, topic: str, offset: int) -> dict:
         schema = self._schemas.get(schema_id)

@@ -21,13 +21,20 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from ingest.errors import EventDecodeError, IngestError
 from ingest.loader import layout
-from ingest.loader.decode import PayloadDecoder
-from ingest.loader.fetch import Corrupt, iter_range
-from ingest.loader.plan import TaskRange
-from ingest.loader.writers import open_writer
-from ingest.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from ingest.loader.plan import TaskRange
+    from ingest.storage import Storage
+
+# Why the imports of fetching, decoding and writing (pyarrow, fastavro, the client)
+# live inside run_task: Spark unpickles the data source (ingest.loader.source, which
+# imports this module for RESULT_SCHEMA and TaskSettings) in separate planner Python
+# processes; every module-level import here was paid again there (~1 s of the
+# first use of the data source; see docs/performance.md).
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +84,10 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     from ingest.client.simple_consumer import SimpleConsumer
     from ingest.events.registry_client import RegistryClient
     from ingest.events.serde import EventDeserializer
+    from ingest.loader.decode import PayloadDecoder
+    from ingest.loader.fetch import Corrupt, iter_range
+    from ingest.loader.writers import open_writer
+    from ingest.storage import open_storage
 
     began = time.monotonic()
     cpu_began = time.process_time()
@@ -92,6 +103,8 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     quarantine: list[dict] = []
     messages = 0
     last_time = None
+    fast: dict[bytes, tuple[Any, int]] = {}  # payload[:5] (magic + schema id) -> (RowLayout, schema id)
+    last_hour = last_sid = last_bucket = None
     fmt = settings.format
     raw = fmt == "avro"  # Avro output appends the already-encoded bodies
     # Decoded records hold no reference cycles; the cyclic collector would only rescan
@@ -105,9 +118,22 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
                 quarantine.append(_quarantine_line(task, item.offset, item.next_offset, item.raw, item.reason))
                 continue
             payload = item.payload
+            # Fast path: framing + schema id seen before with a generated row decoder.
+            # Anything it refuses goes through decode_row, which has the precise errors.
+            hit = fast.get(payload[:5])
+            record = None
+            if hit is not None:
+                row_layout, schema_id = hit
+                try:
+                    record = row_layout.decode(payload)
+                except Exception:
+                    record = None
             try:
-                schema_id, record = decoder.decode(payload, topic=task.topic, offset=item.offset)
-                t = record["header"]["time"]
+                if record is None:
+                    schema_id, record, row_layout = decoder.decode_row(payload, topic=task.topic, offset=item.offset)
+                    if row_layout is not None:
+                        fast[payload[:5]] = (row_layout, schema_id)
+                t = record[row_layout.time_index] if row_layout is not None else record["header"]["time"]
                 hour_index = t // HOUR_MS
                 if hour_index not in hours:
                     hours[hour_index] = layout.hour_bucket(hour_index * HOUR_MS)
@@ -119,22 +145,27 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
                     task, item.offset, item.next_offset, payload,
                     f"topic {task.topic} offset {item.offset}: no usable header.time for hour bucketing: {exc!r}"))
                 continue
-            bucket = buckets.get((hour_index, schema_id))
+            if hour_index == last_hour and schema_id == last_sid:
+                bucket = last_bucket  # events arrive mostly in time order: same bucket as the last one
+            else:
+                bucket = buckets.get((hour_index, schema_id))
             if bucket is None:
                 dt, hour = hours[hour_index]
                 schema = decoder.writer_schema(schema_id, payload, topic=task.topic, offset=item.offset)
                 rel = posixpath.join(stage_dir, f"{dt}-{hour:02d}-{schema_id}.{fmt}")
                 writer = open_writer(fmt, storage.open_write(storage.join(rel)), schema,
                                      avro_codec=settings.avro_codec, parquet_compression=settings.parquet_compression,
-                                     row_group_rows=settings.row_group_rows)
+                                     row_group_rows=settings.row_group_rows, layout=row_layout)
                 bucket = buckets[(hour_index, schema_id)] = _Bucket(rel, writer, schema_id, dt, hour)
+                bucket.min_t = bucket.max_t = t
+            last_hour, last_sid, last_bucket = hour_index, schema_id, bucket
             if raw:
-                bucket.writer.write_raw(decoder.body(payload))
+                bucket.writer.write_raw(payload[5:])
             else:
                 bucket.writer.write(record)
-            if bucket.min_t is None or t < bucket.min_t:
+            if t < bucket.min_t:
                 bucket.min_t = t
-            if bucket.max_t is None or t > bucket.max_t:
+            elif t > bucket.max_t:
                 bucket.max_t = t
             last_time = t
             messages += 1

@@ -193,29 +193,44 @@ class AvroRawWriter:
 
 
 class ParquetFileWriter:
-    """Buffers records into row groups of one Parquet file."""
+    """Buffers records into row groups of one Parquet file.
 
-    def __init__(self, fo: BinaryIO, avro_schema: dict, compression: str = "snappy", row_group_rows: int = 131_072) -> None:
+    Records are dicts (``Table.from_pylist``) or, with ``layout`` (a
+    :class:`ingest.loader.decode.RowLayout`), flat row tuples of leaf values in
+    depth-first field order: a row group is then transposed with ``zip`` and built
+    column by column (``pa.array`` per leaf, ``StructArray.from_arrays`` for nested
+    records), which skips the per-record dicts of the first form.
+    """
+
+    def __init__(self, fo: BinaryIO, avro_schema: dict, compression: str = "snappy", row_group_rows: int = 131_072,
+                 layout: Any = None) -> None:
         self._fo = fo
         self.schema = arrow_schema(avro_schema)
         self._writer = pq.ParquetWriter(fo, self.schema, compression=None if compression == "none" else compression)
-        self._buf: list[dict] = []
+        self._buf: list = []
         self._row_group_rows = row_group_rows
+        self._layout = layout
         self.rows = 0
 
-    def write(self, record: dict) -> None:
+    def write(self, record) -> None:
         self._buf.append(record)
         if len(self._buf) >= self._row_group_rows:
             self._flush()
 
-    def write_many(self, records: list[dict]) -> None:
+    def write_many(self, records: list) -> None:
         self._buf.extend(records)
         if len(self._buf) >= self._row_group_rows:
             self._flush()
 
     def _flush(self) -> None:
         if self._buf:
-            self._writer.write_table(pa.Table.from_pylist(self._buf, schema=self.schema), row_group_size=len(self._buf))
+            if self._layout is not None:
+                columns = iter(list(zip(*self._buf)))
+                arrays = [_column(f.type, columns) for f in self.schema]
+                table = pa.Table.from_arrays(arrays, schema=self.schema)
+            else:
+                table = pa.Table.from_pylist(self._buf, schema=self.schema)
+            self._writer.write_table(table, row_group_size=len(self._buf))
             self.rows += len(self._buf)
             self._buf = []
 
@@ -226,11 +241,19 @@ class ParquetFileWriter:
         return self.rows
 
 
+def _column(t: pa.DataType, columns) -> pa.Array:
+    """The array of one field from the transposed leaf columns (consumed in depth-first order)."""
+    if pa.types.is_struct(t):
+        children = [_column(t.field(i).type, columns) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=[t.field(i) for i in range(t.num_fields)])
+    return pa.array(next(columns), type=t)
+
+
 def open_writer(fmt: str, fo: BinaryIO, avro_schema: dict, *, avro_codec: str = "snappy",
-                parquet_compression: str = "snappy", row_group_rows: int = 131_072):
-    """An :class:`AvroFileWriter` or :class:`ParquetFileWriter` for ``fmt``."""
+                parquet_compression: str = "snappy", row_group_rows: int = 131_072, layout: Any = None):
+    """An :class:`AvroRawWriter` or :class:`ParquetFileWriter` for ``fmt`` (``layout``: Parquet row tuples)."""
     if fmt == "avro":
         return AvroRawWriter(fo, avro_schema, avro_codec)
     if fmt == "parquet":
-        return ParquetFileWriter(fo, avro_schema, parquet_compression, row_group_rows)
+        return ParquetFileWriter(fo, avro_schema, parquet_compression, row_group_rows, layout)
     raise SchemaError(f"unknown output format {fmt!r}: allowed are avro, parquet")
