@@ -20,7 +20,14 @@ import sys
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="jobs/audit.py", description="Reconcile loaded data with producers' monitoring events.")
+    p = argparse.ArgumentParser(
+        prog="jobs/audit.py", description="Reconcile loaded data with producers' monitoring events.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  spark-submit jobs/audit.py --config conf/audit.properties --report /tmp/audit.jsonl\n"
+               "  spark-submit jobs/audit.py --config conf/audit.properties --from 2026-11-21T00:00:00Z "
+               "--to 2026-11-21T06:00:00Z --report /tmp/audit.jsonl --html /tmp/audit.html\n",
+    )
     p.add_argument("--config", required=True, help="audit .properties file (see docs/audit.md)")
     p.add_argument("--from", dest="from_time", metavar="TIME", help="first window to audit (epoch ms or ISO 8601)")
     p.add_argument("--to", dest="to_time", metavar="TIME", help="end of the audited range (exclusive)")

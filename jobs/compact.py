@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     from ingest.compaction.cli import add_common
     from ingest.errors import IngestError
 
-    parser = argparse.ArgumentParser(prog="jobs/compact.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="jobs/compact.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  spark-submit jobs/compact.py --config conf/compaction.properties --audit-report /tmp/audit.jsonl\n"
+               "  spark-submit jobs/compact.py --config conf/compaction.properties --summary /tmp/compaction.json\n",
+    )
     add_common(parser)
     parser.add_argument("--audit-report", action="append", default=[], metavar="PATH")
     parser.add_argument("--summary", metavar="PATH", help="write the outcomes as JSON here")

@@ -13,7 +13,14 @@ import sys
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="jobs/load.py", description="Load everything new from the brokers, exactly once.")
+    p = argparse.ArgumentParser(
+        prog="jobs/load.py", description="Load everything new from the brokers, exactly once.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  spark-submit --master 'local[*]' jobs/load.py --config conf/loader.properties\n"
+               "  spark-submit jobs/load.py --config conf/loader.properties --set format=parquet\n"
+               "  spark-submit jobs/load.py --config conf/loader.properties --reset-offsets 2026-11-20T00:00:00Z --topic page-views\n",
+    )
     p.add_argument("--config", required=True, help="loader .properties file (see docs/loader.md)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     p.add_argument("--reset-offsets", metavar="SPEC", help="earliest, latest, epoch ms or ISO-8601 time: replay topics")

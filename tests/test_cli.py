@@ -133,3 +133,17 @@ def test_wrong_inputs_are_one_line_naming_them(args, names, tmp_path):
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert lines[0].startswith(f"ingest {args[0]}: error: ")
     assert all(n.format(tmp=tmp_path) in lines[0] for n in names), lines[0]
+
+
+@pytest.mark.parametrize("job", ["load", "audit", "compact"])
+def test_every_spark_job_help_has_examples(job):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, str(root / "jobs" / f"{job}.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0 and "examples:" in proc.stdout and "spark-submit" in proc.stdout

@@ -1,4 +1,4 @@
-"""``ingest broker start --config FILE [--set key=value ...]``: run a broker in the foreground.
+"""ingest broker start --config FILE [--set key=value ...]: run a broker in the foreground.
 
 SIGTERM or SIGINT stops it gracefully (stop accepting, finish in-flight
 requests, flush and close the logs, deregister from ZooKeeper) and the
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 EXAMPLES = """\
 examples:
   ingest broker start --config conf/server.properties
-  ingest broker start --config conf/server.properties --set broker.id=1 --set port=9093 --set log.dir=/tmp/b1
+  ingest broker start --config conf/server.properties --set brokerid=1 --set port=9093 --set log.dir=/tmp/b1
 """
 
 

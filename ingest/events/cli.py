@@ -127,6 +127,14 @@ def _produce(args: argparse.Namespace) -> int:
         raise ConfigError(f"--count {args.count} must be >= 0")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size {args.batch_size} must be >= 1")
+    if args.key_field:
+        # refuse before connecting or sending anything: a usage error, not a failed run
+        default_audit = "audit-monitoring" if not args.audit_topic else args.audit_topic
+        schema_name = args.schema or schema_for_topic(args.topic, default_audit)
+        fields = [f["name"] for f in load_schema(schema_name)["fields"]]
+        if args.key_field not in fields:
+            raise ConfigError(f"--key-field {args.key_field!r} is not a field of schema {schema_name}; "
+                              f"allowed: {', '.join(fields)}")
     raw: dict[str, Any] = dict(read_properties(args.config)) if args.config else {}
     raw.update(parse_overrides(args.set))
     event_keys, producer_keys = split_config(raw)

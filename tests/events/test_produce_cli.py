@@ -61,3 +61,19 @@ def test_produce_finds_brokers_through_zookeeper(broker_factory, registry, zk_co
     assert summary["acknowledged"] == 200 and summary["schema"] == "service_metric"
     records, failures = read_topic(brokers, "svc-metrics", registry)
     assert failures == [] and len(records) == 200
+
+
+def test_unknown_key_field_is_refused_before_anything_is_sent():
+    """A usage error (exit 2, one line naming the field and the allowed ones), no broker contacted."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "ingest.cli", "produce", "--brokers", "127.0.0.1:1", "--registry",
+         "http://127.0.0.1:1", "--topic", "page-views", "--count", "5", "--key-field", "nope"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    err = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and "'nope'" in err[0] and "allowed:" in err[0] and "header" in err[0]
+    assert "cannot connect" not in proc.stderr
