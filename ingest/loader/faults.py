@@ -12,6 +12,9 @@ what an OOM kill or a lost node does). Points, in commit order:
 
 ``INGEST_FAIL_FIRST_ATTEMPT=1`` makes every Spark task fail on its first attempt
 after writing part of its output to staging (so retries must not duplicate).
+``INGEST_SLOW_FIRST_ATTEMPT_MS=N`` makes every task's first attempt sleep N ms
+after staging its files, so Spark's speculation launches a second attempt that
+finishes first (proves speculative copies never duplicate or add files).
 Never set these in production; they exist to prove the commit protocol.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CRASH_ENV = "INGEST_CRASH_AT"
 FAIL_FIRST_ATTEMPT_ENV = "INGEST_FAIL_FIRST_ATTEMPT"
+SLOW_FIRST_ATTEMPT_ENV = "INGEST_SLOW_FIRST_ATTEMPT_MS"
 CRASH_POINTS = ("before-manifest", "after-manifest", "mid-publish", "after-publish", "before-gc")
 
 
@@ -41,3 +45,9 @@ def crash_point(name: str) -> None:
 
 def fail_first_attempt() -> bool:
     return os.environ.get(FAIL_FIRST_ATTEMPT_ENV, "") in ("1", "true", "yes")
+
+
+def slow_first_attempt_ms() -> int:
+    """Milliseconds a first attempt lingers after staging (0 = off)."""
+    raw = os.environ.get(SLOW_FIRST_ATTEMPT_ENV, "").strip()
+    return int(raw) if raw.isdigit() else 0

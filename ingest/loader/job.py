@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
 from ingest.loader import commit, layout
-from ingest.loader.faults import crash_point, fail_first_attempt
+from ingest.loader.faults import crash_point, fail_first_attempt, slow_first_attempt_ms
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
@@ -55,6 +55,7 @@ def task_settings(config, run_id: str) -> TaskSettings:
         parquet_compression=config["parquet.compression"], row_group_rows=config["parquet.row.group.rows"],
         fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"],
         socket_timeout_s=config["socket.timeout.ms"] / 1000.0, fail_first_attempt=fail_first_attempt(),
+        slow_first_attempt_ms=slow_first_attempt_ms(),
     )
 
 

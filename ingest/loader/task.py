@@ -67,6 +67,7 @@ class TaskSettings:
     max_fetch_size: int = 64 * 1024 * 1024
     socket_timeout_s: float = 30.0
     fail_first_attempt: bool = False
+    slow_first_attempt_ms: int = 0
 
 
 class _Bucket:
@@ -194,6 +195,10 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
         rows.append(_row("quarantine", task, attempt,
                          layout.quarantine_file_path(task.topic, task.broker_id, task.partition, task.start, task.end),
                          rel, rows=len(quarantine), bytes=len(data), format="jsonl"))
+    if settings.slow_first_attempt_ms and attempt == 0:
+        log.warning("fault injection: first attempt of task %s lingers %d ms after staging",
+                    task.task_id, settings.slow_first_attempt_ms)
+        time.sleep(settings.slow_first_attempt_ms / 1000.0)
     if settings.fail_first_attempt and attempt == 0:
         raise RuntimeError(f"fault injection ({'INGEST_FAIL_FIRST_ATTEMPT'}): first attempt of task {task.task_id} "
                            f"fails after staging {len(rows)} files")

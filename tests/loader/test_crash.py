@@ -110,7 +110,9 @@ def test_sigkill_at_every_commit_step_and_failed_attempts_keep_exactly_once(brok
 
 @pytest.mark.slow
 def test_local_cluster_output_is_identical_to_local_mode(spark, brokers, registry_url, tmp_path):
-    """Executors in separate JVMs (local-cluster) write exactly what local[2] writes."""
+    """Executors in separate JVMs (local-cluster) write exactly what local[2] writes, even
+    with speculation on: every first attempt lingers after staging its files, Spark launches
+    speculative copies that finish first, and only the winners' files are committed."""
     from ingest.loader.job import run_load
     from tests.loader.helpers import loader_config, read_rows
 
@@ -123,12 +125,18 @@ def test_local_cluster_output_is_identical_to_local_mode(spark, brokers, registr
         f"registry.url={registry_url}\ntopics={topic}\nformat=avro\nmax.bytes.per.task=12000\n"
     )
     env = spark_env()
+    env["INGEST_SLOW_FIRST_ATTEMPT_MS"] = "3000"
     r = subprocess.run([spark_submit(), "--master", "local-cluster[2,1,1024]", "--conf", "spark.ui.enabled=false",
                         "--conf", f"spark.executorEnv.PYSPARK_PYTHON={env['PYSPARK_PYTHON']}",
+                        "--conf", f"spark.executorEnv.INGEST_SLOW_FIRST_ATTEMPT_MS={env['INGEST_SLOW_FIRST_ATTEMPT_MS']}",
+                        "--conf", "spark.speculation=true", "--conf", "spark.speculation.interval=100ms",
+                        "--conf", "spark.speculation.quantile=0.01", "--conf", "spark.speculation.multiplier=1.0",
+                        "--conf", "spark.speculation.minTaskRuntime=500ms",
                         str(REPO / "jobs" / "load.py"), "--config", str(conf)],
                        env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, _tail(r)
     assert "COMMITTED" in r.stdout
+    assert "as speculatable" in r.stderr, "Spark must really have launched speculative attempts"
     run_load(loader_config(local_dest, brokers, registry_url, topics=topic, format="avro", max_bytes_per_task=12000,
                            avro_codec="snappy"), spark)
     a = LoaderState.load(open_storage(str(cluster_dest)))
