@@ -19,10 +19,12 @@ log = logging.getLogger(__name__)
 
 
 def iso(ms: int | None) -> str:
-    """``2026-11-22 10:20`` (UTC) for a window edge; ``-`` for None."""
+    """``2026-11-22 10:20`` (UTC) for a window edge, with seconds when the edge is not on a
+    whole minute (sub-minute windows must not print identical labels); ``-`` for None."""
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    fmt = "%Y-%m-%d %H:%M" if ms % 60_000 == 0 else "%Y-%m-%d %H:%M:%S"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(fmt)
 
 
 def json_lines(run) -> str:

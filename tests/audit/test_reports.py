@@ -155,3 +155,12 @@ def test_out_of_range_rows_are_per_topic_even_with_producer_rows():
     assert kinds == [("out_of_range", None), ("producer", "h"), ("window", None)]
     oor = next(r for r in rows if r["row_type"] == "out_of_range")
     assert (oor["status"], oor["produced_acked"], oor["loaded_distinct"], oor["window_start_ms"]) == ("COMPLETE", 1, 1, None)
+
+
+def test_window_labels_stay_distinct_for_sub_minute_windows():
+    from ingest.audit.report_json import iso
+
+    base = 1_795_319_340_000  # a whole minute
+    labels = [iso(base + i * 10_000) for i in range(6)]
+    assert len(set(labels)) == 6
+    assert iso(base) == "2026-11-22 03:49" and iso(base + 10_000) == "2026-11-22 03:49:10"
