@@ -133,10 +133,17 @@ class _Gen:
         elif kind == "double":
             L.append(f"{ind}{target} = _D.unpack_from(p, pos)[0]; pos += 8")
         elif kind in ("string", "bytes"):
-            self.varint(ind, "n")
-            L += [f"{ind}if n < 0: raise ValueError('negative length')",
-                  f"{ind}e = pos + n",
-                  f"{ind}{target} = p[pos:e]{'.decode()' if kind == 'string' else ''}; pos = e"]
+            conv = ".decode()" if kind == "string" else ""
+            # one-byte non-negative length (< 64 bytes, the usual case) without the general varint
+            L += [f"{ind}b = p[pos]",
+                  f"{ind}if b < 128 and not b & 1:",
+                  f"{ind}    e = pos + 1 + (b >> 1)",
+                  f"{ind}    {target} = p[pos + 1:e]{conv}; pos = e",
+                  f"{ind}else:"]
+            self.varint(ind + "    ", "n")
+            L += [f"{ind}    if n < 0: raise ValueError('negative length')",
+                  f"{ind}    e = pos + n",
+                  f"{ind}    {target} = p[pos:e]{conv}; pos = e"]
         elif kind == "enum":
             name = f"_S{len(self.consts)}"
             self.consts[name] = tuple(t["symbols"])
