@@ -102,16 +102,19 @@ class _Gen:
     def varint(self, ind: str, target: str) -> None:
         # zigzag varint of up to 9 bytes (63 bits); a 10-byte one (huge magnitudes, where
         # fastavro wraps to 64 bits) is left to the deserializer
+        # (the first two bytes unrolled: event ids and sequence numbers are 2-4 bytes)
         self.lines += [
-            f"{ind}b = p[pos]; pos += 1",
+            f"{ind}b = p[pos]",
             f"{ind}if b < 128:",
-            f"{ind}    n = b",
+            f"{ind}    n = b; pos += 1",
             f"{ind}else:",
-            f"{ind}    n = b & 127; s = 7",
-            f"{ind}    while True:",
-            f"{ind}        b = p[pos]; pos += 1; n |= (b & 127) << s; s += 7",
-            f"{ind}        if b < 128: break",
-            f"{ind}        if s >= 63: raise ValueError('10-byte varint')",
+            f"{ind}    n = (b & 127) | (p[pos + 1] & 127) << 7; pos += 2",
+            f"{ind}    if p[pos - 1] > 127:",
+            f"{ind}        s = 14",
+            f"{ind}        while True:",
+            f"{ind}            b = p[pos]; pos += 1; n |= (b & 127) << s; s += 7",
+            f"{ind}            if b < 128: break",
+            f"{ind}            if s >= 63: raise ValueError('10-byte varint')",
             f"{ind}{target} = (n >> 1) ^ -(n & 1)",
         ]
 
