@@ -12,9 +12,10 @@ what an OOM kill or a lost node does). Points, in commit order:
 
 ``INGEST_FAIL_FIRST_ATTEMPT=1`` makes every Spark task fail on its first attempt
 after writing part of its output to staging (so retries must not duplicate).
-``INGEST_SLOW_FIRST_ATTEMPT_MS=N`` makes every task's first attempt sleep N ms
-after staging its files, so Spark's speculation launches a second attempt that
-finishes first (proves speculative copies never duplicate or add files).
+``INGEST_SLOW_FIRST_ATTEMPT_MS=N`` makes the first attempt of task 0 sleep N ms
+after staging its files: an outlier against the other tasks' median runtime, so
+Spark's speculation launches a second attempt that finishes first (proves
+speculative copies never duplicate or add files).
 Never set these in production; they exist to prove the commit protocol.
 """
 from __future__ import annotations

@@ -195,7 +195,7 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
         rows.append(_row("quarantine", task, attempt,
                          layout.quarantine_file_path(task.topic, task.broker_id, task.partition, task.start, task.end),
                          rel, rows=len(quarantine), bytes=len(data), format="jsonl"))
-    if settings.slow_first_attempt_ms and attempt == 0:
+    if settings.slow_first_attempt_ms and attempt == 0 and task.task_id == 0:
         log.warning("fault injection: first attempt of task %s lingers %d ms after staging",
                     task.task_id, settings.slow_first_attempt_ms)
         time.sleep(settings.slow_first_attempt_ms / 1000.0)
