@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 
 from ingest.audit import avro_source
 from ingest.errors import ConfigError
+from ingest.loader.records import LostRange  # the loader's record of a retention gap
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +48,6 @@ class LoadedFile:
     storage_uri: str = ""
 
 
-@dataclass(frozen=True)
-class LostRange:
-    """Offsets the loader found deleted by retention before it could load them."""
-
-    topic: str
-    broker_id: int
-    partition: int
-    start_offset: int
-    end_offset: int
-    bytes: int
-    estimated_messages: int
-    after_time_ms: int | None
-    before_time_ms: int | None
-    run_id: str
-    detected_at_ms: int
 
 
 @dataclass(frozen=True)
