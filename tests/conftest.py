@@ -33,6 +33,18 @@ def zk_connect(zookeeper) -> str:
     return zookeeper.connect + chroot
 
 
+@pytest.fixture
+def zk(zk_connect):
+    """A started kazoo client on the test's own chroot."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one local[2] SparkSession shared by all tests of this session."""

@@ -1,34 +1,16 @@
 """Real broker processes and a real ZooKeeper: a cluster, SIGKILL, restart, graceful SIGTERM."""
 from __future__ import annotations
 
-import time
 
 import pytest
-from kazoo.client import KazooClient
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.zk_registry import broker_path, topic_path
+from tests.harness.wait import wait_until
 from tests.harness.brokers import BrokerProcess, BrokerStartError, RawClient, broker_factory  # noqa: F401
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def zk(zk_connect):
-    c = KazooClient(hosts=zk_connect)
-    c.start(timeout=15)
-    yield c
-    c.stop()
-    c.close()
-
-
-def wait_until(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def produce(b: BrokerProcess, topic: str, partition: int, payloads) -> int:
@@ -51,7 +33,9 @@ def test_three_brokers_register_as_one_cluster(broker_factory, zk_connect, zk):
     for b in brokers:
         assert zk.get(broker_path(b.broker_id))[0] == f"127.0.0.1:{b.port}".encode()
         produce(b, "events", b.broker_id, [f"from-{b.broker_id}".encode()])
-    wait_until(lambda: sorted(zk.get_children("/brokers/topics/events")) == ["0", "1", "2"],
+    # topic znodes are written by the broker's background registrar: absent at first is "not yet"
+    wait_until(lambda: zk.exists("/brokers/topics/events")
+               and sorted(zk.get_children("/brokers/topics/events")) == ["0", "1", "2"],
                what="3 brokers under /brokers/topics/events")
     assert {zk.get(topic_path("events", b.broker_id))[0] for b in brokers} == {b"4"}
     for b in brokers:

@@ -1,7 +1,6 @@
 """Broker registration in a real ZooKeeper: nodes, refusal of a taken id, session expiry."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from kazoo.client import KazooClient
@@ -12,25 +11,9 @@ from ingest.broker.server import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.broker.zk_registry import BrokerRegistry, broker_path, topic_path
 from ingest.errors import BrokerIdTakenError, CoordinationError
+from tests.harness.wait import wait_until
 from tests.harness.brokers import RawClient
 from tests.harness.zookeeper import expire_session
-
-
-@pytest.fixture
-def zk(zk_connect):
-    c = KazooClient(hosts=zk_connect)
-    c.start(timeout=15)
-    yield c
-    c.stop()
-    c.close()
-
-
-def wait_until(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def registry(zk_connect, broker_id=1, port=9000, **kw) -> BrokerRegistry:

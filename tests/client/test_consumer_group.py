@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from ingest.client.consumer_group import ConsumerConnector
@@ -73,15 +72,6 @@ def ownership_is_settled(zk, group, topic, members, expected_partitions):
     if owners != want:
         return False
     return all(m.connector.owned_partitions().get(topic, []) == plan[f"{m.name}-0"] for m in members)
-
-
-@pytest.fixture
-def zk(zk_connect):
-    client = KazooClient(hosts=zk_connect)
-    client.start(15)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.mark.slow
