@@ -5,13 +5,23 @@ cached per (subject, canonical schema), so a producer pays one HTTP round trip
 per schema, not per event. Stdlib ``urllib`` only, so Spark executors need
 nothing extra.
 
+Every request this client makes is idempotent (registering a schema that is
+already registered returns its id), so a request that fails for a reason a
+retry can cure (connection refused or reset, a timeout, HTTP 5xx) is retried
+with exponential back-off: ``retries`` more attempts, the first after
+``backoff_s``, doubling up to ``max_backoff_s`` (defaults: 6 retries spread over
+about 6 s, which outlasts a registry restart). A 4xx answer is final.
+
 Concurrency contract: thread-safe; the caches are dicts filled idempotently
 (two threads may both fetch the same id once; they store equal values).
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import random
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -29,15 +39,36 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 class RegistryClient:
     """Register schemas and look them up by id (see docs/events.md for the API)."""
 
-    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 10.0, *, retries: int = 6, backoff_s: float = 0.1,
+                 max_backoff_s: float = 2.0) -> None:
         if not url.startswith(("http://", "https://")):
             raise SchemaError(f"registry URL {url!r} must start with http:// or https://")
+        if retries < 0 or backoff_s < 0 or max_backoff_s < backoff_s:
+            raise SchemaError(f"registry client retries={retries} backoff_s={backoff_s} max_backoff_s={max_backoff_s}: "
+                              "retries and backoff_s must be >= 0 and max_backoff_s >= backoff_s")
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
         self._by_id: dict[int, dict] = {}
         self._registered: dict[tuple[str, str], int] = {}
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
+        """One idempotent request, retried with back-off while the failure is one a retry can cure."""
+        delay = self.backoff_s
+        for attempt in range(self.retries + 1):
+            try:
+                return self._request_once(method, path, body)
+            except RegistryUnavailableError as exc:
+                if attempt == self.retries:
+                    raise
+                log.info("%s; retry %d of %d in %.2fs", exc, attempt + 1, self.retries, delay)
+                time.sleep(delay * random.uniform(0.5, 1.0))  # jitter: concurrent clients do not retry in step
+                delay = min(delay * 2, self.max_backoff_s)
+        raise AssertionError("unreachable")
+
+    def _request_once(self, method: str, path: str, body: Any) -> Any:
         data = None if body is None else json.dumps(body).encode("utf-8")
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE})
@@ -58,7 +89,7 @@ class RegistryClient:
             if exc.code >= 500:
                 raise RegistryUnavailableError(text) from None
             raise SchemaError(text) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             raise RegistryUnavailableError(
                 f"schema registry {self.url} unreachable ({method} {path}): {reason}; "

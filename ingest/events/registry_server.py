@@ -31,6 +31,15 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY = 16 * 1024 * 1024
+# The listen backlog: connections the kernel completes while the accept loop is busy.
+# socketserver's default of 5 reset registrations under 20 concurrent clients; the kernel
+# caps this at net.core.somaxconn (4096 on current Linux).
+LISTEN_BACKLOG = 1024
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
 
 _S = r"(?P<subject>[^/]+)"
 ROUTES: list[tuple[str, re.Pattern, str]] = [
@@ -165,8 +174,7 @@ class RegistryServer:
 
     def __init__(self, registry: SchemaRegistry, host: str = "127.0.0.1", port: int = 0) -> None:
         self.registry = registry
-        self._httpd = ThreadingHTTPServer((host, port), _make_handler(_Api(registry)))
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer((host, port), _make_handler(_Api(registry)))
         self._thread: threading.Thread | None = None
 
     @property
