@@ -250,3 +250,16 @@ def test_port_in_use_is_a_clear_error(broker, tmp_path):
     cfg = make_config(tmp_path / "other", port=broker.port)
     with pytest.raises(ConfigError, match=rf"cannot listen on 127.0.0.1:{broker.port}.*another broker"):
         BrokerServer(cfg).start()
+
+
+def test_a_storage_failure_goes_out_as_storage_error_not_unknown(broker):
+    # A produce after the logs are shut down fails in storage: the broker answers
+    # STORAGE_ERROR (16), which the client turns back into StorageError.
+    from ingest.client.connection import error_for_code
+    from ingest.errors import StorageError
+
+    broker.log_manager.shutdown()
+    with client(broker) as c:
+        resp = produce_ack(c, "after-shutdown", 0, [b"x"])
+        assert (resp.error, resp.offset) == (ErrorCode.STORAGE_ERROR, -1)
+        assert type(error_for_code(resp.error, "PRODUCE_ACK")) is StorageError
