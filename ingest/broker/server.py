@@ -38,6 +38,7 @@ import queue
 import selectors
 import socket
 import threading
+import time
 from collections import deque
 from typing import Callable, Protocol
 
@@ -311,7 +312,6 @@ class SocketServer:
                  send_buffer: int = 0, receive_buffer: int = 0, num_threads: int = 2,
                  drain_timeout_s: float = 10.0,
                  monotonic: Callable[[], float] | None = None) -> None:
-        import time
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.send_buffer = send_buffer
