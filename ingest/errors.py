@@ -1,18 +1,31 @@
-"""The one error tree of the product.
+"""The one error tree of the product, and the broker's wire error codes.
 
 Every error raised on purpose by ``ingest`` derives from :class:`IngestError`.
-A subclass carries the wire error code (``code``, see :class:`ErrorCode` and
-``docs/protocol.md``) and whether retrying the same operation can help
-(``retriable``). Messages say what was wrong, with the offending value, and
-what to do; causes are chained with ``raise ... from``.
+A subclass says whether retrying the same operation can help (``retriable``);
+messages say what was wrong, with the offending value, and what to do; causes
+are chained with ``raise ... from``.
+
+Wire map (``docs/protocol.md``, "Error codes"), written out, never derived:
+
+- a *wire error* class sets ``code`` in its own body, and :data:`WIRE_ERRORS`
+  maps that code back to it: the broker answers ``exc.code``, a client raises
+  ``WIRE_ERRORS[code]``. Subclasses of a wire error go out with their parent's
+  code (a client sees the parent).
+- every other error inherits ``IngestError.code``, ``UNKNOWN`` (-1): an error
+  with no wire code of its own goes out as UNKNOWN, and a client raises
+  :class:`IngestError` for UNKNOWN and for codes it does not know.
+
+``tests/test_errors.py`` checks that the map round-trips and that
+``docs/protocol.md`` lists exactly these codes.
 """
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Sequence
 
 
 class ErrorCode(IntEnum):
-    """Wire error codes: 0-4 fixed by the Kafka 0.7 protocol, ours from 10 up."""
+    """Wire error codes: -1 to 4 fixed by the Kafka 0.7 protocol, ours from 10 up."""
 
     UNKNOWN = -1
     NONE = 0
@@ -25,12 +38,16 @@ class ErrorCode(IntEnum):
     REQUEST_TOO_LARGE = 12
     UNKNOWN_REQUEST_TYPE = 13
     MALFORMED_REQUEST = 14
-    BROKER_SHUTTING_DOWN = 15
+    # 15 was reserved for a BROKER_SHUTTING_DOWN that was never sent; not reused.
     STORAGE_ERROR = 16
+    DISK_FULL = 17
 
 
 class IngestError(Exception):
-    """Root of every error the product raises on purpose."""
+    """Root of every error the product raises on purpose.
+
+    ``code`` UNKNOWN is the rule for every error without a wire code of its own.
+    """
 
     code: ErrorCode = ErrorCode.UNKNOWN
     retriable: bool = False
@@ -43,13 +60,7 @@ class ConfigError(IngestError):
     """A configuration key is unknown, missing, or has a value out of range."""
 
 
-# --- encoding / decoding -----------------------------------------------------
-
-
-class BufferUnderrunError(IngestError):
-    """A buffer ended before a field it must contain (names field and sizes)."""
-
-    code = ErrorCode.MALFORMED_REQUEST
+# --- messages ------------------------------------------------------------------
 
 
 class InvalidMessageError(IngestError):
@@ -58,17 +69,21 @@ class InvalidMessageError(IngestError):
     code = ErrorCode.INVALID_MESSAGE
 
 
-class MessageTooLargeError(IngestError):
-    """A message or message set exceeds the configured maximum size."""
-
-    code = ErrorCode.MESSAGE_TOO_LARGE
+class BufferUnderrunError(InvalidMessageError):
+    """A message's bytes end before the field its header promises (names field and sizes)."""
 
 
 class UnsupportedCodecError(InvalidMessageError):
     """A compression codec is unknown or its library is not installed."""
 
 
-# --- broker / log --------------------------------------------------------------
+class MessageTooLargeError(IngestError):
+    """A message or message set exceeds the configured maximum size."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+# --- broker requests -------------------------------------------------------------
 
 
 class InvalidTopicError(IngestError):
@@ -95,12 +110,6 @@ class InvalidFetchSizeError(IngestError):
     code = ErrorCode.INVALID_FETCH_SIZE
 
 
-class LogCorruptionError(IngestError):
-    """Corrupt bytes found in a log segment that recovery may not truncate."""
-
-    code = ErrorCode.STORAGE_ERROR
-
-
 class RequestTooLargeError(IngestError):
     """A request frame is larger than ``max.socket.request.bytes``."""
 
@@ -114,19 +123,50 @@ class UnknownRequestTypeError(IngestError):
 
 
 class MalformedRequestError(IngestError):
-    """A request body does not match its declared layout."""
+    """A request frame or body does not match its declared layout (short, trailing bytes, bad UTF-8)."""
 
     code = ErrorCode.MALFORMED_REQUEST
 
 
-class BrokerShuttingDownError(IngestError):
-    """The broker is stopping and refuses new work; another broker may serve it."""
+# --- storage ---------------------------------------------------------------------
 
-    code = ErrorCode.BROKER_SHUTTING_DOWN
+
+class StorageError(IngestError):
+    """A storage operation failed: a broker log's I/O, or the loader's local or HDFS storage.
+
+    Retriable: the operation may succeed later or elsewhere (another broker,
+    a storage node back up).
+    """
+
+    code = ErrorCode.STORAGE_ERROR
     retriable = True
 
 
+class DiskFullError(StorageError):
+    """A write failed because the file system is full (ENOSPC); retry once space is freed."""
+
+    code = ErrorCode.DISK_FULL
+
+
+class LogCorruptionError(StorageError):
+    """Corrupt bytes found in a log segment that recovery may not truncate."""
+
+    retriable = False
+
+
 # --- client side ---------------------------------------------------------------
+
+
+class MalformedResponseError(IngestError):
+    """A broker's response frame or body does not match its declared layout.
+
+    Never sent on the wire: the client closes the connection, which can no
+    longer be trusted to be in sync, and raises this. Retriable, as
+    kafka-python's protocol errors: the next request opens a new connection,
+    possibly to another broker.
+    """
+
+    retriable = True
 
 
 class BrokerUnavailableError(IngestError):
@@ -136,9 +176,7 @@ class BrokerUnavailableError(IngestError):
 
 
 class FetchSizeTooSmallError(IngestError):
-    """A message is larger than the client's fetch-size ceiling."""
-
-    code = ErrorCode.INVALID_FETCH_SIZE
+    """A message is larger than the client's fetch-size ceiling (raise ``max.fetch.size``)."""
 
 
 class ProducerQueueFullError(IngestError):
@@ -186,26 +224,89 @@ class RegistryUnavailableError(SchemaError):
     retriable = True
 
 
+class RegistryHttpError(SchemaError):
+    """A request the registry service refuses: HTTP status, Confluent error code, message."""
+
+    def __init__(self, status: int, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+        self.message = message
+
+
 class EventDecodeError(IngestError):
     """A payload's framing or Avro body is invalid (names topic, offset, schema id)."""
 
 
-# --- loader / storage / audit -------------------------------------------------------
-
-
-class StorageError(IngestError):
-    """A storage operation (local or HDFS) failed."""
-
-    retriable = True
+# --- loader / compaction / demo -------------------------------------------------------
 
 
 class CommitError(IngestError):
     """A load could not be committed; the previous committed state is untouched."""
 
 
+class CommitConflictError(CommitError):
+    """Another job committed the same sequence number first; re-read the state and retry."""
+
+    retriable = True
+
+
 class DataLossError(IngestError):
-    """Messages were lost (e.g. deleted by retention before they were loaded)."""
+    """Messages were lost (deleted by retention before they were loaded).
+
+    Args:
+        message: names every lost range and what to do.
+        lost_ranges: the ``ingest.loader.records.LostRange`` records, for the
+            failed run's record.
+    """
+
+    def __init__(self, message: str, lost_ranges: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.lost_ranges: tuple = tuple(lost_ranges)
 
 
-class AuditFailedError(IngestError):
-    """The audit judged at least one window below the completeness threshold."""
+class QuarantineLimitError(IngestError):
+    """More messages than ``max.quarantine.ratio`` allows were undecodable; nothing was committed."""
+
+
+class CompactionError(IngestError):
+    """An hour could not be compacted (unreadable file, unknown format, missing header)."""
+
+
+class DemoError(IngestError):
+    """A demo step failed (names the step, its exit code and its log file)."""
+
+
+# --- the wire map ----------------------------------------------------------------
+
+WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
+    ErrorCode.UNKNOWN: IngestError,
+    ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
+    ErrorCode.INVALID_MESSAGE: InvalidMessageError,
+    ErrorCode.WRONG_PARTITION: WrongPartitionError,
+    ErrorCode.INVALID_FETCH_SIZE: InvalidFetchSizeError,
+    ErrorCode.MESSAGE_TOO_LARGE: MessageTooLargeError,
+    ErrorCode.INVALID_TOPIC: InvalidTopicError,
+    ErrorCode.REQUEST_TOO_LARGE: RequestTooLargeError,
+    ErrorCode.UNKNOWN_REQUEST_TYPE: UnknownRequestTypeError,
+    ErrorCode.MALFORMED_REQUEST: MalformedRequestError,
+    ErrorCode.STORAGE_ERROR: StorageError,
+    ErrorCode.DISK_FULL: DiskFullError,
+}
+"""Wire code -> the class a client raises for it (NONE is success, not an error)."""
+
+
+def error_class(code: int) -> type[IngestError]:
+    """The class for a broker's error ``code``: :class:`IngestError` for UNKNOWN and unknown codes."""
+    try:
+        return WIRE_ERRORS[ErrorCode(code)]
+    except (ValueError, KeyError):
+        return IngestError
+
+
+def error_name(code: int) -> str:
+    """``OFFSET_OUT_OF_RANGE`` for 1; ``code 99`` for a code this version does not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"code {code}"

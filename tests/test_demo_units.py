@@ -9,8 +9,8 @@ import pytest
 
 from ingest.demo import pipeline
 from ingest.demo.pipeline import DemoOptions, fresh_workdir
-from ingest.demo.processes import DemoError, Supervisor
-from ingest.errors import IngestError
+from ingest.demo.processes import Supervisor
+from ingest.errors import DemoError, IngestError
 
 
 def test_refuses_to_clear_a_directory_it_did_not_create(tmp_path):

@@ -3,7 +3,6 @@
 :class:`BrokerServer` owns the lifecycle (``start``/``stop``/``wait``); the
 network layer it starts (:class:`~ingest.broker.server.SocketServer`) knows
 nothing about storage, and the request logic lives in ``handlers.py``.
-``from ingest.broker.server import BrokerServer`` keeps working (re-export).
 
 Concurrency: ``start`` once from one thread; ``stop`` is idempotent and may be
 called from any thread (a second caller waits for the first to finish).
@@ -13,7 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 
+from ingest.broker.handlers import BrokerHandlers
+from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
+from ingest.clock import SYSTEM_CLOCK
+from ingest.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,6 @@ class BrokerServer:
     """
 
     def __init__(self, config, clock=None) -> None:
-        from ingest.clock import SYSTEM_CLOCK
         self.config = config
         self.clock = clock or SYSTEM_CLOCK
         self.broker_id: int = config["brokerid"]
@@ -55,12 +57,8 @@ class BrokerServer:
         return f"{self.broker_id}:{self.host}:{self.port}"
 
     def start(self) -> "BrokerServer":
-        from ingest.broker.handlers import BrokerHandlers
-        from ingest.broker.log_manager import LogManager
-
         cfg = self.config
         if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
-            from ingest.errors import ConfigError
             raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
         self.log_manager = LogManager(cfg, self.clock)
         self.log_manager.startup()
@@ -74,6 +72,7 @@ class BrokerServer:
                 num_threads=cfg["num.threads"], drain_timeout_s=cfg["shutdown.timeout.ms"] / 1000.0)
             self.port = self.handlers.port = self.network.port
             if cfg["enable.zookeeper"]:
+                # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
                 from ingest.broker.zk_registry import BrokerRegistry
                 self.registry = BrokerRegistry(
                     cfg["zk.connect"], self.broker_id, self.host, self.port,

@@ -35,7 +35,7 @@ def register(subparsers) -> None:
 
 
 def start_command(args: argparse.Namespace) -> int:
-    from ingest.broker.server import BrokerServer
+    from ingest.broker.broker import BrokerServer
     from ingest.broker.server_config import SERVER_CONFIG
 
     config = SERVER_CONFIG.load(args.config, parse_overrides(args.set))

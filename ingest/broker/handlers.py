@@ -3,7 +3,7 @@
 ``BrokerHandlers.dispatch(kind, body, client)`` is what the network layer
 (``server.py``) calls for every frame. Each handler decodes its request with
 ``protocol.py``, acts on the :class:`~ingest.broker.log_manager.LogManager`
-and returns a :class:`~ingest.broker.server.Reply` (or ``None`` for PRODUCE
+and returns a :class:`~ingest.broker.reply.Reply` (or ``None`` for PRODUCE
 and MULTIPRODUCE, which have no response).
 
 Errors: an :class:`~ingest.errors.IngestError` raised while serving a request
@@ -30,7 +30,7 @@ from typing import Callable
 from ingest.broker import protocol as p
 from ingest.broker.message_set import validate_message_set
 from ingest.broker.protocol import RequestType
-from ingest.broker.server import FileRegion, Reply
+from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
 from ingest.errors import (
     ErrorCode,

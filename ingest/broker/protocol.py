@@ -30,11 +30,12 @@ that and fills the body fields with their empty values.
 
 ``Request.decode(body)`` takes the bytes after ``type``; ``Response.decode(data)``
 takes the bytes after ``size`` (starting with ``error``). ``encode()`` returns
-the whole frame including ``size``. Short buffers raise
-:class:`~ingest.errors.BufferUnderrunError` naming the field that was expected;
-other layout violations (negative lengths, trailing bytes, bad UTF-8) raise
-:class:`~ingest.errors.MalformedRequestError`. Instances are immutable and
-safe to share between threads.
+the whole frame including ``size``. A layout violation (a short buffer, named
+as "buffer underrun decoding <Class>.<field>", a negative length or count,
+trailing bytes, bad UTF-8) raises :class:`~ingest.errors.MalformedRequestError`
+when decoding a request (the broker answers it with MALFORMED_REQUEST) and
+:class:`~ingest.errors.MalformedResponseError` when decoding a response (the
+client's side). Instances are immutable and safe to share between threads.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar
 
-from ingest.errors import BufferUnderrunError, ErrorCode, MalformedRequestError
+from ingest.errors import IngestError, MalformedRequestError, MalformedResponseError, UnknownRequestTypeError
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -80,19 +81,23 @@ class RequestType(IntEnum):
 class Reader:
     """A cursor over a buffer; every read names the field it expects.
 
+    ``malformed`` is the error a layout violation raises: MalformedRequestError
+    for requests (the broker's side), MalformedResponseError for responses.
     Not thread-safe (one reader per decode).
     """
 
-    __slots__ = ("buf", "pos", "what")
+    __slots__ = ("buf", "pos", "what", "malformed")
 
-    def __init__(self, buf: bytes | bytearray | memoryview, what: str) -> None:
+    def __init__(self, buf: bytes | bytearray | memoryview, what: str,
+                 malformed: type[IngestError] = MalformedRequestError) -> None:
         self.buf = memoryview(buf)
         self.pos = 0
         self.what = what
+        self.malformed = malformed
 
     def _need(self, n: int, field_name: str) -> None:
         if self.pos + n > len(self.buf):
-            raise BufferUnderrunError(
+            raise self.malformed(
                 f"buffer underrun decoding {self.what}.{field_name}: need {n} bytes at "
                 f"position {self.pos}, only {len(self.buf) - self.pos} left"
             )
@@ -114,7 +119,7 @@ class Reader:
 
     def raw(self, n: int, field_name: str) -> bytes:
         if n < 0:
-            raise MalformedRequestError(f"{self.what}.{field_name}: negative length {n}")
+            raise self.malformed(f"{self.what}.{field_name}: negative length {n}")
         self._need(n, field_name)
         out = bytes(self.buf[self.pos:self.pos + n])
         self.pos += n
@@ -126,7 +131,7 @@ class Reader:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise MalformedRequestError(f"{self.what}.{field_name}: not UTF-8: {data[:40]!r}") from exc
+            raise self.malformed(f"{self.what}.{field_name}: not UTF-8: {data[:40]!r}") from exc
 
     def remaining(self) -> int:
         return len(self.buf) - self.pos
@@ -134,7 +139,7 @@ class Reader:
     def done(self) -> None:
         """Raise when bytes are left over: a body must match its layout exactly."""
         if self.pos != len(self.buf):
-            raise MalformedRequestError(
+            raise self.malformed(
                 f"{self.what}: {len(self.buf) - self.pos} unexpected trailing bytes after the body"
             )
 
@@ -157,7 +162,7 @@ def response_frame(error: int, body: bytes = b"") -> bytes:
 def _count16(r: Reader, field_name: str) -> int:
     n = r.int16(field_name)
     if n < 0:
-        raise MalformedRequestError(f"{r.what}.{field_name}: negative count {n}")
+        raise r.malformed(f"{r.what}.{field_name}: negative count {n}")
     return n
 
 
@@ -349,7 +354,6 @@ def decode_request(frame: bytes | memoryview):
     try:
         cls = REQUEST_CLASSES[RequestType(kind)]
     except ValueError:
-        from ingest.errors import UnknownRequestTypeError
         raise UnknownRequestTypeError(f"unknown request type {kind}; known: {[int(t) for t in RequestType]}") from None
     return cls.decode(memoryview(frame)[REQUEST_HEADER.size:])
 
@@ -368,7 +372,7 @@ class ErrorResponse:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> "ErrorResponse":
-        return cls(Reader(data, cls.__name__).int16("error"))
+        return cls(Reader(data, cls.__name__, MalformedResponseError).int16("error"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +392,7 @@ class FetchResponse:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> "FetchResponse":
-        r = Reader(data, cls.__name__)
+        r = Reader(data, cls.__name__, MalformedResponseError)
         error = r.int16("error")
         return cls(error, r.raw(r.remaining(), "message_set"))
 
@@ -411,13 +415,13 @@ class MultiFetchResponse:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> "MultiFetchResponse":
-        r = Reader(data, cls.__name__)
+        r = Reader(data, cls.__name__, MalformedResponseError)
         error = r.int16("error")
         parts = []
         while r.remaining():
             size, part_error = r.unpack(RESPONSE_HEADER, f"responses[{len(parts)}].size+error")
             if size < INT16.size:
-                raise MalformedRequestError(f"{cls.__name__}.responses[{len(parts)}].size: {size} < 2")
+                raise MalformedResponseError(f"{cls.__name__}.responses[{len(parts)}].size: {size} < 2")
             parts.append(FetchResponse(part_error, r.raw(size - INT16.size, f"responses[{len(parts)}].message_set")))
         return cls(error, tuple(parts))
 
@@ -435,13 +439,13 @@ class OffsetsResponse:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> "OffsetsResponse":
-        r = Reader(data, cls.__name__)
+        r = Reader(data, cls.__name__, MalformedResponseError)
         error = r.int16("error")
         if error and not r.remaining():
             return cls(error)
         n = r.int32("count")
         if n < 0:
-            raise MalformedRequestError(f"{cls.__name__}.count: negative count {n}")
+            raise MalformedResponseError(f"{cls.__name__}.count: negative count {n}")
         offsets = tuple(r.int64(f"offsets[{i}]") for i in range(n))
         r.done()
         return cls(error, offsets)
@@ -459,7 +463,7 @@ class ProduceAckResponse:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> "ProduceAckResponse":
-        r = Reader(data, cls.__name__)
+        r = Reader(data, cls.__name__, MalformedResponseError)
         error = r.int16("error")
         if error and not r.remaining():
             return cls(error)
@@ -502,7 +506,7 @@ class MetadataResponse:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> "MetadataResponse":
-        r = Reader(data, cls.__name__)
+        r = Reader(data, cls.__name__, MalformedResponseError)
         error = r.int16("error")
         if error and not r.remaining():
             return cls(error)
@@ -511,13 +515,13 @@ class MetadataResponse:
         port = r.int32("port")
         n_topics = r.int32("topic_count")
         if n_topics < 0:
-            raise MalformedRequestError(f"{cls.__name__}.topic_count: negative count {n_topics}")
+            raise MalformedResponseError(f"{cls.__name__}.topic_count: negative count {n_topics}")
         topics = []
         for i in range(n_topics):
             name = r.string(f"topics[{i}].name")
             n_parts = r.int32(f"topics[{i}].partition_count")
             if n_parts < 0:
-                raise MalformedRequestError(f"{cls.__name__}.topics[{i}].partition_count: negative {n_parts}")
+                raise MalformedResponseError(f"{cls.__name__}.topics[{i}].partition_count: negative {n_parts}")
             parts = tuple(PartitionMetadata(*r.unpack(PARTITION_META, f"topics[{i}].partitions[{j}]"))
                           for j in range(n_parts))
             topics.append(TopicMetadata(name, parts))
@@ -558,16 +562,10 @@ def recv_response(sock: socket.socket, max_bytes: int = 1 << 31) -> bytes:
 
     Raises:
         ConnectionError: the peer closed the connection.
-        MalformedRequestError: the size field is below 2 or above ``max_bytes``.
+        MalformedResponseError: the size field is below 2 or above ``max_bytes``.
     """
     (size,) = SIZE.unpack(recv_exact(sock, SIZE.size))
     if size < INT16.size or size > max_bytes:
-        raise MalformedRequestError(f"response size {size} outside [2, {max_bytes}]")
+        raise MalformedResponseError(f"response size {size} outside [2, {max_bytes}]")
     return recv_exact(sock, size)
 
-
-def error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"code {code}"

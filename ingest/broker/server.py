@@ -26,7 +26,8 @@ the pending replies (bounded by ``drain_timeout_s``), then closes its
 connections.
 
 The broker that uses this layer (LogManager, handlers, ZooKeeper) is
-:class:`ingest.broker.broker.BrokerServer`, re-exported here by name.
+:class:`ingest.broker.broker.BrokerServer`; replies are
+:class:`~ingest.broker.reply.Reply` objects (``reply.py``).
 """
 from __future__ import annotations
 
@@ -37,44 +38,18 @@ import queue
 import selectors
 import socket
 import threading
+import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ingest.broker.protocol import ErrorResponse, INT16, REQUEST_HEADER, SIZE
-from ingest.errors import ConfigError, ErrorCode
+from ingest.broker.reply import FileRegion, Reply
+from ingest.errors import ConfigError, ErrorCode, MalformedRequestError, RequestTooLargeError
 
 log = logging.getLogger(__name__)
 
 RECV_CHUNK = 256 * 1024
 SENDFILE_CHUNK = 1 << 30
-
-
-@dataclass(slots=True)
-class FileRegion:
-    """Bytes of an open file to send with ``os.sendfile``; ``release`` runs once sent or dropped."""
-
-    fd: int
-    position: int
-    length: int
-    release: Callable[[], None] | None = None
-
-
-@dataclass(slots=True)
-class Reply:
-    """What the dispatcher wants written back: parts in order, then maybe close."""
-
-    parts: list = field(default_factory=list)     # bytes | FileRegion
-    close_after: bool = False
-
-    def release(self) -> None:
-        for part in self.parts:
-            if isinstance(part, FileRegion) and part.release is not None:
-                rel, part.release = part.release, None
-                try:
-                    rel()
-                except Exception:  # noqa: BLE001 - a release failure must not kill the processor
-                    log.exception("releasing a file region failed")
 
 
 class Dispatcher(Protocol):
@@ -245,7 +220,7 @@ class _Processor(threading.Thread):
         while not conn.closing and len(buf) - conn.start >= SIZE.size:
             (size,) = SIZE.unpack_from(buf, conn.start)
             if size < INT16.size or size > limit:
-                code = ErrorCode.REQUEST_TOO_LARGE if size > limit else ErrorCode.MALFORMED_REQUEST
+                code = RequestTooLargeError.code if size > limit else MalformedRequestError.code
                 log.warning("client %s: request frame size %d outside [%d, %d] (max.socket.request.bytes);"
                             " answering %s and closing the connection",
                             conn.addr, size, INT16.size, limit, code.name)
@@ -337,7 +312,6 @@ class SocketServer:
                  send_buffer: int = 0, receive_buffer: int = 0, num_threads: int = 2,
                  drain_timeout_s: float = 10.0,
                  monotonic: Callable[[], float] | None = None) -> None:
-        import time
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.send_buffer = send_buffer
@@ -408,12 +382,3 @@ class SocketServer:
     def alive(self) -> bool:
         return all(p.is_alive() for p in self._processors) and self._acceptor.is_alive()
 
-
-def __getattr__(name: str):
-    # BrokerServer moved to ingest.broker.broker (it wires storage, handlers and
-    # ZooKeeper around this module's SocketServer); imported lazily to avoid a cycle.
-    if name == "BrokerServer":
-        from ingest.broker.broker import BrokerServer
-
-        return BrokerServer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

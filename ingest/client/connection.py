@@ -4,7 +4,10 @@ Frames are built and parsed by :mod:`ingest.broker.protocol` (this module only
 moves bytes). The connection is opened lazily, and after any socket error it is
 closed and :class:`~ingest.errors.BrokerUnavailableError` is raised; the next
 request reconnects. A broker error code in a response becomes the matching
-:class:`~ingest.errors.IngestError` subclass via :func:`error_for_code`.
+:class:`~ingest.errors.IngestError` subclass via :func:`error_for_code`. A
+response that does not match its layout closes the connection (it can no
+longer be trusted to be in sync) and raises
+:class:`~ingest.errors.MalformedResponseError`.
 
 Concurrency: a connection serialises its requests with a lock, so it may be
 shared between threads (the producer's sender thread and ``send`` callers), but
@@ -19,7 +22,7 @@ from typing import TypeVar
 
 from ingest import errors
 from ingest.broker import protocol
-from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError
+from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError, MalformedResponseError
 
 log = logging.getLogger(__name__)
 
@@ -28,23 +31,9 @@ T = TypeVar("T")
 SOCKET_BUFFER = 1 << 20
 
 
-def _code_table() -> dict[int, type[IngestError]]:
-    table: dict[int, type[IngestError]] = {}
-    stack = [IngestError]
-    while stack:  # breadth-first: the most general class of each code wins
-        cls = stack.pop(0)
-        table.setdefault(int(cls.code), cls)
-        stack.extend(cls.__subclasses__())
-    return table
-
-
-_CODE_TABLE = _code_table()
-
-
 def error_for_code(code: int, context: str) -> IngestError:
-    """The exception for a broker error code, its message naming the request ``context``."""
-    cls = _CODE_TABLE.get(code, IngestError)
-    return cls(f"broker answered {protocol.error_name(code)} ({code}) to {context}")
+    """The exception for a broker error code (``errors.WIRE_ERRORS``), its message naming the request ``context``."""
+    return errors.error_class(code)(f"broker answered {errors.error_name(code)} ({code}) to {context}")
 
 
 class BrokerConnection:
@@ -104,17 +93,22 @@ class BrokerConnection:
 
         Raises:
             BrokerUnavailableError: connect, send or receive failed (the socket is closed).
+            MalformedResponseError: the response's frame or body does not match its layout
+                (the socket is closed).
         """
         with self._lock:
             sock = self._connect()
             try:
                 sock.sendall(frame)
                 data = protocol.recv_response(sock, max_response_bytes)
+                return response_cls.decode(data)  # type: ignore[attr-defined]
             except (OSError, ConnectionError) as exc:
                 raise self._fail(exc, "request to") from exc
-            except errors.MalformedRequestError as exc:
-                raise self._fail(exc, "bad response frame from") from exc
-        return response_cls.decode(data)  # type: ignore[attr-defined]
+            except MalformedResponseError as exc:
+                self._close_socket()
+                raise MalformedResponseError(
+                    f"bad response from {self!r}: {exc}; is that address an ingest broker of this protocol "
+                    "version (docs/protocol.md)?") from exc
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None

@@ -18,16 +18,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ingest.errors import IngestError
+from ingest.errors import CompactionError
 
 log = logging.getLogger(__name__)
 
 AVRO, PARQUET = "avro", "parquet"
 FORMATS = (AVRO, PARQUET)
-
-
-class CompactionError(IngestError):
-    """An hour could not be compacted (unreadable file, unknown format, missing header)."""
 
 
 def format_of(name: str) -> str:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingest.demo.processes import DemoError, Supervisor, free_port
+from ingest.demo.processes import Supervisor, free_port
+from ingest.errors import DemoError
 
 log = logging.getLogger(__name__)
 

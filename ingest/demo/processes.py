@@ -20,13 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ingest.errors import IngestError
+from ingest.errors import DemoError
 
 log = logging.getLogger(__name__)
-
-
-class DemoError(IngestError):
-    """A demo step failed (names the step, its exit code and its log file)."""
 
 
 @dataclass

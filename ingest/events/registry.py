@@ -26,22 +26,12 @@ import json
 import logging
 from typing import Any
 
-from ingest.errors import SchemaError
+from ingest.errors import RegistryHttpError, SchemaError
 from ingest.events import compatibility
 from ingest.events.registry_store import RegistryStore
 from ingest.events.schemas import canonical, parse_schema_text
 
 log = logging.getLogger(__name__)
-
-
-class RegistryHttpError(Exception):
-    """A request the registry refuses: HTTP status, Confluent error code, message."""
-
-    def __init__(self, status: int, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_code = error_code
-        self.message = message
 
 
 class SchemaRegistry:

@@ -25,7 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ingest.events.registry import RegistryHttpError, SchemaRegistry
+from ingest.errors import RegistryHttpError
+from ingest.events.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
 

@@ -33,19 +33,13 @@ import uuid
 from typing import Iterable, Sequence
 
 from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.errors import CommitError, StorageError
+from ingest.errors import CommitConflictError, CommitError, StorageError
 from ingest.loader import layout
 from ingest.loader.faults import crash_point
 from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord
 from ingest.storage import Storage
 
 log = logging.getLogger(__name__)
-
-
-class CommitConflictError(CommitError):
-    """Another job committed the same sequence number first; re-read the state and retry."""
-
-    retriable = True
 
 
 def manifest_seqs(storage: Storage) -> list[int]:

@@ -237,14 +237,13 @@ def build_plan(
 
     lost_all = [d[3] for d in decided if d[3] is not None]
     if lost_all and fail_on_data_loss:
-        exc = DataLossError(
+        raise DataLossError(
             "retention deleted data before it was loaded:\n  " + "\n  ".join(r.describe() for r in lost_all)
             + "\nThe data cannot be recovered from the brokers. To record the loss and continue from the earliest "
             "retained offsets, rerun with --set fail.on.data.loss=false (the lost ranges go into the run record and "
-            "the audit reports them as RETENTION_LOSS)."
+            "the audit reports them as RETENTION_LOSS).",
+            lost_ranges=lost_all,
         )
-        exc.lost_ranges = lost_all  # type: ignore[attr-defined]  # for the failed run's record
-        raise exc
 
     # Pieces per partition (split when a range exceeds the task or run limit).
     # When the run is capped, every segment is a piece so the cap can be shared fairly.

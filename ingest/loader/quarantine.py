@@ -15,12 +15,8 @@ import base64
 import json
 from typing import Iterator
 
-from ingest.errors import IngestError
+from ingest.errors import QuarantineLimitError
 from ingest.loader.state import LoaderState
-
-
-class QuarantineLimitError(IngestError):
-    """More messages than ``max.quarantine.ratio`` allows were undecodable; nothing was committed."""
 
 
 def check_ratio(quarantined: int, messages: int, max_ratio: float, samples: list[str] | None = None) -> None:

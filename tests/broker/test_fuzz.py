@@ -10,7 +10,7 @@ import struct
 from ingest.broker import protocol as p
 from ingest.broker.log_manager import LogManager
 from ingest.broker.message_set import encode_message_set, iter_messages, validate_message_set
-from ingest.broker.server import BrokerServer
+from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
 

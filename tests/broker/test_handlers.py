@@ -9,7 +9,7 @@ import pytest
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages
-from ingest.broker.server import BrokerServer
+from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.errors import ErrorCode
 from tests.harness.brokers import RawClient

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from ingest.broker import protocol as p
-from ingest.errors import BufferUnderrunError, MalformedRequestError, UnknownRequestTypeError
+from ingest.errors import MalformedRequestError, MalformedResponseError, UnknownRequestTypeError
 
 REQUESTS = [
     p.ProduceRequest("clicks", 3, b"\x00\x00\x00\x06\x01\x00abcdXY"),
@@ -37,15 +37,15 @@ def test_request_round_trip_through_whole_frame(req):
 def test_every_truncation_of_a_request_body_raises_a_typed_error(req):
     body = req.encode()[p.REQUEST_HEADER.size:]
     for cut in range(len(body)):
-        with pytest.raises((BufferUnderrunError, MalformedRequestError)):
+        with pytest.raises(MalformedRequestError):
             type(req).decode(body[:cut])
 
 
 def test_underrun_names_the_field_expected():
     body = p.FetchRequest("topic", 1, 2, 3).encode()[p.REQUEST_HEADER.size:]
-    with pytest.raises(BufferUnderrunError, match=r"FetchRequest\.partition\+offset\+max_size"):
+    with pytest.raises(MalformedRequestError, match=r"buffer underrun decoding FetchRequest\.partition\+offset\+max_size"):
         p.FetchRequest.decode(body[:-1])
-    with pytest.raises(BufferUnderrunError, match=r"topic\.length"):
+    with pytest.raises(MalformedRequestError, match=r"topic\.length"):
         p.FetchRequest.decode(b"\x00")
 
 
@@ -67,7 +67,7 @@ def test_negative_lengths_and_counts_are_refused():
 
 def test_set_size_larger_than_the_body_is_an_underrun():
     body = p.encode_string("t") + struct.pack(">ii", 0, 100) + b"x" * 10
-    with pytest.raises(BufferUnderrunError, match="message_set"):
+    with pytest.raises(MalformedRequestError, match="underrun.*message_set"):
         p.ProduceRequest.decode(body)
 
 
@@ -122,14 +122,26 @@ def test_bare_error_response_decodes_as_every_response_type(cls):
     assert cls.decode(frame[4:]).error == 14
 
 
-def test_truncated_responses_raise_underrun():
+def test_truncated_responses_raise_malformed_response_not_malformed_request():
     resp = p.MetadataResponse(0, 1, "h", 1, (p.TopicMetadata("a", (p.PartitionMetadata(0, 1, 2),)),))
     data = resp.encode()[4:]
     for cut in range(1, len(data)):
-        with pytest.raises(BufferUnderrunError):
+        with pytest.raises(MalformedResponseError, match="buffer underrun decoding MetadataResponse"):
             p.MetadataResponse.decode(data[:cut])
-    with pytest.raises(BufferUnderrunError):
+    with pytest.raises(MalformedResponseError):
         p.MultiFetchResponse.decode(p.MultiFetchResponse(0, (p.FetchResponse(0, b"abc"),)).encode()[4:-1])
+    assert not issubclass(MalformedResponseError, MalformedRequestError)
+
+
+@pytest.mark.parametrize("cls,data,match", [
+    (p.OffsetsResponse, struct.pack(">hi", 0, -1), "negative count"),
+    (p.OffsetsResponse, struct.pack(">hiqb", 0, 1, 5, 0), "trailing"),
+    (p.MultiFetchResponse, struct.pack(">hih", 0, 1, 0), "size: 1 < 2"),
+    (p.MetadataResponse, struct.pack(">hih", 0, 1, 2) + b"\xff\xfe", "UTF-8"),
+])
+def test_layout_violations_in_responses_are_malformed_responses(cls, data, match):
+    with pytest.raises(MalformedResponseError, match=match):
+        cls.decode(data)
 
 
 def test_fetch_header_matches_encoded_frame():
@@ -142,6 +154,9 @@ def test_recv_response_over_a_socket_pair():
         a.sendall(p.OffsetsResponse(0, (1, 2)).encode() + p.ErrorResponse(4).encode())
         assert p.OffsetsResponse.decode(p.recv_response(b)) == p.OffsetsResponse(0, (1, 2))
         assert p.ErrorResponse.decode(p.recv_response(b)).error == 4
+        a.sendall(struct.pack(">i", 1))
+        with pytest.raises(MalformedResponseError, match="response size 1 outside"):
+            p.recv_response(b)
         a.close()
         with pytest.raises(ConnectionError):
             p.recv_response(b)

@@ -7,7 +7,7 @@ from kazoo.client import KazooClient
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
-from ingest.broker.server import BrokerServer
+from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.broker.zk_registry import BrokerRegistry, broker_path, topic_path
 from ingest.errors import BrokerIdTakenError, CoordinationError

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from ingest.clock import FakeClock
-from ingest.errors import CommitError
+from ingest.errors import CommitConflictError, CommitError
 from ingest.loader import commit, layout
-from ingest.loader.commit import CommitConflictError, commit_files, recover, replace_files
+from ingest.loader.commit import commit_files, recover, replace_files
 from ingest.loader.records import FileRecord, Manifest, OffsetRecord
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage

@@ -97,7 +97,8 @@ def _flip_payload_byte(broker, topic, message_index):
 
 def test_corrupt_and_undecodable_messages_are_quarantined_with_offsets(spark, brokers, registry_url, tmp_path):
     from ingest.client.producer import Producer
-    from ingest.loader.quarantine import QuarantineLimitError, read_quarantine
+    from ingest.errors import QuarantineLimitError
+    from ingest.loader.quarantine import read_quarantine
     from tests.harness.brokers import broker_list
 
     topic = "pv-quarantine"

@@ -60,8 +60,9 @@ def test_committed_offsets_resume_and_new_partitions_follow_new_partition_start(
 def test_retention_gap_fails_or_is_recorded():
     s = snap(earliest=600, latest=900)
     committed = {s.key: OffsetRecord("t", 0, 0, 200, last_time_ms=111)}
-    with pytest.raises(DataLossError, match=r"offsets \[200, 600\) = 400 bytes, ~4 messages(.|\n)*fail.on.data.loss=false"):
+    with pytest.raises(DataLossError, match=r"offsets \[200, 600\) = 400 bytes, ~4 messages(.|\n)*fail.on.data.loss=false") as err:
         build_plan(run_id="r", base_seq=1, snapshots=[s], committed=committed, probe=lambda s, o: Probe(100.0, 222))
+    assert [(r.start_offset, r.end_offset) for r in err.value.lost_ranges] == [(200, 600)]  # a constructor field
     plan = build_plan(run_id="r", base_seq=1, snapshots=[s], committed=committed, fail_on_data_loss=False,
                       probe=lambda s, o: Probe(100.0, 222), now_ms=5)
     (lost,) = plan.lost_ranges

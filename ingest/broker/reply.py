@@ -1,0 +1,44 @@
+"""What a request handler hands the network layer to write back: byte parts and file regions.
+
+The contract between ``handlers.py`` (which builds replies) and ``server.py``
+(which writes them with ``send`` and ``os.sendfile``); neither imports the other.
+
+Ownership: a :class:`Reply` belongs to the one processor thread that writes
+it; its file regions' ``release`` callbacks run exactly once, after the bytes
+are sent or when the connection is dropped.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FileRegion:
+    """Bytes of an open file to send with ``os.sendfile``; ``release`` runs once sent or dropped."""
+
+    fd: int
+    position: int
+    length: int
+    release: Callable[[], None] | None = None
+
+
+@dataclass(slots=True)
+class Reply:
+    """What the dispatcher wants written back: parts in order, then maybe close."""
+
+    parts: list = field(default_factory=list)     # bytes | FileRegion
+    close_after: bool = False
+
+    def release(self) -> None:
+        """Run every file region's ``release`` once (idempotent); a failing release is logged, not raised."""
+        for part in self.parts:
+            if isinstance(part, FileRegion) and part.release is not None:
+                rel, part.release = part.release, None
+                try:
+                    rel()
+                except Exception:  # noqa: BLE001 - a release failure must not kill the processor
+                    log.exception("releasing a file region failed")
