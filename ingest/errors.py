@@ -27,6 +27,7 @@ class ErrorCode(IntEnum):
     MALFORMED_REQUEST = 14
     BROKER_SHUTTING_DOWN = 15
     STORAGE_ERROR = 16
+    LOG_OFFLINE = 17
 
 
 class IngestError(Exception):
@@ -99,6 +100,14 @@ class LogCorruptionError(IngestError):
     """Corrupt bytes found in a log segment that recovery may not truncate."""
 
     code = ErrorCode.STORAGE_ERROR
+
+
+class LogOfflineError(IngestError):
+    """A partition log stopped serving after an I/O error (failed fsync or write); the broker's
+    other logs keep serving, and recovery at the next start decides what is on disk."""
+
+    code = ErrorCode.LOG_OFFLINE
+    retriable = True  # elsewhere: another partition takes the data; this one stays offline until restart
 
 
 class RequestTooLargeError(IngestError):
