@@ -26,6 +26,8 @@ import pytest
 
 from ingest.broker import protocol as p
 from ingest.broker.log import Log, LogSettings
+from ingest.broker.log_config import LOG_CONFIG
+from ingest.broker.log_manager import LogManager
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ErrorCode, IngestError, LogOfflineError, StorageError
@@ -283,3 +285,29 @@ def test_a_failed_write_is_cut_back_and_leaves_no_hole(small_tmpfs):
     payloads = [m.payload[:1] for m in iter_messages(reopened.read_bytes(0, 1 << 20))]
     assert payloads == [b"a", b"c"]
     reopened.close()
+
+
+def test_flusher_pass_takes_only_the_failing_log_offline_and_flushes_the_others(failing_disk, fake_clock, caplog):
+    raw = {"log.dir": str(failing_disk.mountpoint / "logs"), "log.flush.interval": 10_000,
+           "log.default.flush.interval.ms": 1000}
+    m = LogManager(LOG_CONFIG.parse(raw), fake_clock)  # no startup(): the test drives the flusher pass
+    try:
+        victim = m.get_or_create_log("a-victim", 0)
+        other = m.get_or_create_log("b-other", 0)
+        other.append(encode_message_set([b"o1"]))
+        other.flush()  # its block first: ext4 allocates at writeback, and the victim's must come last
+        victim.append(encode_message_set([b"k" * 4000] * 40))
+        assert m.flush_due(fake_clock.time_ms() + 1000) == 1
+        failing_disk.fail_after(victim.segments()[-1].path)
+        victim.append(encode_message_set([b"f" * 4000] * 8))  # new blocks: past the end of the device
+        other.append(encode_message_set([b"o2"]))  # within its first block: on the device
+        with caplog.at_level(logging.ERROR):
+            assert m.flush_due(fake_clock.time_ms() + 2000) == 1  # no exception; the other log is flushed
+        assert victim.offline and not other.offline
+        assert [msg.payload for msg in iter_messages(other.read_bytes(0, 1000))] == [b"o1", b"o2"]
+        failing_disk.heal()
+        assert m.flush_due(fake_clock.time_ms() + 3000) == 0  # never retried
+        assert len([r for r in caplog.records if "OFFLINE" in r.getMessage()]) == 1
+    finally:
+        m.shutdown()  # closes the offline log without a flush and without a second error
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
