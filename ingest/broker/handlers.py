@@ -142,7 +142,8 @@ class BrokerHandlers:
 
     def _validated(self, req: p.ProduceRequest) -> ValidatedMessageSet:
         # Once per produced set, outside the log lock; Log.append trusts the result.
-        return ValidatedMessageSet.of(req.message_set, max_message_size=self._max_message_size)
+        return ValidatedMessageSet.of(req.message_set, max_message_size=self._max_message_size,
+                                      destination=f"{req.topic}-{req.partition}")
 
     def _append(self, req: p.ProduceRequest) -> int:
         # get_or_create_log validates the topic name and partition range

@@ -185,7 +185,7 @@ class Log:
         vs = message_set
         if not isinstance(vs, ValidatedMessageSet) or vs.max_message_size > s.max_message_size:
             data = vs.data if isinstance(vs, ValidatedMessageSet) else vs
-            vs = ValidatedMessageSet.of(data, max_message_size=s.max_message_size)
+            vs = ValidatedMessageSet.of(data, max_message_size=s.max_message_size, destination=f"log {self.name}")
         n = vs.size
         with self._lock:
             self._check_open()

@@ -220,8 +220,9 @@ class ValidatedMessageSet:
     max_message_size: int
 
     @classmethod
-    def of(cls, buf: bytes | memoryview, *, max_message_size: int = _UNLIMITED) -> "ValidatedMessageSet":
-        """Validate a whole set as received for append.
+    def of(cls, buf: bytes | memoryview, *, max_message_size: int = _UNLIMITED,
+           destination: str = "") -> "ValidatedMessageSet":
+        """Validate a whole set as received for append; ``destination`` (a log's name) prefixes errors.
 
         Raises:
             MessageTooLargeError: a message's payload exceeds ``max_message_size``.
@@ -231,7 +232,8 @@ class ValidatedMessageSet:
         r = scan(buf, max_message_size=max_message_size, deep=True, index=positions, index_interval=0)
         if r.error:
             kind = MessageTooLargeError if r.too_large else InvalidMessageError
-            raise kind(f"invalid message set of {len(buf)} bytes: {r.error}")
+            where = f"{destination}: " if destination else ""
+            raise kind(f"{where}rejected message set of {len(buf)} bytes: {r.error}")
         return cls(buf, r.count, positions, max_message_size)
 
     @property
