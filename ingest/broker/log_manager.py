@@ -242,7 +242,10 @@ class LogManager:
         now = self._clock.time_ms() if now_ms is None else now_ms
         total_n = total_b = 0
         for lg in self.logs().values():
-            n, b = lg.cleanup(now)
+            try:
+                n, b = lg.cleanup(now)
+            except LogOfflineError:  # the roll before deleting every segment failed its flush; logged once
+                continue
             total_n += n
             total_b += b
         if total_n:

@@ -307,6 +307,9 @@ def test_flusher_pass_takes_only_the_failing_log_offline_and_flushes_the_others(
         assert [msg.payload for msg in iter_messages(other.read_bytes(0, 1000))] == [b"o1", b"o2"]
         failing_disk.heal()
         assert m.flush_due(fake_clock.time_ms() + 3000) == 0  # never retried
+        victim_files = sorted(p.name for p in victim.directory.iterdir())
+        m.cleanup(fake_clock.time_ms() + 10**12)  # retention leaves the offline log to recovery
+        assert sorted(p.name for p in victim.directory.iterdir()) == victim_files
         assert len([r for r in caplog.records if "OFFLINE" in r.getMessage()]) == 1
     finally:
         m.shutdown()  # closes the offline log without a flush and without a second error
