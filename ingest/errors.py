@@ -41,6 +41,7 @@ class ErrorCode(IntEnum):
     # 15 was reserved for a BROKER_SHUTTING_DOWN that was never sent; not reused.
     STORAGE_ERROR = 16
     DISK_FULL = 17
+    LOG_OFFLINE = 18
 
 
 class IngestError(Exception):
@@ -108,6 +109,14 @@ class InvalidFetchSizeError(IngestError):
     """A fetch size is negative, zero or above the allowed maximum."""
 
     code = ErrorCode.INVALID_FETCH_SIZE
+
+
+class LogOfflineError(IngestError):
+    """A partition log stopped serving after an I/O error (failed fsync or write); the broker's
+    other logs keep serving, and recovery at the next start decides what is on disk."""
+
+    code = ErrorCode.LOG_OFFLINE
+    retriable = True  # elsewhere: another partition takes the data; this one stays offline until restart
 
 
 class RequestTooLargeError(IngestError):
@@ -292,6 +301,7 @@ WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
     ErrorCode.MALFORMED_REQUEST: MalformedRequestError,
     ErrorCode.STORAGE_ERROR: StorageError,
     ErrorCode.DISK_FULL: DiskFullError,
+    ErrorCode.LOG_OFFLINE: LogOfflineError,
 }
 """Wire code -> the class a client raises for it (NONE is success, not an error)."""
 

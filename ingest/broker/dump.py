@@ -18,13 +18,12 @@ import json
 import mmap
 import os
 import sys
-import zlib
 from pathlib import Path
 from typing import Iterator, TextIO
 
 from ingest.broker import compression
-from ingest.broker.message import CRC_SEED, HEADER, HEADER_SIZE, LENGTH, LENGTH_SIZE, OVERHEAD, check_header
-from ingest.broker.message_set import scan
+from ingest.broker.message import CODEC_MASK, HEADER, HEADER_SIZE, LENGTH_SIZE, OVERHEAD
+from ingest.broker.message_set import inner_messages, message_bounds
 from ingest.broker.segment import parse_segment_name
 from ingest.errors import InvalidMessageError, StorageError
 
@@ -93,59 +92,56 @@ def dump_records(path: Path, base: int, *, deep: bool = False) -> Iterator[dict]
 
 
 def _records(buf: memoryview, base: int, deep: bool) -> Iterator[dict]:
+    # scan() (through message_bounds) validates; after a bad message whose length is
+    # usable, the dump goes on from the next one, as DumpLogSegments does.
     pos, end = 0, len(buf)
     while pos < end:
-        rec: dict = {"offset": base + pos, "position": pos}
-        if end - pos < HEADER_SIZE:
-            rec.update(size=end - pos, valid=False, codec=None, error=f"torn tail: {end - pos} bytes, shorter than a header")
+        bounds, r = message_bounds(buf, pos, origin=base)
+        for p, nxt in bounds:
+            yield from _valid(buf, base, p, nxt, deep)
+        if r.error is None:
+            return
+        p = r.end
+        rec: dict = {"offset": base + p, "position": p}
+        if end - p < HEADER_SIZE:
+            rec.update(size=end - p, valid=False, codec=None, error="torn tail: " + r.error)
             yield rec
             return
-        length, magic, attributes, crc = HEADER.unpack_from(buf, pos)
-        nxt = pos + LENGTH_SIZE + length
-        codec = attributes & 0x03
-        rec.update(size=LENGTH_SIZE + length, magic=magic, codec=compression.codec_name(codec),
-                   crc=crc, payload_size=length - OVERHEAD)
-        if length < OVERHEAD or nxt > end:
-            why = f"length {length} below the minimum {OVERHEAD}" if length < OVERHEAD else \
-                f"torn tail: length {length} runs {nxt - end} bytes past the end of the file"
-            rec.update(valid=False, error=why + "; cannot find the next message")
+        length, magic, attributes, crc = HEADER.unpack_from(buf, p)
+        rec.update(size=LENGTH_SIZE + length, magic=magic, codec=compression.codec_name(attributes & CODEC_MASK),
+                   crc=crc, payload_size=length - OVERHEAD, valid=False, error=r.error)
+        if r.cut_off or length < OVERHEAD:
+            rec["error"] = ("torn tail: " if r.cut_off else "") + r.error + "; cannot find the next message"
             yield rec
             return
-        error = check_header(magic, attributes)
-        inner: list[dict] = []
-        with buf[pos + HEADER_SIZE:nxt] as payload:
-            if error is None:
-                computed = zlib.crc32(payload, CRC_SEED[attributes & 0xFF])
-                if computed != crc:
-                    error = f"CRC mismatch: stored 0x{crc:08x}, computed 0x{computed:08x}"
-            if error is None and codec:
-                error, inner = _inner(codec, payload, base + pos, deep)
-        rec.update(valid=error is None, error=error)
         yield rec
-        yield from inner
-        pos = nxt
+        pos = p + LENGTH_SIZE + length
 
 
-def _inner(codec: int, payload: memoryview, offset: int, deep: bool) -> tuple[str | None, list[dict]]:
-    try:
-        data = compression.decompress(codec, payload)
-    except InvalidMessageError as exc:
-        return str(exc), []
-    r = scan(data)
-    if r.error:
-        return "inner set: " + r.error, []
-    recs = []
-    pos = 0
-    while pos < len(data):
-        length, magic, attributes, crc = HEADER.unpack_from(data, pos)
-        if attributes & 0x03:
-            return "nested compression is not allowed", []
-        if deep:
-            recs.append({"offset": offset, "inner": True, "position": pos, "size": LENGTH_SIZE + length,
-                         "magic": magic, "codec": "none", "crc": crc, "payload_size": length - OVERHEAD,
-                         "valid": True, "error": None})
-        pos += LENGTH_SIZE + LENGTH.unpack_from(data, pos)[0]
-    return None, recs
+def _valid(buf: memoryview, base: int, p: int, nxt: int, deep: bool) -> Iterator[dict]:
+    """The record of a message scan() accepted, then its inner messages when asked."""
+    length, magic, attributes, crc = HEADER.unpack_from(buf, p)
+    codec = attributes & CODEC_MASK
+    error, inner = None, []
+    if codec:
+        with buf[p + HEADER_SIZE:nxt] as payload:
+            try:
+                data, positions = inner_messages(codec, payload)
+            except InvalidMessageError as exc:
+                error = str(exc)
+            else:
+                if deep:
+                    inner = [_inner_record(data, base + p, q, e) for q, e in zip(positions, positions[1:] + [len(data)])]
+    yield {"offset": base + p, "position": p, "size": LENGTH_SIZE + length, "magic": magic,
+           "codec": compression.codec_name(codec), "crc": crc, "payload_size": length - OVERHEAD,
+           "valid": error is None, "error": error}
+    yield from inner
+
+
+def _inner_record(data: bytes, offset: int, q: int, e: int) -> dict:
+    _length, magic, _attributes, crc = HEADER.unpack_from(data, q)
+    return {"offset": offset, "inner": True, "position": q, "size": e - q, "magic": magic, "codec": "none",
+            "crc": crc, "payload_size": e - q - HEADER_SIZE, "valid": True, "error": None}
 
 
 def _text(rec: dict) -> str:

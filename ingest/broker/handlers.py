@@ -14,7 +14,14 @@ MULTIPRODUCE) and fails gets its connection closed, because closing is the
 only signal a fire-and-forget client can see; every other failure gets an
 error response and the connection stays usable. Nothing is appended unless
 the whole request is valid: MULTIPRODUCE validates every topic, partition and
-message set before appending the first.
+message set before appending the first. Each set is validated once, here,
+outside the log lock (:class:`~ingest.broker.message_set.ValidatedMessageSet`).
+
+What PRODUCE_ACK's success promises: the set was written to its log (the
+page cache: it survives a broker crash, not a machine crash) and, if it
+completed ``log.flush.interval`` messages, fsynced. A write or flush that
+fails answers the error instead (``LOG_OFFLINE`` once the log went offline),
+and an offline log acknowledges nothing more.
 
 Thread-safety: handlers hold no mutable state of their own besides the set of
 topics already announced to ZooKeeper (guarded by a lock); they may run
@@ -28,7 +35,7 @@ import threading
 from typing import Callable
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import validate_message_set
+from ingest.broker.message_set import ValidatedMessageSet
 from ingest.broker.protocol import RequestType
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
@@ -133,9 +140,15 @@ class BrokerHandlers:
             validate_partition(topic, partition, self.partition_count(topic))
         return log_
 
+    def _validated(self, req: p.ProduceRequest) -> ValidatedMessageSet:
+        # Once per produced set, outside the log lock; Log.append trusts the result.
+        return ValidatedMessageSet.of(req.message_set, max_message_size=self._max_message_size,
+                                      destination=f"{req.topic}-{req.partition}")
+
     def _append(self, req: p.ProduceRequest) -> int:
         # get_or_create_log validates the topic name and partition range
-        return self._log_for_write(req.topic, req.partition).append(req.message_set)
+        log_ = self._log_for_write(req.topic, req.partition)
+        return log_.append(self._validated(req))
 
     # --- handlers ------------------------------------------------------------------------
 
@@ -150,12 +163,13 @@ class BrokerHandlers:
     def handle_multiproduce(self, body: memoryview, client: str) -> None:
         req = p.MultiProduceRequest.decode(body)
         # validate everything first: a bad part must not leave the good parts appended
+        sets = []
         for part in req.produces:
             validate_topic(part.topic)
             validate_partition(part.topic, part.partition, self.partition_count(part.topic))
-            validate_message_set(part.message_set, max_message_size=self._max_message_size)
-        for part in req.produces:
-            self._log_for_write(part.topic, part.partition).append(part.message_set)
+            sets.append(self._validated(part))
+        for part, vs in zip(req.produces, sets):
+            self._log_for_write(part.topic, part.partition).append(vs)
         return None
 
     def _read(self, f: p.FetchRequest) -> tuple[int, FileRegion | None]:

@@ -10,6 +10,20 @@ the offset after the last flushed message; a flush happens after
 ``log.flush.interval`` messages, or when the manager's flusher finds the
 log's flush interval elapsed, or on roll and close.
 
+Durability: a failed fsync is never retried. After one the kernel may have
+dropped the unwritten pages while a later fsync succeeds, so the log goes
+*offline* (as Kafka 0.7 halts the broker on an I/O error during a flush, but
+only this partition): it logs one ERROR line, keeps ``end_offset`` where the
+last successful flush left it, and refuses appends, flushes, rolls and reads
+with :class:`~ingest.errors.LogOfflineError` until the broker restarts and
+recovery decides what is on disk. A failed write is cut back to the append's
+start (nothing is appended, no hole is left for the next append to cover);
+if even that fails, the log goes offline too.
+
+Validation happens before the lock: :meth:`Log.append` takes a
+:class:`~ingest.broker.message_set.ValidatedMessageSet` (what the request
+handlers make, once per produced set) or validates raw bytes itself.
+
 Concurrency contract: writers (append, flush, roll, retention, close)
 serialise on the log's lock. Readers take no lock: they read one immutable
 :class:`_View` (segments tuple, their base offsets, visible end) published by
@@ -20,6 +34,7 @@ lost the race retries on the new view.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from bisect import bisect_right
@@ -28,15 +43,15 @@ from pathlib import Path
 from threading import Lock
 from typing import Callable, NamedTuple
 
-from ingest.broker.message_set import scan
+from ingest.broker.message_set import ValidatedMessageSet
 from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name
 from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
 from ingest.clock import Clock
 from ingest.errors import (
+    DiskFullError,
     InvalidFetchSizeError,
-    InvalidMessageError,
     LogCorruptionError,
-    MessageTooLargeError,
+    LogOfflineError,
     OffsetOutOfRangeError,
     StorageError,
 )
@@ -78,6 +93,7 @@ class Log:
         self._clock = clock
         self._lock = Lock()
         self._closed = False
+        self._offline: str | None = None  # why the log stopped serving; None while it serves
         self.directory.mkdir(parents=True, exist_ok=True)
         segments = self._load()
         last = segments[-1]
@@ -139,6 +155,11 @@ class Log:
         """Bytes in all segments, unflushed included."""
         return sum(seg.size for seg in self._view.segments)
 
+    @property
+    def offline(self) -> bool:
+        """True once an I/O error took the log offline (until the broker restarts)."""
+        return self._offline is not None
+
     def segment_bases(self) -> list[int]:
         return list(self._view.bases)
 
@@ -148,49 +169,61 @@ class Log:
 
     # --- writing ----------------------------------------------------------------
 
-    def append(self, message_set: bytes | memoryview) -> int:
-        """Validate and append a message set; returns the offset of its first message.
+    def append(self, message_set: ValidatedMessageSet | bytes | memoryview) -> int:
+        """Append a message set; returns the offset of its first message.
+
+        Raw bytes are validated here, before the lock; a
+        :class:`ValidatedMessageSet` is trusted unless it was checked against a
+        larger ``max.message.size`` than this log's.
 
         Raises:
             InvalidMessageError: a bad or cut-off message (nothing is written).
             MessageTooLargeError: a message above ``max.message.size``.
+            StorageError: the write failed and was cut back (nothing is appended).
+            LogOfflineError: the log is offline, or went offline during this
+                append (its write could not be cut back, or its flush failed).
         """
-        n = len(message_set)
         s = self.settings
+        vs = message_set
+        if not isinstance(vs, ValidatedMessageSet) or vs.max_message_size > s.max_message_size:
+            data = vs.data if isinstance(vs, ValidatedMessageSet) else vs
+            vs = ValidatedMessageSet.of(data, max_message_size=s.max_message_size, destination=f"log {self.name}")
+        n = vs.size
         with self._lock:
             self._check_open()
             if n == 0:
                 return self._write_end
             seg = self._active
             now = self._clock.time_ms()
-            roll = seg.size > 0 and (seg.size + n > s.file_size or now - seg.created_ms >= s.roll_ms)
-            size0 = 0 if roll else seg.size
-            mark = 0 if roll else seg.next_index_mark()
-            positions: list[int] = []
-            r = scan(message_set, max_message_size=s.max_message_size, deep=True, index=positions,
-                     index_base=size0, index_mark=mark - size0, index_interval=s.index_interval)
-            if r.error is not None:
-                cls = MessageTooLargeError if r.too_large else InvalidMessageError
-                raise cls(f"log {self.name}: rejected message set of {n} bytes: {r.error}")
-            if roll:
+            if seg.size > 0 and (seg.size + n > s.file_size or now - seg.created_ms >= s.roll_ms):
                 seg = self._roll_locked()
             offset = self._write_end
-            seg.append(message_set, positions, now)
+            try:
+                seg.append(vs.data, vs.index_entries(seg.size, seg.next_index_mark(), s.index_interval), now)
+            except OSError as exc:
+                self._cut_back_locked(seg, offset, n, exc)
             self._write_end += n
-            self._unflushed += r.count
+            self._unflushed += vs.count
             if self._unflushed >= s.flush_interval_messages:
                 self._flush_locked()
             return offset
 
     def flush(self) -> None:
-        """fsync unflushed messages and make them visible."""
+        """fsync unflushed messages and make them visible.
+
+        Raises:
+            LogOfflineError: the log is offline or the fsync failed (it is offline now).
+        """
         with self._lock:
+            if self._offline is not None:
+                raise self._offline_error()
             if not self._closed:
                 self._flush_locked()
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """Flush if there are unflushed messages older than the flush interval."""
-        if self._unflushed == 0 or now_ms - self._last_flush_ms < self.settings.flush_interval_ms:
+        """Flush if there are unflushed messages older than the flush interval (never when offline)."""
+        if self._offline is not None or self._unflushed == 0 \
+                or now_ms - self._last_flush_ms < self.settings.flush_interval_ms:
             return False
         self.flush()
         return True
@@ -207,16 +240,43 @@ class Log:
             try:
                 self._active.flush()
             except OSError as exc:
-                raise StorageError(f"log {self.name}: fsync of {self._active.path} failed: {exc.strerror}") from exc
+                raise self._go_offline_locked(f"fsync of {self._active.path} failed: {exc.strerror}") from exc
             v = self._view
             self._view = _View(v.segments, v.bases, self._write_end)
         self._unflushed = 0
         self._last_flush_ms = self._clock.time_ms()
 
+    def _cut_back_locked(self, seg: Segment, offset: int, n: int, exc: OSError) -> None:
+        """After a failed write: truncate its partial bytes, then raise. Never returns."""
+        what = f"write of {n} bytes at offset {offset} to {seg.path.name} failed: {exc.strerror}"
+        try:
+            seg.truncate_to(seg.size)
+        except OSError as exc2:
+            raise self._go_offline_locked(f"{what}, and cutting its partial bytes off failed: {exc2.strerror}") from exc2
+        log.error("log %s: %s; the partial write was cut back, nothing was appended", self.name, what)
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(f"log {self.name}: {what} (disk full); nothing was appended") from exc
+        raise StorageError(f"log {self.name}: {what}; nothing was appended") from exc
+
+    def _go_offline_locked(self, why: str) -> LogOfflineError:
+        """Stop serving this log after an I/O error; returns the error for the caller to raise."""
+        self._offline = why
+        log.error("log %s is OFFLINE: %s. Its appends and reads fail until the broker restarts; recovery "
+                  "then keeps what is on disk. Offsets %d..%d (unflushed) may be lost.",
+                  self.name, why, self._view.end, self._write_end)
+        return self._offline_error()
+
+    def _offline_error(self) -> LogOfflineError:
+        return LogOfflineError(f"log {self.name} is offline after an I/O error ({self._offline}); "
+                               "it serves again after a broker restart")
+
     def _roll_locked(self) -> Segment:
         self._flush_locked()
         self._active.seal()
-        seg = Segment.create(self.directory, self._write_end, self._clock, self.settings.index_interval)
+        try:
+            seg = Segment.create(self.directory, self._write_end, self._clock, self.settings.index_interval)
+        except OSError as exc:  # the directory fsync failed
+            raise self._go_offline_locked(f"fsync of directory {self.directory} failed: {exc.strerror}") from exc
         v = self._view
         self._view = _View(v.segments + (seg,), v.bases + (seg.base_offset,), v.end)
         self._active = seg
@@ -234,11 +294,14 @@ class Log:
         Raises:
             OffsetOutOfRangeError: ``offset`` is before the start, after the
                 end, or not a message boundary.
+            LogOfflineError: the log is offline.
             LogCorruptionError: ``offset`` lies in corrupt data of an older segment.
             InvalidFetchSizeError: ``max_bytes`` is negative.
         """
         if max_bytes < 0:
             raise InvalidFetchSizeError(f"fetch size {max_bytes} is negative; it must be >= 0")
+        if self._offline is not None:
+            raise self._offline_error()
         while True:
             v = self._view
             if offset < v.bases[0] or offset > v.end:
@@ -312,7 +375,7 @@ class Log:
         new empty segment stays.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self._offline is not None:  # recovery decides at the next start
                 return 0, 0
             segs = self._view.segments
             k = 0
@@ -360,16 +423,29 @@ class Log:
     # --- close ------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush and close; readers holding slices keep them until release."""
+        """Flush (unless offline) and close; readers holding slices keep them until release.
+
+        Raises:
+            LogOfflineError: the final flush failed (the log is closed all the same).
+        """
+        failed: LogOfflineError | None = None
         with self._lock:
             if self._closed:
                 return
-            self._flush_locked()
+            if self._offline is None:
+                try:
+                    self._flush_locked()
+                except LogOfflineError as exc:
+                    failed = exc
             self._closed = True
             segs = self._view.segments
         for seg in segs:
             seg.close()
+        if failed is not None:
+            raise failed
 
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.name} is closed")
+        if self._offline is not None:
+            raise self._offline_error()

@@ -13,7 +13,9 @@ guarded by the manager's lock (held only to look up or insert); each
 it flushes logs whose flush interval elapsed) and the retention thread
 (every ``log.cleanup.interval.mins``). Decisions use the injected clock; the
 threads only sleep on real time, and tests call :meth:`flush_due` /
-:meth:`cleanup` directly with a fake clock.
+:meth:`cleanup` directly with a fake clock. A log that an I/O error took
+offline (see :mod:`ingest.broker.log`) stays in the map: the flusher and
+retention skip it, requests to it fail with ``LOG_OFFLINE``, the others serve.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from ingest.broker.log_config import check_topic_maps
 from ingest.broker.topics import parse_partition_dir, partition_dir_name, validate_partition, validate_topic
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import StorageError
+from ingest.errors import LogOfflineError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +172,8 @@ class LogManager:
         for lg in logs:
             try:
                 lg.close()
+            except LogOfflineError:
+                pass  # the log said why, in one ERROR line, as it went offline
             except Exception:
                 log.exception("closing log %s failed", lg.name)
         if self._lock_fd is not None:
@@ -219,16 +223,29 @@ class LogManager:
     # --- periodic work ----------------------------------------------------------------
 
     def flush_due(self, now_ms: int | None = None) -> int:
-        """Flush every log whose flush interval elapsed; returns how many were flushed."""
+        """Flush every log whose flush interval elapsed; returns how many were flushed.
+
+        A log whose fsync fails goes offline (it logs why, once) and is never
+        flushed again; the other logs are flushed in the same pass.
+        """
         now = self._clock.time_ms() if now_ms is None else now_ms
-        return sum(1 for lg in self.logs().values() if lg.maybe_flush(now))
+        flushed = 0
+        for lg in self.logs().values():
+            try:
+                flushed += lg.maybe_flush(now)
+            except LogOfflineError:
+                pass  # logged by the log as it went offline; retrying the fsync would prove nothing
+        return flushed
 
     def cleanup(self, now_ms: int | None = None) -> tuple[int, int]:
         """Apply retention to every log; returns (segments, bytes) deleted."""
         now = self._clock.time_ms() if now_ms is None else now_ms
         total_n = total_b = 0
         for lg in self.logs().values():
-            n, b = lg.cleanup(now)
+            try:
+                n, b = lg.cleanup(now)
+            except LogOfflineError:  # the roll before deleting every segment failed its flush; logged once
+                continue
             total_n += n
             total_b += b
         if total_n:

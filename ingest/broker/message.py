@@ -35,8 +35,9 @@ HEADER_SIZE = HEADER.size  # 10
 LENGTH_SIZE = LENGTH.size  # 4
 OVERHEAD = HEADER_SIZE - LENGTH_SIZE
 """Bytes counted by ``length`` besides the payload (magic, attributes, crc): 6."""
+ATTRIBUTES_OFFSET = 5
 CRC_OFFSET = 6
-"""Position of ``crc`` in a message; ``attributes`` is at 5, payload at 10."""
+"""Positions of ``attributes`` and ``crc`` in a message; the payload starts at ``HEADER_SIZE`` (10)."""
 
 CRC_SEED = tuple(zlib.crc32(bytes([a])) for a in range(256))
 """CRC-32 of the single attributes byte, indexed by its value."""

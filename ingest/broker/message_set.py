@@ -5,18 +5,28 @@ nothing else. A compressed set is ONE wrapper message whose attributes name
 the codec and whose payload is the compressed bytes of a plain message set;
 nested compression is invalid.
 
-:func:`scan` is the one validation loop used by append, recovery and the index
-builder. It keeps no per-message Python objects: one ``struct.unpack_from``
-and one ``zlib.crc32`` over a memoryview slice per message.
+:func:`scan` is the one loop that walks a buffer of messages and validates
+each (size, magic, codec, CRC, and with ``deep`` the set inside a wrapper,
+through :func:`inner_messages`). Append, recovery, the index builder, the
+read-time check, :func:`iter_messages` (clients, the loader) and
+``ingest log dump`` all call it; they walk only what it has validated. It
+keeps no per-message Python objects: one ``struct.unpack_from`` and one
+``zlib.crc32`` over a memoryview slice per message.
+
+:class:`ValidatedMessageSet` is a set that passed validation, so the broker
+validates a produced set once, before taking the log lock, and the log appends
+it without scanning again.
 """
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_left
+from dataclasses import dataclass
 from typing import Iterator, NamedTuple, Sequence
 
 from ingest.broker import compression
 from ingest.broker.message import (
-    CODEC_MASK,
+    ATTRIBUTES_OFFSET,
     CODEC_NONE,
     CRC_SEED_MA,
     HEADER,
@@ -85,6 +95,7 @@ def scan(
     index_mark: int = 0,
     index_interval: int = 4096,
     origin: int = 0,
+    allow_compressed: bool = True,
 ) -> ScanResult:
     """Validate messages in ``buf[pos:end]`` until the end or the first bad one.
 
@@ -96,8 +107,10 @@ def scan(
     Args:
         index: when given, ``index_base + p`` is appended for the first message
             at or after ``index_mark`` and then every ``index_interval`` bytes
-            (the sparse position index of a segment).
+            (the sparse position index of a segment; interval 0: every message).
         origin: added to positions in error texts (file position of ``buf``).
+        allow_compressed: False for the set inside a wrapper (nested
+            compression is invalid).
 
     Returns:
         ScanResult; never raises for bad data.
@@ -123,10 +136,13 @@ def scan(
             break
         if crc32(mv[pos + HEADER_SIZE:nxt], seed[ma]) != crc:
             break
-        if ma != MA_MIN and deep:
-            why = _inner_error(ma - MA_MIN, mv[pos + HEADER_SIZE:nxt])
-            if why:
-                return ScanResult(pos, count, f"compressed message at {origin + pos}: {why}", False)
+        if ma != MA_MIN:
+            if not allow_compressed:
+                return ScanResult(pos, count, f"message at {origin + pos}: nested compression is not allowed", False)
+            if deep:
+                why = _inner_error(ma - MA_MIN, mv[pos + HEADER_SIZE:nxt])
+                if why:
+                    return ScanResult(pos, count, f"compressed message at {origin + pos}: {why}", False)
         if add is not None and pos >= mark:
             add(index_base + pos)
             mark = pos + index_interval
@@ -162,27 +178,87 @@ def _diagnose(mv: memoryview, pos: int, end: int, count: int, max_message_size: 
     return ScanResult(pos, count, f"message at {at}: CRC mismatch (stored 0x{crc:08x})", False)
 
 
+def inner_messages(codec: int, payload: bytes | memoryview) -> tuple[bytes, list[int]]:
+    """Decompress a wrapper's payload and validate the plain set inside it.
+
+    Returns:
+        (the inner set, the position of each of its messages).
+
+    Raises:
+        InvalidMessageError: the payload does not decompress, or the inner set
+            has a bad, cut-off or compressed message (the text does not name
+            the wrapper's offset; callers add it).
+    """
+    inner = compression.decompress(codec, payload)
+    positions: list[int] = []
+    r = scan(inner, index=positions, index_interval=0, allow_compressed=False)
+    if r.error:
+        raise InvalidMessageError("inner set: " + r.error)
+    return inner, positions
+
+
 def _inner_error(codec: int, payload: memoryview) -> str | None:
     try:
-        inner = compression.decompress(codec, payload)
+        inner_messages(codec, payload)
     except InvalidMessageError as exc:
         return str(exc)
-    r = scan(inner)
-    if r.error:
-        return "inner set: " + r.error
-    for m in _headers(inner):
-        if m & CODEC_MASK:
-            return "nested compression is not allowed"
     return None
 
 
-def _headers(buf: bytes) -> Iterator[int]:
-    """Attributes of each message of a buffer already validated by scan()."""
-    pos = 0
-    while pos < len(buf):
-        length, _magic, attributes, _crc = HEADER.unpack_from(buf, pos)
-        yield attributes
-        pos += LENGTH_SIZE + length
+@dataclass(frozen=True, slots=True)
+class ValidatedMessageSet:
+    """A message set that passed the deep validation of an append; make one with :meth:`of`.
+
+    ``positions`` holds the start of every (outer) message relative to the
+    set, ``max_message_size`` the limit the set was checked against: a log
+    with a lower limit validates again instead of trusting it.
+    """
+
+    data: bytes | memoryview
+    count: int
+    positions: list[int]
+    max_message_size: int
+
+    @classmethod
+    def of(cls, buf: bytes | memoryview, *, max_message_size: int = _UNLIMITED,
+           destination: str = "") -> "ValidatedMessageSet":
+        """Validate a whole set as received for append; ``destination`` (a log's name) prefixes errors.
+
+        Raises:
+            MessageTooLargeError: a message's payload exceeds ``max_message_size``.
+            InvalidMessageError: any bad or cut-off message (names the position).
+        """
+        positions: list[int] = []
+        r = scan(buf, max_message_size=max_message_size, deep=True, index=positions, index_interval=0)
+        if r.error:
+            kind = MessageTooLargeError if r.too_large else InvalidMessageError
+            where = f"{destination}: " if destination else ""
+            raise kind(f"{where}rejected message set of {len(buf)} bytes: {r.error}")
+        return cls(buf, r.count, positions, max_message_size)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def last_message(self) -> tuple[int, int]:
+        """(start, end) of the last message, relative to the set; (0, 0) for an empty set."""
+        return (self.positions[-1], len(self.data)) if self.positions else (0, 0)
+
+    def index_entries(self, base: int, mark: int, interval: int) -> list[int]:
+        """Sparse index entries for the set written at file position ``base``.
+
+        The rule of :func:`scan`'s ``index``: the first message at or after
+        ``mark``, then the first at or after each entry + ``interval``.
+        """
+        out: list[int] = []
+        pos = self.positions
+        i = bisect_left(pos, mark - base)
+        while i < len(pos):
+            p = base + pos[i]
+            out.append(p)
+            i = bisect_left(pos, p + interval - base, i + 1)
+        return out
 
 
 def validate_message_set(buf: bytes | memoryview, *, max_message_size: int = _UNLIMITED) -> int:
@@ -192,11 +268,7 @@ def validate_message_set(buf: bytes | memoryview, *, max_message_size: int = _UN
         MessageTooLargeError: a message's payload exceeds ``max_message_size``.
         InvalidMessageError: any bad or cut-off message (names the position).
     """
-    r = scan(buf, max_message_size=max_message_size, deep=True)
-    if r.error:
-        cls = MessageTooLargeError if r.too_large else InvalidMessageError
-        raise cls(f"invalid message set of {len(buf)} bytes: {r.error}")
-    return r.count
+    return ValidatedMessageSet.of(buf, max_message_size=max_message_size).count
 
 
 def valid_prefix(buf: bytes | memoryview) -> int:
@@ -211,6 +283,16 @@ def first_message_size(buf: bytes | memoryview) -> int | None:
     return LENGTH_SIZE + LENGTH.unpack_from(buf, 0)[0]
 
 
+def message_bounds(buf: bytes | memoryview, pos: int = 0, *, origin: int = 0) -> tuple[list[tuple[int, int]], ScanResult]:
+    """(start, end) of each valid message of ``buf`` from ``pos``, and how :func:`scan` stopped.
+
+    Wrappers are CRC-checked but not opened (see :func:`inner_messages`).
+    """
+    starts: list[int] = []
+    r = scan(buf, pos, index=starts, index_interval=0, origin=origin)
+    return list(zip(starts, starts[1:] + [r.end])), r
+
+
 def iter_messages(buf: bytes | memoryview, base_offset: int = 0) -> Iterator[MessageAndOffset]:
     """Every message of ``buf`` (decompressing wrappers), with log offsets.
 
@@ -218,50 +300,28 @@ def iter_messages(buf: bytes | memoryview, base_offset: int = 0) -> Iterator[Mes
 
     Raises:
         InvalidMessageError: naming the offset, on bad length, magic, codec or
-            CRC, or an undecompressable / nested compressed set.
+            CRC, or an undecompressable / nested compressed set (after the
+            messages before it were yielded).
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv)
-    unpack = HEADER_MA.unpack_from
-    crc32 = zlib.crc32
-    seed = CRC_SEED_MA
+    bounds, r = message_bounds(mv, origin=base_offset)
     make = tuple.__new__  # MessageAndOffset without the Python-level __new__ call
     cls = MessageAndOffset
-    pos = 0
-    limit = end - HEADER_SIZE
-    while pos <= limit:
-        length, ma, crc = unpack(mv, pos)
-        nxt = pos + LENGTH_SIZE + length
-        if nxt > end and length >= OVERHEAD:
-            return  # cut off by the fetch size: the client retries from this offset
-        if not (OVERHEAD <= length and MA_MIN <= ma <= MA_MAX):
-            raise InvalidMessageError(str(_diagnose(mv, pos, end, 0, _UNLIMITED, base_offset).error))
-        payload = mv[pos + HEADER_SIZE:nxt]
-        if crc32(payload, seed[ma]) != crc:
-            raise InvalidMessageError(f"message at offset {base_offset + pos}: CRC mismatch (stored 0x{crc:08x})")
-        if ma == MA_MIN:
-            yield make(cls, (base_offset + pos, base_offset + nxt, payload.tobytes()))
+    for pos, nxt in bounds:
+        codec = mv[pos + ATTRIBUTES_OFFSET]
+        if codec == CODEC_NONE:
+            yield make(cls, (base_offset + pos, base_offset + nxt, mv[pos + HEADER_SIZE:nxt].tobytes()))
         else:
-            yield from _iter_wrapper(ma - MA_MIN, payload, base_offset + pos, base_offset + nxt)
-        pos = nxt
-    if end - pos >= LENGTH_SIZE and LENGTH.unpack_from(mv, pos)[0] < OVERHEAD:
-        raise InvalidMessageError(f"message at offset {base_offset + pos}: length below the minimum {OVERHEAD}")
+            yield from _iter_wrapper(codec, mv[pos + HEADER_SIZE:nxt], base_offset + pos, base_offset + nxt)
+    if r.error is not None and not r.cut_off:
+        raise InvalidMessageError(r.error)
 
 
 def _iter_wrapper(codec: int, payload: memoryview, offset: int, next_offset: int) -> Iterator[MessageAndOffset]:
     try:
-        inner = compression.decompress(codec, payload)
+        inner, positions = inner_messages(codec, payload)
     except InvalidMessageError as exc:
         raise InvalidMessageError(f"compressed message at offset {offset}: {exc}") from exc
-    r = scan(inner)
-    if r.error:
-        raise InvalidMessageError(f"compressed message at offset {offset}: inner set: {r.error}")
     mv = memoryview(inner)
-    pos = 0
-    while pos < len(inner):
-        length, _magic, attributes, _crc = HEADER.unpack_from(inner, pos)
-        if attributes:
-            raise InvalidMessageError(f"compressed message at offset {offset}: nested compression is not allowed")
-        nxt = pos + LENGTH_SIZE + length
+    for pos, nxt in zip(positions, positions[1:] + [len(inner)]):
         yield MessageAndOffset(offset, next_offset, mv[pos + HEADER_SIZE:nxt].tobytes())
-        pos = nxt

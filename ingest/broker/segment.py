@@ -114,7 +114,11 @@ class Segment:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as exc:
             raise StorageError(f"cannot create segment {path}: {exc.strerror}") from exc
-        _fsync_dir(directory)
+        try:
+            _fsync_dir(directory)
+        except OSError:  # a failed fsync: the caller takes the log offline
+            os.close(fd)
+            raise
         return cls(path, base_offset, fd, 0, clock, index_interval, indexed=True, mtime_ms=clock.time_ms())
 
     @classmethod
@@ -173,16 +177,17 @@ class Segment:
     # --- writing (caller holds the log lock) ------------------------------------
 
     def append(self, data: bytes | memoryview, index_positions: list[int], now_ms: int) -> None:
-        """Write validated bytes at the end; ``index_positions`` are file positions."""
+        """Write validated bytes at the end; ``index_positions`` are file positions.
+
+        Raises:
+            OSError: the write failed (ENOSPC, EIO). ``size`` still ends at the
+                last whole set, but part of ``data`` may be in the file after it:
+                the caller must ``truncate_to(size)`` or stop using the segment.
+        """
         start = self.size
-        try:
-            n = os.pwrite(self._fd, data, start)
-            while n < len(data):  # rare short write: finish it
-                n += os.pwrite(self._fd, memoryview(data)[n:], start + n)
-        except OSError as exc:
-            # The in-memory size stays at the last whole set; the next append overwrites
-            # the partial bytes and recovery would truncate them.
-            raise StorageError(f"write to {self.path} failed at {start}: {exc.strerror}") from exc
+        n = os.pwrite(self._fd, data, start)
+        while n < len(data):  # a short write (the disk filling up): finish it or get its error
+            n += os.pwrite(self._fd, memoryview(data)[n:], start + n)
         if index_positions:
             self.index.extend(index_positions)
         self.size = start + len(data)
@@ -192,9 +197,12 @@ class Segment:
         return self.index[-1] + self._interval if self.index else 0
 
     def flush(self) -> None:
+        """fdatasync the file. Raises OSError; after a failure the kernel may have dropped the
+        unwritten pages, so a later successful call proves nothing (the log goes offline)."""
         os.fdatasync(self._fd)
 
     def truncate_to(self, size: int) -> None:
+        """Cut the file at ``size`` and fsync it. Raises OSError."""
         os.ftruncate(self._fd, size)
         os.fsync(self._fd)
         self.size = size

@@ -148,16 +148,18 @@ def test_message_set_failing_its_crc_appends_nothing(broker, bystander, caplog):
         resp = p.ProduceAckResponse.decode(c.request(p.ProduceAckRequest("victim", 0, bad)))
         assert resp.error == ErrorCode.INVALID_MESSAGE
         assert len(warnings_naming(caplog, c)) == 1
+        assert f"victim-0: rejected message set of {len(bad)} bytes: message at " in warnings_naming(caplog, c)[0]
         c.send(p.ProduceRequest("victim", 0, corrupt(GOOD)))
         assert c.closed_by_peer()
     assert log_end(broker) == before
 
 
-def test_multiproduce_with_one_bad_part_appends_no_part(broker, bystander):
+def test_multiproduce_with_one_bad_part_appends_no_part(broker, bystander, caplog):
     with RawClient(broker.host, broker.port) as c:
         c.send(p.MultiProduceRequest((p.ProduceRequest("victim", 0, GOOD),
                                       p.ProduceRequest("victim", 1, corrupt(GOOD)))))
         assert c.closed_by_peer()
+        assert "victim-1: rejected message set" in warnings_naming(caplog, c)[0]
     assert log_end(broker, "victim", 0) == 0 and log_end(broker, "victim", 1) == 0
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from ingest.broker.log import EARLIEST_TIME, LATEST_TIME, Log, LogSettings
 from ingest.broker.message import CODEC_GZIP
-from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.broker.message_set import ValidatedMessageSet, encode_message_set, iter_messages
 from ingest.broker.segment import segment_name
 from ingest.errors import InvalidMessageError, MessageTooLargeError, OffsetOutOfRangeError
 
@@ -183,3 +183,34 @@ def test_boundary_check_is_exact_with_mixed_sizes_after_reopen(tmp_path, fake_cl
         else:
             with pytest.raises(OffsetOutOfRangeError):
                 lg.read(off, 10)
+
+
+def test_append_trusts_a_validated_set_and_checks_raw_bytes_itself(tmp_path, fake_clock):
+    """A set is validated once: Log.append does not scan a ValidatedMessageSet again (the
+    handlers validate before the lock), but validates raw bytes and a set checked against a
+    larger max.message.size than its own."""
+    lg = make_log(tmp_path, fake_clock, max_message_size=100)
+    good = encode_message_set([b"a" * 10, b"b" * 10])
+    vs = ValidatedMessageSet.of(good, max_message_size=100)
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 1
+    with pytest.raises(InvalidMessageError):
+        lg.append(bytes(corrupt))
+    # Only the type's promise keeps a corrupt set out: built by hand, it is appended unchecked.
+    unchecked = ValidatedMessageSet(bytes(corrupt), vs.count, vs.positions, vs.max_message_size)
+    assert lg.append(unchecked) == 0 and lg.end_offset == len(good)
+    big = encode_message_set([b"c" * 200])
+    with pytest.raises(MessageTooLargeError):
+        lg.append(ValidatedMessageSet.of(big))  # checked against no limit: the log checks again
+
+
+def test_index_of_appended_sets_equals_the_index_recovery_builds(tmp_path, fake_clock):
+    lg = make_log(tmp_path, fake_clock, index_interval=256)
+    for i in range(60):
+        lg.append(encode_message_set([b"p" * (i * 13 % 300) for _ in range(i % 5 + 1)]))
+    seg = lg.segments()[-1]
+    appended = list(seg.index)
+    lg.close()
+    reopened = make_log(tmp_path, fake_clock, index_interval=256)
+    assert list(reopened.segments()[-1].index) == appended and len(appended) > 10
+    reopened.close()

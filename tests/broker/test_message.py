@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from ingest.broker.compression import decompress
+from ingest.broker.compression import compress, decompress
 from ingest.broker.message import (
     CODEC_GZIP,
     CODEC_NONE,
@@ -16,6 +16,7 @@ from ingest.broker.message import (
     encode_message,
 )
 from ingest.broker.message_set import (
+    ValidatedMessageSet,
     encode_message_set,
     first_message_size,
     iter_messages,
@@ -164,3 +165,35 @@ def test_decompression_is_capped():
             decompress(codec, packed, limit=1000)
     with pytest.raises(InvalidMessageError, match="snappy"):
         decompress(CODEC_SNAPPY, b"\xff\xff\xff\xff\xff\xff")
+
+
+def test_validated_set_index_entries_follow_the_scan_index_rule():
+    buf = encode_message_set([b"x" * (i * 37 % 500) for i in range(300)])
+    vs = ValidatedMessageSet.of(buf)
+    assert vs.count == 300 and vs.size == len(buf) and vs.last_message[1] == len(buf)
+    for base, mark, interval in [(0, 0, 4096), (1000, 0, 4096), (1000, 5000, 512), (7, 9000, 1), (0, 10**9, 64)]:
+        expected: list[int] = []
+        scan(buf, index=expected, index_base=base, index_mark=mark - base, index_interval=interval)
+        assert vs.index_entries(base, mark, interval) == expected, (base, mark, interval)
+
+
+def test_one_validation_loop_gives_the_same_verdicts_everywhere():
+    """iter_messages, validate_message_set and scan agree on where a set stops being valid."""
+    good = encode_message_set([b"a" * 20, b"b" * 30])
+    bad = bytearray(good + encode_message(b"c" * 10) + good)
+    bad[len(good) + HEADER_SIZE] ^= 1  # flip a payload bit of the third message
+    r = scan(bad)
+    assert r.end == len(good) and "CRC mismatch" in r.error and not r.cut_off
+    seen = []
+    with pytest.raises(InvalidMessageError, match=f"message at {100 + len(good)}: CRC mismatch"):
+        for m in iter_messages(bytes(bad), 100):
+            seen.append(m.payload)
+    assert seen == [b"a" * 20, b"b" * 30]
+    with pytest.raises(InvalidMessageError, match="CRC mismatch"):
+        ValidatedMessageSet.of(bytes(bad))
+    # A nested wrapper fails the same way, whichever entry point meets it.
+    inner_wrapper = encode_message_set([b"deep"], CODEC_GZIP)
+    outer = encode_message(b"plain") + encode_message(compress(CODEC_GZIP, inner_wrapper), CODEC_GZIP)
+    assert "nested compression" in scan(outer, deep=True).error
+    with pytest.raises(InvalidMessageError, match="nested compression"):
+        list(iter_messages(outer))

@@ -1,0 +1,316 @@
+"""Durability on a really failing disk: a failed fsync takes its log offline, is never acknowledged or served.
+
+The disk is an ext4 file system on a loop device whose capacity the test cuts
+right after the blocks a log already holds: the next data blocks the kernel
+writes lie past the end of the device, their writeback fails and
+``fdatasync`` returns EIO, as a disk failing under a flush would. Growing the
+device back "heals" the disk; a later ``fdatasync`` then succeeds although
+the pages of the failed flush never reached it (the kernel reports a
+writeback error once), which is why the log must never retry. A write that
+fails (ENOSPC) uses a size-limited tmpfs. Both need root (mount, losetup);
+without it the tests are skipped with the reason.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ingest.broker import protocol as p
+from ingest.broker.log import Log, LogSettings
+from ingest.broker.log_config import LOG_CONFIG
+from ingest.broker.log_manager import LogManager
+from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.clock import SYSTEM_CLOCK
+from ingest.errors import DiskFullError, ErrorCode, IngestError, LogOfflineError, StorageError
+from tests.harness.brokers import BrokerProcess
+
+BLOCK = 4096
+DISK_BYTES = 64 << 20
+TOOLS = ("losetup", "mkfs.ext4", "e2fsck", "filefrag", "mount", "umount")
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def _need_root_and_tools() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a loop device / tmpfs")
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+
+
+class FailingDisk:
+    """ext4 on a loop device over a sparse image file; ``fail_after`` cuts the device short."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.image = workdir / "disk.img"
+        self.mountpoint = workdir / "mnt"
+        self.mountpoint.mkdir(parents=True)
+        self.loop: str | None = None
+        self.mounted = False
+        with open(self.image, "wb") as f:
+            f.truncate(DISK_BYTES)
+        # No journal and no backup superblocks: every block the file system writes later is
+        # either metadata near the start or file data, so cutting after the data fails only data.
+        _run("mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-O", "^has_journal,sparse_super2",
+             "-E", "num_backup_sb=0,nodiscard,lazy_itable_init=0", str(self.image))
+        self.loop = _run("losetup", "-f", "--show", str(self.image)).stdout.strip()
+        try:
+            self.mount()
+        except BaseException:
+            self.close()
+            raise
+
+    def mount(self) -> None:
+        _run("mount", "-o", "errors=continue", self.loop, str(self.mountpoint))
+        self.mounted = True
+
+    def umount(self) -> None:
+        for _ in range(50):
+            if subprocess.run(["umount", str(self.mountpoint)], capture_output=True).returncode == 0:
+                self.mounted = False
+                return
+            time.sleep(0.1)
+        subprocess.run(["umount", "-l", str(self.mountpoint)], capture_output=True)
+        self.mounted = False
+
+    def _set_size(self, size: int) -> None:
+        os.truncate(self.image, size)
+        _run("losetup", "-c", self.loop)
+
+    @staticmethod
+    def last_block(path: Path) -> int:
+        out = _run("filefrag", "-v", f"-b{BLOCK}", str(path)).stdout
+        ends = [int(m.group(1)) for m in re.finditer(r"^\s*\d+:\s+\d+\.\.\s*\d+:\s+\d+\.\.\s*(\d+):", out, re.M)]
+        return max(ends, default=-1)
+
+    def fail_after(self, victim: Path) -> None:
+        """Cut the device right after ``victim``'s last block: its next flush fails with EIO."""
+        last = self.last_block(victim)
+        others = {f: self.last_block(f) for f in self.mountpoint.rglob("*") if f.is_file() and f != victim}
+        beyond = {str(f): b for f, b in others.items() if b > last}
+        assert last > 0 and not beyond, f"layout assumption broken: {victim} ends at block {last}, {beyond} after it"
+        self._set_size((last + 1) * BLOCK)
+
+    def heal(self) -> None:
+        """Give the device its full size back (the cut-off blocks read as zeros)."""
+        self._set_size(DISK_BYTES)
+
+    def remount(self) -> None:
+        """Unmount, check, mount: the page cache of the file system is gone, only the disk remains."""
+        self.umount()
+        r = subprocess.run(["e2fsck", "-fy", self.loop], capture_output=True, text=True)
+        assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: errors corrected
+        self.mount()
+
+    def close(self) -> None:
+        try:
+            if self.loop:
+                self.heal()
+        finally:
+            if self.mounted:
+                self.umount()
+            if self.loop:
+                subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+                self.loop = None
+
+
+@pytest.fixture
+def failing_disk(tmp_path):
+    _need_root_and_tools()
+    try:
+        disk = FailingDisk(tmp_path / "disk")
+    except (subprocess.CalledProcessError, OSError) as exc:
+        detail = exc.stderr if isinstance(exc, subprocess.CalledProcessError) else exc
+        pytest.skip(f"cannot set up a loop-device ext4 here: {detail}")
+    try:
+        yield disk
+    finally:
+        disk.close()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    _need_root_and_tools()
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# --- a real broker --------------------------------------------------------------------
+
+
+def _ask(b: BrokerProcess, req, resp_cls):
+    with socket.create_connection((b.host, b.port), timeout=30) as s:
+        s.sendall(req.encode())
+        return resp_cls.decode(p.recv_response(s))
+
+
+def _ack(b: BrokerProcess, topic: str, payloads: list[bytes]) -> p.ProduceAckResponse:
+    return _ask(b, p.ProduceAckRequest(topic, 0, encode_message_set(payloads)), p.ProduceAckResponse)
+
+
+def _fetch_all(b: BrokerProcess, topic: str) -> list[bytes]:
+    out, offset = [], 0
+    while True:
+        resp = _ask(b, p.FetchRequest(topic, 0, offset, 1 << 20), p.FetchResponse)
+        assert resp.error == ErrorCode.NONE, f"fetch {topic}@{offset}: error {resp.error}"
+        msgs = list(iter_messages(resp.message_set, offset))
+        if not msgs:
+            return out
+        out += [m.payload for m in msgs]
+        offset = msgs[-1].next_offset
+
+
+def test_failed_fsync_takes_the_log_offline_not_acknowledged_never_served_recovered_at_restart(
+        failing_disk, tmp_path):
+    b = BrokerProcess(0, tmp_path / "broker", overrides={
+        "log.dir": str(failing_disk.mountpoint / "logs"), "num.partitions": 1, "log.flush.interval": 1})
+    b.start()
+    try:
+        assert _ack(b, "other", [b"o-%d" % i for i in range(3)]).error == ErrorCode.NONE
+        # > 64 KB: ext4 treats the segment as a stream and places its next blocks right after it
+        kept = [b"k-%03d-" % i + b"x" * 4000 for i in range(40)]
+        for i in range(0, 40, 4):
+            assert _ack(b, "victim", kept[i:i + 4]).error == ErrorCode.NONE
+        assert _fetch_all(b, "victim") == kept
+        failing_disk.fail_after(failing_disk.mountpoint / "logs" / "victim-0" / f"{0:020d}.kafka")
+
+        lost = [b"f-%03d-" % i + b"y" * 4000 for i in range(8)]
+        failed = _ack(b, "victim", lost)
+        assert failed.error != ErrorCode.NONE and failed.offset == -1  # the failed flush is not acknowledged
+
+        failing_disk.heal()
+        time.sleep(1.0)  # ten flusher periods: a broker that retried the fsync would have "succeeded" by now
+        end = sum(len(encode_message_set(kept[i:i + 4])) for i in range(0, 40, 4))
+        for offset in (0, end):
+            resp = _ask(b, p.FetchRequest("victim", 0, offset, 1 << 20), p.FetchResponse)
+            assert b"f-0" not in resp.message_set  # the data of the failed flush is never served
+            assert resp.error == ErrorCode.LOG_OFFLINE
+        assert _ack(b, "victim", [b"after"]).error == ErrorCode.LOG_OFFLINE  # it stays offline
+        assert failed.error == ErrorCode.LOG_OFFLINE
+
+        assert _ack(b, "other", [b"o-3"]).error == ErrorCode.NONE  # the other logs keep serving
+        assert _fetch_all(b, "other") == [b"o-%d" % i for i in range(4)]
+
+        offline_lines = [line for line in b.output().splitlines() if "victim-0 is OFFLINE" in line]
+        assert len(offline_lines) == 1 and " ERROR " in offline_lines[0], offline_lines
+        assert "Input/output error" in offline_lines[0]
+        assert b.stop() == 0
+
+        failing_disk.remount()  # what the disk holds, not what the page cache remembers
+        b.start()
+        recovered = _fetch_all(b, "victim")
+        assert recovered[:len(kept)] == kept  # every flushed message survives
+        assert recovered[len(kept):] == lost[:len(recovered) - len(kept)]  # then at most a prefix of the lost set
+        assert _ack(b, "victim", [b"again"]).error == ErrorCode.NONE
+        assert _fetch_all(b, "victim") == recovered + [b"again"]
+        assert _fetch_all(b, "other") == [b"o-%d" % i for i in range(4)]
+    finally:
+        b.kill()
+
+
+# --- the Log in process -------------------------------------------------------------
+
+
+def test_flusher_never_retries_a_failed_fsync_and_close_does_not_flush(failing_disk, caplog):
+    clock = SYSTEM_CLOCK
+    lg = Log(failing_disk.mountpoint / "v-0", LogSettings(flush_interval_messages=10_000), clock)
+    kept = [b"k" * 4000 for _ in range(40)]
+    lg.append(encode_message_set(kept))
+    lg.flush()
+    end = lg.end_offset
+    failing_disk.fail_after(failing_disk.mountpoint / "v-0" / f"{0:020d}.kafka")
+    lg.append(encode_message_set([b"f" * 4000] * 8))
+    with caplog.at_level(logging.ERROR, logger="ingest.broker.log"):
+        with pytest.raises(IngestError) as failed:
+            lg.flush()
+    failing_disk.heal()
+    assert lg.end_offset == end
+    with pytest.raises(LogOfflineError):
+        lg.flush()  # a retry would succeed now, and prove nothing
+    assert lg.end_offset == end
+    assert isinstance(failed.value, LogOfflineError) and "Input/output error" in str(failed.value)
+    assert lg.offline and not lg.maybe_flush(clock.time_ms() + 10**9)  # the flusher leaves it alone
+    with pytest.raises(LogOfflineError):
+        lg.read(0, 100)
+    with pytest.raises(LogOfflineError):
+        lg.append(encode_message_set([b"later"]))
+    assert lg.delete_segments(lambda seg: True) == (0, 0)
+    lg.close()  # no flush: nothing after the failed one may claim to be on disk
+    assert [r.levelname for r in caplog.records if "OFFLINE" in r.getMessage()] == ["ERROR"]
+
+
+def test_a_failed_write_is_cut_back_and_leaves_no_hole(small_tmpfs):
+    """ENOSPC in the middle of a set: nothing of it is appended, and no part of it resurfaces later."""
+    settings = LogSettings(flush_interval_messages=1)
+    lg = Log(small_tmpfs / "w-0", settings, SYSTEM_CLOCK)
+    first = encode_message_set([b"a" * 100])
+    lg.append(first)
+    seg = small_tmpfs / "w-0" / f"{0:020d}.kafka"
+    filler = small_tmpfs / "filler"
+    with open(filler, "wb") as f:  # leave about 2 pages free
+        free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
+        f.write(b"\0" * (free - 2 * 4096))
+    big = encode_message_set([b"b%03d" % i + b"b" * 996 for i in range(64)])  # 64 KB: runs out of space
+    with pytest.raises(DiskFullError) as exc:
+        lg.append(big)
+    assert os.path.getsize(seg) == len(first)  # the partial bytes are gone
+    assert exc.value.__cause__.errno == errno.ENOSPC and "nothing was appended" in str(exc.value)
+    assert not lg.offline
+    filler.unlink()
+    # The next set is exactly as long as the failed set's first message: a log that kept the
+    # partial bytes would find the failed set's other messages right after it at recovery.
+    nxt = encode_message_set([b"c%03d" % 0 + b"c" * 996])
+    assert lg.append(nxt) == len(first) and lg.end_offset == len(first) + len(nxt)
+    lg.close()
+    reopened = Log(small_tmpfs / "w-0", settings, SYSTEM_CLOCK)
+    assert reopened.end_offset == len(first) + len(nxt)
+    payloads = [m.payload[:1] for m in iter_messages(reopened.read_bytes(0, 1 << 20))]
+    assert payloads == [b"a", b"c"]
+    reopened.close()
+
+
+def test_flusher_pass_takes_only_the_failing_log_offline_and_flushes_the_others(failing_disk, fake_clock, caplog):
+    raw = {"log.dir": str(failing_disk.mountpoint / "logs"), "log.flush.interval": 10_000,
+           "log.default.flush.interval.ms": 1000}
+    m = LogManager(LOG_CONFIG.parse(raw), fake_clock)  # no startup(): the test drives the flusher pass
+    try:
+        victim = m.get_or_create_log("a-victim", 0)
+        other = m.get_or_create_log("b-other", 0)
+        other.append(encode_message_set([b"o1"]))
+        other.flush()  # its block first: ext4 allocates at writeback, and the victim's must come last
+        victim.append(encode_message_set([b"k" * 4000] * 40))
+        assert m.flush_due(fake_clock.time_ms() + 1000) == 1
+        failing_disk.fail_after(victim.segments()[-1].path)
+        victim.append(encode_message_set([b"f" * 4000] * 8))  # new blocks: past the end of the device
+        other.append(encode_message_set([b"o2"]))  # within its first block: on the device
+        with caplog.at_level(logging.ERROR):
+            assert m.flush_due(fake_clock.time_ms() + 2000) == 1  # no exception; the other log is flushed
+        assert victim.offline and not other.offline
+        assert [msg.payload for msg in iter_messages(other.read_bytes(0, 1000))] == [b"o1", b"o2"]
+        failing_disk.heal()
+        assert m.flush_due(fake_clock.time_ms() + 3000) == 0  # never retried
+        victim_files = sorted(p.name for p in victim.directory.iterdir())
+        m.cleanup(fake_clock.time_ms() + 10**12)  # retention leaves the offline log to recovery
+        assert sorted(p.name for p in victim.directory.iterdir()) == victim_files
+        assert len([r for r in caplog.records if "OFFLINE" in r.getMessage()]) == 1
+    finally:
+        m.shutdown()  # closes the offline log without a flush and without a second error
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
