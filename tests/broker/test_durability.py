@@ -30,7 +30,7 @@ from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.clock import SYSTEM_CLOCK
-from ingest.errors import DiskFullError, ErrorCode, IngestError, LogOfflineError, StorageError
+from ingest.errors import DiskFullError, ErrorCode, IngestError, LogOfflineError
 from tests.harness.brokers import BrokerProcess
 
 BLOCK = 4096
