@@ -13,8 +13,9 @@ from kazoo.exceptions import NoNodeError
 
 from ingest.client.consumer_group import ConsumerConnector
 from ingest.client.producer import Producer
-from ingest.client.rebalance import assign, partition_name, subscribed_threads
+from ingest.client.rebalance import assign, subscribed_threads
 from ingest.errors import ConfigError, FetchSizeTooSmallError
+from ingest.znodes import partition_name
 from tests.client.conftest import create_topic, wait_until
 from tests.harness.zookeeper import expire_session
 
