@@ -49,13 +49,13 @@ from ingest import znodes
 from ingest.client import group_registry as registry
 from ingest.client import rebalance
 from ingest.client.consumer_config import CONSUMER_CONFIG
-from ingest.client.consumer_stream import ConsumedMessage, ConsumerTimeoutError, MessageStream, PartitionState  # noqa: F401
+from ingest.client.consumer_stream import ConsumedMessage, MessageStream, PartitionState
 from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
 from ingest.client.fetcher import Fetcher
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import ConfigError, CoordinationError
+from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError
 
 log = logging.getLogger(__name__)
 

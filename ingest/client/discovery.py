@@ -228,13 +228,6 @@ class ZkDiscovery(Discovery):
         self._notify()
         return True
 
-    def topic_brokers(self, topic: str) -> dict[int, int]:
-        """``{broker_id: #partitions}`` registered for a topic (empty if unknown)."""
-        return read_topic_partition_counts(self._client, topic)
-
-    def all_topics(self) -> list[str]:
-        return sorted(self._client.retry(self._client.get_children, znodes.BROKER_TOPICS))
-
     def close(self) -> None:
         self._closed = True
         if self._own:
