@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
+from ingest import znodes
+from ingest.client.discovery import read_brokers, start_kazoo
 from ingest.errors import BrokerUnavailableError, ConfigError
 from ingest.loader.plan import PartitionSnapshot, Probe
 
@@ -27,9 +29,6 @@ def broker_addresses(config) -> list[tuple[str, int]]:
             out.append((host, int(port)))
         return out
     if config["zk.connect"]:
-        from ingest import znodes
-        from ingest.client.discovery import read_brokers, start_kazoo
-
         zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
         try:
             addrs = [(a.host, a.port) for _, a in sorted(read_brokers(zk).items())]
