@@ -48,7 +48,11 @@ class Member:
 def live_partitions(zk, topic):
     out = []
     ids = set(zk.get_children("/brokers/ids"))
-    for b in zk.get_children(f"/brokers/topics/{topic}"):
+    try:
+        registered = zk.get_children(f"/brokers/topics/{topic}")
+    except NoNodeError:  # the brokers register topics from a background thread: "not yet"
+        return out
+    for b in registered:
         if b in ids:
             try:
                 n = int(zk.get(f"/brokers/topics/{topic}/{b}")[0])
