@@ -2,16 +2,16 @@
 
 Paths are relative to the chroot of the connect string (``host:port/chroot``)::
 
-    /brokers/ids/[broker_id]                                -> "host:port"               ephemeral
-    /brokers/topics/[topic]/[broker_id]                     -> "<partition count>"       ephemeral
-    /consumers/[group]/ids/[consumer_id]                    -> {"topic": #streams, ...}  ephemeral, JSON
-    /consumers/[group]/owners/[topic]/[broker_id-partition] -> owning thread id          ephemeral
-    /consumers/[group]/offsets/[topic]/[broker_id-partition] -> next offset to consume   persistent
-    /schema-registry/ids/id-[10 digits]                     -> canonical schema text     persistent, sequential
-    /schema-registry/hashes/[sha256]                        -> schema id                 persistent
-    /schema-registry/subjects/[subject key]/[version]       -> schema id                 persistent
-    /schema-registry/config/[_global | subject key]         -> compatibility level       persistent
-    /schema-registry/lock                                   -> kazoo Lock recipe
+    /brokers/ids/[broker_id]                                 -> "host:port"               ephemeral
+    /brokers/topics/[topic]/[broker_id]                      -> "<partition count>"       ephemeral
+    /consumers/[group]/ids/[consumer_id]                     -> {"topic": #streams, ...}  ephemeral, JSON
+    /consumers/[group]/owners/[topic]/[broker_id-partition]  -> owning thread id          ephemeral
+    /consumers/[group]/offsets/[topic]/[broker_id-partition] -> next offset to consume    persistent
+    /schema-registry/ids/id-[10 digits]                      -> canonical schema text     persistent, sequential
+    /schema-registry/hashes/[sha256]                         -> schema id                 persistent
+    /schema-registry/subjects/[subject key]/[version]        -> schema id                 persistent
+    /schema-registry/config/[_global | subject key]          -> compatibility level       persistent
+    /schema-registry/lock                                    -> kazoo Lock recipe
 
 Brokers write ``/brokers`` (:mod:`ingest.broker.zk_registry`); producers and
 consumers read it (:mod:`ingest.client.discovery`). A consumer group's members
