@@ -474,6 +474,8 @@ class ProduceAckResponse:
 
 @dataclass(frozen=True, slots=True)
 class PartitionMetadata:
+    """One partition in a METADATA answer: its number and earliest/latest offsets (clients use it as is)."""
+
     partition: int
     earliest: int
     latest: int

@@ -1,6 +1,7 @@
 """Broker registration in ZooKeeper (kazoo), as in the Kafka 0.7 design.
 
-Znode layout (paths relative to the chroot of ``zk.connect``)::
+Znode layout (paths relative to the chroot of ``zk.connect``; built by
+:mod:`ingest.znodes`, which documents the whole tree)::
 
     /brokers/ids/[broker_id]                -> "host:port"              ephemeral
     /brokers/topics/[topic]/[broker_id]     -> "<partition count>"      ephemeral
@@ -39,20 +40,10 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from ingest import znodes
 from ingest.errors import BrokerIdTakenError, CoordinationError
 
 log = logging.getLogger(__name__)
-
-BROKER_IDS = "/brokers/ids"
-BROKER_TOPICS = "/brokers/topics"
-
-
-def broker_path(broker_id: int) -> str:
-    return f"{BROKER_IDS}/{broker_id}"
-
-
-def topic_path(topic: str, broker_id: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/{broker_id}"
 
 
 class BrokerRegistry:
@@ -69,7 +60,7 @@ class BrokerRegistry:
                  session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
         self.zk_connect = zk_connect
         self.broker_id = broker_id
-        self.address = f"{host}:{port}"
+        self.address = znodes.broker_value(host, port).decode()
         self.session_timeout_s = session_timeout_ms / 1000.0
         self.connection_timeout_s = connection_timeout_ms / 1000.0
         self.client = KazooClient(hosts=zk_connect, timeout=self.session_timeout_s)
@@ -161,9 +152,9 @@ class BrokerRegistry:
                     log.warning("could not register topic %s in ZooKeeper: %s", topic, exc)
 
     def _register_topic_node(self, topic: str, partitions: int) -> None:
-        path = topic_path(topic, self.broker_id)
-        data = str(partitions).encode()
-        self.client.retry(self.client.ensure_path, f"{BROKER_TOPICS}/{topic}")
+        path = znodes.topic_path(topic, self.broker_id)
+        data = znodes.partition_count_value(partitions)
+        self.client.retry(self.client.ensure_path, znodes.topic_dir(topic))
         try:
             self.client.retry(self.client.create, path, data, ephemeral=True)
         except NodeExistsError:
@@ -182,9 +173,9 @@ class BrokerRegistry:
         return stat.ephemeralOwner == self.client.client_id[0]
 
     def _register_broker(self, *, initial: bool) -> None:
-        path = broker_path(self.broker_id)
+        path = znodes.broker_path(self.broker_id)
         data = self.address.encode()
-        self.client.retry(self.client.ensure_path, BROKER_IDS)
+        self.client.retry(self.client.ensure_path, znodes.BROKER_IDS)
         deadline = time.monotonic() + self.session_timeout_s * 2 + 2
         while True:
             try:
@@ -206,7 +197,7 @@ class BrokerRegistry:
                 log.info("broker id %d is still registered by the expiring session 0x%x of a previous "
                          "process at %s; waiting for it to expire", self.broker_id, stat.ephemeralOwner, holder)
                 gone = threading.Event()
-                if self.client.exists(path, watch=lambda _event: gone.set()) is not None:
+                if self.client.retry(self.client.exists, path, watch=lambda _event: gone.set()) is not None:
                     gone.wait(min(1.0, max(0.0, deadline - time.monotonic())))
                 continue
             raise BrokerIdTakenError(

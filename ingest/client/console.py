@@ -14,9 +14,10 @@ import time
 import uuid
 from typing import BinaryIO, Iterable, TextIO
 
+from ingest.client.consumer_config import CONSUMER_CONFIG
 from ingest.client.discovery import Discovery, make_discovery
 from ingest.client.producer import Producer, SendResult
-from ingest.client.producer_config import CONSUMER_CONFIG, PRODUCER_CONFIG
+from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import ConfigError, IngestError
 

@@ -1,6 +1,7 @@
 """High-level consumer: consumer groups coordinated through ZooKeeper (Kafka 0.7 design).
 
-ZooKeeper layout (``G`` = ``groupid``; brokers' nodes see ``ingest.client.discovery``)::
+ZooKeeper layout (``G`` = ``groupid``; brokers' nodes see ``ingest.client.discovery``;
+paths are built by :mod:`ingest.znodes`)::
 
     /consumers/G/ids/[consumer_id]                        -> {"topic": #streams, ...}  (ephemeral, JSON)
     /consumers/G/owners/[topic]/[broker_id-partition_id]  -> owning thread id          (ephemeral)
@@ -18,9 +19,17 @@ expired), release everything, back off (``rebalance.backoff.ms`` growing 1.5x
 per attempt up to half the session timeout) and retry, up to
 ``rebalance.retries.max`` times.
 
+Every ZooKeeper call goes through ``client.retry`` (kazoo's recipe), so a
+connection loss waits for the reconnect instead of failing a commit or a
+rebalance. A replayed create whose first attempt landed meets
+``NodeExistsError`` and a replayed delete ``NoNodeError``; both are tolerated
+where the node is ours (an owner node holding our own thread id, our
+registration, an offset node we then overwrite).
+
 Concurrency: watches only set an event; one rebalance thread does all the work
 under ``_lock``, which ``commit_offsets`` and ``shutdown`` also take. Streams are
-iterated by application threads (see :mod:`ingest.client.consumer_stream`).
+iterated by application threads (see :mod:`ingest.client.consumer_stream`), fed by
+one fetcher thread per broker (:mod:`ingest.client.fetcher`).
 """
 from __future__ import annotations
 
@@ -36,16 +45,17 @@ from typing import Sequence
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
+from ingest import znodes
 from ingest.client import group_registry as registry
 from ingest.client import rebalance
-from ingest.client.consumer_stream import (ConsumedMessage, ConsumerTimeoutError, Fetcher,  # noqa: F401
-                                           MessageStream, PartitionState)
-from ingest.client.discovery import BROKER_IDS_PATH, BROKER_TOPICS_PATH, BrokerAddress, start_kazoo
-from ingest.client.producer_config import CONSUMER_CONFIG
+from ingest.client.consumer_config import CONSUMER_CONFIG
+from ingest.client.consumer_stream import ConsumedMessage, MessageStream, PartitionState
+from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
+from ingest.client.fetcher import Fetcher
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import ConfigError, CoordinationError
+from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +78,6 @@ class ConsumerConnector:
         self.group = config["groupid"]
         self.consumer_id = config["consumer.id"] or (
             f"{re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        self.base = f"/consumers/{self.group}"
         self.zk = start_kazoo(config["zk.connect"], session_timeout_ms=config["zk.sessiontimeout.ms"],
                               connection_timeout_ms=config["zk.connectiontimeout.ms"])
         self._lock = threading.RLock()
@@ -155,7 +164,7 @@ class ConsumerConnector:
                 if self.config["autocommit.enable"]:
                     self._commit_locked()
                 self._release_locked()
-                self.zk.delete(f"{self.base}/ids/{self.consumer_id}")
+                self._delete(znodes.consumer_path(self.group, self.consumer_id))
             except Exception as exc:  # ZooKeeper gone: ephemeral nodes vanish with the session anyway
                 log.warning("consumer %s: clean deregistration failed: %s", self.consumer_id, exc)
             for s in self._all_streams():
@@ -186,15 +195,16 @@ class ConsumerConnector:
                               "one subscription per ConsumerConnector (create another connector)")
 
     def _start(self) -> None:
-        for path in (f"{self.base}/ids", f"{self.base}/owners", f"{self.base}/offsets",
-                     BROKER_IDS_PATH, BROKER_TOPICS_PATH):
-            self.zk.ensure_path(path)
+        for path in (znodes.group_ids_dir(self.group), znodes.group_owners_dir(self.group),
+                     znodes.group_offsets_dir(self.group), znodes.BROKER_IDS, znodes.BROKER_TOPICS):
+            self.zk.retry(self.zk.ensure_path, path)
         self._register()
         # Watches first (kazoo calls each once right away), then one rebalance that reads the
         # registries after them: a change from here on fires a watch and rebalances again.
-        self.zk.ChildrenWatch(f"{self.base}/ids", self._on_watch)
-        self.zk.ChildrenWatch(BROKER_IDS_PATH, self._on_watch)
-        self.zk.ChildrenWatch(BROKER_TOPICS_PATH, self._on_topics)
+        # (kazoo's ChildrenWatch recipe retries its own reads)
+        self.zk.ChildrenWatch(znodes.group_ids_dir(self.group), self._on_watch)
+        self.zk.ChildrenWatch(znodes.BROKER_IDS, self._on_watch)
+        self.zk.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
         self._watch_topics()
         self._wake.clear()
         with self._lock:
@@ -204,25 +214,46 @@ class ConsumerConnector:
             t.start()
             self._threads.append(t)
 
+    # --- ZooKeeper writes, each replayable by client.retry ----------------------------------
+
+    def _delete(self, path: str) -> None:
+        """Delete ``path``; already gone is fine (a replayed delete whose first attempt landed)."""
+        try:
+            self.zk.retry(self.zk.delete, path)
+        except NoNodeError:
+            pass
+
+    def _put(self, path: str, value: bytes) -> None:
+        """Set persistent ``path`` to ``value``, creating it if missing (a replayed create that landed is fine)."""
+        try:
+            self.zk.retry(self.zk.set, path, value)
+            return
+        except NoNodeError:
+            pass
+        try:
+            self.zk.retry(self.zk.create, path, value, makepath=True)
+        except NodeExistsError:
+            self.zk.retry(self.zk.set, path, value)
+
     def _register(self) -> None:
-        path = f"{self.base}/ids/{self.consumer_id}"
+        path = znodes.consumer_path(self.group, self.consumer_id)
         data = json.dumps(self._subscription, sort_keys=True).encode()
         try:
-            self.zk.create(path, data, ephemeral=True, makepath=True)
+            self.zk.retry(self.zk.create, path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
-            self.zk.set(path, data)  # ours from a retried create, or re-registration
+            self.zk.retry(self.zk.set, path, data)  # ours from a replayed create, or re-registration
         log.info("consumer %s registered in group %s for %s", self.consumer_id, self.group, self._subscription)
 
     def _whitelist_topics(self) -> dict[str, int]:
         pattern, n = self._whitelist
-        return {t: n for t in self.zk.get_children(BROKER_TOPICS_PATH) if pattern.fullmatch(t)}
+        return {t: n for t in self.zk.retry(self.zk.get_children, znodes.BROKER_TOPICS) if pattern.fullmatch(t)}
 
     def _watch_topics(self) -> None:
         for topic in self._subscription:
             if topic not in self._watched_topics:
                 self._watched_topics.add(topic)
-                self.zk.ensure_path(f"{BROKER_TOPICS_PATH}/{topic}")
-                self.zk.ChildrenWatch(f"{BROKER_TOPICS_PATH}/{topic}", self._on_watch)
+                self.zk.retry(self.zk.ensure_path, znodes.topic_dir(topic))
+                self.zk.ChildrenWatch(znodes.topic_dir(topic), self._on_watch)
 
     def _on_watch(self, _children) -> bool:
         if self._stopping.is_set():
@@ -294,25 +325,20 @@ class ConsumerConnector:
         changed = 0
         for (topic, bid, part), st in self._owned.items():
             if st.consumed != st.committed:
-                path = f"{self.base}/offsets/{topic}/{rebalance.partition_name(bid, part)}"
-                value = str(st.consumed).encode()
-                try:
-                    self.zk.set(path, value)
-                except NoNodeError:
-                    self.zk.create(path, value, makepath=True)
+                self._put(znodes.offset_path(self.group, topic, bid, part), str(st.consumed).encode())
                 st.committed = st.consumed
                 changed += 1
         return changed
 
     def _release_locked(self) -> None:
         for (topic, bid, part), st in list(self._owned.items()):
-            path = f"{self.base}/owners/{topic}/{rebalance.partition_name(bid, part)}"
+            path = znodes.owner_path(self.group, topic, bid, part)
             try:
-                data, _ = self.zk.get(path)
-                if data.decode().startswith(self.consumer_id + "-"):
-                    self.zk.delete(path)
+                data, _ = self.zk.retry(self.zk.get, path)
             except NoNodeError:
-                pass
+                continue
+            if data.decode().startswith(self.consumer_id + "-"):
+                self._delete(path)
         self._owned = {}
 
     def _rebalance(self) -> None:
@@ -330,7 +356,7 @@ class ConsumerConnector:
             if self._try_claim():
                 self.rebalance_count += 1
                 log.info("consumer %s: rebalance %d done, owns %s", self.consumer_id, self.rebalance_count,
-                         {t: [rebalance.partition_name(*bp) for bp in v] for t, v in self.owned_partitions().items()})
+                         {t: [znodes.partition_name(*bp) for bp in v] for t, v in self.owned_partitions().items()})
                 self._start_fetchers()
                 return
             # A conflicting owner is either about to release (it rebalances too) or dead with its
@@ -344,7 +370,7 @@ class ConsumerConnector:
                                 f"after {retries} attempts (ownership conflicts); see rebalance.retries.max")
 
     def _try_claim(self) -> bool:
-        live = registry.live_brokers(self.zk)
+        live = read_brokers(self.zk)
         subs = registry.group_subscriptions(self.zk, self.group)
         subs[self.consumer_id] = dict(self._subscription)
         wanted: list[tuple[str, int, int, str]] = []
@@ -357,20 +383,17 @@ class ConsumerConnector:
                     wanted.extend((topic, b, p, thread) for b, p in parts)
         claimed: list[tuple[str, int, int, str]] = []
         for topic, bid, part, thread in wanted:
-            path = f"{self.base}/owners/{topic}/{rebalance.partition_name(bid, part)}"
+            path = znodes.owner_path(self.group, topic, bid, part)
             try:
-                self.zk.create(path, thread.encode(), ephemeral=True, makepath=True)
+                self.zk.retry(self.zk.create, path, thread.encode(), ephemeral=True, makepath=True)
             except NodeExistsError:
                 try:
-                    owner = self.zk.get(path)[0].decode()
+                    owner = self.zk.retry(self.zk.get, path)[0].decode()
                 except NoNodeError:
                     owner = ""
-                if owner != thread:
+                if owner != thread:  # our own thread id: a replayed create that landed, keep it
                     for t, b, p, _ in claimed:
-                        try:
-                            self.zk.delete(f"{self.base}/owners/{t}/{rebalance.partition_name(b, p)}")
-                        except NoNodeError:
-                            pass
+                        self._delete(znodes.owner_path(self.group, t, b, p))
                     log.debug("partition %s/%d-%d still owned by %s", topic, bid, part, owner)
                     return False
             claimed.append((topic, bid, part, thread))
@@ -393,7 +416,7 @@ class ConsumerConnector:
         return c
 
     def _reset_offset(self, topic: str, bid: int, part: int) -> int:
-        addr = registry.live_brokers(self.zk).get(bid)
+        addr = read_brokers(self.zk).get(bid)
         if addr is None:
             raise CoordinationError(f"broker {bid} left while resetting {topic}/{bid}-{part}")
         # a fresh connection: this may run on a fetcher thread while the fetcher's own is in use
@@ -403,23 +426,24 @@ class ConsumerConnector:
             return c.latest_offset(topic, part)
 
     def _start_offset(self, topic: str, bid: int, part: int, live: dict[int, BrokerAddress]) -> int:
-        path = f"{self.base}/offsets/{topic}/{rebalance.partition_name(bid, part)}"
+        path = znodes.offset_path(self.group, topic, bid, part)
         try:
-            return int(self.zk.get(path)[0].decode())
+            return int(self.zk.retry(self.zk.get, path)[0].decode())
         except (NoNodeError, ValueError):
             offset = self._reset_offset(topic, bid, part)
             # persist the starting point at once: a rebalance before the first commit must not
             # reset again (with "largest" that would skip what arrived in between)
             try:
-                self.zk.create(path, str(offset).encode(), makepath=True)
+                self.zk.retry(self.zk.create, path, str(offset).encode(), makepath=True)
             except NodeExistsError:
-                return int(self.zk.get(path)[0].decode())
+                # another member (or our replayed create) wrote it first: its value stands
+                return int(self.zk.retry(self.zk.get, path)[0].decode())
             log.info("%s/%d-%d: no committed offset for group %s, starting at %s offset %d",
                      topic, bid, part, self.group, self.config["autooffset.reset"], offset)
             return offset
 
     def _start_fetchers(self) -> None:
-        live = registry.live_brokers(self.zk)
+        live = read_brokers(self.zk)
         by_broker: dict[int, list[PartitionState]] = {}
         for st in self._owned.values():
             by_broker.setdefault(st.broker_id, []).append(st)

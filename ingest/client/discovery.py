@@ -1,6 +1,7 @@
 """Broker discovery: a static ``broker.list`` or ZooKeeper watches on ``/brokers``.
 
-ZooKeeper layout read here (written by the brokers, see ``ingest.broker.zk_registry``)::
+ZooKeeper layout read here (written by the brokers, see ``ingest.broker.zk_registry``;
+paths and values are built and parsed by :mod:`ingest.znodes`)::
 
     /brokers/ids/[broker_id]               -> "host:port"    (ephemeral; extra leading
                                                               fields such as "creator:" ignored)
@@ -9,6 +10,10 @@ ZooKeeper layout read here (written by the brokers, see ``ingest.broker.zk_regis
 Both discoveries answer :meth:`brokers` (a snapshot ``{broker_id: BrokerAddress}``)
 and call their listeners (no arguments) whenever the broker or topic registry
 changed; listeners run on kazoo's event thread and must not block.
+:func:`read_brokers` and :func:`read_topic_partition_counts` are the one reading
+of those nodes, shared with the consumer group. Every ZooKeeper call goes
+through ``client.retry`` (kazoo's recipe): a connection loss waits for the
+reconnect instead of failing the read.
 
 Concurrency: ``brokers()`` returns an immutable snapshot and is safe from any thread.
 """
@@ -19,12 +24,27 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from kazoo.exceptions import NoNodeError
+
+from ingest import znodes
+from ingest.config import Int, Key, Str
 from ingest.errors import ConfigError, CoordinationError
 
 log = logging.getLogger(__name__)
 
-BROKER_IDS_PATH = "/brokers/ids"
-BROKER_TOPICS_PATH = "/brokers/topics"
+# The keys make_discovery reads; the producer's and the consumer's configs both start with them.
+DISCOVERY_KEYS = (
+    Key("broker.list", Str(), None,
+        "static brokers 'id:host:port,...' (used when zk.connect is not set)"),
+    Key("zk.connect", Str(), None,
+        "ZooKeeper connect string 'host:port[,host:port][/chroot]'; brokers found under /brokers"),
+    Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000,
+        "how long to wait for the first ZooKeeper connection"),
+    Key("zk.sessiontimeout.ms", Int(1000, 600_000), 6000,
+        "ZooKeeper session timeout; a client that stops heart-beating this long loses its ephemeral nodes"),
+    Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
+        "socket read/write timeout for one broker request"),
+)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -69,15 +89,53 @@ def parse_broker_list(text: str) -> list[BrokerAddress]:
 
 def parse_broker_znode(broker_id: int, data: bytes) -> BrokerAddress:
     """The value of ``/brokers/ids/[id]``: ``host:port`` (Kafka 0.7 wrote ``creator:host:port``)."""
-    text = data.decode("utf-8").strip()
-    if text.startswith("{"):
-        import json
+    host, port = znodes.parse_broker_value(data)
+    return BrokerAddress(broker_id, host, port)
 
-        obj = json.loads(text)
-        return BrokerAddress(broker_id, str(obj["host"]), int(obj["port"]))
-    host, _, port = text.rpartition(":")
-    host = host.rpartition(":")[2] if ":" in host else host
-    return BrokerAddress(broker_id, host, int(port))
+
+def read_brokers(zk) -> dict[int, BrokerAddress]:
+    """``{broker_id: address}`` of the brokers registered under ``/brokers/ids`` (empty if none).
+
+    A node that vanishes between listing and reading (its broker's session
+    ended) or holds junk is skipped: the watch that fires for the change
+    triggers another read.
+    """
+    try:
+        children = zk.retry(zk.get_children, znodes.BROKER_IDS)
+    except NoNodeError:
+        return {}
+    out: dict[int, BrokerAddress] = {}
+    for child in children:
+        try:
+            data, _ = zk.retry(zk.get, znodes.broker_path(int(child)))
+            out[int(child)] = parse_broker_znode(int(child), data)
+        except (NoNodeError, ValueError, KeyError, UnicodeDecodeError) as exc:
+            log.debug("skipping broker znode %s: %s", child, exc)
+    return out
+
+
+def read_topic_partition_counts(zk, topic: str) -> dict[int, int]:
+    """``{broker_id: #partitions}`` the brokers registered for ``topic`` (empty if unknown).
+
+    This is the ZooKeeper side of a topic's partition count: each broker
+    announces its own count (its ``topic.partition.count.map`` entry or
+    ``num.partitions``, raised by logs already on disk); readers never derive
+    one themselves.
+    """
+    path = znodes.topic_dir(topic)
+    try:
+        children = zk.retry(zk.get_children, path)
+    except NoNodeError:
+        return {}
+    out: dict[int, int] = {}
+    for child in children:
+        try:
+            bid = int(child)
+            data, _ = zk.retry(zk.get, znodes.topic_path(topic, bid))
+            out[bid] = znodes.parse_partition_count(data)
+        except (NoNodeError, ValueError):
+            continue
+    return out
 
 
 class Discovery:
@@ -114,6 +172,7 @@ class StaticDiscovery(Discovery):
 
 def start_kazoo(connect: str, *, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000):
     """A started KazooClient, or CoordinationError naming the connect string."""
+    # deferred: kazoo's client (and its handler threads' machinery) only when ZooKeeper is used
     from kazoo.client import KazooClient
     from kazoo.retry import KazooRetry
 
@@ -142,23 +201,18 @@ class ZkDiscovery(Discovery):
         self._own = own_client
         self._lock = threading.Lock()
         self._closed = False
-        client.ensure_path(BROKER_IDS_PATH)
-        client.ensure_path(BROKER_TOPICS_PATH)
+        client.retry(client.ensure_path, znodes.BROKER_IDS)
+        client.retry(client.ensure_path, znodes.BROKER_TOPICS)
         self._ready = threading.Event()
-        client.ChildrenWatch(BROKER_IDS_PATH, self._on_ids)
-        client.ChildrenWatch(BROKER_TOPICS_PATH, self._on_topics)
+        # kazoo's ChildrenWatch recipe retries its own get_children
+        client.ChildrenWatch(znodes.BROKER_IDS, self._on_ids)
+        client.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
         self._ready.wait(10)
 
-    def _on_ids(self, children: list[str]) -> bool:
+    def _on_ids(self, _children: list[str]) -> bool:
         if self._closed:
             return False
-        found: dict[int, BrokerAddress] = {}
-        for child in children:
-            try:
-                data, _ = self._client.get(f"{BROKER_IDS_PATH}/{child}")
-                found[int(child)] = parse_broker_znode(int(child), data)
-            except Exception as exc:  # node vanished between list and get, or junk
-                log.debug("skipping broker znode %s: %s", child, exc)
+        found = read_brokers(self._client)
         with self._lock:
             changed = found != self._brokers
             self._brokers = found
@@ -173,27 +227,6 @@ class ZkDiscovery(Discovery):
             return False
         self._notify()
         return True
-
-    def topic_brokers(self, topic: str) -> dict[int, int]:
-        """``{broker_id: #partitions}`` registered for a topic (empty if unknown)."""
-        from kazoo.exceptions import NoNodeError
-
-        path = f"{BROKER_TOPICS_PATH}/{topic}"
-        out: dict[int, int] = {}
-        try:
-            children = self._client.get_children(path)
-        except NoNodeError:
-            return out
-        for child in children:
-            try:
-                data, _ = self._client.get(f"{path}/{child}")
-                out[int(child)] = int(data.decode().strip())
-            except (NoNodeError, ValueError):
-                continue
-        return out
-
-    def all_topics(self) -> list[str]:
-        return sorted(self._client.get_children(BROKER_TOPICS_PATH))
 
     def close(self) -> None:
         self._closed = True

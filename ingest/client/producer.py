@@ -51,7 +51,7 @@ from ingest.broker.message import HEADER_SIZE
 from ingest.broker.message_set import encode_message_set
 from ingest.client.cluster import ClusterView
 from ingest.client.connection import check
-from ingest.client.discovery import BrokerAddress, Discovery, make_discovery, parse_broker_list  # noqa: F401
+from ingest.client.discovery import BrokerAddress, Discovery, make_discovery
 from ingest.client.producer_config import PRODUCER_CONFIG, codec_number
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
@@ -60,7 +60,7 @@ from ingest.errors import (BrokerUnavailableError, IngestError, MessageTooLargeE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Producer", "SendResult", "parse_broker_list", "BrokerAddress"]
+__all__ = ["Producer", "SendResult"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,32 +1,22 @@
-"""Configuration keys of the producer and the high-level consumer (Kafka 0.7 names).
+"""Configuration keys of the producer (Kafka 0.7 names).
 
-``PRODUCER_CONFIG`` is read by :class:`ingest.client.producer.Producer`,
-``CONSUMER_CONFIG`` by :class:`ingest.client.consumer_group.ConsumerConnector`.
-Sample files: ``conf/producer.properties``, ``conf/consumer.properties``;
-the meaning of each key is in ``docs/clients.md``.
+``PRODUCER_CONFIG`` is read by :class:`ingest.client.producer.Producer`; the
+consumer's keys are in :mod:`ingest.client.consumer_config`, the discovery keys
+both share in :mod:`ingest.client.discovery`. Sample file:
+``conf/producer.properties``; the meaning of each key is in ``docs/clients.md``.
 """
 from __future__ import annotations
 
-from ingest.config import Bool, Choice, ConfigDef, Int, Key, Str
+from ingest.client.discovery import DISCOVERY_KEYS
+from ingest.config import Choice, ConfigDef, Int, Key, Str
 
-CODEC_NAMES = {"none": 0, "gzip": 1, "snappy": 2, "0": 0, "1": 1, "2": 2}
-
-_DISCOVERY_KEYS = (
-    Key("broker.list", Str(), None,
-        "static brokers 'id:host:port,...' (used when zk.connect is not set)"),
-    Key("zk.connect", Str(), None,
-        "ZooKeeper connect string 'host:port[,host:port][/chroot]'; brokers found under /brokers"),
-    Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000,
-        "how long to wait for the first ZooKeeper connection"),
-    Key("zk.sessiontimeout.ms", Int(1000, 600_000), 6000,
-        "ZooKeeper session timeout; a client that stops heart-beating this long loses its ephemeral nodes"),
-    Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
-        "socket read/write timeout for one broker request"),
-)
+# compression.codec value -> wire codec number (the inverse direction of
+# ingest.broker.message.CODEC_NAMES, which names a wire codec number)
+CODEC_BY_NAME = {"none": 0, "gzip": 1, "snappy": 2, "0": 0, "1": 1, "2": 2}
 
 PRODUCER_CONFIG = ConfigDef(
     "producer",
-    _DISCOVERY_KEYS + (
+    DISCOVERY_KEYS + (
         Key("producer.type", Choice(("sync", "async")), "sync",
             "sync: send() returns once the broker acknowledged; async: send() enqueues, a sender thread batches"),
         Key("batch.size", Int(1, 1_000_000), 200,
@@ -40,7 +30,7 @@ PRODUCER_CONFIG = ConfigDef(
             "ProducerQueueFullError; 'drop' drops the messages, counts them and reports them failed"),
         Key("queue.enqueue.timeout.ms", Int(-1, 3_600_000), -1,
             "policy 'block': ms to wait for queue space (-1 = forever, 0 = fail at once)"),
-        Key("compression.codec", Choice(tuple(CODEC_NAMES)), "none",
+        Key("compression.codec", Choice(tuple(CODEC_BY_NAME)), "none",
             "compress each batch as one wrapper message: none, gzip or snappy (or 0/1/2)"),
         Key("request.required.acks", Int(0, 1), 1,
             "1: every batch is a PRODUCE_ACK answered with its first offset; 0: fire-and-forget PRODUCE"),
@@ -59,37 +49,6 @@ PRODUCER_CONFIG = ConfigDef(
     ),
 )
 
-CONSUMER_CONFIG = ConfigDef(
-    "consumer",
-    _DISCOVERY_KEYS + (
-        Key("groupid", Str(pattern=r"[A-Za-z0-9._-]{1,200}"), None,
-            "consumer group; offsets and ownership live under /consumers/[groupid]"),
-        Key("consumer.id", Str(pattern=r"[A-Za-z0-9._-]{1,200}"), None,
-            "id of this consumer in its group (default host-pid-random)"),
-        Key("fetch.size", Int(64, 1 << 30), 300 * 1024,
-            "bytes asked per partition per fetch"),
-        Key("max.fetch.size", Int(64, (1 << 31) - 1), 64 * 1024 * 1024,
-            "ceiling to which the fetch size grows to read one large message"),
-        Key("backoff.increment.ms", Int(1, 60_000), 200,
-            "fetcher sleep when a fetch returned nothing (grows to 10x)"),
-        Key("queuedchunks.max", Int(1, 10_000), 10,
-            "fetched chunks buffered per stream"),
-        Key("autocommit.enable", Bool(), True,
-            "commit consumed offsets to ZooKeeper every autocommit.interval.ms"),
-        Key("autocommit.interval.ms", Int(10, 86_400_000), 10_000,
-            "period of the automatic offset commit"),
-        Key("autooffset.reset", Choice(("smallest", "largest")), "smallest",
-            "where a partition without a committed (or with an out-of-range) offset starts"),
-        Key("rebalance.retries.max", Int(1, 1000), 20,
-            "rebalance attempts before the consumer gives up (CoordinationError)"),
-        Key("rebalance.backoff.ms", Int(1, 600_000), 250,
-            "back-off after an ownership conflict before retrying the rebalance"),
-        Key("consumer.timeout.ms", Int(-1, 86_400_000), -1,
-            "a stream raises ConsumerTimeoutError when no message came for this long (-1 = wait forever)"),
-    ),
-)
-
-
 def codec_number(name: str) -> int:
     """``compression.codec`` value to the wire codec number."""
-    return CODEC_NAMES[name]
+    return CODEC_BY_NAME[name]

@@ -48,13 +48,3 @@ def assign(partitions: Sequence[BrokerPartition], threads: Sequence[str]) -> dic
         start = j * n + min(j, r)
         out[c] = parts[start:start + n + (1 if j < r else 0)]
     return out
-
-
-def partition_name(broker_id: int, partition: int) -> str:
-    """The znode name of a partition in the owners/offsets registries: ``broker_id-partition``."""
-    return f"{broker_id}-{partition}"
-
-
-def parse_partition_name(name: str) -> BrokerPartition:
-    b, _, p = name.partition("-")
-    return int(b), int(p)

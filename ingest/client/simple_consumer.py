@@ -46,20 +46,13 @@ class FetchResult:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionInfo:
-    partition: int
-    earliest: int
-    latest: int
-
-
-@dataclass(frozen=True, slots=True)
 class BrokerMetadata:
     """One broker's answer to METADATA: who it is and its topics' partitions."""
 
     broker_id: int
     host: str
     port: int
-    topics: dict[str, list[PartitionInfo]] = field(default_factory=dict)
+    topics: dict[str, list[protocol.PartitionMetadata]] = field(default_factory=dict)
 
 
 def _result(message_set: bytes, offset: int) -> FetchResult:
@@ -157,8 +150,7 @@ class SimpleConsumer:
         check(resp.error, f"METADATA {list(topics) or 'all topics'} from {self.conn!r}")
         return BrokerMetadata(
             resp.broker_id, resp.host, resp.port,
-            {t.name: [PartitionInfo(p.partition, p.earliest, p.latest) for p in t.partitions]
-             for t in resp.topics})
+            {t.name: list(t.partitions) for t in resp.topics})
 
     # --- iteration --------------------------------------------------------------------
 

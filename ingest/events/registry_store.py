@@ -11,7 +11,7 @@ Directory layout (``--store DIR``)::
     DIR/config/_global | <quoted subject>     compatibility level
     DIR/lock                             flock'ed by writers (several processes may share DIR)
 
-ZooKeeper layout (``--zk CONNECT``, under ``/schema-registry``)::
+ZooKeeper layout (``--zk CONNECT``, under ``/schema-registry``; paths built by :mod:`ingest.znodes`)::
 
     /schema-registry/ids/id-<10 digits>        canonical schema text; id = sequence number + 1
                                                (sequential znode: ZooKeeper hands each creator
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterator, Protocol
 from urllib.parse import quote, unquote
 
+from ingest import znodes
 from ingest.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -171,8 +172,6 @@ class DirectoryStore:
 class ZooKeeperStore:
     """The registry's state in ZooKeeper; several registry processes may share it."""
 
-    ROOT = "/schema-registry"
-
     def __init__(self, connect: str, *, timeout_s: float = 15.0) -> None:
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
@@ -183,9 +182,9 @@ class ZooKeeperStore:
             self._zk.start(timeout=timeout_s)
         except Exception as exc:
             raise StorageError(f"cannot connect to ZooKeeper at {connect}: {exc}") from exc
-        for d in ("ids", "hashes", "subjects", "config"):
-            self._zk.retry(self._zk.ensure_path, f"{self.ROOT}/{d}")
-        self._lock = self._zk.Lock(f"{self.ROOT}/lock")
+        for d in znodes.SCHEMA_REGISTRY_DIRS:
+            self._zk.retry(self._zk.ensure_path, znodes.registry_dir(d))
+        self._lock = self._zk.Lock(znodes.registry_lock_path())
         self._local = threading.RLock()
         self._cache: dict[int, str] = {}
 
@@ -204,7 +203,7 @@ class ZooKeeperStore:
         from kazoo.exceptions import NoNodeError
 
         try:
-            data, _ = self._zk.retry(self._zk.get, f"{self.ROOT}/ids/id-{schema_id - 1:010d}")
+            data, _ = self._zk.retry(self._zk.get, znodes.registry_id_path(schema_id))
         except NoNodeError:
             return None
         text = data.decode("utf-8")
@@ -215,7 +214,7 @@ class ZooKeeperStore:
         from kazoo.exceptions import NoNodeError
 
         try:
-            data, _ = self._zk.retry(self._zk.get, f"{self.ROOT}/hashes/{schema_hash(canonical_text)}")
+            data, _ = self._zk.retry(self._zk.get, znodes.registry_hash_path(schema_hash(canonical_text)))
         except NoNodeError:
             return None
         return int(data)
@@ -224,11 +223,11 @@ class ZooKeeperStore:
         """Allocate an id with a sequential znode; if another registry won the hash, use its id."""
         from kazoo.exceptions import NodeExistsError
 
-        path = self._zk.retry(self._zk.create, f"{self.ROOT}/ids/id-", canonical_text.encode("utf-8"),
+        path = self._zk.retry(self._zk.create, znodes.registry_id_prefix(), canonical_text.encode("utf-8"),
                               sequence=True)
-        new_id = int(path.rsplit("-", 1)[1]) + 1
+        new_id = znodes.registry_id_from_path(path)
         try:
-            self._zk.retry(self._zk.create, f"{self.ROOT}/hashes/{schema_hash(canonical_text)}",
+            self._zk.retry(self._zk.create, znodes.registry_hash_path(schema_hash(canonical_text)),
                            str(new_id).encode())
         except NodeExistsError:
             winner = self.find_id(canonical_text)
@@ -238,29 +237,29 @@ class ZooKeeperStore:
         return new_id
 
     def subjects(self) -> list[str]:
-        kids = self._zk.retry(self._zk.get_children, f"{self.ROOT}/subjects")
+        kids = self._zk.retry(self._zk.get_children, znodes.registry_dir("subjects"))
         return sorted(_subject_from_key(k) for k in kids if k.startswith("s-"))
 
     def versions(self, subject: str) -> dict[int, int]:
         from kazoo.exceptions import NoNodeError
 
-        base = f"{self.ROOT}/subjects/{_subject_key(subject)}"
+        key = _subject_key(subject)
         try:
-            kids = self._zk.retry(self._zk.get_children, base)
+            kids = self._zk.retry(self._zk.get_children, znodes.registry_subject_dir(key))
         except NoNodeError:
             return {}
         out = {}
         for k in kids:
-            data, _ = self._zk.retry(self._zk.get, f"{base}/{k}")
+            data, _ = self._zk.retry(self._zk.get, znodes.registry_version_path(key, k))
             out[int(k)] = int(data)
         return out
 
     def add_version(self, subject: str, schema_id: int) -> int:
-        base = f"{self.ROOT}/subjects/{_subject_key(subject)}"
-        self._zk.retry(self._zk.ensure_path, base)
+        key = _subject_key(subject)
+        self._zk.retry(self._zk.ensure_path, znodes.registry_subject_dir(key))
         version = max(self.versions(subject), default=0) + 1
         # create() fails if a version number was taken meanwhile: the write lock prevents that.
-        self._zk.retry(self._zk.create, f"{base}/{version}", str(schema_id).encode())
+        self._zk.retry(self._zk.create, znodes.registry_version_path(key, version), str(schema_id).encode())
         return version
 
     def get_config(self, subject: str | None) -> str | None:
@@ -268,13 +267,13 @@ class ZooKeeperStore:
 
         name = GLOBAL if subject is None else _subject_key(subject)
         try:
-            data, _ = self._zk.retry(self._zk.get, f"{self.ROOT}/config/{name}")
+            data, _ = self._zk.retry(self._zk.get, znodes.registry_config_path(name))
         except NoNodeError:
             return None
         return data.decode() or None
 
     def set_config(self, subject: str | None, level: str) -> None:
-        path = f"{self.ROOT}/config/{GLOBAL if subject is None else _subject_key(subject)}"
+        path = znodes.registry_config_path(GLOBAL if subject is None else _subject_key(subject))
         from kazoo.exceptions import NodeExistsError
 
         try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
+from ingest import znodes
+from ingest.client.discovery import read_brokers, start_kazoo
 from ingest.errors import BrokerUnavailableError, ConfigError
 from ingest.loader.plan import PartitionSnapshot, Probe
 
@@ -27,21 +29,14 @@ def broker_addresses(config) -> list[tuple[str, int]]:
             out.append((host, int(port)))
         return out
     if config["zk.connect"]:
-        from ingest.client.discovery import BROKER_IDS_PATH, parse_broker_znode, start_kazoo
-
         zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
         try:
-            ids = zk.get_children(BROKER_IDS_PATH) if zk.exists(BROKER_IDS_PATH) else []
-            addrs = []
-            for bid in sorted(ids, key=int):
-                data, _ = zk.get(f"{BROKER_IDS_PATH}/{bid}")
-                a = parse_broker_znode(int(bid), data)
-                addrs.append((a.host, a.port))
+            addrs = [(a.host, a.port) for _, a in sorted(read_brokers(zk).items())]
         finally:
             zk.stop()
             zk.close()
         if not addrs:
-            raise BrokerUnavailableError(f"no broker registered under {BROKER_IDS_PATH} in {config['zk.connect']}")
+            raise BrokerUnavailableError(f"no broker registered under {znodes.BROKER_IDS} in {config['zk.connect']}")
         return addrs
     raise ConfigError("loader config needs 'brokers' (host:port list) or 'zk.connect'")
 

@@ -6,7 +6,7 @@ import pytest
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages
-from ingest.broker.zk_registry import broker_path, topic_path
+from ingest.znodes import broker_path, topic_path
 from tests.harness.wait import wait_until
 from tests.harness.brokers import BrokerProcess, BrokerStartError, RawClient, broker_factory  # noqa: F401
 

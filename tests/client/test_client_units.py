@@ -10,7 +10,8 @@ import pytest
 
 from ingest.client.discovery import BrokerAddress, parse_broker_list, parse_broker_znode
 from ingest.client.partitioner import DefaultPartitioner, load_partitioner, stable_hash
-from ingest.client.producer_config import CONSUMER_CONFIG, PRODUCER_CONFIG
+from ingest.client.consumer_config import CONSUMER_CONFIG
+from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.errors import ConfigError
 
 

@@ -6,8 +6,7 @@ import random
 
 import pytest
 
-from ingest.client.rebalance import (assign, parse_partition_name, partition_name, subscribed_threads,
-                                     thread_ids)
+from ingest.client.rebalance import assign, subscribed_threads, thread_ids
 
 PARTS_3x4 = [(b, p) for b in range(3) for p in range(4)]
 
@@ -75,8 +74,3 @@ def test_every_group_size_and_join_order_converges_to_the_same_plan():
         for group in itertools.combinations(consumers, k):
             threads = [t for c in group for t in thread_ids(c, 1)]
             _check_exact_cover(assign(PARTS_3x4, threads), PARTS_3x4)
-
-
-def test_partition_name_round_trip():
-    assert partition_name(3, 12) == "3-12"
-    assert parse_partition_name("3-12") == (3, 12)

@@ -6,6 +6,7 @@ import zlib
 import pytest
 
 from ingest.broker.message import HEADER_SIZE
+from ingest.broker.protocol import PartitionMetadata
 from ingest.client.producer import Producer
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import FetchSizeTooSmallError, OffsetOutOfRangeError
@@ -79,6 +80,7 @@ def test_metadata_lists_partitions_with_offsets(broker):
     assert meta.broker_id == broker.broker_id and meta.port == broker.port
     parts = {p.partition: p for p in meta.topics["sc-meta"]}
     assert len(parts) == 2
+    assert all(type(p) is PartitionMetadata for p in parts.values())   # the protocol's type, no copy
     assert parts[results[0].partition].latest == HEADER_SIZE + 1
 
 

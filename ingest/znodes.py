@@ -1,0 +1,188 @@
+"""The ZooKeeper znode layout: every path and node value the project reads or writes.
+
+Paths are relative to the chroot of the connect string (``host:port/chroot``)::
+
+    /brokers/ids/[broker_id]                                 -> "host:port"               ephemeral
+    /brokers/topics/[topic]/[broker_id]                      -> "<partition count>"       ephemeral
+    /consumers/[group]/ids/[consumer_id]                     -> {"topic": #streams, ...}  ephemeral, JSON
+    /consumers/[group]/owners/[topic]/[broker_id-partition]  -> owning thread id          ephemeral
+    /consumers/[group]/offsets/[topic]/[broker_id-partition] -> next offset to consume    persistent
+    /schema-registry/ids/id-[10 digits]                      -> canonical schema text     persistent, sequential
+    /schema-registry/hashes/[sha256]                         -> schema id                 persistent
+    /schema-registry/subjects/[subject key]/[version]        -> schema id                 persistent
+    /schema-registry/config/[_global | subject key]          -> compatibility level       persistent
+    /schema-registry/lock                                    -> kazoo Lock recipe
+
+Brokers write ``/brokers`` (:mod:`ingest.broker.zk_registry`); producers and
+consumers read it (:mod:`ingest.client.discovery`). A consumer group's members
+write ``/consumers/[group]`` (:mod:`ingest.client.consumer_group`). The schema
+registry's ZooKeeper store owns ``/schema-registry``
+(:mod:`ingest.events.registry_store`). Directories (``/brokers/ids``,
+``/brokers/topics/[topic]``, ``/consumers/[group]/...``) are persistent and
+created on demand. Kafka 0.7 wrote a broker's value as ``creator:host:port``;
+readers accept that form too.
+
+Only this module spells paths; callers use these functions, so the layout can
+change in one place (replication will add to it).
+"""
+from __future__ import annotations
+
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONSUMERS = "/consumers"
+SCHEMA_REGISTRY = "/schema-registry"
+SCHEMA_REGISTRY_DIRS = ("ids", "hashes", "subjects", "config")
+
+
+# --- /brokers -----------------------------------------------------------------------------
+
+def broker_path(broker_id: int) -> str:
+    """``/brokers/ids/[broker_id]``: one live broker's address."""
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_dir(topic: str) -> str:
+    """``/brokers/topics/[topic]``: one child per broker holding the topic."""
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def topic_path(topic: str, broker_id: int) -> str:
+    """``/brokers/topics/[topic]/[broker_id]``: that broker's partition count of the topic."""
+    return f"{topic_dir(topic)}/{broker_id}"
+
+
+def broker_value(host: str, port: int) -> bytes:
+    """The value of a broker node: ``host:port``."""
+    return f"{host}:{port}".encode()
+
+
+def parse_broker_value(data: bytes) -> tuple[str, int]:
+    """``(host, port)`` from a broker node: ``host:port``, Kafka 0.7's ``creator:host:port``, or JSON.
+
+    Raises:
+        ValueError: the value is none of these forms.
+    """
+    text = data.decode("utf-8").strip()
+    if text.startswith("{"):
+        import json  # rare (a JSON-writing broker); keeps the common path free of it
+
+        obj = json.loads(text)
+        return str(obj["host"]), int(obj["port"])
+    host, _, port = text.rpartition(":")
+    host = host.rpartition(":")[2] if ":" in host else host
+    return host, int(port)
+
+
+def partition_count_value(count: int) -> bytes:
+    """The value of a ``/brokers/topics/[topic]/[broker_id]`` node: the partition count in decimal."""
+    return str(count).encode()
+
+
+def parse_partition_count(data: bytes) -> int:
+    """The partition count a broker registered for a topic.
+
+    Raises:
+        ValueError: not a decimal integer.
+    """
+    return int(data.decode().strip())
+
+
+# --- /consumers ---------------------------------------------------------------------------
+
+def group_path(group: str) -> str:
+    """``/consumers/[group]``."""
+    return f"{CONSUMERS}/{group}"
+
+
+def group_ids_dir(group: str) -> str:
+    """``/consumers/[group]/ids``: one ephemeral child per member."""
+    return f"{group_path(group)}/ids"
+
+
+def group_owners_dir(group: str) -> str:
+    """``/consumers/[group]/owners``."""
+    return f"{group_path(group)}/owners"
+
+
+def group_offsets_dir(group: str) -> str:
+    """``/consumers/[group]/offsets``."""
+    return f"{group_path(group)}/offsets"
+
+
+def consumer_path(group: str, consumer_id: str) -> str:
+    """``/consumers/[group]/ids/[consumer_id]``: the member's subscription."""
+    return f"{group_ids_dir(group)}/{consumer_id}"
+
+
+def owner_path(group: str, topic: str, broker_id: int, partition: int) -> str:
+    """``/consumers/[group]/owners/[topic]/[broker_id-partition]``: the owning thread."""
+    return f"{group_owners_dir(group)}/{topic}/{partition_name(broker_id, partition)}"
+
+
+def offset_path(group: str, topic: str, broker_id: int, partition: int) -> str:
+    """``/consumers/[group]/offsets/[topic]/[broker_id-partition]``: the committed offset."""
+    return f"{group_offsets_dir(group)}/{topic}/{partition_name(broker_id, partition)}"
+
+
+def partition_name(broker_id: int, partition: int) -> str:
+    """The node name of a partition in the owners/offsets registries: ``broker_id-partition``."""
+    return f"{broker_id}-{partition}"
+
+
+def parse_partition_name(name: str) -> tuple[int, int]:
+    """``(broker_id, partition)`` from ``broker_id-partition``.
+
+    Raises:
+        ValueError: not two decimal integers joined by ``-``.
+    """
+    b, sep, p = name.partition("-")
+    if not sep:
+        raise ValueError(f"partition node name {name!r} is not broker_id-partition")
+    return int(b), int(p)
+
+
+# --- /schema-registry ---------------------------------------------------------------------
+
+def registry_dir(name: str) -> str:
+    """``/schema-registry/[name]`` for ``name`` in :data:`SCHEMA_REGISTRY_DIRS`."""
+    return f"{SCHEMA_REGISTRY}/{name}"
+
+
+def registry_id_prefix() -> str:
+    """Prefix of the sequential schema nodes: ZooKeeper appends 10 digits."""
+    return f"{SCHEMA_REGISTRY}/ids/id-"
+
+
+def registry_id_path(schema_id: int) -> str:
+    """``/schema-registry/ids/id-[10 digits]`` of ``schema_id`` (= sequence number + 1)."""
+    return f"{registry_id_prefix()}{schema_id - 1:010d}"
+
+
+def registry_id_from_path(path: str) -> int:
+    """The schema id a sequential create returned the path of."""
+    return int(path.rsplit("-", 1)[1]) + 1
+
+
+def registry_hash_path(schema_hash: str) -> str:
+    """``/schema-registry/hashes/[sha256]``."""
+    return f"{SCHEMA_REGISTRY}/hashes/{schema_hash}"
+
+
+def registry_subject_dir(subject_key: str) -> str:
+    """``/schema-registry/subjects/[subject key]``: one child per version."""
+    return f"{SCHEMA_REGISTRY}/subjects/{subject_key}"
+
+
+def registry_version_path(subject_key: str, version: int | str) -> str:
+    """``/schema-registry/subjects/[subject key]/[version]``: that version's schema id."""
+    return f"{registry_subject_dir(subject_key)}/{version}"
+
+
+def registry_config_path(name: str) -> str:
+    """``/schema-registry/config/[name]``."""
+    return f"{SCHEMA_REGISTRY}/config/{name}"
+
+
+def registry_lock_path() -> str:
+    """``/schema-registry/lock``: the kazoo Lock around a subject's read-check-write."""
+    return f"{SCHEMA_REGISTRY}/lock"
