@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
-from ingest.loader import commit, layout
+from ingest.loader import commit, layout, manifests
 from ingest.loader.faults import crash_point, fail_first_attempt, slow_first_attempt_ms
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
@@ -61,9 +61,9 @@ def task_settings(config, run_id: str) -> TaskSettings:
 
 def prepare(storage: Storage, config, clock: Clock) -> LoaderState:
     """Roll forward a crashed commit, remove stale staging, and read the committed state."""
-    commit.recover(storage)
+    commit.roll_forward(storage)
     gc_stale_staging(storage, config["staging.retention.hours"], clock)
-    return LoaderState.load(storage, recover=False)
+    return LoaderState.load(storage)
 
 
 def gc_stale_staging(storage: Storage, hours: int, clock: Clock) -> None:
@@ -202,9 +202,9 @@ def rebase_target(storage: Storage, base_seq: int, removed: list[str]) -> int:
     load planned before it is still right unless it withdraws a file the
     compaction replaced (a replay racing a compaction): then the load fails.
     """
-    latest = commit.manifest_seqs(storage)[-1]
+    latest = manifests.manifest_seqs(storage)[-1]
     for seq in range(base_seq + 1, latest + 1):
-        m = commit.read_manifest(storage, seq)
+        m = manifests.read_manifest(storage, seq)
         if m.kind != "compaction" or set(m.removed) & set(removed):
             raise commit.CommitConflictError(
                 f"commit {seq} ({m.kind}, run {m.run_id}) happened while this run was loading; nothing of this "
