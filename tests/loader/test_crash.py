@@ -5,11 +5,11 @@ Spark retries failed tasks) and ``INGEST_FAIL_FIRST_ATTEMPT=1`` (every task's fi
 attempt stages files and then fails). ``INGEST_CRASH_AT`` makes the driver SIGKILL
 itself at a named step (ingest.loader.faults). One chain of runs crosses every
 step; after each crash the state is either the previous or the new one, and the
-following run finishes the job. The test never rolls the state forward itself.
+following run finishes the job. The test never rolls the state forward itself, and
+reading the state (which only reads) never does either.
 """
 from __future__ import annotations
 
-import collections
 import subprocess
 
 import pytest
@@ -78,6 +78,8 @@ def test_sigkill_at_every_commit_step_and_failed_attempts_keep_exactly_once(brok
     assert st.seq == 1 and not manifests.is_published(st.storage, 1)
     assert _visible_data_files(dest) == []
     assert sum(f.rows for f in st.files(TOPIC)) == len(a)  # committed: exactly A, from successful attempts
+    ids = committed_ids(dest, TOPIC)  # a reader reads the committed files from staging, moving nothing
+    assert set(ids) == set(a) and max(ids.values()) == 1 and _visible_data_files(dest) == []
 
     b = produce(brokers, registry_url, TOPIC, 160, seed=7)
 
