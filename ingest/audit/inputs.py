@@ -95,8 +95,8 @@ def lost_range_from(obj) -> LostRange:
 def load_state(destination: str) -> LoadState:
     """Committed data files and lost ranges of ``destination``, via ``ingest.loader.state``.
 
-    Like every reader of the loader's state, this first rolls forward a commit a
-    crashed load left half-published (see ingest.loader.commit).
+    Reads only: a commit a crashed load left half-published is read as committed
+    (its files where they are now), and the destination is left as it is.
     """
     from ingest.loader.state import open_state
     from ingest.storage import open_storage

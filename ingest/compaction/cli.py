@@ -78,7 +78,7 @@ def _status(args) -> int:
 
     cfg = load_config(args)
     storage = open_storage(cfg["destination"])
-    state = LoaderState.load(storage, recover=False)
+    state = LoaderState.load(storage)  # reads only: status never changes the destination
     start, end = _range(args)
     for hour, files in sorted(committed_hours(state, args.topic).items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
         if start is not None and hour.start_ms + 3_600_000 <= start or end is not None and hour.start_ms >= end:

@@ -10,8 +10,9 @@ staging directory of this compaction run. It changes nothing visible.
 and adds every new one, for all hours of the run at once. Readers of
 :mod:`ingest.loader.state` (the audit, Spark jobs reading the committed file
 list) see the old sets before the manifest and the new sets after it; a crash
-at any point leaves one or the other, and the loader's recovery finishes a
-committed manifest (docs/operations.md, "Compaction").
+at any point leaves one or the other, and the next writer's roll-forward
+(:func:`ingest.loader.commit.roll_forward`) finishes a committed manifest
+(docs/operations.md, "Compaction").
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from typing import Any, Sequence
 
 from ingest.compaction.formats import merge
 from ingest.compaction.plan import HourPlan, Outcome, Settings
+from ingest.loader.commit import replace_files, staging_relpath
+from ingest.loader.layout import data_file_path
+from ingest.loader.records import FileRecord
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +60,6 @@ def _sources(rec: Any) -> list[tuple[int, int, int, int]]:
 
 def merge_hour(storage: Any, settings: Settings, plan: HourPlan, compaction_id: str) -> HourResult:
     """Read, merge and stage one hour; nothing becomes visible here."""
-    from ingest.loader.commit import staging_relpath
-    from ingest.loader.layout import data_file_path
-    from ingest.loader.records import FileRecord
-
     hour = plan.hour
     groups: dict[tuple[str, Any], list[Any]] = {}
     for rec in plan.files:
@@ -97,8 +97,6 @@ def merge_hour(storage: Any, settings: Settings, plan: HourPlan, compaction_id: 
 
 def commit(storage: Any, results: Sequence[HourResult], compaction_id: str, clock: Any) -> Any:
     """The one atomic step: withdraw every old file and add every new one (a loader manifest)."""
-    from ingest.loader.commit import replace_files
-
     crash_point("staged")
     old = [p for r in results for p in r.old]
     new = [rec for r in results for rec in r.new]

@@ -21,6 +21,8 @@ import json
 import logging
 from typing import Any, Iterator
 
+from ingest.loader.commit import gc_staging
+
 log = logging.getLogger(__name__)
 
 RUNS_DIR = "_compaction/runs"
@@ -43,9 +45,10 @@ def read_records(storage: Any) -> Iterator[dict]:
 
 
 def reconcile(storage: Any, state: Any, clock: Any) -> int:
-    """Settle records left ``started`` by a crash; returns how many were settled."""
-    from ingest.loader.commit import gc_staging
+    """Settle records left ``started`` by a crash; returns how many were settled.
 
+    A writer step: run it after :func:`ingest.loader.commit.roll_forward`.
+    """
     committed = {m.run_id: m.seq for m in state.manifests if m.kind == "compaction"}
     settled = 0
     for record in list(read_records(storage)):
@@ -54,7 +57,7 @@ def reconcile(storage: Any, state: Any, clock: Any) -> int:
         cid = record["id"]
         if cid in committed:
             record.update(state="committed", manifest_seq=committed[cid], finished_ms=clock.time_ms(),
-                          note="crashed after its commit point; the loader's recovery published it")
+                          note="crashed after its commit point; the roll-forward published it")
         else:
             gc_staging(storage, [cid])
             record.update(state="abandoned", finished_ms=clock.time_ms(),

@@ -1,4 +1,4 @@
-"""One compaction run: recover, plan, merge each hour (in process or as Spark tasks), commit once.
+"""One compaction run: roll forward, plan, merge each hour (in process or as Spark tasks), commit once.
 
 Shared by ``ingest compaction run`` (in process) and ``jobs/compact.py`` (one
 Spark task per hour). Every hour of a run is swapped in by ONE loader manifest,
@@ -19,6 +19,9 @@ from ingest.compaction.compact import HourResult, commit, merge_hour
 from ingest.compaction.plan import HourPlan, Settings, plan_hours
 from ingest.compaction.records import reconcile, write_record
 from ingest.errors import ConfigError
+from ingest.loader.commit import roll_forward
+from ingest.loader.state import LoaderState
+from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +54,6 @@ def run(config: Any, *, start_ms: int | None = None, end_ms: int | None = None,
         topics: Iterable[str] = (), audit_reports: Sequence[str] = (),
         clock: Clock = SYSTEM_CLOCK, map_fn: MapFn = local_map) -> list[dict]:
     """Compact the qualifying hours of ``config["destination"]``; one outcome dict per hour in range."""
-    from ingest.loader.state import LoaderState
-    from ingest.storage import open_storage
-
     settings = Settings.from_config(config)
     complete = None
     if config["compaction.require.audit"]:
@@ -65,7 +65,8 @@ def run(config: Any, *, start_ms: int | None = None, end_ms: int | None = None,
             # only the hours the reports speak about; the rest of history is not this run's business
             start_ms, end_ms = report_range(audit_reports) or (0, 0)
     storage = open_storage(settings.destination)
-    state = LoaderState.load(storage)  # rolls forward a crashed commit (loader's or ours)
+    roll_forward(storage)  # a writer: finish a crashed commit (the loader's or ours) before planning on it
+    state = LoaderState.load(storage)
     reconcile(storage, state, clock)
     now = clock.time_ms()
     plans, others = plan_hours(state, settings, now, topics=tuple(topics) or tuple(config["compaction.topics"]),
@@ -79,9 +80,7 @@ def run(config: Any, *, start_ms: int | None = None, end_ms: int | None = None,
         uri = settings.destination
 
         def task(plan: HourPlan) -> HourResult:
-            from ingest.storage import open_storage as _open
-
-            return merge_hour(_open(uri), settings, plan, cid)
+            return merge_hour(open_storage(uri), settings, plan, cid)
 
         results = map_fn(task, plans)
         manifest = commit(storage, results, cid, clock)

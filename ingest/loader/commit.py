@@ -19,11 +19,14 @@ Protocol (one load run, all steps on the job's storage):
    already at its final path with no staged copy is done.
 4. Staging of the run is deleted.
 
-Every reader and every writer calls :func:`recover` first, which publishes any
-manifest without its marker. So a SIGKILL anywhere leaves the previous state
-(no manifest) or the new state (manifest, completed by the next run): never both,
-never half. See ``docs/loader.md`` for the argument and ``ingest.loader.faults``
-for the crash points the tests use.
+Every writer (the load job, ``reset-offsets``, compaction) calls :func:`roll_forward`
+before it writes, which publishes any manifest without its marker;
+:func:`commit_files` does too, so no manifest is ever committed on top of an
+unfinished one. Readers never do: :mod:`ingest.loader.state` presents a committed
+but unpublished manifest as committed without touching a file. So a SIGKILL
+anywhere leaves the previous state (no manifest) or the new state (manifest,
+completed by the next writer): never both, never half. See ``docs/loader.md`` for
+the argument and ``ingest.loader.faults`` for the crash points the tests use.
 """
 from __future__ import annotations
 
@@ -36,28 +39,12 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitConflictError, CommitError, StorageError
 from ingest.loader import layout
 from ingest.loader.faults import crash_point
+from ingest.loader.manifests import list_commits, read_manifest
 from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord
+from ingest.loader.state import LoaderState
 from ingest.storage import Storage
 
 log = logging.getLogger(__name__)
-
-
-def manifest_seqs(storage: Storage) -> list[int]:
-    """Sequence numbers of every committed manifest, ascending."""
-    seqs = []
-    for info in storage.list(storage.join(layout.COMMITS_DIR)):
-        seq = layout.parse_manifest_name(info.name)
-        if seq is not None:
-            seqs.append(seq)
-    return sorted(seqs)
-
-
-def read_manifest(storage: Storage, seq: int) -> Manifest:
-    return Manifest.from_bytes(storage.read_bytes(storage.join(layout.manifest_path(seq))))
-
-
-def is_published(storage: Storage, seq: int) -> bool:
-    return storage.exists(storage.join(layout.published_marker(seq)))
 
 
 def write_manifest(storage: Storage, manifest: Manifest) -> None:
@@ -115,16 +102,19 @@ def publish(storage: Storage, manifest: Manifest) -> None:
     storage.write_bytes(storage.join(layout.published_marker(manifest.seq)), b"", overwrite=True)
 
 
-def recover(storage: Storage) -> list[int]:
-    """Roll forward every committed but unpublished manifest; returns their seqs."""
+def roll_forward(storage: Storage) -> list[int]:
+    """The writers' first step: publish every committed but unpublished manifest; returns their seqs.
+
+    Idempotent, and safe against a concurrent roll-forward of the same manifest.
+    Never called by readers (see :mod:`ingest.loader.state`).
+    """
     done = []
-    for seq in manifest_seqs(storage):
-        if not is_published(storage, seq):
-            manifest = read_manifest(storage, seq)
-            log.warning("recovering: publishing manifest %d of run %s left unpublished by a crash", seq, manifest.run_id)
-            publish(storage, manifest)
-            gc_staging(storage, [manifest.run_id])
-            done.append(seq)
+    for seq in list_commits(storage).unpublished:
+        manifest = read_manifest(storage, seq)
+        log.warning("rolling forward: publishing manifest %d of run %s left unpublished by a crash", seq, manifest.run_id)
+        publish(storage, manifest)
+        gc_staging(storage, [manifest.run_id])
+        done.append(seq)
     return done
 
 
@@ -149,12 +139,15 @@ def commit_files(
 ) -> Manifest:
     """Steps 2-3: commit one manifest after ``expected_seq`` and publish it.
 
+    An unfinished earlier commit is rolled forward first, so publishing this one
+    never races the leftovers of a crashed one.
+
     Args:
         expected_seq: the seq the caller planned against (None: the current latest);
             if another commit happened since, :class:`CommitConflictError`.
     """
-    seqs = manifest_seqs(storage)
-    latest = seqs[-1] if seqs else 0
+    roll_forward(storage)
+    latest = list_commits(storage).latest
     if expected_seq is not None and latest != expected_seq:
         raise CommitConflictError(
             f"run {run_id} planned against commit {expected_seq} but the latest is {latest}: "
@@ -193,8 +186,6 @@ def replace_files(
         CommitError: a path in ``old`` is not currently committed (nothing changes).
         CommitConflictError: a concurrent commit won; re-read the state and retry.
     """
-    from ingest.loader.state import LoaderState  # state imports commit for recovery
-
     state = LoaderState.load(storage)
     current = {f.path for f in state.files(kind=None)}
     missing = [p for p in old if p not in current]

@@ -7,35 +7,26 @@ destination goes through :mod:`ingest.loader.commit`.
 from __future__ import annotations
 
 import logging
-import secrets
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
-from ingest.loader import commit, layout
+from ingest.loader import commit, layout, manifests
 from ingest.loader.faults import crash_point, fail_first_attempt, slow_first_attempt_ms
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
-from ingest.loader.runrecord import partition_entries, write_run_record
+from ingest.loader.reset import removed_by_replay, resolve_resets
+from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
 from ingest.loader.state import LoaderState
 from ingest.loader.task import TaskSettings
 from ingest.storage import Storage, open_storage
 
 log = logging.getLogger(__name__)
-
-
-def new_run_id(clock: Clock = SYSTEM_CLOCK) -> str:
-    """Sortable by start time: ``YYYYmmddTHHMMSSmmmZ-<6 hex>`` (millisecond resolution,
-    so two runs started within one second still sort in start order)."""
-    now_ms = clock.time_ms()
-    ts = datetime.fromtimestamp(now_ms // 1000, tz=timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{ts}{now_ms % 1000:03d}Z-{secrets.token_hex(3)}"
 
 
 @dataclass
@@ -61,9 +52,9 @@ def task_settings(config, run_id: str) -> TaskSettings:
 
 def prepare(storage: Storage, config, clock: Clock) -> LoaderState:
     """Roll forward a crashed commit, remove stale staging, and read the committed state."""
-    commit.recover(storage)
+    commit.roll_forward(storage)
     gc_stale_staging(storage, config["staging.retention.hours"], clock)
-    return LoaderState.load(storage, recover=False)
+    return LoaderState.load(storage)
 
 
 def gc_stale_staging(storage: Storage, hours: int, clock: Clock) -> None:
@@ -78,34 +69,6 @@ def gc_stale_staging(storage: Storage, hours: int, clock: Clock) -> None:
         if finished or now - started > hours * 3600 * 1000:
             log.info("removing staging of run %s (%s)", info.name, "finished" if finished else "stale")
             storage.delete(info.path, recursive=True)
-
-
-def resolve_resets(spec: str, topics: list[str], snapshots: list[PartitionSnapshot], state: LoaderState,
-                   config) -> dict[PartitionKey, int]:
-    """Offsets to restart ``topics`` from: ``earliest``, ``latest`` or a time (ms or ISO-8601 UTC).
-
-    A time maps to the start of the newest segment older than it (offsets-before), so
-    the replay reloads a little more than asked rather than less. The result is
-    snapped to a committed file boundary so that replaced files are whole files.
-    """
-    from ingest.loader.discover import _consumer
-    from ingest.loader.reset import parse_reset_spec, snap_to_files
-
-    when = parse_reset_spec(spec)
-    out: dict[PartitionKey, int] = {}
-    for snap in snapshots:
-        if snap.topic not in topics:
-            continue
-        if when == "earliest":
-            off = snap.earliest
-        elif when == "latest":
-            off = snap.latest
-        else:
-            with _consumer(snap.host, snap.port, config) as c:
-                offs = c.offsets_before(snap.topic, snap.partition, when, 1)
-            off = offs[0] if offs else snap.earliest
-        out[snap.key] = snap_to_files(off, snap.earliest, state.files_of_partition(snap.key, kind=None))
-    return out
 
 
 def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], run_id: str, clock: Clock, *,
@@ -124,22 +87,6 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
         fail_on_data_loss=config["fail.on.data.loss"], now_ms=clock.time_ms(),
     )
     return LoadPlan(plan.run_id, plan.base_seq, plan.partitions, tuple(skipped))
-
-
-def removed_by_replay(plan: LoadPlan, state: LoaderState) -> list[str]:
-    """Committed files a replay replaces: those of a replayed partition at or after its new start."""
-    out = []
-    for p in plan.partitions:
-        if not p.replay:
-            continue
-        for f in state.files_of_partition(p.key, kind=None):
-            if f.sources:
-                raise CommitError(
-                    f"cannot replay {p.key} from offset {p.start}: compacted file {f.path} also holds other "
-                    f"ranges; reset to an offset before {min(s[2] for s in f.sources)} or after the compacted hour")
-            if f.start_offset >= p.start:
-                out.append(f.path)
-    return out
 
 
 def _progress_thread(spark, total: int, stop: threading.Event, interval_s: float = 5.0) -> threading.Thread:
@@ -202,9 +149,9 @@ def rebase_target(storage: Storage, base_seq: int, removed: list[str]) -> int:
     load planned before it is still right unless it withdraws a file the
     compaction replaced (a replay racing a compaction): then the load fails.
     """
-    latest = commit.manifest_seqs(storage)[-1]
+    latest = manifests.manifest_seqs(storage)[-1]
     for seq in range(base_seq + 1, latest + 1):
-        m = commit.read_manifest(storage, seq)
+        m = manifests.read_manifest(storage, seq)
         if m.kind != "compaction" or set(m.removed) & set(removed):
             raise commit.CommitConflictError(
                 f"commit {seq} ({m.kind}, run {m.run_id}) happened while this run was loading; nothing of this "

@@ -50,13 +50,22 @@ def published_marker(seq: int) -> str:
     return f"{COMMITS_DIR}/{seq:0{SEQ_DIGITS}d}{PUBLISHED_SUFFIX}"
 
 
-def parse_manifest_name(name: str) -> int | None:
-    """The sequence number of a manifest file name, None for anything else (temp files, markers)."""
-    if name.endswith(MANIFEST_SUFFIX):
-        stem = name[: -len(MANIFEST_SUFFIX)]
+def _parse_seq_name(name: str, suffix: str) -> int | None:
+    if name.endswith(suffix):
+        stem = name[: -len(suffix)]
         if len(stem) == SEQ_DIGITS and stem.isdigit():
             return int(stem)
     return None
+
+
+def parse_manifest_name(name: str) -> int | None:
+    """The sequence number of a manifest file name, None for anything else (temp files, markers)."""
+    return _parse_seq_name(name, MANIFEST_SUFFIX)
+
+
+def parse_published_name(name: str) -> int | None:
+    """The sequence number of a ``.published`` marker's file name, None for anything else."""
+    return _parse_seq_name(name, PUBLISHED_SUFFIX)
 
 
 def run_record_path(run_id: str) -> str:

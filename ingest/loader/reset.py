@@ -1,4 +1,4 @@
-"""Replay: rewind (or skip) topics to earliest, latest or a point in time.
+"""Replay: rewind (or skip) topics to earliest, latest or a point in time, and what it withdraws.
 
 ``jobs/load.py --reset-offsets SPEC --topic T`` plans the run from the reset
 offsets and, in the *same* commit, withdraws the committed files of ``T`` at or
@@ -10,6 +10,12 @@ files or the new ones, never both (no duplicates) and never neither.
 A reset offset inside a committed file is moved to that file's start (so the
 file is reloaded whole) unless that start is already deleted by retention, in
 which case it moves to the file's end (that file is kept whole).
+
+Which committed files a replay from offset ``s`` of a partition withdraws is
+decided in one place, :func:`withdrawn_by_replay`: every file holding offsets of
+that partition at or after ``s``. A compacted file holds the ranges of several
+partitions (``FileRecord.sources``), so withdrawing it would lose the others'
+data: a replay into a compacted range is refused.
 """
 from __future__ import annotations
 
@@ -17,8 +23,15 @@ import logging
 from datetime import datetime, timezone
 from typing import Sequence
 
-from ingest.errors import ConfigError
-from ingest.loader.records import FileRecord
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import CommitError, ConfigError, IngestError
+from ingest.loader import commit
+from ingest.loader.discover import _consumer, discover
+from ingest.loader.plan import LoadPlan, PartitionSnapshot
+from ingest.loader.records import FileRecord, Manifest, OffsetRecord, PartitionKey
+from ingest.loader.runrecord import new_run_id
+from ingest.loader.state import LoaderState
+from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
 
@@ -40,32 +53,100 @@ def parse_reset_spec(spec: str) -> str | int:
     return int(dt.timestamp() * 1000)
 
 
-def snap_to_files(offset: int, earliest: int, files: Sequence[FileRecord]) -> int:
-    """Move ``offset`` out of the inside of any committed file (see module docstring)."""
+def partition_ranges(f: FileRecord, key: PartitionKey) -> list[tuple[int, int]]:
+    """The offset ranges ``[start, end)`` of partition ``key`` that file ``f`` holds.
+
+    A loader file holds one range of its own partition; a compacted file lists
+    its ranges, of possibly several partitions, in ``sources``.
+    """
+    _topic, broker_id, partition = key
+    if f.sources:
+        return [(s[2], s[3]) for s in f.sources if (s[0], s[1]) == (broker_id, partition)]
+    return [(f.start_offset, f.end_offset)] if (f.broker_id, f.partition) == (broker_id, partition) else []
+
+
+def snap_to_files(offset: int, earliest: int, files: Sequence[FileRecord], key: PartitionKey | None = None) -> int:
+    """Move ``offset`` out of the inside of any committed range of partition ``key`` (see module docstring).
+
+    ``key`` None takes each file's own range (files of one partition, none compacted).
+    """
     for f in files:
-        lo, hi = f.start_offset, f.end_offset
-        if lo < offset < hi:
-            return lo if lo >= earliest else hi
+        ranges = [(f.start_offset, f.end_offset)] if key is None else partition_ranges(f, key)
+        for lo, hi in ranges:
+            if lo < offset < hi:
+                return lo if lo >= earliest else hi
     return offset
 
 
-def reset_offsets(config, spec: str, topics: list[str], clock=None):
+def withdrawn_by_replay(state: LoaderState, key: PartitionKey, start: int) -> list[str]:
+    """Committed files (data and quarantine) a replay of partition ``key`` from ``start`` withdraws.
+
+    The one rule for every replay (a load with ``--reset-offsets`` and
+    ``ingest loader reset-offsets``): a file of the partition whose range starts
+    at or after ``start``. Files wholly before ``start`` stay.
+
+    Raises:
+        CommitError: a compacted file holds offsets of ``key`` at or after ``start``
+            (withdrawing it would also withdraw the other ranges it holds).
+    """
+    out = []
+    for f in state.files_of_partition(key, kind=None):
+        ranges = partition_ranges(f, key)
+        if all(hi <= start for _lo, hi in ranges):
+            continue
+        if f.sources:
+            resume = max(hi for _lo, hi in ranges)
+            raise CommitError(
+                f"cannot replay {key} from offset {start}: compacted file {f.path} holds offsets "
+                f"{sorted(ranges)} of it together with other ranges; reset to offset {resume} or later "
+                f"(after the compacted hour)")
+        if f.start_offset >= start:
+            out.append(f.path)
+    return out
+
+
+def removed_by_replay(plan: LoadPlan, state: LoaderState) -> list[str]:
+    """Committed files a load's replays withdraw: :func:`withdrawn_by_replay` of each replayed partition."""
+    return [path for p in plan.partitions if p.replay for path in withdrawn_by_replay(state, p.key, p.start)]
+
+
+def resolve_resets(spec: str, topics: list[str], snapshots: list[PartitionSnapshot], state: LoaderState,
+                   config) -> dict[PartitionKey, int]:
+    """Offsets to restart ``topics`` from: ``earliest``, ``latest`` or a time (ms or ISO-8601 UTC).
+
+    A time maps to the start of the newest segment older than it (offsets-before), so
+    the replay reloads a little more than asked rather than less. The result is
+    snapped to a committed file boundary so that replaced files are whole files.
+    """
+    when = parse_reset_spec(spec)
+    out: dict[PartitionKey, int] = {}
+    for snap in snapshots:
+        if snap.topic not in topics:
+            continue
+        if when == "earliest":
+            off = snap.earliest
+        elif when == "latest":
+            off = snap.latest
+        else:
+            with _consumer(snap.host, snap.port, config) as c:
+                offs = c.offsets_before(snap.topic, snap.partition, when, 1)
+            off = offs[0] if offs else snap.earliest
+        out[snap.key] = snap_to_files(off, snap.earliest, state.files_of_partition(snap.key, kind=None), snap.key)
+    return out
+
+
+def reset_offsets(config, spec: str, topics: list[str], clock: Clock | None = None) -> Manifest:
     """Offsets-only reset as its own commit; withdraws the files the next load will reload.
+
+    A writer: it rolls forward an unfinished commit before it reads the state it commits on.
 
     Returns the committed :class:`~ingest.loader.records.Manifest`.
     """
-    from ingest.clock import SYSTEM_CLOCK
-    from ingest.errors import IngestError
-    from ingest.loader import commit
-    from ingest.loader.discover import discover
-    from ingest.loader.job import new_run_id, prepare, resolve_resets
-    from ingest.loader.records import OffsetRecord
-    from ingest.storage import open_storage
-
     clock = clock or SYSTEM_CLOCK
     parse_reset_spec(spec)  # a bad --to fails before any broker or storage is touched
     storage = open_storage(config["destination"])
-    state = prepare(storage, config, clock)
+    commit.roll_forward(storage)
+    state = LoaderState.load(storage)
     snaps = discover(config)
     unknown = sorted(set(topics) - {s.topic for s in snaps})
     if unknown:
@@ -76,11 +157,7 @@ def reset_offsets(config, spec: str, topics: list[str], clock=None):
     for key, off in resets.items():
         prev = offsets.get(key)
         offsets[key] = OffsetRecord(*key, off, prev.last_time_ms if prev and off >= prev.offset else None)
-        for f in state.files_of_partition(key, kind=None):
-            if f.start_offset >= off:
-                if f.sources:
-                    raise IngestError(f"cannot reset {key} to {off}: compacted file {f.path} holds other ranges too")
-                removed.append(f.path)
+        removed += withdrawn_by_replay(state, key, off)
     return commit.commit_files(storage, kind="reset", run_id=new_run_id(clock), offsets=list(offsets.values()),
                                removed=removed, expected_seq=state.seq, clock=clock,
                                note=f"reset-offsets {spec} {','.join(topics)}")

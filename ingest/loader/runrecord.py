@@ -1,4 +1,4 @@
-"""The run record: one JSON document per run under ``_ingest/runs/<run_id>.json``.
+"""The run record: one JSON document per run under ``_ingest/runs/<run_id>.json``, and the run id.
 
 Written when the run starts (``status: running``) and rewritten at the end
 (``committed``, ``nothing-to-do`` or ``failed``). A run killed hard keeps
@@ -19,12 +19,23 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
+from datetime import datetime, timezone
 from typing import Any
 
+from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.loader import layout
 from ingest.storage import Storage
 
 log = logging.getLogger(__name__)
+
+
+def new_run_id(clock: Clock = SYSTEM_CLOCK) -> str:
+    """Sortable by start time: ``YYYYmmddTHHMMSSmmmZ-<6 hex>`` (millisecond resolution,
+    so two runs started within one second still sort in start order)."""
+    now_ms = clock.time_ms()
+    ts = datetime.fromtimestamp(now_ms // 1000, tz=timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{ts}{now_ms % 1000:03d}Z-{secrets.token_hex(3)}"
 
 
 def write_run_record(storage: Storage, record: dict[str, Any]) -> None:

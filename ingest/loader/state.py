@@ -25,13 +25,23 @@ How to read it::
                                        #   run_id, detected_at_ms)]
     run_records(storage)               # [dict] every run record, oldest first (JSON of docs/loader.md)
 
-Guarantees: :meth:`LoaderState.load` first rolls forward a commit left half-published
-by a crash (:func:`ingest.loader.commit.recover`; pass ``recover=False`` for a
-read-only look), then folds the manifests. The files listed are exactly the
-committed ones: every message of a loaded offset range is in exactly one listed
-data file (or one quarantine file). Files in the data directories that are not
-listed (a crash mid-publish before recovery ran) are not committed data. A
-``LoaderState`` is an immutable snapshot; load again to see later commits.
+Guarantees: loading only reads; it never renames, deletes or writes anything
+in the destination, so the audit, ``loader status`` and compaction's planning
+can look at a destination without changing it. The manifests are the truth: a
+commit is current from the moment its manifest exists, even when a crash
+interrupted its roll-forward (files still in staging, withdrawn files still on
+disk). Such a state is presented as committed: its files are listed, and
+:meth:`LoaderState.full_path` / :meth:`LoaderState.spark_path` point at where
+each file's bytes are right now (its staged copy until the rename happens).
+``state.unpublished`` lists those commits. Finishing them is a writer's job
+(:func:`ingest.loader.commit.roll_forward`, which the load, reset-offsets and
+compaction call before they write). The files listed are exactly the committed
+ones: every message of a loaded offset range is in exactly one listed data file
+(or one quarantine file); files in the data directories that are not listed
+(withdrawn but not yet deleted, or leftovers of a crash) are not committed data.
+A ``LoaderState`` is an immutable snapshot; load again to see later commits (a
+writer rolling forward or compacting after the snapshot may move or delete the
+files it lists).
 """
 from __future__ import annotations
 
@@ -41,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.loader import layout
-from ingest.loader.commit import manifest_seqs, read_manifest, recover as _recover
+from ingest.loader.manifests import list_commits, read_manifest
 from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord, PartitionKey
 from ingest.storage import Storage, open_storage
 
@@ -60,29 +70,41 @@ class LoaderState:
     _files: dict[str, FileRecord] = field(repr=False)
     _lost: tuple[LostRange, ...] = field(repr=False)
     manifests: tuple[Manifest, ...] = field(repr=False, default=())
+    unpublished: tuple[int, ...] = ()  # committed, roll-forward unfinished (a writer crashed mid-commit)
+    _located: dict[str, str] = field(repr=False, default_factory=dict)  # path -> staged copy holding its bytes
 
     @classmethod
-    def load(cls, storage: Storage, *, recover: bool = True) -> "LoaderState":
-        """Fold every committed manifest (after rolling forward a crashed commit)."""
-        if recover:
-            _recover(storage)
+    def load(cls, storage: Storage) -> "LoaderState":
+        """Fold every committed manifest; reads only (see the module docstring)."""
+        listing = list_commits(storage)
+        pending = set(listing.unpublished)
         files: dict[str, FileRecord] = {}
+        located: dict[str, str] = {}
         lost: list[LostRange] = []
         offsets: dict[PartitionKey, OffsetRecord] = {}
         manifests = []
-        seq = 0
-        for s in manifest_seqs(storage):
+        for s in listing.seqs:
             m = read_manifest(storage, s)
             manifests.append(m)
+            added = {rec.path for rec in m.added}
+            for path in m.removed:
+                if path not in added:
+                    files.pop(path, None)
+                    located.pop(path, None)
             for rec in m.added:
                 files[rec.path] = rec
-            for path in m.removed:
-                if path not in {r.path for r in m.added}:
-                    files.pop(path, None)
+                located.pop(rec.path, None)
+                # Roll-forward unfinished: until its rename the file's bytes are its staged copy
+                # (a same-named file at the final path is the older one it replaces).
+                if s in pending and rec.staging and storage.exists(storage.join(rec.staging)):
+                    located[rec.path] = rec.staging
             lost.extend(m.lost_ranges)
             offsets = {o.key: o for o in m.offsets}
-            seq = s
-        return cls(storage, seq, offsets, files, tuple(lost), tuple(manifests))
+        if pending:
+            log.info("commit(s) %s of %s are committed but not yet rolled forward; reading their files where "
+                     "they are (the next load or compaction finishes them)", sorted(pending), storage.uri)
+        return cls(storage, listing.latest, offsets, files, tuple(lost), tuple(manifests), listing.unpublished,
+                   located)
 
     def files(self, topic: str | None = None, *, kind: str | None = "data") -> list[FileRecord]:
         """Committed files (of ``topic``; of ``kind`` 'data' / 'quarantine', None for both), by path."""
@@ -110,15 +132,17 @@ class LoaderState:
         return None if rec is None else rec.offset
 
     def full_path(self, rec: FileRecord | str) -> str:
-        return self.storage.join(rec if isinstance(rec, str) else rec.path)
+        """Where the committed file's bytes are now (its staged copy while its roll-forward is unfinished)."""
+        path = rec if isinstance(rec, str) else rec.path
+        return self.storage.join(self._located.get(path, path))
 
     def spark_path(self, rec: FileRecord | str) -> str:
         return self.storage.spark_path(self.full_path(rec))
 
 
-def open_state(destination: str, *, recover: bool = True) -> LoaderState:
-    """:meth:`LoaderState.load` of the storage at ``destination`` (a URI)."""
-    return LoaderState.load(open_storage(destination), recover=recover)
+def open_state(destination: str) -> LoaderState:
+    """:meth:`LoaderState.load` of the storage at ``destination`` (a URI); reads only."""
+    return LoaderState.load(open_storage(destination))
 
 
 def read_run_record(storage: Storage, run_id: str) -> dict[str, Any] | None:

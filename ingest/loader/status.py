@@ -86,7 +86,7 @@ def partition_status(config, state: LoaderState, snap: PartitionSnapshot, now_ms
 
 
 def status(config, clock: Clock = SYSTEM_CLOCK) -> list[PartitionStatus]:
-    state = LoaderState.load(open_storage(config["destination"]), recover=False)
+    state = LoaderState.load(open_storage(config["destination"]))
     snaps = discover(config)
     chosen, _ = select_topics([s.topic for s in snaps], config["topics"], config["topics.blacklist"])
     now = clock.time_ms()

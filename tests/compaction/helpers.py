@@ -91,7 +91,7 @@ def make_hour(root: Path, fmt: str, files: int = 6, per_file: int = 50, dup_ever
 
 
 def committed_paths(root: Path, topic: str = "page-views") -> list[str]:
-    state = LoaderState.load(open_storage(str(root)))  # a reader: recovers first
+    state = LoaderState.load(open_storage(str(root)))  # reads only: unpublished files are read from staging
     return [state.full_path(f) for f in state.files(topic)]
 
 

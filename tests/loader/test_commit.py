@@ -6,7 +6,7 @@ import pytest
 from ingest.clock import FakeClock
 from ingest.errors import CommitConflictError, CommitError
 from ingest.loader import commit, layout
-from ingest.loader.commit import commit_files, recover, replace_files
+from ingest.loader.commit import commit_files, replace_files, roll_forward
 from ingest.loader.records import FileRecord, Manifest, OffsetRecord
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
@@ -39,16 +39,19 @@ def test_commit_publishes_files_and_offsets_together(tmp_path):
     assert not st.exists(st.join(rec.staging))
 
 
-def test_manifest_without_publish_is_rolled_forward_by_the_next_reader(tmp_path):
+def test_manifest_without_publish_is_committed_and_rolled_forward_by_the_next_writer(tmp_path):
     st = open_storage(str(tmp_path))
     rec = _rec(st, "r1", 0, 100)
     m = Manifest(seq=1, kind="load", run_id="r1", committed_at_ms=1, offsets=(OffsetRecord("t", 0, 0, 100),), added=(rec,))
     commit.write_manifest(st, m)  # crash right after the commit point
     assert not st.exists(st.join(rec.path))
-    assert LoaderState.load(st, recover=False).files()[0].path == rec.path  # committed already
-    assert recover(st) == [1]
+    state = LoaderState.load(st)  # committed already; the reader finds the bytes in staging
+    assert state.files()[0].path == rec.path and state.unpublished == (1,)
+    assert st.read_bytes(state.full_path(rec)) == b"0-100"
+    assert not st.exists(st.join(rec.path))  # and moved nothing
+    assert roll_forward(st) == [1]
     assert st.read_bytes(st.join(rec.path)) == b"0-100"
-    assert recover(st) == []  # idempotent
+    assert roll_forward(st) == []  # idempotent
 
 
 def test_second_commit_of_same_seq_conflicts(tmp_path):

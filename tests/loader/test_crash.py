@@ -5,16 +5,16 @@ Spark retries failed tasks) and ``INGEST_FAIL_FIRST_ATTEMPT=1`` (every task's fi
 attempt stages files and then fails). ``INGEST_CRASH_AT`` makes the driver SIGKILL
 itself at a named step (ingest.loader.faults). One chain of runs crosses every
 step; after each crash the state is either the previous or the new one, and the
-following run finishes the job. The test never rolls the state forward itself.
+following run finishes the job. The test never rolls the state forward itself, and
+reading the state (which only reads) never does either.
 """
 from __future__ import annotations
 
-import collections
 import subprocess
 
 import pytest
 
-from ingest.loader import commit, layout
+from ingest.loader import layout, manifests
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 from tests.loader.helpers import REPO, committed_ids, produce, spark_env, spark_submit
@@ -50,7 +50,7 @@ def _visible_data_files(dest):
 
 
 def _state(dest):
-    return LoaderState.load(open_storage(str(dest)), recover=False)
+    return LoaderState.load(open_storage(str(dest)))  # reads only
 
 
 @pytest.mark.slow
@@ -75,9 +75,11 @@ def test_sigkill_at_every_commit_step_and_failed_attempts_keep_exactly_once(brok
     r = _submit(conf, "after-manifest")
     assert _killed_at(r, "after-manifest"), _tail(r)
     st = _state(dest)
-    assert st.seq == 1 and not commit.is_published(st.storage, 1)
+    assert st.seq == 1 and not manifests.is_published(st.storage, 1)
     assert _visible_data_files(dest) == []
     assert sum(f.rows for f in st.files(TOPIC)) == len(a)  # committed: exactly A, from successful attempts
+    ids = committed_ids(dest, TOPIC)  # a reader reads the committed files from staging, moving nothing
+    assert set(ids) == set(a) and max(ids.values()) == 1 and _visible_data_files(dest) == []
 
     b = produce(brokers, registry_url, TOPIC, 160, seed=7)
 
@@ -90,14 +92,14 @@ def test_sigkill_at_every_commit_step_and_failed_attempts_keep_exactly_once(brok
     r = _submit(conf, "after-publish")
     assert _killed_at(r, "after-publish"), _tail(r)
     st = _state(dest)
-    assert st.seq == 1 and not commit.is_published(st.storage, 1)
+    assert st.seq == 1 and not manifests.is_published(st.storage, 1)
     assert _visible_data_files(dest) == sorted(f.path for f in st.files(TOPIC))
 
     # 5. next run completes the marker, loads B (tasks fail once again), commits, is killed before GC.
     r = _submit(conf, "before-gc")
     assert _killed_at(r, "before-gc"), _tail(r)
     st = _state(dest)
-    assert st.seq == 2 and commit.is_published(st.storage, 2)
+    assert st.seq == 2 and manifests.is_published(st.storage, 2)
 
     # Every message exactly once, nothing visible that is not committed.
     st = LoaderState.load(open_storage(str(dest)))
