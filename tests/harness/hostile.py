@@ -28,6 +28,7 @@ only; nothing in ``ingest/`` imports them.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import ipaddress
 import os
@@ -35,6 +36,7 @@ import random
 import resource
 import socket
 import statistics
+import termios
 import threading
 import time
 import zlib
@@ -103,6 +105,12 @@ def peer_closed(sock: socket.socket) -> bool:
             sock.settimeout(timeout)
         except OSError:
             pass
+
+
+def unsent_bytes(sock: socket.socket) -> int:
+    """Bytes written to ``sock`` that the peer has not received yet (the kernel's send queue, TIOCOUTQ)."""
+    buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, p.INT32.pack(0))
+    return p.INT32.unpack(buf)[0]
 
 
 def _close_quietly(sock: socket.socket) -> None:
@@ -252,7 +260,7 @@ def _fd_budget(n: int) -> int:
     return max(0, min(n, MAX_CONNECTIONS, free))
 
 
-def _send_until(sock: socket.socket, data: bytes | memoryview, deadline: float) -> int:
+def send_until(sock: socket.socket, data: bytes | memoryview, deadline: float) -> int:
     """Write as much of ``data`` as the peer accepts before ``deadline``; returns bytes written."""
     view = memoryview(data)
     sent = 0
@@ -292,9 +300,9 @@ def pipelined_burst(addr: Addr, request_bytes: bytes, total_bytes: int = 256 * 1
     """
     data = pipeline(request_bytes, total_bytes)
     t0 = time.monotonic()
-    sock = connect(addr)
+    sock = connect(addr, timeout=max(0.1, min(5.0, send_timeout_s)))
     try:
-        sent = _send_until(sock, data, t0 + send_timeout_s)
+        sent = send_until(sock, data, t0 + send_timeout_s)
         end = time.monotonic() + hold_s
         while time.monotonic() < end:
             time.sleep(min(0.2, max(0.0, end - time.monotonic())))
@@ -321,16 +329,19 @@ def half_frames(addr: Addr, n_conns: int = 16, announced: int = 100 * 1024 * 102
     t0 = time.monotonic()
     deadline = t0 + send_timeout_s
     for _ in range(_fd_budget(n_conns)):
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            break
         try:
-            s = connect(addr)
+            s = connect(addr, timeout=min(5.0, left_s))
         except OSError:
             held.failed += 1
             continue
         held.socks.append(s)
-        n = _send_until(s, prefix, deadline)
+        n = send_until(s, prefix, deadline)
         left = sent - n if n == len(prefix) else 0
         while left > 0 and time.monotonic() < deadline:
-            k = _send_until(s, memoryview(filler)[:min(left, len(filler))], deadline)
+            k = send_until(s, memoryview(filler)[:min(left, len(filler))], deadline)
             if k == 0:
                 break
             n += k
@@ -365,7 +376,7 @@ def fuzz_frames(addr: Addr, count: int, seed: int, *, max_seconds: float = 60.0,
     while sent < count and time.monotonic() < deadline:
         batch = [mutate_frame(rng, seeds) for _ in range(min(frames_per_connection, count - sent))]
         try:
-            s = connect(addr)
+            s = connect(addr, timeout=max(0.1, min(5.0, deadline - time.monotonic())))
         except OSError:
             time.sleep(0.05)
             continue
@@ -387,11 +398,13 @@ def connection_flood(addr: Addr, n: int, *, timeout: float = 2.0, max_seconds: f
     """Open up to ``n`` idle connections and hold them (capped by this process's descriptor limit)."""
     held = HeldConnections()
     t0 = time.monotonic()
+    deadline = t0 + max_seconds
     for _ in range(_fd_budget(n)):
-        if time.monotonic() - t0 > max_seconds:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
             break
         try:
-            held.socks.append(connect(addr, timeout=timeout))
+            held.socks.append(connect(addr, timeout=min(timeout, left_s)))
         except OSError:
             held.failed += 1
     held.seconds = time.monotonic() - t0
@@ -434,7 +447,7 @@ class ControlClient:
         self._socks: list[socket.socket | None] = [None] * n_conns
         self._next = 0
         self._lock = threading.Lock()
-        self._samples: list[float] = []
+        self._samples: list[tuple[float, float]] = []   # (monotonic start, latency)
         self.errors = 0
 
     def _sock(self, i: int) -> socket.socket:
@@ -461,7 +474,7 @@ class ControlClient:
         if not ok:
             elapsed = max(elapsed, self.timeout)
         with self._lock:
-            self._samples.append(elapsed)
+            self._samples.append((t0, elapsed))
             self.errors += not ok
         return elapsed
 
@@ -472,16 +485,18 @@ class ControlClient:
             self.probe()
             time.sleep(interval)
 
-    def latencies(self) -> list[float]:
+    def samples(self) -> list[tuple[float, float]]:
+        """``(time.monotonic() at the probe's start, latency s)`` of every probe so far."""
         with self._lock:
             return list(self._samples)
 
+    def latencies(self) -> list[float]:
+        with self._lock:
+            return [lat for _t, lat in self._samples]
+
     def percentile(self, q: float, since: int = 0) -> float:
         """The ``q``-th percentile (0..100) of latencies from sample index ``since``; 0.0 if none."""
-        xs = sorted(self.latencies()[since:])
-        if not xs:
-            return 0.0
-        return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+        return percentile(self.latencies()[since:], q)
 
     def p50(self, since: int = 0) -> float:
         return self.percentile(50, since)
@@ -505,6 +520,14 @@ class ControlClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100, nearest rank) of ``values``; 0.0 when empty."""
+    xs = sorted(values)
+    if not xs:
+        return 0.0
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
 def _proc_status_kb(pid: int, key: str) -> int:
