@@ -12,6 +12,7 @@ from ingest.broker.message import CODEC_GZIP, HEADER_SIZE, decode_message
 from ingest.broker.message_set import encode_message_set, iter_messages
 from tests.harness import hostile as h
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
+from tests.harness.wait import wait_until
 
 
 def split_frames(buf: bytes) -> list[bytes]:
@@ -120,6 +121,10 @@ def test_attacks_run_bounded_against_a_real_broker(broker_factory):
         fz = h.fuzz_frames(addr, count=40, seed=3, max_seconds=20)
         assert fz.frames == 40
         assert h.send_produce_ack(addr, "ok", 0, encode_message_set([b"x"])) == 0
+        with h.connect(addr) as sock:
+            sock.sendall(h.offsets_latest("ok"))
+            wait_until(lambda: h.unread_by_peer(sock) == 0, 10, "the broker to read the request")
+            assert p.OffsetsResponse.decode(p.recv_response(sock)).error == 0
         ctl.probe_for(0.3)
         s = ctl.summary()
     assert s["probes"] > 2 and s["errors"] == 0 and 0 < s["p50_s"] <= s["p99_s"]

@@ -38,8 +38,9 @@ an unprotected one):
   refusals are rate-limited (issue 11: 150,000 fuzzed frames wrote 23.6 MB),
   and holds no traceback;
 - SIGTERM with a non-reading client still connected stops the broker with
-  exit code 0 within ``shutdown.timeout.ms`` + 5 s (issue 11: still running
-  30 s after SIGTERM).
+  exit code 0 within ``shutdown.timeout.ms`` + 2 s (issue 11: still running
+  30 s after SIGTERM; today each stalled network thread is joined for
+  shutdown.timeout.ms + 5 s, one after the other, then abandoned).
 
 The JSON summary (latency p50/p99/max, peak RSS, log bytes, messages acked,
 attacks run, per-attack figures, every failed bound) is printed and, when
@@ -112,7 +113,7 @@ class SoakSettings:
     rss_bound: int = 300 * MB
     log_bytes_base: int = 256 * 1024
     log_bytes_per_s: int = 2048
-    stop_margin_s: float = 5.0
+    stop_margin_s: float = 2.0
     answer_within_s: float = 10.0
 
     @classmethod
@@ -440,13 +441,13 @@ def stop_with_stuck_client(b: BrokerProcess, s: SoakSettings) -> dict:
         h.send_until(stuck, h.pipeline(h.metadata_all_topics(), s.burst_bytes), time.monotonic() + 5.0)
         # SIGTERM only once the broker has taken the burst in (or stopped taking it: back-pressure)
         try:
-            wait_until(lambda: h.unsent_bytes(stuck) == 0, timeout=5.0, what="the broker to read the burst")
-        except AssertionError:
+            wait_until(lambda: h.unread_by_peer(stuck) == 0, timeout=5.0, what="the broker to read the burst")
+        except (AssertionError, ValueError):
             pass
     try:
         t = time.monotonic()
         try:
-            code = b.stop(timeout=s.shutdown_timeout_s + s.stop_margin_s)
+            code = b.stop(timeout=s.shutdown_timeout_s + 15.0)     # measure past the bound
         except BrokerStartError:
             code = None   # ignored SIGTERM: the harness SIGKILLed it
         return {"exit_code": code, "seconds": round(time.monotonic() - t, 2), "note": note}

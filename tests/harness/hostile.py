@@ -36,6 +36,7 @@ import random
 import resource
 import socket
 import statistics
+import sys
 import termios
 import threading
 import time
@@ -108,9 +109,31 @@ def peer_closed(sock: socket.socket) -> bool:
 
 
 def unsent_bytes(sock: socket.socket) -> int:
-    """Bytes written to ``sock`` that the peer has not received yet (the kernel's send queue, TIOCOUTQ)."""
+    """Bytes written to ``sock`` not yet delivered to the peer's kernel (our send queue, TIOCOUTQ)."""
     buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, p.INT32.pack(0))
     return p.INT32.unpack(buf)[0]
+
+
+def _proc_net_addr(ip: str, port: int) -> str:
+    return f"{int.from_bytes(socket.inet_aton(ip), sys.byteorder):08X}:{port:04X}"
+
+
+def unread_by_peer(sock: socket.socket) -> int:
+    """Bytes written to ``sock`` that the peer *application* has not read yet.
+
+    Our send queue plus the receive queue of the peer's socket, read from
+    ``/proc/net/tcp`` (loopback peers live in this network namespace). Zero means
+    the broker has really taken the bytes in, e.g. before timing what it does
+    with them; a broker that applies back-pressure keeps it above zero.
+    """
+    me, peer = sock.getsockname(), sock.getpeername()
+    local, remote = _proc_net_addr(*peer), _proc_net_addr(*me)
+    with open("/proc/net/tcp") as f:
+        for line in f:
+            cols = line.split()
+            if len(cols) > 4 and cols[1] == local and cols[2] == remote:
+                return unsent_bytes(sock) + int(cols[4].split(":")[1], 16)
+    raise ValueError(f"no /proc/net/tcp entry for the peer of {me} (is it on loopback, this namespace?)")
 
 
 def _close_quietly(sock: socket.socket) -> None:
