@@ -1,7 +1,7 @@
 """Soak: a real broker under mixed valid and hostile traffic stays alive, fast, small and quiet.
 
-One ``ingest broker start`` process (100 topics, 2 partitions each for the
-data topic) serves, for ``INGEST_SOAK_SECONDS`` (default 180; an hour is
+One ``ingest broker start`` process (100 topics of one partition, a data
+topic of 2, a real descriptor limit of 1024 set with ``prlimit``) serves, for ``INGEST_SOAK_SECONDS`` (default 180; an hour is
 ``INGEST_SOAK_SECONDS=3600``):
 
 - valid traffic: a producer sending PRODUCE_ACK batches of numbered messages,
@@ -14,7 +14,7 @@ data topic) serves, for ``INGEST_SOAK_SECONDS`` (default 180; an hour is
   ``half`` (16 connections announcing 32 MB frames and sending 31 MB, idle),
   ``fuzz`` (random and mutated frames, one connection each),
   ``bomb`` (PRODUCE_ACK of an ~200 KB gzip wrapper inflating to one 200 MB
-  message), ``flood`` (1000 idle connections).
+  message), ``flood`` (1000 idle connections, which reach the descriptor limit).
 
 Every second it samples the broker's RSS, descriptors and log size. At the end
 it asserts (these are correctness bounds on a protected broker, not
