@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 
 from ingest.config import parse_overrides
+from ingest.errors import IngestError
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +80,19 @@ def _status(args) -> int:
 
     cfg = load_config(args)
     storage = open_storage(cfg["destination"])
+    if not storage.exists(storage.root):
+        raise IngestError(f"destination {storage.uri} does not exist: set destination= (or --set destination=URI) "
+                          f"to the loader's destination")
     state = LoaderState.load(storage, recover=False)
     start, end = _range(args)
-    for hour, files in sorted(committed_hours(state, args.topic).items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
+    hours = committed_hours(state, args.topic)
+    if args.topic and not hours:
+        loaded = sorted({f.topic for f in state.files()})
+        raise IngestError(f"--topic {', '.join(args.topic)}: no committed hours in {storage.uri}; "
+                          f"topics there: {', '.join(loaded) or 'none (nothing loaded yet)'}")
+    if not state.manifests:
+        print(f"no committed load in {storage.uri} yet (nothing to compact)", file=sys.stderr)
+    for hour, files in sorted(hours.items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
         if start is not None and hour.start_ms + 3_600_000 <= start or end is not None and hour.start_ms >= end:
             continue
         size = sum(f.bytes for f in files)

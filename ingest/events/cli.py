@@ -75,6 +75,8 @@ def _registry_start(args: argparse.Namespace) -> int:
     from ingest.events.registry_server import RegistryServer
     from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
 
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: allowed is a TCP port 0-65535 (0 picks a free one)")
     level = args.compatibility.upper()
     if level not in compatibility.LEVELS:
         raise ConfigError(f"--compatibility {args.compatibility!r} is not one of {', '.join(compatibility.LEVELS)}")
