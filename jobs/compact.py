@@ -45,12 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     from ingest.jobs_support import build_spark, report_failure, setup_logging
 
     setup_logging(args.verbose)
-    from ingest.compaction.cli import _range, load_config
+    from ingest.compaction.cli import _range, existing_destination, load_config
     from ingest.compaction.runner import run, summary_table, write_summary
 
     try:
         config = load_config(args)
         start, end = _range(args)
+        existing_destination(config)
     except IngestError as exc:
         return report_failure(PROG, exc, verbose=args.verbose)
 

@@ -106,6 +106,13 @@ def test_one_line_and_exit_2_for_bad_inputs_refused_before_anything_starts(tmp_p
         assert r.returncode == 2 and r.stderr.strip().splitlines() == [
             f"ingest demo: error: {flag} {value}: allowed is a number of {allowed}"], r.stderr
         assert r.stdout == "" and not work.exists()  # nothing started, nothing created
+    dead = f"0:127.0.0.1:{free_port()}"
+    produce = ("produce", "--brokers", dead, "--registry", "http://127.0.0.1:1", "--topic", "t", "--count", "1")
+    for extra, expected in ((("--rate", "-5"), "--rate -5: allowed is events per second >= 0"),
+                            (("--schema", "nope"), "--schema: no generator for schema 'nope'; choose one of")):
+        r = _run(*produce, *extra)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and expected in lines[0], r.stderr
     r = _run("registry", "start", "--port", "99999", "--store", str(tmp_path / "registry"))
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "ingest registry: error: --port 99999: allowed is a TCP port 0-65535 (0 picks a free one)"], r.stderr
@@ -136,6 +143,11 @@ def test_unknown_topics_are_named_with_the_topics_there(broker_factory, tmp_path
     assert lines[0].startswith("ingest console-consumer: error: topic 'nope' does not exist") and "known" in lines[0]
     assert broker.address.split(":", 1)[1] in lines[0]
 
+    r = _run("topics", "--brokers", broker.address, "--topic", "nope", "--topic", "known")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and r.stdout == "", r.stderr  # no phantom 0-byte partitions
+    assert "topic 'nope' does not exist on any broker that answered; topics there: known" in lines[0]
+
     report = tmp_path / "audit.jsonl"
     report.write_text(json.dumps({"row_type": "window", "topic": "page-views", "status": "COMPLETE"}) + "\n")
     r = _run("audit", "show", "--report", str(report), "--topic", "nope")
@@ -159,6 +171,10 @@ def test_compaction_status_of_a_missing_destination_is_one_line_exit_2(tmp_path)
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert lines[0].startswith("ingest compaction: error: destination ") and str(missing) in lines[0]
     assert not missing.exists()  # reading never creates it
+    r = _run("compaction", "run", "--config", str(REPO / "conf/compaction.properties"),
+             "--set", f"destination={missing}", "--set", "compaction.require.audit=false")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and str(missing) in r.stderr, r.stderr
+    assert not missing.exists()
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -87,10 +87,11 @@ def console_consumer(*, brokers: str | None, zk: str | None, topic: str, group: 
         discovery.close()
 
 
-def _unknown_topic(topic: str, where: str, known: Iterable[str]) -> IngestError:
-    names = ", ".join(sorted(known)) or "none yet"
-    return IngestError(f"topic {topic!r} does not exist on {where}; topics there: {names} "
-                             f"(a topic is created by its first message)")
+def _unknown_topics(topics: Iterable[str], where: str, known: Iterable[str]) -> IngestError:
+    names = sorted(topics)
+    which = f"topic {names[0]!r} does not" if len(names) == 1 else f"topics {', '.join(map(repr, names))} do not"
+    return IngestError(f"{which} exist on {where}; topics there: {', '.join(sorted(known)) or 'none yet'} "
+                       f"(a topic is created by its first message)")
 
 
 def _check_topic_registered(zk: str, topic: str) -> None:
@@ -98,7 +99,7 @@ def _check_topic_registered(zk: str, topic: str) -> None:
     discovery = make_discovery(PRODUCER_CONFIG.parse(_discovery_keys(None, zk)))
     try:
         if not discovery.topic_brokers(topic):
-            raise _unknown_topic(topic, f"any broker registered in ZooKeeper at {zk}", discovery.all_topics())
+            raise _unknown_topics([topic], f"any broker registered in ZooKeeper at {zk}", discovery.all_topics())
     finally:
         discovery.close()
 
@@ -139,8 +140,8 @@ def _direct_consumer(discovery: Discovery, topic, from_beginning, max_messages, 
             for info in topics.get(topic, []):
                 positions[(bid, info.partition)] = info.earliest if from_beginning else info.latest
         if not positions:
-            raise _unknown_topic(topic, "any broker (" + ", ".join(str(a) for a in discovery.brokers().values())
-                                 + ")", known)
+            raise _unknown_topics([topic], "any broker (" + ", ".join(str(a) for a in discovery.brokers().values())
+                                  + ")", known)
     except BaseException:
         for c in consumers.values():
             c.close()
@@ -191,6 +192,7 @@ def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = 
     discovery = make_discovery(PRODUCER_CONFIG.parse(_discovery_keys(brokers, zk)))
     rows = []
     unreachable: list[tuple[object, IngestError]] = []
+    wanted, existing = set(topics), set()
     try:
         known = sorted(discovery.brokers().items())
         if not known:
@@ -199,11 +201,15 @@ def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = 
         for bid, addr in known:
             try:
                 with SimpleConsumer(addr.host, addr.port, timeout_s=10) as c:
-                    meta = c.metadata(list(topics))
+                    # every topic: a broker answers an unknown *named* topic with empty partitions
+                    meta = c.metadata()
             except IngestError as exc:
                 unreachable.append((addr, exc))
                 continue
+            existing.update(meta.topics)
             for name, parts in sorted(meta.topics.items()):
+                if wanted and name not in wanted:
+                    continue
                 for p in parts:
                     rows.append({"topic": name, "broker_id": bid, "partition": p.partition,
                                  "earliest": p.earliest, "latest": p.latest, "bytes": p.latest - p.earliest})
@@ -213,6 +219,8 @@ def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = 
         raise BrokerUnavailableError("no broker answered: " + "; ".join(f"{a} ({e})" for a, e in unreachable))
     for addr, exc in unreachable:
         print(f"broker {addr}: unreachable: {exc}", file=sys.stderr)
+    if wanted - existing:
+        raise _unknown_topics(wanted - existing, "any broker that answered", existing)
     code = EXIT_UNREACHABLE if unreachable else 0
     rows.sort(key=lambda r: (r["topic"], r["broker_id"], r["partition"]))
     if as_json:

@@ -61,11 +61,24 @@ def _range(args):
     return (parse_time_ms(args.start) if args.start else None, parse_time_ms(args.end) if args.end else None)
 
 
+def existing_destination(config):
+    """The storage of ``config["destination"]``; IngestError when it does not exist (a typo would list nothing)."""
+    from ingest.storage import open_storage
+
+    storage = open_storage(config["destination"])
+    if not storage.exists(storage.root):
+        raise IngestError(f"destination {storage.uri} does not exist: set destination= (or --set destination=URI) "
+                          f"to the loader's destination")
+    return storage
+
+
 def _run(args) -> int:
     from ingest.compaction.runner import run, summary_table, write_summary
 
     start, end = _range(args)
-    results = run(load_config(args), start_ms=start, end_ms=end, topics=args.topic, audit_reports=args.audit_report)
+    config = load_config(args)
+    existing_destination(config)
+    results = run(config, start_ms=start, end_ms=end, topics=args.topic, audit_reports=args.audit_report)
     print(summary_table(results))
     if args.summary:
         write_summary(args.summary, results)
@@ -76,13 +89,8 @@ def _status(args) -> int:
     from ingest.compaction.plan import committed_hours, is_compacted_set
     from ingest.compaction.records import read_records
     from ingest.loader.state import LoaderState
-    from ingest.storage import open_storage
 
-    cfg = load_config(args)
-    storage = open_storage(cfg["destination"])
-    if not storage.exists(storage.root):
-        raise IngestError(f"destination {storage.uri} does not exist: set destination= (or --set destination=URI) "
-                          f"to the loader's destination")
+    storage = existing_destination(load_config(args))
     state = LoaderState.load(storage, recover=False)
     start, end = _range(args)
     hours = committed_hours(state, args.topic)
