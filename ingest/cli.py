@@ -8,6 +8,10 @@ Each package that offers commands has a ``cli`` module with
 An unreadable file (:class:`OSError`) is reported the same way; any other
 unexpected exception prints one line pointing at ``--verbose`` and exits 1.
 Usage mistakes are argparse's: the usage line and one error line, exit 2.
+Output into a pipe whose reader went away (``ingest loader status | head``)
+ends the command quietly with 141 (128 + SIGPIPE), as a Unix tool killed by
+SIGPIPE does; the signal itself stays ignored, since a broker or client killed
+by a peer's closed socket would be a bug.
 """
 from __future__ import annotations
 
@@ -15,6 +19,9 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
+import select
+import signal
 import sys
 from typing import Sequence
 
@@ -42,6 +49,8 @@ LONG_RUNNING = frozenset({"broker", "registry"})
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 EXAMPLES = """\
 examples:
@@ -96,27 +105,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe must not surface at interpreter exit
+        return code
+    except BrokenPipeError as exc:
+        if not _stdout_reader_gone():
+            return _report_os_error(args, exc)  # a socket, not our stdout: an ordinary I/O error
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except IngestError as exc:
         if args.verbose:
             log.exception("failed")
         print(f"ingest {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
-        if args.verbose:
-            log.exception("failed")
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"ingest {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
-        return EXIT_ERROR
+        return _report_os_error(args, exc)
     except KeyboardInterrupt:
         print(f"ingest {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line here, the traceback with --verbose
         if args.verbose:
             log.exception("failed")
         print(f"ingest {args.command}: internal error: {type(exc).__name__}: {exc} "
               f"(run with --verbose for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _report_os_error(args: argparse.Namespace, exc: OSError) -> int:
+    if args.verbose:
+        log.exception("failed")
+    where = f": {exc.filename}" if exc.filename else ""
+    print(f"ingest {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _stdout_reader_gone() -> bool:
+    """True when stdout is a pipe or socket whose reading end is closed (poll reports an error)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no real file descriptor (captured in tests)
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of unwritten output stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -354,14 +354,26 @@ def read_properties(path: str | Path) -> dict[str, str]:
     """Parse a ``.properties`` file into a dict of raw strings.
 
     Raises:
-        ConfigError: the file is missing or a line is not ``key=value``.
+        ConfigError: the file is missing, is not UTF-8 text (e.g. a binary given by
+            mistake), or a line is not ``key=value``.
     """
     p = Path(path)
+    return parse_properties(read_text(p, "config file", "a UTF-8 .properties file of key=value lines"), source=str(p))
+
+
+def read_text(path: str | Path, what: str, allowed: str) -> str:
+    """The UTF-8 text of a file an operator named (``what``: "config file"; ``allowed``: what it must be).
+
+    Raises:
+        ConfigError: the file cannot be read, or is not UTF-8 text (a binary given by mistake).
+    """
     try:
-        text = p.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from exc
-    return parse_properties(text, source=str(p))
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not a text file (byte {exc.object[exc.start]:#04x} at position "
+                          f"{exc.start} is not UTF-8): allowed is {allowed}") from exc
 
 
 def parse_properties(text: str, *, source: str = "<text>") -> dict[str, str]:

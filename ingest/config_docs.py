@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import ingest
-from ingest.config import ConfigDef
+from ingest.config import ConfigDef, read_text
 from ingest.errors import ConfigError
 
 BEGIN = "<!-- BEGIN GENERATED CONFIG (ingest config docs) -->"
@@ -48,7 +48,7 @@ def render() -> str:
 
 def check(path: Path) -> bool:
     """True when the generated block in ``path`` equals what the code declares."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "Markdown file", "a UTF-8 Markdown file")
     if BEGIN not in text or END not in text:
         return False
     current = text[text.index(BEGIN): text.index(END) + len(END)]
@@ -57,7 +57,7 @@ def check(path: Path) -> bool:
 
 def update(path: Path) -> None:
     """Rewrite the generated block of ``path`` in place."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "Markdown file", "a UTF-8 Markdown file")
     if BEGIN not in text or END not in text:
         raise ConfigError(f"{path} has no '{BEGIN}' ... '{END}' block to update")
     start, stop = text.index(BEGIN), text.index(END) + len(END)

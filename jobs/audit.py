@@ -10,7 +10,8 @@ and a short summary to stdout.
 
 Exit codes: 0 every judged window COMPLETE (or PENDING); 3 data loss found
 (DATA_LOSS or RETENTION_LOSS); 4 other problems without loss (MONITORING_GAP,
-NO_MONITORING, OVER_DELIVERY, DUPLICATES); 2 the audit could not run.
+NO_MONITORING, OVER_DELIVERY, DUPLICATES); 2 bad input or the audit could not run
+(one line on stderr, also for an error raised in an executor); 1 an internal error.
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import argparse
 import os
 import sys
 
+PROG = "jobs/audit.py"
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        prog="jobs/audit.py", description="Reconcile loaded data with producers' monitoring events.",
+        prog=PROG, description="Reconcile loaded data with producers' monitoring events.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  spark-submit jobs/audit.py --config conf/audit.properties --report /tmp/audit.jsonl\n"
@@ -35,14 +38,15 @@ def parse_args(argv):
     p.add_argument("--html", metavar="PATH", help="HTML report to write (default: the report path with .html)")
     p.add_argument("--by-producer", action="store_true", help="also report per producer server")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging and the traceback of a failure")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from ingest.jobs_support import build_spark, setup_logging
+    from ingest.jobs_support import build_spark, report_failure, setup_logging
 
-    setup_logging()
+    setup_logging(args.verbose)
     from ingest.audit.config import AUDIT_CONFIG
     from ingest.audit.job import parse_time, run_audit
     from ingest.audit.report_html import write_html
@@ -55,8 +59,7 @@ def main(argv=None) -> int:
         from_ms = parse_time(args.from_time) if args.from_time else None
         to_ms = parse_time(args.to_time) if args.to_time else None
     except IngestError as exc:
-        print(f"audit: error: {exc}", file=sys.stderr)
-        return 2
+        return report_failure(PROG, exc, verbose=args.verbose)
     spark = build_spark(config, "ingest-audit")
     try:
         run = run_audit(spark, config, from_ms=from_ms, to_ms=to_ms, by_producer=args.by_producer or None)
@@ -66,9 +69,8 @@ def main(argv=None) -> int:
         print(summary(run))
         print(f"report: {args.report}\nhtml: {html_path}")
         return run.exit_code
-    except IngestError as exc:
-        print(f"audit: FAILED: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:  # the product's errors, also those raised in executors and wrapped by PySpark
+        return report_failure(PROG, exc, verbose=args.verbose)
     finally:
         spark.stop()
 

@@ -5,15 +5,16 @@
 
 One Spark task per hour (hours are independent); the work itself is
 :mod:`ingest.compaction`. Exit code 0 when every hour was compacted, was a no-op
-or was skipped on purpose; 2 on a configuration error; 1 when a task failed.
+or was skipped on purpose; 2 on bad input or a failed run (nothing of it is
+visible; one line on stderr, also for an error raised in a task); 1 on an
+internal error (a bug).
 """
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
-log = logging.getLogger("jobs.compact")
+PROG = "jobs/compact.py"
 
 
 def spark_map(spark):
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from ingest.errors import IngestError
 
     parser = argparse.ArgumentParser(
-        prog="jobs/compact.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  spark-submit jobs/compact.py --config conf/compaction.properties --audit-report /tmp/audit.jsonl\n"
                "  spark-submit jobs/compact.py --config conf/compaction.properties --summary /tmp/compaction.json\n",
@@ -39,31 +40,28 @@ def main(argv: list[str] | None = None) -> int:
     add_common(parser)
     parser.add_argument("--audit-report", action="append", default=[], metavar="PATH")
     parser.add_argument("--summary", metavar="PATH", help="write the outcomes as JSON here")
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging and the traceback of a failure")
     args = parser.parse_args(argv)
-    from ingest.jobs_support import build_spark, setup_logging
+    from ingest.jobs_support import build_spark, report_failure, setup_logging
 
     setup_logging(args.verbose)
-    from ingest.compaction.cli import _range, load_config
+    from ingest.compaction.cli import _range, existing_destination, load_config
     from ingest.compaction.runner import run, summary_table, write_summary
 
     try:
         config = load_config(args)
         start, end = _range(args)
+        existing_destination(config)
     except IngestError as exc:
-        print(f"jobs/compact.py: error: {exc}", file=sys.stderr)
-        return 2
+        return report_failure(PROG, exc, verbose=args.verbose)
 
     spark = build_spark(config, "ingest-compact")
 
     try:
         results = run(config, start_ms=start, end_ms=end, topics=args.topic,
                       audit_reports=args.audit_report, map_fn=spark_map(spark))
-    except IngestError as exc:
-        if args.verbose:
-            log.exception("failed")
-        print(f"jobs/compact.py: error: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:  # the product's errors, also those raised in tasks and wrapped by PySpark
+        return report_failure(PROG, exc, verbose=args.verbose)
     finally:
         spark.stop()
     print(summary_table(results))

@@ -3,18 +3,22 @@
     spark-submit jobs/load.py --config conf/loader.properties [--set key=value ...]
                  [--reset-offsets earliest|latest|TIME --topic T [--topic T2]]
 
-Exit codes: 0 committed or nothing to do, 2 the run failed (nothing of it is visible),
-3 retention data loss with fail.on.data.loss=true. The summary goes to stdout.
+Exit codes: 0 committed or nothing to do, 2 bad input or the run failed (nothing of it
+is visible), 3 retention data loss with fail.on.data.loss=true, 1 an internal error (a
+bug). A failure is one line on stderr, also when it was raised in an executor (a broker
+or the registry unreachable); the summary goes to stdout.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
+PROG = "jobs/load.py"
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        prog="jobs/load.py", description="Load everything new from the brokers, exactly once.",
+        prog=PROG, description="Load everything new from the brokers, exactly once.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  spark-submit --master 'local[*]' jobs/load.py --config conf/loader.properties\n"
@@ -25,24 +29,24 @@ def parse_args(argv):
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     p.add_argument("--reset-offsets", metavar="SPEC", help="earliest, latest, epoch ms or ISO-8601 time: replay topics")
     p.add_argument("--topic", action="append", default=[], help="topic to reset (with --reset-offsets)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging and the traceback of a failure")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from ingest.jobs_support import build_spark, setup_logging
+    from ingest.jobs_support import build_spark, product_error, report_failure, setup_logging
 
-    setup_logging()
+    setup_logging(args.verbose)
     from ingest.config import parse_overrides
-    from ingest.errors import DataLossError, IngestError
+    from ingest.errors import IngestError
     from ingest.loader.config import LOADER_CONFIG
     from ingest.loader.job import run_load, summary_text
 
     try:
         config = LOADER_CONFIG.load(args.config, parse_overrides(args.set))
     except IngestError as exc:
-        print(f"load: error: {exc}", file=sys.stderr)
-        return 2
+        return report_failure(PROG, exc, verbose=args.verbose)
     sessions = []
 
     def spark_factory():
@@ -55,12 +59,13 @@ def main(argv=None) -> int:
         result = run_load(config, spark_factory, reset_spec=args.reset_offsets, reset_topics=args.topic)
         print(summary_text(result.record))
         return 0
-    except IngestError as exc:
-        code = 3 if isinstance(exc, DataLossError) else 2
-        if getattr(exc, "run_record", None):
-            print(summary_text(exc.run_record))
-        print(f"load: FAILED: {exc}", file=sys.stderr)
-        return code
+    except Exception as exc:  # the product's errors, also those raised in executors and wrapped by PySpark
+        record = getattr(exc, "run_record", None)
+        if record:
+            found = product_error(exc)  # the summary names the error, not PySpark's wrapping of it
+            print(summary_text({**record, "error": f"{found.error_class.__name__}: {found.message}"} if found
+                               else record))
+        return report_failure(PROG, exc, verbose=args.verbose)
     finally:
         for s in sessions:
             s.stop()

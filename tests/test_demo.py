@@ -83,21 +83,44 @@ def _safe_sid(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_demo_ctrl_c_stops_what_it_started(tmp_path):
+    """Ctrl-C while the producers publish stops every process the demo started.
+
+    Deterministic under load: the signal is sent only once the demo printed its
+    "producers:" line (all three producers are started) and every child's session is
+    seen; from then on the demo sleeps before its first load and starts nothing, so
+    the snapshot of sessions is complete when the signal lands. (The race of a
+    signal landing while a child starts is pinned by tests/test_demo_units.py.)
+    """
     work = tmp_path / "demo"
-    proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--duration", "120", "--workdir", str(work)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    sessions: set[int] = set()
-    deadline = time.monotonic() + 90
-    # wait until the producers run (brokers, registry and maybe ZooKeeper are up)
-    while time.monotonic() < deadline and not (work / "logs" / "produce-page-views.log").exists():
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.2)
-    sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
-    assert len(sessions) >= 5  # brokers, registry, producers (and ZooKeeper)
-    os.kill(proc.pid, signal.SIGINT)  # Ctrl-C
-    out, _ = proc.communicate(timeout=90)
+    out_path = tmp_path / "demo.out"
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--duration", "120",
+                                 "--workdir", str(work)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while "producers: " not in out_path.read_text():
+            assert proc.poll() is None, out_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the demo's producers did not start within 240 s"
+            time.sleep(0.2)
+        text = out_path.read_text()
+        expected = 6 + ("ZooKeeper: 127.0.0.1:" in text)  # 2 brokers, registry, 3 producers (+ ZooKeeper)
+        sessions: set[int] = set()
+        while len(sessions - {os.getsid(0)}) < expected:  # every child is a session leader
+            assert time.monotonic() < deadline, f"saw {sessions} of {expected} children"
+            sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGINT)  # Ctrl-C
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = out_path.read_text()
     assert proc.returncode == 130, out[-3000:]
     assert "interrupted" in out
     sessions.discard(os.getsid(0))
+    deadline = time.monotonic() + 30  # SIGKILLed groups vanish a moment after the demo returns
+    while _sessions_alive(sessions) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not _sessions_alive(sessions), "Ctrl-C left processes running"

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from ingest.demo import pipeline
+from ingest.demo import pipeline, processes
 from ingest.demo.pipeline import DemoOptions, fresh_workdir
 from ingest.demo.processes import Supervisor
 from ingest.errors import DemoError, IngestError
@@ -65,3 +67,36 @@ def test_close_stops_the_whole_process_group(tmp_path):
     while _alive(grandchild):  # reaped by init shortly after the kill
         assert time.monotonic() < deadline, "grandchild survived"
         time.sleep(0.05)
+
+
+def test_ctrl_c_right_after_a_child_is_forked_still_stops_that_child(tmp_path, monkeypatch):
+    """The race of Supervisor.start, made deterministic: a real SIGINT is raised the instant the
+    real Popen returns, before the supervisor can record the child (where a Ctrl-C under load lands
+    now and then). The child must still be recorded, and close() must stop it."""
+    real_popen = subprocess.Popen
+    forked: list[subprocess.Popen] = []
+
+    def popen_then_ctrl_c(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        forked.append(proc)
+        signal.raise_signal(signal.SIGINT)
+        return proc
+
+    monkeypatch.setattr(processes.subprocess, "Popen", popen_then_ctrl_c)
+    sup = Supervisor(tmp_path)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # the Ctrl-C is not lost, only held back
+            sup.start("sleeper", ["sleep", "300"])
+        monkeypatch.undo()
+        sup.close()
+        (proc,) = forked
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("Ctrl-C while starting a child left that child running")
+        assert [c.proc for c in sup.children] == [proc]
+    finally:
+        for proc in forked:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

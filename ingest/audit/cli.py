@@ -49,7 +49,13 @@ def _show(args) -> int:
         rows = read_json_lines(args.report)
     rows = [r for r in rows if r["row_type"] != "producer"]
     if args.topic:
+        audited = sorted({r["topic"] for r in rows})
         rows = [r for r in rows if r["topic"] == args.topic]
+        if not rows:
+            from ingest.errors import IngestError
+
+            raise IngestError(f"--topic {args.topic!r} was never audited in {args.destination or args.report}; "
+                              f"audited topics: {', '.join(audited) or 'none'}")
     if args.problems:
         rows = [r for r in rows if r["status"] not in OK_STATUSES]
     print(status_table(rows))

@@ -15,13 +15,17 @@ import uuid
 from typing import BinaryIO, Iterable, TextIO
 
 from ingest.client.consumer_config import CONSUMER_CONFIG
-from ingest.client.discovery import Discovery, make_discovery
+from ingest.client.discovery import (Discovery, make_discovery, read_topic_partition_counts, read_topics,
+                                     start_kazoo)
 from ingest.client.producer import Producer, SendResult
 from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.client.simple_consumer import SimpleConsumer
-from ingest.errors import ConfigError, IngestError
+from ingest.errors import BrokerUnavailableError, ConfigError, IngestError
 
 log = logging.getLogger(__name__)
+
+# docs/operations.md, "the command line": an unreachable service exits 2, like every product error
+EXIT_UNREACHABLE = 2
 
 
 def _discovery_keys(brokers: str | None, zk: str | None) -> dict[str, str]:
@@ -68,7 +72,12 @@ def console_consumer(*, brokers: str | None, zk: str | None, topic: str, group: 
                      overrides: dict[str, str] | None = None, out: BinaryIO | None = None) -> int:
     """Print messages of ``topic``, one per line; returns an exit code."""
     out = out if out is not None else sys.stdout.buffer
+    if max_messages is not None and max_messages < 1:
+        raise ConfigError(f"--max-messages {max_messages}: allowed is an integer >= 1 (omit it for no limit)")
+    if timeout_ms < -1:
+        raise ConfigError(f"--timeout-ms {timeout_ms}: allowed is -1 (wait forever) or milliseconds >= 0")
     if zk:
+        _check_topic_registered(zk, topic)
         return _group_consumer(zk, topic, group, from_beginning, max_messages, timeout_ms, print_offsets,
                                overrides or {}, out)
     if group:
@@ -78,6 +87,26 @@ def console_consumer(*, brokers: str | None, zk: str | None, topic: str, group: 
         return _direct_consumer(discovery, topic, from_beginning, max_messages, timeout_ms, print_offsets, out)
     finally:
         discovery.close()
+
+
+def _unknown_topics(topics: Iterable[str], where: str, known: Iterable[str]) -> IngestError:
+    names = sorted(topics)
+    which = f"topic {names[0]!r} does not" if len(names) == 1 else f"topics {', '.join(map(repr, names))} do not"
+    return IngestError(f"{which} exist on {where}; topics there: {', '.join(sorted(known)) or 'none yet'} "
+                       f"(a topic is created by its first message)")
+
+
+def _check_topic_registered(zk: str, topic: str) -> None:
+    """Refuse a topic no broker registered in ZooKeeper: a group would wait for it silently forever."""
+    config = PRODUCER_CONFIG.parse(_discovery_keys(None, zk))
+    client = start_kazoo(zk, session_timeout_ms=config["zk.sessiontimeout.ms"],
+                         connection_timeout_ms=config["zk.connectiontimeout.ms"])
+    try:
+        if not read_topic_partition_counts(client, topic):
+            raise _unknown_topics([topic], f"any broker registered in ZooKeeper at {zk}", read_topics(client))
+    finally:
+        client.stop()
+        client.close()
 
 
 def _group_consumer(zk, topic, group, from_beginning, max_messages, timeout_ms, print_offsets, overrides, out):
@@ -108,9 +137,20 @@ def _group_consumer(zk, topic, group, from_beginning, max_messages, timeout_ms, 
 def _direct_consumer(discovery: Discovery, topic, from_beginning, max_messages, timeout_ms, print_offsets, out):
     consumers = {bid: SimpleConsumer(a.host, a.port) for bid, a in discovery.brokers().items()}
     positions: dict[tuple[int, int], int] = {}
-    for bid, c in consumers.items():
-        for info in c.metadata([topic]).topics.get(topic, []):
-            positions[(bid, info.partition)] = info.earliest if from_beginning else info.latest
+    known: set[str] = set()
+    try:
+        for bid, c in consumers.items():
+            topics = c.metadata().topics
+            known.update(topics)
+            for info in topics.get(topic, []):
+                positions[(bid, info.partition)] = info.earliest if from_beginning else info.latest
+        if not positions:
+            raise _unknown_topics([topic], "any broker (" + ", ".join(str(a) for a in discovery.brokers().values())
+                                  + ")", known)
+    except BaseException:
+        for c in consumers.values():
+            c.close()
+        raise
     n = 0
     idle_since = time.monotonic()
     try:
@@ -147,38 +187,51 @@ def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = 
                 as_json: bool = False, out: TextIO = sys.stdout) -> int:
     """Print every topic's partitions per broker with earliest/latest offsets.
 
-    Returns 0 when every known broker answered; 1 when one was unreachable (the
-    others' rows are still printed: a partial listing must not pass as complete in a
-    script) or no broker is known at all.
+    Returns 0 when every known broker answered; :data:`EXIT_UNREACHABLE` when one
+    did not (it is named on stderr; the others' rows are still printed, but a partial
+    listing must not pass as complete in a script).
+
+    Raises:
+        BrokerUnavailableError: no broker is known, or none answered (nothing to list).
     """
     discovery = make_discovery(PRODUCER_CONFIG.parse(_discovery_keys(brokers, zk)))
     rows = []
-    unreachable = 0
+    unreachable: list[tuple[object, IngestError]] = []
+    wanted, existing = set(topics), set()
     try:
         known = sorted(discovery.brokers().items())
         if not known:
             where = f"broker.list {brokers!r}" if brokers else f"none registered in ZooKeeper at {zk}"
-            print(f"no broker known ({where})", file=sys.stderr)
-            unreachable = 1
+            raise BrokerUnavailableError(f"no broker known ({where})")
         for bid, addr in known:
             try:
                 with SimpleConsumer(addr.host, addr.port, timeout_s=10) as c:
-                    meta = c.metadata(list(topics))
+                    # every topic: a broker answers an unknown *named* topic with empty partitions
+                    meta = c.metadata()
             except IngestError as exc:
-                print(f"broker {addr}: unreachable: {exc}", file=sys.stderr)
-                unreachable += 1
+                unreachable.append((addr, exc))
                 continue
+            existing.update(meta.topics)
             for name, parts in sorted(meta.topics.items()):
+                if wanted and name not in wanted:
+                    continue
                 for p in parts:
                     rows.append({"topic": name, "broker_id": bid, "partition": p.partition,
                                  "earliest": p.earliest, "latest": p.latest, "bytes": p.latest - p.earliest})
     finally:
         discovery.close()
+    if len(unreachable) == len(known):
+        raise BrokerUnavailableError("no broker answered: " + "; ".join(f"{a} ({e})" for a, e in unreachable))
+    for addr, exc in unreachable:
+        print(f"broker {addr}: unreachable: {exc}", file=sys.stderr)
+    if wanted - existing:
+        raise _unknown_topics(wanted - existing, "any broker that answered", existing)
+    code = EXIT_UNREACHABLE if unreachable else 0
     rows.sort(key=lambda r: (r["topic"], r["broker_id"], r["partition"]))
     if as_json:
         for r in rows:
             out.write(json.dumps(r) + "\n")
-        return 1 if unreachable else 0
+        return code
     header = ("topic", "broker", "partition", "earliest", "latest", "bytes")
     table = [header] + [(r["topic"], str(r["broker_id"]), str(r["partition"]), str(r["earliest"]),
                          str(r["latest"]), str(r["bytes"])) for r in rows]
@@ -186,4 +239,4 @@ def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = 
     for row in table:
         out.write("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                             for i, (cell, w) in enumerate(zip(row, widths))).rstrip() + "\n")
-    return 1 if unreachable else 0
+    return code

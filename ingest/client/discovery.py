@@ -114,6 +114,14 @@ def read_brokers(zk) -> dict[int, BrokerAddress]:
     return out
 
 
+def read_topics(zk) -> list[str]:
+    """Every topic some broker registered under ``/brokers/topics`` (sorted; empty if none)."""
+    try:
+        return sorted(zk.retry(zk.get_children, znodes.BROKER_TOPICS))
+    except NoNodeError:
+        return []
+
+
 def read_topic_partition_counts(zk, topic: str) -> dict[int, int]:
     """``{broker_id: #partitions}`` the brokers registered for ``topic`` (empty if unknown).
 

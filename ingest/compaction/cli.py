@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 
 from ingest.config import parse_overrides
+from ingest.errors import IngestError
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +61,24 @@ def _range(args):
     return (parse_time_ms(args.start) if args.start else None, parse_time_ms(args.end) if args.end else None)
 
 
+def existing_destination(config):
+    """The storage of ``config["destination"]``; IngestError when it does not exist (a typo would list nothing)."""
+    from ingest.storage import open_storage
+
+    storage = open_storage(config["destination"])
+    if not storage.exists(storage.root):
+        raise IngestError(f"destination {storage.uri} does not exist: set destination= (or --set destination=URI) "
+                          f"to the loader's destination")
+    return storage
+
+
 def _run(args) -> int:
     from ingest.compaction.runner import run, summary_table, write_summary
 
     start, end = _range(args)
-    results = run(load_config(args), start_ms=start, end_ms=end, topics=args.topic, audit_reports=args.audit_report)
+    config = load_config(args)
+    existing_destination(config)
+    results = run(config, start_ms=start, end_ms=end, topics=args.topic, audit_reports=args.audit_report)
     print(summary_table(results))
     if args.summary:
         write_summary(args.summary, results)
@@ -74,13 +89,18 @@ def _status(args) -> int:
     from ingest.compaction.plan import committed_hours, is_compacted_set
     from ingest.compaction.records import read_records
     from ingest.loader.state import LoaderState
-    from ingest.storage import open_storage
 
-    cfg = load_config(args)
-    storage = open_storage(cfg["destination"])
+    storage = existing_destination(load_config(args))
     state = LoaderState.load(storage)  # reads only: status never changes the destination
     start, end = _range(args)
-    for hour, files in sorted(committed_hours(state, args.topic).items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
+    hours = committed_hours(state, args.topic)
+    if args.topic and not hours:
+        loaded = sorted({f.topic for f in state.files()})
+        raise IngestError(f"--topic {', '.join(args.topic)}: no committed hours in {storage.uri}; "
+                          f"topics there: {', '.join(loaded) or 'none (nothing loaded yet)'}")
+    if not state.manifests:
+        print(f"no committed load in {storage.uri} yet (nothing to compact)", file=sys.stderr)
+    for hour, files in sorted(hours.items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
         if start is not None and hour.start_ms + 3_600_000 <= start or end is not None and hour.start_ms >= end:
             continue
         size = sum(f.bytes for f in files)

@@ -9,6 +9,9 @@ process it starts is stopped at the end, also on Ctrl-C. See
 from __future__ import annotations
 
 import argparse
+import math
+
+from ingest.errors import ConfigError
 
 EXAMPLES = """examples:
   ingest demo                                  # about 2-3 minutes, data in ./demo-work
@@ -30,8 +33,16 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
+def _positive(flag: str, value: float, unit: str) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{flag} {value:g}: allowed is a number of {unit} > 0")
+
+
 def _run(args) -> int:
     from ingest.demo.pipeline import DemoOptions, run_demo
 
+    # refused before the work directory is replaced or anything is started
+    _positive("--duration", args.duration, "seconds")
+    _positive("--rate", args.rate, "events per second")
     return run_demo(DemoOptions(workdir=args.workdir, duration_s=args.duration, rate=args.rate,
                                 fmt=args.format, use_zookeeper=not args.no_zookeeper))

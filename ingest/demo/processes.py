@@ -7,18 +7,24 @@ start order on ``close()``, which the demo calls from ``finally`` and from its
 SIGINT/SIGTERM handler, so Ctrl-C leaves nothing running.
 
 Concurrency: one thread (the demo's) starts and stops; ``close`` is idempotent.
+A Ctrl-C or SIGTERM arriving while a child is being started is held back until
+the child is recorded (:func:`signals_deferred`), so ``close`` always knows every
+child that exists: interrupted in that window, the demo used to leave the child
+running.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from ingest.errors import DemoError
 
@@ -61,12 +67,12 @@ class Supervisor:
               env: dict[str, str] | None = None) -> Child:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
-        with open(log_path, "ab") as out:
+        with open(log_path, "ab") as out, signals_deferred():
             proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=str(cwd) if cwd else None, env={**self.env, **(env or {})},
                                     start_new_session=True)
-        child = Child(name, proc, log_path)
-        self.children.append(child)
+            child = Child(name, proc, log_path)
+            self.children.append(child)
         log.debug("started %s (pid %d): %s", name, proc.pid, " ".join(argv))
         return child
 
@@ -126,6 +132,36 @@ class Supervisor:
                 self.stop(child)
             except Exception as exc:  # noqa: BLE001 - keep stopping the others
                 log.warning("stopping %s: %s", child.name, exc)
+
+
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP back for the block; re-raise the first one after it.
+
+    A Python-level handler that only notes the signal, rather than blocking it
+    with ``pthread_sigmask``: a blocked mask is inherited across ``fork``/``exec``,
+    so children started inside the block would ignore the SIGTERM that stops them.
+    Python runs signal handlers in the main thread only, so elsewhere nothing can
+    interrupt the block and nothing needs deferring.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous: dict[int, object] = {}
+    try:
+        for sig in DEFERRED_SIGNALS:  # one by one: an interrupt midway still restores those swapped
+            previous[sig] = signal.signal(sig, lambda signum, _frame: pending.append(signum))
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if pending:
+            log.debug("delivering signal %d held back while a child started", pending[0])
+            signal.raise_signal(pending[0])
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -75,6 +75,8 @@ def _registry_start(args: argparse.Namespace) -> int:
     from ingest.events.registry_server import RegistryServer
     from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
 
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: allowed is a TCP port 0-65535 (0 picks a free one)")
     level = args.compatibility.upper()
     if level not in compatibility.LEVELS:
         raise ConfigError(f"--compatibility {args.compatibility!r} is not one of {', '.join(compatibility.LEVELS)}")
@@ -127,6 +129,8 @@ def _produce(args: argparse.Namespace) -> int:
         raise ConfigError(f"--count {args.count} must be >= 0")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size {args.batch_size} must be >= 1")
+    if not args.rate >= 0:  # also refuses nan
+        raise ConfigError(f"--rate {args.rate:g}: allowed is events per second >= 0 (0 = as fast as possible)")
     if args.key_field:
         # refuse before connecting or sending anything: a usage error, not a failed run
         default_audit = "audit-monitoring" if not args.audit_topic else args.audit_topic
@@ -152,7 +156,10 @@ def _produce(args: argparse.Namespace) -> int:
     event_keys.setdefault("service.name", args.service)
 
     schema_name = args.schema or schema_for_topic(args.topic, event_keys.get("audit.topic", "audit-monitoring"))
-    gen = EventGenerator(schema_name, seed=args.seed)
+    try:
+        gen = EventGenerator(schema_name, seed=args.seed)
+    except ValueError as exc:  # names the schema and the ones that have a generator
+        raise ConfigError(f"--schema: {exc}") from exc
     registry = RegistryClient(args.registry)
     ep = EventProducer(producer_keys, registry, config=event_keys, topics=[args.topic])
     ep.register_topic(args.topic, load_schema(schema_name))
