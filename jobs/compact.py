@@ -2,6 +2,7 @@
 
     spark-submit jobs/compact.py --config conf/compaction.properties \\
         --from 2026-11-22T03:00 --to 2026-11-22T04:00 --audit-report reports/audit.json
+    spark-submit jobs/compact.py --config conf/compaction.properties --audit-run ingest_hourly-scheduled__2026...
 
 One Spark task per hour (hours are independent); the work itself is
 :mod:`ingest.compaction`. Exit code 0 when every hour was compacted, was a no-op
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_common(parser)
     parser.add_argument("--audit-report", action="append", default=[], metavar="PATH")
+    parser.add_argument("--audit-run", action="append", default=[], metavar="RUN_ID",
+                        help="gate on the revision this audit run (jobs/audit.py --run-id) wrote under "
+                             "<destination>/_audit/: works wherever the audit's driver ran")
     parser.add_argument("--summary", metavar="PATH", help="write the outcomes as JSON here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -50,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args)
         start, end = _range(args)
+        from ingest.audit.history import run_revision
+
+        reports = args.audit_report + [run_revision(config["destination"], r) for r in args.audit_run]
     except IngestError as exc:
         print(f"jobs/compact.py: error: {exc}", file=sys.stderr)
         return 2
@@ -58,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         results = run(config, start_ms=start, end_ms=end, topics=args.topic,
-                      audit_reports=args.audit_report, map_fn=spark_map(spark))
+                      audit_reports=reports, map_fn=spark_map(spark))
     except IngestError as exc:
         if args.verbose:
             log.exception("failed")
