@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 log = logging.getLogger("jobs.compact")
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     print(summary_table(results))
     if args.summary:
+        # the directory may not exist on this host: nothing else of the DAG run wrote there in cluster mode
+        os.makedirs(os.path.dirname(os.path.abspath(args.summary)), exist_ok=True)
         write_summary(args.summary, results)
     return 0
 
