@@ -69,7 +69,7 @@ def revision_name(audited_at_ms: int, run_id: str) -> str:
 
 def _run_of(name: str) -> str | None:
     """The run id in a revision file name, or None for other files."""
-    stem, dot, ext = name.rpartition(".")
+    stem, _, ext = name.rpartition(".")
     if ext != "parquet" or name.startswith(".") or len(stem) < 17 or stem[15] != "-" or not stem[:15].isdigit():
         return None
     return stem[16:]
@@ -95,7 +95,7 @@ def write_revision(
 
 
 def run_revision(destination: str, run_id: str) -> str:
-    """Storage path of the latest revision written by audit run ``run_id`` (a retried run writes one per try).
+    """URI of the latest revision written by audit run ``run_id`` (a retried run writes one per try).
 
     Raises:
         ConfigError: the run wrote no revision (it has not run, failed before writing, or ran
@@ -107,13 +107,13 @@ def run_revision(destination: str, run_id: str) -> str:
     if not found:
         raise ConfigError(f"no audit revision of run {run_id!r} under {storage.join(REVISIONS_DIR)}: the audit run "
                           f"has not written one (did it run with history.enabled=true against this destination?)")
-    return storage.join(REVISIONS_DIR, found[-1])
+    return storage.spark_path(storage.join(REVISIONS_DIR, found[-1]))  # a URI: it names its storage
 
 
-def read_revision(path: str) -> list[dict]:
-    """The report rows of one revision file (a storage URI or path), ``causes`` as a dict."""
-    storage = open_storage(path)
-    rows = pq.read_table(io.BytesIO(storage.read_bytes(path))).cast(SCHEMA).to_pylist()
+def read_revision(uri: str) -> list[dict]:
+    """The report rows of one revision file (a storage URI or local path), ``causes`` as a dict."""
+    storage = open_storage(uri)  # rooted at the file itself
+    rows = pq.read_table(io.BytesIO(storage.read_bytes(storage.root))).cast(SCHEMA).to_pylist()
     for row in rows:
         row["causes"] = dict(row["causes"] or [])
     return rows
