@@ -22,10 +22,10 @@ provider allows only the names spark-submit / spark2-submit / spark3-submit).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -45,6 +45,7 @@ def var(name: str, default_expr: str) -> str:
     return "{{ var.value.get('%s', %s) }}" % (name, default_expr)
 
 
+INGEST_HOME = "{{ " + HOME + " }}"
 PYTHON = var("ingest_python", HOME + " ~ '/.venv/bin/python'")
 LOAD_APP = "{{ " + HOME + " }}/jobs/load.py"
 AUDIT_APP = "{{ " + HOME + " }}/jobs/audit.py"
@@ -52,8 +53,12 @@ COMPACT_APP = "{{ " + HOME + " }}/jobs/compact.py"
 LOADER_CONFIG = var("ingest_loader_config", HOME + " ~ '/conf/loader.properties'")
 AUDIT_CONFIG = var("ingest_audit_config", HOME + " ~ '/conf/audit.properties'")
 COMPACTION_CONFIG = var("ingest_compaction_config", HOME + " ~ '/conf/compaction.properties'")
-REPORT_DIR = var("ingest_report_dir", HOME + " ~ '/reports'") + "/{{ dag.dag_id }}/{{ run_id | replace(':', '') | replace('+', '') }}"
+RUN_KEY = "{{ run_id | replace(':', '') | replace('+', '') | replace('~', '') }}"  # file-name-safe run id
+REPORT_DIR = var("ingest_report_dir", HOME + " ~ '/reports'") + "/{{ dag.dag_id }}/" + RUN_KEY
 REPORT = REPORT_DIR + "/audit.jsonl"  # JSON lines; the HTML report is written next to it (audit.html)
+# Names the audit's revision under <destination>/_audit/: compaction reads this run's verdict from there,
+# so it reaches compaction in cluster mode too (REPORT exists only where the audit's driver ran).
+AUDIT_RUN_ID = "{{ dag.dag_id }}." + RUN_KEY
 COMPACTION_SUMMARY = REPORT_DIR + "/compaction.json"
 
 # The data interval in the form every job's --from/--to accepts (ISO 8601, UTC).
@@ -71,32 +76,47 @@ DEFAULT_ARGS: dict[str, Any] = {
 }
 
 
-def read_rows(path: str) -> list[dict]:
-    """Rows of an audit report: JSON lines (what jobs/audit.py writes) or one JSON document."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+def _report_reader(home: str):
+    """The project's one parser of audit reports (``ingest.audit.report_reader``) and its statuses.
+
+    Imported when a task runs, never when the DAG is parsed. The Airflow venv
+    does not install the ``ingest`` package, so when it is not importable the
+    project checkout at ``home`` (Variable ``ingest_home``, which holds jobs/
+    anyway) goes on sys.path of this task process: the two modules need only
+    the standard library and ``ingest.errors``.
+    """
     try:
-        doc = json.loads(text)
-    except ValueError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    if isinstance(doc, dict):
-        return doc.get("windows", doc.get("rows", [doc] if "status" in doc else []))
-    return list(doc)
+        from ingest.audit import report_reader, status
+    except ImportError:
+        if home not in sys.path:
+            sys.path.append(home)
+        from ingest.audit import report_reader, status
+    return report_reader, status
 
 
-def report_summary(path: str, since: float | None = None) -> str | None:
+def report_summary(path: str, home: str, since: float | None = None) -> str | None:
     """A few lines summarising an audit report, or None when there is none (or it is older than ``since``)."""
     try:
         if since is not None and os.path.getmtime(path) < since:
             return None
-        rows = [r for r in read_rows(path) if r.get("row_type", "window") == "window"]
-    except (OSError, ValueError):
+    except OSError:
+        return None
+    try:
+        reader, status = _report_reader(home)
+    except ImportError as exc:
+        log.error("cannot import the audit report reader from ingest_home=%s (%s): is the project checked out "
+                  "there?", home, exc)
+        return None
+    try:
+        rows = [r for r in reader.read_report(path) if r.get("row_type", "window") == "window"]
+    except Exception as exc:  # noqa: BLE001 - ConfigError of the project: unreadable or not a report
+        log.error("audit report %s unreadable: %s", path, exc)
         return None
     counts: dict[str, int] = {}
     for r in rows:
-        counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
     lines = [f"audit report {path}: {len(rows)} windows: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
-    bad = [r for r in rows if r.get("status") not in ("COMPLETE", "PENDING")]
+    bad = [r for r in rows if r["status"] not in status.NO_PROBLEM_STATUSES]
     for r in bad[:10]:
         lines.append(
             f"  {r.get('status')} {r.get('topic')} window starting {r.get('window_start_ms')} ms: "
@@ -120,11 +140,12 @@ class AuditSubmitOperator(SparkSubmitOperator):
     without a fresh report (Spark or storage trouble) is retried as usual.
     """
 
-    template_fields = (*SparkSubmitOperator.template_fields, "report")
+    template_fields = (*SparkSubmitOperator.template_fields, "report", "ingest_home")
 
-    def __init__(self, *, report: str, **kwargs: Any) -> None:
+    def __init__(self, *, report: str, ingest_home: str = INGEST_HOME, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.report = report
+        self.ingest_home = ingest_home
 
     def execute(self, context: Any) -> Any:
         import time
@@ -134,12 +155,12 @@ class AuditSubmitOperator(SparkSubmitOperator):
         try:
             super().execute(context)
         except AirflowException as exc:
-            summary = report_summary(self.report, since=started)
+            summary = report_summary(self.report, self.ingest_home, since=started)
             if summary is None:
                 raise  # no verdict: infrastructure trouble, let retries handle it
             log.error("AUDIT FAILED\n%s", summary)
             raise AirflowFailException(f"audit judged data loss or problems; {summary}") from exc
-        summary = report_summary(self.report, since=started)
+        summary = report_summary(self.report, self.ingest_home, since=started)
         log.info("%s", summary or f"audit wrote no report at {self.report}")
         return self.report
 
@@ -186,13 +207,17 @@ def audit_task(*, from_time: str, to_time: str, name: str = "ingest-audit", **kw
     """``spark-submit jobs/audit.py`` of ``[from_time, to_time)`` writing this run's report."""
     return AuditSubmitOperator(task_id="audit", conn_id=SPARK_CONN_ID, application=AUDIT_APP,
                                application_args=["--config", AUDIT_CONFIG, "--from", from_time, "--to", to_time,
-                                                 "--report", REPORT],
+                                                 "--report", REPORT, "--run-id", AUDIT_RUN_ID],
                                report=REPORT, env_vars=SPARK_ENV, name=name, **kwargs)
 
 
 def compact_task(**kwargs: Any) -> SparkSubmitOperator:
-    """``spark-submit jobs/compact.py`` of the hours this run's audit report judged complete."""
+    """``spark-submit jobs/compact.py`` of the hours this run's audit judged complete.
+
+    The verdict comes from the audit's revision under ``<destination>/_audit/``
+    (``--audit-run``), not from the local report file.
+    """
     return SparkSubmitOperator(task_id="compact", conn_id=SPARK_CONN_ID, application=COMPACT_APP,
-                               application_args=["--config", COMPACTION_CONFIG, "--audit-report", REPORT,
+                               application_args=["--config", COMPACTION_CONFIG, "--audit-run", AUDIT_RUN_ID,
                                                  "--summary", COMPACTION_SUMMARY],
                                env_vars=SPARK_ENV, name="ingest-compact", **kwargs)

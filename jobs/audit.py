@@ -1,7 +1,7 @@
 """spark-submit entry point of the audit (a thin main over ingest.audit.job).
 
     spark-submit jobs/audit.py --config conf/audit.properties [--from TIME --to TIME]
-                 --report PATH [--html PATH] [--by-producer] [--set key=value ...]
+                 --report PATH [--html PATH] [--by-producer] [--run-id ID] [--set key=value ...]
 
 TIME is epoch milliseconds or ISO 8601 (UTC when no zone is given). Writes the
 JSON-lines report to PATH, the HTML report next to it (PATH with ``.html``)
@@ -37,6 +37,8 @@ def parse_args(argv):
     p.add_argument("--report", required=True, metavar="PATH", help="JSON-lines report to write")
     p.add_argument("--html", metavar="PATH", help="HTML report to write (default: the report path with .html)")
     p.add_argument("--by-producer", action="store_true", help="also report per producer server")
+    p.add_argument("--run-id", metavar="ID", help="name this run's revision under <destination>/_audit/ "
+                                                  "(default: random); jobs/compact.py --audit-run ID gates on it")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging and the traceback of a failure")
     return p.parse_args(argv)
@@ -62,7 +64,8 @@ def main(argv=None) -> int:
         return report_failure(PROG, exc, verbose=args.verbose)
     spark = build_spark(config, "ingest-audit")
     try:
-        run = run_audit(spark, config, from_ms=from_ms, to_ms=to_ms, by_producer=args.by_producer or None)
+        run = run_audit(spark, config, from_ms=from_ms, to_ms=to_ms, by_producer=args.by_producer or None,
+                        run_id=args.run_id)
         write_json_lines(run, args.report)
         html_path = args.html or (os.path.splitext(args.report)[0] + ".html")
         write_html(run, html_path)

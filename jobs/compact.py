@@ -2,6 +2,7 @@
 
     spark-submit jobs/compact.py --config conf/compaction.properties \\
         --from 2026-11-22T03:00 --to 2026-11-22T04:00 --audit-report reports/audit.json
+    spark-submit jobs/compact.py --config conf/compaction.properties --audit-run ingest_hourly-scheduled__2026...
 
 One Spark task per hour (hours are independent); the work itself is
 :mod:`ingest.compaction`. Exit code 0 when every hour was compacted, was a no-op
@@ -12,6 +13,7 @@ internal error (a bug).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 PROG = "jobs/compact.py"
@@ -39,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_common(parser)
     parser.add_argument("--audit-report", action="append", default=[], metavar="PATH")
+    parser.add_argument("--audit-run", action="append", default=[], metavar="RUN_ID",
+                        help="gate on the revision this audit run (jobs/audit.py --run-id) wrote under "
+                             "<destination>/_audit/: works wherever the audit's driver ran")
     parser.add_argument("--summary", metavar="PATH", help="write the outcomes as JSON here")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging and the traceback of a failure")
     args = parser.parse_args(argv)
@@ -52,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args)
         start, end = _range(args)
         existing_destination(config)
+        from ingest.audit.history import run_revision
+
+        reports = args.audit_report + [run_revision(config["destination"], r) for r in args.audit_run]
     except IngestError as exc:
         return report_failure(PROG, exc, verbose=args.verbose)
 
@@ -59,13 +67,15 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         results = run(config, start_ms=start, end_ms=end, topics=args.topic,
-                      audit_reports=args.audit_report, map_fn=spark_map(spark))
+                      audit_reports=reports, map_fn=spark_map(spark))
     except Exception as exc:  # the product's errors, also those raised in tasks and wrapped by PySpark
         return report_failure(PROG, exc, verbose=args.verbose)
     finally:
         spark.stop()
     print(summary_table(results))
     if args.summary:
+        # the directory may not exist on this host: nothing else of the DAG run wrote there in cluster mode
+        os.makedirs(os.path.dirname(os.path.abspath(args.summary)), exist_ok=True)
         write_summary(args.summary, results)
     return 0
 

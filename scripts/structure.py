@@ -140,7 +140,7 @@ def render_module_map(root: Path = ROOT) -> str:
     for name, path in modules(root).items():
         if name == PACKAGE:
             continue
-        text = purpose(path).replace("|", "\\|")
+        text = purpose(path).replace("``", "`").replace("|", "\\|")  # reST literals -> Markdown
         if path.name == "__init__.py" and not text.startswith("package:"):
             text = f"package: {text}"
         rows.append(f"| `{path.relative_to(root).as_posix()}` | {text} |")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ingest.audit.reconcile import OK_STATUSES
+from ingest.audit.status import NO_PROBLEM_STATUSES
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
 
 
 def _show(args) -> int:
-    from ingest.audit.report_json import read_json_lines, status_table
+    from ingest.audit.report_json import status_table
 
     if args.destination:
         from ingest.audit.history import latest_rows
@@ -46,7 +46,9 @@ def _show(args) -> int:
             raise IngestError(f"no audit revisions under {args.destination}/_audit: run spark-submit jobs/audit.py "
                               f"first, or check the destination (it must be the loader's)")
     else:
-        rows = read_json_lines(args.report)
+        from ingest.audit.report_reader import read_report
+
+        rows = read_report(args.report)
     rows = [r for r in rows if r["row_type"] != "producer"]
     if args.topic:
         audited = sorted({r["topic"] for r in rows})
@@ -57,6 +59,6 @@ def _show(args) -> int:
             raise IngestError(f"--topic {args.topic!r} was never audited in {args.destination or args.report}; "
                               f"audited topics: {', '.join(audited) or 'none'}")
     if args.problems:
-        rows = [r for r in rows if r["status"] not in OK_STATUSES]
+        rows = [r for r in rows if r["status"] not in NO_PROBLEM_STATUSES]
     print(status_table(rows))
-    return 0 if all(r["status"] in OK_STATUSES for r in rows) else 1
+    return 0 if all(r["status"] in NO_PROBLEM_STATUSES for r in rows) else 1

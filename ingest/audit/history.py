@@ -10,18 +10,23 @@ map) plus ``audit_run_id``, ``audited_at_ms``, ``range_start_ms`` and
 window is the row from the last file that has it. Files are written with
 ``Storage.write_atomic``: a reader sees a whole revision or none.
 
-Readers (the compaction job, operators comparing reports over time) use
-:func:`read_history` or :func:`latest_rows`.
+Readers: operators comparing reports over time use :func:`read_history` or
+:func:`latest_rows`; the compaction gate reads the verdict of one audit run
+(the one its Airflow DAG run started) with :func:`run_revision` and
+:func:`read_revision`, so the verdict travels through the destination's
+storage and reaches compaction wherever the Spark driver ran.
 """
 from __future__ import annotations
 
 import io
 import logging
+import re
 from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ingest.errors import ConfigError
 from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -43,8 +48,31 @@ SCHEMA = pa.schema([
 ])
 
 
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,200}")
+"""An audit run id: part of a revision's file name, so only file-name-safe characters."""
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it can name a revision file.
+
+    Raises:
+        ConfigError: naming the id and the allowed characters.
+    """
+    if not RUN_ID_PATTERN.fullmatch(run_id or ""):
+        raise ConfigError(f"invalid audit run id {run_id!r}: allowed are 1-200 characters of [A-Za-z0-9._-]")
+    return run_id
+
+
 def revision_name(audited_at_ms: int, run_id: str) -> str:
     return f"{audited_at_ms:015d}-{run_id}.parquet"
+
+
+def _run_of(name: str) -> str | None:
+    """The run id in a revision file name, or None for other files."""
+    stem, _, ext = name.rpartition(".")
+    if ext != "parquet" or name.startswith(".") or len(stem) < 17 or stem[15] != "-" or not stem[:15].isdigit():
+        return None
+    return stem[16:]
 
 
 def write_revision(
@@ -66,6 +94,31 @@ def write_revision(
     return path
 
 
+def run_revision(destination: str, run_id: str) -> str:
+    """URI of the latest revision written by audit run ``run_id`` (a retried run writes one per try).
+
+    Raises:
+        ConfigError: the run wrote no revision (it has not run, failed before writing, or ran
+            with ``history.enabled=false``), naming the directory searched.
+    """
+    check_run_id(run_id)
+    storage = open_storage(destination)
+    found = sorted(info.name for info in storage.list(storage.join(REVISIONS_DIR)) if _run_of(info.name) == run_id)
+    if not found:
+        raise ConfigError(f"no audit revision of run {run_id!r} under {storage.join(REVISIONS_DIR)}: the audit run "
+                          f"has not written one (did it run with history.enabled=true against this destination?)")
+    return storage.spark_path(storage.join(REVISIONS_DIR, found[-1]))  # a URI: it names its storage
+
+
+def read_revision(uri: str) -> list[dict]:
+    """The report rows of one revision file (a storage URI or local path), ``causes`` as a dict."""
+    storage = open_storage(uri)  # rooted at the file itself
+    rows = pq.read_table(io.BytesIO(storage.read_bytes(storage.root))).cast(SCHEMA).to_pylist()
+    for row in rows:
+        row["causes"] = dict(row["causes"] or [])
+    return rows
+
+
 def read_history(destination: str) -> pa.Table:
     """Every revision's rows, oldest revision first (empty table with SCHEMA when none)."""
     storage = open_storage(destination)
@@ -84,14 +137,3 @@ def latest_rows(destination: str) -> list[dict]:
         key = (row["topic"], row["row_type"], row["producer"], row["window_start_ms"])
         latest[key] = row  # rows come oldest revision first
     return sorted(latest.values(), key=lambda r: (r["topic"], r["row_type"], r["window_start_ms"] or 0, r["producer"] or ""))
-
-
-def hour_complete(destination: str, topic: str, hour_start_ms: int, window_ms: int) -> bool:
-    """True when the latest revisions judge every window of the hour COMPLETE (for compaction).
-
-    A window never audited counts as not complete.
-    """
-    statuses = {r["window_start_ms"]: r["status"] for r in latest_rows(destination)
-                if r["topic"] == topic and r["row_type"] == "window"}
-    starts = range(hour_start_ms, hour_start_ms + 3_600_000, window_ms)
-    return all(statuses.get(s) == "COMPLETE" for s in starts)

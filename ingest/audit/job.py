@@ -5,7 +5,7 @@ Steps of :func:`run_audit`:
 1. :func:`audited_range`: windows ``[lo, hi)`` to (re-)audit.
 2. ``inputs.load_state``: the loader's committed files and lost ranges.
 3. Monitoring events from the audit topic's files: dedup, latest revision,
-   report_seq gaps (``monitoring``).
+   report_seq gaps (``monitoring_events``).
 4. Loaded ids of the hours overlapping the range (plus out-of-range hours):
    distinct counts per topic window (``counts``, Spark aggregations).
 5. ``reconcile.build_rows``: statuses, causes, completeness; missing-id samples.
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ingest.audit import counts, history, inputs, monitoring, reconcile
+from ingest.audit import counts, history, inputs, monitoring_events, reconcile
+from ingest.audit.status import NO_PROBLEM_STATUSES
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import ConfigError
@@ -46,7 +47,7 @@ class AuditRun:
     history_path: str | None = None
 
     def problems(self) -> list[dict]:
-        return [r for r in self.rows if r["status"] not in reconcile.OK_STATUSES]
+        return [r for r in self.rows if r["status"] not in NO_PROBLEM_STATUSES]
 
     def status_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -134,7 +135,7 @@ def run_audit(
 ) -> AuditRun:
     """Audit the windows of the range against the destination's committed state."""
     now = clock.time_ms()
-    run_id = run_id or uuid.uuid4().hex[:12]
+    run_id = history.check_run_id(run_id) if run_id is not None else uuid.uuid4().hex[:12]
     window_ms = config["window.ms"]
     lo, hi = audited_range(now, window_ms, config["window.lookback"], from_ms, to_ms)
     plausible_hi = now + config["future.skew.ms"]
@@ -150,8 +151,8 @@ def run_audit(
     with _step("monitoring", timings):
         mon_df = inputs.read_monitoring(spark, mon_files).cache()  # small; read once for both passes
         try:
-            snapshots = monitoring.rebucket(monitoring.latest_snapshots(mon_df), window_ms)
-            gaps = monitoring.report_gaps(mon_df)
+            snapshots = monitoring_events.rebucket(monitoring_events.latest_snapshots(mon_df), window_ms)
+            gaps = monitoring_events.report_gaps(mon_df)
         finally:
             mon_df.unpersist()
 
@@ -171,16 +172,17 @@ def run_audit(
         producer_failures_are_loss=config["producer.failures.are.loss"],
         retention_slack=config["retention.estimate.slack"],
     )
+    per_window = monitoring_events.aggregate(snapshots)
     rows = reconcile.build_rows(
-        params, monitoring.aggregate(snapshots), loaded,
+        params, per_window, loaded,
         lost_ranges=[r for r in state.lost_ranges if r.topic in set(topics)], gaps=gaps,
         session_topics=touched,
-        by_producer_monitoring=monitoring.aggregate(snapshots, by_server=True) if by_producer else None,
+        by_producer_monitoring=monitoring_events.aggregate(snapshots, by_server=True) if by_producer else None,
     )
     with _step("missing-id samples", timings):
-        samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows), config["sample.size"])
+        samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
+                                         config["sample.size"])
     reconcile.attach_samples(rows, samples)
-    rows = reconcile.strip_private(rows)
     run = AuditRun(
         run_id=run_id, audited_at_ms=now, range_start_ms=lo, range_end_ms=hi, rows=rows,
         exit_code=reconcile.exit_code(rows),

@@ -27,19 +27,8 @@ from typing import Iterable, Sequence
 
 from ingest.audit.counts import LoadedCount
 from ingest.audit.inputs import LostRange
-from ingest.audit.monitoring import ReportGap, WindowMonitoring, gap_touches
-
-COMPLETE = "COMPLETE"
-PENDING = "PENDING"
-DATA_LOSS = "DATA_LOSS"
-RETENTION_LOSS = "RETENTION_LOSS"
-OVER_DELIVERY = "OVER_DELIVERY"
-DUPLICATES = "DUPLICATES"
-NO_MONITORING = "NO_MONITORING"
-MONITORING_GAP = "MONITORING_GAP"
-STATUSES = (COMPLETE, PENDING, DATA_LOSS, RETENTION_LOSS, OVER_DELIVERY, DUPLICATES, NO_MONITORING, MONITORING_GAP)
-LOSS_STATUSES = frozenset({DATA_LOSS, RETENTION_LOSS})
-OK_STATUSES = frozenset({COMPLETE, PENDING})
+from ingest.audit.monitoring_events import ReportGap, WindowMonitoring, gap_touches
+from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
 
 EXIT_OK = 0
 EXIT_DATA_LOSS = 3
@@ -238,21 +227,21 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
     below = missing > 0 and completeness is not None and completeness < params.threshold
     producer_loss = params.producer_failures_are_loss and producer_lost > 0
     if not judged:
-        status = PENDING
+        status = Status.PENDING
     elif mon is None:
-        status = MONITORING_GAP if gap_labels else NO_MONITORING
+        status = Status.MONITORING_GAP if gap_labels else Status.NO_MONITORING
     elif below and a.retention >= missing and not producer_loss:
-        status = RETENTION_LOSS
+        status = Status.RETENTION_LOSS
     elif below or producer_loss:
-        status = DATA_LOSS
+        status = Status.DATA_LOSS
     elif gap_labels:
-        status = MONITORING_GAP
+        status = Status.MONITORING_GAP
     elif completeness is None or extra > 0:
-        status = OVER_DELIVERY
+        status = Status.OVER_DELIVERY
     elif duplicates:
-        status = DUPLICATES
+        status = Status.DUPLICATES
     else:
-        status = COMPLETE
+        status = Status.COMPLETE
     return {
         "topic": a.topic, "row_type": a.row_type, "producer": a.producer,
         "window_start_ms": ws, "window_end_ms": we, "status": status, "judged": judged,
@@ -264,16 +253,24 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
         "heartbeat": bool(mon and mon.heartbeat),
         "missing_report_seqs": sorted(set(gap_labels)), "retention_lost": a.retention,
         "missing_id_sample": [], "causes": causes,
-        "_seq_ranges": list(mon.seq_ranges) if mon else [],
     }
 
 
-def sample_requests(rows: Sequence[dict]) -> list[tuple[str, int, str, int, int]]:
-    """(topic, window_start, session, seq_min, seq_max) of topic windows with missing messages."""
+def sample_requests(
+    rows: Sequence[dict], monitoring: dict[tuple, WindowMonitoring],
+) -> list[tuple[str, int, str, int, int]]:
+    """(topic, window_start, session, seq_min, seq_max) of topic windows with missing messages.
+
+    The seq ranges come from ``monitoring`` (per ``(topic, window_start)``, the
+    same mapping :func:`build_rows` was given), so report rows carry only
+    public fields.
+    """
     out = []
     for r in rows:
         if r["row_type"] == ROW_WINDOW and r["missing"] > 0:
-            out.extend((r["topic"], r["window_start_ms"], s, lo, hi) for s, lo, hi in r["_seq_ranges"])
+            wm = monitoring.get((r["topic"], r["window_start_ms"]))
+            ranges = wm.seq_ranges if wm is not None else ()
+            out.extend((r["topic"], r["window_start_ms"], s, lo, hi) for s, lo, hi in ranges)
     return out
 
 
@@ -283,16 +280,11 @@ def attach_samples(rows: list[dict], samples: dict[tuple[str, int], list[str]]) 
             r["missing_id_sample"] = samples.get((r["topic"], r["window_start_ms"]), [])
 
 
-def strip_private(rows: Iterable[dict]) -> list[dict]:
-    """Rows with only the public fields, in ROW_FIELDS order."""
-    return [{k: r[k] for k in ROW_FIELDS} for r in rows]
-
-
 def exit_code(rows: Iterable[dict]) -> int:
     """0 when every judged row is COMPLETE (or PENDING); 3 on any loss; 4 on other problems."""
     statuses = {r["status"] for r in rows}
     if statuses & LOSS_STATUSES:
         return EXIT_DATA_LOSS
-    if statuses - OK_STATUSES:
+    if statuses - NO_PROBLEM_STATUSES:
         return EXIT_PROBLEMS
     return EXIT_OK

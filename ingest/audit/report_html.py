@@ -10,12 +10,13 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ingest.audit.reconcile import LOSS_STATUSES, OK_STATUSES
+from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
 from ingest.audit.report_json import iso, summary
 
 COLOURS = {
-    "COMPLETE": "#2e7d32", "PENDING": "#9e9e9e", "DATA_LOSS": "#c62828", "RETENTION_LOSS": "#ad1457",
-    "OVER_DELIVERY": "#ef6c00", "DUPLICATES": "#f9a825", "NO_MONITORING": "#5d4037", "MONITORING_GAP": "#6a1b9a",
+    Status.COMPLETE: "#2e7d32", Status.PENDING: "#9e9e9e", Status.DATA_LOSS: "#c62828",
+    Status.RETENTION_LOSS: "#ad1457", Status.OVER_DELIVERY: "#ef6c00", Status.DUPLICATES: "#f9a825",
+    Status.NO_MONITORING: "#5d4037", Status.MONITORING_GAP: "#6a1b9a",
 }
 
 CSS = """
@@ -64,7 +65,7 @@ def heatmap(rows: list[dict]) -> str:
 
 
 def problems_table(rows: list[dict]) -> str:
-    problems = [r for r in rows if r["status"] not in OK_STATUSES]
+    problems = [r for r in rows if r["status"] not in NO_PROBLEM_STATUSES]
     if not problems:
         return "<p>No problem windows.</p>"
     problems.sort(key=lambda r: (r["status"] not in LOSS_STATUSES, r["topic"], r["window_start_ms"] or 0))
@@ -95,8 +96,8 @@ def problems_table(rows: list[dict]) -> str:
 
 def render(run) -> str:
     """The whole page as a string."""
-    verdict_colour = COLOURS["COMPLETE"] if run.exit_code == 0 else (
-        COLOURS["DATA_LOSS"] if any(r["status"] in LOSS_STATUSES for r in run.rows) else COLOURS["OVER_DELIVERY"])
+    verdict_colour = COLOURS[Status.COMPLETE] if run.exit_code == 0 else (
+        COLOURS[Status.DATA_LOSS] if any(r["status"] in LOSS_STATUSES for r in run.rows) else COLOURS[Status.OVER_DELIVERY])
     legend = "".join(f"<span style='background:{c}'>{_e(s)}</span>" for s, c in COLOURS.items())
     inputs = "".join(f"<tr><td class='l'>{_e(k)}</td><td class='l'>{_e(v)}</td></tr>" for k, v in run.inputs.items())
     return (

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from ingest.audit.reconcile import LOSS_STATUSES, OK_STATUSES
+from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -45,29 +45,6 @@ def write_json_lines(run, path: str | Path) -> Path:
     return p
 
 
-def read_json_lines(path: str | Path) -> list[dict]:
-    """The rows of a report written by :func:`write_json_lines`.
-
-    Raises:
-        IngestError: a line is not a JSON object (not an audit report), naming the file and line.
-    """
-    from ingest.errors import IngestError
-
-    rows = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        if not isinstance(row, dict) or "status" not in row:
-            raise IngestError(f"{path} line {n} is not an audit report row (JSON lines written by "
-                              f"jobs/audit.py --report are expected): {line[:60]!r}")
-        rows.append(row)
-    return rows
-
-
 def _window_label(row: dict) -> str:
     if row["row_type"] == "out_of_range":
         return "out-of-range timestamps"
@@ -94,7 +71,7 @@ def summary(run, *, max_problems: int = 15) -> str:
         f"  windows {iso(run.range_start_ms)} .. {iso(run.range_end_ms)} UTC, {len(windows)} rows, {judged} judged; "
         + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
     ]
-    problems = [r for r in windows if r["status"] not in OK_STATUSES]
+    problems = [r for r in windows if r["status"] not in NO_PROBLEM_STATUSES]
     problems.sort(key=lambda r: (r["status"] not in LOSS_STATUSES, -(r["missing"] or 0), r["topic"]))
     for r in problems[:max_problems]:
         comp = "-" if r["completeness"] is None else f"{r['completeness']:.4f}"

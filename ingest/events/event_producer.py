@@ -30,7 +30,7 @@ from ingest.config import Config
 from ingest.errors import IngestError, MessageTooLargeError, SchemaError
 from ingest.events.config import EVENTS_CONFIG
 from ingest.events.envelope import HEADER_FIELD, HeaderFactory, ProducerIdentity, has_header
-from ingest.events.monitoring import MonitoringCounter, ReportBuffer
+from ingest.events.window_counts import MonitoringCounter, ReportBuffer
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import MONITORING_EVENT, load_schema, schema_for_topic
 from ingest.events.serde import EventSerializer, subject_for_topic

@@ -40,3 +40,15 @@ def probe(home: Path, *args: str, timeout: float = 120) -> dict:
         if line.startswith("PROBE-JSON "):
             return json.loads(line[len("PROBE-JSON "):])
     raise AssertionError(f"probe failed (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+
+
+def checkout_python(directory: Path) -> str:
+    """A python for spark-submit's driver and executors that imports ``ingest`` from THIS checkout.
+
+    The project venv's editable install may point at another checkout (worktrees share one venv); the
+    jobs a DAG submits must run the code under test.
+    """
+    path = directory / "checkout-python"
+    path.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{ROOT / ".venv" / "bin" / "python"}" "$@"\n')
+    path.chmod(0o755)
+    return str(path)

@@ -36,6 +36,9 @@ def test_loss_verdict_fails_without_retry_with_summary_and_alert(tmp_path):
     home.mkdir()
     env = airflow_env(home, AIRFLOW__CORE__DAGS_FOLDER=str(dags), PYTHONPATH=str(DAGS),
                       PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+                      # the project checkout: the operator loads ingest.audit.report_reader from there, since
+                      # the Airflow venv has no ingest package (PYTHONPATH holds only the DAG folder)
+                      AIRFLOW_VAR_INGEST_HOME=str(ROOT),
                       AIRFLOW_CONN_INGEST_SPARK=json.dumps({"conn_type": "spark", "host": "local[1]"}),
                       AIRFLOW_VAR_INGEST_ALERT_COMMAND=f"cat > {alert_file}")
     subprocess.run([str(AIRFLOW_BIN), "db", "migrate"], env=env, cwd=home, check=True, capture_output=True, timeout=120)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.harness import AIRFLOW_BIN, ROOT, airflow_available, airflow_env
+from tests.airflow.harness import AIRFLOW_BIN, ROOT, airflow_available, airflow_env, checkout_python
 from tests.harness.brokers import broker_factory  # noqa: F401 - fixture
 from tests.harness.registry import RegistryProcess
 
@@ -93,7 +93,7 @@ def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory):  # 
             home,
             PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",  # the project's spark-submit
             AIRFLOW_VAR_INGEST_HOME=str(ROOT),
-            AIRFLOW_VAR_INGEST_PYTHON=str(ROOT / ".venv" / "bin" / "python"),
+            AIRFLOW_VAR_INGEST_PYTHON=checkout_python(tmp_path),
             AIRFLOW_VAR_INGEST_LOADER_CONFIG=cfg["loader"],
             AIRFLOW_VAR_INGEST_AUDIT_CONFIG=cfg["audit"],
             AIRFLOW_VAR_INGEST_COMPACTION_CONFIG=cfg["compaction"],
@@ -120,6 +120,9 @@ def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory):  # 
     [report] = list((tmp_path / "reports" / "ingest_hourly").glob("*/audit.jsonl"))
     text = report.read_text()
     assert "page-views" in text and "COMPLETE" in text
+    # ... and its verdict, as the revision compaction read (--audit-run), named after this DAG run
+    revisions = [p.name for p in (dest / "_audit" / "revisions").glob("*.parquet")]
+    assert [n for n in revisions if n.split("-", 1)[1] == f"ingest_hourly.{report.parent.name}.parquet"], revisions
     summary = json.loads((report.parent / "compaction.json").read_text())
     # compaction saw the audited hour; it is still open, so it is left for a later run
     hours = [h for h in summary["hours"] if h["hour"].startswith("page-views/")]

@@ -70,3 +70,15 @@ def test_dag_files_only_declare(path: Path):
                 fn = ast.unparse(call.func)
                 assert not fn.startswith(("open", "Variable.get", "os.listdir", "subprocess", "requests")), \
                     f"{path.name}: top-level call {fn}"
+
+
+def test_compaction_gets_the_verdict_from_the_audit_run_not_the_local_report(bag):
+    """The audit names its revision under <destination>/_audit/ and compaction gates on that run id: it
+    reaches compaction wherever the audit's Spark driver ran (the local report exists only on its host)."""
+    for dag_id in ("ingest_hourly", "ingest_replay"):
+        tasks = bag["dags"][dag_id]["tasks"]
+        audit, compact = tasks["audit"]["application_args"], tasks["compact"]["application_args"]
+        run_id = audit[audit.index("--run-id") + 1]
+        assert "run_id" in run_id and compact[compact.index("--audit-run") + 1] == run_id
+        report = audit[audit.index("--report") + 1]
+        assert "--audit-report" not in compact and report not in compact

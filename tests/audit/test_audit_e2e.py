@@ -41,7 +41,7 @@ from ingest.audit import history
 from ingest.audit.config import AUDIT_CONFIG
 from ingest.audit.job import run_audit
 from ingest.audit.reconcile import EXIT_DATA_LOSS
-from ingest.audit.report_json import read_json_lines
+from ingest.audit.report_reader import read_report
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
 from ingest.client.producer import Producer
@@ -307,7 +307,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         mark("spark-submit (overlapping audit 2)")
         assert submit.returncode == EXIT_DATA_LOSS, stderr[-3000:]
         assert "DATA LOSS" in stdout
-        submitted = {(r["topic"], r["window_start_ms"]): r["status"] for r in read_json_lines(report)
+        submitted = {(r["topic"], r["window_start_ms"]): r["status"] for r in read_report(report)
                      if r["row_type"] == "window"}
         in_process = {(r["topic"], r["window_start_ms"]): r["status"] for r in run.rows if r["row_type"] == "window"}
         assert submitted == in_process

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 
@@ -10,11 +11,13 @@ from ingest.audit.cli import register  # noqa: F401  (registered through ingest.
 from ingest.audit.config import AUDIT_CONFIG
 from ingest.audit.job import AuditRun, audited_range, parse_time
 from ingest.audit.reconcile import (EXIT_DATA_LOSS, EXIT_OK, EXIT_PROBLEMS, ROW_FIELDS, AuditParams, build_rows,
-                                    exit_code, strip_private)
+                                    exit_code, sample_requests)
 from ingest.audit.counts import LoadedCount
-from ingest.audit.monitoring import ReportGap, Snapshot, aggregate, rebucket
+from ingest.audit.monitoring_events import ReportGap, Snapshot, aggregate, rebucket
 from ingest.audit.report_html import render
-from ingest.audit.report_json import read_json_lines, summary, write_json_lines
+from ingest.audit.report_json import summary, write_json_lines
+from ingest.audit.report_reader import read_report
+from ingest.audit.status import COMPACTABLE_STATUSES, LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
 from ingest.cli import main
 from ingest.errors import ConfigError
 
@@ -38,8 +41,9 @@ def make_run(rows, code=None):
 
 
 def test_rows_carry_every_documented_field_and_exit_codes_follow_statuses():
-    rows = strip_private(build_rows(params(), aggregate([snap("s", T0, 10)]), [LoadedCount("pv", T0, "h", 10, 10)]))
-    assert list(rows[0]) == list(ROW_FIELDS) and rows[0]["status"] == "COMPLETE"
+    rows = (build_rows(params(), aggregate([snap("s", T0, 10)]), [LoadedCount("pv", T0, "h", 10, 10)]))
+    assert list(rows[0]) == list(ROW_FIELDS) and rows[0]["status"] == "COMPLETE"  # no private keys
+    assert rows[0]["status"] is Status.COMPLETE and json.dumps(rows[0]["status"]) == '"COMPLETE"'
     assert exit_code(rows) == EXIT_OK
     assert exit_code([{**rows[0], "status": "DUPLICATES"}]) == EXIT_PROBLEMS
     assert exit_code([{**rows[0], "status": "RETENTION_LOSS"}, {**rows[0], "status": "DUPLICATES"}]) == EXIT_DATA_LOSS
@@ -108,7 +112,7 @@ def test_config_defaults_and_bad_values():
 
 
 def _loss_row():
-    rows = strip_private(build_rows(params(), aggregate([snap("s<b>", T0, 10)]), [LoadedCount("pv", T0, "h", 12, 8)]))
+    rows = (build_rows(params(), aggregate([snap("s<b>", T0, 10)]), [LoadedCount("pv", T0, "h", 12, 8)]))
     rows[0]["missing_id_sample"] = ["s<b>:3", "s<b>:4"]
     return rows
 
@@ -116,7 +120,7 @@ def _loss_row():
 def test_json_lines_report_and_summary(tmp_path):
     run = make_run(_loss_row())
     path = write_json_lines(run, tmp_path / "out" / "audit.jsonl")
-    back = read_json_lines(path)
+    back = read_report(path)
     assert back[0]["status"] == "DATA_LOSS" and back[0]["audit_run_id"] == "r1" and back[0]["missing"] == 2
     assert json.loads(path.read_text().splitlines()[0])["causes"] == {"unexplained_loss": 2, "duplicates": 4}
     text = summary(run)
@@ -164,3 +168,70 @@ def test_window_labels_stay_distinct_for_sub_minute_windows():
     labels = [iso(base + i * 10_000) for i in range(6)]
     assert len(set(labels)) == 6
     assert iso(base) == "2026-11-22 03:49" and iso(base + 10_000) == "2026-11-22 03:49:10"
+
+
+def test_status_sets_name_their_meaning_and_match_plain_strings_read_back():
+    assert {str(s) for s in Status} == {"COMPLETE", "PENDING", "DATA_LOSS", "RETENTION_LOSS", "OVER_DELIVERY",
+                                        "DUPLICATES", "NO_MONITORING", "MONITORING_GAP"}
+    assert "PENDING" in NO_PROBLEM_STATUSES and "PENDING" not in COMPACTABLE_STATUSES  # not judged: not compactable
+    assert COMPACTABLE_STATUSES < NO_PROBLEM_STATUSES and not LOSS_STATUSES & NO_PROBLEM_STATUSES
+    assert f"{Status.DATA_LOSS}" == "DATA_LOSS"  # formatting gives the report text, not "Status.DATA_LOSS"
+
+
+def test_missing_id_sample_requests_come_from_the_monitoring_not_the_rows():
+    mon = aggregate([snap("s1", T0, 10), snap("s2", T0, 5), snap("s1", T0 + W, 3)])
+    rows = build_rows(params(), mon, [LoadedCount("pv", T0, "h", 12, 12), LoadedCount("pv", T0 + W, "h", 3, 3)])
+    assert [r["missing"] for r in rows] == [3, 0]
+    assert sorted(sample_requests(rows, mon)) == [("pv", T0, "s1", 0, 9), ("pv", T0, "s2", 0, 4)]
+
+
+def test_report_reader_accepts_every_report_form_and_names_a_bad_line(tmp_path):
+    row = {"topic": "pv", "row_type": "window", "window_start_ms": T0, "status": "COMPLETE"}
+    lines = tmp_path / "a.jsonl"
+    lines.write_text(json.dumps(row) + "\n\n" + json.dumps({**row, "status": "PENDING"}) + "\n")
+    assert [r["status"] for r in read_report(lines)] == ["COMPLETE", "PENDING"]
+    doc = tmp_path / "d"
+    doc.mkdir()
+    (doc / "report.json").write_text(json.dumps({"windows": [{"topic": "pv", "start_ms": T0, "status": "COMPLETE"},
+                                                             {"topic": "pv", "window_start": "2025-11-22T08:10:00Z",
+                                                              "status": "COMPLETE"}]}))
+    assert [r["window_start_ms"] for r in read_report(doc)] == [T0, T0 + W]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(row) + "\nnot json\n")
+    with pytest.raises(ConfigError, match=r"bad.jsonl line 2 is not an audit report row"):
+        read_report(bad)
+    with pytest.raises(ConfigError, match="cannot read audit report"):
+        read_report(tmp_path / "absent.jsonl")
+
+
+def test_a_run_revision_is_found_by_its_run_id_and_read_back(tmp_path):
+    dest = str(tmp_path / "dest")
+    rows = build_rows(params(), aggregate([snap("s", T0, 10)]), [LoadedCount("pv", T0, "h", 10, 10)])
+    for at, run_id in [(1, "dag-run.1"), (2, "run.1"), (3, "dag-run.1")]:
+        history.write_revision(dest, rows, run_id=run_id, audited_at_ms=at, range_start_ms=T0, range_end_ms=T0 + W)
+    path = history.run_revision(dest, "dag-run.1")
+    assert path.endswith("000000000000003-dag-run.1.parquet")  # the latest try of exactly that run
+    back = history.read_revision(path)
+    assert back[0]["status"] == "COMPLETE" and back[0]["audit_run_id"] == "dag-run.1"
+    with pytest.raises(ConfigError, match="no audit revision of run 'other'"):
+        history.run_revision(dest, "other")
+    with pytest.raises(ConfigError, match="invalid audit run id 'a/b'"):
+        history.run_revision(dest, "a/b")
+
+
+def test_compaction_gate_reads_the_verdict_of_a_run_revision(tmp_path):
+    from ingest.compaction.audit_gate import complete_hours, report_range
+
+    dest = str(tmp_path / "dest")
+    hour = T0 - T0 % 3_600_000 + 3_600_000
+    p = AuditParams(window_ms=W, grace_ms=0, threshold=0.999, now_ms=hour + 20 * W, lo_ms=hour, hi_ms=hour + 12 * W,
+                    plausible_hi_ms=hour + 100 * W)
+    mon = aggregate([snap("s", hour + i * W, 10) for i in range(12)])
+    loaded = [LoadedCount("pv", hour + i * W, "h", 10 if i != 7 else 9, 10 if i != 7 else 9) for i in range(12)]
+    rows = build_rows(p, mon, loaded)
+    assert [r["status"] for r in rows].count("DATA_LOSS") == 1  # a window of the second hour
+    history.write_revision(dest, rows, run_id="r", audited_at_ms=1, range_start_ms=hour, range_end_ms=hour + 12 * W)
+    revision = history.run_revision(dest, "r")
+    dt = datetime.fromtimestamp(hour / 1000, tz=timezone.utc)
+    assert complete_hours([revision]) == {("pv", dt.strftime("%Y-%m-%d"), dt.hour)}
+    assert report_range([revision]) == (hour, hour + 12 * W)

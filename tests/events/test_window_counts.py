@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ingest.events.envelope import ProducerIdentity
-from ingest.events.monitoring import MonitoringCounter, ReportBuffer
+from ingest.events.window_counts import MonitoringCounter, ReportBuffer
 
 W = 60_000  # window
 G = 5_000   # grace
@@ -157,7 +157,7 @@ def test_sample_config_parses_and_hidden_audit_topics_are_refused():
 
 
 def test_events_older_than_the_horizon_are_not_counted(fake_clock):
-    from ingest.events.monitoring import RETAIN_MS
+    from ingest.events.window_counts import RETAIN_MS
 
     t0 = aligned(fake_clock)
     c = counter(fake_clock, heartbeats=False)

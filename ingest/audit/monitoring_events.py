@@ -1,4 +1,4 @@
-"""Monitoring events: dedup, latest revision, report_seq gaps, aggregation over sessions.
+"""Monitoring events as the audit reads them: dedup, latest revision, report_seq gaps, aggregation over sessions.
 
 A monitoring event is one producer session's cumulative snapshot for one topic
 and event-time window (fields in docs/events.md). The rules:
