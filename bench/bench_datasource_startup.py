@@ -40,10 +40,10 @@ def child(mode: str, confs: list[str]) -> dict:
             from ingest.loader.source import execute_tasks
             from ingest.loader.task import TaskSettings
 
-            rows = execute_tasks(spark, [TaskRange(0, "startup", 0, "127.0.0.1", 9, 0, 0, 0)],
+            outcomes = execute_tasks(spark, [TaskRange(0, "startup", 0, "127.0.0.1", 9, 0, 0, 0)],
                                  TaskSettings(destination=tempfile.mkdtemp(prefix="ds-startup-"), run_id="startup",
                                               format="parquet", registry_url="http://127.0.0.1:9"))
-            assert [r["kind"] for r in rows] == ["task"], rows
+            assert [(o.task_id, o.files) for o in outcomes] == [(0, ())], outcomes
         out[label] = round(time.perf_counter() - t0, 2)
     spark.stop()
     return out

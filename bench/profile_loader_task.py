@@ -67,12 +67,12 @@ def main() -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         if prof:
             prof.enable()
-        rows = run_task(task, settings)
+        outcome = run_task(task, settings)
         if prof:
             prof.disable()
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        n = rows[-1]["messages"]
-        assert n == args.count, rows[-1]
+        n = outcome.summary.messages
+        assert n == args.count, outcome.summary
         print(f"{args.format}: {n:,} messages in {wall:.2f} s wall ({n / wall:,.0f} msg/s), "
               f"{cpu / n * 1e6:.2f} us CPU per message{' (profiled)' if prof else ''}")
         if prof:

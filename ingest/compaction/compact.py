@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 CRASH_ENV = "INGEST_COMPACTION_CRASH_AT"
 """Test hook: ``staged`` makes the driver SIGKILL itself after every hour is staged and
-before the commit. Crash points inside the commit are the loader's (``INGEST_CRASH_AT``)."""
+before the commit. Crash points inside the commit are the loader's (``INGEST_FAULTS``)."""
 
 
 def crash_point(step: str) -> None:

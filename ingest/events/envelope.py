@@ -27,7 +27,9 @@ from ingest.errors import EventDecodeError
 
 MAGIC_BYTE = 0
 PREFIX = struct.Struct(">bi")  # magic:int8 schema_id:int32
-PREFIX_SIZE = PREFIX.size  # 5
+PREFIX_SIZE = PREFIX.size
+"""Bytes before the Avro body. Hot loops slice with it directly (``payload[:PREFIX_SIZE]`` is
+the magic byte + schema id, ``payload[PREFIX_SIZE:]`` the body) instead of calling :func:`unframe`."""
 
 HEADER_FIELD = "header"
 HEADER_RECORD = "ingest.events.EventHeader"
@@ -54,13 +56,13 @@ def unframe(payload: bytes | memoryview, *, topic: str = "?", offset: int = -1) 
     """Split a framed payload into (schema id, Avro body).
 
     Raises:
-        EventDecodeError: shorter than 5 bytes or a magic byte other than 0x00.
+        EventDecodeError: shorter than :data:`PREFIX_SIZE` bytes or a magic byte other than :data:`MAGIC_BYTE`.
     """
     view = memoryview(payload)
     if len(view) < PREFIX_SIZE:
         raise EventDecodeError(
             f"topic {topic} offset {offset} schema id n/a: payload of {len(view)} bytes is shorter "
-            f"than the {PREFIX_SIZE}-byte envelope prefix (0x00 + schema id)"
+            f"than the {PREFIX_SIZE}-byte envelope prefix ({MAGIC_BYTE:#04x} + schema id)"
         )
     magic, schema_id = PREFIX.unpack_from(view, 0)
     if magic != MAGIC_BYTE:

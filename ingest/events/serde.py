@@ -1,4 +1,7 @@
-"""Events to framed bytes and back: ``0x00`` + schema id + Avro binary (fastavro schemaless).
+"""Events to framed bytes and back: the envelope prefix + Avro binary (fastavro schemaless).
+
+The framing (magic byte + schema id) is :mod:`ingest.events.envelope`'s; this module
+only adds the registry and Avro.
 
 The serializer registers its schema once (subject ``<topic>-value``) and
 frames every record with the id. The deserializer reads the id, fetches the

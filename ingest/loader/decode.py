@@ -21,7 +21,7 @@ it after all, its record is flattened into the same row, so the generated
 decoder can only be faster, never stricter. Other schemas (arrays, maps, fixed,
 logical types, unions of records, named references) keep the dict path.
 
-Framing (fixed by the design): ``magic:int8 = 0`` ``schema_id:int32`` ``avro body``.
+Framing (magic byte + schema id, then the Avro body) is :mod:`ingest.events.envelope`'s.
 """
 from __future__ import annotations
 
@@ -31,10 +31,7 @@ from typing import Any, Callable
 
 import fastavro
 
-from ingest.errors import EventDecodeError
-
-FRAME = struct.Struct(">bi")
-"""magic byte 0x00, schema id"""
+from ingest.events.envelope import MAGIC_BYTE, PREFIX, PREFIX_SIZE
 
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
@@ -207,7 +204,7 @@ def compile_row_layout(schema: Any) -> RowLayout | None:
     if _prim(time_type) not in ("int", "long"):
         return None
     names = [f"v{i}" for i in range(gen.n)]
-    src = "\n".join(["def decode(p):", "    pos = 5", *gen.lines,
+    src = "\n".join(["def decode(p):", f"    pos = {PREFIX_SIZE}", *gen.lines,
                      "    if pos != len(p): raise ValueError('bytes left over')",
                      f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"])
     ns = dict(gen.consts)
@@ -231,19 +228,20 @@ class PayloadDecoder:
         ``schemaless_reader`` call); anything unusual goes through the
         deserializer, which owns the registry lookup and the exact error messages.
         """
-        if len(payload) > FRAME.size and payload[0] == 0:
-            schema_id = FRAME.unpack_from(payload)[1]
+        if len(payload) > PREFIX_SIZE and payload[0] == MAGIC_BYTE:
+            schema_id = PREFIX.unpack_from(payload)[1]
             parsed = self._parsed.get(schema_id)
             if parsed is not None:
-                buf = io.BytesIO(memoryview(payload)[FRAME.size:])
+                body = memoryview(payload)[PREFIX_SIZE:]
+                buf = io.BytesIO(body)
                 try:
                     record = fastavro.schemaless_reader(buf, parsed, None)
                 except Exception:
                     record = None
-                if record is not None and buf.tell() == len(payload) - FRAME.size:
+                if record is not None and buf.tell() == len(body):
                     return schema_id, record
         record = self._deser.deserialize(payload, topic=topic, offset=offset)  # raises the precise error
-        schema_id = FRAME.unpack_from(payload)[1]
+        schema_id = PREFIX.unpack_from(payload)[1]
         if schema_id not in self._parsed:
             self._parsed[schema_id] = fastavro.parse_schema(self.writer_schema(schema_id, payload, topic=topic,
                                                                                 offset=offset))
@@ -254,8 +252,8 @@ class PayloadDecoder:
 
         The hot loop of a task. Raises ``EventDecodeError`` like :meth:`decode`.
         """
-        if len(payload) > FRAME.size and payload[0] == 0:
-            schema_id = FRAME.unpack_from(payload)[1]
+        if len(payload) > PREFIX_SIZE and payload[0] == MAGIC_BYTE:
+            schema_id = PREFIX.unpack_from(payload)[1]
             layout = self._layouts.get(schema_id)
             if layout is not None:
                 try:
@@ -280,4 +278,4 @@ class PayloadDecoder:
     @staticmethod
     def body(payload: bytes) -> memoryview:
         """The Avro body of a payload already decoded successfully."""
-        return memoryview(payload)[FRAME.size:]
+        return memoryview(payload)[PREFIX_SIZE:]

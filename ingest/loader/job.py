@@ -7,7 +7,6 @@ destination goes through :mod:`ingest.loader.commit`.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,11 +15,12 @@ from typing import Any, Mapping
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
 from ingest.loader import commit, layout, manifests
-from ingest.loader.faults import crash_point, fail_first_attempt, slow_first_attempt_ms
+from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
 from ingest.loader.reset import removed_by_replay, resolve_resets
+from ingest.loader.results import TaskOutcome
 from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
 from ingest.loader.state import LoaderState
 from ingest.loader.task import TaskSettings
@@ -39,14 +39,14 @@ class RunResult:
     files: list[FileRecord] = field(default_factory=list)
 
 
-def task_settings(config, run_id: str) -> TaskSettings:
+def task_settings(config, run_id: str, faults: Faults = NO_FAULTS) -> TaskSettings:
+    """What every task of run ``run_id`` needs (``faults``: the run's test seam, shipped to executors)."""
     return TaskSettings(
         destination=config["destination"], run_id=run_id, format=config["format"],
         registry_url=config["registry.url"], avro_codec=config["avro.codec"],
         parquet_compression=config["parquet.compression"], row_group_rows=config["parquet.row.group.rows"],
         fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"],
-        socket_timeout_s=config["socket.timeout.ms"] / 1000.0, fail_first_attempt=fail_first_attempt(),
-        slow_first_attempt_ms=slow_first_attempt_ms(),
+        socket_timeout_s=config["socket.timeout.ms"] / 1000.0, faults=faults.spec,
     )
 
 
@@ -107,7 +107,7 @@ def _progress_thread(spark, total: int, stop: threading.Event, interval_s: float
     return t
 
 
-def execute(spark, plan: LoadPlan, settings: TaskSettings) -> list[dict]:
+def execute(spark, plan: LoadPlan, settings: TaskSettings) -> list[TaskOutcome]:
     """Run the plan's tasks on Spark; check every task reported exactly once."""
     from ingest.loader.source import execute_tasks
 
@@ -116,24 +116,29 @@ def execute(spark, plan: LoadPlan, settings: TaskSettings) -> list[dict]:
     if tasks:
         _progress_thread(spark, len(tasks), stop)
     try:
-        rows = execute_tasks(spark, tasks, settings)
+        outcomes = execute_tasks(spark, tasks, settings)
     finally:
         stop.set()
-    reported = sorted(r["task_id"] for r in rows if r["kind"] == "task")
-    if reported != sorted(t.task_id for t in tasks):
+    check_reports(plan, outcomes)
+    return outcomes
+
+
+def check_reports(plan: LoadPlan, outcomes: list[TaskOutcome]) -> None:
+    """Raise :class:`CommitError` unless every planned task reported exactly once."""
+    reported = sorted(o.task_id for o in outcomes)
+    if reported != sorted(t.task_id for t in plan.tasks):
         raise CommitError(f"run {plan.run_id}: task results incomplete or repeated ({len(reported)} reports "
-                          f"for {len(tasks)} tasks); nothing committed")
-    return rows
+                          f"for {len(plan.tasks)} tasks); nothing committed")
 
 
-def new_offsets(plan: LoadPlan, state: LoaderState, rows: list[dict]) -> list[OffsetRecord]:
+def new_offsets(plan: LoadPlan, state: LoaderState, outcomes: list[TaskOutcome]) -> list[OffsetRecord]:
     """The full offset snapshot after this run: every known partition, planned ones moved to their end."""
     last_time: dict[PartitionKey, tuple[int, int]] = {}
-    for r in rows:
-        if r["kind"] == "task" and r["last_time_ms"] is not None:
-            key = (r["topic"], r["broker_id"], r["partition"])
-            if key not in last_time or r["end_offset"] > last_time[key][0]:
-                last_time[key] = (r["end_offset"], r["last_time_ms"])
+    for o in outcomes:
+        s = o.summary
+        if s.last_time_ms is not None:
+            if s.key not in last_time or s.end_offset > last_time[s.key][0]:
+                last_time[s.key] = (s.end_offset, s.last_time_ms)
     out = dict(state.offsets)
     for p in plan.partitions:
         prev = state.offsets.get(p.key)
@@ -184,18 +189,9 @@ def unique_names(added: list[FileRecord], state: LoaderState, n: int) -> list[Fi
     return out
 
 
-def file_records(rows: list[dict], run_id: str) -> list[FileRecord]:
-    out = []
-    for r in rows:
-        if r["kind"] in ("data", "quarantine"):
-            out.append(FileRecord(
-                path=r["path"], topic=r["topic"], broker_id=r["broker_id"], partition=r["partition"],
-                start_offset=r["start_offset"], end_offset=r["end_offset"], rows=r["rows"], format=r["format"],
-                dt=r["dt"], hour=r["hour"], bytes=r["bytes"] or 0, schema_id=r["schema_id"],
-                min_time_ms=r["min_time_ms"], max_time_ms=r["max_time_ms"], kind=r["kind"], staging=r["staging"],
-                run_id=run_id,
-            ))
-    return sorted(out, key=lambda f: f.path)
+def file_records(outcomes: list[TaskOutcome], run_id: str) -> list[FileRecord]:
+    """The manifest entries of every staged file, by path."""
+    return sorted((f.to_file_record(run_id) for o in outcomes for f in o.files), key=lambda f: f.path)
 
 
 def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | None = None,
@@ -214,87 +210,126 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
     from ingest.loader import discover
 
     storage = open_storage(config["destination"])
+    faults = Faults.from_env()
     run_id = run_id or new_run_id(clock)
-    started = clock.time_ms()
+    record = new_run_record(run_id, storage, config, clock, reset_spec, reset_topics)
     began = time.monotonic()
-    record: dict[str, Any] = {
-        "run_id": run_id, "status": "running", "started_at_ms": started, "destination": storage.uri,
-        "format": config["format"], "topics": config["topics"], "topics_blacklist": config["topics.blacklist"],
-        "reset": {"spec": reset_spec, "topics": reset_topics} if reset_spec else None,
-        "commit_seq": None, "error": None, "partitions": [], "lost_ranges": [],
-    }
     plan = None
-    rows: list[dict] = []
     try:
         state = prepare(storage, config, clock)
         write_run_record(storage, record)
         snapshots = discover.discover(config) if snapshots is None else snapshots
-        resets = None
-        if reset_spec:
-            if not reset_topics:
-                raise IngestError("--reset-offsets needs --topic T (one or more topics to rewind)")
-            known = {s.topic for s in snapshots}
-            unknown = [t for t in reset_topics if t not in known]
-            if unknown:
-                raise IngestError(f"--reset-offsets: unknown topics {unknown}; the brokers have {sorted(known)}")
-            resets = resolve_resets(reset_spec, reset_topics, snapshots, state, config)
+        resets = plan_resets(reset_spec, reset_topics, snapshots, state, config)
         plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
-        record["partitions"] = partition_entries(plan)
-        record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
-        log.info("run %s: %d partitions, %d tasks, %d bytes to load (%d topics skipped by the filters)",
-                 run_id, len(plan.partitions), len(plan.tasks), plan.total_bytes, len(plan.skipped_topics))
-        if plan.tasks and callable(spark) and not hasattr(spark, "sparkContext"):
-            spark = spark()
-        rows = execute(spark, plan, task_settings(config, run_id)) if plan.tasks else []
-        record["partitions"] = partition_entries(plan, rows)
-        messages = sum(r["messages"] or 0 for r in rows if r["kind"] == "task")
-        quarantined = sum(r["quarantined"] or 0 for r in rows if r["kind"] == "task")
-        check_ratio(quarantined, messages, config["max.quarantine.ratio"])
-        added = unique_names(file_records(rows, run_id), state, plan.base_seq + 1)
-        removed = removed_by_replay(plan, state)
-        offsets = new_offsets(plan, state, rows)
-        changed = added or removed or plan.lost_ranges or {o.key: o.offset for o in offsets} != {
-            k: o.offset for k, o in state.offsets.items()}
-        seq = None
-        if changed:
-            note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
-            expected = plan.base_seq
-            while True:
-                try:
-                    manifest = commit.commit_files(
-                        storage, kind="load", run_id=run_id, offsets=offsets, added=added, removed=removed,
-                        lost_ranges=plan.lost_ranges, expected_seq=expected, clock=clock, note=note)
-                    break
-                except commit.CommitConflictError:
-                    expected = rebase_target(storage, expected, removed)
-            seq = manifest.seq
-        crash_point("before-gc")
+        record_plan(record, plan)
+        outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
+        record["partitions"] = partition_entries(plan, outcomes)
+        check_quarantine(outcomes, config["max.quarantine.ratio"])
+        note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
+        added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock)
+        faults.crash_point("before-gc")
         commit.gc_staging(storage, [run_id])
         record.update(status="committed" if seq else "nothing-to-do", commit_seq=seq)
         return RunResult(run_id, record["status"], record, plan, seq, added)
     except BaseException as exc:
-        record.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-        if plan is None and hasattr(exc, "lost_ranges"):
-            record["lost_ranges"] = [r.to_json() for r in exc.lost_ranges]
+        record_failure(record, exc, plan)
         raise
     finally:
-        finished = clock.time_ms()
-        record["finished_at_ms"] = finished
-        record["duration_ms"] = finished - started
-        record["totals"] = totals(record, time.monotonic() - began)
-        if record["status"] == "failed":
-            exc_now = sys.exc_info()[1]
-            if exc_now is not None:
-                try:
-                    exc_now.run_record = record  # type: ignore[attr-defined]  # for the caller's summary
-                except AttributeError:
-                    pass
+        finish_run(storage, record, clock, time.monotonic() - began)
+
+
+def new_run_record(run_id: str, storage: Storage, config, clock: Clock, reset_spec: str | None,
+                   reset_topics: list[str] | None) -> dict[str, Any]:
+    """The run record as the run starts (``status: running``; see :mod:`ingest.loader.runrecord`)."""
+    return {
+        "run_id": run_id, "status": "running", "started_at_ms": clock.time_ms(), "destination": storage.uri,
+        "format": config["format"], "topics": config["topics"], "topics_blacklist": config["topics.blacklist"],
+        "reset": {"spec": reset_spec, "topics": reset_topics} if reset_spec else None,
+        "commit_seq": None, "error": None, "partitions": [], "lost_ranges": [],
+    }
+
+
+def plan_resets(reset_spec: str | None, reset_topics: list[str] | None, snapshots: list[PartitionSnapshot],
+                state: LoaderState, config) -> dict[PartitionKey, int] | None:
+    """The start offsets ``--reset-offsets`` asks for (None without a reset); checks the topics exist."""
+    if not reset_spec:
+        return None
+    if not reset_topics:
+        raise IngestError("--reset-offsets needs --topic T (one or more topics to rewind)")
+    known = {s.topic for s in snapshots}
+    unknown = [t for t in reset_topics if t not in known]
+    if unknown:
+        raise IngestError(f"--reset-offsets: unknown topics {unknown}; the brokers have {sorted(known)}")
+    return resolve_resets(reset_spec, reset_topics, snapshots, state, config)
+
+
+def record_plan(record: dict[str, Any], plan: LoadPlan) -> None:
+    record["partitions"] = partition_entries(plan)
+    record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
+    log.info("run %s: %d partitions, %d tasks, %d bytes to load (%d topics skipped by the filters)",
+             plan.run_id, len(plan.partitions), len(plan.tasks), plan.total_bytes, len(plan.skipped_topics))
+
+
+def spark_session(spark):
+    """``spark`` itself, or the session a zero-argument factory returns (started only when needed)."""
+    return spark() if callable(spark) and not hasattr(spark, "sparkContext") else spark
+
+
+def check_quarantine(outcomes: list[TaskOutcome], max_ratio: float) -> None:
+    """Raise :class:`~ingest.loader.quarantine.QuarantineLimitError` when too many messages were quarantined."""
+    messages = sum(o.summary.messages for o in outcomes)
+    quarantined = sum(o.summary.quarantined for o in outcomes)
+    check_ratio(quarantined, messages, max_ratio)
+
+
+def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcomes: list[TaskOutcome], *,
+                    note: str, clock: Clock) -> tuple[list[FileRecord], int | None]:
+    """Commit what the tasks staged, the new offsets, the lost ranges and a replay's withdrawals.
+
+    Returns (the files added, the commit's seq); the seq is None when nothing changed
+    (no commit). A commit that conflicts only with compactions is rebased and retried.
+    """
+    added = unique_names(file_records(outcomes, plan.run_id), state, plan.base_seq + 1)
+    removed = removed_by_replay(plan, state)
+    offsets = new_offsets(plan, state, outcomes)
+    changed = added or removed or plan.lost_ranges or {o.key: o.offset for o in offsets} != {
+        k: o.offset for k, o in state.offsets.items()}
+    if not changed:
+        return added, None
+    expected = plan.base_seq
+    while True:
         try:
-            write_run_record(storage, record)
-        except Exception as exc:  # never mask the run's own outcome
-            log.error("cannot write run record of %s: %s", run_id, exc)
-        if record["status"] != "failed":
-            commit.gc_staging(storage, [run_id])
+            manifest = commit.commit_files(
+                storage, kind="load", run_id=plan.run_id, offsets=offsets, added=added, removed=removed,
+                lost_ranges=plan.lost_ranges, expected_seq=expected, clock=clock, note=note)
+            return added, manifest.seq
+        except commit.CommitConflictError:
+            expected = rebase_target(storage, expected, removed)
+
+
+def record_failure(record: dict[str, Any], exc: BaseException, plan: LoadPlan | None) -> None:
+    """Mark the run failed; the exception carries the record (for the caller's summary)."""
+    record.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    if plan is None and hasattr(exc, "lost_ranges"):
+        record["lost_ranges"] = [r.to_json() for r in exc.lost_ranges]
+    try:
+        exc.run_record = record  # type: ignore[attr-defined]  # completed by finish_run (same dict)
+    except AttributeError:
+        pass
+
+
+def finish_run(storage: Storage, record: dict[str, Any], clock: Clock, elapsed_s: float) -> None:
+    """Complete and write the run record; remove the run's staging unless it failed."""
+    finished = clock.time_ms()
+    record["finished_at_ms"] = finished
+    record["duration_ms"] = finished - record["started_at_ms"]
+    record["totals"] = totals(record, elapsed_s)
+    try:
+        write_run_record(storage, record)
+    except Exception as exc:  # never mask the run's own outcome
+        log.error("cannot write run record of %s: %s", record["run_id"], exc)
+    if record["status"] != "failed":
+        commit.gc_staging(storage, [record["run_id"]])
 
 
 def totals(record: dict[str, Any], elapsed_s: float) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from ingest.errors import DataLossError, IngestError
@@ -196,13 +196,46 @@ def build_plan(
 ) -> LoadPlan:
     """Build the plan; see the module docstring for the rules.
 
+    Phases: :func:`decide_starts` -> :func:`check_data_loss` -> :func:`split_pieces`
+    -> :func:`share_run_budget` -> :func:`assign_tasks`.
+
     Raises:
         DataLossError: retention deleted unloaded data and ``fail_on_data_loss``; the
             message lists every lost range and how to continue.
         IngestError: a committed offset is beyond the broker's latest offset.
     """
-    resets = resets or {}
-    decided: list[tuple[PartitionSnapshot, int | None, int, LostRange | None, bool]] = []
+    decisions = decide_starts(snapshots, committed, committed_files=committed_files, resets=resets or {},
+                              probe=probe, new_partition_start=new_partition_start, run_id=run_id, now_ms=now_ms)
+    if fail_on_data_loss:
+        check_data_loss(decisions)
+    capped = bool(max_bytes_per_run) and sum(d.snapshot.latest - d.start for d in decisions) > max_bytes_per_run
+    pieces = split_pieces(decisions, segment_starts, max_bytes_per_task, every_segment=capped)
+    taken = share_run_budget(pieces, max_bytes_per_run) if capped else pieces
+    return LoadPlan(run_id, base_seq, assign_tasks(decisions, taken, max_bytes_per_task))
+
+
+@dataclass(frozen=True, slots=True)
+class StartDecision:
+    """Where one partition's run starts, before any size limit applies."""
+
+    snapshot: PartitionSnapshot
+    committed: int | None          # committed offset before this run (None: never loaded)
+    start: int
+    lost: LostRange | None = None
+    replay: bool = False
+
+
+def decide_starts(
+    snapshots: Sequence[PartitionSnapshot], committed: Mapping[PartitionKey, OffsetRecord], *,
+    committed_files: Callable[[PartitionKey], Sequence[FileRecord]], resets: Mapping[PartitionKey, int],
+    probe: Callable[[PartitionSnapshot, int], Probe], new_partition_start: str, run_id: str, now_ms: int,
+) -> list[StartDecision]:
+    """The start of every partition (by key) and what retention lost before it.
+
+    Raises:
+        IngestError: a committed offset is beyond the broker's latest offset.
+    """
+    decided: list[StartDecision] = []
     for snap in sorted(snapshots, key=lambda s: s.key):
         prev = committed.get(snap.key)
         c = prev.offset if prev else None
@@ -233,10 +266,14 @@ def build_plan(
             )
         else:
             start = c_eff
-        decided.append((snap, c, start, lost, replay))
+        decided.append(StartDecision(snap, c, start, lost, replay))
+    return decided
 
-    lost_all = [d[3] for d in decided if d[3] is not None]
-    if lost_all and fail_on_data_loss:
+
+def check_data_loss(decisions: Sequence[StartDecision]) -> None:
+    """Raise :class:`DataLossError` listing every lost range, if any (``fail.on.data.loss``)."""
+    lost_all = [d.lost for d in decisions if d.lost is not None]
+    if lost_all:
         raise DataLossError(
             "retention deleted data before it was loaded:\n  " + "\n  ".join(r.describe() for r in lost_all)
             + "\nThe data cannot be recovered from the brokers. To record the loss and continue from the earliest "
@@ -245,54 +282,64 @@ def build_plan(
             lost_ranges=lost_all,
         )
 
-    # Pieces per partition (split when a range exceeds the task or run limit).
-    # When the run is capped, every segment is a piece so the cap can be shared fairly.
-    capped = bool(max_bytes_per_run) and sum(s.latest - st for s, _c, st, _l, _r in decided) > max_bytes_per_run
+
+def split_pieces(decisions: Sequence[StartDecision], segment_starts: Callable[[PartitionSnapshot], Sequence[int]],
+                 max_bytes_per_task: int, *, every_segment: bool = False) -> dict[PartitionKey, list[tuple[int, int]]]:
+    """Each partition's ``[start, latest)`` cut at segment starts into pieces of at most ``max_bytes_per_task``.
+
+    ``every_segment`` (a run over ``max.bytes.per.run``): every segment is its own
+    piece, so the run's budget can be shared fairly; tasks are merged back later.
+    """
     pieces: dict[PartitionKey, list[tuple[int, int]]] = {}
-    for snap, _c, start, _lost, _replay in decided:
-        end = snap.latest
-        if capped:
+    for d in decisions:
+        snap, start, end = d.snapshot, d.start, d.snapshot.latest
+        if every_segment:
             pieces[snap.key] = split_range(start, end, segment_starts(snap) if end > start else (), 0)
         else:
             boundaries = segment_starts(snap) if end - start > max_bytes_per_task else ()
             pieces[snap.key] = split_range(start, end, boundaries, max_bytes_per_task)
+    return pieces
 
-    # Cap per run: whole pieces, round-robin over partitions (each progresses).
+
+def share_run_budget(pieces: Mapping[PartitionKey, list[tuple[int, int]]],
+                     max_bytes_per_run: int) -> dict[PartitionKey, list[tuple[int, int]]]:
+    """Whole pieces within ``max_bytes_per_run``, taken round-robin over partitions (each progresses).
+
+    The first piece is always taken, even when larger than the budget, so a run never stalls.
+    """
     taken: dict[PartitionKey, list[tuple[int, int]]] = {k: [] for k in pieces}
-    if capped:
-        budget = max_bytes_per_run
-        depth = 0
-        progressed = True
-        while progressed:
-            progressed = False
-            for key in sorted(pieces):
-                if depth < len(pieces[key]) and len(taken[key]) == depth:
-                    s, e = pieces[key][depth]
-                    if e - s <= budget or not any(taken.values()):
-                        taken[key].append((s, e))
-                        budget -= e - s
-                        progressed = True
-            depth += 1
-    else:
-        taken = pieces
+    budget = max_bytes_per_run
+    depth = 0
+    progressed = True
+    while progressed:
+        progressed = False
+        for key in sorted(pieces):
+            if depth < len(pieces[key]) and len(taken[key]) == depth:
+                s, e = pieces[key][depth]
+                if e - s <= budget or not any(taken.values()):
+                    taken[key].append((s, e))
+                    budget -= e - s
+                    progressed = True
+        depth += 1
+    return taken
 
-    # Merge consecutive pieces into tasks of at most max_bytes_per_task.
+
+def assign_tasks(decisions: Sequence[StartDecision], taken: Mapping[PartitionKey, list[tuple[int, int]]],
+                 max_bytes_per_task: int) -> tuple[PartitionPlan, ...]:
+    """Merge consecutive pieces into tasks of at most ``max_bytes_per_task``; task ids count from 0."""
     out: list[PartitionPlan] = []
     task_id = 0
-    for snap, c, start, lost, replay in decided:
-        tasks: list[TaskRange] = []
-        cur: list[int] | None = None
+    for d in decisions:
+        snap = d.snapshot
+        ranges: list[list[int]] = []
         for s, e in taken[snap.key]:
-            if cur is not None and e - cur[0] <= max_bytes_per_task:
-                cur[1] = e
+            if ranges and e - ranges[-1][0] <= max_bytes_per_task:
+                ranges[-1][1] = e
             else:
-                if cur is not None:
-                    tasks.append(TaskRange(task_id, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, cur[0], cur[1]))
-                    task_id += 1
-                cur = [s, e]
-        if cur is not None:
-            tasks.append(TaskRange(task_id, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, cur[0], cur[1]))
-            task_id += 1
-        end = tasks[-1].end if tasks else start
-        out.append(PartitionPlan(snap, c, start, end, lost, replay, tuple(tasks)))
-    return LoadPlan(run_id, base_seq, tuple(out))
+                ranges.append([s, e])
+        tasks = tuple(TaskRange(task_id + i, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, s, e)
+                      for i, (s, e) in enumerate(ranges))
+        task_id += len(tasks)
+        end = tasks[-1].end if tasks else d.start
+        out.append(PartitionPlan(snap, d.committed, d.start, end, d.lost, d.replay, tasks))
+    return tuple(out)

@@ -13,10 +13,49 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ingest.errors import QuarantineLimitError
-from ingest.loader.state import LoaderState
+
+if TYPE_CHECKING:  # only for the annotation: a task imports this module and needs none of the state code
+    from ingest.loader.state import LoaderState
+
+QUARANTINE_FORMAT = "jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedMessage:
+    """One message kept aside: where it was in the log, why, and its raw bytes.
+
+    Its line in a quarantine file is a JSON object with sorted keys; the raw bytes go
+    in ``payload_b64`` (base64), so a line is self-contained and replayable.
+    """
+
+    topic: str
+    broker_id: int
+    partition: int
+    offset: int
+    next_offset: int
+    reason: str
+    payload: bytes
+
+    def to_json_line(self) -> str:
+        """The file line (with its ``\\n``)."""
+        return json.dumps({"topic": self.topic, "broker_id": self.broker_id, "partition": self.partition,
+                           "offset": self.offset, "next_offset": self.next_offset, "reason": self.reason,
+                           "payload_b64": base64.b64encode(self.payload).decode()}, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json_line(cls, line: str) -> QuarantinedMessage:
+        d = json.loads(line)
+        return cls(topic=d["topic"], broker_id=d["broker_id"], partition=d["partition"], offset=d["offset"],
+                   next_offset=d["next_offset"], reason=d["reason"], payload=base64.b64decode(d["payload_b64"]))
+
+
+def quarantine_file_bytes(messages: Iterable[QuarantinedMessage]) -> bytes:
+    """The content of a quarantine file holding ``messages``, in order."""
+    return "".join(m.to_json_line() for m in messages).encode()
 
 
 def check_ratio(quarantined: int, messages: int, max_ratio: float, samples: list[str] | None = None) -> None:
@@ -31,11 +70,9 @@ def check_ratio(quarantined: int, messages: int, max_ratio: float, samples: list
         )
 
 
-def read_quarantine(state: LoaderState, topic: str | None = None) -> Iterator[dict]:
-    """Every committed quarantined message (with ``payload`` decoded to bytes)."""
+def read_quarantine(state: LoaderState, topic: str | None = None) -> Iterator[QuarantinedMessage]:
+    """Every committed quarantined message."""
     for rec in state.files(topic, kind="quarantine"):
         for line in state.storage.read_bytes(state.full_path(rec)).decode().splitlines():
             if line.strip():
-                q = json.loads(line)
-                q["payload"] = base64.b64decode(q.pop("payload_b64"))
-                yield q
+                yield QuarantinedMessage.from_json_line(line)

@@ -16,7 +16,7 @@ latest, files = union of ``added`` minus ``removed``, lost ranges = union.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 MANIFEST_VERSION = 1

@@ -25,6 +25,7 @@ from typing import Any
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.loader import layout
+from ingest.loader.results import TaskOutcome
 from ingest.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,8 @@ def write_run_record(storage: Storage, record: dict[str, Any]) -> None:
                          json.dumps(record, indent=1, sort_keys=True).encode())
 
 
-def partition_entries(plan, results: list[dict] | None = None) -> list[dict[str, Any]]:
-    """Per-partition entries of a run record from the plan and (optional) task results."""
+def partition_entries(plan, outcomes: list[TaskOutcome] | None = None) -> list[dict[str, Any]]:
+    """Per-partition entries of a run record from the plan and (optional) task outcomes."""
     by_key: dict[tuple, dict[str, Any]] = {}
     for p in plan.partitions:
         snap = p.snapshot
@@ -56,15 +57,14 @@ def partition_entries(plan, results: list[dict] | None = None) -> list[dict[str,
             "lost_ranges": [p.lost.to_json()] if p.lost else [], "errors": [], "tasks": len(p.tasks),
             "duration_ms": 0,
         }
-    for row in results or ():
-        entry = by_key.get((row["topic"], row["broker_id"], row["partition"]))
+    for outcome in outcomes or ():
+        s = outcome.summary
+        entry = by_key.get(s.key)
         if entry is None:
             continue
-        if row["kind"] == "task":
-            entry["messages"] += row["messages"] or 0
-            entry["quarantined"] += row["quarantined"] or 0
-            entry["duration_ms"] += row["duration_ms"] or 0
-            entry["cpu_ms"] = entry.get("cpu_ms", 0) + (row.get("cpu_ms") or 0)
-        else:
-            entry["files"].append(row["path"])
+        entry["messages"] += s.messages
+        entry["quarantined"] += s.quarantined
+        entry["duration_ms"] += s.duration_ms
+        entry["cpu_ms"] = entry.get("cpu_ms", 0) + s.cpu_ms
+        entry["files"].extend(f.path for f in outcome.files)
     return [by_key[k] for k in sorted(by_key)]

@@ -3,51 +3,44 @@
 Runs on an executor (called by :mod:`ingest.loader.source`) or directly in tests.
 Output goes only under ``_ingest/staging/<run_id>/`` with attempt-unique names, so
 a failed or speculative attempt can never clobber or add to what the driver
-commits: the driver commits exactly the file list this function *returns* for
-the attempt Spark reports as successful.
+commits: the driver commits exactly the files this function *returns* for the
+attempt Spark reports as successful.
 
-Returned rows are plain dicts (see :data:`RESULT_FIELDS`): one per written file
-(``kind`` ``data`` / ``quarantine``) and one ``task`` row with the counters.
+Phases, each a function tests call directly: :func:`open_consumer` and
+:func:`read_range` (read), :func:`stage_messages` (decode, bucket and write rows:
+the per-message loop), :func:`close_data_files` and :func:`stage_quarantine`
+(finish the staged files). :func:`run_task` chains them, calls the
+:class:`~ingest.loader.faults.Faults` hook once the files are staged, and returns a
+:class:`~ingest.loader.results.TaskOutcome`.
 """
 from __future__ import annotations
 
-import base64
 import gc
-import json
 import logging
 import posixpath
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from typing import TYPE_CHECKING
-
-from ingest.errors import EventDecodeError, IngestError
+from ingest.errors import EventDecodeError
+from ingest.events.envelope import PREFIX_SIZE
 from ingest.loader import layout
+from ingest.loader.faults import Faults
+from ingest.loader.quarantine import QUARANTINE_FORMAT, QuarantinedMessage, quarantine_file_bytes
+from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
 
 if TYPE_CHECKING:
     from ingest.loader.plan import TaskRange
     from ingest.storage import Storage
 
 # Why the imports of fetching, decoding and writing (pyarrow, fastavro, the client)
-# live inside run_task: Spark unpickles the data source (ingest.loader.source, which
-# imports this module for RESULT_SCHEMA and TaskSettings) in separate planner Python
-# processes; every module-level import here was paid again there (~1 s of the
-# first use of the data source; see docs/performance.md).
+# live inside the phase functions: Spark unpickles the data source (ingest.loader.source,
+# which imports this module for TaskSettings) in separate planner Python processes;
+# every module-level import here was paid again there (~1 s of the first use of the
+# data source; see docs/performance.md).
 
 log = logging.getLogger(__name__)
-
-RESULT_FIELDS: tuple[tuple[str, str], ...] = (
-    ("kind", "string"), ("task_id", "int"), ("attempt", "int"), ("path", "string"), ("staging", "string"),
-    ("topic", "string"), ("broker_id", "int"), ("partition", "int"), ("start_offset", "long"),
-    ("end_offset", "long"), ("rows", "long"), ("bytes", "long"), ("format", "string"), ("dt", "string"),
-    ("hour", "int"), ("schema_id", "int"), ("min_time_ms", "long"), ("max_time_ms", "long"),
-    ("messages", "long"), ("quarantined", "long"), ("duration_ms", "long"), ("last_time_ms", "long"), ("cpu_ms", "long"),
-)
-"""Columns of the Spark result (name, Spark SQL type), in order."""
-
-RESULT_SCHEMA = ", ".join(f"{n} {t}" for n, t in RESULT_FIELDS)
 
 HOUR_MS = 3_600_000
 
@@ -66,8 +59,7 @@ class TaskSettings:
     fetch_size: int = 1024 * 1024
     max_fetch_size: int = 64 * 1024 * 1024
     socket_timeout_s: float = 30.0
-    fail_first_attempt: bool = False
-    slow_first_attempt_ms: int = 0
+    faults: str = ""   # the driver's INGEST_FAULTS (ingest.loader.faults); empty in production
 
 
 class _Bucket:
@@ -79,49 +71,116 @@ class _Bucket:
         self.max_t = None
 
 
+@dataclass(slots=True)
+class Staged:
+    """What :func:`stage_messages` leaves: open data files per (hour index, schema id), the
+    quarantined messages and the counters. ``stage_dir`` is this attempt's own directory."""
+
+    stage_dir: str
+    buckets: dict[tuple[int, int], _Bucket] = field(default_factory=dict)
+    quarantine: list[QuarantinedMessage] = field(default_factory=list)
+    messages: int = 0
+    last_time_ms: int | None = None
+
+
 def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, storage: Storage | None = None,
-             deserializer=None, consumer=None) -> list[dict[str, Any]]:
-    """Load ``task``'s range into staged files; returns the result rows (see module docstring)."""
-    from ingest.client.simple_consumer import SimpleConsumer
-    from ingest.events.registry_client import RegistryClient
-    from ingest.events.serde import EventDeserializer
-    from ingest.loader.decode import PayloadDecoder
-    from ingest.loader.fetch import Corrupt, iter_range
-    from ingest.loader.writers import open_writer
+             deserializer=None, consumer=None) -> TaskOutcome:
+    """Load ``task``'s range into staged files; returns what was staged (see module docstring)."""
     from ingest.storage import open_storage
 
     began = time.monotonic()
     cpu_began = time.process_time()
+    faults = Faults.parse(settings.faults)
     storage = storage or open_storage(settings.destination)
+    decoder = new_decoder(settings, deserializer)
+    staged = Staged(stage_dir(settings.run_id, task, attempt))
     own_consumer = consumer is None
-    if consumer is None:
-        consumer = SimpleConsumer(task.host, task.port, timeout_s=settings.socket_timeout_s,
-                                  fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
-    decoder = PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url)))
-    stage_dir = posixpath.join(layout.staging_dir(settings.run_id), f"t{task.task_id}-a{attempt}-{uuid.uuid4().hex[:8]}")
-    buckets: dict[tuple[int, int], _Bucket] = {}   # (hour index since epoch, schema id)
+    if own_consumer:
+        consumer = open_consumer(task, settings)
+    try:
+        stage_messages(read_range(consumer, task, settings), task, settings, storage, decoder, staged)
+    finally:
+        if own_consumer:
+            consumer.close()
+    files = close_data_files(staged, task, attempt, settings.format, storage)
+    quarantine_file = stage_quarantine(staged, task, attempt, storage)
+    if quarantine_file is not None:
+        files.append(quarantine_file)
+    faults.task_staged(task.task_id, attempt, len(files))
+    summary = TaskSummary(
+        task_id=task.task_id, attempt=attempt, topic=task.topic, broker_id=task.broker_id, partition=task.partition,
+        start_offset=task.start, end_offset=task.end, messages=staged.messages, quarantined=len(staged.quarantine),
+        duration_ms=int((time.monotonic() - began) * 1000), cpu_ms=int((time.process_time() - cpu_began) * 1000),
+        last_time_ms=staged.last_time_ms)
+    log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files",
+             task.task_id, task.topic, task.broker_id, task.partition, task.start, task.end, summary.messages,
+             summary.quarantined, len(files))
+    return TaskOutcome(summary, tuple(files))
+
+
+def stage_dir(run_id: str, task: TaskRange, attempt: int) -> str:
+    """This attempt's own staging directory (attempt-unique: retries and speculative copies never share one)."""
+    return posixpath.join(layout.staging_dir(run_id), f"t{task.task_id}-a{attempt}-{uuid.uuid4().hex[:8]}")
+
+
+def new_decoder(settings: TaskSettings, deserializer=None):
+    """The task's :class:`~ingest.loader.decode.PayloadDecoder` (over the registry unless ``deserializer``)."""
+    from ingest.events.registry_client import RegistryClient
+    from ingest.events.serde import EventDeserializer
+    from ingest.loader.decode import PayloadDecoder
+
+    return PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url)))
+
+
+def open_consumer(task: TaskRange, settings: TaskSettings):
+    """A consumer connected to ``task``'s broker (the caller closes it)."""
+    from ingest.client.simple_consumer import SimpleConsumer
+
+    return SimpleConsumer(task.host, task.port, timeout_s=settings.socket_timeout_s,
+                          fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
+
+
+def read_range(consumer, task: TaskRange, settings: TaskSettings) -> Iterator:
+    """Every message of the task's range in order; corrupt ones as :class:`~ingest.loader.fetch.Corrupt`."""
+    from ingest.loader.fetch import iter_range
+
+    return iter_range(consumer, task.topic, task.partition, task.start, task.end,
+                      fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
+
+
+def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, storage: Storage, decoder,
+                   staged: Staged) -> Staged:
+    """Decode every message, bucket it by event hour and schema, and write it to its bucket's file.
+
+    ``items`` are what :func:`read_range` yields. A message that is corrupt or does
+    not decode, or has no usable ``header.time``, goes to ``staged.quarantine``. The
+    data files stay open (:func:`close_data_files` finishes them). This is the
+    per-message loop: nothing here may cost more per message than it must.
+    """
+    from ingest.loader.fetch import Corrupt
+
+    buckets = staged.buckets                       # (hour index since epoch, schema id) -> _Bucket
+    quarantine = staged.quarantine
     hours: dict[int, tuple[str, int]] = {}         # hour index -> (dt, hour)
-    quarantine: list[dict] = []
-    messages = 0
-    last_time = None
-    fast: dict[bytes, tuple[Any, int]] = {}  # payload[:5] (magic + schema id) -> (RowLayout, schema id)
+    messages = staged.messages
+    last_time = staged.last_time_ms
+    fast: dict[bytes, tuple[Any, int]] = {}  # envelope prefix (magic + schema id) -> (RowLayout, schema id)
+    prefix = PREFIX_SIZE
     last_hour = last_sid = last_bucket = None
-    fmt = settings.format
-    raw = fmt == "avro"  # Avro output appends the already-encoded bodies
+    raw = settings.format == "avro"  # Avro output appends the already-encoded bodies
     # Decoded records hold no reference cycles; the cyclic collector would only rescan
     # the growing row-group buffer again and again (measured: ~40% of a Parquet task).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for item in iter_range(consumer, task.topic, task.partition, task.start, task.end,
-                               fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size):
+        for item in items:
             if item.__class__ is Corrupt:
-                quarantine.append(_quarantine_line(task, item.offset, item.next_offset, item.raw, item.reason))
+                quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))
                 continue
             payload = item.payload
             # Fast path: framing + schema id seen before with a generated row decoder.
             # Anything it refuses goes through decode_row, which has the precise errors.
-            hit = fast.get(payload[:5])
+            hit = fast.get(payload[:prefix])
             record = None
             if hit is not None:
                 row_layout, schema_id = hit
@@ -133,16 +192,16 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
                 if record is None:
                     schema_id, record, row_layout = decoder.decode_row(payload, topic=task.topic, offset=item.offset)
                     if row_layout is not None:
-                        fast[payload[:5]] = (row_layout, schema_id)
+                        fast[payload[:prefix]] = (row_layout, schema_id)
                 t = record[row_layout.time_index] if row_layout is not None else record["header"]["time"]
                 hour_index = t // HOUR_MS
                 if hour_index not in hours:
                     hours[hour_index] = layout.hour_bucket(hour_index * HOUR_MS)
             except EventDecodeError as exc:
-                quarantine.append(_quarantine_line(task, item.offset, item.next_offset, payload, str(exc)))
+                quarantine.append(_quarantined(task, item.offset, item.next_offset, payload, str(exc)))
                 continue
             except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
-                quarantine.append(_quarantine_line(
+                quarantine.append(_quarantined(
                     task, item.offset, item.next_offset, payload,
                     f"topic {task.topic} offset {item.offset}: no usable header.time for hour bucketing: {exc!r}"))
                 continue
@@ -151,17 +210,13 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
             else:
                 bucket = buckets.get((hour_index, schema_id))
             if bucket is None:
-                dt, hour = hours[hour_index]
                 schema = decoder.writer_schema(schema_id, payload, topic=task.topic, offset=item.offset)
-                rel = posixpath.join(stage_dir, f"{dt}-{hour:02d}-{schema_id}.{fmt}")
-                writer = open_writer(fmt, storage.open_write(storage.join(rel)), schema,
-                                     avro_codec=settings.avro_codec, parquet_compression=settings.parquet_compression,
-                                     row_group_rows=settings.row_group_rows, layout=row_layout)
-                bucket = buckets[(hour_index, schema_id)] = _Bucket(rel, writer, schema_id, dt, hour)
+                bucket = buckets[(hour_index, schema_id)] = _open_bucket(
+                    staged.stage_dir, hours[hour_index], schema_id, schema, row_layout, settings, storage)
                 bucket.min_t = bucket.max_t = t
             last_hour, last_sid, last_bucket = hour_index, schema_id, bucket
             if raw:
-                bucket.writer.write_raw(payload[5:])
+                bucket.writer.write_raw(payload[prefix:])
             else:
                 bucket.writer.write(record)
             if t < bucket.min_t:
@@ -173,53 +228,59 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     finally:
         if gc_was_enabled:
             gc.enable()
-        if own_consumer:
-            consumer.close()
-    rows: list[dict[str, Any]] = []
+        staged.messages = messages
+        staged.last_time_ms = last_time
+    return staged
+
+
+def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, schema: dict, row_layout,
+                 settings: TaskSettings, storage: Storage) -> _Bucket:
+    from ingest.loader.writers import open_writer
+
+    dt, hour = dt_hour
+    rel = posixpath.join(stage_dir_, f"{dt}-{hour:02d}-{schema_id}.{settings.format}")
+    writer = open_writer(settings.format, storage.open_write(storage.join(rel)), schema,
+                         avro_codec=settings.avro_codec, parquet_compression=settings.parquet_compression,
+                         row_group_rows=settings.row_group_rows, layout=row_layout)
+    return _Bucket(rel, writer, schema_id, dt, hour)
+
+
+def _quarantined(task: TaskRange, offset: int, next_offset: int, raw, reason: str) -> QuarantinedMessage:
+    return QuarantinedMessage(task.topic, task.broker_id, task.partition, offset, next_offset, reason, bytes(raw))
+
+
+def close_data_files(staged: Staged, task: TaskRange, attempt: int, fmt: str, storage: Storage) -> list[StagedFile]:
+    """Close every open data file; one :class:`StagedFile` each, in (hour, schema id) order.
+
+    A file's final name carries its schema id only when its hour has several schemas.
+    """
     per_hour: dict[tuple[str, int], int] = {}
-    for b in buckets.values():
+    for b in staged.buckets.values():
         per_hour[(b.dt, b.hour)] = per_hour.get((b.dt, b.hour), 0) + 1
-    for (_h, sid), b in sorted(buckets.items()):
-        dt, hour = b.dt, b.hour
+    out = []
+    for (_h, sid), b in sorted(staged.buckets.items()):
         n_rows = b.writer.close()
         name = layout.data_file_name(task.topic, task.broker_id, task.partition, task.start, task.end, fmt,
-                                     sid if per_hour[(dt, hour)] > 1 else None)
+                                     sid if per_hour[(b.dt, b.hour)] > 1 else None)
         st = storage.status(storage.join(b.staging))
-        rows.append(_row("data", task, attempt, layout.data_file_path(task.topic, dt, hour, name), b.staging,
-                         rows=n_rows, bytes=st.size if st else 0, format=fmt, dt=dt, hour=hour, schema_id=sid,
-                         min_time_ms=b.min_t, max_time_ms=b.max_t))
-    if quarantine:
-        rel = posixpath.join(stage_dir, "quarantine.jsonl")
-        data = "".join(json.dumps(q, sort_keys=True) + "\n" for q in quarantine).encode()
-        storage.write_bytes(storage.join(rel), data)
-        rows.append(_row("quarantine", task, attempt,
-                         layout.quarantine_file_path(task.topic, task.broker_id, task.partition, task.start, task.end),
-                         rel, rows=len(quarantine), bytes=len(data), format="jsonl"))
-    if settings.slow_first_attempt_ms and attempt == 0 and task.task_id == 0:
-        log.warning("fault injection: first attempt of task %s lingers %d ms after staging",
-                    task.task_id, settings.slow_first_attempt_ms)
-        time.sleep(settings.slow_first_attempt_ms / 1000.0)
-    if settings.fail_first_attempt and attempt == 0:
-        raise RuntimeError(f"fault injection ({'INGEST_FAIL_FIRST_ATTEMPT'}): first attempt of task {task.task_id} "
-                           f"fails after staging {len(rows)} files")
-    rows.append(_row("task", task, attempt, None, None, rows=messages, bytes=task.end - task.start,
-                     messages=messages, quarantined=len(quarantine),
-                     duration_ms=int((time.monotonic() - began) * 1000), last_time_ms=last_time,
-                     cpu_ms=int((time.process_time() - cpu_began) * 1000)))
-    log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files",
-             task.task_id, task.topic, task.broker_id, task.partition, task.start, task.end, messages,
-             len(quarantine), len(rows) - 1)
-    return rows
+        out.append(StagedFile(
+            task_id=task.task_id, attempt=attempt, topic=task.topic, broker_id=task.broker_id,
+            partition=task.partition, start_offset=task.start, end_offset=task.end, kind=DATA,
+            path=layout.data_file_path(task.topic, b.dt, b.hour, name), staging=b.staging, rows=n_rows,
+            bytes=st.size if st else 0, format=fmt, dt=b.dt, hour=b.hour, schema_id=sid,
+            min_time_ms=b.min_t, max_time_ms=b.max_t))
+    return out
 
 
-def _quarantine_line(task: TaskRange, offset: int, next_offset: int, raw: bytes, reason: str) -> dict:
-    return {"topic": task.topic, "broker_id": task.broker_id, "partition": task.partition, "offset": offset,
-            "next_offset": next_offset, "reason": reason, "payload_b64": base64.b64encode(raw).decode()}
-
-
-def _row(kind: str, task: TaskRange, attempt: int, path, staging, **values) -> dict[str, Any]:
-    row = {name: None for name, _ in RESULT_FIELDS}
-    row.update(kind=kind, task_id=task.task_id, attempt=attempt, path=path, staging=staging, topic=task.topic,
-               broker_id=task.broker_id, partition=task.partition, start_offset=task.start, end_offset=task.end)
-    row.update(values)
-    return row
+def stage_quarantine(staged: Staged, task: TaskRange, attempt: int, storage: Storage) -> StagedFile | None:
+    """Write the quarantined messages to this attempt's quarantine file (None when there are none)."""
+    if not staged.quarantine:
+        return None
+    rel = posixpath.join(staged.stage_dir, f"quarantine.{QUARANTINE_FORMAT}")
+    data = quarantine_file_bytes(staged.quarantine)
+    storage.write_bytes(storage.join(rel), data)
+    return StagedFile(
+        task_id=task.task_id, attempt=attempt, topic=task.topic, broker_id=task.broker_id, partition=task.partition,
+        start_offset=task.start, end_offset=task.end, kind=QUARANTINE,
+        path=layout.quarantine_file_path(task.topic, task.broker_id, task.partition, task.start, task.end),
+        staging=rel, rows=len(staged.quarantine), bytes=len(data), format=QUARANTINE_FORMAT)

@@ -145,10 +145,10 @@ def _compact_cmd(root: Path) -> list[str]:
 # (env var, crash point, committed?) -- ours before the commit, the loader's inside it
 CRASHES = [
     ("INGEST_COMPACTION_CRASH_AT", "staged", False),
-    ("INGEST_CRASH_AT", "before-manifest", False),
-    ("INGEST_CRASH_AT", "after-manifest", True),
-    ("INGEST_CRASH_AT", "mid-publish", True),
-    ("INGEST_CRASH_AT", "after-publish", True),
+    ("INGEST_FAULTS", "before-manifest", False),
+    ("INGEST_FAULTS", "after-manifest", True),
+    ("INGEST_FAULTS", "mid-publish", True),
+    ("INGEST_FAULTS", "after-publish", True),
 ]
 
 

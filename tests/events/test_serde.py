@@ -24,6 +24,18 @@ def test_frame_layout_and_errors():
         unframe(b"\x00\x00", topic="t", offset=0)
 
 
+def test_the_loader_strips_exactly_the_envelope_prefix():
+    """One framing: the loader's decoder and its generated row decoders start where the envelope ends."""
+    from ingest.events.envelope import PREFIX_SIZE
+    from ingest.loader.decode import PayloadDecoder, compile_row_layout
+
+    framed = frame(258, b"avro")
+    assert bytes(PayloadDecoder.body(framed)) == b"avro" == framed[PREFIX_SIZE:]
+    schema = {"type": "record", "name": "E", "fields": [
+        {"name": "header", "type": {"type": "record", "name": "H", "fields": [{"name": "time", "type": "long"}]}}]}
+    assert compile_row_layout(schema).decode(frame(7, b"\x04")) == (2,)  # zigzag varint 4 -> 2
+
+
 def test_canonical_form_ignores_docs_and_layout_but_keeps_defaults():
     from ingest.events.schemas import canonical
 

@@ -70,8 +70,7 @@ def spark_env() -> dict:
     py = sys.executable
     env = dict(os.environ, PYSPARK_PYTHON=py, PYSPARK_DRIVER_PYTHON=py,
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("INGEST_CRASH_AT", None)
-    env.pop("INGEST_FAIL_FIRST_ATTEMPT", None)
+    env.pop("INGEST_FAULTS", None)
     return env
 
 

@@ -1,9 +1,9 @@
 """Exactly once under SIGKILL of the driver at every commit step and under failing task attempts.
 
 Each run is a real ``spark-submit jobs/load.py`` with ``--master local[2,4]`` (so
-Spark retries failed tasks) and ``INGEST_FAIL_FIRST_ATTEMPT=1`` (every task's first
-attempt stages files and then fails). ``INGEST_CRASH_AT`` makes the driver SIGKILL
-itself at a named step (ingest.loader.faults). One chain of runs crosses every
+Spark retries failed tasks) and ``INGEST_FAULTS=fail-first-attempt,<step>``: every
+task's first attempt stages files and then fails, and the driver SIGKILLs itself at
+the named commit step (ingest.loader.faults). One chain of runs crosses every
 step; after each crash the state is either the previous or the new one, and the
 following run finishes the job. The test never rolls the state forward itself, and
 reading the state (which only reads) never does either.
@@ -24,9 +24,7 @@ TOPIC = "crash-views"
 
 def _submit(conf, crash=None, master="local[2,4]"):
     env = spark_env()
-    env["INGEST_FAIL_FIRST_ATTEMPT"] = "1"
-    if crash:
-        env["INGEST_CRASH_AT"] = crash
+    env["INGEST_FAULTS"] = ",".join(["fail-first-attempt"] + ([crash] if crash else []))
     cmd = [spark_submit(), "--master", master, "--conf", "spark.ui.enabled=false",
            "--driver-java-options", "-XX:TieredStopAtLevel=1",  # short runs: C1 JIT starts faster
            str(REPO / "jobs" / "load.py"), "--config", str(conf)]
@@ -66,7 +64,7 @@ def test_sigkill_at_every_commit_step_and_failed_attempts_keep_exactly_once(brok
     # 1. killed after every task succeeded (and failed once), before the manifest: previous state.
     r = _submit(conf, "before-manifest")
     assert _killed_at(r, "before-manifest"), _tail(r)
-    assert "INGEST_FAIL_FIRST_ATTEMPT): first attempt of task" in r.stdout + r.stderr, _tail(r)  # retried
+    assert "fail-first-attempt): first attempt of task" in r.stdout + r.stderr, _tail(r)  # retried
     assert _state(dest).seq == 0 and _visible_data_files(dest) == []
     staged = list(open_storage(str(dest)).walk_files(str(dest / layout.STAGING_DIR)))
     assert staged, "tasks had staged files"
@@ -127,10 +125,9 @@ def test_local_cluster_output_is_identical_to_local_mode(spark, brokers, registr
         f"registry.url={registry_url}\ntopics={topic}\nformat=avro\nmax.bytes.per.task=12000\n"
     )
     env = spark_env()
-    env["INGEST_SLOW_FIRST_ATTEMPT_MS"] = "15000"
+    env["INGEST_FAULTS"] = "slow-first-attempt=15000"  # shipped to the executors in the task settings
     r = subprocess.run([spark_submit(), "--master", "local-cluster[2,1,1024]", "--conf", "spark.ui.enabled=false",
                         "--conf", f"spark.executorEnv.PYSPARK_PYTHON={env['PYSPARK_PYTHON']}",
-                        "--conf", f"spark.executorEnv.INGEST_SLOW_FIRST_ATTEMPT_MS={env['INGEST_SLOW_FIRST_ATTEMPT_MS']}",
                         "--conf", "spark.speculation=true", "--conf", "spark.speculation.interval=100ms",
                         "--conf", "spark.speculation.quantile=0.01", "--conf", "spark.speculation.multiplier=1.0",
                         "--conf", "spark.speculation.minTaskRuntime=500ms",

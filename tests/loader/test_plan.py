@@ -93,3 +93,19 @@ def test_reset_spec_and_snapping_to_whole_files():
     assert snap_to_files(150, 0, [f]) == 100       # reload the whole file
     assert snap_to_files(150, 120, [f]) == 200     # its start is gone: keep it whole
     assert snap_to_files(250, 0, [f]) == 250
+
+
+def test_plan_phases_share_a_run_budget_round_robin_and_merge_pieces_into_tasks():
+    from ingest.loader.plan import StartDecision, assign_tasks, share_run_budget, split_pieces
+
+    a, b = (PartitionSnapshot(t, 0, "h", 1, 0, 0, 300) for t in ("a", "b"))
+    decisions = [StartDecision(a, None, 0), StartDecision(b, 100, 100)]
+    pieces = split_pieces(decisions, lambda s: (100, 200), 1000, every_segment=True)
+    assert pieces == {a.key: [(0, 100), (100, 200), (200, 300)], b.key: [(100, 200), (200, 300)]}
+    taken = share_run_budget(pieces, 250)
+    assert taken == {a.key: [(0, 100)], b.key: [(100, 200)]}  # one piece each before a second for anyone
+    plans = assign_tasks(decisions, taken, 1000)
+    assert [(p.start, p.end, [(t.task_id, t.start, t.end) for t in p.tasks]) for p in plans] == [
+        (0, 100, [(0, 0, 100)]), (100, 200, [(1, 100, 200)])]
+    merged = assign_tasks(decisions, pieces, 200)
+    assert [[(t.start, t.end) for t in p.tasks] for p in merged] == [[(0, 200), (200, 300)], [(100, 300)]]

@@ -1,6 +1,6 @@
 """Reading the loader's state never changes the destination, even mid roll-forward.
 
-A real commit is SIGKILLed inside its publish (``INGEST_CRASH_AT=mid-publish``):
+A real commit is SIGKILLed inside its publish (``INGEST_FAULTS=mid-publish``):
 one added file is renamed into place, the others are still staged, the file the
 commit withdraws (a replay) is still on disk, and no ``.published`` marker
 exists. Every reader (LoaderState, ``loader status``, the audit's state read,
@@ -71,7 +71,7 @@ def _half_rolled_forward(root: Path) -> dict[str, str]:
     spec = {"root": str(root), "run_id": "load-2", "removed": [c.path],
             "added": [f.to_json() for f in (d, c2, e)],
             "offsets": [OffsetRecord(TOPIC, 0, 0, 3000).to_json(), OffsetRecord(TOPIC, 0, 1, 2000).to_json()]}
-    env = dict(os.environ, INGEST_CRASH_AT="mid-publish",
+    env = dict(os.environ, INGEST_FAULTS="mid-publish",
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", _COMMITTER, json.dumps(spec)], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
