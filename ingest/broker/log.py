@@ -20,6 +20,11 @@ recovery decides what is on disk. A failed write is cut back to the append's
 start (nothing is appended, no hole is left for the next append to cover);
 if even that fails, the log goes offline too.
 
+Segment files are not held open: their descriptors come from an
+:class:`~ingest.broker.open_files.OpenFiles` pool (the broker's, shared by
+every log and bounded by ``log.max.open.files``; unbounded for a Log used on
+its own).
+
 Validation happens before the lock: :meth:`Log.append` takes a
 :class:`~ingest.broker.message_set.ValidatedMessageSet` (what the request
 handlers make, once per produced set) or validates raw bytes itself.
