@@ -163,7 +163,12 @@ class LogManager:
         for i, (lg, seg) in enumerate(pending, 1):
             if self._stop.is_set():
                 break
-            if seg.acquire():  # retention may have deleted it meanwhile
+            try:
+                acquired = seg.acquire()  # False: retention deleted it meanwhile
+            except StorageError as exc:  # no descriptor free now: a first read checks it instead
+                log.warning("not verifying %s/%s now: %s", lg.name, seg.path.name, exc)
+                continue
+            if acquired:
                 try:
                     corrupt += not seg.verify(save=True)
                 finally:

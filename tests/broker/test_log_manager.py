@@ -4,13 +4,15 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import threading
+import time
 
 import pytest
 
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager, open_file_limit
 from ingest.broker.message_set import encode_message_set, iter_messages
-from ingest.errors import ConfigError, InvalidTopicError, WrongPartitionError
+from ingest.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError, WrongPartitionError
 
 
 def manager(tmp_path, clock, **over) -> LogManager:
@@ -271,3 +273,59 @@ def test_log_max_open_files_defaults_to_a_quarter_of_the_descriptor_limit():
     with _nofile(40):
         assert open_file_limit(-1) == 16
     assert open_file_limit(7) == 7
+
+
+def test_readers_writers_and_retention_share_a_tiny_pool_without_reading_a_wrong_file(tmp_path, fake_clock):
+    """Two descriptors for four logs under appends, rolls, deletes and reads: descriptors are closed and
+    their numbers reused all the time, so a reader whose descriptor was closed under it would fail (EBADF)
+    or read another log's bytes (every payload names its log)."""
+    m = manager(tmp_path, fake_clock, **{"log.max.open.files": 2, "log.file.size": 3000,
+                                         "log.index.interval.bytes": 256})
+    m.startup()
+    logs = [m.get_or_create_log(f"t{k}", 0) for k in range(4)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    seen = [0] * 4
+
+    def payload(k: int, i: int) -> bytes:
+        return b"t%d-%06d-" % (k, i) * 6
+
+    def reader(k: int) -> None:
+        lg = logs[k]
+        try:
+            while not stop.is_set():
+                off = lg.start_offset
+                while off < lg.end_offset and not stop.is_set():
+                    try:
+                        with lg.read(off, 1500) as sl:
+                            time.sleep(0)  # hold the descriptor while others are opened and closed
+                            data = sl.read_bytes()
+                    except OffsetOutOfRangeError:
+                        break  # deleted by retention: start again
+                    msgs = list(iter_messages(data, off))
+                    assert msgs, (k, off, len(data))
+                    for x in msgs:
+                        assert x.payload == payload(k, int(x.payload[3:9])), (k, x.payload[:12])
+                    seen[k] += len(msgs)
+                    off = msgs[-1].next_offset
+        except BaseException as exc:  # surfaced by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(80):
+            for k, lg in enumerate(logs):
+                lg.append(encode_message_set([payload(k, 5 * i + j) for j in range(5)]))
+                if i % 10 == 9:
+                    keep_from = lg.end_offset - 5000
+                    lg.delete_segments(lambda seg: seg.end_offset <= keep_from)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        m.shutdown()
+    assert not errors, errors[0]
+    assert min(seen) > 0 and m.files.evicted > 20
+    assert m.files.open_count == 0
