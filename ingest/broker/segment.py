@@ -35,7 +35,7 @@ import os
 import threading
 from array import array
 from bisect import bisect_right
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
@@ -139,7 +139,8 @@ class Segment:
             dir_fd = files.open(directory, os.O_RDONLY)
         except OSError as exc:  # no descriptor left: undo, so that a later roll can create it again
             os.close(fd)
-            os.unlink(path)
+            with suppress(OSError):  # a leftover empty file is dropped by recovery at the next start
+                os.unlink(path)
             raise storage_error(f"cannot open directory {directory} to fsync the new segment", exc) from exc
         try:
             os.fsync(dir_fd)
