@@ -42,6 +42,7 @@ class ErrorCode(IntEnum):
     STORAGE_ERROR = 16
     DISK_FULL = 17
     LOG_OFFLINE = 18
+    TOPIC_CREATION_REFUSED = 19
 
 
 class IngestError(Exception):
@@ -103,6 +104,13 @@ class WrongPartitionError(IngestError):
     """A partition number is outside the topic's partition range."""
 
     code = ErrorCode.WRONG_PARTITION
+
+
+class TopicCreationRefusedError(IngestError):
+    """The broker will not create a topic or partition: ``max.topics`` or ``max.broker.partitions``
+    is reached, or ``auto.create.topics.enable`` is false and the topic is not configured."""
+
+    code = ErrorCode.TOPIC_CREATION_REFUSED
 
 
 class InvalidFetchSizeError(IngestError):
@@ -302,6 +310,7 @@ WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
     ErrorCode.STORAGE_ERROR: StorageError,
     ErrorCode.DISK_FULL: DiskFullError,
     ErrorCode.LOG_OFFLINE: LogOfflineError,
+    ErrorCode.TOPIC_CREATION_REFUSED: TopicCreationRefusedError,
 }
 """Wire code -> the class a client raises for it (NONE is success, not an error)."""
 

@@ -14,7 +14,10 @@ MULTIPRODUCE) and fails gets its connection closed, because closing is the
 only signal a fire-and-forget client can see; every other failure gets an
 error response and the connection stays usable. Nothing is appended unless
 the whole request is valid: MULTIPRODUCE validates every topic, partition and
-message set before appending the first. Each set is validated once, here,
+message set, and gets (or creates) every log, before appending the first. A
+log is created on a topic's first produce within the limits of the
+LogManager (``auto.create.topics.enable``, ``max.topics``,
+``max.broker.partitions``: ``TOPIC_CREATION_REFUSED`` beyond them). Each set is validated once, here,
 outside the log lock (:class:`~ingest.broker.message_set.ValidatedMessageSet`).
 
 What PRODUCE_ACK's success promises: the set was written to its log (the
@@ -168,8 +171,10 @@ class BrokerHandlers:
             validate_topic(part.topic)
             validate_partition(part.topic, part.partition, self.partition_count(part.topic))
             sets.append(self._validated(part))
-        for part, vs in zip(req.produces, sets):
-            self._log_for_write(part.topic, part.partition).append(vs)
+        # then every log, so a topic refused by the creation limits leaves nothing appended either
+        logs = [self._log_for_write(part.topic, part.partition) for part in req.produces]
+        for log_, vs in zip(logs, sets):
+            log_.append(vs)
         return None
 
     def _read(self, f: p.FetchRequest) -> tuple[int, FileRegion | None]:

@@ -20,6 +20,11 @@ recovery decides what is on disk. A failed write is cut back to the append's
 start (nothing is appended, no hole is left for the next append to cover);
 if even that fails, the log goes offline too.
 
+Segment files are not held open: their descriptors come from an
+:class:`~ingest.broker.open_files.OpenFiles` pool (the broker's, shared by
+every log and bounded by ``log.max.open.files``; unbounded for a Log used on
+its own).
+
 Validation happens before the lock: :meth:`Log.append` takes a
 :class:`~ingest.broker.message_set.ValidatedMessageSet` (what the request
 handlers make, once per produced set) or validates raw bytes itself.
@@ -44,7 +49,8 @@ from threading import Lock
 from typing import Callable, NamedTuple
 
 from ingest.broker.message_set import ValidatedMessageSet
-from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name
+from ingest.broker.open_files import UNLIMITED, OpenFiles
+from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
 from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
 from ingest.clock import Clock
 from ingest.errors import (
@@ -86,16 +92,27 @@ class _View(NamedTuple):
 class Log:
     """One topic-partition's log; see the module docstring for the contract."""
 
-    def __init__(self, directory: Path, settings: LogSettings, clock: Clock, *, name: str | None = None) -> None:
+    def __init__(self, directory: Path, settings: LogSettings, clock: Clock, *, name: str | None = None,
+                 files: OpenFiles = UNLIMITED) -> None:
+        """Open (recover) or create the log in ``directory``; segment descriptors come from ``files``.
+
+        Raises:
+            StorageError: the directory or a segment cannot be read or created
+                (DiskFullError on ENOSPC).
+        """
         self.directory = Path(directory)
         self.name = name or self.directory.name
         self.settings = settings
         self._clock = clock
+        self._files = files
         self._lock = Lock()
         self._closed = False
         self._offline: str | None = None  # why the log stopped serving; None while it serves
-        self.directory.mkdir(parents=True, exist_ok=True)
-        segments = self._load()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            segments = self._load()
+        except OSError as exc:  # e.g. a failed directory fsync while creating the first segment
+            raise storage_error(f"cannot open log {self.name} in {self.directory}", exc) from exc
         last = segments[-1]
         self._active = last
         self._write_end = last.end_offset
@@ -122,13 +139,13 @@ class Log:
             if p.name.endswith(".tmp") or p.with_suffix(SUFFIX).name not in names:
                 p.unlink(missing_ok=True)
         s = self.settings
-        segments = [Segment.open(p, base, self._clock, s.index_interval) for base, p in found]
+        segments = [Segment.open(p, base, self._clock, s.index_interval, self._files) for base, p in found]
         # A trailing empty segment carries nothing; dropping it lets the recovery
         # of the previous one truncate without leaving a hole before the new base.
         while len(segments) > 1 and segments[-1].size == 0:
             segments.pop().delete()
         if not segments:
-            return [Segment.create(self.directory, 0, self._clock, s.index_interval)]
+            return [Segment.create(self.directory, 0, self._clock, s.index_interval, self._files)]
         dropped = segments[-1].recover()
         if dropped:
             log.warning("log %s: recovery dropped %d bytes from the newest segment", self.name, dropped)
@@ -274,7 +291,8 @@ class Log:
         self._flush_locked()
         self._active.seal()
         try:
-            seg = Segment.create(self.directory, self._write_end, self._clock, self.settings.index_interval)
+            seg = Segment.create(self.directory, self._write_end, self._clock, self.settings.index_interval,
+                                 self._files)
         except OSError as exc:  # the directory fsync failed
             raise self._go_offline_locked(f"fsync of directory {self.directory} failed: {exc.strerror}") from exc
         v = self._view

@@ -6,7 +6,7 @@ are validated when a :class:`~ingest.broker.log_manager.LogManager` is built.
 """
 from __future__ import annotations
 
-from ingest.config import Config, ConfigDef, Int, IntMap, Key, Str
+from ingest.config import Bool, Config, ConfigDef, Int, IntMap, Key, Str
 from ingest.errors import ConfigError, InvalidTopicError
 from ingest.broker.topics import validate_topic
 
@@ -19,6 +19,16 @@ LOG_CONFIG = ConfigDef(
         Key("log.dir", Str(nonempty=True), "/tmp/ingest-logs", "directory holding one sub-directory per topic-partition"),
         Key("num.partitions", Int(1, 100_000), 1, "partitions of a topic created on first use"),
         Key("topic.partition.count.map", IntMap(1, 100_000), {}, "per-topic partition counts, topic:count,..."),
+        Key("auto.create.topics.enable", Bool(), True,
+            "create a topic on its first produce; if false, only topics on disk or in topic.partition.count.map "
+            "take produces (others get TOPIC_CREATION_REFUSED)"),
+        Key("max.topics", Int(1, 1_000_000), 10_000,
+            "most topics this broker holds; creating one more is refused with TOPIC_CREATION_REFUSED"),
+        Key("max.broker.partitions", Int(1, 10_000_000), 10_000,
+            "most partition logs this broker holds; creating one more is refused with TOPIC_CREATION_REFUSED"),
+        Key("log.max.open.files", Int(-1, 1_000_000), -1,
+            "most segment files held open at once, least recently used idle ones closed first "
+            "(-1: a quarter of the process's descriptor limit, 16 to 10000)"),
         Key("log.file.size", Int(64, _INT32_MAX), 1024 * 1024 * 1024, "roll to a new segment before it exceeds this many bytes"),
         Key("log.roll.hours", Int(1, 100_000), 24 * 7, "roll to a new segment when the active one is this old"),
         Key("log.flush.interval", Int(1, _INT32_MAX), 500, "fsync after this many appended messages"),

@@ -16,25 +16,53 @@ threads only sleep on real time, and tests call :meth:`flush_due` /
 :meth:`cleanup` directly with a fake clock. A log that an I/O error took
 offline (see :mod:`ingest.broker.log`) stays in the map: the flusher and
 retention skip it, requests to it fail with ``LOG_OFFLINE``, the others serve.
+
+Bounds (issue 11): a topic is created on its first produce only while
+``auto.create.topics.enable`` is true (otherwise only topics on disk or in
+``topic.partition.count.map``), and never beyond ``max.topics`` topics or
+``max.broker.partitions`` partition logs (:class:`TopicCreationRefusedError`).
+Logs found on disk are always loaded and served, even above the limits.
+Segment descriptors are shared by every log through one
+:class:`~ingest.broker.open_files.OpenFiles` of ``log.max.open.files``, so
+descriptors do not grow with partitions, and start-up recovers any number of
+logs under a small descriptor limit.
 """
 from __future__ import annotations
 
 import fcntl
 import logging
 import os
+import resource
 import threading
 from pathlib import Path
 
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.log_config import check_topic_maps
+from ingest.broker.open_files import OpenFiles
 from ingest.broker.topics import parse_partition_dir, partition_dir_name, validate_partition, validate_topic
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import LogOfflineError, StorageError
+from ingest.errors import LogOfflineError, StorageError, TopicCreationRefusedError
 
 log = logging.getLogger(__name__)
 
 _HOUR_MS = 3_600_000
+_AUTO_OPEN_FILES = (16, 10_000)
+
+
+def open_file_limit(configured: int) -> int:
+    """``log.max.open.files``, with -1 resolved to a quarter of the soft ``RLIMIT_NOFILE``.
+
+    A quarter leaves the rest to client sockets, index files and the
+    interpreter; it is read once, at start-up, so a broker started under a
+    lower limit (``prlimit``, ``ulimit -n``) adapts to it.
+    """
+    if configured > 0:
+        return configured
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return _AUTO_OPEN_FILES[1]
+    return max(_AUTO_OPEN_FILES[0], min(soft // 4, _AUTO_OPEN_FILES[1]))
 
 
 class LogManager:
@@ -46,6 +74,9 @@ class LogManager:
         self.log_dir = Path(config["log.dir"])
         self._clock = clock
         self._logs: dict[tuple[str, int], Log] = {}
+        self._topics: set[str] = set()  # topics of self._logs, guarded by _lock
+        self.files = OpenFiles(open_file_limit(config.get("log.max.open.files", -1)))
+        """The segment descriptors of every log (``log.max.open.files``)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -104,8 +135,19 @@ class LogManager:
                             self.log_dir, topic, partition, self.partition_count(topic))
             with self._lock:
                 if (topic, partition) not in self._logs:
-                    self._logs[(topic, partition)] = Log(self.log_dir / name, self.settings_for(topic), self._clock)
+                    self._logs[(topic, partition)] = Log(self.log_dir / name, self.settings_for(topic), self._clock,
+                                                         files=self.files)
+                    self._topics.add(topic)
             log.info("loaded log %s (%d of %d)", name, i, len(names))
+        c = self.config
+        if len(self._topics) > c.get("max.topics", len(self._topics)) \
+                or len(self._logs) > c.get("max.broker.partitions", len(self._logs)):
+            log.warning("log.dir %s holds %d topics and %d partition logs, above max.topics=%s or "
+                        "max.broker.partitions=%s: all are served, none more will be created",
+                        self.log_dir, len(self._topics), len(self._logs), c.get("max.topics"),
+                        c.get("max.broker.partitions"))
+        log.info("loaded %d logs; at most %d segment files open at once (log.max.open.files)",
+                 len(self._logs), self.files.limit)
 
     def verify_old_segments(self) -> int:
         """Validate (and index) every segment not yet validated; returns how many were corrupt.
@@ -121,7 +163,12 @@ class LogManager:
         for i, (lg, seg) in enumerate(pending, 1):
             if self._stop.is_set():
                 break
-            if seg.acquire():  # retention may have deleted it meanwhile
+            try:
+                acquired = seg.acquire()  # False: retention deleted it meanwhile
+            except StorageError as exc:  # no descriptor free now: a first read checks it instead
+                log.warning("not verifying %s/%s now: %s", lg.name, seg.path.name, exc)
+                continue
+            if acquired:
                 try:
                     corrupt += not seg.verify(save=True)
                 finally:
@@ -188,6 +235,10 @@ class LogManager:
         Raises:
             InvalidTopicError: the topic name is not allowed.
             WrongPartitionError: the partition is outside ``[0, partition count)``.
+            TopicCreationRefusedError: creating it would pass ``max.topics`` or
+                ``max.broker.partitions``, or auto-creation is off and the topic
+                is not configured.
+            StorageError: the log's directory or first segment cannot be created.
         """
         validate_topic(topic)
         key = (topic, partition)
@@ -200,10 +251,32 @@ class LogManager:
                 raise StorageError("the log manager is shut down")
             lg = self._logs.get(key)
             if lg is None:
-                lg = Log(self.log_dir / partition_dir_name(topic, partition), self.settings_for(topic), self._clock)
+                self._check_can_create(topic, partition)
+                lg = Log(self.log_dir / partition_dir_name(topic, partition), self.settings_for(topic), self._clock,
+                         files=self.files)
                 self._logs[key] = lg
+                self._topics.add(topic)
                 log.info("created log %s-%d", topic, partition)
             return lg
+
+    def _check_can_create(self, topic: str, partition: int) -> None:
+        """Refuse a new log beyond the limits (caller holds the lock)."""
+        c = self.config
+        new_topic = topic not in self._topics
+        if new_topic and not c.get("auto.create.topics.enable", True) and topic not in c["topic.partition.count.map"]:
+            raise TopicCreationRefusedError(
+                f"topic {topic!r} does not exist on this broker and auto.create.topics.enable is false; "
+                "add it to topic.partition.count.map (and restart) to create it")
+        max_topics = c.get("max.topics")
+        if new_topic and max_topics is not None and len(self._topics) >= max_topics:
+            raise TopicCreationRefusedError(
+                f"cannot create topic {topic!r}: this broker already holds {len(self._topics)} topics, "
+                f"max.topics={max_topics}; raise it or delete unused topics")
+        max_partitions = c.get("max.broker.partitions")
+        if max_partitions is not None and len(self._logs) >= max_partitions:
+            raise TopicCreationRefusedError(
+                f"cannot create partition {topic}-{partition}: this broker already holds {len(self._logs)} "
+                f"partition logs, max.broker.partitions={max_partitions}; raise it or delete unused topics")
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         """The log if it exists, else None (never creates one)."""

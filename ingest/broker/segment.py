@@ -13,26 +13,38 @@ message), for older ones on first read. A read checks that its position is
 a message boundary by walking message headers forward from the nearest index
 entry: cost bounded by the index interval, whatever the log size.
 
+File descriptors: a segment does not hold its file open. Its descriptor is
+opened on use and kept in the broker's bounded pool of open files
+(:mod:`ingest.broker.open_files`, ``log.max.open.files``), which closes the
+least recently used idle descriptors; a descriptor stays open while it is
+pinned (by a reader's reference or a write in progress) and while the file has
+unflushed bytes.
+
 Concurrency contract: ``append``/``truncate_to``/``flush`` are called by the
 owning :class:`~ingest.broker.log.Log` under its lock. Readers call
-``acquire()`` (False once the segment is deleted or closed), then read by
-``pread`` and ``release()``; the file descriptor is closed only when the last
-holder releases, so a reader keeps its bytes after the file was unlinked.
+``acquire()`` (False once the segment is deleted or closed; it pins the
+descriptor open), then read by ``pread`` and ``release()``; the file
+descriptor is closed for good only when the last holder releases, so a reader
+keeps its bytes after the file was unlinked.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
 from array import array
 from bisect import bisect_right
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Iterator
 
 from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD
 from ingest.broker.message_set import ScanResult, scan
+from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_index import delete_index, load_index, save_index
 from ingest.clock import Clock
-from ingest.errors import LogCorruptionError, OffsetOutOfRangeError, StorageError
+from ingest.errors import DiskFullError, LogCorruptionError, OffsetOutOfRangeError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +96,9 @@ def scan_file(fd: int, size: int, index: array | None, interval: int) -> ScanRes
 class Segment:
     """One segment file; see the module docstring for the concurrency contract."""
 
-    def __init__(self, path: Path, base_offset: int, fd: int, size: int, clock: Clock, index_interval: int,
-                 *, indexed: bool, mtime_ms: int, index: array | None = None) -> None:
+    def __init__(self, path: Path, base_offset: int, size: int, clock: Clock, index_interval: int,
+                 *, indexed: bool, mtime_ms: int, index: array | None = None,
+                 files: OpenFiles = UNLIMITED, fd: int | None = None) -> None:
         self.path = path
         self.base_offset = base_offset
         self.size = size
@@ -97,7 +110,8 @@ class Segment:
         self.corrupt_reason: str | None = None
         self.created_ms = clock.time_ms()
         self.last_modified_ms = mtime_ms
-        self._fd = fd
+        self._file = FileHandle(path, fd)
+        self._files = files
         self._clock = clock
         self._interval = index_interval
         self._refs = 1  # the owning log's reference
@@ -108,57 +122,105 @@ class Segment:
     # --- life cycle -----------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, clock: Clock, index_interval: int) -> "Segment":
+    def create(cls, directory: Path, base_offset: int, clock: Clock, index_interval: int,
+               files: OpenFiles = UNLIMITED) -> "Segment":
+        """A new empty segment file (its directory fsynced); its descriptor joins ``files``.
+
+        Raises:
+            StorageError: the file cannot be created (DiskFullError on ENOSPC).
+            OSError: the directory fsync failed (the caller takes the log offline).
+        """
         path = directory / segment_name(base_offset)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = files.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot create segment {path}: {exc.strerror}") from exc
+            raise storage_error(f"cannot create segment {path}", exc) from exc
         try:
-            _fsync_dir(directory)
+            dir_fd = files.open(directory, os.O_RDONLY)
+        except OSError as exc:  # no descriptor left: undo, so that a later roll can create it again
+            os.close(fd)
+            with suppress(OSError):  # a leftover empty file is dropped by recovery at the next start
+                os.unlink(path)
+            raise storage_error(f"cannot open directory {directory} to fsync the new segment", exc) from exc
+        try:
+            os.fsync(dir_fd)
         except OSError:  # a failed fsync: the caller takes the log offline
             os.close(fd)
             raise
-        return cls(path, base_offset, fd, 0, clock, index_interval, indexed=True, mtime_ms=clock.time_ms())
+        finally:
+            os.close(dir_fd)
+        seg = cls(path, base_offset, 0, clock, index_interval, indexed=True, mtime_ms=clock.time_ms(),
+                  files=files, fd=fd)
+        files.adopt(seg._file)
+        return seg
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, clock: Clock, index_interval: int) -> "Segment":
+    def open(cls, path: Path, base_offset: int, clock: Clock, index_interval: int,
+             files: OpenFiles = UNLIMITED) -> "Segment":
+        """A segment found on disk; its file is not opened until it is used."""
         try:
-            fd = os.open(path, os.O_RDWR)
-            st = os.fstat(fd)
+            st = os.stat(path)
         except OSError as exc:
-            raise StorageError(f"cannot open segment {path}: {exc.strerror}") from exc
+            raise storage_error(f"cannot open segment {path}", exc) from exc
         saved = load_index(path, st.st_size, index_interval) if st.st_size else None
-        return cls(path, base_offset, fd, st.st_size, clock, index_interval,
-                   indexed=st.st_size == 0, mtime_ms=st.st_mtime_ns // 1_000_000, index=saved)
+        return cls(path, base_offset, st.st_size, clock, index_interval, indexed=st.st_size == 0,
+                   mtime_ms=st.st_mtime_ns // 1_000_000, index=saved, files=files)
 
     @property
     def end_offset(self) -> int:
         return self.base_offset + self.size
 
     def acquire(self) -> bool:
-        """Take a reader reference; False if the segment is already deleted or closed."""
+        """Take a reader reference, its descriptor pinned open; False if the segment is deleted or closed.
+
+        Raises:
+            StorageError: the file cannot be opened (no descriptor left).
+        """
         with self._ref_lock:
             if self._refs <= 0:
                 return False
             self._refs += 1
-            return True
+        try:
+            self._files.pin(self._file)
+        except OSError as exc:
+            self._drop_ref()
+            if exc.errno in (errno.ENOENT, errno.EBADF):  # deleted after the reader took its view
+                return False
+            raise storage_error(f"cannot open segment {self.path}", exc) from exc
+        return True
 
     def release(self) -> None:
+        """Drop a reader reference taken by :meth:`acquire`."""
+        self._files.unpin(self._file)
+        self._drop_ref()
+
+    def _drop_ref(self) -> None:
         with self._ref_lock:
             self._refs -= 1
             last = self._refs == 0
         if last:
-            os.close(self._fd)
+            self._files.close(self._file)
 
     def fileno(self) -> int:
-        return self._fd
+        """The open descriptor; only while the caller holds a reference from :meth:`acquire`."""
+        fd = self._file.fd
+        if fd is None:
+            raise ValueError(f"segment {self.path.name} is not pinned open")
+        return fd
+
+    @contextmanager
+    def _pinned(self) -> Iterator[int]:
+        fd = self._files.pin(self._file)
+        try:
+            yield fd
+        finally:
+            self._files.unpin(self._file)
 
     def close(self) -> None:
         """Drop the owner's reference (fd closes once readers are done)."""
         if not self._deleted:
             self._deleted = True
-            self.release()
+            self._drop_ref()
 
     def delete(self) -> None:
         """Unlink the file now; open readers keep reading it until they release."""
@@ -183,11 +245,21 @@ class Segment:
             OSError: the write failed (ENOSPC, EIO). ``size`` still ends at the
                 last whole set, but part of ``data`` may be in the file after it:
                 the caller must ``truncate_to(size)`` or stop using the segment.
+            StorageError: the file could not be opened (no descriptor left);
+                nothing was written.
         """
         start = self.size
-        n = os.pwrite(self._fd, data, start)
-        while n < len(data):  # a short write (the disk filling up): finish it or get its error
-            n += os.pwrite(self._fd, memoryview(data)[n:], start + n)
+        try:
+            fd = self._files.pin(self._file)
+        except OSError as exc:
+            raise storage_error(f"cannot open segment {self.path} to append", exc) from exc
+        try:
+            self._file.dirty = True  # kept open until flushed: see open_files
+            n = os.pwrite(fd, data, start)
+            while n < len(data):  # a short write (the disk filling up): finish it or get its error
+                n += os.pwrite(fd, memoryview(data)[n:], start + n)
+        finally:
+            self._files.unpin(self._file)
         if index_positions:
             self.index.extend(index_positions)
         self.size = start + len(data)
@@ -199,12 +271,16 @@ class Segment:
     def flush(self) -> None:
         """fdatasync the file. Raises OSError; after a failure the kernel may have dropped the
         unwritten pages, so a later successful call proves nothing (the log goes offline)."""
-        os.fdatasync(self._fd)
+        with self._pinned() as fd:
+            os.fdatasync(fd)
+            self._file.dirty = False
 
     def truncate_to(self, size: int) -> None:
         """Cut the file at ``size`` and fsync it. Raises OSError."""
-        os.ftruncate(self._fd, size)
-        os.fsync(self._fd)
+        with self._pinned() as fd:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+            self._file.dirty = False
         self.size = size
         cut = bisect_right(self.index, size - 1)
         del self.index[cut:]
@@ -213,10 +289,10 @@ class Segment:
 
     def recover(self) -> int:
         """Validate every message; truncate at the last valid one. Returns bytes dropped."""
-        with self._index_lock:
+        with self._index_lock, self._pinned() as fd:
             delete_index(self.path)  # the newest segment may change: never trust a saved index for it
             self.index = array("q")
-            r = scan_file(self._fd, self.size, self.index, self._interval)
+            r = scan_file(fd, self.size, self.index, self._interval)
             self.indexed = self.verified = True
             dropped = self.size - r.end
             if dropped:
@@ -242,7 +318,8 @@ class Segment:
         with self._index_lock:
             if not self.verified:
                 index = array("q")
-                r = scan_file(self._fd, self.size, index, self._interval)
+                with self._pinned() as fd:
+                    r = scan_file(fd, self.size, index, self._interval)
                 if r.error is not None:
                     self.corrupt_at = r.end
                     self.corrupt_reason = r.error
@@ -262,7 +339,8 @@ class Segment:
         Raises:
             LogCorruptionError: the message at ``pos`` itself is corrupt.
         """
-        data = os.pread(self._fd, length, pos)
+        with self._pinned() as fd:
+            data = os.pread(fd, length, pos)
         r = scan(data, origin=self.base_offset + pos)
         if r.error is None:
             return length
@@ -312,8 +390,11 @@ class Segment:
 
     def _walk(self, p: int, pos: int) -> None:
         """Follow length fields from boundary ``p``; ``pos`` must be hit exactly."""
+        with self._pinned() as fd:
+            self._walk_fd(fd, p, pos)
+
+    def _walk_fd(self, fd: int, p: int, pos: int) -> None:
         unpack = LENGTH.unpack_from
-        fd = self._fd
         while p < pos:
             buf = os.pread(fd, min(pos - p, WALK_CHUNK) + LENGTH_SIZE, p)
             start = p
@@ -383,9 +464,12 @@ class LogSlice:
             self.release()
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def storage_error(what: str, exc: OSError) -> StorageError:
+    """``what`` failed with ``exc``: DiskFullError on ENOSPC, else StorageError (caller chains ``exc``)."""
+    if exc.errno == errno.ENOSPC:
+        return DiskFullError(f"{what}: {exc.strerror} (disk full)")
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return StorageError(f"{what}: {exc.strerror}; lower log.max.open.files or raise the descriptor limit")
+    return StorageError(f"{what}: {exc.strerror}")
+
+

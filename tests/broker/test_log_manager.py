@@ -1,12 +1,18 @@
 """LogManager: one log per topic-partition, partition counts, start-up, shutdown."""
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
+import threading
+import time
+
 import pytest
 
 from ingest.broker.log_config import LOG_CONFIG
-from ingest.broker.log_manager import LogManager
+from ingest.broker.log_manager import LogManager, open_file_limit
 from ingest.broker.message_set import encode_message_set, iter_messages
-from ingest.errors import ConfigError, InvalidTopicError, WrongPartitionError
+from ingest.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError, WrongPartitionError
 
 
 def manager(tmp_path, clock, **over) -> LogManager:
@@ -143,3 +149,183 @@ def test_two_managers_cannot_share_a_log_dir(tmp_path, fake_clock):
     again = manager(tmp_path, fake_clock)
     again.startup()  # the lock is released on shutdown
     again.shutdown()
+
+
+# --- descriptors: a bounded pool of open segment files (issue 11) ----------------------------------
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _payloads(lg) -> list[bytes]:
+    return [x.payload for x in iter_messages(lg.read_bytes(0, 1 << 20))]
+
+
+def test_open_segment_files_stay_within_log_max_open_files(tmp_path, fake_clock):
+    m = manager(tmp_path, fake_clock, **{"log.max.open.files": 4, "log.file.size": 200})
+    m.startup()
+    try:
+        before = _fds()
+        for i in range(30):
+            lg = m.get_or_create_log(f"t{i}", 0)
+            for j in range(3):  # 200-byte segments: each log rolls, older segments are sealed
+                lg.append(encode_message_set([b"%d-%d-" % (i, j) + b"x" * 80]))
+        assert m.files.open_count <= 4 and _fds() - before <= 4
+        for i in range(30):  # every segment is still readable: opened again on demand
+            lg = m.get_log(f"t{i}", 0)
+            for base in lg.segment_bases()[:-1]:
+                assert _payloads_at(lg, base)
+        assert [p[:4] for p in _payloads(m.get_log("t7", 0))] == [b"7-0-", b"7-1-"]  # the first segment
+        assert m.files.open_count <= 4 and _fds() - before <= 4 and m.files.evicted > 30
+    finally:
+        m.shutdown()
+    assert m.files.open_count == 0
+
+
+def _payloads_at(lg, offset: int) -> list[bytes]:
+    return [x.payload for x in iter_messages(lg.read_bytes(offset, 1 << 20))]
+
+
+def test_a_reader_slice_keeps_its_descriptor_while_others_are_evicted(tmp_path, fake_clock):
+    m = manager(tmp_path, fake_clock, **{"log.max.open.files": 2})
+    m.startup()
+    try:
+        for i in range(6):
+            m.get_or_create_log(f"t{i}", 0).append(encode_message_set([b"v%d" % i]))
+        held = m.get_log("t0", 0).read(0, 1 << 20)  # pinned: sendfile may still be using it
+        fd = held.fileno()
+        for i in range(1, 6):
+            assert _payloads(m.get_log(f"t{i}", 0)) == [b"v%d" % i]
+        assert held.fileno() == fd and os.readlink(f"/proc/self/fd/{fd}").endswith("t0-0/" + "0" * 20 + ".kafka")
+        assert [x.payload for x in iter_messages(held.read_bytes())] == [b"v0"]
+        held.release()
+        for i in range(1, 6):
+            _payloads(m.get_log(f"t{i}", 0))
+        assert m.files.open_count == 2  # once released, t0's descriptor is idle and can be closed
+    finally:
+        m.shutdown()
+
+
+def test_unflushed_segments_stay_open_until_flushed(tmp_path, fake_clock):
+    # Closing a dirty file could hide a later write-back error from the fsync of a new descriptor.
+    m = manager(tmp_path, fake_clock, **{"log.max.open.files": 2, "log.flush.interval": 1000})
+    m.startup()
+    try:
+        logs = [m.get_or_create_log(f"t{i}", 0) for i in range(5)]
+        for i, lg in enumerate(logs):
+            lg.append(encode_message_set([b"v%d" % i]))
+        assert m.files.open_count == 5  # above the limit rather than a refused or unsafe write
+        for lg in logs:
+            lg.flush()
+        m.get_or_create_log("t9", 0)
+        assert m.files.open_count == 2
+        assert [_payloads(lg) for lg in logs] == [[b"v%d" % i] for i in range(5)]
+    finally:
+        m.shutdown()
+
+
+@contextlib.contextmanager
+def _nofile(n: int):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_emfile_closes_idle_segment_files_and_retries(tmp_path, fake_clock):
+    """When other descriptors (client sockets) use up the process limit, idle segment files make room."""
+    m = manager(tmp_path, fake_clock, **{"log.max.open.files": 1000})
+    m.startup()
+    try:
+        logs = [m.get_or_create_log(f"t{i}", 0) for i in range(20)]
+        for i, lg in enumerate(logs):
+            lg.append(encode_message_set([b"v%d" % i]))
+        assert m.files.open_count == 20
+        m.shutdown()
+        m = manager(tmp_path, fake_clock, **{"log.max.open.files": 1000})
+        m.startup()
+        assert m.files.open_count == 20  # recovery of each log left its file open (idle, clean)
+        others: list[int] = []  # what sockets would hold: every descriptor but one
+        try:
+            with _nofile(max(map(int, os.listdir("/proc/self/fd"))) + 8):
+                with contextlib.suppress(OSError):
+                    while True:
+                        others.append(os.open(os.devnull, os.O_RDONLY))
+                os.close(others.pop())
+                for i in range(20, 30):  # each new log needs its segment file and, briefly, its directory
+                    m.get_or_create_log(f"t{i}", 0).append(encode_message_set([b"v%d" % i]))
+                got = [_payloads(m.get_log(f"t{i}", 0)) for i in range(30)]
+        finally:
+            for fd in others:
+                os.close(fd)
+        assert got == [[b"v%d" % i] for i in range(30)]
+        assert m.files.evicted > 0
+    finally:
+        m.shutdown()
+
+
+def test_log_max_open_files_defaults_to_a_quarter_of_the_descriptor_limit():
+    with _nofile(128):
+        assert open_file_limit(-1) == 32
+    with _nofile(40):
+        assert open_file_limit(-1) == 16
+    assert open_file_limit(7) == 7
+
+
+def test_readers_writers_and_retention_share_a_tiny_pool_without_reading_a_wrong_file(tmp_path, fake_clock):
+    """Two descriptors for four logs under appends, rolls, deletes and reads: descriptors are closed and
+    their numbers reused all the time, so a reader whose descriptor was closed under it would fail (EBADF)
+    or read another log's bytes (every payload names its log)."""
+    m = manager(tmp_path, fake_clock, **{"log.max.open.files": 2, "log.file.size": 3000,
+                                         "log.index.interval.bytes": 256})
+    m.startup()
+    logs = [m.get_or_create_log(f"t{k}", 0) for k in range(4)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    seen = [0] * 4
+
+    def payload(k: int, i: int) -> bytes:
+        return b"t%d-%06d-" % (k, i) * 6
+
+    def reader(k: int) -> None:
+        lg = logs[k]
+        try:
+            while not stop.is_set():
+                off = lg.start_offset
+                while off < lg.end_offset and not stop.is_set():
+                    try:
+                        with lg.read(off, 1500) as sl:
+                            time.sleep(0)  # hold the descriptor while others are opened and closed
+                            data = sl.read_bytes()
+                    except OffsetOutOfRangeError:
+                        break  # deleted by retention: start again
+                    msgs = list(iter_messages(data, off))
+                    assert msgs, (k, off, len(data))
+                    for x in msgs:
+                        assert x.payload == payload(k, int(x.payload[3:9])), (k, x.payload[:12])
+                    seen[k] += len(msgs)
+                    off = msgs[-1].next_offset
+        except BaseException as exc:  # surfaced by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(80):
+            for k, lg in enumerate(logs):
+                lg.append(encode_message_set([payload(k, 5 * i + j) for j in range(5)]))
+                if i % 10 == 9:
+                    keep_from = lg.end_offset - 5000
+                    lg.delete_segments(lambda seg: seg.end_offset <= keep_from)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        m.shutdown()
+    assert not errors, errors[0]
+    assert min(seen) > 0 and m.files.evicted > 20
+    assert m.files.open_count == 0
