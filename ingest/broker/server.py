@@ -634,7 +634,8 @@ class SocketServer:
         # one deadline for all threads: joining each for the full timeout in turn once took 30 s
         deadline = time.monotonic() + self.drain_timeout_s + 5
         for p in self._processors:
-            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():      # stop() also runs after a failed start, before the threads started
+                p.join(max(0.0, deadline - time.monotonic()))
         stuck = [p.name for p in self._processors if p.is_alive()]
         if stuck:
             log.error("network threads %s did not stop within shutdown.timeout.ms + 5 s; abandoning them", stuck)

@@ -323,3 +323,13 @@ def test_hardening_keys_are_validated_with_their_ranges(tmp_path):
     cfg = make_config(tmp_path)
     assert (cfg["queued.max.request.bytes"], cfg["connections.max.idle.ms"], cfg["request.partial.timeout.ms"]) \
         == (256 << 20, 600_000, 30_000)
+
+
+def test_a_network_layer_that_never_started_stops_cleanly():
+    # BrokerServer.start stops the network layer when ZooKeeper registration fails before it started
+    from ingest.broker.server import SocketServer
+
+    server = SocketServer("127.0.0.1", 0, dispatcher=None, max_request_bytes=1024)
+    server.stop()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
