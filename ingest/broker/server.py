@@ -408,7 +408,8 @@ class _Processor(threading.Thread):
             self._refuse(conn, code)
             return
         need = SIZE.size + size
-        if need > SMALL_FRAME_BYTES and not conn.reserved:
+        if need > SMALL_FRAME_BYTES and not conn.reserved and avail < need:
+            # (a frame that arrived whole in one read is already paid for: no reservation)
             budget = self.server.budget
             if need > budget.capacity:
                 self.server.refusals.warning(
