@@ -25,8 +25,11 @@ Fairness and back-pressure (what one connection can cost the others):
   ``MAX_PENDING_REPLIES``; it resumes as the client reads. A client that
   never reads costs at most that much memory and no CPU.
 - **Buffered requests.** A connection reads only while it has no complete
-  frame waiting, so small frames buffer at most ``RECV_CHUNK`` plus one frame
-  per connection. A frame larger than ``SMALL_FRAME_BYTES`` must first
+  frame waiting, and reads at most ``SMALL_FRAME_BYTES`` at a time unless it
+  holds a reservation, so a connection buffers at most that much outside the
+  budget (the same order as the kernel's own socket buffers; the descriptor
+  limit bounds the number of connections). A frame larger than
+  ``SMALL_FRAME_BYTES`` must first
   reserve its announced size from a budget shared by all connections
   (``queued.max.request.bytes``); while the budget is short the connection is
   not read (it waits, unread, until another frame is dispatched or a
@@ -82,16 +85,18 @@ from ingest.ratelimited_log import RateLimitedLog
 log = logging.getLogger(__name__)
 
 RECV_CHUNK = 256 * 1024
+"""Largest read for a connection that holds a budget reservation (a large frame on its way)."""
 SENDFILE_CHUNK = 1 << 30
 
 MAX_DISPATCH_PER_TURN = 16
 """Requests of one connection dispatched per loop turn before the others get theirs."""
-MAX_PENDING_REPLY_BYTES = 1 << 20
+MAX_PENDING_REPLY_BYTES = 256 * 1024
 """In-memory reply bytes a connection may have unsent before it is neither dispatched nor read."""
 MAX_PENDING_REPLIES = 64
 """Unsent replies (each may pin a segment file region) a connection may have queued."""
 SMALL_FRAME_BYTES = 64 * 1024
-"""Frames up to this size (with their size field) need no reservation from the request budget."""
+"""Frames up to this size (with their size field) need no reservation from the request budget;
+also the largest read for a connection without a reservation."""
 SWEEP_INTERVAL_S = 0.5
 """How often a processor checks its connections' timeouts and retries budget waits."""
 ACCEPT_BACKOFF_MIN_S = 0.05
@@ -368,7 +373,7 @@ class _Processor(threading.Thread):
         if not self._wants_read(conn):
             return       # interest changed after the selector reported
         try:
-            data = conn.sock.recv(RECV_CHUNK)
+            data = conn.sock.recv(RECV_CHUNK if conn.reserved else SMALL_FRAME_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
