@@ -65,11 +65,7 @@ class BrokerServer:
         try:
             self.handlers = BrokerHandlers(self.log_manager, cfg, broker_id=self.broker_id,
                                            host=self.host, port=self.port)
-            self.network = SocketServer(
-                self.host, self.port, self.handlers,
-                max_request_bytes=cfg["max.socket.request.bytes"],
-                send_buffer=cfg["socket.send.buffer"], receive_buffer=cfg["socket.receive.buffer"],
-                num_threads=cfg["num.threads"], drain_timeout_s=cfg["shutdown.timeout.ms"] / 1000.0)
+            self.network = SocketServer.from_config(cfg, self.handlers, self.host, self.port)
             self.port = self.handlers.port = self.network.port
             if cfg["enable.zookeeper"]:
                 # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled

@@ -23,7 +23,17 @@ SERVER_KEYS = (
     Key("socket.receive.buffer", Int(0, 64 * 1024 * 1024), 100 * 1024, "SO_RCVBUF of client connections (0 = OS default)"),
     Key("num.threads", Int(1, 64), 2, "network processor threads, each with its own selector and connections"),
     Key("shutdown.timeout.ms", Int(0, 600_000), 10_000,
-        "on SIGTERM, how long to wait for in-flight responses to drain before closing connections"),
+        "on SIGTERM, how long to wait for in-flight responses to drain before closing connections"
+        " (bounded whatever clients do)"),
+    Key("queued.max.request.bytes", Int(1024 * 1024, 2**40), 256 * 1024 * 1024,
+        "bytes of large request frames (over 64 KB) buffered across all connections; a connection whose"
+        " frame does not fit waits unread until bytes free up, a frame larger than this is refused"
+        " with REQUEST_TOO_LARGE"),
+    Key("connections.max.idle.ms", Int(1000, 2**31 - 1), 600_000,
+        "close a connection that has sent and received nothing for this long"),
+    Key("request.partial.timeout.ms", Int(100, 3_600_000), 30_000,
+        "close a connection whose started request frame is not complete this long after its first byte"
+        " (time spent waiting for queued.max.request.bytes does not count)"),
 )
 
 SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS)

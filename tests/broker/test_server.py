@@ -263,3 +263,73 @@ def test_a_storage_failure_goes_out_as_storage_error_not_unknown(broker):
         resp = produce_ack(c, "after-shutdown", 0, [b"x"])
         assert (resp.error, resp.offset) == (ErrorCode.STORAGE_ERROR, -1)
         assert type(error_for_code(resp.error, "PRODUCE_ACK")) is StorageError
+
+
+def test_pipelined_requests_are_all_answered_in_order(broker):
+    # the per-turn dispatch bound and the pending-reply bound delay requests, never drop or reorder them
+    n = 3000
+    frames = b"".join(p.ProduceAckRequest("pipe", 0, encode_message_set([str(i).encode()])).encode()
+                      for i in range(n))
+    with client(broker) as c:
+        sender = threading.Thread(target=c.sock.sendall, args=(frames,))
+        sender.start()
+        offsets = [p.ProduceAckResponse.decode(p.recv_response(c.sock)).offset for _ in range(n)]
+        sender.join()
+        assert offsets == sorted(offsets) and len(set(offsets)) == n
+        got = payloads_of(fetch(c, "pipe", 0, 0, max_size=1 << 24).message_set)
+        assert got == [str(i).encode() for i in range(n)]
+
+
+def big_produce_ack(topic: str, size: int) -> bytes:
+    chunk = 10_000
+    return p.ProduceAckRequest(topic, 0, encode_message_set([b"b" * chunk] * (size // chunk))).encode()
+
+
+def test_a_frame_larger_than_the_request_budget_is_refused(tmp_path):
+    cfg = make_config(tmp_path / "l", **{"max.socket.request.bytes": 8 << 20, "queued.max.request.bytes": 1 << 20})
+    with BrokerServer(cfg) as b, client(b) as c:
+        frame = big_produce_ack("t", 2 << 20)
+        c.send(frame[:100_000])
+        assert p.ErrorResponse.decode(p.recv_response(c.sock)).error == ErrorCode.REQUEST_TOO_LARGE
+        assert c.closed_by_peer()
+        with client(b) as ok:        # a frame that fits is served
+            assert produce_ack(ok, "t", 0, [b"x" * 1000]).error == 0
+
+
+def test_a_large_frame_waits_for_request_budget_then_is_served(tmp_path):
+    cfg = make_config(tmp_path / "l", **{"queued.max.request.bytes": 1 << 20})
+    with BrokerServer(cfg) as b, client(b) as first, client(b) as second:
+        a, z = big_produce_ack("a", 600_000), big_produce_ack("z", 600_000)
+        first.send(a[:-1000])             # holds 600 KB of the 1 MB budget, incomplete
+        time.sleep(0.3)
+        second.send(z)                    # does not fit: not read until the first frame is done
+        second.sock.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            p.recv_response(second.sock)
+        first.send(a[-1000:])
+        second.sock.settimeout(10)
+        assert p.ProduceAckResponse.decode(p.recv_response(first.sock)).error == 0
+        assert p.ProduceAckResponse.decode(p.recv_response(second.sock)).error == 0
+        assert len(payloads_of(fetch(second, "z", 0, 0, max_size=1 << 21).message_set)) == 60
+
+
+def test_hardening_keys_are_validated_with_their_ranges(tmp_path):
+    with pytest.raises(ConfigError, match=r"'queued.max.request.bytes'.*\[1048576, "):
+        make_config(tmp_path, **{"queued.max.request.bytes": 1000})
+    with pytest.raises(ConfigError, match=r"'connections.max.idle.ms'.*\[1000, "):
+        make_config(tmp_path, **{"connections.max.idle.ms": 0})
+    with pytest.raises(ConfigError, match=r"'request.partial.timeout.ms'.*\[100, 3600000\]"):
+        make_config(tmp_path, **{"request.partial.timeout.ms": 10})
+    cfg = make_config(tmp_path)
+    assert (cfg["queued.max.request.bytes"], cfg["connections.max.idle.ms"], cfg["request.partial.timeout.ms"]) \
+        == (256 << 20, 600_000, 30_000)
+
+
+def test_a_network_layer_that_never_started_stops_cleanly():
+    # BrokerServer.start stops the network layer when ZooKeeper registration fails before it started
+    from ingest.broker.server import SocketServer
+
+    server = SocketServer("127.0.0.1", 0, dispatcher=None, max_request_bytes=1024)
+    server.stop()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
