@@ -119,11 +119,8 @@ class BrokerHandlers:
     # --- helpers -----------------------------------------------------------------------
 
     def partition_count(self, topic: str) -> int:
-        """Partitions this broker has (or would create) for ``topic``."""
-        existing = self.logs.topics().get(topic)
-        if existing:
-            return existing
-        return self.config["topic.partition.count.map"].get(topic, self.config["num.partitions"])
+        """Partitions this broker has (or would create) for ``topic``: the log manager's one rule."""
+        return self.logs.partition_count(topic)
 
     def _log_for_write(self, topic: str, partition: int):
         log_ = self.logs.get_or_create_log(topic, partition)

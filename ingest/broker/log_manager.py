@@ -74,7 +74,8 @@ class LogManager:
         self.log_dir = Path(config["log.dir"])
         self._clock = clock
         self._logs: dict[tuple[str, int], Log] = {}
-        self._topics: set[str] = set()  # topics of self._logs, guarded by _lock
+        # topic -> 1 + its highest partition with a log (the topics of self._logs); guarded by _lock
+        self._topics: dict[str, int] = {}
         self.files = OpenFiles(open_file_limit(config.get("log.max.open.files", -1)))
         """The segment descriptors of every log (``log.max.open.files``)."""
         self._lock = threading.Lock()
@@ -85,9 +86,19 @@ class LogManager:
 
     # --- configuration per topic --------------------------------------------------
 
-    def partition_count(self, topic: str) -> int:
-        """Configured partitions of ``topic`` (``topic.partition.count.map`` or ``num.partitions``)."""
+    def configured_partition_count(self, topic: str) -> int:
+        """Partitions the configuration gives ``topic`` (``topic.partition.count.map`` or ``num.partitions``)."""
         return self.config["topic.partition.count.map"].get(topic, self.config["num.partitions"])
+
+    def partition_count(self, topic: str) -> int:
+        """THE rule for a topic's partition count on this broker: the configured count, raised by logs
+        already on disk (a topic created with more partitions keeps them). The handlers, METADATA, the
+        ZooKeeper registration and partition validation all ask this; O(1)."""
+        return max(self.configured_partition_count(topic), self._topics.get(topic, 0))
+
+    def _add_log_locked(self, topic: str, partition: int, lg: Log) -> None:
+        self._logs[(topic, partition)] = lg
+        self._topics[topic] = max(self._topics.get(topic, 0), partition + 1)
 
     def settings_for(self, topic: str) -> LogSettings:
         c = self.config
@@ -130,14 +141,13 @@ class LogManager:
                 log.warning("log.dir %s: ignoring directory %r (not <topic>-<partition>)", self.log_dir, name)
                 continue
             topic, partition = parsed
-            if partition >= self.partition_count(topic):
+            if partition >= self.configured_partition_count(topic):
                 log.warning("log.dir %s: %s has partition %d beyond the configured count %d; serving it anyway",
-                            self.log_dir, topic, partition, self.partition_count(topic))
+                            self.log_dir, topic, partition, self.configured_partition_count(topic))
             with self._lock:
                 if (topic, partition) not in self._logs:
-                    self._logs[(topic, partition)] = Log(self.log_dir / name, self.settings_for(topic), self._clock,
-                                                         files=self.files)
-                    self._topics.add(topic)
+                    self._add_log_locked(topic, partition, Log(self.log_dir / name, self.settings_for(topic),
+                                                               self._clock, files=self.files))
             log.info("loaded log %s (%d of %d)", name, i, len(names))
         c = self.config
         if len(self._topics) > c.get("max.topics", len(self._topics)) \
@@ -254,8 +264,7 @@ class LogManager:
                 self._check_can_create(topic, partition)
                 lg = Log(self.log_dir / partition_dir_name(topic, partition), self.settings_for(topic), self._clock,
                          files=self.files)
-                self._logs[key] = lg
-                self._topics.add(topic)
+                self._add_log_locked(topic, partition, lg)
                 log.info("created log %s-%d", topic, partition)
             return lg
 
@@ -287,11 +296,10 @@ class LogManager:
             return dict(self._logs)
 
     def topics(self) -> dict[str, int]:
-        """Topics with at least one log -> partition count."""
-        out: dict[str, int] = {}
-        for topic, partition in self.logs():
-            out[topic] = max(out.get(topic, self.partition_count(topic)), partition + 1)
-        return out
+        """Topics with at least one log -> partition count (:meth:`partition_count`)."""
+        with self._lock:
+            names = list(self._topics)
+        return {topic: self.partition_count(topic) for topic in names}
 
     # --- periodic work ----------------------------------------------------------------
 

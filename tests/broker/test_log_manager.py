@@ -40,6 +40,25 @@ def test_logs_created_on_first_use_with_partition_counts(tmp_path, fake_clock):
         m.shutdown()
 
 
+def test_partition_count_is_the_configured_count_raised_by_logs_on_disk(tmp_path, fake_clock):
+    # One rule (LogManager.partition_count) answers validation, METADATA and registration alike.
+    first = manager(tmp_path, fake_clock, **{"num.partitions": 6})
+    first.startup()
+    first.get_or_create_log("t", 5).append(encode_message_set([b"x"]))
+    first.shutdown()
+    m = manager(tmp_path, fake_clock, **{"num.partitions": 2})  # the configured count was lowered since
+    m.startup()
+    try:
+        assert m.configured_partition_count("t") == 2
+        assert m.partition_count("t") == 6 and m.partition_count("new") == 2
+        assert m.get_or_create_log("t", 3) is not None  # inside the raised count
+        with pytest.raises(WrongPartitionError):
+            m.get_or_create_log("t", 6)
+        assert m.topics() == {"t": 6}
+    finally:
+        m.shutdown()
+
+
 def test_startup_recovers_existing_logs_and_ignores_foreign_dirs(tmp_path, fake_clock):
     m = manager(tmp_path, fake_clock)
     m.startup()
