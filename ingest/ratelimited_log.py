@@ -17,15 +17,21 @@ limiter's own memory is bounded too.
 Thread-safety: every method may be called from any thread (one lock).
 Summaries are written by the next call for the same pair after the interval
 or by :meth:`flush`, which a periodic loop should call so that the count of a
-burst that stopped still reaches the log.
+burst that stopped still reaches the log; :func:`flush_all` flushes every live
+limiter of the process (the broker's network threads call it, so the request
+handlers' limiter needs no loop of its own).
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable
+
+_LIVE: "weakref.WeakSet[RateLimitedLog]" = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
 
 OTHER_CLIENTS = "*"
 """The host under which pairs are counted once ``max_keys`` pairs are tracked."""
@@ -63,6 +69,8 @@ class RateLimitedLog:
         self._now = monotonic
         self._windows: dict[tuple[str, str], _Window] = {}
         self._lock = threading.Lock()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
 
     def warning(self, client: str, reason: str, msg: str, *args: object) -> None:
         """``logger.warning(msg % args)`` unless ``(host of client, reason)`` was logged this interval."""
@@ -113,3 +121,11 @@ class RateLimitedLog:
         who = "other clients" if host == OTHER_CLIENTS else host
         self.logger.log(level, "%d more '%s' from %s in the last %.0f s (last: %s)",
                         count, reason, who, self.interval_s, last)
+
+
+def flush_all() -> None:
+    """:meth:`RateLimitedLog.flush` every limiter of this process that is still alive."""
+    with _LIVE_LOCK:
+        limiters = list(_LIVE)
+    for limiter in limiters:
+        limiter.flush()

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from ingest.clock import FakeClock
-from ingest.ratelimited_log import RateLimitedLog, client_host
+from ingest.ratelimited_log import RateLimitedLog, client_host, flush_all
 
 
 @pytest.fixture
@@ -93,3 +93,19 @@ def test_many_threads_lose_no_count(logger, caplog):
     clock.advance(10_001)
     limited.flush()
     assert lines(caplog) == ["x", "7999 more 'r' from h in the last 10 s (last: x)"]
+
+
+def test_flush_all_writes_the_summaries_of_every_live_limiter(logger, caplog):
+    # the broker's network threads call flush_all(), which also covers the request handlers' limiter
+    clock = FakeClock()
+    a = RateLimitedLog(logger, interval_s=5, monotonic=clock.monotonic)
+    b = RateLimitedLog(logger, interval_s=5, monotonic=clock.monotonic)
+    for limiter, reason in ((a, "frames"), (b, "requests")):
+        for _ in range(3):
+            limiter.warning("10.0.0.9:1", reason, "client 10.0.0.9:1: %s", reason)
+    clock.advance(5_001)
+    flush_all()
+    assert sorted(lines(caplog)[2:]) == [
+        "2 more 'frames' from 10.0.0.9 in the last 5 s (last: client 10.0.0.9:1: frames)",
+        "2 more 'requests' from 10.0.0.9 in the last 5 s (last: client 10.0.0.9:1: requests)",
+    ]

@@ -8,9 +8,12 @@ and MULTIPRODUCE, which have no response).
 
 Errors: an :class:`~ingest.errors.IngestError` raised while serving a request
 becomes its wire ``code``; any other exception becomes ``UNKNOWN`` (-1) and is
-logged with its traceback. Every refused request is logged once, at WARNING,
-with the client address. A request that expects no response (PRODUCE,
-MULTIPRODUCE) and fails gets its connection closed, because closing is the
+logged with its traceback. Refused requests are logged at WARNING through a
+:class:`~ingest.ratelimited_log.RateLimitedLog` (first one per client host and
+reason, then a count per 30 s), so a client that repeats one mistake cannot
+fill the disk with log lines; each line names the client address. A request
+that expects no response (PRODUCE, MULTIPRODUCE) and fails gets its
+connection closed, because closing is the
 only signal a fire-and-forget client can see; every other failure gets an
 error response and the connection stays usable. Nothing is appended unless
 the whole request is valid: MULTIPRODUCE validates every topic, partition and
@@ -42,6 +45,7 @@ from ingest.broker.message_set import ValidatedMessageSet
 from ingest.broker.protocol import RequestType
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
+from ingest.ratelimited_log import RateLimitedLog
 from ingest.errors import (
     ErrorCode,
     IngestError,
@@ -52,6 +56,8 @@ from ingest.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+REFUSAL_LOG_INTERVAL_S = 30.0
 
 MAX_RESPONSE_BYTES = 2**31 - 1 - 64
 """A response frame's size must fit its int32 size field."""
@@ -80,6 +86,7 @@ class BrokerHandlers:
         self._announced: set[str] = set()
         self._announce_lock = threading.Lock()
         self._max_message_size = config.get("max.message.size", 1 << 62)
+        self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
         self.table: dict[int, Callable[[memoryview, str], Reply | None]] = {
             RequestType.PRODUCE: self.handle_produce,
             RequestType.FETCH: self.handle_fetch,
@@ -97,12 +104,13 @@ class BrokerHandlers:
         if handler is None:
             exc = UnknownRequestTypeError(
                 f"unknown request type {kind}; known types are {sorted(int(k) for k in self.table)}")
-            log.warning("client %s: %s", client, exc)
+            self.refusals.warning(client, exc.code.name, "client %s: %s", client, exc)
             return Reply([p.ErrorResponse(exc.code).encode()])
         try:
             return handler(body, client)
         except IngestError as exc:
-            log.warning("client %s: %s request refused (%s): %s", client, _name(kind), exc.code.name, exc)
+            self.refusals.warning(client, f"{_name(kind)} {exc.code.name}", "client %s: %s request refused (%s): %s",
+                                  client, _name(kind), exc.code.name, exc)
             return self._error_reply(kind, exc.code)
         except Exception:  # noqa: BLE001 - a bug must not take the broker down
             log.exception("client %s: %s request failed unexpectedly", client, _name(kind))
@@ -210,8 +218,9 @@ class BrokerHandlers:
                     length, region = self._read(f)
                     code = ErrorCode.NONE
                 except IngestError as exc:
-                    log.warning("client %s: MULTIFETCH part %s-%d@%d refused (%s): %s",
-                                client, f.topic, f.partition, f.offset, exc.code.name, exc)
+                    self.refusals.warning(client, f"MULTIFETCH part {exc.code.name}",
+                                          "client %s: MULTIFETCH part %s-%d@%d refused (%s): %s",
+                                          client, f.topic, f.partition, f.offset, exc.code.name, exc)
                     length, region, code = 0, None, exc.code
                 total += p.RESPONSE_HEADER.size + length
                 reply.parts.append(p.MultiFetchResponse.part_header(code, length))

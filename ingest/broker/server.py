@@ -80,7 +80,7 @@ from typing import Callable, Protocol
 from ingest.broker.protocol import ErrorResponse, INT16, REQUEST_HEADER, SIZE
 from ingest.broker.reply import FileRegion, Reply
 from ingest.errors import ConfigError, ErrorCode, MalformedRequestError, RequestTooLargeError
-from ingest.ratelimited_log import RateLimitedLog
+from ingest.ratelimited_log import RateLimitedLog, flush_all
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class _Processor(threading.Thread):
                 if now >= next_sweep:
                     next_sweep = now + SWEEP_INTERVAL_S
                     self._sweep(now)
-                    self.server.refusals.flush()
+                    flush_all()  # this layer's refusals and the request handlers' alike
                 timeout = 0 if self.ready else SWEEP_INTERVAL_S
                 for key, events in self.selector.select(timeout=timeout):
                     conn = key.data

@@ -242,3 +242,22 @@ def test_refused_frames_are_logged_with_a_limit(tmp_path_factory):
         assert b.ping()
     finally:
         stop_all([b])
+
+
+def test_refused_requests_are_logged_with_a_limit(tmp_path_factory):
+    # issue 11 #11, the request handlers' side: well-framed requests the broker refuses
+    # (a bad topic name, a wrong partition) used to cost one WARNING line each
+    [b] = broker_cluster(tmp_path_factory, num_partitions=1)
+    attempts = 600
+    try:
+        with RawClient(b.host, b.port, timeout=5) as c:
+            for i in range(attempts):
+                topic, partition = ("bad/topic", 0) if i % 2 else ("ok", 7)
+                c.send(p.ProduceAckRequest(topic, partition, encode_message_set([b"x"])).encode())
+                code = p.ProduceAckResponse.decode(p.recv_response(c.sock)).error
+                assert code in (ErrorCode.INVALID_TOPIC, ErrorCode.WRONG_PARTITION)
+        bad_topic, wrong_partition = count_lines(b, "INVALID_TOPIC"), count_lines(b, "WRONG_PARTITION")
+        assert 1 <= bad_topic < 10 and 1 <= wrong_partition < 10, (bad_topic, wrong_partition)
+        assert b.ping()
+    finally:
+        stop_all([b])
