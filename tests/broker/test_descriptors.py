@@ -6,37 +6,25 @@ kernel enforces on the broker process, checked in ``/proc/<pid>/limits``).
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import resource
-import socket
-import time
 from pathlib import Path
 
 from ingest.broker import protocol as p
 from ingest.broker.handlers import BrokerHandlers
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
-from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.broker.message_set import encode_message_set
 from ingest.errors import ErrorCode
 from tests.harness.brokers import BrokerProcess
+from tests.harness.limits import nofile
+from tests.harness.wire import WireClient
 
 NOFILE = 128
 TOPICS = 300
 
 
-@contextlib.contextmanager
-def _nofile(n: int):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 def _start_limited(b: BrokerProcess) -> BrokerProcess:
-    with _nofile(NOFILE):
+    with nofile(NOFILE):
         b.start(timeout=60)
     limits = Path(f"/proc/{b.pid}/limits").read_text()
     line = next(ln for ln in limits.splitlines() if ln.startswith("Max open files"))
@@ -46,34 +34,6 @@ def _start_limited(b: BrokerProcess) -> BrokerProcess:
 
 def _open_fds(b: BrokerProcess) -> int:
     return len(os.listdir(f"/proc/{b.pid}/fd"))
-
-
-class _Conn:
-    """One connection for many requests (no socket churn: the descriptors counted are the broker's logs')."""
-
-    def __init__(self, b: BrokerProcess) -> None:
-        self.sock = socket.create_connection((b.host, b.port), timeout=30)
-
-    def ask(self, req, resp_cls):
-        self.sock.sendall(req.encode())
-        return resp_cls.decode(p.recv_response(self.sock))
-
-    def ack(self, topic: str, payloads: list[bytes]) -> p.ProduceAckResponse:
-        return self.ask(p.ProduceAckRequest(topic, 0, encode_message_set(payloads)), p.ProduceAckResponse)
-
-    def fetch_all(self, topic: str) -> list[bytes]:
-        out, offset = [], 0
-        while True:
-            resp = self.ask(p.FetchRequest(topic, 0, offset, 1 << 20), p.FetchResponse)
-            assert resp.error == ErrorCode.NONE, f"fetch {topic}@{offset}: {ErrorCode(resp.error).name}"
-            msgs = list(iter_messages(resp.message_set, offset))
-            if not msgs:
-                return out
-            out += [m.payload for m in msgs]
-            offset = msgs[-1].next_offset
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _topic(i: int) -> str:
@@ -86,11 +46,11 @@ def test_topics_beyond_the_descriptor_limit_are_served_and_a_restart_recovers_th
     b = BrokerProcess(0, tmp_path / "broker", overrides={"num.partitions": 1})
     _start_limited(b)
     try:
-        c = _Conn(b)
+        c = WireClient(b.host, b.port)
         errors = {}
         peak = 0
         for i in range(TOPICS):
-            resp = c.ack(_topic(i), [b"m-%d-0" % i, b"m-%d-1" % i])
+            resp = c.produce_ack(_topic(i), [b"m-%d-0" % i, b"m-%d-1" % i])
             if resp.error != ErrorCode.NONE:
                 errors[_topic(i)] = ErrorCode(resp.error).name
             if i % 25 == 0:
@@ -104,12 +64,12 @@ def test_topics_beyond_the_descriptor_limit_are_served_and_a_restart_recovers_th
         assert "Traceback" not in b.output()
 
         _start_limited(b)  # recovery opens, checks and closes: more partitions than descriptors
-        c = _Conn(b)
+        c = WireClient(b.host, b.port)
         meta = c.ask(p.MetadataRequest(()), p.MetadataResponse)
         assert len(meta.topics) == TOPICS
         for i in range(TOPICS):
             assert c.fetch_all(_topic(i)) == [b"m-%d-0" % i, b"m-%d-1" % i], _topic(i)
-        assert c.ack(_topic(0), [b"after"]).error == ErrorCode.NONE
+        assert c.produce_ack(_topic(0), [b"after"]).error == ErrorCode.NONE
         assert _open_fds(b) < NOFILE * 3 // 4
         c.close()
         assert "Traceback" not in b.output()
@@ -121,10 +81,10 @@ def test_topics_past_max_topics_are_refused_cleanly_and_the_broker_keeps_serving
     b = BrokerProcess(0, tmp_path / "broker", overrides={"num.partitions": 1, "max.topics": 40})
     _start_limited(b)
     try:
-        c = _Conn(b)
-        codes = [c.ack(_topic(i), [b"x"]).error for i in range(TOPICS)]
+        c = WireClient(b.host, b.port)
+        codes = [c.produce_ack(_topic(i), [b"x"]).error for i in range(TOPICS)]
         assert codes == [ErrorCode.NONE] * 40 + [ErrorCode.TOPIC_CREATION_REFUSED] * (TOPICS - 40)
-        assert c.ack(_topic(3), [b"y"]).error == ErrorCode.NONE  # existing topics still take produces
+        assert c.produce_ack(_topic(3), [b"y"]).error == ErrorCode.NONE  # existing topics still take produces
         assert c.fetch_all(_topic(3)) == [b"x", b"y"]
         meta = c.ask(p.MetadataRequest(()), p.MetadataResponse)
         assert sorted(t.name for t in meta.topics) == [_topic(i) for i in range(40)]
@@ -132,8 +92,8 @@ def test_topics_past_max_topics_are_refused_cleanly_and_the_broker_keeps_serving
         c.sock.sendall(p.ProduceRequest(_topic(999), 0, encode_message_set([b"z"])).encode())
         assert c.sock.recv(1) == b""
         c.close()
-        c = _Conn(b)
-        assert c.ack(_topic(5), [b"z"]).error == ErrorCode.NONE
+        c = WireClient(b.host, b.port)
+        assert c.produce_ack(_topic(5), [b"z"]).error == ErrorCode.NONE
         c.close()
         out = b.output()
         assert "Traceback" not in out

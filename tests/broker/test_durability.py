@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -32,6 +31,8 @@ from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import DiskFullError, ErrorCode, IngestError, LogOfflineError
 from tests.harness.brokers import BrokerProcess
+from tests.harness.limits import tmpfs
+from tests.harness.wire import ask, fetch_all, produce_ack
 
 BLOCK = 4096
 DISK_BYTES = 64 << 20
@@ -143,39 +144,12 @@ def failing_disk(tmp_path):
 @pytest.fixture
 def small_tmpfs(tmp_path):
     _need_root_and_tools()
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tmpfs(tmp_path / "tmpfs", "1m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 # --- a real broker --------------------------------------------------------------------
 
-
-def _ask(b: BrokerProcess, req, resp_cls):
-    with socket.create_connection((b.host, b.port), timeout=30) as s:
-        s.sendall(req.encode())
-        return resp_cls.decode(p.recv_response(s))
-
-
-def _ack(b: BrokerProcess, topic: str, payloads: list[bytes]) -> p.ProduceAckResponse:
-    return _ask(b, p.ProduceAckRequest(topic, 0, encode_message_set(payloads)), p.ProduceAckResponse)
-
-
-def _fetch_all(b: BrokerProcess, topic: str) -> list[bytes]:
-    out, offset = [], 0
-    while True:
-        resp = _ask(b, p.FetchRequest(topic, 0, offset, 1 << 20), p.FetchResponse)
-        assert resp.error == ErrorCode.NONE, f"fetch {topic}@{offset}: error {resp.error}"
-        msgs = list(iter_messages(resp.message_set, offset))
-        if not msgs:
-            return out
-        out += [m.payload for m in msgs]
-        offset = msgs[-1].next_offset
 
 
 def test_failed_fsync_takes_the_log_offline_not_acknowledged_never_served_recovered_at_restart(
@@ -184,30 +158,30 @@ def test_failed_fsync_takes_the_log_offline_not_acknowledged_never_served_recove
         "log.dir": str(failing_disk.mountpoint / "logs"), "num.partitions": 1, "log.flush.interval": 1})
     b.start()
     try:
-        assert _ack(b, "other", [b"o-%d" % i for i in range(3)]).error == ErrorCode.NONE
+        assert produce_ack(b, "other", [b"o-%d" % i for i in range(3)]).error == ErrorCode.NONE
         # > 64 KB: ext4 treats the segment as a stream and places its next blocks right after it
         kept = [b"k-%03d-" % i + b"x" * 4000 for i in range(40)]
         for i in range(0, 40, 4):
-            assert _ack(b, "victim", kept[i:i + 4]).error == ErrorCode.NONE
-        assert _fetch_all(b, "victim") == kept
+            assert produce_ack(b, "victim", kept[i:i + 4]).error == ErrorCode.NONE
+        assert fetch_all(b, "victim") == kept
         failing_disk.fail_after(failing_disk.mountpoint / "logs" / "victim-0" / f"{0:020d}.kafka")
 
         lost = [b"f-%03d-" % i + b"y" * 4000 for i in range(8)]
-        failed = _ack(b, "victim", lost)
+        failed = produce_ack(b, "victim", lost)
         assert failed.error != ErrorCode.NONE and failed.offset == -1  # the failed flush is not acknowledged
 
         failing_disk.heal()
         time.sleep(1.0)  # ten flusher periods: a broker that retried the fsync would have "succeeded" by now
         end = sum(len(encode_message_set(kept[i:i + 4])) for i in range(0, 40, 4))
         for offset in (0, end):
-            resp = _ask(b, p.FetchRequest("victim", 0, offset, 1 << 20), p.FetchResponse)
+            resp = ask(b, p.FetchRequest("victim", 0, offset, 1 << 20), p.FetchResponse)
             assert b"f-0" not in resp.message_set  # the data of the failed flush is never served
             assert resp.error == ErrorCode.LOG_OFFLINE
-        assert _ack(b, "victim", [b"after"]).error == ErrorCode.LOG_OFFLINE  # it stays offline
+        assert produce_ack(b, "victim", [b"after"]).error == ErrorCode.LOG_OFFLINE  # it stays offline
         assert failed.error == ErrorCode.LOG_OFFLINE
 
-        assert _ack(b, "other", [b"o-3"]).error == ErrorCode.NONE  # the other logs keep serving
-        assert _fetch_all(b, "other") == [b"o-%d" % i for i in range(4)]
+        assert produce_ack(b, "other", [b"o-3"]).error == ErrorCode.NONE  # the other logs keep serving
+        assert fetch_all(b, "other") == [b"o-%d" % i for i in range(4)]
 
         offline_lines = [line for line in b.output().splitlines() if "victim-0 is OFFLINE" in line]
         assert len(offline_lines) == 1 and " ERROR " in offline_lines[0], offline_lines
@@ -216,12 +190,12 @@ def test_failed_fsync_takes_the_log_offline_not_acknowledged_never_served_recove
 
         failing_disk.remount()  # what the disk holds, not what the page cache remembers
         b.start()
-        recovered = _fetch_all(b, "victim")
+        recovered = fetch_all(b, "victim")
         assert recovered[:len(kept)] == kept  # every flushed message survives
         assert recovered[len(kept):] == lost[:len(recovered) - len(kept)]  # then at most a prefix of the lost set
-        assert _ack(b, "victim", [b"again"]).error == ErrorCode.NONE
-        assert _fetch_all(b, "victim") == recovered + [b"again"]
-        assert _fetch_all(b, "other") == [b"o-%d" % i for i in range(4)]
+        assert produce_ack(b, "victim", [b"again"]).error == ErrorCode.NONE
+        assert fetch_all(b, "victim") == recovered + [b"again"]
+        assert fetch_all(b, "other") == [b"o-%d" % i for i in range(4)]
     finally:
         b.kill()
 

@@ -10,18 +10,16 @@ new ones), restarts the broker and fetches everything back.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from ingest.broker import protocol as p
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.client.producer import Producer
 from ingest.errors import DiskFullError, ErrorCode
 from tests.harness.brokers import BrokerProcess
+from tests.harness.limits import tmpfs
+from tests.harness.wire import fetch_all, produce_ack
 
 TRIALS = 10
 PAYLOAD = 1000  # every message the same size: stale messages would sit on the boundaries of new ones
@@ -30,43 +28,15 @@ PAGE = 4096
 
 
 @pytest.fixture
-def tmpfs(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
+def small_disk(tmp_path):
+    with tmpfs(tmp_path / "tmpfs", "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def _payload(tag: str, trial: int, i: int) -> bytes:
     head = f"{tag}{trial:02d}-{i:03d}-".encode()
     return head + b"x" * (PAYLOAD - len(head))
 
-
-def _ack(b: BrokerProcess, topic: str, payloads: list[bytes]) -> p.ProduceAckResponse:
-    with socket.create_connection((b.host, b.port), timeout=30) as s:
-        s.sendall(p.ProduceAckRequest(topic, 0, encode_message_set(payloads)).encode())
-        return p.ProduceAckResponse.decode(p.recv_response(s))
-
-
-def _fetch_all(b: BrokerProcess, topic: str) -> list[bytes]:
-    out, offset = [], 0
-    with socket.create_connection((b.host, b.port), timeout=30) as s:
-        while True:
-            s.sendall(p.FetchRequest(topic, 0, offset, 1 << 20).encode())
-            resp = p.FetchResponse.decode(p.recv_response(s))
-            assert resp.error == ErrorCode.NONE, f"fetch {topic}@{offset}: error {resp.error}"
-            msgs = list(iter_messages(resp.message_set, offset))
-            if not msgs:
-                return out
-            out += [m.payload for m in msgs]
-            offset = msgs[-1].next_offset
 
 
 def _fill(mnt: Path, leave: int) -> Path:
@@ -79,9 +49,9 @@ def _fill(mnt: Path, leave: int) -> Path:
     return filler
 
 
-def test_a_refused_batch_never_reappears_after_a_restart(tmpfs, tmp_path):
+def test_a_refused_batch_never_reappears_after_a_restart(small_disk, tmp_path):
     b = BrokerProcess(0, tmp_path / "broker", overrides={
-        "log.dir": str(tmpfs / "logs"), "num.partitions": 1, "log.flush.interval": 1})
+        "log.dir": str(small_disk / "logs"), "num.partitions": 1, "log.flush.interval": 1})
     b.start()
     acked: dict[str, list[bytes]] = {}
     refused: set[bytes] = set()
@@ -92,12 +62,12 @@ def test_a_refused_batch_never_reappears_after_a_restart(tmpfs, tmp_path):
             assert time.monotonic() < deadline, f"{trial} trials took over 120 s"
             topic = f"full-{trial}"
             first = [_payload("A", trial, i) for i in range(3)]
-            assert _ack(b, topic, first).error == ErrorCode.NONE
+            assert produce_ack(b, topic, first).error == ErrorCode.NONE
             acked[topic] = list(first)
             # Room for a few pages only: the 64 KB set runs out of space part-way.
-            filler = _fill(tmpfs, (1 + trial % 4) * PAGE + 300 * trial)
+            filler = _fill(small_disk, (1 + trial % 4) * PAGE + 300 * trial)
             batch = [_payload("R", trial, i) for i in range(REFUSED)]
-            resp = _ack(b, topic, batch)
+            resp = produce_ack(b, topic, batch)
             codes.append(resp.error)
             if resp.error == ErrorCode.NONE:  # not refused: then it must all be served
                 acked[topic] += batch
@@ -108,11 +78,11 @@ def test_a_refused_batch_never_reappears_after_a_restart(tmpfs, tmp_path):
             # Shorter sets: on a log that kept the partial bytes, they would end on a stale boundary.
             for j in range(3):
                 more = [_payload("B", trial, 10 * j + i) for i in range(2)]
-                assert _ack(b, topic, more).error == ErrorCode.NONE
+                assert produce_ack(b, topic, more).error == ErrorCode.NONE
                 acked[topic] += more
             b.kill()  # a crash: recovery decides what the files hold
             b.start()
-            served = {t: _fetch_all(b, t) for t in acked}
+            served = {t: fetch_all(b, t) for t in acked}
             back = sorted(m[:8].decode() for msgs in served.values() for m in msgs if m in refused)
             assert not back, f"trial {trial}: messages of refused sets served after a restart: {back}"
             assert served == acked, f"trial {trial}: acknowledged messages not served exactly once, in order"
@@ -129,21 +99,21 @@ def test_a_refused_batch_never_reappears_after_a_restart(tmpfs, tmp_path):
         b.kill()
 
 
-def test_the_producer_retries_disk_full_and_counts_the_failures(tmpfs, tmp_path):
+def test_the_producer_retries_disk_full_and_counts_the_failures(small_disk, tmp_path):
     """DISK_FULL is retriable later: the producer retries with back-off, then reports the batch failed."""
-    b = BrokerProcess(0, tmp_path / "broker", overrides={"log.dir": str(tmpfs / "logs"), "num.partitions": 1})
+    b = BrokerProcess(0, tmp_path / "broker", overrides={"log.dir": str(small_disk / "logs"), "num.partitions": 1})
     b.start()
     producer = Producer({"broker.list": b.address, "message.send.max.retries": 2, "retry.backoff.ms": 10})
     try:
         producer.send("t", [b"first"])
-        filler = _fill(tmpfs, PAGE)
+        filler = _fill(small_disk, PAGE)
         with pytest.raises(DiskFullError):
             producer.send("t", [_payload("R", 0, i) for i in range(REFUSED)])
         assert producer.stats["failed"] == REFUSED and producer.stats["retries"] == 2
         filler.unlink()
         producer.send("t", [b"second"])
         assert producer.stats["acked"] == 2
-        assert _fetch_all(b, "t") == [b"first", b"second"]
+        assert fetch_all(b, "t") == [b"first", b"second"]
     finally:
         producer.close()
         b.kill()

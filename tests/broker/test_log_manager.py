@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import threading
 import time
 
@@ -13,6 +12,7 @@ from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager, open_file_limit
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError, WrongPartitionError
+from tests.harness.limits import nofile
 
 
 def manager(tmp_path, clock, **over) -> LogManager:
@@ -244,16 +244,6 @@ def test_unflushed_segments_stay_open_until_flushed(tmp_path, fake_clock):
         m.shutdown()
 
 
-@contextlib.contextmanager
-def _nofile(n: int):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 def test_emfile_closes_idle_segment_files_and_retries(tmp_path, fake_clock):
     """When other descriptors (client sockets) use up the process limit, idle segment files make room."""
     m = manager(tmp_path, fake_clock, **{"log.max.open.files": 1000})
@@ -269,7 +259,7 @@ def test_emfile_closes_idle_segment_files_and_retries(tmp_path, fake_clock):
         assert m.files.open_count == 20  # recovery of each log left its file open (idle, clean)
         others: list[int] = []  # what sockets would hold: every descriptor but one
         try:
-            with _nofile(max(map(int, os.listdir("/proc/self/fd"))) + 8):
+            with nofile(max(map(int, os.listdir("/proc/self/fd"))) + 8):
                 with contextlib.suppress(OSError):
                     while True:
                         others.append(os.open(os.devnull, os.O_RDONLY))
@@ -287,9 +277,9 @@ def test_emfile_closes_idle_segment_files_and_retries(tmp_path, fake_clock):
 
 
 def test_log_max_open_files_defaults_to_a_quarter_of_the_descriptor_limit():
-    with _nofile(128):
+    with nofile(128):
         assert open_file_limit(-1) == 32
-    with _nofile(40):
+    with nofile(40):
         assert open_file_limit(-1) == 16
     assert open_file_limit(7) == 7
 
