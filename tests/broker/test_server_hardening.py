@@ -18,7 +18,6 @@ import subprocess
 import threading
 import time
 
-
 from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
 from ingest.errors import ErrorCode
