@@ -100,3 +100,15 @@ def test_ctrl_c_right_after_a_child_is_forked_still_stops_that_child(tmp_path, m
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_demo_summary_reads_window_rows_through_the_one_report_reader(tmp_path):
+    from ingest.demo.summary import audit_rows
+
+    report = tmp_path / "audit.jsonl"
+    report.write_text('{"topic": "t", "row_type": "window", "status": "COMPLETE", "window_start_ms": 0}\n'
+                      '{"topic": "t", "row_type": "producer", "status": "COMPLETE", "window_start_ms": 0}\n')
+    assert [r["row_type"] for r in audit_rows(report)] == ["window"]
+    assert audit_rows(tmp_path / "missing.jsonl") == []
+    (tmp_path / "junk.jsonl").write_text("not a report\n")
+    assert audit_rows(tmp_path / "junk.jsonl") == []

@@ -1,26 +1,20 @@
 """The demo's closing summary: where things are, and one row per topic."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from ingest.audit.report_reader import read_report
+from ingest.errors import ConfigError
+
 
 def audit_rows(report: Path) -> list[dict]:
-    """Window rows of an audit report (JSON document or JSON lines); [] when unreadable."""
+    """Window rows of an audit report (through the one report reader); [] when missing or unreadable."""
     try:
-        text = report.read_text(encoding="utf-8")
-    except OSError:
+        rows = read_report(report)
+    except ConfigError:
         return []
-    try:
-        doc = json.loads(text)
-        if isinstance(doc, dict):
-            rows = doc.get("windows", doc.get("rows", [doc] if "status" in doc else []))
-        else:
-            rows = doc
-    except ValueError:
-        rows = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
-    return [r for r in rows if isinstance(r, dict) and r.get("row_type", "window") == "window"]
+    return [r for r in rows if r.get("row_type", "window") == "window"]
 
 
 def loaded_rows(warehouse: Path) -> dict[str, int]:
