@@ -531,7 +531,7 @@ class SocketServer:
 
     def __init__(self, host: str, port: int, dispatcher: Dispatcher, *, max_request_bytes: int,
                  send_buffer: int = 0, receive_buffer: int = 0, num_threads: int = 2,
-                 drain_timeout_s: float = 10.0, queued_max_request_bytes: int = 256 * 1024 * 1024,
+                 drain_timeout_s: float = 10.0, queued_max_request_bytes: int = 128 * 1024 * 1024,
                  idle_timeout_s: float = 600.0, partial_timeout_s: float = 30.0,
                  monotonic: Callable[[], float] | None = None) -> None:
         self.dispatcher = dispatcher

@@ -25,7 +25,7 @@ SERVER_KEYS = (
     Key("shutdown.timeout.ms", Int(0, 600_000), 10_000,
         "on SIGTERM, how long to wait for in-flight responses to drain before closing connections"
         " (bounded whatever clients do)"),
-    Key("queued.max.request.bytes", Int(1024 * 1024, 2**40), 256 * 1024 * 1024,
+    Key("queued.max.request.bytes", Int(1024 * 1024, 2**40), 128 * 1024 * 1024,
         "bytes of large request frames (over 64 KB) buffered across all connections; a connection whose"
         " frame does not fit waits unread until bytes free up, a frame larger than this is refused"
         " with REQUEST_TOO_LARGE"),
