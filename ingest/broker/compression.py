@@ -111,7 +111,7 @@ def _unsnappy(data: bytes | memoryview, limit: int) -> bytearray:
             f"a raw snappy block can expand to ({num}/{den} of its size)")
     out = bytearray(declared)
     try:
-        written = _cramjam.snappy.decompress_raw_into(bytes(data), out)
+        written = _cramjam.snappy.decompress_raw_into(data, out)  # reads any buffer, no copy
     except Exception as exc:  # cramjam raises its own DecompressionError
         raise InvalidMessageError(f"snappy payload does not decompress: {exc}") from exc
     if written != declared:

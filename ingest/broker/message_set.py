@@ -242,7 +242,10 @@ def _inflate_and_scan(codec: int, payload: bytes | memoryview, max_message_size:
                 f"max.socket.request.bytes on a broker)") from exc
         if chunk is None:
             break
-        buf += chunk
+        if not buf and isinstance(chunk, bytearray):
+            buf = chunk  # snappy's one chunk: no copy
+        else:
+            buf += chunk
         del chunk
         r = scan(buf, pos, max_message_size=max_message_size, allow_compressed=False,
                  index=positions, index_base=base, index_interval=0, origin=base)
