@@ -174,7 +174,7 @@ class ClusterView:
                     log.info("brokers registered again: %s", self._known())
                 return self.choose(topic, key)
             now = self.clock.monotonic()
-            if now >= deadline:
+            if now >= deadline or self._discovery.closed:
                 raise BrokerUnavailableError(
                     f"no live broker to send topic {topic!r} to: none registered"
                     + (" within the send's time budget (delivery.timeout.ms)" if waited else ""))

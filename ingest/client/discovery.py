@@ -165,11 +165,15 @@ class Discovery:
         return self._version
 
     def wait_for_change(self, version: int, timeout_s: float, clock: Clock) -> None:
-        """Return once the view changed since ``version``, or after ``timeout_s``.
+        """Return once the view changed since ``version``, or after ``timeout_s``, or once closed.
 
         A view that never changes (a static list) just sleeps on ``clock``.
         """
         clock.sleep(timeout_s)
+
+    @property
+    def closed(self) -> bool:
+        return False
 
     def _notify(self) -> None:
         for fn in list(self._listeners):
@@ -231,6 +235,10 @@ class ZkDiscovery(Discovery):
         client.ChildrenWatch(znodes.BROKER_IDS, self._on_ids)
         client.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
         self._ready.wait(10)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def wait_for_change(self, version: int, timeout_s: float, clock: Clock) -> None:
         # a real-time wait: the watch thread wakes it (an injected clock cannot)

@@ -234,7 +234,7 @@ class Producer:
         while True:
             if failures:
                 now = self.clock.monotonic()
-                if failures > self._retries or now >= deadline:
+                if failures > self._retries or deadline - now < 0.001:  # budgets are whole milliseconds
                     break
                 self.stats["retries"] += 1
                 self.clock.sleep(min(self._backoff_s * 2 ** min(failures - 1, 30), self._backoff_max_s,

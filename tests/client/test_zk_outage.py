@@ -26,7 +26,8 @@ import pytest
 from ingest.broker import protocol as p
 from ingest.broker.message_set import iter_messages
 from ingest.client.producer import Producer
-from ingest.errors import IngestError
+from ingest.clock import FakeClock
+from ingest.errors import BrokerUnavailableError, IngestError
 from ingest.events.event_producer import EventProducer
 from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
@@ -37,8 +38,6 @@ from tests.harness.brokers import BrokerProcess, RawClient
 from tests.harness.registry import RegistryProcess
 from tests.harness.wait import wait_until
 from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
-
-pytestmark = pytest.mark.slow
 
 SESSION_MS = 3000    # the broker's zk.sessiontimeout.ms
 OUTAGE_S = 5.0       # longer than the broker's session: it expires when ZooKeeper resumes
@@ -153,6 +152,22 @@ def _payloads_on_broker(b: BrokerProcess) -> list[bytes]:
     return [m.payload for m in iter_messages(resp.message_set)]
 
 
+@pytest.mark.parametrize("retries, elapsed, resends", [(100, 2.0, 7), (2, 0.3, 2)])
+def test_retries_end_with_the_attempts_or_the_time_budget_whichever_first(retries, elapsed, resends):
+    """Back-off 100 ms doubling, capped at 400 ms; budget 2 s (a dead port: every attempt fails)."""
+    clock = FakeClock()
+    cfg = {"broker.list": "0:127.0.0.1:1", "message.send.max.retries": retries, "retry.backoff.ms": 100,
+           "retry.backoff.max.ms": 400, "delivery.timeout.ms": 2000}
+    with Producer(cfg, clock=clock) as producer:
+        start = clock.monotonic()
+        with pytest.raises(BrokerUnavailableError):
+            producer.send("t", [b"x"])
+        # 0.1+0.2+0.4+0.4+0.4+0.4, then the 0.1 s left (FakeClock sleeps whole ms)
+        assert clock.monotonic() - start == pytest.approx(elapsed, abs=0.01)
+        assert producer.stats["retries"] == resends and producer.stats["failed"] == 1
+
+
+@pytest.mark.slow
 def test_sends_outlast_a_zookeeper_outage_with_default_settings(zk_server, broker_link, broker):
     """Before the fix the retries (~0.7 s) ran out while /brokers/ids was empty and sends failed."""
     producer = Producer({"zk.connect": zk_server.connect})
@@ -168,6 +183,7 @@ def test_sends_outlast_a_zookeeper_outage_with_default_settings(zk_server, broke
     assert held == collections.Counter(b"m-%d" % i for i in outcome["ok"])   # each exactly once
 
 
+@pytest.mark.slow
 def test_with_a_tiny_budget_sends_fail_and_are_counted_failed(zk_server, broker_link, broker, registry):
     """delivery.timeout.ms below the re-registration window: failures, counted by the producer
     and in the event producer's monitoring counts (what its monitoring events report)."""
