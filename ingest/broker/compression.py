@@ -7,17 +7,35 @@
   byte-identical to ``python-snappy``'s ``snappy.compress`` (python-snappy 0.7
   is itself a thin layer over cramjam), so we depend on cramjam directly.
 
-Decompression is capped at :data:`MAX_DECOMPRESSED_SIZE` so a small corrupt
-or hostile wrapper cannot exhaust memory.
+Decompression streams and stops at a limit (:func:`inflate`), so a small
+hostile wrapper (a "gzip bomb": 1 KB of deflate is up to ~1 MB of output)
+costs at most the limit in memory, never what it would inflate to:
+
+- gzip is inflated by ``zlib.decompressobj`` in chunks of at most
+  :data:`INFLATE_CHUNK` bytes (``max_length``), and the caller sees each chunk
+  before the next is made, so it can stop at the first inner message that is
+  too large;
+- snappy's raw block states its uncompressed length in a varint preamble, and
+  a block can never expand more than 64/3 times (a 3-byte copy element makes
+  at most 64 bytes), so the declared length is checked against the limit and
+  against the block's size before anything is allocated; the block is then
+  decompressed into a buffer of exactly that length
+  (``cramjam.snappy.decompress_raw_into``), which refuses to write more.
 """
 from __future__ import annotations
 
 import zlib
+from typing import Iterator
 
 from ingest.broker.message import CODEC_GZIP, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY
-from ingest.errors import InvalidMessageError, UnsupportedCodecError
+from ingest.errors import InvalidMessageError, MessageTooLargeError, UnsupportedCodecError
 
 MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
+"""Default limit of :func:`decompress` (callers that know their bound pass it)."""
+INFLATE_CHUNK = 256 * 1024
+"""Most bytes :func:`inflate` produces per gzip chunk."""
+SNAPPY_MAX_EXPANSION = (64, 3)
+"""A raw snappy block's body inflates at most 64/3 times (a 3-byte copy-2 element makes 64 bytes)."""
 GZIP_WBITS = 31
 GZIP_LEVEL = 6
 
@@ -50,33 +68,55 @@ def compress(codec: int, data: bytes | memoryview) -> bytes:
 
 
 def decompress(codec: int, data: bytes | memoryview, *, limit: int = MAX_DECOMPRESSED_SIZE) -> bytes:
-    """Decompress a wrapper payload.
+    """Decompress a wrapper payload whole (at most ``limit`` bytes); see :func:`inflate`."""
+    return b"".join(inflate(codec, data, limit=limit))
+
+
+def inflate(codec: int, data: bytes | memoryview, *, limit: int) -> Iterator[bytes | bytearray]:
+    """Decompress a wrapper payload as it streams, in chunks, never past ``limit`` bytes in total.
+
+    Stopping the iteration early stops the decompression: nothing after the
+    last chunk taken is ever produced.
 
     Raises:
-        InvalidMessageError: the data does not decompress, or exceeds ``limit``.
+        MessageTooLargeError: the payload inflates to more than ``limit`` bytes
+            (raised before the chunk that crosses it is handed out).
+        InvalidMessageError: the data does not decompress (corrupt, truncated).
         UnsupportedCodecError: unknown codec or snappy without cramjam.
     """
     if codec == CODEC_GZIP:
         return _gunzip(data, limit)
     if codec == CODEC_SNAPPY:
-        if _cramjam is None:
-            raise UnsupportedCodecError("snappy needs the 'cramjam' package (pip install cramjam)")
-        declared = _snappy_length(data)
-        if declared is None or declared > limit:
-            raise InvalidMessageError(
-                f"snappy payload declares {declared} uncompressed bytes; allowed is at most {limit}"
-                if declared is not None else "snappy payload has no valid length preamble"
-            )
-        try:
-            out = _cramjam.snappy.decompress_raw(bytes(data))
-        except Exception as exc:  # cramjam raises its own DecompressionError
-            raise InvalidMessageError(f"snappy payload does not decompress: {exc}") from exc
-        if len(out) > limit:
-            raise InvalidMessageError(f"snappy payload decompresses to {len(out)} bytes, above the limit {limit}")
-        return bytes(out)
+        return iter((_unsnappy(data, limit),))
     if codec == CODEC_NONE:
-        return bytes(data)
+        if len(data) > limit:
+            raise MessageTooLargeError(f"payload of {len(data)} bytes exceeds the limit {limit}")
+        return iter((bytes(data),))
     raise UnsupportedCodecError(f"unknown codec {codec}; allowed are {sorted(CODEC_NAMES)}")
+
+
+def _unsnappy(data: bytes | memoryview, limit: int) -> bytearray:
+    if _cramjam is None:
+        raise UnsupportedCodecError("snappy needs the 'cramjam' package (pip install cramjam)")
+    declared = _snappy_length(data)
+    if declared is None:
+        raise InvalidMessageError("snappy payload has no valid length preamble")
+    if declared > limit:
+        raise MessageTooLargeError(
+            f"snappy payload declares {declared} uncompressed bytes; allowed is at most {limit}")
+    num, den = SNAPPY_MAX_EXPANSION
+    if declared * den > len(data) * num:
+        raise InvalidMessageError(
+            f"snappy payload of {len(data)} bytes declares {declared} uncompressed bytes, more than "
+            f"a raw snappy block can expand to ({num}/{den} of its size)")
+    out = bytearray(declared)
+    try:
+        written = _cramjam.snappy.decompress_raw_into(data, out)  # reads any buffer, no copy
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        raise InvalidMessageError(f"snappy payload does not decompress: {exc}") from exc
+    if written != declared:
+        raise InvalidMessageError(f"snappy payload declares {declared} bytes but decompresses to {written}")
+    return out
 
 
 def _snappy_length(data: bytes | memoryview) -> int | None:
@@ -91,21 +131,25 @@ def _snappy_length(data: bytes | memoryview) -> int | None:
     return None
 
 
-def _gunzip(data: bytes | memoryview, limit: int) -> bytes:
-    parts: list[bytes] = []
+def _gunzip(data: bytes | memoryview, limit: int) -> Iterator[bytes]:
+    """Inflate gzip member after member, at most INFLATE_CHUNK output bytes per step."""
     total = 0
-    rest = bytes(data)
+    rest: bytes | memoryview = data
     try:
         while rest:
             d = zlib.decompressobj(GZIP_WBITS)
-            chunk = d.decompress(rest, limit - total + 1)
-            total += len(chunk)
-            parts.append(chunk)
-            if total > limit or d.unconsumed_tail:
-                raise InvalidMessageError(f"gzip payload decompresses to more than the limit {limit} bytes")
-            if not d.eof:
-                raise InvalidMessageError("gzip payload is truncated")
+            pending = rest
+            while not d.eof:
+                chunk = d.decompress(pending, INFLATE_CHUNK)
+                if not chunk and len(d.unconsumed_tail) == len(pending):  # no progress: input ran out
+                    raise InvalidMessageError("gzip payload is truncated")
+                pending = d.unconsumed_tail
+                if not chunk:
+                    continue
+                total += len(chunk)
+                if total > limit:
+                    raise MessageTooLargeError(f"gzip payload inflates to more than the limit of {limit} bytes")
+                yield chunk
             rest = d.unused_data
     except zlib.error as exc:
         raise InvalidMessageError(f"gzip payload does not decompress: {exc}") from exc
-    return b"".join(parts)

@@ -25,7 +25,7 @@ from ingest.broker import compression
 from ingest.broker.message import CODEC_MASK, HEADER, HEADER_SIZE, LENGTH_SIZE, OVERHEAD
 from ingest.broker.message_set import inner_messages, message_bounds
 from ingest.broker.segment import parse_segment_name
-from ingest.errors import InvalidMessageError, StorageError
+from ingest.errors import InvalidMessageError, MessageTooLargeError, StorageError
 
 EXIT_OK, EXIT_INVALID = 0, 1
 
@@ -127,7 +127,7 @@ def _valid(buf: memoryview, base: int, p: int, nxt: int, deep: bool) -> Iterator
         with buf[p + HEADER_SIZE:nxt] as payload:
             try:
                 data, positions = inner_messages(codec, payload)
-            except InvalidMessageError as exc:
+            except (InvalidMessageError, MessageTooLargeError) as exc:
                 error = str(exc)
             else:
                 if deep:

@@ -41,7 +41,7 @@ import threading
 from typing import Callable
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import ValidatedMessageSet
+from ingest.broker.message_set import MAX_INFLATED_SIZE, ValidatedMessageSet
 from ingest.broker.protocol import RequestType
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
@@ -86,6 +86,8 @@ class BrokerHandlers:
         self._announced: set[str] = set()
         self._announce_lock = threading.Lock()
         self._max_message_size = config.get("max.message.size", 1 << 62)
+        # a compressed wrapper may not inflate beyond what one request frame may carry
+        self._max_inflated_size = config.get("max.socket.request.bytes", MAX_INFLATED_SIZE)
         self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
         self.table: dict[int, Callable[[memoryview, str], Reply | None]] = {
             RequestType.PRODUCE: self.handle_produce,
@@ -151,6 +153,7 @@ class BrokerHandlers:
     def _validated(self, req: p.ProduceRequest) -> ValidatedMessageSet:
         # Once per produced set, outside the log lock; Log.append trusts the result.
         return ValidatedMessageSet.of(req.message_set, max_message_size=self._max_message_size,
+                                      max_inflated_size=self._max_inflated_size,
                                       destination=f"{req.topic}-{req.partition}")
 
     def _append(self, req: p.ProduceRequest) -> int:

@@ -5,6 +5,14 @@ nothing else. A compressed set is ONE wrapper message whose attributes name
 the codec and whose payload is the compressed bytes of a plain message set;
 nested compression is invalid.
 
+A wrapper is opened with bounds (:func:`inner_messages`): every inner message
+is held to the same ``max_message_size`` as an outer one, and the inner set to
+``max_inflated_size`` bytes in total (:data:`MAX_INFLATED_SIZE` by default).
+Decompression streams (:func:`ingest.broker.compression.inflate`) and is
+checked as it goes, so it stops at the first inner message above the limit,
+after at most one chunk of it; validation alone (the broker's) keeps only the
+message being checked, never the whole inner set.
+
 :func:`scan` is the one loop that walks a buffer of messages and validates
 each (size, magic, codec, CRC, and with ``deep`` the set inside a wrapper,
 through :func:`inner_messages`). Append, recovery, the index builder, the
@@ -43,6 +51,12 @@ from ingest.broker.message import (
 from ingest.errors import InvalidMessageError, MessageTooLargeError
 
 _UNLIMITED = 1 << 62
+
+MAX_INFLATED_SIZE = 100 * 1024 * 1024
+"""Default bound on a wrapper's inflated inner set: what one uncompressed request may carry
+(the default of the broker's ``max.socket.request.bytes``), so compression never lets a
+client send more than it could without it. Clients and the loader read fetched wrappers
+under the same ceiling: a wrapper inflating past it fails with MessageTooLargeError."""
 
 
 class MessageAndOffset(NamedTuple):
@@ -96,13 +110,16 @@ def scan(
     index_interval: int = 4096,
     origin: int = 0,
     allow_compressed: bool = True,
+    max_inflated_size: int = MAX_INFLATED_SIZE,
 ) -> ScanResult:
     """Validate messages in ``buf[pos:end]`` until the end or the first bad one.
 
     Checks per message: length >= 6, message fits in the buffer, magic 1,
     known codec with other attribute bits 0, CRC over attributes + payload,
     payload <= ``max_message_size``; with ``deep``, a compressed wrapper's
-    inner set is decompressed and validated too.
+    inner set is decompressed and validated too, each inner message against
+    ``max_message_size`` and the inner set against ``max_inflated_size``
+    (either bound crossed: ``too_large``).
 
     Args:
         index: when given, ``index_base + p`` is appended for the first message
@@ -140,9 +157,10 @@ def scan(
             if not allow_compressed:
                 return ScanResult(pos, count, f"message at {origin + pos}: nested compression is not allowed", False)
             if deep:
-                why = _inner_error(ma - MA_MIN, mv[pos + HEADER_SIZE:nxt])
+                why, too_large = _inner_error(ma - MA_MIN, mv[pos + HEADER_SIZE:nxt],
+                                              max_message_size, max_inflated_size)
                 if why:
-                    return ScanResult(pos, count, f"compressed message at {origin + pos}: {why}", False)
+                    return ScanResult(pos, count, f"compressed message at {origin + pos}: {why}", False, too_large)
         if add is not None and pos >= mark:
             add(index_base + pos)
             mark = pos + index_interval
@@ -178,31 +196,87 @@ def _diagnose(mv: memoryview, pos: int, end: int, count: int, max_message_size: 
     return ScanResult(pos, count, f"message at {at}: CRC mismatch (stored 0x{crc:08x})", False)
 
 
-def inner_messages(codec: int, payload: bytes | memoryview) -> tuple[bytes, list[int]]:
-    """Decompress a wrapper's payload and validate the plain set inside it.
+def inner_messages(codec: int, payload: bytes | memoryview, *, max_message_size: int = _UNLIMITED,
+                   max_inflated_size: int = MAX_INFLATED_SIZE) -> tuple[bytearray, list[int]]:
+    """Decompress a wrapper's payload and validate the plain set inside it, within bounds.
 
     Returns:
         (the inner set, the position of each of its messages).
 
     Raises:
+        MessageTooLargeError: an inner message's payload exceeds
+            ``max_message_size``, or the inner set exceeds ``max_inflated_size``
+            bytes; decompression stops there.
         InvalidMessageError: the payload does not decompress, or the inner set
             has a bad, cut-off or compressed message (the text does not name
             the wrapper's offset; callers add it).
     """
-    inner = compression.decompress(codec, payload)
     positions: list[int] = []
-    r = scan(inner, index=positions, index_interval=0, allow_compressed=False)
-    if r.error:
-        raise InvalidMessageError("inner set: " + r.error)
+    inner = _inflate_and_scan(codec, payload, max_message_size, max_inflated_size, positions)
     return inner, positions
 
 
-def _inner_error(codec: int, payload: memoryview) -> str | None:
+def _inflate_and_scan(codec: int, payload: bytes | memoryview, max_message_size: int,
+                      max_inflated_size: int, positions: list[int] | None) -> bytearray:
+    """Inflate chunk by chunk, validating each inner message as soon as it is whole.
+
+    A message's length is checked against ``max_message_size`` as soon as its
+    header arrives (scan's diagnosis puts "too large" before "cut off"), so a
+    bomb of one huge message stops after its first chunk. Without
+    ``positions`` the validated bytes are dropped as it goes: memory is one
+    message plus one chunk.
+    """
+    buf = bytearray()
+    base = 0  # bytes of the inner set dropped from the front of buf
+    pos = 0   # start of the first message of buf not yet validated
+    keep = positions is not None
+    chunks = None
+    while True:
+        try:
+            if chunks is None:
+                chunks = compression.inflate(codec, payload, limit=max_inflated_size)
+            chunk = next(chunks, None)
+        except MessageTooLargeError as exc:  # the inflated total crossed max_inflated_size
+            raise MessageTooLargeError(
+                f"inner set: {exc} (the bound on a compressed set's inflated size: "
+                f"max.socket.request.bytes on a broker)") from exc
+        if chunk is None:
+            break
+        if not buf and isinstance(chunk, bytearray):
+            buf = chunk  # snappy's one chunk: no copy
+        else:
+            buf += chunk
+        del chunk
+        r = scan(buf, pos, max_message_size=max_message_size, allow_compressed=False,
+                 index=positions, index_base=base, index_interval=0, origin=base)
+        if r.error is not None and not r.cut_off:
+            _raise_inner(r)
+        pos = r.end
+        if not keep and pos:
+            del buf[:pos]
+            base += pos
+            pos = 0
+    r = scan(buf, pos, max_message_size=max_message_size, allow_compressed=False, origin=base)
+    if r.error is not None:  # the last inner message is cut off
+        _raise_inner(r)
+    return buf
+
+
+def _raise_inner(r: ScanResult) -> None:
+    kind = MessageTooLargeError if r.too_large else InvalidMessageError
+    raise kind("inner set: " + r.error)
+
+
+def _inner_error(codec: int, payload: memoryview, max_message_size: int,
+                 max_inflated_size: int) -> tuple[str | None, bool]:
+    """(why the wrapper's inner set is refused, whether for size), or (None, False)."""
     try:
-        inner_messages(codec, payload)
+        _inflate_and_scan(codec, payload, max_message_size, max_inflated_size, None)
+    except MessageTooLargeError as exc:
+        return str(exc), True
     except InvalidMessageError as exc:
-        return str(exc)
-    return None
+        return str(exc), False
+    return None, False
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,15 +295,20 @@ class ValidatedMessageSet:
 
     @classmethod
     def of(cls, buf: bytes | memoryview, *, max_message_size: int = _UNLIMITED,
-           destination: str = "") -> "ValidatedMessageSet":
+           max_inflated_size: int = MAX_INFLATED_SIZE, destination: str = "") -> "ValidatedMessageSet":
         """Validate a whole set as received for append; ``destination`` (a log's name) prefixes errors.
 
+        Wrappers are opened within bounds: each inner message is held to
+        ``max_message_size`` too, the inflated inner set to ``max_inflated_size``.
+
         Raises:
-            MessageTooLargeError: a message's payload exceeds ``max_message_size``.
+            MessageTooLargeError: a message's payload (outer or inner) exceeds
+                ``max_message_size``, or a wrapper inflates past ``max_inflated_size``.
             InvalidMessageError: any bad or cut-off message (names the position).
         """
         positions: list[int] = []
-        r = scan(buf, max_message_size=max_message_size, deep=True, index=positions, index_interval=0)
+        r = scan(buf, max_message_size=max_message_size, deep=True, index=positions, index_interval=0,
+                 max_inflated_size=max_inflated_size)
         if r.error:
             kind = MessageTooLargeError if r.too_large else InvalidMessageError
             where = f"{destination}: " if destination else ""
@@ -293,12 +372,17 @@ def message_bounds(buf: bytes | memoryview, pos: int = 0, *, origin: int = 0) ->
     return list(zip(starts, starts[1:] + [r.end])), r
 
 
-def iter_messages(buf: bytes | memoryview, base_offset: int = 0) -> Iterator[MessageAndOffset]:
+def iter_messages(buf: bytes | memoryview, base_offset: int = 0, *,
+                  max_inflated_size: int = MAX_INFLATED_SIZE) -> Iterator[MessageAndOffset]:
     """Every message of ``buf`` (decompressing wrappers), with log offsets.
 
     Stops quietly at a cut-off last message (a fetch cut by max bytes).
+    A wrapper's inner set is held in memory whole (it is consumed as a unit),
+    so it is bounded by ``max_inflated_size``.
 
     Raises:
+        MessageTooLargeError: a wrapper inflates past ``max_inflated_size``
+            (decompression stops there; names the offset).
         InvalidMessageError: naming the offset, on bad length, magic, codec or
             CRC, or an undecompressable / nested compressed set (after the
             messages before it were yielded).
@@ -312,16 +396,18 @@ def iter_messages(buf: bytes | memoryview, base_offset: int = 0) -> Iterator[Mes
         if codec == CODEC_NONE:
             yield make(cls, (base_offset + pos, base_offset + nxt, mv[pos + HEADER_SIZE:nxt].tobytes()))
         else:
-            yield from _iter_wrapper(codec, mv[pos + HEADER_SIZE:nxt], base_offset + pos, base_offset + nxt)
+            yield from _iter_wrapper(codec, mv[pos + HEADER_SIZE:nxt], base_offset + pos, base_offset + nxt,
+                                     max_inflated_size)
     if r.error is not None and not r.cut_off:
         raise InvalidMessageError(r.error)
 
 
-def _iter_wrapper(codec: int, payload: memoryview, offset: int, next_offset: int) -> Iterator[MessageAndOffset]:
+def _iter_wrapper(codec: int, payload: memoryview, offset: int, next_offset: int,
+                  max_inflated_size: int) -> Iterator[MessageAndOffset]:
     try:
-        inner, positions = inner_messages(codec, payload)
-    except InvalidMessageError as exc:
-        raise InvalidMessageError(f"compressed message at offset {offset}: {exc}") from exc
+        inner, positions = inner_messages(codec, payload, max_inflated_size=max_inflated_size)
+    except (InvalidMessageError, MessageTooLargeError) as exc:
+        raise type(exc)(f"compressed message at offset {offset}: {exc}") from exc
     mv = memoryview(inner)
     for pos, nxt in zip(positions, positions[1:] + [len(inner)]):
         yield MessageAndOffset(offset, next_offset, mv[pos + HEADER_SIZE:nxt].tobytes())

@@ -6,6 +6,10 @@ the live brokers, from each broker's METADATA answer (cached for
 contributes its partition 0: sending there creates the topic with that broker's
 ``num.partitions`` (Kafka 0.7's producer bootstrapped new topics this way).
 
+Waiting for a broker: :meth:`ClusterView.choose_within` waits, up to a
+deadline, while discovery lists no broker at all (brokers re-registering after a
+ZooKeeper outage), waking on the discovery change.
+
 Liveness: a broker whose connection fails is *down* for a back-off that starts
 at ``retry.backoff.ms`` and doubles up to ``reconnect.backoff.max.ms``; while
 down its partitions are left out. The first request after the back-off tries it
@@ -145,10 +149,45 @@ class ClusterView:
         return out
 
     def choose(self, topic: str, key: bytes | str | None) -> tuple[BrokerAddress, int]:
+        """A live ``(broker, partition)`` for ``key``, or BrokerUnavailableError at once if none is live."""
         parts = self.partitions(topic)
         if not parts:
-            known = ", ".join(str(b) for b in sorted(self._discovery.brokers().values())) or "none known"
-            raise BrokerUnavailableError(f"no live broker to send topic {topic!r} to (brokers: {known})")
+            raise BrokerUnavailableError(f"no live broker to send topic {topic!r} to (brokers: {self._known()})")
+        return self._pick(topic, key, parts)
+
+    def choose_within(self, topic: str, key: bytes | str | None, deadline: float) -> tuple[BrokerAddress, int]:
+        """As :meth:`choose`, but while discovery lists no broker at all, wait for one until ``deadline``.
+
+        An empty registry is a moment in a ZooKeeper-registered cluster (brokers
+        re-registering after their sessions expired), so it is waited out (woken by
+        the discovery change) rather than failed. Brokers that are listed but down
+        fail at once, as with :meth:`choose`: that is a failed attempt, retried with back-off.
+
+        Raises:
+            BrokerUnavailableError: no live partition (at once), or no broker registered by ``deadline``.
+        """
+        waited = False
+        while True:
+            seen = self._discovery.version
+            if self._discovery.brokers():
+                if waited:
+                    log.info("brokers registered again: %s", self._known())
+                return self.choose(topic, key)
+            now = self.clock.monotonic()
+            if now >= deadline or self._discovery.closed:
+                raise BrokerUnavailableError(
+                    f"no live broker to send topic {topic!r} to: none registered"
+                    + (" within the send's time budget (delivery.timeout.ms)" if waited else ""))
+            if not waited:
+                log.warning("no broker registered; waiting up to %.1f s for one to send topic %r",
+                            deadline - now, topic)
+            waited = True
+            self._discovery.wait_for_change(seen, deadline - now, self.clock)
+
+    def _known(self) -> str:
+        return ", ".join(str(b) for b in sorted(self._discovery.brokers().values())) or "none known"
+
+    def _pick(self, topic: str, key: bytes | str | None, parts: list[tuple[int, int]]) -> tuple[BrokerAddress, int]:
         index = self._partitioner.partition(key, len(parts))
         # A custom partitioner's bad answer must not wrap (-1 is a valid Python index) nor escape
         # as IndexError from the async sender thread: refuse it as a config error, not retried.

@@ -9,13 +9,18 @@ paths and values are built and parsed by :mod:`ingest.znodes`)::
 
 Both discoveries answer :meth:`brokers` (a snapshot ``{broker_id: BrokerAddress}``)
 and call their listeners (no arguments) whenever the broker or topic registry
-changed; listeners run on kazoo's event thread and must not block.
+changed; listeners run on kazoo's event thread and must not block. A sender
+that finds no live broker waits for the next change with
+:meth:`Discovery.wait_for_change` (bounded by its time budget): while brokers
+re-register after a ZooKeeper outage, ``/brokers/ids`` is empty for a moment.
 :func:`read_brokers` and :func:`read_topic_partition_counts` are the one reading
 of those nodes, shared with the consumer group. Every ZooKeeper call goes
 through ``client.retry`` (kazoo's recipe): a connection loss waits for the
 reconnect instead of failing the read.
 
-Concurrency: ``brokers()`` returns an immutable snapshot and is safe from any thread.
+Concurrency: ``brokers()`` returns an immutable snapshot and is safe from any thread;
+``version`` and ``wait_for_change`` too (a condition variable bumped after the listeners ran,
+so a woken waiter sees caches the listeners cleared).
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from typing import Callable
 from kazoo.exceptions import NoNodeError
 
 from ingest import znodes
+from ingest.clock import Clock
 from ingest.config import Int, Key, Str
 from ingest.errors import ConfigError, CoordinationError
 
@@ -152,6 +158,8 @@ class Discovery:
     def __init__(self) -> None:
         self._listeners: list[Callable[[], None]] = []
         self._brokers: dict[int, BrokerAddress] = {}
+        self._changed = threading.Condition()
+        self._version = 0
 
     def brokers(self) -> dict[int, BrokerAddress]:
         return self._brokers
@@ -159,12 +167,31 @@ class Discovery:
     def add_listener(self, fn: Callable[[], None]) -> None:
         self._listeners.append(fn)
 
+    @property
+    def version(self) -> int:
+        """Bumped on every change (after the listeners ran); pass it to :meth:`wait_for_change`."""
+        return self._version
+
+    def wait_for_change(self, version: int, timeout_s: float, clock: Clock) -> None:
+        """Return once the view changed since ``version``, or after ``timeout_s``, or once closed.
+
+        A view that never changes (a static list) just sleeps on ``clock``.
+        """
+        clock.sleep(timeout_s)
+
+    @property
+    def closed(self) -> bool:
+        return False
+
     def _notify(self) -> None:
         for fn in list(self._listeners):
             try:
                 fn()
             except Exception:  # a listener bug must not kill the watch thread
                 log.exception("discovery listener failed")
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()
 
     def close(self) -> None:
         pass
@@ -217,6 +244,15 @@ class ZkDiscovery(Discovery):
         client.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
         self._ready.wait(10)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def wait_for_change(self, version: int, timeout_s: float, clock: Clock) -> None:
+        # a real-time wait: the watch thread wakes it (an injected clock cannot)
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != version or self._closed, max(0.0, timeout_s))
+
     def _on_ids(self, _children: list[str]) -> bool:
         if self._closed:
             return False
@@ -238,6 +274,8 @@ class ZkDiscovery(Discovery):
 
     def close(self) -> None:
         self._closed = True
+        with self._changed:
+            self._changed.notify_all()
         if self._own:
             self._client.stop()
             self._client.close()

@@ -28,7 +28,12 @@ Modes (``producer.type``):
 Failures: a batch whose broker cannot be reached marks that broker down for an
 exponentially growing time (up to ``reconnect.backoff.max.ms``), during which its
 partitions are left out of the list, and is re-sent (to another live partition)
-up to ``message.send.max.retries`` times with back-off. A batch whose ack was lost
+up to ``message.send.max.retries`` times, with a back-off from ``retry.backoff.ms``
+doubling up to ``retry.backoff.max.ms``. Every batch has a time budget,
+``delivery.timeout.ms``: it ends the retries when it runs out before they do, and
+it bounds the wait while no broker is registered at all (as while brokers
+re-register after a ZooKeeper outage): that wait is not a failed attempt, it
+ends when a broker appears. Brokers listed but down fail an attempt at once. A batch whose ack was lost
 may be appended twice (at-least-once). Each batch ends in exactly one callback
 ``SendResult(topic, broker_id, partition, count, first_offset, error)`` per
 ``send`` call it contains.
@@ -125,6 +130,8 @@ class Producer:
         self._max_message_size = config["max.message.size"]
         self._retries = config["message.send.max.retries"]
         self._backoff_s = config["retry.backoff.ms"] / 1000.0
+        self._backoff_max_s = config["retry.backoff.max.ms"] / 1000.0
+        self._delivery_timeout_s = config["delivery.timeout.ms"] / 1000.0
         self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
         self._closed = False
         self._async = config["producer.type"] == "async"
@@ -211,20 +218,33 @@ class Producer:
 
     def _send_with_retries(self, topic: str, payloads: list[bytes], key: bytes | str | None,
                            target: tuple[BrokerAddress, int] | None = None) -> SendResult:
-        """Send one batch to one partition; re-choose the partition after a broker failure."""
+        """Send one batch to one partition; re-choose the partition after a broker failure.
+
+        Up to ``message.send.max.retries`` re-sends within ``delivery.timeout.ms``;
+        waiting while no broker is registered is bounded by the time budget only.
+        """
         try:
             message_set = encode_message_set(payloads, self.codec)
         except IngestError as exc:
             return SendResult(topic, -1, -1, len(payloads), None, exc)
-        retries, backoff = self._retries, self._backoff_s
+        deadline = self.clock.monotonic() + self._delivery_timeout_s
         error: BaseException | None = None
         bid, partition = -1, -1
-        for attempt in range(retries + 1):
-            if attempt:
+        failures = 0
+        while True:
+            if failures:
+                now = self.clock.monotonic()
+                if failures > self._retries or deadline - now < 0.001:  # budgets are whole milliseconds
+                    break
                 self.stats["retries"] += 1
-                self.clock.sleep(backoff * (2 ** (attempt - 1)))
+                self.clock.sleep(min(self._backoff_s * 2 ** min(failures - 1, 30), self._backoff_max_s,
+                                     deadline - now))
+            bid = -1
             try:
-                addr, partition = target if (target and attempt == 0) else self.cluster.choose(topic, key)
+                if target is not None and failures == 0:
+                    addr, partition = target
+                else:
+                    addr, partition = self.cluster.choose_within(topic, key, deadline)
                 bid = addr.broker_id
                 conn = self.cluster.conn(addr)
                 if self.acks:
@@ -239,10 +259,12 @@ class Producer:
                 return SendResult(topic, bid, partition, len(payloads), first, None)
             except BrokerUnavailableError as exc:
                 error = exc
+                failures += 1
                 if bid >= 0:
                     self.cluster.mark_down(bid, exc)
             except IngestError as exc:
                 error = exc
+                failures += 1
                 if not exc.retriable:
                     break
         return SendResult(topic, bid, partition, len(payloads), None, error)

@@ -39,7 +39,13 @@ PRODUCER_CONFIG = ConfigDef(
         Key("message.send.max.retries", Int(0, 100), 3,
             "times a failed batch is re-sent (to another live partition when the broker is down)"),
         Key("retry.backoff.ms", Int(0, 600_000), 100,
-            "first back-off before a retry; doubles per attempt"),
+            "first back-off before a retry; doubles per attempt up to retry.backoff.max.ms"),
+        Key("retry.backoff.max.ms", Int(0, 600_000), 1000,
+            "cap of the doubling back-off between retries"),
+        Key("delivery.timeout.ms", Int(0, 86_400_000), 30_000,
+            "time budget of one batch: retries, and the wait for a broker while none is "
+            "registered (brokers re-registering after a ZooKeeper outage), end when it runs out; "
+            "keep it above zk.sessiontimeout.ms plus a broker's re-registration"),
         Key("reconnect.backoff.max.ms", Int(1, 3_600_000), 5000,
             "a broker that failed is avoided for an exponentially growing time up to this"),
         Key("topic.metadata.refresh.interval.ms", Int(100, 86_400_000), 60_000,

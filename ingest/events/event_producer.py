@@ -193,8 +193,10 @@ class EventProducer:
 
     def _monitoring_producer(self) -> Producer:
         if self._mon_producer is None:
+            # the reporter retries on its own schedule: one attempt, and no long wait for a broker
             overrides = {"producer.type": "sync", "message.send.max.retries": 0,
-                         "socket.timeout.ms": min(5000, self.producer.config["socket.timeout.ms"])}
+                         "socket.timeout.ms": min(5000, self.producer.config["socket.timeout.ms"]),
+                         "delivery.timeout.ms": min(5000, self.producer.config["delivery.timeout.ms"])}
             self._mon_producer = Producer(self.producer.config.with_overrides(overrides), clock=self.clock)
         return self._mon_producer
 

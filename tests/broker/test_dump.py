@@ -69,3 +69,17 @@ def test_text_output_through_the_console_script(tmp_path, fake_clock):
 def test_missing_file_is_a_clear_error(tmp_path, capsys):
     assert main(["log", "dump", str(tmp_path / "nope.kafka")]) == 2
     assert "cannot read segment file" in capsys.readouterr().err
+
+
+def test_a_wrapper_inflating_past_the_ceiling_is_reported_not_a_traceback(tmp_path, fake_clock, capsys):
+    from ingest.broker.message_set import MAX_INFLATED_SIZE
+    from tests.harness.hostile import gzip_bomb_message_set
+
+    path, offsets = make_segment(tmp_path, fake_clock)
+    end = path.stat().st_size
+    with open(path, "ab") as f:  # a bomb written straight to the file, as a damaged or foreign log may hold
+        f.write(gzip_bomb_message_set(MAX_INFLATED_SIZE + 1024 * 1024))
+    assert main(["log", "dump", str(path), "--json"]) == 1
+    recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    bomb = [r for r in recs if r["offset"] == end]
+    assert len(bomb) == 1 and not bomb[0]["valid"] and str(MAX_INFLATED_SIZE) in bomb[0]["error"]
