@@ -628,7 +628,6 @@ def test_soak_settings_from_env():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="issue 11: broker hardening in progress", strict=False)
 def test_broker_survives_mixed_valid_and_hostile_traffic(tmp_path):
     s = SoakSettings.from_env()
     summary = run_soak(tmp_path, s)
