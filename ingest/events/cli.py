@@ -119,7 +119,7 @@ def resolve_broker_list(text: str) -> str:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from ingest.events.config import split_config
+    from ingest.events.event_producer_config import split_config
     from ingest.events.event_producer import EventProducer
     from ingest.events.loadgen import EventGenerator
     from ingest.events.registry_client import RegistryClient

@@ -28,7 +28,7 @@ from ingest.client.producer import Producer, SendResult
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import IngestError, MessageTooLargeError, SchemaError
-from ingest.events.config import EVENTS_CONFIG
+from ingest.events.event_producer_config import EVENTS_CONFIG
 from ingest.events.envelope import HEADER_FIELD, HeaderFactory, ProducerIdentity, has_header
 from ingest.events.window_counts import MonitoringCounter, ReportBuffer
 from ingest.events.registry_client import RegistryClient

@@ -145,7 +145,7 @@ def test_sample_config_parses_and_hidden_audit_topics_are_refused():
 
     from ingest.config import read_properties
     from ingest.errors import ConfigError
-    from ingest.events.config import EVENTS_CONFIG, split_config
+    from ingest.events.event_producer_config import EVENTS_CONFIG, split_config
 
     path = Path(__file__).resolve().parents[2] / "conf" / "producer-events.properties"
     cfg = EVENTS_CONFIG.parse(read_properties(path))
