@@ -1,9 +1,8 @@
 """The registry under connection bursts and restarts: a deep listen backlog, and clients that retry."""
 from __future__ import annotations
 
-import json
 import os
-import select
+import selectors
 import signal
 import socket
 import threading
@@ -31,9 +30,15 @@ def _completed_handshakes(port: int, attempts: int, wait_s: float) -> tuple[int,
         socks.append(s)
     deadline = time.monotonic() + wait_s
     done: set[socket.socket] = set()
-    while time.monotonic() < deadline and len(done) < attempts:
-        _, writable, _ = select.select([], [s for s in socks if s not in done], [], 0.05)
-        done.update(s for s in writable if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0)
+    # selectors (epoll), not select(): the test process may already hold more than 1024 descriptors
+    with selectors.DefaultSelector() as sel:
+        for s in socks:
+            sel.register(s, selectors.EVENT_WRITE)
+        while time.monotonic() < deadline and len(done) < attempts:
+            for key, _ in sel.select(0.05):
+                sel.unregister(key.fileobj)
+                if key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    done.add(key.fileobj)
     return len(done), socks
 
 
