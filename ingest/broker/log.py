@@ -139,7 +139,8 @@ class Log:
             if p.name.endswith(".tmp") or p.with_suffix(SUFFIX).name not in names:
                 p.unlink(missing_ok=True)
         s = self.settings
-        segments = [Segment.open(p, base, self._clock, s.index_interval, self._files) for base, p in found]
+        segments = [Segment.open(p, base, self._clock, s.index_interval, self._files, s.max_message_size)
+                    for base, p in found]
         # A trailing empty segment carries nothing; dropping it lets the recovery
         # of the previous one truncate without leaving a hole before the new base.
         while len(segments) > 1 and segments[-1].size == 0:

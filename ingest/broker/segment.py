@@ -51,7 +51,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from ingest.broker.message import HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC, OVERHEAD
+from ingest.broker.message import HEADER, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC, OVERHEAD, check_header
 from ingest.broker.message_set import ScanResult, scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_index import delete_index, load_index, save_index
@@ -66,11 +66,14 @@ NAME_DIGITS = 20
 SCAN_CHUNK = 8 * 1024 * 1024
 WALK_CHUNK = 64 * 1024
 RESYNC_CHUNK = 1024 * 1024
-RESYNC_CONFIRM_MESSAGES = 3
-"""A resync candidate is accepted when this many messages validate from it (or
-all of them up to the segment's end): one CRC match alone could be a payload
-that happens to look like a message."""
-RESYNC_CONFIRM_BYTES = 64 * 1024
+RESYNC_CONFIRM_BYTES = 256 * 1024
+RESYNC_MIN_CHAIN = 64 * 1024 + HEADER_SIZE
+"""A resync candidate is accepted when the messages from it validate up to the
+segment's end or for this many bytes (:func:`_confirmed`). One CRC match, or a
+few, is not enough: the payload of a compressed wrapper of incompressible data
+holds its inner messages verbatim (stored deflate blocks and snappy literals,
+both at most 64 KB), and those are valid messages."""
+UNLIMITED_SIZE = 1 << 62
 _MAGIC_BYTE = bytes([MAGIC])
 
 
@@ -136,8 +139,9 @@ def scan_file(fd: int, size: int, index: array | None, interval: int, start: int
     return ScanResult(pos, count, None, False)
 
 
-def scan_segment(fd: int, size: int, index: array | None, interval: int, origin: int = 0) -> SegmentScan:
-    """Validate a whole segment file, skipping damaged ranges by :func:`resync`; fills ``index``.
+def scan_segment(fd: int, size: int, index: array | None, interval: int, origin: int = 0,
+                 max_message_size: int = UNLIMITED_SIZE) -> SegmentScan:
+    """Validate a whole segment file, skipping damaged ranges (:func:`next_valid`); fills ``index``.
 
     The first message after a damaged range always gets an index entry, so
     that a boundary walk never crosses damage.
@@ -149,13 +153,36 @@ def scan_segment(fd: int, size: int, index: array | None, interval: int, origin:
         count += r.count
         if r.error is None:
             return SegmentScan(r.end, count, damaged, None, False)
-        nxt = resync(fd, r.end + 1, size)
+        nxt = next_valid(fd, r.end, size, max_message_size)
         if nxt is None:
             return SegmentScan(r.end, count, damaged, r.error, r.cut_off)
         damaged.append(Damage(r.end, nxt, r.error))
         if index is not None:
             index.append(nxt)
         pos = nxt
+
+
+def next_valid(fd: int, bad: int, size: int, max_message_size: int = UNLIMITED_SIZE) -> int | None:
+    """Where valid messages start again after the bad message at ``bad``; None if nothing valid follows.
+
+    A bad message whose header is plausible (magic, codec, a length within
+    ``max.message.size``) claims its extent: if that runs to or past the end
+    of the file, the file ends inside it (a torn write, or a damaged last
+    message), and nothing after ``bad`` is looked at: valid-looking bytes there
+    would be its own payload. If it ends inside the file and valid messages
+    follow it (:func:`_confirmed`), only its payload or CRC was damaged.
+    Otherwise (a damaged header) :func:`resync` searches.
+    """
+    head = os.pread(fd, HEADER_SIZE, bad)
+    if len(head) == HEADER_SIZE:
+        length, magic, attributes, _crc = HEADER.unpack(head)
+        if OVERHEAD <= length <= max_message_size + OVERHEAD and check_header(magic, attributes) is None:
+            end = bad + LENGTH_SIZE + length
+            if end >= size:
+                return None
+            if _confirmed(fd, end, size):
+                return end
+    return resync(fd, bad + 1, size)
 
 
 def resync(fd: int, start: int, size: int) -> int | None:
@@ -184,7 +211,7 @@ def resync(fd: int, start: int, size: int) -> int | None:
             length = LENGTH.unpack_from(buf, p)[0]
             if length < OVERHEAD or pos + p + LENGTH_SIZE + length > size:
                 continue
-            if _confirmed(fd, pos + p, size, length):
+            if _confirmed(fd, pos + p, size):
                 return pos + p
         if pos + n >= size:
             return None
@@ -192,17 +219,37 @@ def resync(fd: int, start: int, size: int) -> int | None:
     return None
 
 
-def _confirmed(fd: int, p: int, size: int, length: int) -> bool:
-    """Messages from ``p`` validate: :data:`RESYNC_CONFIRM_MESSAGES` of them, or all up to the end
-    of the file, or all up to the end of what was read (messages too large to read more)."""
-    want = min(size - p, max(RESYNC_CONFIRM_BYTES, LENGTH_SIZE + length))
-    buf = os.pread(fd, want, p)
-    r = scan(buf)
-    if r.count == 0:
-        return False
-    if r.count >= RESYNC_CONFIRM_MESSAGES or p + r.end == size:
-        return True
-    return r.cut_off and p + len(buf) < size
+def _confirmed(fd: int, p: int, size: int, depth: int = 2) -> bool:
+    """Valid messages start at ``p`` and go on: up to the end of the file, or for
+    :data:`RESYNC_MIN_CHAIN` bytes, or up to a bad message that is itself only
+    damaged inside (a plausible header whose extent fits the file) after which
+    they go on again (``depth`` more times)."""
+    want = RESYNC_CONFIRM_BYTES
+    while True:
+        buf = os.pread(fd, min(size - p, want), p)
+        r = scan(buf)
+        if p + r.end == size or r.end >= RESYNC_MIN_CHAIN:
+            return r.end > 0
+        rest = len(buf) - r.end
+        if r.error is None:  # the read ended on a boundary before the file's end: read on
+            want = len(buf) + RESYNC_CONFIRM_BYTES
+            continue
+        if rest < HEADER_SIZE:
+            if r.cut_off and p + len(buf) < size:
+                want = len(buf) + RESYNC_CONFIRM_BYTES
+                continue
+            return False
+        length, magic, attributes, _crc = HEADER.unpack_from(buf, r.end)
+        claimed = p + r.end + LENGTH_SIZE + length
+        plausible = length >= OVERHEAD and check_header(magic, attributes) is None
+        if r.cut_off and p + len(buf) < size and plausible and claimed <= size:
+            want = claimed - p  # a message cut by the read, not by the file: read it whole
+            continue
+        if r.end == 0 or depth == 0 or not plausible:
+            return False
+        if claimed >= size:  # valid messages up to a torn (or damaged) last one
+            return True
+        return _confirmed(fd, claimed, size, depth - 1)
 
 
 def damaged_path(segment_path: Path) -> Path:
@@ -257,7 +304,8 @@ class Segment:
 
     def __init__(self, path: Path, base_offset: int, size: int, clock: Clock, index_interval: int,
                  *, indexed: bool, mtime_ms: int, index: array | None = None,
-                 files: OpenFiles = UNLIMITED, fd: int | None = None) -> None:
+                 files: OpenFiles = UNLIMITED, fd: int | None = None,
+                 max_message_size: int = UNLIMITED_SIZE) -> None:
         self.path = path
         self.base_offset = base_offset
         self.size = size
@@ -274,6 +322,7 @@ class Segment:
         self._files = files
         self._clock = clock
         self._interval = index_interval
+        self._max_message_size = max_message_size  # what a plausible header may claim (next_valid)
         self._refs = 1  # the owning log's reference
         self._ref_lock = threading.Lock()
         self._index_lock = threading.Lock()
@@ -316,7 +365,7 @@ class Segment:
 
     @classmethod
     def open(cls, path: Path, base_offset: int, clock: Clock, index_interval: int,
-             files: OpenFiles = UNLIMITED) -> "Segment":
+             files: OpenFiles = UNLIMITED, max_message_size: int = UNLIMITED_SIZE) -> "Segment":
         """A segment found on disk; its file is not opened until it is used."""
         try:
             st = os.stat(path)
@@ -324,7 +373,8 @@ class Segment:
             raise storage_error(f"cannot open segment {path}", exc) from exc
         saved = load_index(path, st.st_size, index_interval) if st.st_size else None
         seg = cls(path, base_offset, st.st_size, clock, index_interval, indexed=st.st_size == 0,
-                  mtime_ms=st.st_mtime_ns // 1_000_000, index=saved, files=files)
+                  mtime_ms=st.st_mtime_ns // 1_000_000, index=saved, files=files,
+                  max_message_size=max_message_size)
         seg._known_damage = {(d.start, d.end) for d in load_damaged(path)}
         return seg
 
@@ -465,7 +515,8 @@ class Segment:
         with self._index_lock, self._pinned() as fd:
             delete_index(self.path)  # the newest segment may change: never trust a saved index for it
             self.index = array("q")
-            r = scan_segment(fd, self.size, self.index, self._interval, self.base_offset)
+            r = scan_segment(fd, self.size, self.index, self._interval, self.base_offset,
+                             self._max_message_size)
             self.indexed = self.verified = True
             self._record_damage(r.damaged)
             dropped = self.size - r.end
@@ -516,7 +567,8 @@ class Segment:
             if not self.verified:
                 index = array("q")
                 with self._pinned() as fd:
-                    r = scan_segment(fd, self.size, index, self._interval, self.base_offset)
+                    r = scan_segment(fd, self.size, index, self._interval, self.base_offset,
+                                     self._max_message_size)
                 damaged = list(r.damaged)
                 if r.end < self.size:
                     damaged.append(Damage(r.end, self.size, r.tail_error or "damaged"))

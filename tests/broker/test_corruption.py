@@ -13,6 +13,7 @@ refused every read at or after the damage.
 from __future__ import annotations
 
 import json
+import os
 import logging
 import socket
 
@@ -127,7 +128,7 @@ def test_a_damaged_length_field_is_skipped_by_resynchronising(tmp_path, fake_clo
     offsets = write(tmp_path, fake_clock, 10)
     path = tmp_path / "logs" / "t-0" / segment_name(0)
     data = bytearray(path.read_bytes())
-    data[300:304] = (10**6).to_bytes(4, "big")  # message 3 claims to run past the file: not a torn tail
+    data[300] ^= 0x5A  # message 3's length, high byte: above max.message.size, running past the file
     path.write_bytes(bytes(data))
     m = manager(tmp_path, fake_clock)
     m.startup()
@@ -189,3 +190,53 @@ def test_a_broker_process_answers_corrupt_range_and_the_consumer_reads_across_it
         b.stop()
     out = b.output()
     assert "damaged range 1200..1300" in out and "damaged range 4300..4400" in out
+
+
+def test_two_damaged_messages_close_together_are_two_ranges(tmp_path, fake_clock):
+    offsets = write(tmp_path, fake_clock, 15)
+    path = tmp_path / "logs" / "t-0" / segment_name(0)
+    flip(path, 300 + 40)  # message 3's payload
+    flip(path, 500 + 8)   # message 5's CRC: one valid message between the two
+    m = manager(tmp_path, fake_clock)
+    m.startup()
+    try:
+        got, skipped = read_all(m.get_log("t", 0))
+    finally:
+        m.shutdown()
+    assert skipped == [(300, 400), (500, 600)]
+    assert got == [(offsets[i], payload(i)) for i in range(15) if i not in (3, 5)]
+
+
+def test_messages_inside_a_compressed_wrapper_are_never_taken_for_the_log(tmp_path, fake_clock):
+    """Incompressible payloads: the gzip wrapper holds its inner messages verbatim (stored blocks).
+    A torn wrapper is a torn tail, and a wrapper with a damaged header is one damaged range: the scan
+    never resynchronises on the inner messages."""
+    from ingest.broker.log import Log, LogSettings
+    from ingest.broker.message import CODEC_GZIP
+
+    inner = [bytes([i]) * 7 + os.urandom(500) for i in range(20)]
+    for damage in ("torn", "header"):
+        d = tmp_path / damage / "t-0"
+        lg = Log(d, LogSettings(flush_interval_messages=1, index_interval=256), fake_clock)
+        before = [lg.append(encode_message_set([payload(i)])) for i in range(3)]
+        wrapper = lg.append(encode_message_set(inner, CODEC_GZIP))
+        after = [lg.append(encode_message_set([payload(i)])) for i in range(3, 6)]
+        size = lg.end_offset
+        lg.close()
+        path = d / segment_name(0)
+        if damage == "torn":
+            with open(path, "r+b") as f:
+                f.truncate(wrapper + (after[0] - wrapper) // 2)
+        else:
+            flip(path, wrapper + 4)  # its magic byte
+        lg = Log(d, LogSettings(flush_interval_messages=1, index_interval=256), fake_clock)
+        try:
+            got, skipped = read_all(lg)
+            plain = [(o, payload(i)) for i, o in enumerate(before)]
+            if damage == "torn":
+                assert lg.end_offset == wrapper and skipped == [] and got == plain
+            else:
+                assert lg.end_offset == size and skipped == [(wrapper, after[0])]
+                assert got == plain + [(o, payload(i + 3)) for i, o in enumerate(after)]
+        finally:
+            lg.close()
