@@ -43,6 +43,7 @@ class ErrorCode(IntEnum):
     DISK_FULL = 17
     LOG_OFFLINE = 18
     TOPIC_CREATION_REFUSED = 19
+    CORRUPT_RANGE = 20
 
 
 class IngestError(Exception):
@@ -169,6 +170,23 @@ class LogCorruptionError(StorageError):
     """Corrupt bytes found in a log segment that recovery may not truncate."""
 
     retriable = False
+
+
+class CorruptRangeError(LogCorruptionError):
+    """A fetch at or inside a damaged range of a log: skip to ``next_offset``, the next valid message.
+
+    The bytes ``[start_offset, next_offset)`` existed but failed validation; the
+    broker recorded them as damaged (docs/log-format.md, "Damaged ranges"). On
+    the wire the FETCH answer's body is ``next_offset:int64`` (docs/protocol.md).
+    ``start_offset`` is -1 when unknown (a client knows only where it fetched).
+    """
+
+    code = ErrorCode.CORRUPT_RANGE
+
+    def __init__(self, message: str, *, start_offset: int = -1, next_offset: int = -1) -> None:
+        super().__init__(message)
+        self.start_offset = start_offset
+        self.next_offset = next_offset
 
 
 # --- client side ---------------------------------------------------------------
@@ -311,6 +329,7 @@ WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
     ErrorCode.DISK_FULL: DiskFullError,
     ErrorCode.LOG_OFFLINE: LogOfflineError,
     ErrorCode.TOPIC_CREATION_REFUSED: TopicCreationRefusedError,
+    ErrorCode.CORRUPT_RANGE: CorruptRangeError,
 }
 """Wire code -> the class a client raises for it (NONE is success, not an error)."""
 

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 from ingest.audit import avro_source
 from ingest.errors import ConfigError
-from ingest.loader.records import LostRange  # the loader's record of a retention gap
+from ingest.loader.records import RETENTION, LostRange  # the loader's record of a retention gap or damaged range
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ def lost_range_from(obj) -> LostRange:
         estimated_messages=int(_field(obj, "estimated_messages", 0) or 0),
         after_time_ms=opt_int("after_time_ms"), before_time_ms=opt_int("before_time_ms"),
         run_id=str(_field(obj, "run_id", "") or ""), detected_at_ms=int(_field(obj, "detected_at_ms", 0) or 0),
+        cause=str(_field(obj, "cause", RETENTION) or RETENTION),
     )
 
 
@@ -116,7 +117,9 @@ def load_state(destination: str) -> LoadState:
             topic=rec.topic, path=state.full_path(rec), spark_path=state.spark_path(rec), format=fmt,
             hour_start_ms=hour_of(rec.dt, rec.hour), storage_uri=uri,
         ))
-    lost = [lost_range_from(r) for r in state.lost_ranges()]
+    # A replayed range damaged on the broker is recorded again by the replay: count it once.
+    lost = list({(r.topic, r.broker_id, r.partition, r.start_offset, r.end_offset, r.cause): r
+                 for r in map(lost_range_from, state.lost_ranges())}.values())
     log.info("loader state of %s at commit %d: %d data files, %d lost ranges", destination, state.seq, len(files), len(lost))
     return LoadState(tuple(files), tuple(lost), state.seq)
 

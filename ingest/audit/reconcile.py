@@ -13,7 +13,8 @@ readers of the report):
   NO_MONITORING (data loaded, no producer reported the window; MONITORING_GAP
   instead when a lost monitoring event may have been that report);
   RETENTION_LOSS (completeness below threshold and lost ranges recorded by the
-  loader explain every missing message); DATA_LOSS (below threshold otherwise,
+  loader explain every missing message); CORRUPTION_LOSS (the same, and some of
+  those ranges were damaged on the broker's disk: cause ``corruption``); DATA_LOSS (below threshold otherwise,
   or producer failures never delivered when ``producer.failures.are.loss``);
   MONITORING_GAP (a lost monitoring event may have described the window);
   OVER_DELIVERY (more distinct ids than acknowledged); DUPLICATES (an id loaded
@@ -29,6 +30,7 @@ from ingest.audit.counts import LoadedCount
 from ingest.audit.inputs import LostRange
 from ingest.audit.monitoring_events import ReportGap, WindowMonitoring, gap_touches
 from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
+from ingest.loader.records import CORRUPTION
 
 EXIT_OK = 0
 EXIT_DATA_LOSS = 3
@@ -72,6 +74,7 @@ class _Acc:
     distinct: int = 0
     gap_labels: list[str] = field(default_factory=list)
     retention: int = 0
+    corruption: int = 0
 
 
 def is_out_of_range(window_start_ms: int, params: AuditParams) -> bool:
@@ -98,7 +101,7 @@ def build_rows(
     """
     loaded = list(loaded)
     accs = _accumulate(params, monitoring, loaded, None)
-    _allocate_retention(accs, lost_ranges, params)
+    _allocate_lost_ranges(accs, lost_ranges, params)
     rows = [_finish(a, params, gaps, session_topics) for a in accs.values()]
     if by_producer_monitoring is not None:
         paccs = _accumulate(params, by_producer_monitoring, loaded, "server")
@@ -150,13 +153,14 @@ def _missing(a: _Acc) -> int:
     return max(0, (a.mon.acked if a.mon else 0) - a.distinct) if a.mon else 0
 
 
-def _allocate_retention(accs: dict[tuple, _Acc], lost_ranges: Sequence[LostRange], params: AuditParams) -> None:
+def _allocate_lost_ranges(accs: dict[tuple, _Acc], lost_ranges: Sequence[LostRange], params: AuditParams) -> None:
     """Let each lost range explain missing messages of the windows its time span overlaps.
 
     A range holds about ``estimated_messages`` (bytes / average size: an
     estimate, allowed ``retention_slack`` more); it explains missing messages of
     its topic's windows overlapping [after_time_ms, before_time_ms] (open ends
-    when null), earliest window first.
+    when null), earliest window first. What a range explains counts as its
+    cause's: ``retention`` or ``corruption`` (a range damaged on the broker).
     """
     by_topic: dict[str, list[_Acc]] = {}
     for a in accs.values():
@@ -174,9 +178,12 @@ def _allocate_retention(accs: dict[tuple, _Acc], lost_ranges: Sequence[LostRange
                 continue
             if lr.before_time_ms is not None and start > lr.before_time_ms:
                 continue
-            take = min(capacity, _missing(a) - a.retention)
+            take = min(capacity, _missing(a) - a.retention - a.corruption)
             if take > 0:
-                a.retention += take
+                if lr.cause == CORRUPTION:
+                    a.corruption += take
+                else:
+                    a.retention += take
                 capacity -= take
 
 
@@ -209,10 +216,13 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
     producer_lost = min(failed, max(0, attempted - a.distinct - missing)) if mon else 0
     extra = max(0, a.distinct - acked) if mon else 0
     causes: dict[str, int] = {}
+    explained = a.retention + a.corruption
     if a.retention:
         causes["retention"] = a.retention
-    if missing - a.retention > 0:
-        causes["unexplained_loss"] = missing - a.retention
+    if a.corruption:
+        causes["corruption"] = a.corruption
+    if missing - explained > 0:
+        causes["unexplained_loss"] = missing - explained
     if producer_lost:
         causes["producer_failed"] = producer_lost
     if extra:
@@ -230,8 +240,8 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
         status = Status.PENDING
     elif mon is None:
         status = Status.MONITORING_GAP if gap_labels else Status.NO_MONITORING
-    elif below and a.retention >= missing and not producer_loss:
-        status = Status.RETENTION_LOSS
+    elif below and explained >= missing and not producer_loss:
+        status = Status.CORRUPTION_LOSS if a.corruption else Status.RETENTION_LOSS
     elif below or producer_loss:
         status = Status.DATA_LOSS
     elif gap_labels:

@@ -15,7 +15,7 @@ from ingest.audit.report_json import iso, summary
 
 COLOURS = {
     Status.COMPLETE: "#2e7d32", Status.PENDING: "#9e9e9e", Status.DATA_LOSS: "#c62828",
-    Status.RETENTION_LOSS: "#ad1457", Status.OVER_DELIVERY: "#ef6c00", Status.DUPLICATES: "#f9a825",
+    Status.RETENTION_LOSS: "#ad1457", Status.CORRUPTION_LOSS: "#880e4f", Status.OVER_DELIVERY: "#ef6c00", Status.DUPLICATES: "#f9a825",
     Status.NO_MONITORING: "#5d4037", Status.MONITORING_GAP: "#6a1b9a",
 }
 

@@ -27,13 +27,14 @@ class Status(StrEnum):
     PENDING = "PENDING"
     DATA_LOSS = "DATA_LOSS"
     RETENTION_LOSS = "RETENTION_LOSS"
+    CORRUPTION_LOSS = "CORRUPTION_LOSS"
     OVER_DELIVERY = "OVER_DELIVERY"
     DUPLICATES = "DUPLICATES"
     NO_MONITORING = "NO_MONITORING"
     MONITORING_GAP = "MONITORING_GAP"
 
 
-LOSS_STATUSES = frozenset({Status.DATA_LOSS, Status.RETENTION_LOSS})
+LOSS_STATUSES = frozenset({Status.DATA_LOSS, Status.RETENTION_LOSS, Status.CORRUPTION_LOSS})
 """Acknowledged messages are missing (audit exit code 3)."""
 
 NO_PROBLEM_STATUSES = frozenset({Status.COMPLETE, Status.PENDING})

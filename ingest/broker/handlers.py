@@ -15,7 +15,10 @@ fill the disk with log lines; each line names the client address. A request
 that expects no response (PRODUCE, MULTIPRODUCE) and fails gets its
 connection closed, because closing is the
 only signal a fire-and-forget client can see; every other failure gets an
-error response and the connection stays usable. Nothing is appended unless
+error response and the connection stays usable. A FETCH (or MULTIFETCH part)
+at or inside a damaged range of a log is answered CORRUPT_RANGE with the next
+valid offset as its body (``FetchResponse.corrupt_range``, docs/protocol.md),
+so that a consumer can skip the damage. Nothing is appended unless
 the whole request is valid: MULTIPRODUCE validates every topic, partition and
 message set, and gets (or creates) every log, before appending the first. A
 log is created on a topic's first produce within the limits of the
@@ -47,6 +50,7 @@ from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.errors import (
+    CorruptRangeError,
     ErrorCode,
     IngestError,
     InvalidFetchSizeError,
@@ -205,7 +209,13 @@ class BrokerHandlers:
         return slc.length, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)
 
     def handle_fetch(self, body: memoryview, client: str) -> Reply:
-        length, region = self._read(p.FetchRequest.decode(body))
+        f = p.FetchRequest.decode(body)
+        try:
+            length, region = self._read(f)
+        except CorruptRangeError as exc:
+            log.warning("client %s: FETCH %s-%d@%d in a damaged range: answered CORRUPT_RANGE, next offset %d",
+                        client, f.topic, f.partition, f.offset, exc.next_offset)
+            return Reply([p.FetchResponse.corrupt_range(exc.next_offset).encode()])
         parts: list = [p.FetchResponse.header(ErrorCode.NONE, length)]
         if region is not None:
             parts.append(region)
@@ -217,9 +227,15 @@ class BrokerHandlers:
         total = p.INT16.size
         try:
             for f in req.fetches:
+                body = None
                 try:
                     length, region = self._read(f)
                     code = ErrorCode.NONE
+                except CorruptRangeError as exc:
+                    log.warning("client %s: MULTIFETCH part %s-%d@%d in a damaged range: answered CORRUPT_RANGE, "
+                                "next offset %d", client, f.topic, f.partition, f.offset, exc.next_offset)
+                    body = p.FetchResponse.corrupt_range(exc.next_offset).message_set
+                    length, region, code = len(body), None, exc.code
                 except IngestError as exc:
                     self.refusals.warning(client, f"MULTIFETCH part {exc.code.name}",
                                           "client %s: MULTIFETCH part %s-%d@%d refused (%s): %s",
@@ -229,6 +245,8 @@ class BrokerHandlers:
                 reply.parts.append(p.MultiFetchResponse.part_header(code, length))
                 if region is not None:
                     reply.parts.append(region)
+                elif body is not None:
+                    reply.parts.append(body)
                 if total > MAX_RESPONSE_BYTES:
                     raise InvalidFetchSizeError(
                         f"MULTIFETCH of {len(req.fetches)} fetches would answer more than {MAX_RESPONSE_BYTES}"

@@ -50,7 +50,7 @@ from typing import Callable, NamedTuple
 
 from ingest.broker.message_set import ValidatedMessageSet
 from ingest.broker.open_files import UNLIMITED, OpenFiles
-from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
+from ingest.broker.segment import DAMAGED_SUFFIX, SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
 from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
 from ingest.clock import Clock
 from ingest.errors import (
@@ -129,8 +129,8 @@ class Log:
             base = parse_segment_name(entry.name)
             if base is not None:
                 found.append((base, Path(entry.path)))
-            elif entry.name.endswith((INDEX_SUFFIX, INDEX_SUFFIX + ".tmp")):
-                indexes.append(Path(entry.path))
+            elif entry.name.endswith((INDEX_SUFFIX, INDEX_SUFFIX + ".tmp", DAMAGED_SUFFIX, DAMAGED_SUFFIX + ".tmp")):
+                indexes.append(Path(entry.path))  # sidecars: kept only next to their segment
             elif entry.name.endswith(SUFFIX):
                 log.warning("log %s: ignoring file %s (not <20 digits>%s)", self.name, entry.name, SUFFIX)
         found.sort()
@@ -139,7 +139,8 @@ class Log:
             if p.name.endswith(".tmp") or p.with_suffix(SUFFIX).name not in names:
                 p.unlink(missing_ok=True)
         s = self.settings
-        segments = [Segment.open(p, base, self._clock, s.index_interval, self._files) for base, p in found]
+        segments = [Segment.open(p, base, self._clock, s.index_interval, self._files, s.max_message_size)
+                    for base, p in found]
         # A trailing empty segment carries nothing; dropping it lets the recovery
         # of the previous one truncate without leaving a hole before the new base.
         while len(segments) > 1 and segments[-1].size == 0:
@@ -313,7 +314,9 @@ class Log:
             OffsetOutOfRangeError: ``offset`` is before the start, after the
                 end, or not a message boundary.
             LogOfflineError: the log is offline.
-            LogCorruptionError: ``offset`` lies in corrupt data of an older segment.
+            CorruptRangeError: ``offset`` lies in a damaged range (its ``next_offset``
+                is the next valid message; docs/log-format.md, "Damaged ranges").
+            LogCorruptionError: ``offset`` falls in a gap between segments.
             InvalidFetchSizeError: ``max_bytes`` is negative.
         """
         if max_bytes < 0:

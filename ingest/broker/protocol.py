@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar
 
-from ingest.errors import IngestError, MalformedRequestError, MalformedResponseError, UnknownRequestTypeError
+from ingest.errors import ErrorCode, IngestError, MalformedRequestError, MalformedResponseError, UnknownRequestTypeError
 
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -395,6 +395,17 @@ class FetchResponse:
         r = Reader(data, cls.__name__, MalformedResponseError)
         error = r.int16("error")
         return cls(error, r.raw(r.remaining(), "message_set"))
+
+    @classmethod
+    def corrupt_range(cls, next_offset: int) -> "FetchResponse":
+        """The answer to a fetch at or inside a damaged range: error CORRUPT_RANGE, body
+        ``next_offset:int64`` (the next valid message) instead of a message set."""
+        return cls(ErrorCode.CORRUPT_RANGE, INT64.pack(next_offset))
+
+    @property
+    def next_valid_offset(self) -> int:
+        """The ``next_offset`` of a CORRUPT_RANGE answer (see :meth:`corrupt_range`)."""
+        return Reader(self.message_set, "FetchResponse(CORRUPT_RANGE)", MalformedResponseError).int64("next_offset")
 
 
 @dataclass(frozen=True, slots=True)

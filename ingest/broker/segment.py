@@ -8,10 +8,21 @@ sits at log offset ``base``; the message at byte ``p`` of the file has offset
 The segment keeps a sparse in-memory index (``array('q')`` of file positions
 of the first message at or after every ``log.index.interval.bytes``), filled
 while appending and, for segments found on disk, by one validating scan: for
-the newest segment at start-up (recovery truncates it at the last valid
-message), for older ones on first read. A read checks that its position is
-a message boundary by walking message headers forward from the nearest index
-entry: cost bounded by the index interval, whatever the log size.
+the newest segment at start-up (recovery), for older ones on first read. A
+read checks that its position is a message boundary by walking message
+headers forward from the nearest index entry: cost bounded by the index
+interval, whatever the log size.
+
+Damage costs only the damaged bytes. The validating scan
+(:func:`scan_segment`) does not stop at a bad message: it resynchronises on
+the next position where a whole valid message starts and the messages after
+it keep validating (:func:`resync`), records ``[bad, next valid)`` as a
+damaged range, and goes on. Recovery truncates only a tail from which nothing
+valid follows (a torn write); a sealed segment is never truncated. Damaged
+ranges are kept in memory (reads at or inside one raise
+:class:`~ingest.errors.CorruptRangeError` naming the next valid offset),
+logged at ERROR once, and saved in a sidecar ``<base>.damaged`` (JSON lines,
+see docs/log-format.md) so that they survive restarts.
 
 File descriptors: a segment does not hold its file open. Its descriptor is
 opened on use and kept in the broker's bounded pool of open files
@@ -30,6 +41,7 @@ keeps its bytes after the file was unlinked.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import threading
@@ -37,21 +49,53 @@ from array import array
 from bisect import bisect_right
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
-from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD
+from ingest.broker.message import HEADER, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC, OVERHEAD, check_header
 from ingest.broker.message_set import ScanResult, scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_index import delete_index, load_index, save_index
 from ingest.clock import Clock
-from ingest.errors import DiskFullError, LogCorruptionError, OffsetOutOfRangeError, StorageError
+from ingest.errors import CorruptRangeError, DiskFullError, OffsetOutOfRangeError, StorageError
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".kafka"
+DAMAGED_SUFFIX = ".damaged"
 NAME_DIGITS = 20
 SCAN_CHUNK = 8 * 1024 * 1024
 WALK_CHUNK = 64 * 1024
+RESYNC_CHUNK = 1024 * 1024
+RESYNC_CONFIRM_BYTES = 256 * 1024
+RESYNC_MIN_CHAIN = 64 * 1024 + HEADER_SIZE
+"""A resync candidate is accepted when the messages from it validate up to the
+segment's end or for this many bytes (:func:`_confirmed`). One CRC match, or a
+few, is not enough: the payload of a compressed wrapper of incompressible data
+holds its inner messages verbatim (stored deflate blocks and snappy literals,
+both at most 64 KB), and those are valid messages."""
+UNLIMITED_SIZE = 1 << 62
+_MAGIC_BYTE = bytes([MAGIC])
+
+
+class Damage(NamedTuple):
+    """A damaged range of a segment: file positions ``[start, end)`` failed validation; ``end`` is
+    the next valid message (or the end of the file)."""
+
+    start: int
+    end: int
+    reason: str
+
+
+class SegmentScan(NamedTuple):
+    """Outcome of :func:`scan_segment`: valid bytes end at ``end`` (nothing valid after it),
+    ``count`` messages validated, the damaged ranges skipped before ``end``, and why the scan
+    stopped before the file's end (``tail_error``; ``cut_off``: a message running past it)."""
+
+    end: int
+    count: int
+    damaged: list[Damage]
+    tail_error: str | None
+    cut_off: bool
 
 
 def segment_name(base_offset: int) -> str:
@@ -66,9 +110,11 @@ def parse_segment_name(name: str) -> int | None:
     return int(stem)
 
 
-def scan_file(fd: int, size: int, index: array | None, interval: int) -> ScanResult:
-    """Validate a whole file of ``size`` bytes by chunks; fills ``index``."""
-    pos = 0
+def scan_file(fd: int, size: int, index: array | None, interval: int, start: int = 0, origin: int = 0) -> ScanResult:
+    """Validate a file of ``size`` bytes from ``start`` by chunks, up to the first bad message; fills ``index``.
+
+    ``origin`` (the segment's base offset) is added to positions in error texts."""
+    pos = start
     count = 0
     want = SCAN_CHUNK
     while pos < size:
@@ -76,7 +122,7 @@ def scan_file(fd: int, size: int, index: array | None, interval: int) -> ScanRes
         if not buf:
             return ScanResult(pos, count, f"file ended at {pos}, expected {size} bytes", True)
         mark = index[-1] + interval if index else 0
-        r = scan(buf, index=index, index_base=pos, index_mark=mark - pos, index_interval=interval, origin=pos)
+        r = scan(buf, index=index, index_base=pos, index_mark=mark - pos, index_interval=interval, origin=origin + pos)
         count += r.count
         pos += r.end
         want = SCAN_CHUNK
@@ -93,12 +139,173 @@ def scan_file(fd: int, size: int, index: array | None, interval: int) -> ScanRes
     return ScanResult(pos, count, None, False)
 
 
+def scan_segment(fd: int, size: int, index: array | None, interval: int, origin: int = 0,
+                 max_message_size: int = UNLIMITED_SIZE) -> SegmentScan:
+    """Validate a whole segment file, skipping damaged ranges (:func:`next_valid`); fills ``index``.
+
+    The first message after a damaged range always gets an index entry, so
+    that a boundary walk never crosses damage.
+    """
+    pos = count = 0
+    damaged: list[Damage] = []
+    while True:
+        r = scan_file(fd, size, index, interval, pos, origin)
+        count += r.count
+        if r.error is None:
+            return SegmentScan(r.end, count, damaged, None, False)
+        nxt = next_valid(fd, r.end, size, max_message_size)
+        if nxt is None:
+            return SegmentScan(r.end, count, damaged, r.error, r.cut_off)
+        damaged.append(Damage(r.end, nxt, r.error))
+        if index is not None:
+            index.append(nxt)
+        pos = nxt
+
+
+def next_valid(fd: int, bad: int, size: int, max_message_size: int = UNLIMITED_SIZE) -> int | None:
+    """Where valid messages start again after the bad message at ``bad``; None if nothing valid follows.
+
+    A bad message whose header is plausible (magic, codec, a length within
+    ``max.message.size``) claims its extent: if that runs to or past the end
+    of the file, the file ends inside it (a torn write, or a damaged last
+    message), and nothing after ``bad`` is looked at: valid-looking bytes there
+    would be its own payload. If it ends inside the file and valid messages
+    follow it (:func:`_confirmed`), only its payload or CRC was damaged.
+    Otherwise (a damaged header) :func:`resync` searches.
+    """
+    head = os.pread(fd, HEADER_SIZE, bad)
+    if len(head) == HEADER_SIZE:
+        length, magic, attributes, _crc = HEADER.unpack(head)
+        if OVERHEAD <= length <= max_message_size + OVERHEAD and check_header(magic, attributes) is None:
+            end = bad + LENGTH_SIZE + length
+            if end >= size:
+                return None
+            if _confirmed(fd, end, size):
+                return end
+    return resync(fd, bad + 1, size)
+
+
+def resync(fd: int, start: int, size: int) -> int | None:
+    """The first position at or after ``start`` where valid messages start again, or None.
+
+    A candidate has the magic byte in place, a length that fits the file, and
+    passes :func:`_confirmed`. Candidates are found with ``bytes.find`` on the
+    magic byte, so the cost is one pass over the damaged bytes plus one CRC
+    per plausible header.
+    """
+    pos = start
+    while pos + HEADER_SIZE <= size:
+        buf = os.pread(fd, min(RESYNC_CHUNK, size - pos), pos)
+        n = len(buf)
+        if n < HEADER_SIZE:
+            return None
+        i = 0
+        while True:
+            j = buf.find(_MAGIC_BYTE, i + LENGTH_SIZE)
+            if j < 0:
+                break
+            p = j - LENGTH_SIZE
+            if p + HEADER_SIZE > n:
+                break
+            i = p + 1
+            length = LENGTH.unpack_from(buf, p)[0]
+            if length < OVERHEAD or pos + p + LENGTH_SIZE + length > size:
+                continue
+            if _confirmed(fd, pos + p, size):
+                return pos + p
+        if pos + n >= size:
+            return None
+        pos += n - HEADER_SIZE + 1  # a header straddling the chunk end is looked at again
+    return None
+
+
+def _confirmed(fd: int, p: int, size: int, depth: int = 2) -> bool:
+    """Valid messages start at ``p`` and go on: up to the end of the file, or for
+    :data:`RESYNC_MIN_CHAIN` bytes, or up to a bad message that is itself only
+    damaged inside (a plausible header whose extent fits the file) after which
+    they go on again (``depth`` more times)."""
+    want = RESYNC_CONFIRM_BYTES
+    while True:
+        buf = os.pread(fd, min(size - p, want), p)
+        r = scan(buf)
+        if p + r.end == size or r.end >= RESYNC_MIN_CHAIN:
+            return r.end > 0
+        rest = len(buf) - r.end
+        if r.error is None:  # the read ended on a boundary before the file's end: read on
+            want = len(buf) + RESYNC_CONFIRM_BYTES
+            continue
+        if rest < HEADER_SIZE:
+            if r.cut_off and p + len(buf) < size:
+                want = len(buf) + RESYNC_CONFIRM_BYTES
+                continue
+            return False
+        length, magic, attributes, _crc = HEADER.unpack_from(buf, r.end)
+        claimed = p + r.end + LENGTH_SIZE + length
+        plausible = length >= OVERHEAD and check_header(magic, attributes) is None
+        if r.cut_off and p + len(buf) < size and plausible and claimed <= size:
+            want = claimed - p  # a message cut by the read, not by the file: read it whole
+            continue
+        if r.end == 0 or depth == 0 or not plausible:
+            return False
+        if claimed >= size:  # valid messages up to a torn (or damaged) last one
+            return True
+        return _confirmed(fd, claimed, size, depth - 1)
+
+
+def damaged_path(segment_path: Path) -> Path:
+    """The sidecar recording a segment's damaged ranges: ``<base>.damaged``."""
+    return segment_path.with_suffix(DAMAGED_SUFFIX)
+
+
+def load_damaged(segment_path: Path) -> list[Damage]:
+    """The damaged ranges saved for a segment (positions), [] without a readable sidecar."""
+    path = damaged_path(segment_path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        log.warning("cannot read %s: %s; its segment is scanned again", path, exc.strerror)
+        return []
+    base = parse_segment_name(segment_path.name) or 0
+    out = []
+    for line in text.splitlines():
+        try:
+            d = json.loads(line)
+            out.append(Damage(int(d["start_offset"]) - base, int(d["end_offset"]) - base, str(d.get("reason", ""))))
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring a bad line of %s: %r", path, line[:200])
+    return out
+
+
+def save_damaged(segment_path: Path, base_offset: int, damaged: list[Damage], now_ms: int) -> None:
+    """Write the sidecar atomically (none when nothing is damaged); failures are logged, not raised:
+    the next scan finds the damage again."""
+    path = damaged_path(segment_path)
+    try:
+        if not damaged:
+            path.unlink(missing_ok=True)
+            return
+        lines = [json.dumps({"start_offset": base_offset + d.start, "end_offset": base_offset + d.end,
+                             "bytes": d.end - d.start, "reason": d.reason, "found_at_ms": now_ms},
+                            sort_keys=True) for d in damaged]
+        tmp = path.with_suffix(DAMAGED_SUFFIX + ".tmp")
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("could not save %s: %s", path, exc.strerror)
+
+
 class Segment:
     """One segment file; see the module docstring for the concurrency contract."""
 
     def __init__(self, path: Path, base_offset: int, size: int, clock: Clock, index_interval: int,
                  *, indexed: bool, mtime_ms: int, index: array | None = None,
-                 files: OpenFiles = UNLIMITED, fd: int | None = None) -> None:
+                 files: OpenFiles = UNLIMITED, fd: int | None = None,
+                 max_message_size: int = UNLIMITED_SIZE) -> None:
         self.path = path
         self.base_offset = base_offset
         self.size = size
@@ -106,14 +313,16 @@ class Segment:
         self.indexed = indexed or index is not None
         self.verified = indexed
         """True once every message was CRC-checked (appended here, recovered, or verified)."""
-        self.corrupt_at: int | None = None
-        self.corrupt_reason: str | None = None
+        self.damaged: list[Damage] = []
+        """Damaged ranges (file positions, sorted), from the last validating scan or a read-time check."""
+        self._known_damage: set[tuple[int, int]] = set()  # recorded in the sidecar: logged at ERROR before
         self.created_ms = clock.time_ms()
         self.last_modified_ms = mtime_ms
         self._file = FileHandle(path, fd)
         self._files = files
         self._clock = clock
         self._interval = index_interval
+        self._max_message_size = max_message_size  # what a plausible header may claim (next_valid)
         self._refs = 1  # the owning log's reference
         self._ref_lock = threading.Lock()
         self._index_lock = threading.Lock()
@@ -156,15 +365,23 @@ class Segment:
 
     @classmethod
     def open(cls, path: Path, base_offset: int, clock: Clock, index_interval: int,
-             files: OpenFiles = UNLIMITED) -> "Segment":
+             files: OpenFiles = UNLIMITED, max_message_size: int = UNLIMITED_SIZE) -> "Segment":
         """A segment found on disk; its file is not opened until it is used."""
         try:
             st = os.stat(path)
         except OSError as exc:
             raise storage_error(f"cannot open segment {path}", exc) from exc
         saved = load_index(path, st.st_size, index_interval) if st.st_size else None
-        return cls(path, base_offset, st.st_size, clock, index_interval, indexed=st.st_size == 0,
-                   mtime_ms=st.st_mtime_ns // 1_000_000, index=saved, files=files)
+        seg = cls(path, base_offset, st.st_size, clock, index_interval, indexed=st.st_size == 0,
+                  mtime_ms=st.st_mtime_ns // 1_000_000, index=saved, files=files,
+                  max_message_size=max_message_size)
+        seg._known_damage = {(d.start, d.end) for d in load_damaged(path)}
+        return seg
+
+    @property
+    def corrupt_at(self) -> int | None:
+        """File position of the first damaged byte, None while no damage is known."""
+        return self.damaged[0].start if self.damaged else None
 
     @property
     def end_offset(self) -> int:
@@ -225,6 +442,7 @@ class Segment:
     def delete(self) -> None:
         """Unlink the file now; open readers keep reading it until they release."""
         delete_index(self.path)
+        damaged_path(self.path).unlink(missing_ok=True)
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -233,7 +451,7 @@ class Segment:
 
     def seal(self) -> None:
         """Save the index of a segment that will not grow any more (after roll)."""
-        if self.verified and self.corrupt_at is None and self.size:
+        if self.verified and not self.damaged and self.size:
             save_index(self.path, self.index, self.size, self._interval)
 
     # --- writing (caller holds the log lock) ------------------------------------
@@ -288,21 +506,50 @@ class Segment:
     # --- validation -------------------------------------------------------------
 
     def recover(self) -> int:
-        """Validate every message; truncate at the last valid one. Returns bytes dropped."""
+        """Validate every message of the newest segment; returns the bytes truncated.
+
+        Damaged ranges followed by valid messages are kept and recorded (see
+        the module docstring); only a tail from which nothing valid follows (a
+        torn write, or a last message damaged) is truncated.
+        """
         with self._index_lock, self._pinned() as fd:
             delete_index(self.path)  # the newest segment may change: never trust a saved index for it
             self.index = array("q")
-            r = scan_file(fd, self.size, self.index, self._interval)
+            r = scan_segment(fd, self.size, self.index, self._interval, self.base_offset,
+                             self._max_message_size)
             self.indexed = self.verified = True
+            self._record_damage(r.damaged)
             dropped = self.size - r.end
             if dropped:
                 kind = "torn tail" if r.cut_off else "invalid message"
-                log.warning("recovery of %s: %s: %s; truncating %d bytes (keeping %d bytes, %d messages)",
-                            self.path, kind, r.error, dropped, r.end, r.count)
+                # A torn tail is the expected trace of a crash; a bad last message is damage.
+                level = logging.WARNING if r.cut_off else logging.ERROR
+                log.log(level, "recovery of %s: %s: %s; nothing valid follows it; truncating %d bytes "
+                        "(keeping %d bytes, %d messages)", self.path, kind, r.tail_error, dropped, r.end, r.count)
                 self.truncate_to(r.end)
             else:
                 log.info("recovery of %s: %d messages, %d bytes valid", self.path, r.count, r.end)
             return dropped
+
+    def _record_damage(self, damaged: list[Damage]) -> None:
+        """Keep ``damaged`` (the last full scan's result), save the sidecar, log new ranges at ERROR once.
+
+        Caller holds the index lock.
+        """
+        self.damaged = sorted(damaged)
+        for d in self.damaged:
+            if (d.start, d.end) in self._known_damage:
+                log.info("segment %s: damaged range %d..%d (%d bytes) already recorded in %s",
+                         self.path, self.base_offset + d.start, self.base_offset + d.end, d.end - d.start,
+                         damaged_path(self.path).name)
+                continue
+            log.error("segment %s is corrupt from offset %d: damaged range %d..%d (%d bytes, %s); the valid "
+                      "messages after it are kept and served, fetches in it answer CORRUPT_RANGE with next "
+                      "offset %d", self.path, self.base_offset + d.start, self.base_offset + d.start,
+                      self.base_offset + d.end, d.end - d.start, d.reason, self.base_offset + d.end)
+        if self.damaged or self._known_damage:
+            save_damaged(self.path, self.base_offset, self.damaged, self._clock.time_ms())
+        self._known_damage = {(d.start, d.end) for d in self.damaged}
 
     def ensure_index(self) -> None:
         """Have an index: the saved one, or a validating scan of the file on first use."""
@@ -312,32 +559,35 @@ class Segment:
     def verify(self, *, save: bool = False) -> bool:
         """CRC-check every message once (rebuilding the index); True if the segment is intact.
 
-        Corruption is logged at ERROR and recorded in ``corrupt_at``: reads at
-        or after it fail with LogCorruptionError.
+        Damaged ranges are recorded and logged at ERROR (see the module
+        docstring); a sealed segment is never truncated, so damage reaching
+        the end of the file is a damaged range too.
         """
         with self._index_lock:
             if not self.verified:
                 index = array("q")
                 with self._pinned() as fd:
-                    r = scan_file(fd, self.size, index, self._interval)
-                if r.error is not None:
-                    self.corrupt_at = r.end
-                    self.corrupt_reason = r.error
-                    log.error("segment %s is corrupt from offset %d (%s); reads at or after it fail",
-                              self.path, self.base_offset + r.end, r.error)
+                    r = scan_segment(fd, self.size, index, self._interval, self.base_offset,
+                                     self._max_message_size)
+                damaged = list(r.damaged)
+                if r.end < self.size:
+                    damaged.append(Damage(r.end, self.size, r.tail_error or "damaged"))
+                self._record_damage(damaged)
                 self.index = index
                 self.indexed = self.verified = True
                 if save:
                     self.seal()
-            return self.corrupt_at is None
+            return not self.damaged
 
     def validate_range(self, pos: int, length: int, limit: int) -> int:
         """CRC-check ``length`` bytes at ``pos`` of a not yet verified segment before serving them.
 
-        Returns how many bytes may be served (cut before a corrupt message).
+        Returns how many bytes may be served (cut before damaged bytes). Bad
+        bytes make the whole segment be verified now (:meth:`verify`), which
+        records its damaged ranges.
 
         Raises:
-            LogCorruptionError: the message at ``pos`` itself is corrupt.
+            CorruptRangeError: ``pos`` lies in a damaged range.
         """
         with self._pinned() as fd:
             data = os.pread(fd, length, pos)
@@ -349,44 +599,47 @@ class Segment:
             # Cut by the fetch size, which is normal, unless its length runs past the segment.
             if len(data) - q < LENGTH_SIZE or pos + q + LENGTH_SIZE + LENGTH.unpack_from(data, q)[0] <= limit:
                 return length
-        log.error("segment %s: corrupt message at offset %d (%s) found while serving a read",
-                  self.path, self.base_offset + pos + q, r.error)
-        with self._index_lock:  # from here on, refuse it and what follows, as a full verify would
-            if self.corrupt_at is None or pos + q < self.corrupt_at:
-                self.corrupt_at, self.corrupt_reason = pos + q, r.error
-        if q == 0:
-            raise LogCorruptionError(
-                f"offset {self.base_offset + pos} lies in corrupt data of segment {self.path.name} "
-                f"({r.error}); run 'ingest log dump {self.path}' to inspect it"
-            )
-        return q
+        log.error("segment %s: corrupt message at offset %d (%s) found while serving a read; "
+                  "verifying the segment", self.path, self.base_offset + pos + q, r.error)
+        self.verify(save=True)
+        return min(length, self._servable(pos, limit))
+
+    def _servable(self, pos: int, limit: int) -> int:
+        """Bytes from ``pos`` before the next damaged range (or ``limit``).
+
+        Raises:
+            CorruptRangeError: ``pos`` lies in a damaged range.
+        """
+        for d in self.damaged:
+            if d.start <= pos < d.end:
+                raise CorruptRangeError(
+                    f"offset {self.base_offset + pos} lies in damaged range {self.base_offset + d.start}.."
+                    f"{self.base_offset + d.end} of segment {self.path.name} ({d.reason}); the next valid "
+                    f"offset is {self.base_offset + d.end}; 'ingest log dump {self.path}' shows it",
+                    start_offset=self.base_offset + d.start, next_offset=self.base_offset + d.end)
+            if d.start > pos:
+                return min(limit, d.start) - pos
+        return limit - pos
 
     def check_boundary(self, pos: int, visible: int) -> int:
         """Check that file position ``pos`` starts a message; return bytes readable from it.
 
         Raises:
             OffsetOutOfRangeError: ``pos`` is not a message boundary below ``visible``.
-            LogCorruptionError: ``pos`` lies at or after corrupt bytes of this segment.
+            CorruptRangeError: ``pos`` lies in a damaged range of this segment.
         """
         self.ensure_index()
-        limit = visible
-        if self.corrupt_at is not None:
-            if pos >= self.corrupt_at:
-                raise LogCorruptionError(
-                    f"offset {self.base_offset + pos} lies in corrupt data of segment {self.path.name} "
-                    f"({self.corrupt_reason}); run 'ingest log dump {self.path}' to inspect it"
-                )
-            limit = min(limit, self.corrupt_at)
-        if pos == limit:
-            return 0
-        if pos > limit or pos < 0:
+        if pos > visible or pos < 0:
             raise OffsetOutOfRangeError(f"offset {self.base_offset + pos} is past the end of segment {self.path.name}")
+        if pos == visible:
+            return 0
+        avail = self._servable(pos, visible)
         index = self.index
         i = bisect_right(index, pos) - 1
         p = index[i] if i >= 0 else 0
         if p != pos:
             self._walk(p, pos)
-        return limit - pos
+        return avail
 
     def _walk(self, p: int, pos: int) -> None:
         """Follow length fields from boundary ``p``; ``pos`` must be hit exactly."""

@@ -8,6 +8,11 @@ fits, :meth:`iter_range` retries with a fetch size large enough for that
 message (read from its length field), up to ``max_fetch_size``, and then raises
 :class:`~ingest.errors.FetchSizeTooSmallError` naming both sizes.
 
+A fetch at or inside a damaged range of the broker's log (bytes that failed
+validation there) raises :class:`~ingest.errors.CorruptRangeError` carrying the
+next valid offset (docs/protocol.md, CORRUPT_RANGE); :meth:`iter_range` skips
+to it, logs the skipped range at ERROR and adds it to ``skipped``.
+
 Concurrency: one SimpleConsumer holds one connection; its calls are serialised
 by that connection's lock, so it may be shared, but threads wanting parallel
 fetches should each have their own.
@@ -21,7 +26,13 @@ from typing import Iterator, Sequence
 from ingest.broker import protocol
 from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages
 from ingest.client.connection import BrokerConnection, check
-from ingest.errors import FetchSizeTooSmallError, InvalidFetchSizeError, OffsetOutOfRangeError
+from ingest.errors import (
+    CorruptRangeError,
+    ErrorCode,
+    FetchSizeTooSmallError,
+    InvalidFetchSizeError,
+    OffsetOutOfRangeError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +66,16 @@ class BrokerMetadata:
     topics: dict[str, list[protocol.PartitionMetadata]] = field(default_factory=dict)
 
 
+def check_fetch(resp: protocol.FetchResponse, offset: int, context: str) -> None:
+    """Raise the fetch's error; CORRUPT_RANGE as :class:`CorruptRangeError` with its next valid offset."""
+    if resp.error == ErrorCode.CORRUPT_RANGE:
+        nxt = resp.next_valid_offset
+        raise CorruptRangeError(f"broker answered CORRUPT_RANGE ({int(ErrorCode.CORRUPT_RANGE)}) to {context}: "
+                                f"offset {offset} lies in damaged data; the next valid offset is {nxt}",
+                                start_offset=offset, next_offset=nxt)
+    check(resp.error, context)
+
+
 def _result(message_set: bytes, offset: int) -> FetchResult:
     messages = list(iter_messages(message_set, offset))
     if messages:
@@ -83,6 +104,8 @@ class SimpleConsumer:
         self.fetch_size = fetch_size
         self.max_fetch_size = max_fetch_size
         self.conn = BrokerConnection(host, port, timeout_s=timeout_s)
+        self.skipped: list[tuple[str, int, int, int]] = []
+        """(topic, partition, start, next valid offset) of every damaged range :meth:`iter_range` skipped."""
 
     def __repr__(self) -> str:
         return f"SimpleConsumer({self.host}:{self.port})"
@@ -94,13 +117,14 @@ class SimpleConsumer:
 
         Raises:
             OffsetOutOfRangeError: the offset is not a visible message boundary.
+            CorruptRangeError: the offset lies in a damaged range; ``next_offset`` is where valid data resumes.
             InvalidMessageError: a returned message fails its CRC (names the offset).
             BrokerUnavailableError: the broker cannot be reached.
         """
         size = self.fetch_size if max_bytes is None else max_bytes
         req = protocol.FetchRequest(topic, partition, offset, size)
         resp = self.conn.request(req.encode(), protocol.FetchResponse)
-        check(resp.error, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {self.conn!r}")
+        check_fetch(resp, offset, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {self.conn!r}")
         return _result(resp.message_set, offset)
 
     def multifetch(self, requests: Sequence[tuple[str, int, int, int]]) -> list[FetchResult]:
@@ -116,8 +140,8 @@ class SimpleConsumer:
                 f"MULTIFETCH from {self.conn!r}: {len(resp.responses)} answers to {len(reqs)} fetches")
         out = []
         for req, part in zip(reqs, resp.responses):
-            check(part.error, f"FETCH {req.topic}/{req.partition} at offset {req.offset} in MULTIFETCH "
-                              f"from {self.conn!r}")
+            check_fetch(part, req.offset, f"FETCH {req.topic}/{req.partition} at offset {req.offset} in MULTIFETCH "
+                                          f"from {self.conn!r}")
             out.append(_result(part.message_set, req.offset))
         return out
 
@@ -181,7 +205,8 @@ class SimpleConsumer:
         """Every message with ``start <= offset < end``, in order.
 
         ``end`` must be a message boundary at or before the broker's latest offset
-        (e.g. taken from :meth:`latest_offset`).
+        (e.g. taken from :meth:`latest_offset`). A damaged range of the broker's
+        log is skipped (logged at ERROR, recorded in :attr:`skipped`).
 
         Raises:
             OffsetOutOfRangeError: ``start`` is not a visible boundary, or the log ends before ``end``.
@@ -189,7 +214,16 @@ class SimpleConsumer:
         """
         offset = start
         while offset < end:
-            result = self.fetch_growing(topic, partition, offset, min(self.fetch_size, max(end - offset, 64)))
+            try:
+                result = self.fetch_growing(topic, partition, offset, min(self.fetch_size, max(end - offset, 64)))
+            except CorruptRangeError as exc:
+                if exc.next_offset <= offset:  # a broker that does not move us on: never loop
+                    raise
+                log.error("%s/%d: offsets %d..%d of %r are damaged (CORRUPT_RANGE); skipping to %d",
+                          topic, partition, offset, exc.next_offset, self.conn, exc.next_offset)
+                self.skipped.append((topic, partition, offset, exc.next_offset))
+                offset = exc.next_offset
+                continue
             if not result.messages:
                 raise OffsetOutOfRangeError(
                     f"{topic}/{partition}: the log of {self.conn!r} ends at offset {offset}, "

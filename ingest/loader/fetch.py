@@ -8,6 +8,11 @@ instead quarantines such a message and goes on, so it reads raw message sets
 yielded, the bad one is skipped by its length field and yielded as
 :class:`Corrupt` (offset range plus raw bytes). When the length field itself is
 unusable nothing can be skipped safely and the task fails naming the offset.
+
+A damaged range of the broker's log (the broker answered CORRUPT_RANGE with
+the next valid offset, docs/protocol.md) is yielded as :class:`Damaged` and
+skipped: the fetch loop goes on at the next valid offset, and the task records
+the range (a lost range with cause ``corruption``).
 """
 from __future__ import annotations
 
@@ -18,8 +23,8 @@ from typing import Iterator
 from ingest.broker import protocol
 from ingest.broker.message import OVERHEAD
 from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages
-from ingest.client.connection import check
-from ingest.errors import FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
+from ingest.client.simple_consumer import check_fetch
+from ingest.errors import CorruptRangeError, FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +39,31 @@ class Corrupt:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Damaged:
+    """A damaged range ``[offset, next_offset)`` of the broker's log, skipped (CORRUPT_RANGE)."""
+
+    offset: int
+    next_offset: int
+    reason: str
+
+
 def raw_fetch(consumer, topic: str, partition: int, offset: int, size: int) -> bytes:
-    """The raw message set of one FETCH (no validation)."""
+    """The raw message set of one FETCH (no validation).
+
+    Raises:
+        CorruptRangeError: ``offset`` lies in a damaged range (``next_offset``: where valid data resumes).
+    """
     req = protocol.FetchRequest(topic, partition, offset, size)
     resp = consumer.conn.request(req.encode(), protocol.FetchResponse)
-    check(resp.error, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {consumer!r}")
+    check_fetch(resp, offset, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {consumer!r}")
     return resp.message_set
 
 
 def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
-               fetch_size: int, max_fetch_size: int) -> Iterator[MessageAndOffset | Corrupt]:
-    """Every message with ``start <= offset < end`` in order; corrupt ones as :class:`Corrupt`.
+               fetch_size: int, max_fetch_size: int) -> Iterator[MessageAndOffset | Corrupt | Damaged]:
+    """Every message with ``start <= offset < end`` in order; corrupt ones as :class:`Corrupt`,
+    damaged ranges of the broker's log as :class:`Damaged` (cut at ``end``).
 
     Raises:
         OffsetOutOfRangeError: ``start`` is not a boundary or the log ends before ``end``.
@@ -54,7 +73,18 @@ def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
     offset = start
     size = fetch_size
     while offset < end:
-        buf = raw_fetch(consumer, topic, partition, offset, min(size, max(end - offset, OVERHEAD + 4)))
+        try:
+            buf = raw_fetch(consumer, topic, partition, offset, min(size, max(end - offset, OVERHEAD + 4)))
+        except CorruptRangeError as exc:
+            if exc.next_offset <= offset:  # a broker that does not move us on: never loop
+                raise
+            nxt = min(exc.next_offset, end)
+            log.error("%s/%d: offsets %d..%d are damaged on %r (CORRUPT_RANGE); skipping them, recorded as a "
+                      "corruption loss", topic, partition, offset, nxt, consumer)
+            yield Damaged(offset, nxt, str(exc))
+            offset = nxt
+            size = fetch_size
+            continue
         last = offset
         progressed = False
         try:

@@ -18,7 +18,7 @@ from ingest.loader import commit, layout, manifests
 from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
-from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
+from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
 from ingest.loader.reset import removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
 from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
@@ -191,7 +191,14 @@ def unique_names(added: list[FileRecord], state: LoaderState, n: int) -> list[Fi
 
 def file_records(outcomes: list[TaskOutcome], run_id: str) -> list[FileRecord]:
     """The manifest entries of every staged file, by path."""
-    return sorted((f.to_file_record(run_id) for o in outcomes for f in o.files), key=lambda f: f.path)
+    return sorted((f.to_file_record(run_id) for o in outcomes for f in o.staged_files), key=lambda f: f.path)
+
+
+def corruption_losses(outcomes: list[TaskOutcome], run_id: str, clock: Clock) -> list[LostRange]:
+    """The damaged ranges the tasks skipped, as lost ranges with cause ``corruption`` (by offset)."""
+    now = clock.time_ms()
+    ranges = [f.to_lost_range(run_id, now) for o in outcomes for f in o.damaged]
+    return sorted(ranges, key=lambda r: (r.topic, r.broker_id, r.partition, r.start_offset))
 
 
 def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | None = None,
@@ -223,7 +230,8 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
         record_plan(record, plan)
         outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
-        record["partitions"] = partition_entries(plan, outcomes)
+        record["partitions"] = partition_entries(plan, [o.without_damage() for o in outcomes])
+        record["lost_ranges"] += [r.to_json() for r in corruption_losses(outcomes, run_id, clock)]
         check_quarantine(outcomes, config["max.quarantine.ratio"])
         note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
         added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock)
@@ -286,13 +294,17 @@ def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcom
                     note: str, clock: Clock) -> tuple[list[FileRecord], int | None]:
     """Commit what the tasks staged, the new offsets, the lost ranges and a replay's withdrawals.
 
+    Lost ranges: the plan's (retention) and the damaged ranges the tasks
+    skipped (corruption), committed with the data they interrupt.
+
     Returns (the files added, the commit's seq); the seq is None when nothing changed
     (no commit). A commit that conflicts only with compactions is rebased and retried.
     """
     added = unique_names(file_records(outcomes, plan.run_id), state, plan.base_seq + 1)
     removed = removed_by_replay(plan, state)
     offsets = new_offsets(plan, state, outcomes)
-    changed = added or removed or plan.lost_ranges or {o.key: o.offset for o in offsets} != {
+    lost = list(plan.lost_ranges) + corruption_losses(outcomes, plan.run_id, clock)
+    changed = added or removed or lost or {o.key: o.offset for o in offsets} != {
         k: o.offset for k, o in state.offsets.items()}
     if not changed:
         return added, None
@@ -301,7 +313,7 @@ def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcom
         try:
             manifest = commit.commit_files(
                 storage, kind="load", run_id=plan.run_id, offsets=offsets, added=added, removed=removed,
-                lost_ranges=plan.lost_ranges, expected_seq=expected, clock=clock, note=note)
+                lost_ranges=lost, expected_seq=expected, clock=clock, note=note)
             return added, manifest.seq
         except commit.CommitConflictError:
             expected = rebase_target(storage, expected, removed)
@@ -359,7 +371,7 @@ def summary_text(record: dict[str, Any]) -> str:
         + (f", {t['deferred_bytes']} bytes deferred to the next run (max.bytes.per.run)" if t.get("deferred_bytes") else ""),
     ]
     for r in record.get("lost_ranges", []):
-        lines.append(f"  LOST (retention): {r['topic']} b{r['broker_id']} p{r['partition']} "
+        lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "
                      f"[{r['start_offset']}, {r['end_offset']}) {r['bytes']} bytes ~{r['estimated_messages']} messages")
     if record.get("error"):
         lines.append(f"  error: {record['error']}")

@@ -7,7 +7,7 @@ A commit manifest (``_ingest/commits/<seq>.json``) is one JSON object::
      "offsets": [OffsetRecord...],      # FULL snapshot after this commit
      "added":   [FileRecord...],        # files this commit publishes (with their staging path)
      "removed": ["<relative path>"...], # files this commit withdraws (replay, compaction)
-     "lost_ranges": [LostRange...],     # ranges found deleted by retention in this run
+     "lost_ranges": [LostRange...],     # ranges lost in this run: deleted by retention, or damaged on the broker
      "note": "free text"}
 
 The current state is the fold of every manifest in ``seq`` order: offsets from the
@@ -98,9 +98,22 @@ class FileRecord:
         return rec
 
 
+RETENTION = "retention"
+CORRUPTION = "corruption"
+LOSS_CAUSES = (RETENTION, CORRUPTION)
+
+
 @dataclass(frozen=True, slots=True)
 class LostRange:
-    """Offsets ``[start_offset, end_offset)`` deleted by retention before they were loaded."""
+    """Offsets ``[start_offset, end_offset)`` that were never loaded, and why (``cause``).
+
+    ``cause`` :data:`RETENTION`: deleted by retention before they were loaded
+    (the plan finds these). :data:`CORRUPTION`: damaged on the broker's disk
+    and skipped (a task finds these: the broker answered CORRUPT_RANGE;
+    ``estimated_messages`` from the task's average message size,
+    ``after_time_ms``/``before_time_ms`` the event times of the loaded messages
+    around the range). Records written before ``cause`` existed read as retention.
+    """
 
     topic: str
     broker_id: int
@@ -113,6 +126,7 @@ class LostRange:
     before_time_ms: int | None
     run_id: str
     detected_at_ms: int
+    cause: str = RETENTION
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +139,7 @@ class LostRange:
         return (
             f"{self.topic} broker {self.broker_id} partition {self.partition}: offsets "
             f"[{self.start_offset}, {self.end_offset}) = {self.bytes} bytes, ~{self.estimated_messages} messages"
+            f" ({self.cause})"
         )
 
 

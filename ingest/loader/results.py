@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest.loader.records import FileRecord, PartitionKey
+from ingest.loader.records import FileRecord, LostRange, PartitionKey
+from ingest.loader.records import CORRUPTION as CORRUPTION_CAUSE
 
 DATA = "data"
 QUARANTINE = "quarantine"
-FILE_KINDS = (DATA, QUARANTINE)
-"""The ``kind`` of a staged file, as :class:`~ingest.loader.records.FileRecord` names it in manifests."""
+CORRUPTION = "corruption"
+FILE_KINDS = (DATA, QUARANTINE, CORRUPTION)
+"""The ``kind`` of a :class:`StagedFile`: DATA and QUARANTINE as
+:class:`~ingest.loader.records.FileRecord` names them in manifests; CORRUPTION is
+no file but a damaged range the task skipped (see :meth:`StagedFile.damaged_range`),
+so that it reaches the driver through the same rows as the files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +28,13 @@ class StagedFile:
 
     ``kind`` is :data:`DATA` (one hour bucket of one schema) or :data:`QUARANTINE`
     (JSON lines of the messages that failed their CRC or did not decode; no hour,
-    schema or event times).
+    schema or event times), or :data:`CORRUPTION`: not a file, a damaged range
+    of the broker's log the task skipped (the broker answered CORRUPT_RANGE):
+    ``start_offset``/``end_offset`` the range, ``bytes`` its size, ``rows`` the
+    estimated messages in it, ``min_time_ms``/``max_time_ms`` the event times of
+    the loaded messages just before and after it; no path. The driver commits it
+    as a :class:`~ingest.loader.records.LostRange` with cause ``corruption``
+    (:meth:`to_lost_range`), never as a file.
     """
 
     task_id: int
@@ -48,6 +59,24 @@ class StagedFile:
     @property
     def key(self) -> PartitionKey:
         return (self.topic, self.broker_id, self.partition)
+
+    @classmethod
+    def damaged_range(cls, *, task_id: int, attempt: int, topic: str, broker_id: int, partition: int, start: int,
+                      end: int, estimated_messages: int, after_time_ms: int | None,
+                      before_time_ms: int | None) -> "StagedFile":
+        """The :data:`CORRUPTION` entry of a damaged range ``[start, end)`` a task skipped."""
+        return cls(task_id=task_id, attempt=attempt, topic=topic, broker_id=broker_id, partition=partition,
+                   start_offset=start, end_offset=end, kind=CORRUPTION, path="", staging="",
+                   rows=estimated_messages, bytes=end - start, format="", min_time_ms=after_time_ms,
+                   max_time_ms=before_time_ms)
+
+    def to_lost_range(self, run_id: str, detected_at_ms: int) -> LostRange:
+        """The lost range a :data:`CORRUPTION` entry commits."""
+        return LostRange(
+            topic=self.topic, broker_id=self.broker_id, partition=self.partition, start_offset=self.start_offset,
+            end_offset=self.end_offset, bytes=self.bytes, estimated_messages=self.rows,
+            after_time_ms=self.min_time_ms, before_time_ms=self.max_time_ms, run_id=run_id,
+            detected_at_ms=detected_at_ms, cause=CORRUPTION_CAUSE)
 
     def to_file_record(self, run_id: str) -> FileRecord:
         """The manifest entry committing this file for run ``run_id``."""
@@ -83,7 +112,8 @@ class TaskSummary:
 
 @dataclass(frozen=True, slots=True)
 class TaskOutcome:
-    """Everything one successful task attempt reports: its counters and the files it staged."""
+    """Everything one successful task attempt reports: its counters, the files it staged and the
+    damaged ranges it skipped (``files`` holds both: they cross the Spark boundary as the same rows)."""
 
     summary: TaskSummary
     files: tuple[StagedFile, ...] = ()
@@ -91,3 +121,17 @@ class TaskOutcome:
     @property
     def task_id(self) -> int:
         return self.summary.task_id
+
+    @property
+    def staged_files(self) -> tuple[StagedFile, ...]:
+        """The files to commit (DATA and QUARANTINE)."""
+        return tuple(f for f in self.files if f.kind != CORRUPTION)
+
+    @property
+    def damaged(self) -> tuple[StagedFile, ...]:
+        """The damaged ranges the task skipped (:data:`CORRUPTION` entries)."""
+        return tuple(f for f in self.files if f.kind == CORRUPTION)
+
+    def without_damage(self) -> "TaskOutcome":
+        """This outcome with only its files (for what lists files, such as the run record)."""
+        return TaskOutcome(self.summary, self.staged_files)

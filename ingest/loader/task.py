@@ -9,7 +9,8 @@ attempt Spark reports as successful.
 Phases, each a function tests call directly: :func:`open_consumer` and
 :func:`read_range` (read), :func:`stage_messages` (decode, bucket and write rows:
 the per-message loop), :func:`close_data_files` and :func:`stage_quarantine`
-(finish the staged files). :func:`run_task` chains them, calls the
+(finish the staged files), :func:`damaged_ranges` (the damaged ranges of the
+broker's log the task skipped). :func:`run_task` chains them, calls the
 :class:`~ingest.loader.faults.Faults` hook once the files are staged, and returns a
 :class:`~ingest.loader.results.TaskOutcome`.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import posixpath
 import time
 import uuid
@@ -74,11 +76,13 @@ class _Bucket:
 @dataclass(slots=True)
 class Staged:
     """What :func:`stage_messages` leaves: open data files per (hour index, schema id), the
-    quarantined messages and the counters. ``stage_dir`` is this attempt's own directory."""
+    quarantined messages, the damaged ranges skipped (``[start, end, time before, time after]``)
+    and the counters. ``stage_dir`` is this attempt's own directory."""
 
     stage_dir: str
     buckets: dict[tuple[int, int], _Bucket] = field(default_factory=dict)
     quarantine: list[QuarantinedMessage] = field(default_factory=list)
+    damaged: list[list] = field(default_factory=list)
     messages: int = 0
     last_time_ms: int | None = None
 
@@ -106,16 +110,17 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     quarantine_file = stage_quarantine(staged, task, attempt, storage)
     if quarantine_file is not None:
         files.append(quarantine_file)
+    damaged = damaged_ranges(staged, task, attempt)
     faults.task_staged(task.task_id, attempt, len(files))
     summary = TaskSummary(
         task_id=task.task_id, attempt=attempt, topic=task.topic, broker_id=task.broker_id, partition=task.partition,
         start_offset=task.start, end_offset=task.end, messages=staged.messages, quarantined=len(staged.quarantine),
         duration_ms=int((time.monotonic() - began) * 1000), cpu_ms=int((time.process_time() - cpu_began) * 1000),
         last_time_ms=staged.last_time_ms)
-    log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files",
+    log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files, %d damaged ranges skipped",
              task.task_id, task.topic, task.broker_id, task.partition, task.start, task.end, summary.messages,
-             summary.quarantined, len(files))
-    return TaskOutcome(summary, tuple(files))
+             summary.quarantined, len(files), len(damaged))
+    return TaskOutcome(summary, tuple(files + damaged))
 
 
 def stage_dir(run_id: str, task: TaskRange, attempt: int) -> str:
@@ -153,11 +158,12 @@ def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, sto
     """Decode every message, bucket it by event hour and schema, and write it to its bucket's file.
 
     ``items`` are what :func:`read_range` yields. A message that is corrupt or does
-    not decode, or has no usable ``header.time``, goes to ``staged.quarantine``. The
+    not decode, or has no usable ``header.time``, goes to ``staged.quarantine``; a
+    damaged range to ``staged.damaged`` (with the event times around it). The
     data files stay open (:func:`close_data_files` finishes them). This is the
     per-message loop: nothing here may cost more per message than it must.
     """
-    from ingest.loader.fetch import Corrupt
+    from ingest.loader.fetch import Corrupt, Damaged
 
     buckets = staged.buckets                       # (hour index since epoch, schema id) -> _Bucket
     quarantine = staged.quarantine
@@ -168,6 +174,7 @@ def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, sto
     prefix = PREFIX_SIZE
     last_hour = last_sid = last_bucket = None
     raw = settings.format == "avro"  # Avro output appends the already-encoded bodies
+    waiting: list[list] = []  # damaged ranges waiting for the event time of the next loaded message
     # Decoded records hold no reference cycles; the cyclic collector would only rescan
     # the growing row-group buffer again and again (measured: ~40% of a Parquet task).
     gc_was_enabled = gc.isenabled()
@@ -176,6 +183,10 @@ def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, sto
         for item in items:
             if item.__class__ is Corrupt:
                 quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))
+                continue
+            if item.__class__ is Damaged:
+                waiting.append([item.offset, item.next_offset, last_time, None])
+                staged.damaged.append(waiting[-1])
                 continue
             payload = item.payload
             # Fast path: framing + schema id seen before with a generated row decoder.
@@ -225,12 +236,37 @@ def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, sto
                 bucket.max_t = t
             last_time = t
             messages += 1
+            if waiting:
+                for d in waiting:
+                    d[3] = t
+                waiting.clear()
     finally:
         if gc_was_enabled:
             gc.enable()
         staged.messages = messages
         staged.last_time_ms = last_time
     return staged
+
+
+def damaged_ranges(staged: Staged, task: TaskRange, attempt: int) -> list[StagedFile]:
+    """The damaged ranges the task skipped, as CORRUPTION entries (see :mod:`ingest.loader.results`).
+
+    The messages a range held are estimated from the task's average message
+    size (its other bytes over its other messages); at least one.
+    """
+    if not staged.damaged:
+        return []
+    lost_bytes = sum(end - start for start, end, _, _ in staged.damaged)
+    seen = staged.messages + len(staged.quarantine)
+    avg = (task.end - task.start - lost_bytes) / seen if seen else 0
+    out = []
+    for start, end, before, after in staged.damaged:
+        estimate = max(1, math.ceil((end - start) / avg)) if avg > 0 else 1
+        out.append(StagedFile.damaged_range(
+            task_id=task.task_id, attempt=attempt, topic=task.topic, broker_id=task.broker_id,
+            partition=task.partition, start=start, end=end, estimated_messages=estimate, after_time_ms=before,
+            before_time_ms=after))
+    return out
 
 
 def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, schema: dict, row_layout,

@@ -171,8 +171,9 @@ def test_window_labels_stay_distinct_for_sub_minute_windows():
 
 
 def test_status_sets_name_their_meaning_and_match_plain_strings_read_back():
-    assert {str(s) for s in Status} == {"COMPLETE", "PENDING", "DATA_LOSS", "RETENTION_LOSS", "OVER_DELIVERY",
-                                        "DUPLICATES", "NO_MONITORING", "MONITORING_GAP"}
+    assert {str(s) for s in Status} == {"COMPLETE", "PENDING", "DATA_LOSS", "RETENTION_LOSS", "CORRUPTION_LOSS",
+                                        "OVER_DELIVERY", "DUPLICATES", "NO_MONITORING", "MONITORING_GAP"}
+    assert "CORRUPTION_LOSS" in LOSS_STATUSES
     assert "PENDING" in NO_PROBLEM_STATUSES and "PENDING" not in COMPACTABLE_STATUSES  # not judged: not compactable
     assert COMPACTABLE_STATUSES < NO_PROBLEM_STATUSES and not LOSS_STATUSES & NO_PROBLEM_STATUSES
     assert f"{Status.DATA_LOSS}" == "DATA_LOSS"  # formatting gives the report text, not "Status.DATA_LOSS"

@@ -1,4 +1,4 @@
-"""Recovery at start-up: torn tails and corrupt bytes truncated; older corruption reported."""
+"""Recovery at start-up: torn tails truncated; corrupt bytes cost only themselves (tests/broker/test_corruption.py)."""
 from __future__ import annotations
 
 import logging
@@ -9,7 +9,7 @@ import pytest
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.segment import segment_name
-from ingest.errors import LogCorruptionError, OffsetOutOfRangeError
+from ingest.errors import CorruptRangeError, OffsetOutOfRangeError
 
 
 def open_log(path, clock, **kw) -> Log:
@@ -79,7 +79,7 @@ def test_recovery_logs_what_was_dropped_and_why(written, fake_clock, caplog):
 
 
 @pytest.mark.parametrize("saved_index", [True, False], ids=["saved-index", "no-index"])
-def test_corruption_in_an_older_segment_is_reported_not_served(tmp_path, fake_clock, caplog, saved_index):
+def test_corruption_in_an_older_segment_costs_only_the_damaged_message(tmp_path, fake_clock, caplog, saved_index):
     d = tmp_path / "t-0"
     lg = open_log(d, fake_clock, file_size=1000)
     offsets = [lg.append(encode_message_set([b"x" * 90])) for _ in range(25)]
@@ -97,13 +97,17 @@ def test_corruption_in_an_older_segment_is_reported_not_served(tmp_path, fake_cl
     with lg.read(1400, 1000) as sl:  # before the corruption: served, cut at the corrupt message
         assert sl.length == 100
     with caplog.at_level(logging.ERROR):
-        with pytest.raises(LogCorruptionError, match="corrupt data.*ingest log dump"):
+        with pytest.raises(CorruptRangeError, match="damaged range 1500..1600.*ingest log dump") as info:
             lg.read(1500, 1000)
-    # with a saved index the read path checks what it serves; without, the first read scans the segment
-    assert ("corrupt message at offset 1500" if saved_index else "corrupt from offset 1500") in caplog.text
-    with pytest.raises((LogCorruptionError, OffsetOutOfRangeError)):
-        lg.read(1600, 1000)
+    assert (info.value.start_offset, info.value.next_offset) == (1500, 1600)
+    # with a saved index the read path checks what it serves (and then verifies the segment)
+    assert "is corrupt from offset 1500" in caplog.text
+    with pytest.raises(CorruptRangeError):  # inside the damaged range: the same answer
+        lg.read(1550, 1000)
+    assert len(list(iter_messages(lg.read_bytes(1600, 10_000)))) == 4  # after it: served
     assert len(list(iter_messages(lg.read_bytes(2000, 10_000)))) == 5
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(1601, 10)
 
 
 def test_empty_newest_segment_is_dropped_so_a_torn_previous_one_leaves_no_gap(tmp_path, fake_clock):
