@@ -76,6 +76,13 @@ class Fetcher(threading.Thread):
                                 state.broker_id, state.partition, state.fetch_offset, new)
                     state.fetch_offset = state.consumed = new
                     continue
+                if error == ErrorCode.CORRUPT_RANGE and result is not None:
+                    # damaged bytes on the broker: skip to the next valid message, as the loader does
+                    log.error("%s/%d-%d: offsets %d..%d are damaged on the broker (CORRUPT_RANGE); skipping them",
+                              state.topic, state.broker_id, state.partition, state.fetch_offset, result.next_offset)
+                    state.fetch_offset = result.next_offset
+                    got = True
+                    continue
                 if error:
                     log.error("%s/%d-%d: fetch error %d", state.topic, state.broker_id, state.partition, error)
                     continue

@@ -84,6 +84,14 @@ def _result(message_set: bytes, offset: int) -> FetchResult:
     return FetchResult(messages, offset, len(message_set), needed)
 
 
+def _raw_result(part: protocol.FetchResponse, offset: int) -> FetchResult | None:
+    if part.error == ErrorCode.NONE:
+        return _result(part.message_set, offset)
+    if part.error == ErrorCode.CORRUPT_RANGE:
+        return FetchResult([], part.next_valid_offset, len(part.message_set))
+    return None
+
+
 class SimpleConsumer:
     """Pulls from one broker at ``host:port``.
 
@@ -146,12 +154,15 @@ class SimpleConsumer:
         return out
 
     def multifetch_raw(self, requests: Sequence[tuple[str, int, int, int]]) -> list[tuple[int, FetchResult | None]]:
-        """Like :meth:`multifetch` but returns ``(error_code, result|None)`` per fetch instead of raising."""
+        """Like :meth:`multifetch` but returns ``(error_code, result|None)`` per fetch instead of raising.
+
+        A CORRUPT_RANGE part comes with a result holding no messages whose ``next_offset``
+        is the next valid offset after the damage, so a caller can skip it.
+        """
         reqs = tuple(protocol.FetchRequest(t, p, o, m) for t, p, o, m in requests)
         resp = self.conn.request(protocol.MultiFetchRequest(reqs).encode(), protocol.MultiFetchResponse)
         check(resp.error, f"MULTIFETCH of {len(reqs)} fetches from {self.conn!r}")
-        return [(part.error, _result(part.message_set, req.offset) if part.error == 0 else None)
-                for req, part in zip(reqs, resp.responses)]
+        return [(part.error, _raw_result(part, req.offset)) for req, part in zip(reqs, resp.responses)]
 
     def offsets_before(self, topic: str, partition: int, time_ms: int, max_offsets: int) -> list[int]:
         """Valid offsets before ``time_ms`` (-1 latest, -2 earliest), newest first."""

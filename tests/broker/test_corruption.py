@@ -184,12 +184,38 @@ def test_a_broker_process_answers_corrupt_range_and_the_consumer_reads_across_it
             assert info.value.next_offset == 1300
             # MULTIFETCH: the damaged part answers CORRUPT_RANGE with its next offset, the other part its data
             raw = c.multifetch_raw([("t", 0, 4300, 1000), ("t", 0, 4400, 1000)])
-            assert raw[0] == (ErrorCode.CORRUPT_RANGE, None) and raw[1][0] == ErrorCode.NONE
+            assert raw[0][0] == ErrorCode.CORRUPT_RANGE and raw[1][0] == ErrorCode.NONE
+            assert raw[0][1].messages == [] and raw[0][1].next_offset == 4400
+            # the high-level consumer's fetcher skips the damage too, instead of stalling on it
+            fetched = _fetcher_payloads(c, "t", end)
+        assert fetched == [(i * SIZE, payload(i)) for i in range(n) if i not in (12, 43)]
         assert got == [(i * SIZE, payload(i)) for i in range(n) if i not in (12, 43)]
     finally:
         b.stop()
     out = b.output()
     assert "damaged range 1200..1300" in out and "damaged range 4300..4400" in out
+
+
+def _fetcher_payloads(consumer: SimpleConsumer, topic: str, end: int) -> list[tuple[int, bytes]]:
+    """Run the consumer group's Fetcher over partition 0 until ``end``; every (offset, payload) it queued."""
+    import queue
+    from types import SimpleNamespace
+
+    from ingest.client.consumer_stream import PartitionState
+    from ingest.client.fetcher import Fetcher
+
+    stream = SimpleNamespace(queue=queue.Queue(maxsize=1000))
+    state = PartitionState(topic, 0, 0, 0, 0, 0, 0, 1000, stream)
+    fetcher = Fetcher(consumer, [state], backoff_s=0.01, max_fetch_size=1 << 20, reset=lambda s: 0)
+    fetcher.start()
+    out: list[tuple[int, bytes]] = []
+    try:
+        while not out or out[-1][0] < end - SIZE:
+            _, messages = stream.queue.get(timeout=20)
+            out += [(m.offset, m.payload) for m in messages]
+    finally:
+        fetcher.stop()
+    return out
 
 
 def test_two_damaged_messages_close_together_are_two_ranges(tmp_path, fake_clock):
