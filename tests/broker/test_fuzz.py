@@ -5,7 +5,6 @@ import logging
 import os
 import random
 import socket
-import struct
 
 from ingest.broker import protocol as p
 from ingest.broker.log_manager import LogManager
@@ -13,47 +12,10 @@ from ingest.broker.message_set import encode_message_set, iter_messages, validat
 from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
+from tests.harness.hostile import mutate_frame, valid_frames
 
 CASES = 3000
 SEED = int(os.environ.get("INGEST_FUZZ_SEED", "20261122"))
-
-
-def valid_frames() -> list[bytes]:
-    ms = encode_message_set([b"payload-%d" % i for i in range(5)])
-    gz = encode_message_set([b"z" * 300, b"y" * 10], codec=1)
-    return [
-        p.ProduceRequest("fz", 0, ms).encode(),
-        p.ProduceAckRequest("fz", 1, gz).encode(),
-        p.MultiProduceRequest((p.ProduceRequest("fz", 0, ms), p.ProduceRequest("fy", 1, gz))).encode(),
-        p.FetchRequest("fz", 0, 0, 4096).encode(),
-        p.MultiFetchRequest((p.FetchRequest("fz", 0, 0, 100), p.FetchRequest("fz", 1, 37, 100))).encode(),
-        p.OffsetsRequest("fz", 0, -1, 5).encode(),
-        p.MetadataRequest(("fz", "fy")).encode(),
-    ]
-
-
-def mutate(rng: random.Random, frames: list[bytes]) -> bytes:
-    frame = bytearray(rng.choice(frames))
-    how = rng.randrange(7)
-    if how == 0:                       # flip a few bits anywhere
-        for _ in range(rng.randint(1, 4)):
-            frame[rng.randrange(len(frame))] ^= 1 << rng.randrange(8)
-    elif how == 1:                     # truncate, keeping the size field honest
-        frame = frame[:rng.randrange(4, len(frame))]
-        frame[:4] = struct.pack(">i", len(frame) - 4)
-    elif how == 2:                     # lie about the size
-        frame[:4] = struct.pack(">i", rng.choice([-1, 0, 1, 2, 2**31 - 1, rng.randrange(-2**31, 2**31)]))
-    elif how == 3:                     # another request type
-        frame[4:6] = struct.pack(">h", rng.randrange(-2**15, 2**15))
-    elif how == 4:                     # flip bits in the body only, size kept
-        for _ in range(rng.randint(1, 8)):
-            frame[rng.randrange(6, len(frame))] ^= 1 << rng.randrange(8)
-    elif how == 5:                     # random body with an honest header
-        body = os.urandom(rng.randrange(0, 200))
-        frame = bytearray(struct.pack(">ih", len(body) + 2, rng.choice([0, 1, 2, 3, 4, 10, 11])) + body)
-    else:                              # pure noise
-        frame = bytearray(os.urandom(rng.randrange(1, 300)))
-    return bytes(frame)
 
 
 def test_fuzzed_frames_leave_the_broker_serving_and_the_logs_valid(tmp_path, caplog):
@@ -69,7 +31,7 @@ def test_fuzzed_frames_leave_the_broker_serving_and_the_logs_valid(tmp_path, cap
     acked = 0
     try:
         for i in range(CASES):
-            data = mutate(rng, frames)
+            data = mutate_frame(rng, frames)
             s = socket.create_connection((broker.host, broker.port), timeout=10)
             try:
                 s.sendall(data)
@@ -115,7 +77,7 @@ def test_fuzzed_frames_against_a_real_broker_process(broker_factory):
         for i in range(1000):
             s = socket.create_connection((b.host, b.port), timeout=10)
             try:
-                s.sendall(mutate(rng, frames))
+                s.sendall(mutate_frame(rng, frames))
                 s.shutdown(socket.SHUT_WR)
                 while s.recv(65536):
                     pass
