@@ -322,7 +322,7 @@ def test_hardening_keys_are_validated_with_their_ranges(tmp_path):
         make_config(tmp_path, **{"request.partial.timeout.ms": 10})
     cfg = make_config(tmp_path)
     assert (cfg["queued.max.request.bytes"], cfg["connections.max.idle.ms"], cfg["request.partial.timeout.ms"]) \
-        == (256 << 20, 600_000, 30_000)
+        == (128 << 20, 600_000, 30_000)
 
 
 def test_a_network_layer_that_never_started_stops_cleanly():
