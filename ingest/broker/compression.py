@@ -30,8 +30,10 @@ from typing import Iterator
 from ingest.broker.message import CODEC_GZIP, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY
 from ingest.errors import InvalidMessageError, MessageTooLargeError, UnsupportedCodecError
 
-MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
-"""Default limit of :func:`decompress` (callers that know their bound pass it)."""
+MAX_INFLATED_SIZE = 100 * 1024 * 1024
+"""Default bound on what one wrapper may inflate to: what one uncompressed request may carry
+(the default of the broker's ``max.socket.request.bytes``), so compression never lets a
+client smuggle more than a plain request could. Callers that know their bound pass it."""
 INFLATE_CHUNK = 256 * 1024
 """Most bytes :func:`inflate` produces per gzip chunk."""
 SNAPPY_MAX_EXPANSION = (64, 3)
@@ -67,7 +69,7 @@ def compress(codec: int, data: bytes | memoryview) -> bytes:
     raise UnsupportedCodecError(f"unknown codec {codec}; allowed are {sorted(CODEC_NAMES)}")
 
 
-def decompress(codec: int, data: bytes | memoryview, *, limit: int = MAX_DECOMPRESSED_SIZE) -> bytes:
+def decompress(codec: int, data: bytes | memoryview, *, limit: int = MAX_INFLATED_SIZE) -> bytes:
     """Decompress a wrapper payload whole (at most ``limit`` bytes); see :func:`inflate`."""
     return b"".join(inflate(codec, data, limit=limit))
 

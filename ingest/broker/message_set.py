@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Iterator, NamedTuple, Sequence
 
 from ingest.broker import compression
+from ingest.broker.compression import MAX_INFLATED_SIZE
 from ingest.broker.message import (
     ATTRIBUTES_OFFSET,
     CODEC_NONE,
@@ -52,11 +53,6 @@ from ingest.errors import InvalidMessageError, MessageTooLargeError
 
 _UNLIMITED = 1 << 62
 
-MAX_INFLATED_SIZE = 100 * 1024 * 1024
-"""Default bound on a wrapper's inflated inner set: what one uncompressed request may carry
-(the default of the broker's ``max.socket.request.bytes``), so compression never lets a
-client send more than it could without it. Clients and the loader read fetched wrappers
-under the same ceiling: a wrapper inflating past it fails with MessageTooLargeError."""
 
 
 class MessageAndOffset(NamedTuple):
