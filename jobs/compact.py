@@ -50,16 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     from ingest.jobs_support import build_spark, report_failure, setup_logging
 
     setup_logging(args.verbose)
-    from ingest.compaction.cli import _range, existing_destination, load_config
+    from ingest.compaction.cli import _range, audit_sources, existing_destination, load_config
     from ingest.compaction.runner import run, summary_table, write_summary
 
     try:
         config = load_config(args)
         start, end = _range(args)
         existing_destination(config)
-        from ingest.audit.history import run_revision
-
-        reports = args.audit_report + [run_revision(config["destination"], r) for r in args.audit_run]
+        reports = audit_sources(config, args.audit_report, args.audit_run)
     except IngestError as exc:
         return report_failure(PROG, exc, verbose=args.verbose)
 

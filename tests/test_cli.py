@@ -186,6 +186,16 @@ def test_compaction_status_of_a_missing_destination_is_one_line_exit_2(tmp_path)
     assert r.returncode == 2 and "--topic nope" in r.stderr and "nothing loaded yet" in r.stderr
 
 
+def test_compaction_run_gated_on_an_audit_run_that_wrote_nothing_is_one_line_exit_2(tmp_path):
+    dest = tmp_path / "warehouse"
+    dest.mkdir()
+    r = _run("compaction", "run", "--config", str(REPO / "conf/compaction.properties"),
+             "--set", f"destination={dest}", "--audit-run", "ingest_hourly.never-ran")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "no audit revision of run 'ingest_hourly.never-ran'" in lines[0] and "_audit" in lines[0]
+
+
 def _run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess:
     """The command's stdout is a pipe whose reader is already gone (``... | head`` after head exited)."""
     read_end, write_end = os.pipe()

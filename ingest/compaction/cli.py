@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 EXAMPLES = """examples:
   ingest compaction run --config conf/compaction.properties --audit-report reports/audit.json
+  ingest compaction run --config conf/compaction.properties --audit-run ingest_hourly.scheduled__2026-11-22T03
   ingest compaction run --config conf/compaction.properties --from 2026-11-22T00:00 --to 2026-11-22T06:00 \\
       --set compaction.require.audit=false
   ingest compaction status --config conf/compaction.properties --topic page-views
@@ -39,7 +40,10 @@ def register(subparsers) -> None:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common(run_p)
     run_p.add_argument("--audit-report", action="append", default=[], metavar="PATH",
-                       help="audit report (JSON) judging the hours; repeatable")
+                       help="audit report (JSON lines, or a revision .parquet) judging the hours; repeatable")
+    run_p.add_argument("--audit-run", action="append", default=[], metavar="RUN_ID",
+                       help="gate on the revision this audit run (jobs/audit.py --run-id) wrote under "
+                            "<destination>/_audit/; repeatable")
     run_p.add_argument("--summary", metavar="PATH", help="also write the outcomes as JSON here")
     run_p.set_defaults(func=_run)
     st = sub.add_parser("status", help="list compaction records per hour", epilog=EXAMPLES,
@@ -72,13 +76,21 @@ def existing_destination(config):
     return storage
 
 
+def audit_sources(config, reports: list[str], runs: list[str]) -> list[str]:
+    """The verdicts compaction gates on: report files as given, plus the revision of each named audit run."""
+    from ingest.audit.history import run_revision
+
+    return list(reports) + [run_revision(config["destination"], run_id) for run_id in runs]
+
+
 def _run(args) -> int:
     from ingest.compaction.runner import run, summary_table, write_summary
 
     start, end = _range(args)
     config = load_config(args)
     existing_destination(config)
-    results = run(config, start_ms=start, end_ms=end, topics=args.topic, audit_reports=args.audit_report)
+    reports = audit_sources(config, args.audit_report, args.audit_run)
+    results = run(config, start_ms=start, end_ms=end, topics=args.topic, audit_reports=reports)
     print(summary_table(results))
     if args.summary:
         write_summary(args.summary, results)
