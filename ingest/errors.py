@@ -63,6 +63,11 @@ class ConfigError(IngestError):
     """A configuration key is unknown, missing, or has a value out of range."""
 
 
+class UnknownTopicError(IngestError):
+    """An operator named a topic that does not exist where it was looked for (no broker holds it,
+    it was never audited, nothing of it was loaded); the message lists the topics that do exist."""
+
+
 # --- messages ------------------------------------------------------------------
 
 

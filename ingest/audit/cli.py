@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ingest.audit.report_reader import read_report
 from ingest.audit.status import NO_PROBLEM_STATUSES
+from ingest.errors import IngestError, UnknownTopicError
 
 
 def register(subparsers: Any) -> None:
@@ -37,27 +39,21 @@ def _show(args) -> int:
     from ingest.audit.report_json import status_table
 
     if args.destination:
-        from ingest.audit.history import latest_rows
+        from ingest.audit.history import latest_rows  # deferred: history needs pyarrow
 
         rows = latest_rows(args.destination)
         if not rows:
-            from ingest.errors import IngestError
-
             raise IngestError(f"no audit revisions under {args.destination}/_audit: run spark-submit jobs/audit.py "
                               f"first, or check the destination (it must be the loader's)")
     else:
-        from ingest.audit.report_reader import read_report
-
         rows = read_report(args.report)
     rows = [r for r in rows if r["row_type"] != "producer"]
     if args.topic:
         audited = sorted({r["topic"] for r in rows})
         rows = [r for r in rows if r["topic"] == args.topic]
         if not rows:
-            from ingest.errors import IngestError
-
-            raise IngestError(f"--topic {args.topic!r} was never audited in {args.destination or args.report}; "
-                              f"audited topics: {', '.join(audited) or 'none'}")
+            raise UnknownTopicError(f"--topic {args.topic!r} was never audited in {args.destination or args.report}; "
+                                    f"audited topics: {', '.join(audited) or 'none'}")
     if args.problems:
         rows = [r for r in rows if r["status"] not in NO_PROBLEM_STATUSES]
     print(status_table(rows))

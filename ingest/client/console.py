@@ -20,7 +20,7 @@ from ingest.client.discovery import (Discovery, make_discovery, read_topic_parti
 from ingest.client.producer import Producer, SendResult
 from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.client.simple_consumer import SimpleConsumer
-from ingest.errors import BrokerUnavailableError, ConfigError, IngestError
+from ingest.errors import BrokerUnavailableError, ConfigError, IngestError, UnknownTopicError
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +89,10 @@ def console_consumer(*, brokers: str | None, zk: str | None, topic: str, group: 
         discovery.close()
 
 
-def _unknown_topics(topics: Iterable[str], where: str, known: Iterable[str]) -> IngestError:
+def _unknown_topics(topics: Iterable[str], where: str, known: Iterable[str]) -> UnknownTopicError:
     names = sorted(topics)
     which = f"topic {names[0]!r} does not" if len(names) == 1 else f"topics {', '.join(map(repr, names))} do not"
-    return IngestError(f"{which} exist on {where}; topics there: {', '.join(sorted(known)) or 'none yet'} "
+    return UnknownTopicError(f"{which} exist on {where}; topics there: {', '.join(sorted(known)) or 'none yet'} "
                        f"(a topic is created by its first message)")
 
 

@@ -11,7 +11,7 @@ import logging
 import sys
 
 from ingest.config import parse_overrides
-from ingest.errors import IngestError
+from ingest.errors import IngestError, UnknownTopicError
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +108,8 @@ def _status(args) -> int:
     hours = committed_hours(state, args.topic)
     if args.topic and not hours:
         loaded = sorted({f.topic for f in state.files()})
-        raise IngestError(f"--topic {', '.join(args.topic)}: no committed hours in {storage.uri}; "
-                          f"topics there: {', '.join(loaded) or 'none (nothing loaded yet)'}")
+        raise UnknownTopicError(f"--topic {', '.join(args.topic)}: no committed hours in {storage.uri}; "
+                                f"topics there: {', '.join(loaded) or 'none (nothing loaded yet)'}")
     if not state.manifests:
         print(f"no committed load in {storage.uri} yet (nothing to compact)", file=sys.stderr)
     for hour, files in sorted(hours.items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
