@@ -50,7 +50,8 @@ from typing import Callable, NamedTuple
 
 from ingest.broker.message_set import ValidatedMessageSet
 from ingest.broker.open_files import UNLIMITED, OpenFiles
-from ingest.broker.segment import DAMAGED_SUFFIX, SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
+from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
+from ingest.broker.segment_damage import DAMAGED_SUFFIX
 from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
 from ingest.clock import Clock
 from ingest.errors import (

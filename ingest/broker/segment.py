@@ -13,13 +13,11 @@ read checks that its position is a message boundary by walking message
 headers forward from the nearest index entry: cost bounded by the index
 interval, whatever the log size.
 
-Damage costs only the damaged bytes. The validating scan
-(:func:`scan_segment`) does not stop at a bad message: it resynchronises on
-the next position where a whole valid message starts and the messages after
-it keep validating (:func:`resync`), records ``[bad, next valid)`` as a
-damaged range, and goes on. Recovery truncates only a tail from which nothing
-valid follows (a torn write); a sealed segment is never truncated. Damaged
-ranges are kept in memory (reads at or inside one raise
+Damage costs only the damaged bytes: the validating scan
+(:mod:`ingest.broker.segment_scan`) steps over a bad range to the next valid
+message. Recovery truncates only a tail from which nothing valid follows (a
+torn write); a sealed segment is never truncated. Damaged ranges
+(:mod:`ingest.broker.segment_damage`) are kept in memory (reads at or inside one raise
 :class:`~ingest.errors.CorruptRangeError` naming the next valid offset),
 logged at ERROR once, and saved in a sidecar ``<base>.damaged`` (JSON lines,
 see docs/log-format.md) so that they survive restarts.
@@ -41,7 +39,6 @@ keeps its bytes after the file was unlinked.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import threading
@@ -49,53 +46,22 @@ from array import array
 from bisect import bisect_right
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
-from ingest.broker.message import HEADER, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC, OVERHEAD, check_header
-from ingest.broker.message_set import ScanResult, scan
+from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD
+from ingest.broker.message_set import scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
+from ingest.broker.segment_damage import Damage, damaged_path, load_damaged, save_damaged
 from ingest.broker.segment_index import delete_index, load_index, save_index
+from ingest.broker.segment_scan import UNLIMITED_SIZE, scan_segment
 from ingest.clock import Clock
 from ingest.errors import CorruptRangeError, DiskFullError, OffsetOutOfRangeError, StorageError
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".kafka"
-DAMAGED_SUFFIX = ".damaged"
 NAME_DIGITS = 20
-SCAN_CHUNK = 8 * 1024 * 1024
 WALK_CHUNK = 64 * 1024
-RESYNC_CHUNK = 1024 * 1024
-RESYNC_CONFIRM_BYTES = 256 * 1024
-RESYNC_MIN_CHAIN = 64 * 1024 + HEADER_SIZE
-"""A resync candidate is accepted when the messages from it validate up to the
-segment's end or for this many bytes (:func:`_confirmed`). One CRC match, or a
-few, is not enough: the payload of a compressed wrapper of incompressible data
-holds its inner messages verbatim (stored deflate blocks and snappy literals,
-both at most 64 KB), and those are valid messages."""
-UNLIMITED_SIZE = 1 << 62
-_MAGIC_BYTE = bytes([MAGIC])
-
-
-class Damage(NamedTuple):
-    """A damaged range of a segment: file positions ``[start, end)`` failed validation; ``end`` is
-    the next valid message (or the end of the file)."""
-
-    start: int
-    end: int
-    reason: str
-
-
-class SegmentScan(NamedTuple):
-    """Outcome of :func:`scan_segment`: valid bytes end at ``end`` (nothing valid after it),
-    ``count`` messages validated, the damaged ranges skipped before ``end``, and why the scan
-    stopped before the file's end (``tail_error``; ``cut_off``: a message running past it)."""
-
-    end: int
-    count: int
-    damaged: list[Damage]
-    tail_error: str | None
-    cut_off: bool
 
 
 def segment_name(base_offset: int) -> str:
@@ -108,195 +74,6 @@ def parse_segment_name(name: str) -> int | None:
     if len(stem) != NAME_DIGITS or not stem.isdigit() or not stem.isascii():
         return None
     return int(stem)
-
-
-def scan_file(fd: int, size: int, index: array | None, interval: int, start: int = 0, origin: int = 0) -> ScanResult:
-    """Validate a file of ``size`` bytes from ``start`` by chunks, up to the first bad message; fills ``index``.
-
-    ``origin`` (the segment's base offset) is added to positions in error texts."""
-    pos = start
-    count = 0
-    want = SCAN_CHUNK
-    while pos < size:
-        buf = os.pread(fd, min(want, size - pos), pos)
-        if not buf:
-            return ScanResult(pos, count, f"file ended at {pos}, expected {size} bytes", True)
-        mark = index[-1] + interval if index else 0
-        r = scan(buf, index=index, index_base=pos, index_mark=mark - pos, index_interval=interval, origin=origin + pos)
-        count += r.count
-        pos += r.end
-        want = SCAN_CHUNK
-        if r.error is None:
-            continue
-        if not r.cut_off or pos + len(buf) - r.end >= size:
-            return ScanResult(pos, count, r.error, r.cut_off)
-        # A message crosses the chunk boundary: re-read from it, large enough to hold it.
-        head = os.pread(fd, LENGTH_SIZE, pos)
-        need = LENGTH_SIZE + (LENGTH.unpack(head)[0] if len(head) == LENGTH_SIZE else 0)
-        if len(head) < LENGTH_SIZE or pos + need > size:
-            return ScanResult(pos, count, r.error, True)
-        want = max(SCAN_CHUNK, need)
-    return ScanResult(pos, count, None, False)
-
-
-def scan_segment(fd: int, size: int, index: array | None, interval: int, origin: int = 0,
-                 max_message_size: int = UNLIMITED_SIZE) -> SegmentScan:
-    """Validate a whole segment file, skipping damaged ranges (:func:`next_valid`); fills ``index``.
-
-    The first message after a damaged range always gets an index entry, so
-    that a boundary walk never crosses damage.
-    """
-    pos = count = 0
-    damaged: list[Damage] = []
-    while True:
-        r = scan_file(fd, size, index, interval, pos, origin)
-        count += r.count
-        if r.error is None:
-            return SegmentScan(r.end, count, damaged, None, False)
-        nxt = next_valid(fd, r.end, size, max_message_size)
-        if nxt is None:
-            return SegmentScan(r.end, count, damaged, r.error, r.cut_off)
-        damaged.append(Damage(r.end, nxt, r.error))
-        if index is not None:
-            index.append(nxt)
-        pos = nxt
-
-
-def next_valid(fd: int, bad: int, size: int, max_message_size: int = UNLIMITED_SIZE) -> int | None:
-    """Where valid messages start again after the bad message at ``bad``; None if nothing valid follows.
-
-    A bad message whose header is plausible (magic, codec, a length within
-    ``max.message.size``) claims its extent: if that runs to or past the end
-    of the file, the file ends inside it (a torn write, or a damaged last
-    message), and nothing after ``bad`` is looked at: valid-looking bytes there
-    would be its own payload. If it ends inside the file and valid messages
-    follow it (:func:`_confirmed`), only its payload or CRC was damaged.
-    Otherwise (a damaged header) :func:`resync` searches.
-    """
-    head = os.pread(fd, HEADER_SIZE, bad)
-    if len(head) == HEADER_SIZE:
-        length, magic, attributes, _crc = HEADER.unpack(head)
-        if OVERHEAD <= length <= max_message_size + OVERHEAD and check_header(magic, attributes) is None:
-            end = bad + LENGTH_SIZE + length
-            if end >= size:
-                return None
-            if _confirmed(fd, end, size):
-                return end
-    return resync(fd, bad + 1, size)
-
-
-def resync(fd: int, start: int, size: int) -> int | None:
-    """The first position at or after ``start`` where valid messages start again, or None.
-
-    A candidate has the magic byte in place, a length that fits the file, and
-    passes :func:`_confirmed`. Candidates are found with ``bytes.find`` on the
-    magic byte, so the cost is one pass over the damaged bytes plus one CRC
-    per plausible header.
-    """
-    pos = start
-    while pos + HEADER_SIZE <= size:
-        buf = os.pread(fd, min(RESYNC_CHUNK, size - pos), pos)
-        n = len(buf)
-        if n < HEADER_SIZE:
-            return None
-        i = 0
-        while True:
-            j = buf.find(_MAGIC_BYTE, i + LENGTH_SIZE)
-            if j < 0:
-                break
-            p = j - LENGTH_SIZE
-            if p + HEADER_SIZE > n:
-                break
-            i = p + 1
-            length = LENGTH.unpack_from(buf, p)[0]
-            if length < OVERHEAD or pos + p + LENGTH_SIZE + length > size:
-                continue
-            if _confirmed(fd, pos + p, size):
-                return pos + p
-        if pos + n >= size:
-            return None
-        pos += n - HEADER_SIZE + 1  # a header straddling the chunk end is looked at again
-    return None
-
-
-def _confirmed(fd: int, p: int, size: int, depth: int = 2) -> bool:
-    """Valid messages start at ``p`` and go on: up to the end of the file, or for
-    :data:`RESYNC_MIN_CHAIN` bytes, or up to a bad message that is itself only
-    damaged inside (a plausible header whose extent fits the file) after which
-    they go on again (``depth`` more times)."""
-    want = RESYNC_CONFIRM_BYTES
-    while True:
-        buf = os.pread(fd, min(size - p, want), p)
-        r = scan(buf)
-        if p + r.end == size or r.end >= RESYNC_MIN_CHAIN:
-            return r.end > 0
-        rest = len(buf) - r.end
-        if r.error is None:  # the read ended on a boundary before the file's end: read on
-            want = len(buf) + RESYNC_CONFIRM_BYTES
-            continue
-        if rest < HEADER_SIZE:
-            if r.cut_off and p + len(buf) < size:
-                want = len(buf) + RESYNC_CONFIRM_BYTES
-                continue
-            return False
-        length, magic, attributes, _crc = HEADER.unpack_from(buf, r.end)
-        claimed = p + r.end + LENGTH_SIZE + length
-        plausible = length >= OVERHEAD and check_header(magic, attributes) is None
-        if r.cut_off and p + len(buf) < size and plausible and claimed <= size:
-            want = claimed - p  # a message cut by the read, not by the file: read it whole
-            continue
-        if r.end == 0 or depth == 0 or not plausible:
-            return False
-        if claimed >= size:  # valid messages up to a torn (or damaged) last one
-            return True
-        return _confirmed(fd, claimed, size, depth - 1)
-
-
-def damaged_path(segment_path: Path) -> Path:
-    """The sidecar recording a segment's damaged ranges: ``<base>.damaged``."""
-    return segment_path.with_suffix(DAMAGED_SUFFIX)
-
-
-def load_damaged(segment_path: Path) -> list[Damage]:
-    """The damaged ranges saved for a segment (positions), [] without a readable sidecar."""
-    path = damaged_path(segment_path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        log.warning("cannot read %s: %s; its segment is scanned again", path, exc.strerror)
-        return []
-    base = parse_segment_name(segment_path.name) or 0
-    out = []
-    for line in text.splitlines():
-        try:
-            d = json.loads(line)
-            out.append(Damage(int(d["start_offset"]) - base, int(d["end_offset"]) - base, str(d.get("reason", ""))))
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignoring a bad line of %s: %r", path, line[:200])
-    return out
-
-
-def save_damaged(segment_path: Path, base_offset: int, damaged: list[Damage], now_ms: int) -> None:
-    """Write the sidecar atomically (none when nothing is damaged); failures are logged, not raised:
-    the next scan finds the damage again."""
-    path = damaged_path(segment_path)
-    try:
-        if not damaged:
-            path.unlink(missing_ok=True)
-            return
-        lines = [json.dumps({"start_offset": base_offset + d.start, "end_offset": base_offset + d.end,
-                             "bytes": d.end - d.start, "reason": d.reason, "found_at_ms": now_ms},
-                            sort_keys=True) for d in damaged]
-        tmp = path.with_suffix(DAMAGED_SUFFIX + ".tmp")
-        with open(tmp, "w") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("could not save %s: %s", path, exc.strerror)
 
 
 class Segment:
@@ -375,7 +152,7 @@ class Segment:
         seg = cls(path, base_offset, st.st_size, clock, index_interval, indexed=st.st_size == 0,
                   mtime_ms=st.st_mtime_ns // 1_000_000, index=saved, files=files,
                   max_message_size=max_message_size)
-        seg._known_damage = {(d.start, d.end) for d in load_damaged(path)}
+        seg._known_damage = {(d.start, d.end) for d in load_damaged(path, base_offset)}
         return seg
 
     @property
