@@ -107,6 +107,7 @@ def scan(
     origin: int = 0,
     allow_compressed: bool = True,
     max_inflated_size: int = MAX_INFLATED_SIZE,
+    wrappers: list[int] | None = None,
 ) -> ScanResult:
     """Validate messages in ``buf[pos:end]`` until the end or the first bad one.
 
@@ -124,6 +125,8 @@ def scan(
         origin: added to positions in error texts (file position of ``buf``).
         allow_compressed: False for the set inside a wrapper (nested
             compression is invalid).
+        wrappers: when given, the position of every compressed wrapper is
+            appended (readers skip a per-message codec check when it stays empty).
 
     Returns:
         ScanResult; never raises for bad data.
@@ -150,6 +153,8 @@ def scan(
         if crc32(mv[pos + HEADER_SIZE:nxt], seed[ma]) != crc:
             break
         if ma != MA_MIN:
+            if wrappers is not None:
+                wrappers.append(pos)
             if not allow_compressed:
                 return ScanResult(pos, count, f"message at {origin + pos}: nested compression is not allowed", False)
             if deep:
@@ -384,16 +389,26 @@ def iter_messages(buf: bytes | memoryview, base_offset: int = 0, *,
             messages before it were yielded).
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    bounds, r = message_bounds(mv, origin=base_offset)
+    starts: list[int] = []
+    wrappers: list[int] = []
+    r = scan(mv, index=starts, index_interval=0, origin=base_offset, wrappers=wrappers)
+    # scan validated everything up to r.end; this pass only cuts payloads out, from one bytes
+    # object (one slice per message, not a memoryview plus a copy)
+    data = buf if isinstance(buf, bytes) else mv[:r.end].tobytes()
+    ends = starts[1:] + [r.end]
     make = tuple.__new__  # MessageAndOffset without the Python-level __new__ call
     cls = MessageAndOffset
-    for pos, nxt in bounds:
-        codec = mv[pos + ATTRIBUTES_OFFSET]
-        if codec == CODEC_NONE:
-            yield make(cls, (base_offset + pos, base_offset + nxt, mv[pos + HEADER_SIZE:nxt].tobytes()))
-        else:
-            yield from _iter_wrapper(codec, mv[pos + HEADER_SIZE:nxt], base_offset + pos, base_offset + nxt,
-                                     max_inflated_size)
+    if not wrappers:
+        for pos, nxt in zip(starts, ends):
+            yield make(cls, (base_offset + pos, base_offset + nxt, data[pos + HEADER_SIZE:nxt]))
+    else:
+        for pos, nxt in zip(starts, ends):
+            codec = data[pos + ATTRIBUTES_OFFSET]
+            if codec == CODEC_NONE:
+                yield make(cls, (base_offset + pos, base_offset + nxt, data[pos + HEADER_SIZE:nxt]))
+            else:
+                yield from _iter_wrapper(codec, mv[pos + HEADER_SIZE:nxt], base_offset + pos, base_offset + nxt,
+                                         max_inflated_size)
     if r.error is not None and not r.cut_off:
         raise InvalidMessageError(r.error)
 
