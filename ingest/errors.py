@@ -44,6 +44,13 @@ class ErrorCode(IntEnum):
     LOG_OFFLINE = 18
     TOPIC_CREATION_REFUSED = 19
     CORRUPT_RANGE = 20
+    NOT_LEADER_FOR_PARTITION = 21
+    LEADER_NOT_AVAILABLE = 22
+    NOT_ENOUGH_REPLICAS = 23
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 24
+    REQUEST_TIMED_OUT = 25
+    STALE_LEADER_EPOCH = 26
+    INVALID_REQUIRED_ACKS = 27
 
 
 class IngestError(Exception):
@@ -149,6 +156,73 @@ class MalformedRequestError(IngestError):
     """A request frame or body does not match its declared layout (short, trailing bytes, bad UTF-8)."""
 
     code = ErrorCode.MALFORMED_REQUEST
+
+
+# --- replication -----------------------------------------------------------------
+
+
+class NotLeaderForPartitionError(IngestError):
+    """This broker is not (or no longer) the leader of that replicated partition: refresh the
+    metadata (TOPIC_METADATA) and send to the leader it names. Nothing was appended."""
+
+    code = ErrorCode.NOT_LEADER_FOR_PARTITION
+    retriable = True
+
+
+class LeaderNotAvailableError(IngestError):
+    """The replicated partition has no leader at the moment (an election is under way, or every
+    in-sync replica is down and unclean election is off). Nothing was appended."""
+
+    code = ErrorCode.LEADER_NOT_AVAILABLE
+    retriable = True
+
+
+class NotEnoughReplicasError(IngestError):
+    """acks=-1 and fewer than ``min.insync.replicas`` replicas are in sync: refused before the
+    append, nothing was written."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(IngestError):
+    """acks=-1: the set was appended by the leader, but the in-sync set shrank below
+    ``min.insync.replicas`` before every member had it; not acknowledged (a retry may duplicate it)."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    retriable = True
+
+
+class RequestTimedOutError(IngestError):
+    """acks=-1: the in-sync replicas did not all have the set within the request's timeout
+    (``request.timeout.ms``); not acknowledged (a retry may duplicate it)."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+    retriable = True
+
+
+class StaleLeaderEpochError(IngestError):
+    """A replica fetch names an older leader epoch than the leader's: the follower has not seen
+    the latest partition state yet and must re-read it before fetching again."""
+
+    code = ErrorCode.STALE_LEADER_EPOCH
+    retriable = True
+
+
+class InvalidRequiredAcksError(IngestError):
+    """``request.required.acks`` is not one of -1, 0, 1."""
+
+    code = ErrorCode.INVALID_REQUIRED_ACKS
+
+
+class ReplicationConfigError(IngestError):
+    """An operator's replication request cannot be done: replication factor 0 or above the live
+    brokers, an unknown broker id in a manual assignment, a topic that already exists, or no
+    ZooKeeper (the static broker-list mode keeps replication factor 1)."""
+
+
+class StaleControllerError(IngestError):
+    """A controller's decision was refused because a newer controller epoch exists in ZooKeeper."""
 
 
 # --- storage ---------------------------------------------------------------------
@@ -335,6 +409,13 @@ WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
     ErrorCode.LOG_OFFLINE: LogOfflineError,
     ErrorCode.TOPIC_CREATION_REFUSED: TopicCreationRefusedError,
     ErrorCode.CORRUPT_RANGE: CorruptRangeError,
+    ErrorCode.NOT_LEADER_FOR_PARTITION: NotLeaderForPartitionError,
+    ErrorCode.LEADER_NOT_AVAILABLE: LeaderNotAvailableError,
+    ErrorCode.NOT_ENOUGH_REPLICAS: NotEnoughReplicasError,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: NotEnoughReplicasAfterAppendError,
+    ErrorCode.REQUEST_TIMED_OUT: RequestTimedOutError,
+    ErrorCode.STALE_LEADER_EPOCH: StaleLeaderEpochError,
+    ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
 }
 """Wire code -> the class a client raises for it (NONE is success, not an error)."""
 

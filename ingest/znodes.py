@@ -4,6 +4,13 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
 
     /brokers/ids/[broker_id]                                 -> "host:port"               ephemeral
     /brokers/topics/[topic]/[broker_id]                      -> "<partition count>"       ephemeral
+    /brokers/topics/[topic]  (replicated topic)              -> {"version":1,"partitions":{"0":[1,2,3],...}}
+    /brokers/topics/[topic]/partitions/[p]/state             -> {"controller_epoch":E,"leader":L,
+                                                                 "leader_epoch":N,"isr":[...],"version":1}
+    /controller                                              -> {"version":1,"brokerid":B,"timestamp":ms} ephemeral
+    /controller_epoch                                        -> "<epoch>"                 persistent
+    /admin/preferred_replica_election                        -> {"version":1,"partitions":[{"topic":T,
+                                                                 "partition":P},...]}  persistent, deleted when done
     /consumers/[group]/ids/[consumer_id]                     -> {"topic": #streams, ...}  ephemeral, JSON
     /consumers/[group]/owners/[topic]/[broker_id-partition]  -> owning thread id          ephemeral
     /consumers/[group]/offsets/[topic]/[broker_id-partition] -> next offset to consume    persistent
@@ -12,6 +19,14 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /schema-registry/subjects/[subject key]/[version]        -> schema id                 persistent
     /schema-registry/config/[_global | subject key]          -> compatibility level       persistent
     /schema-registry/lock                                    -> kazoo Lock recipe
+
+The replicated-topic nodes follow Kafka 0.8's layout (docs/replication.md): a
+topic's assignment is the data of ``/brokers/topics/[topic]`` (written once, by
+``ingest topics create`` or a broker auto-creating it), its partitions' states
+are written by the controller (elections) and by each partition's leader (in-sync
+set changes), always with a conditional (versioned) write. A legacy (Kafka 0.7,
+unreplicated) topic's node has no data and one ephemeral child per broker; the
+two kinds never share a name.
 
 Brokers write ``/brokers`` (:mod:`ingest.broker.zk_registry`); producers and
 consumers read it (:mod:`ingest.client.discovery`). A consumer group's members
@@ -27,11 +42,20 @@ change in one place (replication will add to it).
 """
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass, field
+
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONSUMERS = "/consumers"
 SCHEMA_REGISTRY = "/schema-registry"
 SCHEMA_REGISTRY_DIRS = ("ids", "hashes", "subjects", "config")
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+ADMIN = "/admin"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+PARTITIONS = "partitions"
 
 
 # --- /brokers -----------------------------------------------------------------------------
@@ -85,6 +109,100 @@ def parse_partition_count(data: bytes) -> int:
         ValueError: not a decimal integer.
     """
     return int(data.decode().strip())
+
+
+# --- replication (Kafka 0.8 layout) -------------------------------------------------------
+
+def partitions_dir(topic: str) -> str:
+    """``/brokers/topics/[topic]/partitions``: one child per partition of a replicated topic."""
+    return f"{topic_dir(topic)}/{PARTITIONS}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    """``/brokers/topics/[topic]/partitions/[p]/state``: leader, leader epoch, in-sync set."""
+    return f"{partitions_dir(topic)}/{partition}/state"
+
+
+def assignment_value(assignment: dict[int, list[int]]) -> bytes:
+    """The data of a replicated topic's node: partition -> replica list (first = preferred)."""
+    return json.dumps({"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}},
+                      separators=(",", ":")).encode()
+
+
+def parse_assignment(data: bytes | None) -> dict[int, tuple[int, ...]] | None:
+    """partition -> replicas from a topic node's data; None for a legacy (0.7, unreplicated) topic.
+
+    Raises:
+        ValueError: the data is JSON but not an assignment.
+    """
+    if not data:
+        return None
+    obj = json.loads(data.decode("utf-8"))
+    parts = obj["partitions"]
+    out = {int(p): tuple(int(b) for b in r) for p, r in parts.items()}
+    if sorted(out) != list(range(len(out))) or any(not r for r in out.values()):
+        raise ValueError(f"assignment partitions must be 0..n-1 with at least one replica each: {obj}")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """A replicated partition's state in ZooKeeper (Kafka 0.8's ``LeaderAndIsr``).
+
+    ``leader`` is -1 while the partition has none. ``leader_epoch`` grows with every
+    change the controller makes (elections, replicas dropped on a broker's death);
+    a leader's own in-sync set changes keep it. ``controller_epoch`` is the epoch of
+    the controller that last wrote the state.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int = 0
+    zk_version: int = field(default=-1, compare=False)
+
+    def encode(self) -> bytes:
+        return json.dumps({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
+                           "leader_epoch": self.leader_epoch, "isr": list(self.isr)},
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def parse(cls, data: bytes, zk_version: int = -1) -> "PartitionState":
+        """Raises ValueError on anything but a state node's JSON."""
+        try:
+            obj = json.loads(data.decode("utf-8"))
+            return cls(int(obj["leader"]), int(obj["leader_epoch"]), tuple(int(b) for b in obj["isr"]),
+                       int(obj.get("controller_epoch", 0)), zk_version)
+        except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"not a partition state: {data[:200]!r}") from exc
+
+
+def controller_value(broker_id: int) -> bytes:
+    """The data of ``/controller``."""
+    return json.dumps({"version": 1, "brokerid": broker_id, "timestamp": str(int(time.time() * 1000))},
+                      separators=(",", ":")).encode()
+
+
+def parse_controller(data: bytes) -> int:
+    """The broker id in ``/controller`` (ValueError if not one)."""
+    try:
+        return int(json.loads(data.decode("utf-8"))["brokerid"])
+    except (KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a controller node: {data[:200]!r}") from exc
+
+
+def preferred_election_value(partitions: list[tuple[str, int]]) -> bytes:
+    """The data of ``/admin/preferred_replica_election``."""
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]},
+                      separators=(",", ":")).encode()
+
+
+def parse_preferred_election(data: bytes) -> list[tuple[str, int]]:
+    """``[(topic, partition)]`` of a preferred-replica election request (ValueError if malformed)."""
+    try:
+        return [(str(x["topic"]), int(x["partition"])) for x in json.loads(data.decode("utf-8"))["partitions"]]
+    except (KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a preferred replica election request: {data[:200]!r}") from exc
 
 
 # --- /consumers ---------------------------------------------------------------------------

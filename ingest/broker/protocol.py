@@ -23,6 +23,19 @@ Full grammar, error codes and the server's handling of bad input are in
                       -> broker_id:int32 host:string port:int32 topic_count:int32
                          then per topic   name:string partition_count:int32
                          then per partition partition:int32 earliest:int64 latest:int64
+                         (this broker's own partitions; replicated topics are not listed)
+    12 PRODUCE_ACKS   required_acks:int16 timeout_ms:int32 then a PRODUCE body
+                      -> offset:int64 (as PRODUCE_ACK; acks -1 answers once every in-sync
+                         replica has the set, or REQUEST_TIMED_OUT after timeout_ms)
+    13 REPLICA_FETCH  replica_id:int32 leader_epoch:int32 max_wait_ms:int32 then a FETCH body
+                      -> high_watermark:int64 log_end:int64 message_set (a follower's fetch:
+                         up to the leader's log end; waits up to max_wait_ms for data)
+    14 TOPIC_METADATA count:int16 then count topic:string (0 = every replicated topic)
+                      -> broker_count:int32 then per broker id:int32 host:string port:int32
+                         topic_count:int32 then per topic name:string error:int16 partition_count:int32
+                         then per partition partition:int32 leader:int32 leader_epoch:int32
+                              replica_count:int32 replicas:int32... isr_count:int32 isr:int32...
+                         (partition_count 0: not a replicated topic, ask METADATA)
 
 A response whose ``error`` is not 0 may have an empty body (the broker sends
 one when it cannot even decode the request); every ``decode`` here accepts
@@ -57,6 +70,10 @@ FETCH_TAIL = struct.Struct(">iqi")        # partition, offset, max_size
 OFFSETS_TAIL = struct.Struct(">iqi")      # partition, time, max_offsets
 PRODUCE_TAIL = struct.Struct(">ii")       # partition, set_size
 PARTITION_META = struct.Struct(">iqq")    # partition, earliest, latest
+ACKS_HEAD = struct.Struct(">hi")          # required_acks, timeout_ms
+REPLICA_HEAD = struct.Struct(">iii")      # replica_id, leader_epoch, max_wait_ms
+REPLICA_FETCH_HEAD = struct.Struct(">qq")  # high_watermark, log_end
+PARTITION_STATE_HEAD = struct.Struct(">iii")  # partition, leader, leader_epoch
 
 LATEST_TIME = -1
 EARLIEST_TIME = -2
@@ -73,6 +90,9 @@ class RequestType(IntEnum):
     OFFSETS = 4
     PRODUCE_ACK = 10
     METADATA = 11
+    PRODUCE_ACKS = 12
+    REPLICA_FETCH = 13
+    TOPIC_METADATA = 14
 
 
 # --- primitive codecs ---------------------------------------------------------------
@@ -331,6 +351,85 @@ class MetadataRequest:
         return cls(topics)
 
 
+@dataclass(frozen=True, slots=True)
+class ProduceAcksRequest:
+    """A PRODUCE with an acknowledgement level: 1 = the leader appended it, -1 = every in-sync
+    replica has it (answered after that, or REQUEST_TIMED_OUT after ``timeout_ms``)."""
+
+    required_acks: int
+    timeout_ms: int
+    produce: ProduceRequest
+    TYPE: ClassVar[RequestType] = RequestType.PRODUCE_ACKS
+
+    @property
+    def topic(self) -> str:
+        return self.produce.topic
+
+    @property
+    def partition(self) -> int:
+        return self.produce.partition
+
+    @property
+    def message_set(self) -> bytes:
+        return self.produce.message_set
+
+    def encode(self) -> bytes:
+        return request_frame(self.TYPE, ACKS_HEAD.pack(self.required_acks, self.timeout_ms)
+                             + self.produce.encode_body())
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "ProduceAcksRequest":
+        r = Reader(body, cls.__name__)
+        acks, timeout_ms = r.unpack(ACKS_HEAD, "required_acks+timeout_ms")
+        produce = ProduceRequest.read(r)
+        r.done()
+        return cls(acks, timeout_ms, produce)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchRequest:
+    """A follower's fetch from the leader: its replica id and the leader epoch it follows, and how
+    long the leader may hold the answer while it has nothing past ``fetch.offset``."""
+
+    replica_id: int
+    leader_epoch: int
+    max_wait_ms: int
+    fetch: FetchRequest
+    TYPE: ClassVar[RequestType] = RequestType.REPLICA_FETCH
+
+    def encode(self) -> bytes:
+        return request_frame(self.TYPE, REPLICA_HEAD.pack(self.replica_id, self.leader_epoch, self.max_wait_ms)
+                             + self.fetch.encode_body())
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "ReplicaFetchRequest":
+        r = Reader(body, cls.__name__)
+        replica_id, epoch, wait = r.unpack(REPLICA_HEAD, "replica_id+leader_epoch+max_wait_ms")
+        f = FetchRequest.read(r)
+        r.done()
+        return cls(replica_id, epoch, wait, f)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadataRequest:
+    """Leaders, replicas and in-sync sets of replicated topics (empty = every replicated topic)."""
+
+    topics: tuple[str, ...] = ()
+    TYPE: ClassVar[RequestType] = RequestType.TOPIC_METADATA
+
+    def encode(self) -> bytes:
+        body = INT16.pack(len(self.topics)) + b"".join(encode_string(t) for t in self.topics)
+        return request_frame(self.TYPE, body)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> "TopicMetadataRequest":
+        r = Reader(body, cls.__name__)
+        n = _count16(r, "count")
+        topics = tuple(r.string("topic") for _ in range(n))
+        r.done()
+        return cls(topics)
+
+
 REQUEST_CLASSES: dict[RequestType, type] = {
     RequestType.PRODUCE: ProduceRequest,
     RequestType.FETCH: FetchRequest,
@@ -339,6 +438,9 @@ REQUEST_CLASSES: dict[RequestType, type] = {
     RequestType.OFFSETS: OffsetsRequest,
     RequestType.PRODUCE_ACK: ProduceAckRequest,
     RequestType.METADATA: MetadataRequest,
+    RequestType.PRODUCE_ACKS: ProduceAcksRequest,
+    RequestType.REPLICA_FETCH: ReplicaFetchRequest,
+    RequestType.TOPIC_METADATA: TopicMetadataRequest,
 }
 
 RESPONSELESS = frozenset({RequestType.PRODUCE, RequestType.MULTIPRODUCE})
@@ -545,12 +647,122 @@ class MetadataResponse:
         return next((t for t in self.topics if t.name == name), None)
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchResponse:
+    """The leader's answer to a follower: its high watermark and log end, then the bytes."""
+
+    error: int
+    high_watermark: int = -1
+    log_end: int = -1
+    message_set: bytes = b""
+
+    @staticmethod
+    def header(error: int, high_watermark: int, log_end: int, set_length: int) -> bytes:
+        """Everything before ``set_length`` bytes sent with sendfile."""
+        return (RESPONSE_HEADER.pack(set_length + INT16.size + REPLICA_FETCH_HEAD.size, error)
+                + REPLICA_FETCH_HEAD.pack(high_watermark, log_end))
+
+    def encode(self) -> bytes:
+        return response_frame(self.error, REPLICA_FETCH_HEAD.pack(self.high_watermark, self.log_end)
+                              + self.message_set)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "ReplicaFetchResponse":
+        r = Reader(data, cls.__name__, MalformedResponseError)
+        error = r.int16("error")
+        if error and not r.remaining():
+            return cls(error)
+        hw, end = r.unpack(REPLICA_FETCH_HEAD, "high_watermark+log_end")
+        return cls(error, hw, end, r.raw(r.remaining(), "message_set"))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReplicas:
+    """One replicated partition in a TOPIC_METADATA answer (leader -1: none now)."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def home(self) -> int:
+        """The preferred replica (first of the assignment): the broker id that names this
+        partition wherever the 0.7 model names a partition by ``(broker_id, partition)``."""
+        return self.replicas[0] if self.replicas else -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicatedTopic:
+    name: str
+    error: int
+    partitions: tuple[PartitionReplicas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadataResponse:
+    """Live brokers and, per requested topic, each partition's leader, replicas and in-sync set."""
+
+    error: int
+    brokers: tuple[tuple[int, str, int], ...] = ()
+    topics: tuple[ReplicatedTopic, ...] = ()
+
+    def encode(self) -> bytes:
+        parts = [INT32.pack(len(self.brokers))]
+        for bid, host, port in self.brokers:
+            parts += [INT32.pack(bid), encode_string(host), INT32.pack(port)]
+        parts.append(INT32.pack(len(self.topics)))
+        for t in self.topics:
+            parts += [encode_string(t.name), INT16.pack(t.error), INT32.pack(len(t.partitions))]
+            for pr in t.partitions:
+                parts.append(PARTITION_STATE_HEAD.pack(pr.partition, pr.leader, pr.leader_epoch))
+                parts.append(INT32.pack(len(pr.replicas)) + b"".join(INT32.pack(x) for x in pr.replicas))
+                parts.append(INT32.pack(len(pr.isr)) + b"".join(INT32.pack(x) for x in pr.isr))
+        return response_frame(self.error, b"".join(parts))
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> "TopicMetadataResponse":
+        r = Reader(data, cls.__name__, MalformedResponseError)
+        error = r.int16("error")
+        if error and not r.remaining():
+            return cls(error)
+
+        def count(name: str) -> int:
+            n = r.int32(name)
+            if n < 0:
+                raise MalformedResponseError(f"{cls.__name__}.{name}: negative count {n}")
+            return n
+
+        brokers = tuple((r.int32("broker.id"), r.string("broker.host"), r.int32("broker.port"))
+                        for _ in range(count("broker_count")))
+        topics = []
+        for i in range(count("topic_count")):
+            name = r.string(f"topics[{i}].name")
+            terr = r.int16(f"topics[{i}].error")
+            parts = []
+            for j in range(count(f"topics[{i}].partition_count")):
+                pn, leader, epoch = r.unpack(PARTITION_STATE_HEAD, f"topics[{i}].partitions[{j}]")
+                replicas = tuple(r.int32("replica") for _ in range(count("replica_count")))
+                isr = tuple(r.int32("isr") for _ in range(count("isr_count")))
+                parts.append(PartitionReplicas(pn, leader, epoch, replicas, isr))
+            topics.append(ReplicatedTopic(name, terr, tuple(parts)))
+        r.done()
+        return cls(error, brokers, tuple(topics))
+
+    def topic(self, name: str) -> ReplicatedTopic | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+
 RESPONSE_CLASSES: dict[RequestType, type] = {
     RequestType.FETCH: FetchResponse,
     RequestType.MULTIFETCH: MultiFetchResponse,
     RequestType.OFFSETS: OffsetsResponse,
     RequestType.PRODUCE_ACK: ProduceAckResponse,
     RequestType.METADATA: MetadataResponse,
+    RequestType.PRODUCE_ACKS: ProduceAckResponse,
+    RequestType.REPLICA_FETCH: ReplicaFetchResponse,
+    RequestType.TOPIC_METADATA: TopicMetadataResponse,
 }
 
 
