@@ -34,6 +34,26 @@ SERVER_KEYS = (
     Key("request.partial.timeout.ms", Int(100, 3_600_000), 30_000,
         "close a connection whose started request frame is not complete this long after its first byte"
         " (time spent waiting for queued.max.request.bytes does not count)"),
+    # replication (Kafka 0.8 names; docs/replication.md). Needs enable.zookeeper=true.
+    Key("default.replication.factor", Int(1, 100), 1,
+        "replication factor of a topic auto-created by a produce (1 = the Kafka 0.7 unreplicated topic on the"
+        " broker that received it; above 1 the broker writes a replicated topic's assignment to ZooKeeper)"),
+    Key("min.insync.replicas", Int(1, 100), 1,
+        "with acks=-1, a write is refused (NOT_ENOUGH_REPLICAS) while fewer replicas are in sync, so an"
+        " acknowledged write is on at least this many brokers"),
+    Key("replica.lag.time.max.ms", Int(100, 3_600_000), 10_000,
+        "a follower that has not caught up with the leader's log end for this long leaves the in-sync set"),
+    Key("replica.fetch.wait.max.ms", Int(0, 60_000), 500,
+        "how long a leader holds a follower's fetch while it has nothing new for it"),
+    Key("replica.fetch.max.bytes", Int(1024, 2**31 - 1), 1024 * 1024,
+        "bytes a follower asks for per fetch (raised automatically for a larger message)"),
+    Key("replica.high.watermark.checkpoint.interval.ms", Int(100, 3_600_000), 5000,
+        "how often each replica saves its high watermarks to <log.dir>/replication-offset-checkpoint"),
+    Key("unclean.leader.election.enable", Bool(), False,
+        "when no in-sync replica is alive, elect a live replica outside the in-sync set (availability over"
+        " consistency: acknowledged writes it lacks are lost)"),
+    Key("controller.socket.timeout.ms", Int(100, 600_000), 10_000,
+        "socket timeout of a follower's fetches from its leader"),
 )
 
 SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS)
