@@ -52,7 +52,7 @@ SERVER_KEYS = (
     Key("unclean.leader.election.enable", Bool(), False,
         "when no in-sync replica is alive, elect a live replica outside the in-sync set (availability over"
         " consistency: acknowledged writes it lacks are lost)"),
-    Key("controller.socket.timeout.ms", Int(100, 600_000), 10_000,
+    Key("replica.socket.timeout.ms", Int(100, 600_000), 10_000,
         "socket timeout of a follower's fetches from its leader"),
 )
 
