@@ -1,0 +1,541 @@
+"""Replication: produce throughput per acknowledgement level, and leader failover time.
+
+One process tree: the bench starts a real ZooKeeper (tests/harness/zookeeper.py)
+and 3 real broker processes (tests/harness/brokers.py, ``ingest broker start``)
+in a temporary directory, and stops all of them at exit, also on Ctrl-C or
+SIGTERM. Replicated topics are created the controller's way, by writing the
+assignment znode (``znodes.assignment_value`` at ``/brokers/topics/T``); the
+bench then waits until every partition has a leader in its state znode.
+
+1. **Throughput** (200-byte messages, message sets of 50, pre-encoded frames so the
+   client costs next to nothing): topic ``rf3`` (3 partitions, replication factor 3,
+   one leader per broker) with acks=0 (PRODUCE, then one acknowledged request per
+   connection as a barrier), acks=1 and acks=-1 (PRODUCE_ACKS); the reference in the
+   same run is acks=1 on topic ``rf1`` (3 partitions, replication factor 1, same
+   leaders). Each partition is driven by ``--inflight`` threads, each with its own
+   ``BrokerConnection`` to the leader found with ``ReplicaMetadata`` and one request
+   in flight, for ``--seconds`` each. "until replicated" is the time after the last
+   answer until every partition's high watermark (OFFSETS latest on the leader)
+   reached the bytes written. With ``Producer`` support for acks=-1 (sync, batch.size
+   50) there is one more row.
+2. **Failover** (``--kills`` times): topic ``failover`` (1 partition, replication
+   factor 3). SIGKILL its leader, then two client threads (acks=1 and acks=-1) loop:
+   leader from a fresh TOPIC_METADATA, send one set, on any error sleep
+   ``--retry-ms`` and retry; the time from the kill to the first acknowledged write is
+   the failover time. ZooKeeper watches split it: *detect* = kill until the broker's
+   ``/brokers/ids`` node vanished (its session expired: ``zk.sessiontimeout.ms`` plus
+   up to one ZooKeeper tick), *elect* = until the state znode names a new leader,
+   *client* = until the first ack. Then the killed broker is restarted and the bench
+   waits until it is back in the in-sync set (*rejoin*).
+
+Usage::
+
+    .venv/bin/python bench/bench_replication.py [--seconds 5] [--kills 20] [--zk-session-ms 3000]
+    .venv/bin/python bench/bench_replication.py --quick      # seconds-long smoke run
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kazoo.client import KazooClient  # noqa: E402
+from kazoo.exceptions import NoNodeError  # noqa: E402
+
+from ingest import znodes  # noqa: E402
+from ingest.broker import protocol as p  # noqa: E402
+from ingest.broker.assignment import assign  # noqa: E402
+from ingest.broker.message_set import encode_message_set  # noqa: E402
+from ingest.client.connection import BrokerConnection, check  # noqa: E402
+from ingest.client.discovery import BrokerAddress  # noqa: E402
+from ingest.client.replica_metadata import ReplicaMetadata  # noqa: E402
+from ingest.errors import IngestError  # noqa: E402
+from tests.harness.brokers import BrokerProcess, stop_all  # noqa: E402
+from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+
+PAYLOAD_SIZE = 200
+BATCH = 50
+N_BROKERS = 3
+
+
+class Cluster:
+    """ZooKeeper + 3 brokers + a kazoo client of the bench's own, all stopped by ``close``."""
+
+    def __init__(self, work: Path, overrides: dict) -> None:
+        self.work = work
+        self.overrides = overrides
+        self.zk_server: ZooKeeperServer | None = None
+        self.zk: KazooClient | None = None
+        self.brokers: list[BrokerProcess] = []
+
+    def start(self) -> "Cluster":
+        self.zk_server = ZooKeeperServer()
+        self.zk_server.start()
+        self.zk = KazooClient(hosts=self.zk_server.connect, timeout=10.0)
+        self.zk.start(timeout=30)
+        for i in range(N_BROKERS):
+            self.brokers.append(BrokerProcess(i, self.work / f"broker{i}", zk_connect=self.zk_server.connect,
+                                              overrides=self.overrides))
+        for b in self.brokers:
+            b.start(timeout=60)
+        return self
+
+    def close(self) -> None:
+        try:
+            stop_all(self.brokers)
+        finally:
+            for b in self.brokers:
+                b.kill()
+            if self.zk is not None:
+                try:
+                    self.zk.stop()
+                    self.zk.close()
+                except Exception:  # noqa: BLE001 - best effort at exit
+                    pass
+            if self.zk_server is not None:
+                self.zk_server.stop()
+
+    def addresses(self) -> list[BrokerAddress]:
+        return [BrokerAddress(b.broker_id, b.host, b.port) for b in self.brokers]
+
+    def metadata(self) -> ReplicaMetadata:
+        return ReplicaMetadata(self.addresses, timeout_s=2.0, max_age_s=3600)
+
+    def create_topic(self, topic: str, partitions: int, rf: int) -> dict[int, list[int]]:
+        assignment = assign([b.broker_id for b in self.brokers], partitions, rf)
+        self.zk.retry(self.zk.create, znodes.topic_dir(topic), znodes.assignment_value(assignment), makepath=True)
+        return assignment
+
+    def state(self, topic: str, partition: int) -> znodes.PartitionState | None:
+        try:
+            data, stat = self.zk.retry(self.zk.get, znodes.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return znodes.PartitionState.parse(data, stat.version)
+
+    def controller(self) -> int | None:
+        try:
+            data, _ = self.zk.retry(self.zk.get, znodes.CONTROLLER)
+        except NoNodeError:
+            return None
+        return znodes.parse_controller(data)
+
+    def wait_state(self, topic: str, partition: int, ok, timeout: float, what: str) -> znodes.PartitionState:
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.state(topic, partition)
+            if st is not None and ok(st):
+                return st
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}-{partition}: no {what} after {timeout:.0f}s (state {st})")
+            time.sleep(0.05)
+
+
+def payload_set(seed: int) -> bytes:
+    rnd = os.urandom(PAYLOAD_SIZE * BATCH)
+    return encode_message_set([rnd[i * PAYLOAD_SIZE:(i + 1) * PAYLOAD_SIZE] for i in range(BATCH)])
+
+
+def frame(topic: str, partition: int, mset: bytes, acks: int, timeout_ms: int) -> bytes:
+    produce = p.ProduceRequest(topic, partition, mset)
+    return produce.encode() if acks == 0 else p.ProduceAcksRequest(acks, timeout_ms, produce).encode()
+
+
+def latest(addr: BrokerAddress, topic: str, partition: int) -> int:
+    conn = BrokerConnection(addr.host, addr.port, timeout_s=5)
+    try:
+        resp = conn.request(p.OffsetsRequest(topic, partition, p.LATEST_TIME, 1).encode(), p.OffsetsResponse)
+        check(resp.error, f"OFFSETS {topic}-{partition}")
+        return resp.offsets[0] if resp.offsets else 0
+    finally:
+        conn.close()
+
+
+def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds: float, inflight: int,
+               timeout_ms: int) -> dict:
+    """Drive every partition's leader for ``seconds``; return counts, wall time and time to full replication."""
+    meta = cluster.metadata()
+    leaders = {q: meta.leader(topic, q, refresh=True) for q in range(partitions)}
+    start_hw = {q: latest(leaders[q], topic, q) for q in range(partitions)}
+    msets = [payload_set(i) for i in range(4)]
+    frames = {q: [frame(topic, q, m, acks, timeout_ms) for m in msets] for q in range(partitions)}
+    barrier_frames = {q: frame(topic, q, msets[0], 1, timeout_ms) for q in range(partitions)}
+    sent = {(q, k): 0 for q in range(partitions) for k in range(inflight)}
+    errors: list[str] = []
+    ends: list[float] = []
+    go = threading.Barrier(partitions * inflight + 1)
+    t0 = [0.0]
+
+    def worker(q: int, k: int) -> None:
+        addr = leaders[q]
+        conn = BrokerConnection(addr.host, addr.port, timeout_s=30, broker_id=addr.broker_id, nodelay=acks != 0)
+        fr = frames[q]
+        n = 0
+        try:
+            go.wait()
+            deadline = t0[0] + seconds
+            if acks == 0:
+                while time.perf_counter() < deadline:
+                    for i in range(20):
+                        conn.send(fr[i & 3])
+                    n += 20
+                resp = conn.request(barrier_frames[q], p.ProduceAckResponse)
+                check(resp.error, f"barrier {topic}-{q}")
+                n += 1
+            else:
+                while time.perf_counter() < deadline:
+                    resp = conn.request(fr[n & 3], p.ProduceAckResponse)
+                    check(resp.error, f"acks={acks} {topic}-{q}")
+                    n += 1
+        except IngestError as exc:
+            errors.append(f"{topic}-{q} thread {k}: {exc}")
+        finally:
+            sent[(q, k)] = n
+            ends.append(time.perf_counter())
+            conn.close()
+
+    threads = [threading.Thread(target=worker, args=(q, k), daemon=True)
+               for q in range(partitions) for k in range(inflight)]
+    for t in threads:
+        t.start()
+    t0[0] = time.perf_counter()
+    go.wait()
+    for t in threads:
+        t.join()
+    wall = max(ends) - t0[0]
+    msgs = sum(sent.values()) * BATCH
+    set_bytes = len(msets[0])
+    # every partition's high watermark must reach what was written (all sets have the same size)
+    want = {q: start_hw[q] + sum(n for (qq, _), n in sent.items() if qq == q) * set_bytes for q in range(partitions)}
+    replicated = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if all(latest(leaders[q], topic, q) >= want[q] for q in range(partitions)):
+            replicated = time.perf_counter() - t0[0] - wall
+            break
+        time.sleep(0.02)
+    return {"msgs": msgs, "wall": wall, "bytes": msgs * (set_bytes / BATCH), "errors": errors,
+            "replicated": replicated}
+
+
+def producer_row(cluster: Cluster, topic: str, seconds: float) -> dict | str:
+    """acks=-1 through the product's Producer (sync, one batch of 50 per send), or why not."""
+    try:
+        from ingest.client.producer import Producer
+        cfg = {"zk.connect": cluster.zk_server.connect, "request.required.acks": -1, "producer.type": "sync",
+               "batch.size": BATCH}
+        prod = Producer(cfg)
+    except Exception as exc:  # noqa: BLE001 - a missing feature is reported, not fatal
+        return f"skipped: Producer refuses acks=-1 ({type(exc).__name__}: {str(exc)[:160]})"
+    rnd = os.urandom(PAYLOAD_SIZE * BATCH)
+    batch = [rnd[i * PAYLOAD_SIZE:(i + 1) * PAYLOAD_SIZE] for i in range(BATCH)]
+    n = 0
+    try:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            prod.send(topic, batch)
+            n += 1
+        wall = time.perf_counter() - t0
+    except Exception as exc:  # noqa: BLE001
+        return f"failed after {n} batches: {type(exc).__name__}: {str(exc)[:200]}"
+    finally:
+        prod.close()
+    return {"msgs": n * BATCH, "wall": wall, "bytes": n * BATCH * (len(encode_message_set(batch)) / BATCH),
+            "errors": [], "replicated": None}
+
+
+class Watcher:
+    """Timestamps (monotonic) of ZooKeeper changes: live broker ids and one partition's state."""
+
+    def __init__(self, cluster: Cluster, topic: str, partition: int) -> None:
+        self.ids: list[tuple[float, set[int]]] = []
+        self.states: list[tuple[float, znodes.PartitionState]] = []
+        zk = cluster.zk
+
+        def on_ids(children):
+            self.ids.append((time.monotonic(), {int(c) for c in children}))
+
+        def on_state(data, stat):
+            if data:
+                self.states.append((time.monotonic(), znodes.PartitionState.parse(data, stat.version)))
+
+        zk.ChildrenWatch(znodes.BROKER_IDS, on_ids)
+        zk.DataWatch(znodes.partition_state_path(topic, partition), on_state)
+
+    def gone(self, broker: int, after: float) -> float | None:
+        return next((t for t, ids in self.ids if t >= after and broker not in ids), None)
+
+    def new_leader(self, old: int, after: float) -> tuple[float, int] | tuple[None, None]:
+        return next(((t, s.leader) for t, s in self.states if t >= after and s.leader not in (old, -1)),
+                    (None, None))
+
+
+def first_ack(meta: ReplicaMetadata, topic: str, acks: int, mset: bytes, timeout_ms: int, retry_s: float,
+              give_up: float, out: dict) -> None:
+    """Loop until one write to ``topic``-0 with ``acks`` is acknowledged; record when and by whom."""
+    fr = frame(topic, 0, mset, acks, timeout_ms)
+    seen: dict[str, int] = {}
+    attempts = 0
+    while time.monotonic() < give_up:
+        attempts += 1
+        conn = None
+        try:
+            addr = meta.leader(topic, 0, refresh=True)
+            conn = BrokerConnection(addr.host, addr.port, timeout_s=max(2.0, timeout_ms / 1000 + 1),
+                                    broker_id=addr.broker_id)
+            resp = conn.request(fr, p.ProduceAckResponse)
+            check(resp.error, f"acks={acks}")
+            out.update(t=time.monotonic(), broker=addr.broker_id, attempts=attempts, errors=seen)
+            return
+        except (IngestError, ValueError) as exc:
+            seen[type(exc).__name__] = seen.get(type(exc).__name__, 0) + 1
+        finally:
+            if conn is not None:
+                conn.close()
+        time.sleep(retry_s)
+    out.update(t=None, broker=None, attempts=attempts, errors=seen)
+
+
+def failover(cluster: Cluster, kills: int, timeout_ms: int, retry_s: float, log) -> list[dict]:
+    topic = "failover"
+    cluster.create_topic(topic, 1, N_BROKERS)
+    cluster.wait_state(topic, 0, lambda s: s.leader >= 0 and len(s.isr) == N_BROKERS, 60, "leader with full isr")
+    watcher = Watcher(cluster, topic, 0)
+    meta = cluster.metadata()
+    mset = payload_set(0)
+    by_id = {b.broker_id: b for b in cluster.brokers}
+    rows = []
+    for i in range(kills):
+        st = cluster.wait_state(topic, 0, lambda s: s.leader >= 0 and len(s.isr) == N_BROKERS, 120,
+                                "leader with all replicas in sync")
+        warm: dict = {}
+        first_ack(meta, topic, -1, mset, timeout_ms, retry_s, time.monotonic() + 30, warm)
+        if warm["t"] is None:
+            raise RuntimeError(f"kill {i + 1}: no acks=-1 write succeeds before the kill: {warm['errors']}")
+        leader = st.leader
+        was_controller = cluster.controller() == leader
+        victim = by_id[leader]
+        t_kill = time.monotonic()
+        victim.kill()
+        results = {1: {}, -1: {}}
+        give_up = t_kill + 120
+        threads = [threading.Thread(target=first_ack, args=(meta, topic, a, mset, timeout_ms, retry_s, give_up,
+                                                            results[a]), daemon=True) for a in (1, -1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        t_gone = watcher.gone(leader, t_kill)
+        t_elect, new_leader = watcher.new_leader(leader, t_kill)
+        t_restart = time.monotonic()
+        victim.start(timeout=60)
+        restarted = time.monotonic() - t_restart
+        cluster.wait_state(topic, 0, lambda s: leader in s.isr, 120, f"broker {leader} back in the isr")
+        rejoin = time.monotonic() - t_restart
+
+        def since(t):
+            return None if t is None else t - t_kill
+        row = {"kill": i + 1, "killed": leader, "controller": was_controller, "new_leader": new_leader,
+               "ack1": since(results[1]["t"]), "ack_all": since(results[-1]["t"]),
+               "detect": since(t_gone), "elect": since(t_elect), "restart": restarted, "rejoin": rejoin,
+               "errors": {**results[1]["errors"], **{k + "(-1)": v for k, v in results[-1]["errors"].items()}}}
+        rows.append(row)
+        log(f"kill {i + 1}/{kills}: broker {leader}{' (controller)' if was_controller else ''} -> "
+            f"leader {new_leader}; acks=1 {fmt(row['ack1'])} s, acks=-1 {fmt(row['ack_all'])} s "
+            f"(detect {fmt(row['detect'])}, elect {fmt(row['elect'])}); back in isr {rejoin:.2f} s after restart")
+    return rows
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def machine() -> list[str]:
+    mem = next((ln.split()[1] for ln in open("/proc/meminfo") if ln.startswith("MemTotal")), "?")
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        java = "java ?"
+    return [f"machine: {os.cpu_count()} CPUs ({cpu}), {int(mem) / 1e6:.1f} GB RAM, Linux {platform.release()}, "
+            f"Python {platform.python_version()}, {java}"]
+
+
+def busy_processes(exclude: set[int], top: int = 6) -> list[str]:
+    """The processes using most CPU now (by ps's lifetime %CPU), not counting this bench's tree."""
+    out = subprocess.run(["ps", "-eo", "pid,ppid,pcpu,etimes,comm", "--sort=-pcpu", "--no-headers"],
+                         capture_output=True, text=True).stdout.splitlines()
+    lines = []
+    for ln in out:
+        pid, ppid, pcpu, etimes, comm = ln.split(None, 4)
+        if int(pid) in exclude or int(ppid) in exclude or float(pcpu) < 5:
+            continue
+        lines.append(f"{comm} (pid {pid}, {pcpu}% CPU over {int(etimes)} s)")
+        if len(lines) >= top:
+            break
+    return lines
+
+
+def print_throughput(rows: list[tuple[str, dict | str]]) -> dict:
+    print("| experiment | messages | seconds | msg/s | MB/s | until replicated (s) | errors |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    rates = {}
+    for name, r in rows:
+        if isinstance(r, str):
+            print(f"| {name} | | | | | | {r} |")
+            continue
+        rate = r["msgs"] / r["wall"]
+        rates[name] = rate
+        err = f"{len(r['errors'])}: {r['errors'][0][:100]}" if r["errors"] else "0"
+        print(f"| {name} | {r['msgs']:,} | {r['wall']:.2f} | {rate:,.0f} | {r['bytes'] / r['wall'] / 1e6:,.1f} "
+              f"| {fmt(r['replicated'])} | {err} |")
+    return rates
+
+
+def print_failover(rows: list[dict], session_ms: int, tick_ms: int) -> None:
+    print(f"\nfailover over {len(rows)} SIGKILLs of the leader (zk.sessiontimeout.ms={session_ms}, "
+          f"ZooKeeper tickTime={tick_ms} ms)")
+    print("| seconds from SIGKILL to | median | min | max | n |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for key, name in (("detect", "broker's /brokers/ids node gone (session expired)"),
+                      ("elect", "new leader in the state znode"),
+                      ("ack1", "**first acks=1 write acknowledged**"),
+                      ("ack_all", "**first acks=-1 write acknowledged**")):
+        vals = [r[key] for r in rows if r[key] is not None]
+        missing = len(rows) - len(vals)
+        if vals:
+            print(f"| {name} | {statistics.median(vals):.2f} | {min(vals):.2f} | {max(vals):.2f} | {len(vals)}"
+                  f"{f' ({missing} n/a)' if missing else ''} |")
+    for key, name in (("elect", "detect"), ("ack1", "elect"), ("ack_all", "elect")):
+        d = [r[key] - r[name] for r in rows if r[key] is not None and r[name] is not None]
+        if d:
+            print(f"| ({key} minus {name}) | {statistics.median(d):.2f} | {min(d):.2f} | {max(d):.2f} | {len(d)} |")
+    ctl = [r["ack_all"] for r in rows if r["controller"] and r["ack_all"] is not None]
+    other = [r["ack_all"] for r in rows if not r["controller"] and r["ack_all"] is not None]
+    if ctl:
+        print(f"acks=-1 failover when the leader was also the controller: median {statistics.median(ctl):.2f} s "
+              f"(n={len(ctl)}); otherwise: {fmt(statistics.median(other) if other else None)} s (n={len(other)})")
+    rejoin = [r["rejoin"] for r in rows]
+    restart = [r["restart"] for r in rows]
+    print(f"killed broker restarted (serving) in median {statistics.median(restart):.2f} s, back in the isr "
+          f"{statistics.median(rejoin):.2f} s after the restart began (max {max(rejoin):.2f} s)")
+    errs: dict[str, int] = {}
+    for r in rows:
+        for k, v in r["errors"].items():
+            errs[k] = errs.get(k, 0) + v
+    print("errors seen by the retrying clients: " + (", ".join(f"{k} x{v}" for k, v in sorted(errs.items()))
+                                                   or "none"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput row")
+    ap.add_argument("--inflight", type=int, default=2, help="threads (connections) per partition")
+    ap.add_argument("--partitions", type=int, default=3, help="partitions of the throughput topics")
+    ap.add_argument("--kills", type=int, default=20, help="leader SIGKILLs in the failover phase")
+    ap.add_argument("--zk-session-ms", type=int, default=3000, help="the brokers' zk.sessiontimeout.ms")
+    ap.add_argument("--min-insync", type=int, default=2, help="the brokers' min.insync.replicas")
+    ap.add_argument("--timeout-ms", type=int, default=2000, help="PRODUCE_ACKS timeout_ms (acks=-1)")
+    ap.add_argument("--retry-ms", type=int, default=25, help="failover client: sleep between retries")
+    ap.add_argument("--phases", default="throughput,failover",
+                    help="comma-separated: throughput, failover ('none': start and stop the cluster only)")
+    ap.add_argument("--quick", action="store_true", help="seconds-long smoke run: 0.5 s rows, 2 kills")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seconds, args.kills = 0.5, min(args.kills, 2)
+    phases = {x.strip() for x in args.phases.split(",") if x.strip()} - {"none"}
+    unknown = phases - {"throughput", "failover"}
+    if unknown:
+        ap.error(f"unknown phase(s) {sorted(unknown)}: allowed are throughput, failover, none")
+
+    def on_term(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+    logging.getLogger("kazoo").setLevel(logging.ERROR)   # its start-up race with ZooKeeper is not news
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    overrides = {"num.partitions": 1, "log.flush.interval": 10_000, "log.default.flush.interval.ms": 200,
+                 "log.default.flush.scheduler.interval.ms": 100, "num.threads": 2, "log.file.size": 1 << 30,
+                 "socket.send.buffer": 1 << 20, "socket.receive.buffer": 1 << 20,
+                 "zk.sessiontimeout.ms": args.zk_session_ms, "min.insync.replicas": args.min_insync}
+    for line in machine():
+        log(line)
+    log(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    others = busy_processes({os.getpid()})
+    log("other processes using CPU: " + ("; ".join(others) if others else "none above 5%"))
+    log(f"broker settings: {overrides}")
+    tp_rows: list[tuple[str, dict | str]] = []
+    fo_rows: list[dict] = []
+    t_start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-replication-") as work:
+        cluster = Cluster(Path(work), overrides)
+        try:
+            cluster.start()
+            log(f"ZooKeeper {cluster.zk_server.connect} (pid {cluster.zk_server.proc.pid}), brokers "
+                + ", ".join(f"{b.broker_id}@{b.port} (pid {b.pid})" for b in cluster.brokers)
+                + f", started in {time.monotonic() - t_start:.1f} s")
+            if "throughput" in phases:
+                n = args.partitions
+                for topic, rf in (("rf3", N_BROKERS), ("rf1", 1)):
+                    cluster.create_topic(topic, n, rf)
+                    for q in range(n):
+                        cluster.wait_state(topic, q, lambda s: s.leader >= 0 and len(s.isr) == rf, 60, "leader")
+                log(f"throughput: {n} partitions x {args.inflight} connections, {args.seconds} s per row, "
+                    f"sets of {BATCH} x {PAYLOAD_SIZE} B")
+                for name, topic, acks in (("acks=1, RF=1 (reference)", "rf1", 1), ("acks=0, RF=3", "rf3", 0),
+                                          ("acks=1, RF=3", "rf3", 1), ("acks=-1, RF=3", "rf3", -1)):
+                    r = throughput(cluster, topic, n, acks, args.seconds, args.inflight, args.timeout_ms)
+                    tp_rows.append((name, r))
+                    log(f"  {name}: {r['msgs'] / r['wall']:,.0f} msg/s, errors {len(r['errors'])}")
+                cluster.create_topic("producer", 1, N_BROKERS)
+                cluster.wait_state("producer", 0, lambda s: s.leader >= 0, 60, "leader")
+                tp_rows.append(("Producer sync, acks=-1, RF=3, 1 partition",
+                                producer_row(cluster, "producer", args.seconds)))
+            if "failover" in phases:
+                fo_rows = failover(cluster, args.kills, args.timeout_ms, args.retry_ms / 1000, log)
+        except KeyboardInterrupt:
+            log("interrupted: stopping the brokers and ZooKeeper")
+            raise
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            cluster.close()
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            log(f"brokers and ZooKeeper stopped; load average after: "
+                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print()
+    if tp_rows:
+        rates = print_throughput(tp_rows)
+        ref, a0, a1, aall = (rates.get(k) for k in ("acks=1, RF=1 (reference)", "acks=0, RF=3", "acks=1, RF=3",
+                                                   "acks=-1, RF=3"))
+        if a1 and aall:
+            print(f"\nratio acks=-1 / acks=1 (RF=3): {aall / a1:.2f} (aim >= 0.5)")
+        if a1 and ref:
+            print(f"ratio acks=1 RF=3 / acks=1 RF=1 (cost of replication): {a1 / ref:.2f}")
+        if aall and ref:
+            print(f"ratio acks=-1 RF=3 / acks=1 RF=1: {aall / ref:.2f}")
+        if a0 and a1:
+            print(f"ratio acks=0 / acks=1 (RF=3): {a0 / a1:.2f}")
+    if fo_rows:
+        print_failover(fo_rows, args.zk_session_ms, 500)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
