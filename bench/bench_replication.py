@@ -230,15 +230,15 @@ def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds
             "replicated": replicated}
 
 
-def producer_row(cluster: Cluster, topic: str, seconds: float) -> dict | str:
-    """acks=-1 through the product's Producer (sync, one batch of 50 per send), or why not."""
+def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dict | str:
+    """``acks`` through the product's Producer (sync, one batch of 50 per send), or why not."""
     try:
         from ingest.client.producer import Producer
-        cfg = {"zk.connect": cluster.zk_server.connect, "request.required.acks": -1, "producer.type": "sync",
+        cfg = {"zk.connect": cluster.zk_server.connect, "request.required.acks": acks, "producer.type": "sync",
                "batch.size": BATCH}
         prod = Producer(cfg)
     except Exception as exc:  # noqa: BLE001 - a missing feature is reported, not fatal
-        return f"skipped: Producer refuses acks=-1 ({type(exc).__name__}: {str(exc)[:160]})"
+        return f"skipped: Producer refuses acks={acks} ({type(exc).__name__}: {str(exc)[:160]})"
     rnd = os.urandom(PAYLOAD_SIZE * BATCH)
     batch = [rnd[i * PAYLOAD_SIZE:(i + 1) * PAYLOAD_SIZE] for i in range(BATCH)]
     n = 0
@@ -330,7 +330,7 @@ def failover(cluster: Cluster, kills: int, timeout_ms: int, retry_s: float, log)
         t_kill = time.monotonic()
         victim.kill()
         results = {1: {}, -1: {}}
-        give_up = t_kill + 120
+        give_up = t_kill + 60
         threads = [threading.Thread(target=first_ack, args=(meta, topic, a, mset, timeout_ms, retry_s, give_up,
                                                             results[a]), daemon=True) for a in (1, -1)]
         for t in threads:
@@ -503,8 +503,11 @@ def main(argv=None) -> int:
                     log(f"  {name}: {r['msgs'] / r['wall']:,.0f} msg/s, errors {len(r['errors'])}")
                 cluster.create_topic("producer", 1, N_BROKERS)
                 cluster.wait_state("producer", 0, lambda s: s.leader >= 0, 60, "leader")
-                tp_rows.append(("Producer sync, acks=-1, RF=3, 1 partition",
-                                producer_row(cluster, "producer", args.seconds)))
+                for acks in (1, -1):
+                    name = f"Producer sync, acks={acks}, RF=3, 1 partition"
+                    tp_rows.append((name, producer_row(cluster, "producer", acks, args.seconds)))
+                    log(f"  {name}: " + (tp_rows[-1][1] if isinstance(tp_rows[-1][1], str) else
+                                         f"{tp_rows[-1][1]['msgs'] / tp_rows[-1][1]['wall']:,.0f} msg/s"))
             if "failover" in phases:
                 fo_rows = failover(cluster, args.kills, args.timeout_ms, args.retry_ms / 1000, log)
         except KeyboardInterrupt:
@@ -529,6 +532,9 @@ def main(argv=None) -> int:
             print(f"ratio acks=-1 RF=3 / acks=1 RF=1: {aall / ref:.2f}")
         if a0 and a1:
             print(f"ratio acks=0 / acks=1 (RF=3): {a0 / a1:.2f}")
+        p1, pall = (rates.get(f"Producer sync, acks={a}, RF=3, 1 partition") for a in (1, -1))
+        if p1 and pall:
+            print(f"ratio Producer acks=-1 / acks=1 (RF=3, 1 partition, one request in flight): {pall / p1:.2f}")
     if fo_rows:
         print_failover(fo_rows, args.zk_session_ms, 500)
     return 0

@@ -60,7 +60,7 @@ def test_quick_run_prints_every_row():
     out = r.stdout
     assert r.returncode == 0, out[-4000:] + r.stderr[-4000:]
     for row in ("| acks=1, RF=1 (reference) |", "| acks=0, RF=3 |", "| acks=1, RF=3 |", "| acks=-1, RF=3 |",
-                "| Producer sync, acks=-1, RF=3, 1 partition |",
+                "| Producer sync, acks=1, RF=3, 1 partition |", "| Producer sync, acks=-1, RF=3, 1 partition |",
                 "ratio acks=-1 / acks=1 (RF=3):", "ratio acks=1 RF=3 / acks=1 RF=1 (cost of replication):",
                 "failover over 2 SIGKILLs of the leader (zk.sessiontimeout.ms=3000",
                 "**first acks=1 write acknowledged**", "**first acks=-1 write acknowledged**",
