@@ -153,6 +153,16 @@ def frame(topic: str, partition: int, mset: bytes, acks: int, timeout_ms: int) -
     return produce.encode() if acks == 0 else p.ProduceAcksRequest(acks, timeout_ms, produce).encode()
 
 
+def brokers_cpu(cluster: Cluster) -> float:
+    """CPU seconds (user + system) used so far by the running broker processes together."""
+    total = 0.0
+    for b in cluster.brokers:
+        if b.running:
+            fields = Path(f"/proc/{b.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def latest(addr: BrokerAddress, topic: str, partition: int) -> int:
     conn = BrokerConnection(addr.host, addr.port, timeout_s=5)
     try:
@@ -210,6 +220,7 @@ def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds
                for q in range(partitions) for k in range(inflight)]
     for t in threads:
         t.start()
+    cpu0 = brokers_cpu(cluster)
     t0[0] = time.perf_counter()
     go.wait()
     for t in threads:
@@ -227,7 +238,7 @@ def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds
             break
         time.sleep(0.02)
     return {"msgs": msgs, "wall": wall, "bytes": msgs * (set_bytes / BATCH), "errors": errors,
-            "replicated": replicated}
+            "replicated": replicated, "cpu": brokers_cpu(cluster) - cpu0}
 
 
 def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dict | str:
@@ -242,6 +253,7 @@ def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dic
     rnd = os.urandom(PAYLOAD_SIZE * BATCH)
     batch = [rnd[i * PAYLOAD_SIZE:(i + 1) * PAYLOAD_SIZE] for i in range(BATCH)]
     n = 0
+    cpu0 = brokers_cpu(cluster)
     try:
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
@@ -253,7 +265,7 @@ def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dic
     finally:
         prod.close()
     return {"msgs": n * BATCH, "wall": wall, "bytes": n * BATCH * (len(encode_message_set(batch)) / BATCH),
-            "errors": [], "replicated": None}
+            "errors": [], "replicated": None, "cpu": brokers_cpu(cluster) - cpu0}
 
 
 class Watcher:
@@ -373,34 +385,48 @@ def machine() -> list[str]:
             f"Python {platform.python_version()}, {java}"]
 
 
-def busy_processes(exclude: set[int], top: int = 6) -> list[str]:
-    """The processes using most CPU now (by ps's lifetime %CPU), not counting this bench's tree."""
-    out = subprocess.run(["ps", "-eo", "pid,ppid,pcpu,etimes,comm", "--sort=-pcpu", "--no-headers"],
-                         capture_output=True, text=True).stdout.splitlines()
-    lines = []
-    for ln in out:
-        pid, ppid, pcpu, etimes, comm = ln.split(None, 4)
-        if int(pid) in exclude or int(ppid) in exclude or float(pcpu) < 5:
+def _proc_cpu() -> dict[int, tuple[int, float, str]]:
+    """pid -> (ppid, CPU seconds so far, command) of every process readable in /proc."""
+    tck = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
             continue
-        lines.append(f"{comm} (pid {pid}, {pcpu}% CPU over {int(etimes)} s)")
-        if len(lines) >= top:
-            break
-    return lines
+        try:
+            raw = Path(f"/proc/{d}/stat").read_text()
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        f = raw.rsplit(")", 1)[1].split()
+        out[int(d)] = (int(f[1]), (int(f[11]) + int(f[12])) / tck, cmd or raw.split("(", 1)[1].split(")")[0])
+    return out
+
+
+def busy_processes(seconds: float = 1.0, top: int = 6) -> list[str]:
+    """The processes outside this bench's own tree that used CPU during the next ``seconds``."""
+    a = _proc_cpu()
+    time.sleep(seconds)
+    b = _proc_cpu()
+    mine = {os.getpid()}
+    for _ in range(4):   # this process, its children (brokers, ZooKeeper) and theirs
+        mine |= {pid for pid, (ppid, _, _) in b.items() if ppid in mine}
+    used = sorted(((b[pid][1] - a[pid][1], pid) for pid in b if pid in a and pid not in mine), reverse=True)
+    return [f"{b[pid][2][:70]} (pid {pid}, {cpu / seconds:.0%} of a CPU)" for cpu, pid in used[:top] if cpu >= 0.05]
 
 
 def print_throughput(rows: list[tuple[str, dict | str]]) -> dict:
-    print("| experiment | messages | seconds | msg/s | MB/s | until replicated (s) | errors |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| experiment | messages | seconds | msg/s | MB/s | until replicated (s) | brokers' CPU µs/msg | errors |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     rates = {}
     for name, r in rows:
         if isinstance(r, str):
-            print(f"| {name} | | | | | | {r} |")
+            print(f"| {name} | | | | | | | {r} |")
             continue
         rate = r["msgs"] / r["wall"]
         rates[name] = rate
         err = f"{len(r['errors'])}: {r['errors'][0][:100]}" if r["errors"] else "0"
         print(f"| {name} | {r['msgs']:,} | {r['wall']:.2f} | {rate:,.0f} | {r['bytes'] / r['wall'] / 1e6:,.1f} "
-              f"| {fmt(r['replicated'])} | {err} |")
+              f"| {fmt(r['replicated'])} | {r['cpu'] / r['msgs'] * 1e6:.1f} | {err} |")
     return rates
 
 
@@ -475,8 +501,8 @@ def main(argv=None) -> int:
     for line in machine():
         log(line)
     log(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    others = busy_processes({os.getpid()})
-    log("other processes using CPU: " + ("; ".join(others) if others else "none above 5%"))
+    others = busy_processes()
+    log("other processes using CPU (1 s sample): " + ("; ".join(others) if others else "none above 5%"))
     log(f"broker settings: {overrides}")
     tp_rows: list[tuple[str, dict | str]] = []
     fo_rows: list[dict] = []
@@ -508,8 +534,11 @@ def main(argv=None) -> int:
                     tp_rows.append((name, producer_row(cluster, "producer", acks, args.seconds)))
                     log(f"  {name}: " + (tp_rows[-1][1] if isinstance(tp_rows[-1][1], str) else
                                          f"{tp_rows[-1][1]['msgs'] / tp_rows[-1][1]['wall']:,.0f} msg/s"))
+                log("other processes using CPU after the throughput rows: " + ("; ".join(busy_processes()) or "none"))
             if "failover" in phases:
                 fo_rows = failover(cluster, args.kills, args.timeout_ms, args.retry_ms / 1000, log)
+                log("other processes using CPU after the failovers: " + ("; ".join(busy_processes()) or "none"))
+                log(f"load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         except KeyboardInterrupt:
             log("interrupted: stopping the brokers and ZooKeeper")
             raise
