@@ -38,10 +38,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
 import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -49,118 +46,17 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from kazoo.client import KazooClient  # noqa: E402
-from kazoo.exceptions import NoNodeError  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest import znodes  # noqa: E402
 from ingest.broker import protocol as p  # noqa: E402
-from ingest.broker.assignment import assign  # noqa: E402
 from ingest.broker.message_set import encode_message_set  # noqa: E402
 from ingest.client.connection import BrokerConnection, check  # noqa: E402
 from ingest.client.discovery import BrokerAddress  # noqa: E402
-from ingest.client.replica_metadata import ReplicaMetadata  # noqa: E402
 from ingest.errors import IngestError  # noqa: E402
-from tests.harness.brokers import BrokerProcess, stop_all  # noqa: E402
-from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
-
-PAYLOAD_SIZE = 200
-BATCH = 50
-N_BROKERS = 3
-
-
-class Cluster:
-    """ZooKeeper + 3 brokers + a kazoo client of the bench's own, all stopped by ``close``."""
-
-    def __init__(self, work: Path, overrides: dict) -> None:
-        self.work = work
-        self.overrides = overrides
-        self.zk_server: ZooKeeperServer | None = None
-        self.zk: KazooClient | None = None
-        self.brokers: list[BrokerProcess] = []
-
-    def start(self) -> "Cluster":
-        self.zk_server = ZooKeeperServer()
-        self.zk_server.start()
-        self.zk = KazooClient(hosts=self.zk_server.connect, timeout=10.0)
-        self.zk.start(timeout=30)
-        for i in range(N_BROKERS):
-            self.brokers.append(BrokerProcess(i, self.work / f"broker{i}", zk_connect=self.zk_server.connect,
-                                              overrides=self.overrides))
-        for b in self.brokers:
-            b.start(timeout=60)
-        return self
-
-    def close(self) -> None:
-        try:
-            stop_all(self.brokers)
-        finally:
-            for b in self.brokers:
-                b.kill()
-            if self.zk is not None:
-                try:
-                    self.zk.stop()
-                    self.zk.close()
-                except Exception:  # noqa: BLE001 - best effort at exit
-                    pass
-            if self.zk_server is not None:
-                self.zk_server.stop()
-
-    def addresses(self) -> list[BrokerAddress]:
-        return [BrokerAddress(b.broker_id, b.host, b.port) for b in self.brokers]
-
-    def metadata(self) -> ReplicaMetadata:
-        return ReplicaMetadata(self.addresses, timeout_s=2.0, max_age_s=3600)
-
-    def create_topic(self, topic: str, partitions: int, rf: int) -> dict[int, list[int]]:
-        assignment = assign([b.broker_id for b in self.brokers], partitions, rf)
-        self.zk.retry(self.zk.create, znodes.topic_dir(topic), znodes.assignment_value(assignment), makepath=True)
-        return assignment
-
-    def state(self, topic: str, partition: int) -> znodes.PartitionState | None:
-        try:
-            data, stat = self.zk.retry(self.zk.get, znodes.partition_state_path(topic, partition))
-        except NoNodeError:
-            return None
-        return znodes.PartitionState.parse(data, stat.version)
-
-    def controller(self) -> int | None:
-        try:
-            data, _ = self.zk.retry(self.zk.get, znodes.CONTROLLER)
-        except NoNodeError:
-            return None
-        return znodes.parse_controller(data)
-
-    def wait_state(self, topic: str, partition: int, ok, timeout: float, what: str) -> znodes.PartitionState:
-        deadline = time.monotonic() + timeout
-        while True:
-            st = self.state(topic, partition)
-            if st is not None and ok(st):
-                return st
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{topic}-{partition}: no {what} after {timeout:.0f}s (state {st})")
-            time.sleep(0.05)
-
-
-def payload_set(seed: int) -> bytes:
-    rnd = os.urandom(PAYLOAD_SIZE * BATCH)
-    return encode_message_set([rnd[i * PAYLOAD_SIZE:(i + 1) * PAYLOAD_SIZE] for i in range(BATCH)])
-
-
-def frame(topic: str, partition: int, mset: bytes, acks: int, timeout_ms: int) -> bytes:
-    produce = p.ProduceRequest(topic, partition, mset)
-    return produce.encode() if acks == 0 else p.ProduceAcksRequest(acks, timeout_ms, produce).encode()
-
-
-def brokers_cpu(cluster: Cluster) -> float:
-    """CPU seconds (user + system) used so far by the running broker processes together."""
-    total = 0.0
-    for b in cluster.brokers:
-        if b.running:
-            fields = Path(f"/proc/{b.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+from replication_cluster import (BATCH, N_BROKERS, PAYLOAD_SIZE, Cluster, brokers_cpu,  # noqa: E402
+                                 busy_processes, fmt, frame, machine, payload_set)
+from replication_failover import failover, print_failover  # noqa: E402
 
 
 def latest(addr: BrokerAddress, topic: str, partition: int) -> int:
@@ -268,152 +164,6 @@ def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dic
             "errors": [], "replicated": None, "cpu": brokers_cpu(cluster) - cpu0}
 
 
-class Watcher:
-    """Timestamps (monotonic) of ZooKeeper changes: live broker ids and one partition's state."""
-
-    def __init__(self, cluster: Cluster, topic: str, partition: int) -> None:
-        self.ids: list[tuple[float, set[int]]] = []
-        self.states: list[tuple[float, znodes.PartitionState]] = []
-        zk = cluster.zk
-
-        def on_ids(children):
-            self.ids.append((time.monotonic(), {int(c) for c in children}))
-
-        def on_state(data, stat):
-            if data:
-                self.states.append((time.monotonic(), znodes.PartitionState.parse(data, stat.version)))
-
-        zk.ChildrenWatch(znodes.BROKER_IDS, on_ids)
-        zk.DataWatch(znodes.partition_state_path(topic, partition), on_state)
-
-    def gone(self, broker: int, after: float) -> float | None:
-        return next((t for t, ids in self.ids if t >= after and broker not in ids), None)
-
-    def new_leader(self, old: int, after: float) -> tuple[float, int] | tuple[None, None]:
-        return next(((t, s.leader) for t, s in self.states if t >= after and s.leader not in (old, -1)),
-                    (None, None))
-
-
-def first_ack(meta: ReplicaMetadata, topic: str, acks: int, mset: bytes, timeout_ms: int, retry_s: float,
-              give_up: float, out: dict) -> None:
-    """Loop until one write to ``topic``-0 with ``acks`` is acknowledged; record when and by whom."""
-    fr = frame(topic, 0, mset, acks, timeout_ms)
-    seen: dict[str, int] = {}
-    attempts = 0
-    while time.monotonic() < give_up:
-        attempts += 1
-        conn = None
-        try:
-            addr = meta.leader(topic, 0, refresh=True)
-            conn = BrokerConnection(addr.host, addr.port, timeout_s=max(2.0, timeout_ms / 1000 + 1),
-                                    broker_id=addr.broker_id)
-            resp = conn.request(fr, p.ProduceAckResponse)
-            check(resp.error, f"acks={acks}")
-            out.update(t=time.monotonic(), broker=addr.broker_id, attempts=attempts, errors=seen)
-            return
-        except (IngestError, ValueError) as exc:
-            seen[type(exc).__name__] = seen.get(type(exc).__name__, 0) + 1
-        finally:
-            if conn is not None:
-                conn.close()
-        time.sleep(retry_s)
-    out.update(t=None, broker=None, attempts=attempts, errors=seen)
-
-
-def failover(cluster: Cluster, kills: int, timeout_ms: int, retry_s: float, log) -> list[dict]:
-    topic = "failover"
-    cluster.create_topic(topic, 1, N_BROKERS)
-    cluster.wait_state(topic, 0, lambda s: s.leader >= 0 and len(s.isr) == N_BROKERS, 60, "leader with full isr")
-    watcher = Watcher(cluster, topic, 0)
-    meta = cluster.metadata()
-    mset = payload_set(0)
-    by_id = {b.broker_id: b for b in cluster.brokers}
-    rows = []
-    for i in range(kills):
-        st = cluster.wait_state(topic, 0, lambda s: s.leader >= 0 and len(s.isr) == N_BROKERS, 120,
-                                "leader with all replicas in sync")
-        warm: dict = {}
-        first_ack(meta, topic, -1, mset, timeout_ms, retry_s, time.monotonic() + 30, warm)
-        if warm["t"] is None:
-            raise RuntimeError(f"kill {i + 1}: no acks=-1 write succeeds before the kill: {warm['errors']}")
-        leader = st.leader
-        was_controller = cluster.controller() == leader
-        victim = by_id[leader]
-        t_kill = time.monotonic()
-        victim.kill()
-        results = {1: {}, -1: {}}
-        give_up = t_kill + 60
-        threads = [threading.Thread(target=first_ack, args=(meta, topic, a, mset, timeout_ms, retry_s, give_up,
-                                                            results[a]), daemon=True) for a in (1, -1)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        t_gone = watcher.gone(leader, t_kill)
-        t_elect, new_leader = watcher.new_leader(leader, t_kill)
-        t_restart = time.monotonic()
-        victim.start(timeout=60)
-        restarted = time.monotonic() - t_restart
-        cluster.wait_state(topic, 0, lambda s: leader in s.isr, 120, f"broker {leader} back in the isr")
-        rejoin = time.monotonic() - t_restart
-
-        def since(t):
-            return None if t is None else t - t_kill
-        row = {"kill": i + 1, "killed": leader, "controller": was_controller, "new_leader": new_leader,
-               "ack1": since(results[1]["t"]), "ack_all": since(results[-1]["t"]),
-               "detect": since(t_gone), "elect": since(t_elect), "restart": restarted, "rejoin": rejoin,
-               "errors": {**results[1]["errors"], **{k + "(-1)": v for k, v in results[-1]["errors"].items()}}}
-        rows.append(row)
-        log(f"kill {i + 1}/{kills}: broker {leader}{' (controller)' if was_controller else ''} -> "
-            f"leader {new_leader}; acks=1 {fmt(row['ack1'])} s, acks=-1 {fmt(row['ack_all'])} s "
-            f"(detect {fmt(row['detect'])}, elect {fmt(row['elect'])}); back in isr {rejoin:.2f} s after restart")
-    return rows
-
-
-def fmt(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def machine() -> list[str]:
-    mem = next((ln.split()[1] for ln in open("/proc/meminfo") if ln.startswith("MemTotal")), "?")
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        java = "java ?"
-    return [f"machine: {os.cpu_count()} CPUs ({cpu}), {int(mem) / 1e6:.1f} GB RAM, Linux {platform.release()}, "
-            f"Python {platform.python_version()}, {java}"]
-
-
-def _proc_cpu() -> dict[int, tuple[int, float, str]]:
-    """pid -> (ppid, CPU seconds so far, command) of every process readable in /proc."""
-    tck = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{d}/stat").read_text()
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        f = raw.rsplit(")", 1)[1].split()
-        out[int(d)] = (int(f[1]), (int(f[11]) + int(f[12])) / tck, cmd or raw.split("(", 1)[1].split(")")[0])
-    return out
-
-
-def busy_processes(seconds: float = 1.0, top: int = 6) -> list[str]:
-    """The processes outside this bench's own tree that used CPU during the next ``seconds``."""
-    a = _proc_cpu()
-    time.sleep(seconds)
-    b = _proc_cpu()
-    mine = {os.getpid()}
-    for _ in range(4):   # this process, its children (brokers, ZooKeeper) and theirs
-        mine |= {pid for pid, (ppid, _, _) in b.items() if ppid in mine}
-    used = sorted(((b[pid][1] - a[pid][1], pid) for pid in b if pid in a and pid not in mine), reverse=True)
-    return [f"{b[pid][2][:70]} (pid {pid}, {cpu / seconds:.0%} of a CPU)" for cpu, pid in used[:top] if cpu >= 0.05]
-
-
 def print_throughput(rows: list[tuple[str, dict | str]]) -> dict:
     print("| experiment | messages | seconds | msg/s | MB/s | until replicated (s) | brokers' CPU µs/msg | errors |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -428,41 +178,6 @@ def print_throughput(rows: list[tuple[str, dict | str]]) -> dict:
         print(f"| {name} | {r['msgs']:,} | {r['wall']:.2f} | {rate:,.0f} | {r['bytes'] / r['wall'] / 1e6:,.1f} "
               f"| {fmt(r['replicated'])} | {r['cpu'] / r['msgs'] * 1e6:.1f} | {err} |")
     return rates
-
-
-def print_failover(rows: list[dict], session_ms: int, tick_ms: int) -> None:
-    print(f"\nfailover over {len(rows)} SIGKILLs of the leader (zk.sessiontimeout.ms={session_ms}, "
-          f"ZooKeeper tickTime={tick_ms} ms)")
-    print("| seconds from SIGKILL to | median | min | max | n |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for key, name in (("detect", "broker's /brokers/ids node gone (session expired)"),
-                      ("elect", "new leader in the state znode"),
-                      ("ack1", "**first acks=1 write acknowledged**"),
-                      ("ack_all", "**first acks=-1 write acknowledged**")):
-        vals = [r[key] for r in rows if r[key] is not None]
-        missing = len(rows) - len(vals)
-        if vals:
-            print(f"| {name} | {statistics.median(vals):.2f} | {min(vals):.2f} | {max(vals):.2f} | {len(vals)}"
-                  f"{f' ({missing} n/a)' if missing else ''} |")
-    for key, name in (("elect", "detect"), ("ack1", "elect"), ("ack_all", "elect")):
-        d = [r[key] - r[name] for r in rows if r[key] is not None and r[name] is not None]
-        if d:
-            print(f"| ({key} minus {name}) | {statistics.median(d):.2f} | {min(d):.2f} | {max(d):.2f} | {len(d)} |")
-    ctl = [r["ack_all"] for r in rows if r["controller"] and r["ack_all"] is not None]
-    other = [r["ack_all"] for r in rows if not r["controller"] and r["ack_all"] is not None]
-    if ctl:
-        print(f"acks=-1 failover when the leader was also the controller: median {statistics.median(ctl):.2f} s "
-              f"(n={len(ctl)}); otherwise: {fmt(statistics.median(other) if other else None)} s (n={len(other)})")
-    rejoin = [r["rejoin"] for r in rows]
-    restart = [r["restart"] for r in rows]
-    print(f"killed broker restarted (serving) in median {statistics.median(restart):.2f} s, back in the isr "
-          f"{statistics.median(rejoin):.2f} s after the restart began (max {max(rejoin):.2f} s)")
-    errs: dict[str, int] = {}
-    for r in rows:
-        for k, v in r["errors"].items():
-            errs[k] = errs.get(k, 0) + v
-    print("errors seen by the retrying clients: " + (", ".join(f"{k} x{v}" for k, v in sorted(errs.items()))
-                                                   or "none"))
 
 
 def main(argv=None) -> int:
