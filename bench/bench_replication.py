@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest.broker import protocol as p  # noqa: E402
