@@ -73,7 +73,7 @@ def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds
                timeout_ms: int) -> dict:
     """Drive every partition's leader for ``seconds``; return counts, wall time and time to full replication."""
     meta = cluster.metadata()
-    leaders = {q: meta.leader(topic, q, refresh=True) for q in range(partitions)}
+    leaders = {q: meta.wait_for_leader(topic, q, time.monotonic() + 30) for q in range(partitions)}
     start_hw = {q: latest(leaders[q], topic, q) for q in range(partitions)}
     msets = [payload_set(i) for i in range(4)]
     frames = {q: [frame(topic, q, m, acks, timeout_ms) for m in msets] for q in range(partitions)}
@@ -159,9 +159,11 @@ def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dic
     except Exception as exc:  # noqa: BLE001
         return f"failed after {n} batches: {type(exc).__name__}: {str(exc)[:200]}"
     finally:
+        stats = dict(prod.stats)
         prod.close()
     return {"msgs": n * BATCH, "wall": wall, "bytes": n * BATCH * (len(encode_message_set(batch)) / BATCH),
-            "errors": [], "replicated": None, "cpu": brokers_cpu(cluster) - cpu0}
+            "errors": [f"Producer stats {stats}"] if stats.get("failed") else [], "replicated": None,
+            "cpu": brokers_cpu(cluster) - cpu0}
 
 
 def print_throughput(rows: list[tuple[str, dict | str]]) -> dict:
