@@ -36,6 +36,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -53,10 +54,14 @@ from ingest.broker import protocol as p  # noqa: E402
 from ingest.broker.message_set import encode_message_set  # noqa: E402
 from ingest.client.connection import BrokerConnection, check  # noqa: E402
 from ingest.client.discovery import BrokerAddress  # noqa: E402
-from ingest.errors import IngestError  # noqa: E402
+from ingest.errors import (IngestError, NotEnoughReplicasAfterAppendError,  # noqa: E402
+                           RequestTimedOutError)
 from replication_cluster import (BATCH, N_BROKERS, PAYLOAD_SIZE, Cluster, brokers_cpu,  # noqa: E402
                                  busy_processes, fmt, frame, machine, payload_set)
 from replication_failover import failover, print_failover  # noqa: E402
+
+
+APPENDED_ANYWAY = (RequestTimedOutError, NotEnoughReplicasAfterAppendError)
 
 
 def latest(addr: BrokerAddress, topic: str, partition: int) -> int:
@@ -79,38 +84,58 @@ def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds
     frames = {q: [frame(topic, q, m, acks, timeout_ms) for m in msets] for q in range(partitions)}
     barrier_frames = {q: frame(topic, q, msets[0], 1, timeout_ms) for q in range(partitions)}
     sent = {(q, k): 0 for q in range(partitions) for k in range(inflight)}
+    extra = dict(sent)     # sets appended but not acknowledged (time-outs): the high watermark must pass them too
     errors: list[str] = []
+    latencies: list[float] = []
     ends: list[float] = []
     go = threading.Barrier(partitions * inflight + 1)
     t0 = [0.0]
 
     def worker(q: int, k: int) -> None:
-        addr = leaders[q]
-        conn = BrokerConnection(addr.host, addr.port, timeout_s=30, broker_id=addr.broker_id, nodelay=acks != 0)
+        """Send until the deadline; a failed request is counted (not its messages), the leader looked
+        up again and the loop goes on."""
         fr = frames[q]
         n = 0
-        try:
-            go.wait()
-            deadline = t0[0] + seconds
-            if acks == 0:
-                while time.perf_counter() < deadline:
-                    for i in range(20):
-                        conn.send(fr[i & 3])
-                    n += 20
-                resp = conn.request(barrier_frames[q], p.ProduceAckResponse)
-                check(resp.error, f"barrier {topic}-{q}")
-                n += 1
-            else:
-                while time.perf_counter() < deadline:
-                    resp = conn.request(fr[n & 3], p.ProduceAckResponse)
-                    check(resp.error, f"acks={acks} {topic}-{q}")
+        lat = []
+        addr = leaders[q]
+        conn = BrokerConnection(addr.host, addr.port, timeout_s=30, broker_id=addr.broker_id, nodelay=acks != 0)
+        go.wait()
+        deadline = t0[0] + seconds
+        while True:
+            try:
+                if acks == 0:
+                    while time.perf_counter() < deadline:
+                        for i in range(20):
+                            conn.send(fr[i & 3])
+                        n += 20
+                    resp = conn.request(barrier_frames[q], p.ProduceAckResponse)
+                    check(resp.error, f"barrier {topic}-{q}")
                     n += 1
-        except IngestError as exc:
-            errors.append(f"{topic}-{q} thread {k}: {exc}")
-        finally:
-            sent[(q, k)] = n
-            ends.append(time.perf_counter())
-            conn.close()
+                else:
+                    while time.perf_counter() < deadline:
+                        t = time.perf_counter()
+                        resp = conn.request(fr[n & 3], p.ProduceAckResponse)
+                        check(resp.error, f"acks={acks} {topic}-{q}")
+                        lat.append(time.perf_counter() - t)
+                        n += 1
+                break
+            except IngestError as exc:
+                errors.append(f"{topic}-{q} thread {k} at {time.perf_counter() - t0[0]:.2f} s: {exc}")
+                if isinstance(exc, APPENDED_ANYWAY):
+                    extra[(q, k)] += 1
+                conn.close()
+                if time.perf_counter() >= deadline:
+                    break
+                try:
+                    addr = meta.wait_for_leader(topic, q, time.monotonic() + 5)
+                except IngestError:
+                    pass
+                conn = BrokerConnection(addr.host, addr.port, timeout_s=30, broker_id=addr.broker_id,
+                                        nodelay=acks != 0)
+        sent[(q, k)] = n
+        latencies.extend(lat)
+        ends.append(time.perf_counter())
+        conn.close()
 
     threads = [threading.Thread(target=worker, args=(q, k), daemon=True)
                for q in range(partitions) for k in range(inflight)]
@@ -125,16 +150,20 @@ def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds
     msgs = sum(sent.values()) * BATCH
     set_bytes = len(msets[0])
     # every partition's high watermark must reach what was written (all sets have the same size)
-    want = {q: start_hw[q] + sum(n for (qq, _), n in sent.items() if qq == q) * set_bytes for q in range(partitions)}
+    want = {q: start_hw[q] + sum(n + extra[key] for key, n in sent.items() if key[0] == q) * set_bytes
+            for q in range(partitions)}
     replicated = None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if all(latest(leaders[q], topic, q) >= want[q] for q in range(partitions)):
             replicated = time.perf_counter() - t0[0] - wall
             break
         time.sleep(0.02)
+    if errors:
+        states = {q: cluster.state(topic, q) for q in range(partitions)}
+        errors.append(f"partition states after the row: {states}")
     return {"msgs": msgs, "wall": wall, "bytes": msgs * (set_bytes / BATCH), "errors": errors,
-            "replicated": replicated, "cpu": brokers_cpu(cluster) - cpu0}
+            "replicated": replicated, "cpu": brokers_cpu(cluster) - cpu0, "latencies": latencies}
 
 
 def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dict | str:
@@ -149,11 +178,14 @@ def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dic
     rnd = os.urandom(PAYLOAD_SIZE * BATCH)
     batch = [rnd[i * PAYLOAD_SIZE:(i + 1) * PAYLOAD_SIZE] for i in range(BATCH)]
     n = 0
+    lat = []
     cpu0 = brokers_cpu(cluster)
     try:
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
+            t = time.perf_counter()
             prod.send(topic, batch)
+            lat.append(time.perf_counter() - t)
             n += 1
         wall = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001
@@ -163,22 +195,27 @@ def producer_row(cluster: Cluster, topic: str, acks: int, seconds: float) -> dic
         prod.close()
     return {"msgs": n * BATCH, "wall": wall, "bytes": n * BATCH * (len(encode_message_set(batch)) / BATCH),
             "errors": [f"Producer stats {stats}"] if stats.get("failed") else [], "replicated": None,
-            "cpu": brokers_cpu(cluster) - cpu0}
+            "cpu": brokers_cpu(cluster) - cpu0, "latencies": lat}
 
 
 def print_throughput(rows: list[tuple[str, dict | str]]) -> dict:
-    print("| experiment | messages | seconds | msg/s | MB/s | until replicated (s) | brokers' CPU µs/msg | errors |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| experiment | messages | seconds | msg/s | MB/s | until replicated (s) | brokers' CPU µs/msg "
+          "| request ms p50 / p99 / max | failed requests |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     rates = {}
     for name, r in rows:
         if isinstance(r, str):
-            print(f"| {name} | | | | | | | {r} |")
+            print(f"| {name} | | | | | | | | {r} |")
             continue
         rate = r["msgs"] / r["wall"]
         rates[name] = rate
-        err = f"{len(r['errors'])}: {r['errors'][0][:100]}" if r["errors"] else "0"
+        failed = [e for e in r["errors"] if not e.startswith("partition states")]
+        err = f"{len(failed)}, first: {failed[0][:120]}" if failed else "0"
+        lat = sorted(r["latencies"])
+        lat_s = (f"{lat[len(lat) // 2] * 1e3:.1f} / {lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3:.1f} / "
+                 f"{lat[-1] * 1e3:.0f}") if lat else ""
         print(f"| {name} | {r['msgs']:,} | {r['wall']:.2f} | {rate:,.0f} | {r['bytes'] / r['wall'] / 1e6:,.1f} "
-              f"| {fmt(r['replicated'])} | {r['cpu'] / r['msgs'] * 1e6:.1f} | {err} |")
+              f"| {fmt(r['replicated'])} | {r['cpu'] / max(1, r['msgs']) * 1e6:.1f} | {lat_s} | {err} |")
     return rates
 
 
@@ -194,6 +231,9 @@ def main(argv=None) -> int:
     ap.add_argument("--retry-ms", type=int, default=25, help="failover client: sleep between retries")
     ap.add_argument("--phases", default="throughput,failover",
                     help="comma-separated: throughput, failover ('none': start and stop the cluster only)")
+    ap.add_argument("--rows", default="rf1,acks0,acks1,acksall,producer",
+                    help="throughput rows to run: rf1, acks0, acks1, acksall, producer")
+    ap.add_argument("--keep-dir", help="put the brokers' directories (logs, output) here and keep them")
     ap.add_argument("--quick", action="store_true", help="seconds-long smoke run: 0.5 s rows, 2 kills")
     args = ap.parse_args(argv)
     if args.quick:
@@ -202,6 +242,11 @@ def main(argv=None) -> int:
     unknown = phases - {"throughput", "failover"}
     if unknown:
         ap.error(f"unknown phase(s) {sorted(unknown)}: allowed are throughput, failover, none")
+
+    rows = {x.strip() for x in args.rows.split(",") if x.strip()}
+    if rows - {"rf1", "acks0", "acks1", "acksall", "producer"}:
+        ap.error(f"unknown row(s) {sorted(rows - {'rf1', 'acks0', 'acks1', 'acksall', 'producer'})}: "
+                 "allowed are rf1, acks0, acks1, acksall, producer")
 
     def on_term(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -224,7 +269,8 @@ def main(argv=None) -> int:
     tp_rows: list[tuple[str, dict | str]] = []
     fo_rows: list[dict] = []
     t_start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bench-replication-") as work:
+    with (contextlib.nullcontext(args.keep_dir) if args.keep_dir
+          else tempfile.TemporaryDirectory(prefix="bench-replication-")) as work:
         cluster = Cluster(Path(work), overrides)
         try:
             cluster.start()
@@ -239,14 +285,21 @@ def main(argv=None) -> int:
                         cluster.wait_state(topic, q, lambda s: s.leader >= 0 and len(s.isr) == rf, 60, "leader")
                 log(f"throughput: {n} partitions x {args.inflight} connections, {args.seconds} s per row, "
                     f"sets of {BATCH} x {PAYLOAD_SIZE} B")
-                for name, topic, acks in (("acks=1, RF=1 (reference)", "rf1", 1), ("acks=0, RF=3", "rf3", 0),
-                                          ("acks=1, RF=3", "rf3", 1), ("acks=-1, RF=3", "rf3", -1)):
+                for key, name, topic, acks in (("rf1", "acks=1, RF=1 (reference)", "rf1", 1),
+                                               ("acks0", "acks=0, RF=3", "rf3", 0),
+                                               ("acks1", "acks=1, RF=3", "rf3", 1),
+                                               ("acksall", "acks=-1, RF=3", "rf3", -1)):
+                    if key not in rows:
+                        continue
                     r = throughput(cluster, topic, n, acks, args.seconds, args.inflight, args.timeout_ms)
                     tp_rows.append((name, r))
-                    log(f"  {name}: {r['msgs'] / r['wall']:,.0f} msg/s, errors {len(r['errors'])}")
-                cluster.create_topic("producer", 1, N_BROKERS)
-                cluster.wait_state("producer", 0, lambda s: s.leader >= 0, 60, "leader")
-                for acks in (1, -1):
+                    log(f"  {name}: {r['msgs'] / r['wall']:,.0f} msg/s, failed requests {len(r['errors'])}")
+                    for e in r["errors"][:3] + r["errors"][-1:]:
+                        log(f"    {e}")
+                if "producer" in rows:
+                    cluster.create_topic("producer", 1, N_BROKERS)
+                    cluster.wait_state("producer", 0, lambda s: s.leader >= 0, 60, "leader")
+                for acks in ((1, -1) if "producer" in rows else ()):
                     name = f"Producer sync, acks={acks}, RF=3, 1 partition"
                     tp_rows.append((name, producer_row(cluster, "producer", acks, args.seconds)))
                     log(f"  {name}: " + (tp_rows[-1][1] if isinstance(tp_rows[-1][1], str) else
