@@ -280,6 +280,8 @@ def test_describe_lists_unreplicated_topics_and_refuses_unknown_ones(cluster):
         {"topic": "legacy-d", "replicated": False, "partitions_per_broker": {str(brokers[0].broker_id): 1}}]
     r = _run("topics", "describe", "--zookeeper", connect, "--topic", "nope")
     _assert_one_line_error(r, ["topic 'nope' does not exist in ZooKeeper", "legacy-d"])
+    r = _run("topics", "describe", "--zookeeper", connect, "--topic", "../x")
+    _assert_one_line_error(r, ["invalid topic name '../x'"])
 
 
 # --- preferred-leader: the request node ----------------------------------------------------------
@@ -309,6 +311,88 @@ def test_preferred_leader_request_and_refusals(zk_connect):
         r = _run("topics", "preferred-leader", "--zookeeper", zk_connect)
         _assert_one_line_error(r, ["already pending", "naming 1 partition(s): rep/1", "nothing was written"])
         assert _snapshot(client) == pending
+    finally:
+        client.stop()
+        client.close()
+
+
+# --- end to end with the controller: describe, failover, preferred-leader ---------------------------
+
+def _states(client, topic: str, n: int) -> list[znodes.PartitionState | None]:
+    out = []
+    for p in range(n):
+        try:
+            data, stat = client.get(znodes.partition_state_path(topic, p))
+            out.append(znodes.PartitionState.parse(data, stat.version))
+        except Exception:  # not written yet
+            out.append(None)
+    return out
+
+
+def _describe_json(connect: str, topic: str) -> list[dict]:
+    r = _run("topics", "describe", "--zookeeper", connect, "--topic", topic, "--json")
+    assert r.returncode == 0, r.stderr
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+@pytest.mark.slow
+def test_describe_and_preferred_leader_across_a_failover(broker_factory, zk_connect):
+    from ingest.broker import protocol
+    from ingest.broker.message_set import encode_message_set
+    from tests.harness.brokers import RawClient
+
+    brokers = broker_factory(3, zk_connect)
+    by_id = {b.broker_id: b for b in brokers}
+    client = _kazoo(zk_connect)
+    try:
+        wait_until(lambda: len(client.get_children(znodes.BROKER_IDS)) == 3, what="3 brokers registered")
+        r = _run("topics", "create", "--zookeeper", zk_connect, "--topic", "rep", "--partitions", "2",
+                 "--replication-factor", "3")
+        assert r.returncode == 0, r.stderr
+        plan = znodes.parse_assignment(client.get(znodes.topic_dir("rep"))[0])
+        wait_until(lambda: all(s is not None and s.leader == plan[p][0] and len(s.isr) == 3
+                               for p, s in enumerate(_states(client, "rep", 2))),
+                   timeout=60, what="leaders elected on the preferred replicas, all in sync")
+
+        # an acks=-1 write on partition 0's leader: the high watermark describe shows is its end
+        message_set = encode_message_set([b"first", b"second"])
+        leader0 = by_id[plan[0][0]]
+        with RawClient(leader0.host, leader0.port) as raw:
+            ack = protocol.ProduceAckResponse.decode(raw.request(protocol.ProduceAcksRequest(
+                -1, 10_000, protocol.ProduceRequest("rep", 0, message_set))))
+        assert ack.error == 0, ack
+        rows = wait_until(lambda: (lambda rs: rs if rs[0]["high_watermark"] == len(message_set) else None)(
+            _describe_json(zk_connect, "rep")), timeout=30, what="high watermark of partition 0")
+        assert [(x["partition"], x["leader"], x["replicas"], sorted(x["isr"]), x["leader_is_preferred"])
+                for x in rows] == [(p, plan[p][0], list(plan[p]), sorted(plan[p]), True) for p in range(2)]
+        assert rows[1]["high_watermark"] == 0
+        text = _run("topics", "describe", "--zookeeper", zk_connect).stdout.splitlines()
+        assert text[0].startswith("controller: broker ")
+        assert text[2].split()[:3] == ["rep", "0", str(plan[0][0])] and text[2].split()[-1] == "yes"
+
+        # partition 1's preferred leader dies: another replica leads, describe says it is not the preferred one
+        moved = by_id[plan[1][0]]
+        moved.kill()
+        after = wait_until(lambda: (lambda s: s if s and s.leader not in (-1, moved.broker_id) else None)(
+            _states(client, "rep", 2)[1]), timeout=60, what="a new leader of partition 1")
+        row = _describe_json(zk_connect, "rep")[1]
+        assert row["leader"] == after.leader and row["leader_is_preferred"] is False
+        assert row["leader_epoch"] == after.leader_epoch and row["high_watermark"] == 0
+
+        # it comes back and catches up; the election moves leadership back to it
+        moved.restart()
+        wait_until(lambda: moved.broker_id in (_states(client, "rep", 2)[1] or after).isr, timeout=60,
+                   what="the restarted broker back in partition 1's in-sync set")
+        r = _run("topics", "preferred-leader", "--zookeeper", zk_connect, "--topic", "rep", "--partition", "1",
+                 "--wait", "60")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert f"rep/1: leader {moved.broker_id}: led by its preferred replica" in r.stdout
+        assert "1 of 1 partition(s) led by their preferred replica" in r.stdout
+        assert not client.exists(znodes.PREFERRED_REPLICA_ELECTION)
+        assert _states(client, "rep", 2)[1].leader == moved.broker_id
+        # every partition (no --topic): nothing left to move, still a clean answer
+        r = _run("topics", "preferred-leader", "--zookeeper", zk_connect, "--wait", "60")
+        assert r.returncode == 0 and "2 of 2 partition(s)" in r.stdout, (r.stdout, r.stderr)
     finally:
         client.stop()
         client.close()

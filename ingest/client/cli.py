@@ -253,8 +253,11 @@ def _create(args) -> int:
 
 
 def _describe(args) -> int:
+    from ingest.broker.topics import validate_topic
     from ingest.client import topics_admin, topics_describe
 
+    if args.topic is not None:
+        validate_topic(args.topic)
     connect = _zk_connect(args.zookeeper, _server_config(args.config), "describe")
     with _zk_session(connect) as client:
         records = topics_describe.describe_records(client, args.topic)
@@ -267,8 +270,11 @@ def _describe(args) -> int:
 
 
 def _preferred(args) -> int:
+    from ingest.broker.topics import validate_topic
     from ingest.client import topics_admin
 
+    if args.topic is not None:
+        validate_topic(args.topic)
     partition = _int("--partition", args.partition, "a partition number >= 0 of --topic")
     wait_s = None
     if args.wait is not None:
