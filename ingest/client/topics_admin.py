@@ -256,8 +256,8 @@ def wait_for_election(client, partitions: list[tuple[str, int]], replicated: Map
                       timeout_s: float, clock: Clock = SYSTEM_CLOCK, poll_s: float = 0.2) -> list[dict]:
     """Poll until the request node is gone and every partition is led by its preferred replica.
 
-    Stops early once the node is gone and the rest cannot move (a preferred replica that is out of
-    the in-sync set). Returns one record per partition: topic, partition, preferred, leader, isr,
+    Stops early once the node is gone and every partition not yet moved cannot move (its preferred
+    replica is out of the in-sync set). Returns one record per partition: topic, partition, preferred, leader, isr,
     ``done`` (led by the preferred replica), and ``pending`` (the request node still exists) on each.
     """
     deadline = clock.monotonic() + timeout_s
@@ -270,9 +270,8 @@ def wait_for_election(client, partitions: list[tuple[str, int]], replicated: Map
             leader = s.leader if s is not None and s.leader >= 0 else None
             records.append({"topic": t, "partition": p, "preferred": preferred, "leader": leader,
                             "isr": list(s.isr) if s else [], "done": leader == preferred, "pending": pending})
-        stuck = [r for r in records if not r["done"] and r["preferred"] not in r["isr"]]
-        if not pending and (all(r["done"] for r in records) or stuck):
-            return records
+        if not pending and all(r["done"] or r["preferred"] not in r["isr"] for r in records):
+            return records  # finished, or what is left cannot move until its preferred replica is in sync
         if clock.monotonic() >= deadline:
             return records
         clock.sleep(poll_s)
