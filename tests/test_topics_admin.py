@@ -303,9 +303,14 @@ def test_preferred_leader_request_and_refusals(zk_connect):
         ]:
             _assert_one_line_error(_run("topics", "preferred-leader", "--zookeeper", zk_connect, *extra), words)
             assert _snapshot(client) == before
-        r = _run("topics", "preferred-leader", "--zookeeper", zk_connect, "--topic", "rep", "--partition", "1")
-        assert r.returncode == 0, r.stderr
-        assert "requested for 1 partition(s)" in r.stdout and "no controller is running" in r.stdout
+        r = _run("topics", "preferred-leader", "--zookeeper", zk_connect, "--topic", "rep", "--partition", "1",
+                 "--wait", "0.5")
+        assert r.returncode == 1, r.stderr  # waited, and no controller took the request
+        assert r.stdout.splitlines() == [
+            "preferred replica election requested for 1 partition(s)",
+            "note: no controller is running now; the election happens when a broker becomes controller",
+            "rep/1: leader -: no leader elected yet (preferred 2)",
+            "0 of 1 partition(s) led by their preferred replica; the request is still pending after 0.5 s"]
         assert znodes.parse_preferred_election(client.get(znodes.PREFERRED_REPLICA_ELECTION)[0]) == [("rep", 1)]
         pending = _snapshot(client)
         r = _run("topics", "preferred-leader", "--zookeeper", zk_connect)

@@ -290,6 +290,8 @@ def format_election(records: Sequence[dict], out: TextIO) -> None:
     for r in records:
         if r["done"]:
             status = "led by its preferred replica"
+        elif r["leader"] is None and not r["isr"]:
+            status = f"no leader elected yet (preferred {r['preferred']})"
         elif r["preferred"] not in r["isr"]:
             status = f"preferred replica {r['preferred']} is not in sync (isr {cell(r['isr'])}): cannot move yet"
         else:
