@@ -20,7 +20,7 @@ from ingest.client.discovery import BrokerAddress
 from ingest.client.topics_admin import (check_counts, describe_assignment, election_partitions, plan_assignment)
 from ingest.client.topics_describe import format_records, high_watermarks
 from ingest.errors import ReplicationConfigError, UnknownTopicError
-from tests.harness.brokers import broker_cluster, broker_list, stop_all
+from tests.harness.brokers import broker_cluster, broker_factory, broker_list, stop_all  # noqa: F401 (fixture)
 from tests.harness.net import free_port
 from tests.harness.wait import wait_until
 

@@ -1,4 +1,4 @@
-"""``ingest console-producer``, ``ingest console-consumer``, ``ingest topics`` (list, create, describe, preferred-leader)."""
+"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, describe, preferred-leader)."""
 from __future__ import annotations
 
 import argparse
