@@ -467,6 +467,7 @@ class _Processor(threading.Thread):
             if not reply.pending:  # completed between the check and the hook: nobody woke us
                 wake()
             return
+        reply.accounted = True   # a deferred reply completed before it was queued is counted here
         conn.replies.append(reply)
         conn.pending_bytes += sum(len(part) for part in reply.parts if not isinstance(part, FileRegion))
         if reply.close_after:
