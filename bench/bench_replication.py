@@ -12,12 +12,14 @@ bench then waits until every partition has a leader in its state znode.
    one leader per broker) with acks=0 (PRODUCE, then one acknowledged request per
    connection as a barrier), acks=1 and acks=-1 (PRODUCE_ACKS); the reference in the
    same run is acks=1 on topic ``rf1`` (3 partitions, replication factor 1, same
-   leaders). Each partition is driven by ``--inflight`` threads, each with its own
+   leaders). Each partition is driven by N threads, each with its own
    ``BrokerConnection`` to the leader found with ``ReplicaMetadata`` and one request
-   in flight, for ``--seconds`` each. "until replicated" is the time after the last
-   answer until every partition's high watermark (OFFSETS latest on the leader)
-   reached the bytes written. With ``Producer`` support for acks=-1 (sync, batch.size
-   50) there is one more row.
+   in flight, for ``--seconds``; the rows are repeated for every N of ``--inflight``
+   (acks=0 only for the first). A failed request is counted, not its messages, and the
+   thread goes on. "until replicated" is the time after the last answer until every
+   partition's high watermark (OFFSETS latest on the leader) reached the bytes
+   written. The product's ``Producer`` (sync, batch.size 50, one partition) gets a
+   row for acks=1 and acks=-1 where it supports them.
 2. **Failover** (``--kills`` times): topic ``failover`` (1 partition, replication
    factor 3). SIGKILL its leader, then two client threads (acks=1 and acks=-1) loop:
    leader from a fresh TOPIC_METADATA, send one set, on any error sleep
@@ -219,10 +221,28 @@ def print_throughput(rows: list[tuple[str, dict | str]]) -> dict:
     return rates
 
 
+def print_ratios(rows: list[tuple[str, dict | str]], levels: list[int]) -> None:
+    """msg/s per acknowledgement level side by side, and the two ratios the issue asks for, per in-flight level."""
+    rate = {(r["key"], r["level"]): r["msgs"] / r["wall"] for _, r in rows if isinstance(r, dict) and "key" in r}
+    print("\n| in flight per partition | acks=1 RF=1 msg/s | acks=1 RF=3 msg/s | acks=-1 RF=3 msg/s "
+          "| **acks=-1 / acks=1** (aim >= 0.5) | **acks=1 RF=3 / RF=1** (cost of replication) | acks=-1 RF=3 / acks=1 RF=1 |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for level in levels:
+        ref, a1, aall = (rate.get((k, level)) for k in ("rf1", "acks1", "acksall"))
+        cells = [f"{x:,.0f}" if x else "" for x in (ref, a1, aall)]
+        ratios = [f"{x / y:.2f}" if x and y else "" for x, y in ((aall, a1), (a1, ref), (aall, ref))]
+        print(f"| {level} | " + " | ".join(cells + ratios) + " |")
+    a0, a1 = rate.get(("acks0", levels[0])), rate.get(("acks1", levels[0]))
+    if a0 and a1:
+        print(f"\nratio acks=0 / acks=1 (RF=3, {levels[0]} in flight): {a0 / a1:.2f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput row")
-    ap.add_argument("--inflight", type=int, default=2, help="threads (connections) per partition")
+    ap.add_argument("--inflight", default="1,2,4,8",
+                    help="comma-separated: threads (connections, requests in flight) per partition; "
+                         "the rows run once per value")
     ap.add_argument("--partitions", type=int, default=3, help="partitions of the throughput topics")
     ap.add_argument("--kills", type=int, default=20, help="leader SIGKILLs in the failover phase")
     ap.add_argument("--zk-session-ms", type=int, default=3000, help="the brokers' zk.sessiontimeout.ms")
@@ -234,16 +254,23 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", default="rf1,acks0,acks1,acksall,producer",
                     help="throughput rows to run: rf1, acks0, acks1, acksall, producer")
     ap.add_argument("--keep-dir", help="put the brokers' directories (logs, output) here and keep them")
-    ap.add_argument("--quick", action="store_true", help="seconds-long smoke run: 0.5 s rows, 2 kills")
+    ap.add_argument("--quick", action="store_true",
+                    help="seconds-long smoke run: 0.5 s rows, 2 in flight per partition only, 2 kills")
     args = ap.parse_args(argv)
     if args.quick:
-        args.seconds, args.kills = 0.5, min(args.kills, 2)
+        args.seconds, args.kills, args.inflight = 0.5, min(args.kills, 2), "2"
     phases = {x.strip() for x in args.phases.split(",") if x.strip()} - {"none"}
     unknown = phases - {"throughput", "failover"}
     if unknown:
         ap.error(f"unknown phase(s) {sorted(unknown)}: allowed are throughput, failover, none")
 
     rows = {x.strip() for x in args.rows.split(",") if x.strip()}
+    try:
+        levels = [int(x) for x in args.inflight.split(",") if x.strip()]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        ap.error(f"--inflight {args.inflight!r}: allowed is a comma-separated list of integers >= 1, e.g. 1,2,4")
     if rows - {"rf1", "acks0", "acks1", "acksall", "producer"}:
         ap.error(f"unknown row(s) {sorted(rows - {'rf1', 'acks0', 'acks1', 'acksall', 'producer'})}: "
                  "allowed are rf1, acks0, acks1, acksall, producer")
@@ -283,19 +310,22 @@ def main(argv=None) -> int:
                     cluster.create_topic(topic, n, rf)
                     for q in range(n):
                         cluster.wait_state(topic, q, lambda s: s.leader >= 0 and len(s.isr) == rf, 60, "leader")
-                log(f"throughput: {n} partitions x {args.inflight} connections, {args.seconds} s per row, "
+                log(f"throughput: {n} partitions x {levels} connections each, {args.seconds} s per row, "
                     f"sets of {BATCH} x {PAYLOAD_SIZE} B")
-                for key, name, topic, acks in (("rf1", "acks=1, RF=1 (reference)", "rf1", 1),
-                                               ("acks0", "acks=0, RF=3", "rf3", 0),
-                                               ("acks1", "acks=1, RF=3", "rf3", 1),
-                                               ("acksall", "acks=-1, RF=3", "rf3", -1)):
-                    if key not in rows:
-                        continue
-                    r = throughput(cluster, topic, n, acks, args.seconds, args.inflight, args.timeout_ms)
-                    tp_rows.append((name, r))
-                    log(f"  {name}: {r['msgs'] / r['wall']:,.0f} msg/s, failed requests {len(r['errors'])}")
-                    for e in r["errors"][:3] + r["errors"][-1:]:
-                        log(f"    {e}")
+                for i, level in enumerate(levels):
+                    for key, name, topic, acks in (("rf1", "acks=1, RF=1 (reference)", "rf1", 1),
+                                                   ("acks0", "acks=0, RF=3", "rf3", 0),
+                                                   ("acks1", "acks=1, RF=3", "rf3", 1),
+                                                   ("acksall", "acks=-1, RF=3", "rf3", -1)):
+                        if key not in rows or (key == "acks0" and i > 0):
+                            continue
+                        name = f"{name}, {level} in flight"
+                        r = throughput(cluster, topic, n, acks, args.seconds, level, args.timeout_ms)
+                        r["level"], r["key"] = level, key
+                        tp_rows.append((name, r))
+                        log(f"  {name}: {r['msgs'] / r['wall']:,.0f} msg/s, failed requests {len(r['errors'])}")
+                        for e in r["errors"][:3] + r["errors"][-1:]:
+                            log(f"    {e}")
                 if "producer" in rows:
                     cluster.create_topic("producer", 1, N_BROKERS)
                     cluster.wait_state("producer", 0, lambda s: s.leader >= 0, 60, "leader")
@@ -321,16 +351,7 @@ def main(argv=None) -> int:
     print()
     if tp_rows:
         rates = print_throughput(tp_rows)
-        ref, a0, a1, aall = (rates.get(k) for k in ("acks=1, RF=1 (reference)", "acks=0, RF=3", "acks=1, RF=3",
-                                                   "acks=-1, RF=3"))
-        if a1 and aall:
-            print(f"\nratio acks=-1 / acks=1 (RF=3): {aall / a1:.2f} (aim >= 0.5)")
-        if a1 and ref:
-            print(f"ratio acks=1 RF=3 / acks=1 RF=1 (cost of replication): {a1 / ref:.2f}")
-        if aall and ref:
-            print(f"ratio acks=-1 RF=3 / acks=1 RF=1: {aall / ref:.2f}")
-        if a0 and a1:
-            print(f"ratio acks=0 / acks=1 (RF=3): {a0 / a1:.2f}")
+        print_ratios(tp_rows, levels)
         p1, pall = (rates.get(f"Producer sync, acks={a}, RF=3, 1 partition") for a in (1, -1))
         if p1 and pall:
             print(f"ratio Producer acks=-1 / acks=1 (RF=3, 1 partition, one request in flight): {pall / p1:.2f}")
