@@ -6,12 +6,14 @@ leader is SIGKILLed, go on at the same byte offset on the new one.
 """
 from __future__ import annotations
 
+import io
 import threading
 
 import pytest
 
 from ingest import znodes
 from ingest.client import group_registry
+from ingest.client.console import console_consumer
 from ingest.client.consumer_group import ConsumerConnector
 from ingest.client.leader_consumer import LeaderConsumer, static_metadata
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
@@ -82,6 +84,17 @@ def test_leader_consumer_goes_on_at_the_same_offset_on_the_new_leader(broker_fac
         assert [m.payload for m in got] == payloads
         assert md.leader(topic, 0, refresh=True).broker_id != old.broker_id
         assert lc.latest_offset(topic, 0) == end
+    # the console consumer, direct (partition named home-p, read from the new leader) and as a group
+    live = ",".join(b.address for b in brokers if b.running)
+    out = io.BytesIO()
+    console_consumer(brokers=live, zk=None, topic=topic, from_beginning=True, max_messages=200, print_offsets=True,
+                     out=out)
+    lines = out.getvalue().splitlines()
+    assert [ln.split(b"\t")[3] for ln in lines] == payloads and {ln.split(b"\t")[1] for ln in lines} == {b"0-0"}
+    out = io.BytesIO()
+    console_consumer(brokers=None, zk=zk_connect, topic=topic, from_beginning=True, max_messages=200, out=out,
+                     overrides={"socket.timeout.ms": "5000"})
+    assert out.getvalue().splitlines() == payloads
 
 
 class Sink:
