@@ -37,7 +37,8 @@ registration, an offset node we then overwrite).
 Concurrency: watches only set an event; one rebalance thread does all the work
 under ``_lock``, which ``commit_offsets`` and ``shutdown`` also take. Streams are
 iterated by application threads (see :mod:`ingest.client.consumer_stream`), fed by
-one fetcher thread per broker (:mod:`ingest.client.fetcher`).
+one fetcher thread per broker (:mod:`ingest.client.fetcher`), which
+:mod:`ingest.client.group_fetchers` starts at each owned partition's committed offset.
 """
 from __future__ import annotations
 
@@ -59,13 +60,10 @@ from ingest.client import rebalance
 from ingest.client.consumer_config import CONSUMER_CONFIG
 from ingest.client.consumer_stream import ConsumedMessage, MessageStream, PartitionState
 from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
-from ingest.client.fetcher import Fetcher
-from ingest.client.leader_consumer import LeaderConsumer
-from ingest.client.replica_metadata import ReplicaMetadata
-from ingest.client.simple_consumer import SimpleConsumer
+from ingest.client.group_fetchers import GroupFetchers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError, IngestError
+from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +96,7 @@ class ConsumerConnector:
         self._shared_streams: list[MessageStream] = []
         self._owned: dict[tuple[str, int, int], PartitionState] = {}
         self._owner_threads: dict[tuple[str, int, int], str] = {}
-        self._replicas = ReplicaMetadata(lambda: read_brokers(self.zk).values(),
-                                         timeout_s=config["socket.timeout.ms"] / 1000.0)
-        self._fetchers: list[Fetcher] = []
-        self._consumers: dict[int, SimpleConsumer] = {}
+        self._fetch = GroupFetchers(self.zk, self.group, config)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._session_lost = False
@@ -183,8 +178,7 @@ class ConsumerConnector:
                 log.warning("consumer %s: clean deregistration failed: %s", self.consumer_id, exc)
             for s in self._all_streams():
                 s.stop()
-            for c in self._consumers.values():
-                c.close()
+            self._fetch.close()
         self.zk.stop()
         self.zk.close()
 
@@ -339,11 +333,7 @@ class ConsumerConnector:
     # --- rebalance (caller holds _lock) -------------------------------------------------------
 
     def _stop_fetchers(self) -> None:
-        for f in self._fetchers:
-            f.stop()
-        for f in self._fetchers:
-            f.join()
-        self._fetchers = []
+        self._fetch.stop()
 
     def _commit_locked(self) -> int:
         changed = 0
@@ -385,7 +375,7 @@ class ConsumerConnector:
                 self.rebalance_count += 1
                 log.info("consumer %s: rebalance %d done, owns %s", self.consumer_id, self.rebalance_count,
                          {t: [znodes.partition_name(*bp) for bp in v] for t, v in self.owned_partitions().items()})
-                self._start_fetchers()
+                self._fetch.start(self._owned.values())
                 return
             # A conflicting owner is either about to release (it rebalances too) or dead with its
             # session not yet expired: grow the back-off up to half a session timeout so the
@@ -439,7 +429,7 @@ class ConsumerConnector:
                     return False
             claimed.append((topic, bid, part, thread))
         for topic, bid, part, thread in claimed:
-            offset = self._start_offset(topic, bid, part, topic in replicated)
+            offset = self._fetch.start_offset(topic, bid, part, topic in replicated)
             idx = int(thread.rsplit("-", 1)[1])
             stream = (self._streams[topic][idx] if topic in self._streams
                       else self._shared_streams[idx % len(self._shared_streams)])
@@ -448,79 +438,6 @@ class ConsumerConnector:
                 self.config["fetch.size"], stream, topic in replicated)
             self._owner_threads[(topic, bid, part)] = thread
         return True
-
-    def _consumer(self, addr: BrokerAddress) -> SimpleConsumer:
-        c = self._consumers.get(addr.broker_id)
-        if c is None or (c.host, c.port) != (addr.host, addr.port):
-            c = SimpleConsumer(addr.host, addr.port, timeout_s=self.config["socket.timeout.ms"] / 1000.0,
-                               fetch_size=self.config["fetch.size"], max_fetch_size=self.config["max.fetch.size"])
-            self._consumers[addr.broker_id] = c
-        return c
-
-    def _leader_consumer(self) -> LeaderConsumer:
-        timeout_s = self.config["socket.timeout.ms"] / 1000.0
-        return LeaderConsumer(self._replicas, timeout_s=timeout_s, fetch_size=self.config["fetch.size"],
-                              max_fetch_size=self.config["max.fetch.size"], leader_wait_s=timeout_s)
-
-    def _reset_offset(self, topic: str, bid: int, part: int, replicated: bool = False) -> int:
-        if replicated:  # offsets of the current leader (latest: the high watermark)
-            with self._leader_consumer() as c:
-                if self.config["autooffset.reset"] == "smallest":
-                    return c.earliest_offset(topic, part)
-                return c.latest_offset(topic, part)
-        addr = read_brokers(self.zk).get(bid)
-        if addr is None:
-            raise CoordinationError(f"broker {bid} left while resetting {topic}/{bid}-{part}")
-        # a fresh connection: this may run on a fetcher thread while the fetcher's own is in use
-        with SimpleConsumer(addr.host, addr.port, timeout_s=self.config["socket.timeout.ms"] / 1000.0) as c:
-            if self.config["autooffset.reset"] == "smallest":
-                return c.earliest_offset(topic, part)
-            return c.latest_offset(topic, part)
-
-    def _start_offset(self, topic: str, bid: int, part: int, replicated: bool) -> int:
-        path = znodes.offset_path(self.group, topic, bid, part)
-        try:
-            return int(self.zk.retry(self.zk.get, path)[0].decode())
-        except (NoNodeError, ValueError):
-            offset = self._reset_offset(topic, bid, part, replicated)
-            # persist the starting point at once: a rebalance before the first commit must not
-            # reset again (with "largest" that would skip what arrived in between)
-            try:
-                self.zk.retry(self.zk.create, path, str(offset).encode(), makepath=True)
-            except NodeExistsError:
-                # another member (or our replayed create) wrote it first: its value stands
-                return int(self.zk.retry(self.zk.get, path)[0].decode())
-            log.info("%s/%d-%d: no committed offset for group %s, starting at %s offset %d",
-                     topic, bid, part, self.group, self.config["autooffset.reset"], offset)
-            return offset
-
-    def _fetcher_broker(self, st: PartitionState) -> int:
-        """The broker whose fetcher takes ``st``: its own, or a replicated partition's leader now."""
-        if st.replicated:
-            try:
-                return self._replicas.leader(st.topic, st.partition).broker_id
-            except IngestError as exc:  # no leader now: its fetcher finds one later
-                log.info("%s/%d-%d: %s", st.topic, st.broker_id, st.partition, exc)
-        return st.broker_id
-
-    def _start_fetchers(self) -> None:
-        live = read_brokers(self.zk)
-        by_broker: dict[int, list[PartitionState]] = {}
-        for st in self._owned.values():
-            by_broker.setdefault(self._fetcher_broker(st), []).append(st)
-        for bid, states in sorted(by_broker.items()):
-            addr = live.get(bid)
-            states = [st for st in states if addr is not None or st.replicated]
-            if not states:
-                continue
-            f = Fetcher(self._consumer(addr) if addr is not None else None, states,
-                        backoff_s=self.config["backoff.increment.ms"] / 1000.0,
-                        max_fetch_size=self.config["max.fetch.size"],
-                        reset=lambda st: self._reset_offset(st.topic, st.broker_id, st.partition, st.replicated),
-                        leaders=self._leader_consumer() if any(st.replicated for st in states) else None,
-                        name=f"fetcher-{bid}")
-            f.start()
-            self._fetchers.append(f)
 
 
 __all__: Sequence[str] = ["ConsumerConnector", "MessageStream", "ConsumedMessage", "ConsumerTimeoutError"]
