@@ -96,6 +96,7 @@ class ConsumerConnector:
         self._shared_streams: list[MessageStream] = []
         self._owned: dict[tuple[str, int, int], PartitionState] = {}
         self._owner_threads: dict[tuple[str, int, int], str] = {}
+        self._claim_live: dict[int, BrokerAddress] = {}
         self._fetch = GroupFetchers(self.zk, self.group, config)
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -405,12 +406,16 @@ class ConsumerConnector:
         return wanted, replicated
 
     def _unchanged(self) -> bool:
-        """True when the assignment now is exactly what this consumer owns, under the same threads."""
-        wanted, _ = self._wanted(read_brokers(self.zk))
-        return {(t, b, p): th for t, b, p, th in wanted} == self._owner_threads
+        """True when the assignment now is exactly what this consumer owns, under the same threads,
+        and the brokers of its legacy partitions kept their addresses."""
+        live = read_brokers(self.zk)
+        wanted, _ = self._wanted(live)
+        moved = any(live.get(b) != self._claim_live.get(b) for (_, b, _), st in self._owned.items()
+                    if not st.replicated)
+        return not moved and {(t, b, p): th for t, b, p, th in wanted} == self._owner_threads
 
     def _try_claim(self) -> bool:
-        live = read_brokers(self.zk)
+        live = self._claim_live = read_brokers(self.zk)
         wanted, replicated = self._wanted(live)
         claimed: list[tuple[str, int, int, str]] = []
         for topic, bid, part, thread in wanted:

@@ -35,7 +35,6 @@ from ingest.errors import (
     ErrorCode,
     FetchSizeTooSmallError,
     IngestError,
-    LeaderNotAvailableError,
 )
 
 log = logging.getLogger(__name__)
@@ -83,7 +82,7 @@ class Fetcher(threading.Thread):
             else:
                 try:
                     c = self.leaders.leader(s.topic, s.partition)
-                except (LeaderNotAvailableError, BrokerUnavailableError) as exc:
+                except (IngestError, ValueError) as exc:  # no leader, no broker answered, topic gone
                     log.info("%s/%d-%d: no leader to fetch from now: %s", s.topic, s.broker_id, s.partition, exc)
                     self.leaders.metadata.invalidate(s.topic)
                     continue

@@ -13,7 +13,8 @@ which follows a failover): earliest, and latest = the high watermark, so a run
 loads only what every in-sync replica has. The snapshot carries the brokers'
 ``host:port`` list, from which a task finds the leader again. A partition that
 has no leader within ``socket.timeout.ms`` is left out of the run (logged; its
-committed offset stays and the next run loads it).
+committed offset stays and the next run loads it); so is one without a leader
+when the run plans.
 """
 from __future__ import annotations
 
@@ -96,6 +97,10 @@ def replicated_partitions(config, addresses: list[tuple[str, int]]) -> list[Part
             t = metadata.topic(topic)
             for part in (t.partitions if t is not None else ()):
                 p = part.partition
+                if part.leader < 0:
+                    log.warning("replicated %s-%d (home broker %d) has no leader now (in-sync %s): left out of "
+                                "this run", topic, p, part.home, list(part.isr))
+                    continue
                 try:
                     earliest = lc.earliest_offset(topic, p)
                     latest = lc.latest_offset(topic, p)
