@@ -142,12 +142,14 @@ def test_consumer_group_consumes_every_message_once_across_a_leader_sigkill(brok
                 produce_acked(md, topic, p, batch[i:i + 25])
             produced.extend(batch)
 
-    produce(100, b"a")
-    c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "gf", "consumer.id": "c1", **FAST_GROUP})
+    produce(1000, b"a")
+    # small fetches and queues: the fetcher is mid-stream, far from the end, when the leader dies
+    c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "gf", "consumer.id": "c1", **FAST_GROUP,
+                           "fetch.size": 512, "queuedchunks.max": 1})
     try:
         sink = Sink(c.create_streams({topic: 1})[topic][0])
         assert c.owned_partitions() == {topic: [(0, 0), (1, 1)]}  # home-partition names
-        wait_until(lambda: len(sink.payloads()) >= 200, 30, "the first 200 messages consumed")
+        wait_until(lambda: len(sink.payloads()) >= 50, 30, "the first 50 messages consumed")
         victim = leader_process(brokers, md, topic, 0)
         victim.kill()
         wait_for_leaders(md, topic, 2, exclude=(victim.broker_id,))
@@ -157,6 +159,7 @@ def test_consumer_group_consumes_every_message_once_across_a_leader_sigkill(brok
         assert sorted(sink.payloads()) == sorted(produced)
         _assert_each_offset_once(sink.items, {})
         assert c.owned_partitions() == {topic: [(0, 0), (1, 1)]}
+        assert c.rebalance_count == 1  # the broker's death changed no ownership: the fetchers went on
         committed = {n: int(zk.get(znodes.offset_path("gf", topic, *znodes.parse_partition_name(n)))[0])
                      for n in ("0-0", "1-1")}
         ends = {n: max(nxt for name, _, nxt, _ in sink.items if name == n) for n in ("0-0", "1-1")}
