@@ -95,6 +95,11 @@ def failover(cluster: Cluster, kills: int, timeout_ms: int, retry_s: float, log)
             t.start()
         for t in threads:
             t.join()
+        # the clients may learn of the new leader (TOPIC_METADATA) before our own watches fire
+        settle = time.monotonic() + 5
+        while (watcher.gone(leader, t_kill) is None or watcher.new_leader(leader, t_kill)[0] is None) \
+                and time.monotonic() < settle:
+            time.sleep(0.02)
         t_gone = watcher.gone(leader, t_kill)
         t_elect, new_leader = watcher.new_leader(leader, t_kill)
         t_restart = time.monotonic()
