@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 
 from ingest import znodes
 from ingest.broker import protocol as p
-from ingest.broker.message_set import iter_messages
+from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.segment import SUFFIX, segment_name
 from ingest.broker.topics import partition_dir_name
 from ingest.client.discovery import BrokerAddress
@@ -78,9 +78,9 @@ def lab_cluster(netns_lab, lab_zookeeper, tmp_path_factory):
     def make(n: int, **kw):
         connect = _chroot(lab_zookeeper)
         overrides = {k.replace("_", "."): v for k, v in kw.items()}
-        spaces = [netns_lab.add(f"b{len(started) + i}") for i in range(n)]
+        spaces = [netns_lab.add(f"b{len(netns_lab.namespaces)}") for _ in range(n)]  # the lab outlives a test
         brokers = []
-        for i, ns in enumerate(spaces):
+        for ns in spaces:
             b = BrokerProcess(len(started), tmp_path_factory.mktemp(f"nsbroker{len(started)}"), zk_connect=connect,
                               overrides=overrides, host=ns.address, command_prefix=netns_lab.exec_prefix(ns))
             started.append(b)
@@ -183,8 +183,23 @@ def new_leader(zk, old: znodes.PartitionState) -> znodes.PartitionState | None:
     return s if s and s.leader not in (-1, old.leader) else None
 
 
+def _with_member(zk, broker_id: int) -> znodes.PartitionState | None:
+    s = partition_state(zk)
+    return s if s and broker_id in s.isr else None
+
+
 def acked_on(w: Writer, broker: int, after: float) -> Attempt | None:
     return next((a for a in list(w.attempts) if a.acked and a.broker == broker and a.sent > after), None)
+
+
+def assert_follower(b: BrokerProcess) -> None:
+    """``b`` refuses a write as NOT_LEADER_FOR_PARTITION (it follows now; nothing is appended)."""
+    with socket.create_connection((b.host, b.port), timeout=10) as s:
+        req = p.ProduceAcksRequest(-1, 1000, p.ProduceRequest(TOPIC, 0, encode_message_set([b"probe"])))
+        s.sendall(req.encode())
+        error = p.ProduceAckResponse.decode(p.recv_response(s)).error
+    assert error == ErrorCode.NOT_LEADER_FOR_PARTITION, \
+        f"broker {b.broker_id} back in the in-sync set answered a write with {ErrorCode(error).name}"
 
 
 def report(title: str, facts: dict) -> None:
@@ -251,8 +266,10 @@ def test_partitioned_leader_stops_acknowledging_and_loses_nothing(lab_cluster, n
         tail = {pl for _, pl in payloads(disk_log(old_b))} & {a.payload for a in side.attempts if a.sent >= t_cut}
         t_heal = netns_lab.heal(old_ns)
         wait_reregistered(zk, before.leader, session, 60)
-        wait_until(lambda: before.leader in partition_state(zk).isr, 90, "the old leader back in the in-sync set")
+        rejoined = wait_until(lambda: _with_member(zk, before.leader), 90, "the old leader back in the in-sync set")
         t_rejoined = time.monotonic()
+        assert rejoined.leader != before.leader, "the old leader came back as leader, not as follower"
+        assert_follower(old_b)
         n = len(root.acked())
         wait_until(lambda: len(root.acked()) >= n + 20, 60, "writes acknowledged with all three replicas in sync")
     finally:
@@ -304,8 +321,10 @@ def test_leader_session_expiry_fails_over_and_loses_nothing(broker_factory, zk_c
         wait_until(lambda: len(root.acked()) >= 30 and stale.acked(), 60, "acknowledged writes before the pause")
         expiry = expire_by_pause(zk, old_b, session_timeout_s=SESSION_S, while_paused=while_paused)
         wait_reregistered(zk, before.leader, expiry.session_id, 60)
-        wait_until(lambda: before.leader in partition_state(zk).isr, 90, "the old leader back in the in-sync set")
+        rejoined = wait_until(lambda: _with_member(zk, before.leader), 90, "the old leader back in the in-sync set")
         t_rejoined = time.monotonic()
+        assert rejoined.leader != before.leader, "the old leader came back as leader, not as follower"
+        assert_follower(old_b)
         wait_until(lambda: sum(1 for a in stale.attempts if a.sent > expiry.resumed and a.done) >= 3, 60,
                    "writes answered by the old leader after it woke up")
         n = len(root.acked())
