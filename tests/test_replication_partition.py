@@ -245,8 +245,12 @@ def test_partitioned_leader_stops_acknowledging_and_loses_nothing(lab_cluster, n
     root = Writer(TOPIC, "r", leader_target, leader_target.lost)
     side_target = FixedTarget(before.leader, lambda: netns_lab.connect_from(old_ns, old_b.host, old_b.port, 30))
     side = Writer(TOPIC, "s", side_target, side_target.lost, timeout_ms=1000)  # a client on the leader's side of the cut
+    # acks=1 on the same side: measured only (acks=1 promises nothing once the leader is cut off)
+    one_target = FixedTarget(before.leader, lambda: netns_lab.connect_from(old_ns, old_b.host, old_b.port, 30))
+    one = Writer(TOPIC, "o", one_target, one_target.lost, acks=1, interval_s=0.1)
     root.start()
     side.start()
+    one.start()
     try:
         wait_until(lambda: len(root.acked()) >= 30 and side.acked(), 60, "acknowledged writes before the cut")
         session = registration_owner(zk, before.leader)
@@ -263,7 +267,9 @@ def test_partitioned_leader_stops_acknowledging_and_loses_nothing(lab_cluster, n
                    and sum(1 for a in side.attempts if a.sent > t_cut and a.done) >= 3, 60,
                    "writes answered (or given up) by the partitioned leader")
         side.stop()
-        tail = {pl for _, pl in payloads(disk_log(old_b))} & {a.payload for a in side.attempts if a.sent >= t_cut}
+        one.stop()
+        tail = {pl for _, pl in payloads(disk_log(old_b))} & {a.payload for w in (side, one) for a in w.attempts
+                                                                if a.sent >= t_cut}  # appended, never replicated
         t_heal = netns_lab.heal(old_ns)
         wait_reregistered(zk, before.leader, session, 60)
         rejoined = wait_until(lambda: _with_member(zk, before.leader), 90, "the old leader back in the in-sync set")
@@ -274,8 +280,9 @@ def test_partitioned_leader_stops_acknowledging_and_loses_nothing(lab_cluster, n
         wait_until(lambda: len(root.acked()) >= n + 20, 60, "writes acknowledged with all three replicas in sync")
     finally:
         root.stop()
-        if side.is_alive():
-            side.stop()
+        for w in (side, one):
+            if w.is_alive():
+                w.stop()
     hw, msgs = settle(zk, brokers)
     stats = check_no_loss([root, side], msgs)
     after_cut = [a for a in side.attempts if a.sent >= t_cut]
@@ -284,14 +291,18 @@ def test_partitioned_leader_stops_acknowledging_and_loses_nothing(lab_cluster, n
         f"the partitioned leader acknowledged acks=-1 writes sent after the cut: {errors_of(after_cut)}"
     present = {pl for _, pl in msgs}
     assert not [a.payload for a in after_cut if a.payload in present], "a write the old leader took after the cut survived"
-    assert not tail & {pl for _, pl in payloads(disk_log(old_b))}, "the old leader kept its unacknowledged tail"
+    assert not tail & {pl for _, pl in payloads(disk_log(old_b))}, "the old leader kept its unreplicated tail"
+    assert not tail & present, "messages only the partitioned leader ever had are in the committed log"
     check_replicas_identical(brokers, hw, msgs)
+    one_after = [a for a in one.attempts if a.sent >= t_cut and a.acked]
     late = [a for a in side.attempts if a.sent < t_cut and a.acked and a.done > t_cut]
     report("partition", {
         "cut_to_registration_gone_s": t_gone - t_cut, "cut_to_new_leader_s": t_elected - t_cut,
         "cut_to_first_ack_on_new_leader_s": first.done - t_cut, "heal_to_back_in_sync_s": t_rejoined - t_heal,
         "old_leader_writes_after_cut": len(after_cut), "their_answers": errors_of(after_cut),
-        "old_leader_unacked_tail_truncated": len(tail), "acked_after_cut_but_sent_before": len(late),
+        "old_leader_tail_truncated": len(tail), "acked_after_cut_but_sent_before": len(late),
+        "acks1_acked_by_partitioned_leader": len(one_after),
+        "of_which_lost": sum(1 for a in one_after if a.payload not in present),
         "high_watermark": hw, **stats})
 
 

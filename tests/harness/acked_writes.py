@@ -49,16 +49,17 @@ class Attempt:
 
 
 class Writer(threading.Thread):
-    """Sends one new numbered message per PRODUCE_ACKS request (acks=-1) until stopped.
+    """Sends one new numbered message per PRODUCE_ACKS request (``acks``, -1 by default) until stopped.
 
     ``target()`` returns ``(broker_id, socket)`` to send to, or None to wait and
     ask again; ``lost(broker_id)`` is called after an error or a dead connection.
     """
 
     def __init__(self, topic: str, tag: str, target: Callable[[], tuple[int, socket.socket] | None],
-                 lost: Callable[[int], None] = lambda b: None, timeout_ms: int = 2000, partition: int = 0) -> None:
+                 lost: Callable[[int], None] = lambda b: None, timeout_ms: int = 2000, partition: int = 0,
+                 acks: int = -1, interval_s: float = 0.0) -> None:
         super().__init__(name=f"writer-{tag}", daemon=True)
-        self.topic, self.partition = topic, partition
+        self.topic, self.partition, self.acks, self.interval_s = topic, partition, acks, interval_s
         self.tag, self.target, self.lost, self.timeout_ms = tag, target, lost, timeout_ms
         self.attempts: list[Attempt] = []
         self.stop_flag = threading.Event()
@@ -74,7 +75,7 @@ class Writer(threading.Thread):
             a = Attempt(f"{self.tag}{n:09d}".encode(), time.monotonic(), broker)
             n += 1
             self.attempts.append(a)
-            req = p.ProduceAcksRequest(-1, self.timeout_ms, p.ProduceRequest(self.topic, self.partition,
+            req = p.ProduceAcksRequest(self.acks, self.timeout_ms, p.ProduceRequest(self.topic, self.partition,
                                                                           encode_message_set([a.payload])))
             try:
                 sock.sendall(req.encode())
@@ -86,6 +87,8 @@ class Writer(threading.Thread):
             if not a.acked:
                 self.lost(broker)
                 time.sleep(0.05)
+            elif self.interval_s:
+                time.sleep(self.interval_s)
 
     def stop(self) -> None:
         self.stop_flag.set()
