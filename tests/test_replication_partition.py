@@ -298,7 +298,8 @@ def test_partitioned_leader_stops_acknowledging_and_loses_nothing(lab_cluster, n
     late = [a for a in side.attempts if a.sent < t_cut and a.acked and a.done > t_cut]
     report("partition", {
         "cut_to_registration_gone_s": t_gone - t_cut, "cut_to_new_leader_s": t_elected - t_cut,
-        "cut_to_first_ack_on_new_leader_s": first.done - t_cut, "heal_to_back_in_sync_s": t_rejoined - t_heal,
+        "cut_to_first_ack_on_new_leader_s": first.done - t_cut,
+        "elected_to_first_ack_s": first.done - t_elected, "heal_to_back_in_sync_s": t_rejoined - t_heal,
         "old_leader_writes_after_cut": len(after_cut), "their_answers": errors_of(after_cut),
         "old_leader_tail_truncated": len(tail), "acked_after_cut_but_sent_before": len(late),
         "acks1_acked_by_partitioned_leader": len(one_after),
