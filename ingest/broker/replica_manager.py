@@ -138,6 +138,15 @@ class ReplicaManager:
         if state.leader_epoch < part.epoch:
             log.info("%s: ignoring an older state (epoch %d)", part, state.leader_epoch)
             return
+        if state.leader == self.broker_id and self.view.predates(state, self.broker_id) \
+                and part.role is not Role.LEADER:
+            # written before this broker registered (it restarted): the controller re-elects first
+            log.info("%s: the state naming this broker leader predates its registration; waiting for the "
+                     "controller's election", part)
+            self._stop_fetcher(part.key)
+            part.become_follower(znodes.PartitionState(-1, state.leader_epoch, state.isr, state.controller_epoch,
+                                                       state.zk_version, state.mzxid))
+            return
         if state.leader == self.broker_id:
             if part.role is Role.LEADER and state.leader_epoch == part.epoch:
                 part.update_state(state)
