@@ -12,6 +12,8 @@ bridge. :meth:`NetnsLab.cut` takes the root-side end of one namespace's veth
 down: that namespace can then reach nobody (not ZooKeeper, not the other
 brokers) and nobody reaches it; packets are dropped, so open TCP connections
 hang (no reset) as in a real partition. :meth:`NetnsLab.heal` brings it back.
+(A link going down rather than a firewall rule: this machine has neither
+iptables nor nft, and a dead link cuts both directions at once.)
 A process inside the cut namespace still reaches its own addresses, so a
 client on the same side of the partition is a socket made inside that
 namespace (:meth:`NetnsLab.connect_from`), e.g. a producer that keeps writing
@@ -114,6 +116,7 @@ def remove_stale() -> list[str]:
         m = _NAME.match(ns)
         if m and not _pid_alive(int(m.group(1))):
             _kill_inside(ns)
+            _wait_empty([ns])
             _ip("netns", "del", ns, check=False)
             removed.append(ns)
     for dev in _list_links():
@@ -149,6 +152,14 @@ def _kill_inside(ns: str) -> None:
             log.warning("killed pid %s left running in namespace %s", pid, ns)
         except (ProcessLookupError, ValueError):
             pass
+
+
+def _wait_empty(namespaces: list[str], timeout: float = 5.0) -> None:
+    """Until no process is left in ``namespaces`` (a namespace with a process outlives ``ip netns del``)."""
+    deadline = time.monotonic() + timeout
+    while any(_ip("netns", "pids", ns, check=False).stdout.strip() for ns in namespaces) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _free_subnet() -> int:
@@ -283,10 +294,7 @@ class NetnsLab:
             self._closed = True
         for ns in self.namespaces:
             _kill_inside(ns.name)
-        deadline = time.monotonic() + 5
-        while any(_ip("netns", "pids", ns.name, check=False).stdout.strip() for ns in self.namespaces) \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_empty([ns.name for ns in self.namespaces])
         for ns in self.namespaces:
             _ip("link", "del", ns.root_veth, check=False)
             _ip("netns", "del", ns.name, check=False)
