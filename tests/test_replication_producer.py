@@ -153,3 +153,127 @@ def test_one_leaders_failure_costs_one_retry_however_long_the_election_takes():
         assert counts_as_retry(exc, leader, leader)
     # unreplicated partitions: every failure counts, as before
     assert counts_as_retry(dead, None, None)
+
+
+# --- integration: real ZooKeeper, three real brokers ------------------------------------------
+
+from tests.harness.brokers import broker_factory  # noqa: E402,F401  (pytest fixture)
+from tests.harness.replication import create_replicated_topic, leader_of, wait_for_leaders  # noqa: E402
+from tests.harness.wait import wait_until  # noqa: E402
+
+# fast failover in tests: the harness's 3 s ZooKeeper sessions; followers drop out of the in-sync set in 3 s
+REPLICATION = {"replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 100}
+
+
+def _read(broker, topic: str, partition: int) -> list[bytes]:
+    """Every message of a replicated partition its leader serves now (up to the high watermark)."""
+    from ingest.client.simple_consumer import SimpleConsumer
+
+    with SimpleConsumer(broker.host, broker.port, timeout_s=10) as c:
+        start, end = c.earliest_offset(topic, partition), c.latest_offset(topic, partition)
+        return [m.payload for m in c.iter_range(topic, partition, start, end)]
+
+
+def _producer(zk_connect: str, **keys):
+    from ingest.client.producer import Producer
+
+    return Producer({"zk.connect": zk_connect, **keys})
+
+
+def test_every_acks_level_reaches_the_leader_of_the_keys_hashed_partition(broker_factory, zk_connect):
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides=REPLICATION)
+    create_replicated_topic(zk_connect, "rt", partitions=3, brokers=[b.broker_id for b in brokers], rf=3)
+    topic = wait_for_leaders(brokers, "rt", partitions=3, isr=3)
+    leaders = {p.partition: p.leader for p in topic.partitions}
+    sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    for acks in (-1, 1, 0):
+        results = []
+        with _producer(zk_connect, **{"request.required.acks": acks}) as producer:
+            assert producer.partitions("rt") == [(leaders[p], p) for p in range(3)]
+            for i in range(20):
+                key = f"user-{i}"
+                payload = f"{acks}:{key}".encode()
+                producer.send("rt", [payload], key=key, callback=results.append)
+                sent[stable_hash(key) % 3].append(payload)
+        assert len(results) == 20 and all(r.error is None for r in results), results
+        for i, r in enumerate(results):
+            assert r.partition == stable_hash(f"user-{i}") % 3            # the hashed partition number
+            assert r.broker_id == leaders[r.partition]                     # acknowledged by its leader
+            assert (r.first_offset is None) == (acks == 0)
+    by_id = {b.broker_id: b for b in brokers}
+    for p in range(3):  # every message once, in order, on its partition (acks=0 ones may lag a little)
+        wait_until(lambda: _read(by_id[leaders[p]], "rt", p) == sent[p], timeout=30,
+                   what=f"rt-{p} on its leader {leaders[p]} to hold exactly the messages sent to it")
+
+
+def test_a_new_topic_on_brokers_with_replication_factor_3_waits_for_its_leader(broker_factory, zk_connect):
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={
+        **REPLICATION, "default.replication.factor": 3, "num.partitions": 2})
+    results = []
+    with _producer(zk_connect, **{"request.required.acks": -1}) as producer:
+        producer.send("fresh", [b"first"], key="k", callback=results.append)
+        producer.send("fresh", [b"second"], key="k", callback=results.append)
+    topic = wait_for_leaders(brokers, "fresh", partitions=2)
+    assert all(len(p.replicas) == 3 for p in topic.partitions)               # created replicated
+    part = stable_hash("k") % 2
+    assert [(r.error, r.partition) for r in results] == [(None, part), (None, part)]
+    leader = leader_of(brokers, "fresh", part)
+    assert results[-1].broker_id == leader.broker_id
+    assert _read(leader, "fresh", part) == [b"first", b"second"]
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_leader_during_an_acks_all_send_loop(broker_factory, zk_connect, caplog):
+    """The producer carries on on the new leader; every acknowledged message is on it, each
+    exactly once unless its send was retried (at-least-once: a retry after the old leader's
+    followers had copied the batch appends it again, see ingest/client/send_batch.py)."""
+    import logging
+    import threading
+
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "min.insync.replicas": 2})
+    create_replicated_topic(zk_connect, "fo", partitions=1, brokers=[b.broker_id for b in brokers], rf=3)
+    wait_for_leaders(brokers, "fo", partitions=1, isr=3)
+    old = leader_of(brokers, "fo", 0)
+    caplog.set_level(logging.INFO, logger="ingest.client")
+    killed = threading.Event()
+    acked: list[tuple[bytes, int]] = []          # (payload, broker that acknowledged)
+    retried: set[bytes] = set()
+
+    def kill_when_busy():
+        wait_until(lambda: len(acked) >= 30 or killed.is_set(), timeout=60, what="30 acknowledged sends")
+        old.kill()                                # SIGKILL, most likely while a send is in flight
+        killed.set()
+
+    killer = threading.Thread(target=kill_when_busy, daemon=True)
+    killer.start()
+    # generous budget: a slow election on a loaded machine must not fail a send (or the test)
+    with _producer(zk_connect, **{"request.required.acks": -1, "delivery.timeout.ms": 120_000,
+                                  "retry.backoff.max.ms": 500}) as producer:
+        i = 0
+        after_kill = 0
+        while after_kill < 30:
+            payload = b"m%05d" % i
+            before = producer.stats["retries"]
+            results = []
+            producer.send("fo", [payload], callback=results.append)   # raises if the send failed
+            acked.append((payload, results[0].broker_id))
+            if producer.stats["retries"] != before:
+                retried.add(payload)
+            if killed.is_set():
+                after_kill += 1
+            i += 1
+            assert i < 100_000, "the leader was never killed"
+    killer.join(timeout=60)
+    new = leader_of(brokers, "fo", 0, not_broker=old.broker_id)
+    assert acked[-1][1] == new.broker_id                                       # carried on on the new leader
+    assert {b for _, b in acked[:30]} == {old.broker_id}
+    payloads = [p for p, _ in acked]
+    wait_until(lambda: set(payloads) <= set(_read(new, "fo", 0)), timeout=60,
+               what="every acknowledged message on the new leader (below its high watermark)")
+    log = _read(new, "fo", 0)
+    first_seen = list(dict.fromkeys(log))
+    assert first_seen == payloads                                              # nothing lost, in order
+    for p in payloads:
+        assert log.count(p) == 1 or (p in retried and log.count(p) == 2), (p, log.count(p), p in retried)
+    changes = [r for r in caplog.records if r.levelno == logging.INFO and "leader moved" in r.getMessage()]
+    assert len(changes) == 1 and f"fo-0: leader moved from broker {old.broker_id}" in changes[0].getMessage()

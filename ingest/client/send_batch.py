@@ -171,7 +171,10 @@ class BatchSender:
             except IngestError as exc:
                 error = exc
                 attempts += 1
-                repeat = not counts_as_retry(exc, where, previous)
+                # a new topic that a broker just created replicated: waiting for its first leader
+                # is bounded by the budget only, as the wait for a new leader of a known topic
+                creating = route is not None and not route.replicated and isinstance(exc, LeaderNotAvailableError)
+                repeat = creating or not counts_as_retry(exc, where, previous)
                 if not repeat:
                     counted += 1
                     if isinstance(exc, BrokerUnavailableError) and bid >= 0:
