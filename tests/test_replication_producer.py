@@ -12,8 +12,10 @@ during a sync acks=-1 send loop.
 """
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -21,10 +23,15 @@ from ingest.broker import protocol
 from ingest.client.cluster import ClusterView, replicated_partition
 from ingest.client.discovery import StaticDiscovery
 from ingest.client.partitioner import DefaultPartitioner, stable_hash
+from ingest.client.producer import Producer
 from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.client.send_batch import backoff_s, counts_as_retry, produce_frame
+from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import (BrokerUnavailableError, ConfigError, LeaderNotAvailableError,
                            NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError)
+from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
+from tests.harness.replication import create_replicated_topic, leader_of, wait_for_leaders
+from tests.harness.wait import wait_until
 
 # --- configuration ---------------------------------------------------------------------------
 
@@ -157,26 +164,18 @@ def test_one_leaders_failure_costs_one_retry_however_long_the_election_takes():
 
 # --- integration: real ZooKeeper, three real brokers ------------------------------------------
 
-from tests.harness.brokers import broker_factory  # noqa: E402,F401  (pytest fixture)
-from tests.harness.replication import create_replicated_topic, leader_of, wait_for_leaders  # noqa: E402
-from tests.harness.wait import wait_until  # noqa: E402
-
 # fast failover in tests: the harness's 3 s ZooKeeper sessions; followers drop out of the in-sync set in 3 s
 REPLICATION = {"replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 100}
 
 
 def _read(broker, topic: str, partition: int) -> list[bytes]:
     """Every message of a replicated partition its leader serves now (up to the high watermark)."""
-    from ingest.client.simple_consumer import SimpleConsumer
-
     with SimpleConsumer(broker.host, broker.port, timeout_s=10) as c:
         start, end = c.earliest_offset(topic, partition), c.latest_offset(topic, partition)
         return [m.payload for m in c.iter_range(topic, partition, start, end)]
 
 
-def _producer(zk_connect: str, **keys):
-    from ingest.client.producer import Producer
-
+def _producer(zk_connect: str, **keys) -> Producer:
     return Producer({"zk.connect": zk_connect, **keys})
 
 
@@ -227,9 +226,6 @@ def test_sigkill_of_the_leader_during_an_acks_all_send_loop(broker_factory, zk_c
     """The producer carries on on the new leader; every acknowledged message is on it, each
     exactly once unless its send was retried (at-least-once: a retry after the old leader's
     followers had copied the batch appends it again, see ingest/client/send_batch.py)."""
-    import logging
-    import threading
-
     brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "min.insync.replicas": 2})
     create_replicated_topic(zk_connect, "fo", partitions=1, brokers=[b.broker_id for b in brokers], rf=3)
     wait_for_leaders(brokers, "fo", partitions=1, isr=3)
