@@ -81,6 +81,8 @@ def test_acks_all_stretches_the_socket_timeout_over_the_request_timeout():
 
     assert view() == 3.0
     assert view(**{"request.required.acks": -1, "request.timeout.ms": 20_000}) == 25.0
+    with pytest.raises(ConfigError, match=r"allowed is an integer in \[1, 300000\]"):  # the broker's cap
+        PRODUCER_CONFIG.parse({"request.timeout.ms": 300_001})
     assert view(**{"request.required.acks": -1, "request.timeout.ms": 100}) == 5.1
 
 
@@ -221,7 +223,6 @@ def test_a_new_topic_on_brokers_with_replication_factor_3_waits_for_its_leader(b
     assert _read(leader, "fresh", part) == [b"first", b"second"]
 
 
-@pytest.mark.slow
 def test_sigkill_of_the_leader_during_an_acks_all_send_loop(broker_factory, zk_connect, caplog):
     """The producer carries on on the new leader; every acknowledged message is on it, each
     exactly once unless its send was retried (at-least-once: a retry after the old leader's

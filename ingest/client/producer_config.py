@@ -65,9 +65,10 @@ PRODUCER_CONFIG = ConfigDef(
             "1: a batch is acknowledged once the (leader) broker appended it, answered with its first "
             "offset; -1: once every in-sync replica has it (a replicated topic; PRODUCE_ACKS); "
             "0: fire-and-forget PRODUCE, no offsets"),
-        Key("request.timeout.ms", Int(1, 2_147_483_647), 10_000,
+        Key("request.timeout.ms", Int(1, 300_000), 10_000,
             "acks=-1: how long the leader may wait for the in-sync replicas before it answers "
-            "REQUEST_TIMED_OUT (sent in the request; the socket timeout is stretched to cover it)"),
+            "REQUEST_TIMED_OUT (sent in the request, at most the broker's cap of 300000; the socket timeout is "
+            "stretched to cover it)"),
         Key("partitioner.class", Str(), None,
             "'module:Class' with partition(key, num_partitions) -> int; default stable crc32 hash"),
         Key("message.send.max.retries", Int(0, 100), 3,
