@@ -6,9 +6,9 @@ the retry accounting of a failover.
 
 Integration (real ZooKeeper, three real broker processes with ``enable.zookeeper=true``;
 topics created by writing their assignment znode, :mod:`tests.harness.replication`):
-an acks=-1 send to a replication-factor-3 topic, keyed messages on their hashed
-partition, a new topic auto-created replicated, and a SIGKILL of a partition's leader
-during a sync acks=-1 send loop.
+every acks level to a replication-factor-3 topic with keyed messages on their hashed
+partition, a new topic auto-created replicated, a SIGKILL of a partition's leader during
+a sync acks=-1 send loop, acks=-1 on unreplicated topics, and the min.insync refusal.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from ingest.errors import (BrokerUnavailableError, ConfigError, LeaderNotAvailab
                            NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError)
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.replication import create_replicated_topic, leader_of, wait_for_leaders
+from tests.harness.replication import metadata as replication_metadata
 from tests.harness.wait import wait_until
 
 # --- configuration ---------------------------------------------------------------------------
@@ -274,3 +275,44 @@ def test_sigkill_of_the_leader_during_an_acks_all_send_loop(broker_factory, zk_c
         assert log.count(p) == 1 or (p in retried and log.count(p) == 2), (p, log.count(p), p in retried)
     changes = [r for r in caplog.records if r.levelno == logging.INFO and "leader moved" in r.getMessage()]
     assert len(changes) == 1 and f"fo-0: leader moved from broker {old.broker_id}" in changes[0].getMessage()
+
+
+def test_acks_all_on_unreplicated_topics_behaves_as_acks_one(broker_factory, zk_connect):
+    """No replicas, so every in-sync replica is the broker itself: static brokers (no ZooKeeper) and
+    ZooKeeper brokers with default.replication.factor 1 both acknowledge with the first offset."""
+    static = broker_factory(n=1)
+    zk_broker = broker_factory(n=1, zk_connect=zk_connect)
+    for config in ({"broker.list": static[0].address}, {"zk.connect": zk_connect}):
+        results = []
+        with Producer({**config, "request.required.acks": -1}) as producer:
+            producer.send("plain", [b"a", b"b"], key="k", callback=results.append)
+            producer.send("plain", [b"c"], key="k", callback=results.append)
+            assert producer.partitions("plain") == [(results[0].broker_id, 0)]
+        assert [(r.error, r.partition, r.first_offset is not None) for r in results] == [(None, 0, True)] * 2
+        broker = static[0] if "broker.list" in config else zk_broker[0]
+        assert _read(broker, "plain", 0) == [b"a", b"b", b"c"]
+
+
+def test_min_insync_refusal_reaches_the_producer_as_not_enough_replicas(broker_factory, zk_connect):
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "min.insync.replicas": 3})
+    create_replicated_topic(zk_connect, "strict", partitions=1, brokers=[b.broker_id for b in brokers], rf=3)
+    wait_for_leaders(brokers, "strict", partitions=1, isr=3)
+    leader = leader_of(brokers, "strict", 0)
+    follower = next(b for b in brokers if b is not leader)
+    with _producer(zk_connect, **{"request.required.acks": -1}) as producer:
+        producer.send("strict", [b"while all three are in sync"])
+    follower.kill()
+    meta = replication_metadata(brokers)
+    wait_until(lambda: len(meta.topic("strict", refresh=True).partitions[0].isr) == 2, timeout=60,
+               what="the killed follower to leave the in-sync set")
+    before = _read(leader, "strict", 0)
+    with _producer(zk_connect, **{"request.required.acks": -1, "message.send.max.retries": 1,
+                                  "retry.backoff.ms": 10}) as producer:
+        with pytest.raises(NotEnoughReplicasError, match="strict/0") as exc:
+            producer.send("strict", [b"refused"])
+        assert "\n" not in str(exc.value) and producer.stats["retries"] == 1
+    with _producer(zk_connect, **{"request.required.acks": 1}) as producer:
+        producer.send("strict", [b"acks 1 still taken by the leader"])
+    wait_until(lambda: len(_read(leader, "strict", 0)) == len(before) + 1, timeout=30,
+               what="the acks=1 message below the high watermark")
+    assert b"refused" not in _read(leader, "strict", 0)                       # nothing was appended
