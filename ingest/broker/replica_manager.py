@@ -205,6 +205,21 @@ class ReplicaManager:
     def is_replicated(self, topic: str) -> bool:
         return topic in self.view.assignments
 
+    def replicated_in_zookeeper(self, topic: str) -> bool:
+        """Ask ZooKeeper itself (not the watched view) whether ``topic`` is replicated: before this
+        broker creates a 0.7 log for a topic it has never seen. False when ZooKeeper cannot say."""
+        if topic in self.view.assignments:
+            return True
+        try:
+            data, _ = self.client.retry(self.client.get, znodes.topic_dir(topic))
+            return znodes.parse_assignment(data) is not None
+        except NoNodeError:
+            return False
+        except (KazooException, KazooTimeoutError, ValueError) as exc:
+            log.warning("cannot check in ZooKeeper whether topic %s is replicated (%s); treating it as a "
+                        "0.7 topic", topic, exc)
+            return False
+
     def wants_isr_check(self) -> None:
         self._isr_wanted.set()
 
