@@ -316,3 +316,40 @@ def test_min_insync_refusal_reaches_the_producer_as_not_enough_replicas(broker_f
     wait_until(lambda: len(_read(leader, "strict", 0)) == len(before) + 1, timeout=30,
                what="the acks=1 message below the high watermark")
     assert b"refused" not in _read(leader, "strict", 0)                       # nothing was appended
+
+
+def test_without_retries_failed_sends_are_unacknowledged_and_the_next_send_finds_the_new_leader(
+        broker_factory, zk_connect):
+    """message.send.max.retries=0: a send that meets the leader's death fails (nothing re-sent, so
+    nothing duplicated); later sends re-read the leader: every acknowledged message is on the new
+    leader exactly once."""
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "min.insync.replicas": 2})
+    create_replicated_topic(zk_connect, "once", partitions=1, brokers=[b.broker_id for b in brokers], rf=3)
+    wait_for_leaders(brokers, "once", partitions=1, isr=3)
+    old = leader_of(brokers, "once", 0)
+    acked, failed = [], []
+    with _producer(zk_connect, **{"request.required.acks": -1, "message.send.max.retries": 0}) as producer:
+        def send(i: int) -> bool:
+            payload = b"n%05d" % i
+            try:
+                producer.send("once", [payload])
+            except (BrokerUnavailableError, NotLeaderForPartitionError, LeaderNotAvailableError):
+                failed.append(payload)
+                return False
+            acked.append(payload)
+            return True
+
+        for i in range(20):
+            assert send(i)
+        old.kill()
+        counter = iter(range(20, 1_000_000))
+        wait_until(lambda: send(next(counter)), timeout=90, interval=0.02, what="a send acknowledged after the kill")
+        for _ in range(20):
+            assert send(next(counter))
+        assert producer.stats["retries"] == 0
+    new = leader_of(brokers, "once", 0, not_broker=old.broker_id)
+    assert failed, "no send met the dead leader"
+    wait_until(lambda: set(acked) <= set(_read(new, "once", 0)), timeout=60,
+               what="every acknowledged message on the new leader")
+    log = _read(new, "once", 0)
+    assert [p for p in log if p in set(acked)] == acked                          # each exactly once, in order

@@ -184,9 +184,11 @@ class BatchSender:
                     break
                 if route is not None and route.replicated:
                     refresh = True
+                    self.cluster.replicas.invalidate(topic)  # the next batch asks too, even with no retry left
                     if not repeat:
-                        log.warning("%s-%d: %d messages not acknowledged by broker %d (%s); "
-                                    "re-sending to the partition's leader", topic, partition, count, bid, exc)
+                        log.warning("%s-%d: %d messages not acknowledged by broker %d (%s)%s", topic, partition,
+                                    count, bid, exc, "; re-sending to the partition's leader"
+                                    if counted <= self.retries else "")
                 elif isinstance(exc, (LeaderNotAvailableError, NotLeaderForPartitionError)):
                     self.cluster.forget(topic)  # replicated after all: route it again
         return SendResult(topic, bid, partition, count, None, error)
