@@ -5,7 +5,7 @@ request frame per acks level, routing a key to a replicated partition, the back-
 the retry accounting of a failover.
 
 Integration (real ZooKeeper, three real broker processes with ``enable.zookeeper=true``;
-topics created by writing their assignment znode, :mod:`tests.harness.replication`):
+topics created by writing their assignment znode, :mod:`tests.harness.replication_topics`):
 every acks level to a replication-factor-3 topic with keyed messages on their hashed
 partition, a new topic auto-created replicated, a SIGKILL of a partition's leader during
 a sync acks=-1 send loop, acks=-1 on unreplicated topics, and the min.insync refusal.
@@ -20,6 +20,7 @@ import threading
 import pytest
 
 from ingest.broker import protocol
+from ingest.broker.assignment import assign
 from ingest.client.cluster import ClusterView, replicated_partition
 from ingest.client.discovery import StaticDiscovery
 from ingest.client.partitioner import DefaultPartitioner, stable_hash
@@ -30,8 +31,7 @@ from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import (BrokerUnavailableError, ConfigError, LeaderNotAvailableError,
                            NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError)
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
-from tests.harness.replication import create_replicated_topic, leader_of, wait_for_leaders
-from tests.harness.replication import metadata as replication_metadata
+from tests.harness.replication_topics import create_replicated_topic, metadata_of, partition_info, wait_for_leaders
 from tests.harness.wait import wait_until
 
 # --- configuration ---------------------------------------------------------------------------
@@ -178,15 +178,29 @@ def _read(broker, topic: str, partition: int) -> list[bytes]:
         return [m.payload for m in c.iter_range(topic, partition, start, end)]
 
 
+def _replicated(zk, brokers, topic: str, partitions: int):
+    """Create ``topic`` with replication factor 3 over ``brokers``, wait until every replica is in
+    sync; its ReplicaMetadata."""
+    create_replicated_topic(zk, topic, assign([b.broker_id for b in brokers], partitions, 3))
+    md = metadata_of(brokers)
+    wait_for_leaders(md, topic, partitions, isr=3)
+    return md
+
+
+def _leader(brokers, md, topic: str, partitions: int, partition: int, *, not_broker: int | None = None):
+    """The running BrokerProcess leading ``topic``-``partition`` (waiting for one other than ``not_broker``)."""
+    exclude = () if not_broker is None else (not_broker,)
+    leader = wait_for_leaders(md, topic, partitions, exclude=exclude)[partition]
+    return next(b for b in brokers if b.broker_id == leader)
+
+
 def _producer(zk_connect: str, **keys) -> Producer:
     return Producer({"zk.connect": zk_connect, **keys})
 
 
-def test_every_acks_level_reaches_the_leader_of_the_keys_hashed_partition(broker_factory, zk_connect):
+def test_every_acks_level_reaches_the_leader_of_the_keys_hashed_partition(broker_factory, zk_connect, zk):
     brokers = broker_factory(n=3, zk_connect=zk_connect, overrides=REPLICATION)
-    create_replicated_topic(zk_connect, "rt", partitions=3, brokers=[b.broker_id for b in brokers], rf=3)
-    topic = wait_for_leaders(brokers, "rt", partitions=3, isr=3)
-    leaders = {p.partition: p.leader for p in topic.partitions}
+    leaders = wait_for_leaders(_replicated(zk, brokers, "rt", 3), "rt", 3)
     sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
     for acks in (-1, 1, 0):
         results = []
@@ -215,23 +229,23 @@ def test_a_new_topic_on_brokers_with_replication_factor_3_waits_for_its_leader(b
     with _producer(zk_connect, **{"request.required.acks": -1}) as producer:
         producer.send("fresh", [b"first"], key="k", callback=results.append)
         producer.send("fresh", [b"second"], key="k", callback=results.append)
-    topic = wait_for_leaders(brokers, "fresh", partitions=2)
-    assert all(len(p.replicas) == 3 for p in topic.partitions)               # created replicated
+    md = metadata_of(brokers)
+    wait_for_leaders(md, "fresh", 2)
+    assert [len(partition_info(md, "fresh", p).replicas) for p in (0, 1)] == [3, 3]  # created replicated
     part = stable_hash("k") % 2
     assert [(r.error, r.partition) for r in results] == [(None, part), (None, part)]
-    leader = leader_of(brokers, "fresh", part)
+    leader = _leader(brokers, md, "fresh", 2, part)
     assert results[-1].broker_id == leader.broker_id
     assert _read(leader, "fresh", part) == [b"first", b"second"]
 
 
-def test_sigkill_of_the_leader_during_an_acks_all_send_loop(broker_factory, zk_connect, caplog):
+def test_sigkill_of_the_leader_during_an_acks_all_send_loop(broker_factory, zk_connect, zk, caplog):
     """The producer carries on on the new leader; every acknowledged message is on it, each
     exactly once unless its send was retried (at-least-once: a retry after the old leader's
     followers had copied the batch appends it again, see ingest/client/send_batch.py)."""
     brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "min.insync.replicas": 2})
-    create_replicated_topic(zk_connect, "fo", partitions=1, brokers=[b.broker_id for b in brokers], rf=3)
-    wait_for_leaders(brokers, "fo", partitions=1, isr=3)
-    old = leader_of(brokers, "fo", 0)
+    md = _replicated(zk, brokers, "fo", 1)
+    old = _leader(brokers, md, "fo", 1, 0)
     caplog.set_level(logging.INFO, logger="ingest.client")
     killed = threading.Event()
     acked: list[tuple[bytes, int]] = []          # (payload, broker that acknowledged)
@@ -262,7 +276,7 @@ def test_sigkill_of_the_leader_during_an_acks_all_send_loop(broker_factory, zk_c
             i += 1
             assert i < 100_000, "the leader was never killed"
     killer.join(timeout=60)
-    new = leader_of(brokers, "fo", 0, not_broker=old.broker_id)
+    new = _leader(brokers, md, "fo", 1, 0, not_broker=old.broker_id)
     assert acked[-1][1] == new.broker_id                                       # carried on on the new leader
     assert {b for _, b in acked[:30]} == {old.broker_id}
     payloads = [p for p, _ in acked]
@@ -293,17 +307,15 @@ def test_acks_all_on_unreplicated_topics_behaves_as_acks_one(broker_factory, zk_
         assert _read(broker, "plain", 0) == [b"a", b"b", b"c"]
 
 
-def test_min_insync_refusal_reaches_the_producer_as_not_enough_replicas(broker_factory, zk_connect):
+def test_min_insync_refusal_reaches_the_producer_as_not_enough_replicas(broker_factory, zk_connect, zk):
     brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "min.insync.replicas": 3})
-    create_replicated_topic(zk_connect, "strict", partitions=1, brokers=[b.broker_id for b in brokers], rf=3)
-    wait_for_leaders(brokers, "strict", partitions=1, isr=3)
-    leader = leader_of(brokers, "strict", 0)
+    md = _replicated(zk, brokers, "strict", 1)
+    leader = _leader(brokers, md, "strict", 1, 0)
     follower = next(b for b in brokers if b is not leader)
     with _producer(zk_connect, **{"request.required.acks": -1}) as producer:
         producer.send("strict", [b"while all three are in sync"])
     follower.kill()
-    meta = replication_metadata(brokers)
-    wait_until(lambda: len(meta.topic("strict", refresh=True).partitions[0].isr) == 2, timeout=60,
+    wait_until(lambda: len(partition_info(md, "strict", 0).isr) == 2, timeout=60,
                what="the killed follower to leave the in-sync set")
     before = _read(leader, "strict", 0)
     with _producer(zk_connect, **{"request.required.acks": -1, "message.send.max.retries": 1,
@@ -319,14 +331,13 @@ def test_min_insync_refusal_reaches_the_producer_as_not_enough_replicas(broker_f
 
 
 def test_without_retries_failed_sends_are_unacknowledged_and_the_next_send_finds_the_new_leader(
-        broker_factory, zk_connect):
+        broker_factory, zk_connect, zk):
     """message.send.max.retries=0: a send that meets the leader's death fails (nothing re-sent, so
     nothing duplicated); later sends re-read the leader: every acknowledged message is on the new
     leader exactly once."""
     brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "min.insync.replicas": 2})
-    create_replicated_topic(zk_connect, "once", partitions=1, brokers=[b.broker_id for b in brokers], rf=3)
-    wait_for_leaders(brokers, "once", partitions=1, isr=3)
-    old = leader_of(brokers, "once", 0)
+    md = _replicated(zk, brokers, "once", 1)
+    old = _leader(brokers, md, "once", 1, 0)
     acked, failed = [], []
     with _producer(zk_connect, **{"request.required.acks": -1, "message.send.max.retries": 0}) as producer:
         def send(i: int) -> bool:
@@ -347,7 +358,7 @@ def test_without_retries_failed_sends_are_unacknowledged_and_the_next_send_finds
         for _ in range(20):
             assert send(next(counter))
         assert producer.stats["retries"] == 0
-    new = leader_of(brokers, "once", 0, not_broker=old.broker_id)
+    new = _leader(brokers, md, "once", 1, 0, not_broker=old.broker_id)
     assert failed, "no send met the dead leader"
     wait_until(lambda: set(acked) <= set(_read(new, "once", 0)), timeout=60,
                what="every acknowledged message on the new leader")
