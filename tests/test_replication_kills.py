@@ -165,3 +165,38 @@ def test_controller_sigkilled_during_a_leader_election(broker_factory, zk_connec
         final = _final_log(leader, topic, q)
         assert sorted(final.values()) == acked[q], f"{topic}-{q}: final log {final}, acknowledged {acked[q]}"
         r.assert_replicas_identical(brokers, topic, q, r.high_watermark(leader, topic, q))
+
+
+REPAIR_IMPLEMENTED = False   # set when the broker repairs a replica's damaged range from the leader
+
+
+@pytest.mark.skipif(not REPAIR_IMPLEMENTED, reason="repair of a replica's damaged range from the leader is "
+                                                   "not implemented in the broker yet (issue 12)")
+def test_a_replica_with_a_damaged_sealed_segment_repairs_it_from_the_leader(broker_factory, zk_connect, zk):
+    topic = "repair"
+    brokers = broker_factory(n=3, zk_connect=zk_connect,
+                             overrides=r.replication_overrides(min_isr=2, **{"log.file.size": 4096}))
+    r.create_topic(zk, topic, {0: [0, 1, 2]})
+    state = r.wait_for_state(zk, topic, 0, lambda s: s.leader >= 0 and len(s.isr) == 3, 60, "a full isr")
+    client = r.AcksClient(brokers)
+    for k in range(20):                                       # ~21 KB: several sealed 4 KB segments
+        assert client.send(topic, 0, [r.payload(i) for i in range(10 * k, 10 * k + 10)]).status == r.ACKED
+    victim = next(b for b in brokers if b.broker_id != state.leader)
+    assert victim.stop() == 0
+    base, path = r.segments(victim, topic, 0)[1]              # a sealed segment
+    data = bytearray(path.read_bytes())
+    for pos in (300, 301, 1500):                              # inside messages' payloads or CRCs
+        data[pos] ^= 0x5A
+    path.write_bytes(bytes(data))
+    victim.start(timeout=60)
+    leader = r.by_id(brokers, r.wait_for_leader_state(zk, topic, 0).leader)
+    hw = r.high_watermark(leader, topic, 0)
+    r.wait_for(lambda: r.replica_bytes_differ(brokers, topic, 0, hw) is None, 60,
+               f"replica {victim.broker_id}'s damaged segment {base} repaired from the leader")
+    assert not path.with_suffix(".damaged").exists()
+    # and the repaired replica serves it as leader once the others are gone
+    for b in brokers:
+        if b is not victim:
+            b.kill()
+    r.wait_for_state(zk, topic, 0, lambda s: s.leader == victim.broker_id, 60, "the repaired replica elected")
+    assert [r.payload_id(m[2]) for m in r.read_committed(victim, topic, 0)] == list(range(200))
