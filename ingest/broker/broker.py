@@ -46,6 +46,9 @@ class BrokerServer:
         self.log_manager = None
         self.handlers = None
         self.registry = None
+        self.view = None
+        self.replicas = None
+        self.controller = None
         self.network: SocketServer | None = None
         self._stopping = False
         self._stopped = threading.Event()
@@ -68,22 +71,49 @@ class BrokerServer:
             self.network = SocketServer.from_config(cfg, self.handlers, self.host, self.port)
             self.port = self.handlers.port = self.network.port
             if cfg["enable.zookeeper"]:
-                # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
-                from ingest.broker.zk_registry import BrokerRegistry
-                self.registry = BrokerRegistry(
-                    cfg["zk.connect"], self.broker_id, self.host, self.port,
-                    session_timeout_ms=cfg["zk.sessiontimeout.ms"],
-                    connection_timeout_ms=cfg["zk.connectiontimeout.ms"])
-                self.registry.start(self.log_manager.topics())
-                self.handlers.on_new_topic = self.registry.register_topic
+                self._start_zookeeper_parts()
             self.network.start()
         except BaseException:
             if self.network is not None:
                 self.network.stop()
+            self._stop_zookeeper_parts()
             self.log_manager.shutdown()
             raise
         log.info("broker %d started on %s:%d (log.dir %s)", self.broker_id, self.host, self.port, cfg["log.dir"])
         return self
+
+    def _start_zookeeper_parts(self) -> None:
+        """Registry, replication view, replica manager and controller (one ZooKeeper session)."""
+        # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
+        from ingest.broker.controller import Controller
+        from ingest.broker.replica_manager import ReplicaManager
+        from ingest.broker.replication_view import ReplicationView
+        from ingest.broker.zk_registry import BrokerRegistry
+
+        cfg = self.config
+        self.registry = BrokerRegistry(
+            cfg["zk.connect"], self.broker_id, self.host, self.port,
+            session_timeout_ms=cfg["zk.sessiontimeout.ms"],
+            connection_timeout_ms=cfg["zk.connectiontimeout.ms"])
+        self.registry.start({})
+        client = self.registry.client
+        self.view = ReplicationView(client).start()
+        for topic, count in self.log_manager.topics().items():
+            if not self.view.is_replicated(topic):   # replica logs are not Kafka 0.7 topics
+                self.registry.register_topic(topic, count)
+        self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view).start()
+        self.handlers.attach_replicas(self.replicas)
+        self.handlers.on_new_topic = self.registry.register_topic
+        self.controller = Controller(self.broker_id, client, self.view,
+                                     unclean=cfg["unclean.leader.election.enable"]).start()
+
+    def _stop_zookeeper_parts(self) -> None:
+        if self.controller is not None:
+            self.controller.close()
+        if self.replicas is not None:
+            self.replicas.stop()
+        if self.view is not None:
+            self.view.close()
 
     def stop(self) -> None:
         with self._lock:
@@ -94,6 +124,7 @@ class BrokerServer:
         log.info("broker %d shutting down", self.broker_id)
         if self.network is not None:
             self.network.stop()
+        self._stop_zookeeper_parts()
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.registry is not None:

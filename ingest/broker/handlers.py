@@ -46,6 +46,7 @@ from typing import Callable
 from ingest.broker import protocol as p
 from ingest.broker.message_set import MAX_INFLATED_SIZE, ValidatedMessageSet
 from ingest.broker.protocol import RequestType
+from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
 from ingest.ratelimited_log import RateLimitedLog
@@ -55,6 +56,7 @@ from ingest.errors import (
     IngestError,
     InvalidFetchSizeError,
     MalformedRequestError,
+    NotLeaderForPartitionError,
     OffsetOutOfRangeError,
     UnknownRequestTypeError,
 )
@@ -80,8 +82,12 @@ class BrokerHandlers:
     """
 
     def __init__(self, log_manager, config, *, broker_id: int, host: str, port: int,
-                 on_new_topic: Callable[[str, int], None] | None = None) -> None:
+                 on_new_topic: Callable[[str, int], None] | None = None, replicas=None) -> None:
         self.logs = log_manager
+        self.replicas = None       # the ReplicaManager (ZooKeeper on), or None
+        self.replication: ReplicationHandlers | None = None
+        if replicas is not None:
+            self.attach_replicas(replicas)
         self.config = config
         self.broker_id = broker_id
         self.host = host
@@ -101,7 +107,15 @@ class BrokerHandlers:
             RequestType.OFFSETS: self.handle_offsets,
             RequestType.PRODUCE_ACK: self.handle_produce_ack,
             RequestType.METADATA: self.handle_metadata,
+            RequestType.PRODUCE_ACKS: self.handle_produce_acks,
+            RequestType.REPLICA_FETCH: self.handle_replica_fetch,
+            RequestType.TOPIC_METADATA: self.handle_topic_metadata,
         }
+
+    def attach_replicas(self, replicas) -> None:
+        """Serve replicated topics through ``replicas`` (a ReplicaManager), set before serving."""
+        self.replicas = replicas
+        self.replication = ReplicationHandlers(self)
 
     # --- dispatch ----------------------------------------------------------------------
 
@@ -126,7 +140,7 @@ class BrokerHandlers:
     def _error_reply(kind: int, code: int) -> Reply:
         if kind in p.RESPONSELESS:
             return Reply([], close_after=True)
-        if kind == RequestType.PRODUCE_ACK:
+        if kind in (RequestType.PRODUCE_ACK, RequestType.PRODUCE_ACKS):
             return Reply([p.ProduceAckResponse(code, -1).encode()])
         return Reply([p.ErrorResponse(code).encode()])
 
@@ -160,7 +174,21 @@ class BrokerHandlers:
                                       max_inflated_size=self._max_inflated_size,
                                       destination=f"{req.topic}-{req.partition}")
 
-    def _append(self, req: p.ProduceRequest) -> int:
+    def _replica(self, topic: str, partition: int, *, create: bool = False):
+        """The replica of a replicated partition (None for a Kafka 0.7 topic); with ``create``, a
+        produce to an unknown topic may create a replicated one (``default.replication.factor``)."""
+        if self.replicas is None:
+            return None
+        validate_topic(topic)
+        part = self.replicas.partition(topic, partition)
+        if part is None and create and self.replication.auto_create(topic):
+            part = self.replicas.partition(topic, partition)
+        return part
+
+    def _append(self, req: p.ProduceRequest, acks: int = 1) -> int:
+        part = self._replica(req.topic, req.partition, create=True)
+        if part is not None:
+            return part.append(self._validated(req), acks, self.replicas.min_isr)[0]
         # get_or_create_log validates the topic name and partition range
         log_ = self._log_for_write(req.topic, req.partition)
         return log_.append(self._validated(req))
@@ -175,18 +203,54 @@ class BrokerHandlers:
         offset = self._append(p.ProduceAckRequest.decode(body))
         return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
 
+    def handle_produce_acks(self, body: memoryview, client: str) -> Reply:
+        return self.replication.produce_acks(p.ProduceAcksRequest.decode(body)) if self.replication \
+            else self.handle_produce_ack_unreplicated(p.ProduceAcksRequest.decode(body))
+
+    def handle_produce_ack_unreplicated(self, req: p.ProduceAcksRequest) -> Reply:
+        """PRODUCE_ACKS on a broker without ZooKeeper: no replicas, so acks -1 is acks 1."""
+        check_acks(req.required_acks)
+        offset = self._append(req.produce)
+        return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
+
+    def handle_replica_fetch(self, body: memoryview, client: str) -> Reply:
+        req = p.ReplicaFetchRequest.decode(body)
+        if self.replication is None:
+            raise NotLeaderForPartitionError(
+                f"broker {self.broker_id} runs without ZooKeeper and holds no replicated partition")
+        return self.replication.replica_fetch(req)
+
+    def handle_topic_metadata(self, body: memoryview, client: str) -> Reply:
+        req = p.TopicMetadataRequest.decode(body)
+        for t in req.topics:
+            validate_topic(t)
+        if self.replication is None:
+            resp = p.TopicMetadataResponse(ErrorCode.NONE, ((self.broker_id, self.host, self.port),),
+                                           tuple(p.ReplicatedTopic(t, ErrorCode.NONE, ()) for t in req.topics))
+            return Reply([resp.encode()])
+        return self.replication.topic_metadata(req)
+
     def handle_multiproduce(self, body: memoryview, client: str) -> None:
         req = p.MultiProduceRequest.decode(body)
         # validate everything first: a bad part must not leave the good parts appended
-        sets = []
+        sets, replicas = [], []
         for part in req.produces:
             validate_topic(part.topic)
-            validate_partition(part.topic, part.partition, self.partition_count(part.topic))
+            rp = self._replica(part.topic, part.partition)
+            if rp is not None:
+                rp.check_leader()
+            else:
+                validate_partition(part.topic, part.partition, self.partition_count(part.topic))
+            replicas.append(rp)
             sets.append(self._validated(part))
         # then every log, so a topic refused by the creation limits leaves nothing appended either
-        logs = [self._log_for_write(part.topic, part.partition) for part in req.produces]
-        for log_, vs in zip(logs, sets):
-            log_.append(vs)
+        logs = [None if rp is not None else self._log_for_write(part.topic, part.partition)
+                for part, rp in zip(req.produces, replicas)]
+        for log_, rp, vs in zip(logs, replicas, sets):
+            if rp is not None:
+                rp.append(vs, 0, 1)
+            else:
+                log_.append(vs)
         return None
 
     def _read(self, f: p.FetchRequest) -> tuple[int, FileRegion | None]:
@@ -196,6 +260,13 @@ class BrokerHandlers:
                 f"fetch size {f.max_size} for {f.topic}-{f.partition} is negative; it must be >= 0")
         if f.offset < 0:
             raise OffsetOutOfRangeError(f"offset {f.offset} of {f.topic}-{f.partition} is negative")
+        rp = self._replica(f.topic, f.partition)
+        if rp is not None:
+            slc = rp.log.read(f.offset, f.max_size, limit=rp.read_limit())
+            if slc.length == 0:
+                slc.release()
+                return 0, None
+            return slc.length, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)
         log_ = self._log_for_read(f.topic, f.partition)
         if log_ is None:
             if f.offset == 0:
@@ -261,6 +332,10 @@ class BrokerHandlers:
         req = p.OffsetsRequest.decode(body)
         if req.max_offsets < 0:
             raise MalformedRequestError(f"max_offsets {req.max_offsets} is negative; it must be >= 0")
+        rp = self._replica(req.topic, req.partition)
+        if rp is not None:
+            offsets = self.replication.offsets(rp, req)
+            return Reply([p.OffsetsResponse(ErrorCode.NONE, offsets).encode()])
         log_ = self._log_for_read(req.topic, req.partition)
         if log_ is None:
             offsets = (0,) if req.time in (p.LATEST_TIME, p.EARLIEST_TIME) and req.max_offsets else ()
@@ -272,6 +347,8 @@ class BrokerHandlers:
         req = p.MetadataRequest.decode(body)
         known = self.logs.topics()
         names = sorted(known) if not req.topics else [validate_topic(t) for t in req.topics]
+        if self.replicas is not None:   # replicated topics are answered by TOPIC_METADATA
+            names = [n for n in names if not self.replicas.is_replicated(n)]
         topics = []
         for name in names:
             parts = []

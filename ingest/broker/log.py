@@ -170,6 +170,11 @@ class Log:
         return self._view.end
 
     @property
+    def log_end(self) -> int:
+        """Offset after the last written message, flushed or not (a replica's log end offset)."""
+        return self._write_end
+
+    @property
     def size(self) -> int:
         """Bytes in all segments, unflushed included."""
         return sum(seg.size for seg in self._view.segments)
@@ -305,11 +310,14 @@ class Log:
 
     # --- reading ----------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int) -> LogSlice:
+    def read(self, offset: int, max_bytes: int, limit: int | None = None) -> LogSlice:
         """Whole visible messages from ``offset``, at most ``max_bytes`` (the last may be cut).
 
         A read never crosses a segment end; reading at ``end_offset`` gives an
-        empty slice. The caller must ``release()`` the slice.
+        empty slice. The caller must ``release()`` the slice. ``limit`` replaces
+        the flushed end as the upper bound (a replicated partition's high
+        watermark for consumers, its log end for followers); it is capped at
+        :attr:`log_end`, and a read between ``limit`` and the log end is empty.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is before the start, after the
@@ -326,6 +334,12 @@ class Log:
             raise self._offline_error()
         while True:
             v = self._view
+            if limit is not None:
+                end = min(limit, self._write_end)
+                top = max(end, self._write_end)
+                if v.bases[0] <= offset <= top and offset >= end:
+                    return LogSlice.empty(offset)
+                v = _View(v.segments, v.bases, end)
             if offset < v.bases[0] or offset > v.end:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of log {self.name} is out of range: valid offsets are {v.bases[0]}..{v.end}"
@@ -386,6 +400,70 @@ class Log:
                 out.append(off)
             start -= 1
         return out
+
+    # --- replication --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log back to ``offset`` (a message boundary at or below the log end); returns the
+        bytes removed. A follower does this before following a new leader, so that its log agrees
+        with the leader's (docs/replication.md). Segments starting at or after ``offset`` are
+        deleted (the first one is kept, emptied, if ``offset`` is the log start).
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is outside the log or not a message boundary.
+            LogOfflineError / StorageError: the log is offline or the truncation failed.
+        """
+        with self._lock:
+            self._check_open()
+            if offset == self._write_end:
+                return 0
+            v = self._view
+            if not v.bases[0] <= offset < self._write_end:
+                raise OffsetOutOfRangeError(
+                    f"cannot truncate log {self.name} to {offset}: valid offsets are {v.bases[0]}..{self._write_end}")
+            i = bisect_right(v.bases, offset) - 1
+            seg = v.segments[i]
+            if offset > seg.base_offset:
+                seg.check_boundary(offset - seg.base_offset, seg.size)
+            removed = self._write_end - offset
+            victims = v.segments[i + 1:]
+            try:
+                seg.truncate_to(offset - seg.base_offset)
+            except OSError as exc:
+                raise self._go_offline_locked(f"truncating {seg.path} to {offset} failed: {exc.strerror}") from exc
+            seg.reopen_for_append()
+            self._active = seg
+            self._write_end = offset
+            self._unflushed = 0
+            self._view = _View(v.segments[:i + 1], v.bases[:i + 1], min(v.end, offset))
+        for victim in victims:
+            victim.delete()
+        log.warning("log %s: truncated to %d (%d bytes removed) to agree with the partition leader",
+                    self.name, offset, removed)
+        return removed
+
+    def reset_to(self, offset: int) -> None:
+        """Delete every segment and start empty at ``offset`` (a follower whose fetch fell below the
+        leader's log start, or whose log has nothing in common with the leader's).
+
+        Raises:
+            StorageError / LogOfflineError: the new segment cannot be created.
+        """
+        with self._lock:
+            self._check_open()
+            victims = self._view.segments
+            for seg in victims:
+                seg.delete()
+            try:
+                seg = Segment.create(self.directory, offset, self._clock, self.settings.index_interval, self._files)
+            except OSError as exc:
+                raise self._go_offline_locked(f"creating a segment at {offset} failed: {exc.strerror}") from exc
+            self._active = seg
+            self._write_end = offset
+            self._unflushed = 0
+            self._view = _View((seg,), (offset,), offset)
+        log.warning("log %s: reset to start empty at offset %d (%d segment(s) deleted) to follow the leader",
+                    self.name, offset, len(victims))
 
     # --- retention --------------------------------------------------------------
 

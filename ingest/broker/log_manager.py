@@ -268,6 +268,37 @@ class LogManager:
                 log.info("created log %s-%d", topic, partition)
             return lg
 
+    def get_or_create_replica_log(self, topic: str, partition: int) -> Log:
+        """The log of a replicated partition this broker holds a replica of, created on first use.
+
+        The topic was created in ZooKeeper (``ingest topics create`` or a broker's auto-creation),
+        so neither ``num.partitions`` nor the auto-creation limits apply; ``max.broker.partitions``
+        still does.
+
+        Raises:
+            InvalidTopicError, TopicCreationRefusedError, StorageError: as :meth:`get_or_create_log`.
+        """
+        validate_topic(topic)
+        key = (topic, partition)
+        lg = self._logs.get(key)
+        if lg is not None:
+            return lg
+        with self._lock:
+            if self._shut:
+                raise StorageError("the log manager is shut down")
+            lg = self._logs.get(key)
+            if lg is None:
+                max_partitions = self.config.get("max.broker.partitions")
+                if max_partitions is not None and len(self._logs) >= max_partitions:
+                    raise TopicCreationRefusedError(
+                        f"cannot create replica {topic}-{partition}: this broker already holds {len(self._logs)} "
+                        f"partition logs, max.broker.partitions={max_partitions}")
+                lg = Log(self.log_dir / partition_dir_name(topic, partition), self.settings_for(topic), self._clock,
+                         files=self.files)
+                self._add_log_locked(topic, partition, lg)
+                log.info("created replica log %s-%d", topic, partition)
+            return lg
+
     def _check_can_create(self, topic: str, partition: int) -> None:
         """Refuse a new log beyond the limits (caller holds the lock)."""
         c = self.config
@@ -286,6 +317,10 @@ class LogManager:
             raise TopicCreationRefusedError(
                 f"cannot create partition {topic}-{partition}: this broker already holds {len(self._logs)} "
                 f"partition logs, max.broker.partitions={max_partitions}; raise it or delete unused topics")
+
+    def has_topic(self, topic: str) -> bool:
+        """True when this broker holds at least one log of ``topic``."""
+        return topic in self._topics
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         """The log if it exists, else None (never creates one)."""

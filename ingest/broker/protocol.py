@@ -28,8 +28,9 @@ Full grammar, error codes and the server's handling of bad input are in
                       -> offset:int64 (as PRODUCE_ACK; acks -1 answers once every in-sync
                          replica has the set, or REQUEST_TIMED_OUT after timeout_ms)
     13 REPLICA_FETCH  replica_id:int32 leader_epoch:int32 max_wait_ms:int32 then a FETCH body
-                      -> high_watermark:int64 log_end:int64 message_set (a follower's fetch:
-                         up to the leader's log end; waits up to max_wait_ms for data)
+                      -> high_watermark:int64 log_start:int64 log_end:int64 message_set (a
+                         follower's fetch: up to the leader's log end; waits up to max_wait_ms
+                         for data; OFFSET_OUT_OF_RANGE keeps the three offsets)
     14 TOPIC_METADATA count:int16 then count topic:string (0 = every replicated topic)
                       -> broker_count:int32 then per broker id:int32 host:string port:int32
                          topic_count:int32 then per topic name:string error:int16 partition_count:int32
@@ -72,7 +73,7 @@ PRODUCE_TAIL = struct.Struct(">ii")       # partition, set_size
 PARTITION_META = struct.Struct(">iqq")    # partition, earliest, latest
 ACKS_HEAD = struct.Struct(">hi")          # required_acks, timeout_ms
 REPLICA_HEAD = struct.Struct(">iii")      # replica_id, leader_epoch, max_wait_ms
-REPLICA_FETCH_HEAD = struct.Struct(">qq")  # high_watermark, log_end
+REPLICA_FETCH_HEAD = struct.Struct(">qqq")  # high_watermark, log_start, log_end
 PARTITION_STATE_HEAD = struct.Struct(">iii")  # partition, leader, leader_epoch
 
 LATEST_TIME = -1
@@ -653,17 +654,18 @@ class ReplicaFetchResponse:
 
     error: int
     high_watermark: int = -1
+    log_start: int = -1
     log_end: int = -1
     message_set: bytes = b""
 
     @staticmethod
-    def header(error: int, high_watermark: int, log_end: int, set_length: int) -> bytes:
+    def header(error: int, high_watermark: int, log_start: int, log_end: int, set_length: int) -> bytes:
         """Everything before ``set_length`` bytes sent with sendfile."""
         return (RESPONSE_HEADER.pack(set_length + INT16.size + REPLICA_FETCH_HEAD.size, error)
-                + REPLICA_FETCH_HEAD.pack(high_watermark, log_end))
+                + REPLICA_FETCH_HEAD.pack(high_watermark, log_start, log_end))
 
     def encode(self) -> bytes:
-        return response_frame(self.error, REPLICA_FETCH_HEAD.pack(self.high_watermark, self.log_end)
+        return response_frame(self.error, REPLICA_FETCH_HEAD.pack(self.high_watermark, self.log_start, self.log_end)
                               + self.message_set)
 
     @classmethod
@@ -672,8 +674,8 @@ class ReplicaFetchResponse:
         error = r.int16("error")
         if error and not r.remaining():
             return cls(error)
-        hw, end = r.unpack(REPLICA_FETCH_HEAD, "high_watermark+log_end")
-        return cls(error, hw, end, r.raw(r.remaining(), "message_set"))
+        hw, start, end = r.unpack(REPLICA_FETCH_HEAD, "high_watermark+log_start+log_end")
+        return cls(error, hw, start, end, r.raw(r.remaining(), "message_set"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,10 +28,36 @@ class FileRegion:
 
 @dataclass(slots=True)
 class Reply:
-    """What the dispatcher wants written back: parts in order, then maybe close."""
+    """What the dispatcher wants written back: parts in order, then maybe close.
+
+    A *deferred* reply (``Reply.deferred()``) is queued at once, keeping its place
+    in the connection's response order, but written only after another thread
+    calls :meth:`complete` (an acks=-1 produce waiting for the followers, a
+    follower's fetch waiting for data). ``complete`` runs at most once; the
+    network layer installs ``on_complete`` to be woken.
+    """
 
     parts: list = field(default_factory=list)     # bytes | FileRegion
     close_after: bool = False
+    pending: bool = False
+    on_complete: Callable[[], None] | None = None
+    accounted: bool = True
+
+    @classmethod
+    def deferred(cls) -> "Reply":
+        return cls(pending=True, accounted=False)
+
+    def complete(self, parts: list, close_after: bool = False) -> bool:
+        """Fill a deferred reply and wake its connection; False if it was completed already."""
+        if not self.pending or self.parts:
+            return False
+        self.close_after = close_after
+        self.parts = parts
+        self.pending = False          # after parts: the network thread reads pending, then parts
+        wake = self.on_complete
+        if wake is not None:
+            wake()
+        return True
 
     def release(self) -> None:
         """Run every file region's ``release`` once (idempotent); a failing release is logged, not raised."""

@@ -226,6 +226,18 @@ class Segment:
             pass
         self.close()
 
+    def reopen_for_append(self) -> None:
+        """After :meth:`truncate_to` of a replica's log: this segment becomes the active one again,
+        so its saved index and the damaged ranges past its new end are dropped."""
+        delete_index(self.path)
+        kept = [d for d in self.damaged if d.end <= self.size]
+        if len(kept) != len(self.damaged):
+            self.damaged = kept
+            damaged_path(self.path).unlink(missing_ok=True)
+            if kept:
+                save_damaged(self.path, self.base_offset, kept, self._clock.time_ms())
+            self._known_damage = {(d.start, d.end) for d in kept}
+
     def seal(self) -> None:
         """Save the index of a segment that will not grow any more (after roll)."""
         if self.verified and not self.damaged and self.size:
@@ -459,6 +471,11 @@ class LogSlice:
         self.offset = offset
         self.position = position
         self.length = length
+
+    @classmethod
+    def empty(cls, offset: int) -> "LogSlice":
+        """A slice of no bytes at ``offset`` (a read at a limit below the log end)."""
+        return cls(None, offset, 0, 0)
 
     def fileno(self) -> int:
         if self._segment is None:

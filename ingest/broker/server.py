@@ -175,6 +175,7 @@ class _Processor(threading.Thread):
         self.conns: dict[int, _Connection] = {}
         self.ready: dict[_Connection, None] = {}    # complete frames to dispatch (insertion-ordered)
         self.muted: dict[_Connection, None] = {}    # waiting for request budget
+        self.completed: queue.SimpleQueue[_Connection] = queue.SimpleQueue()  # deferred replies now filled
         self.budget_freed = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -234,6 +235,7 @@ class _Processor(threading.Thread):
                             pass
                         continue
                     self._guarded(conn, self._on_event, events)
+                self._write_completed()
                 for conn in list(self.ready):
                     self._guarded(conn, self._serve)
         except Exception:  # noqa: BLE001 - logged; the server notices a dead processor
@@ -244,6 +246,23 @@ class _Processor(threading.Thread):
             self.selector.close()
             self._wake_r.close()
             self._wake_w.close()
+
+    def _write_completed(self) -> None:
+        """Write out connections whose deferred replies other threads completed."""
+        while True:
+            try:
+                conn = self.completed.get_nowait()
+            except queue.Empty:
+                return
+            if self.conns.get(conn.sock.fileno()) is conn:
+                for reply in conn.replies:
+                    if not reply.pending and not reply.accounted:
+                        reply.accounted = True
+                        conn.pending_bytes += sum(len(p) for p in reply.parts if not isinstance(p, FileRegion))
+                        if reply.close_after:
+                            conn.closing = True
+                            conn.complete = False
+                self._guarded(conn, self._on_writable)
 
     def _guarded(self, conn: _Connection, fn: Callable, *args) -> None:
         if conn.sock.fileno() < 0:
@@ -298,7 +317,7 @@ class _Processor(threading.Thread):
             if conn.frame_started is not None and not conn.mask & selectors.EVENT_READ:
                 # the partial-request clock runs only while we are waiting for the client
                 conn.frame_started = self.server.clock_monotonic()
-        if conn.replies:
+        if conn.replies and not conn.replies[0].pending and conn.replies[0].accounted:
             want |= selectors.EVENT_WRITE
         if want == conn.mask:            # skip the epoll_ctl when nothing changes
             return
@@ -439,6 +458,15 @@ class _Processor(threading.Thread):
         self._queue(conn, Reply([ErrorResponse(code).encode()], close_after=True))
 
     def _queue(self, conn: _Connection, reply: Reply) -> None:
+        if reply.pending:
+            def wake(conn: _Connection = conn) -> None:   # any thread: hand the connection back to us
+                self.completed.put(conn)
+                self.wakeup()
+            reply.on_complete = wake
+            conn.replies.append(reply)
+            if not reply.pending:  # completed between the check and the hook: nobody woke us
+                wake()
+            return
         conn.replies.append(reply)
         conn.pending_bytes += sum(len(part) for part in reply.parts if not isinstance(part, FileRegion))
         if reply.close_after:
@@ -488,6 +516,8 @@ class _Processor(threading.Thread):
         try:
             while conn.replies:
                 reply = conn.replies[0]
+                if reply.pending or not reply.accounted:
+                    break              # a deferred reply not yet filled (or not yet counted) holds the order
                 while conn.part < len(reply.parts):
                     part = reply.parts[conn.part]
                     if isinstance(part, FileRegion):

@@ -1,0 +1,271 @@
+"""The controller: one broker at a time elects partition leaders (Kafka 0.8's design).
+
+Election of the controller: every broker tries to create the ephemeral ``/controller``
+node; the one that succeeds is the controller until its session ends, when the node
+vanishes and the others try again (a watch on the node). Each new controller increments
+``/controller_epoch`` (a conditional write), and every state it writes goes in a ZooKeeper
+transaction that first checks that epoch node's version: a controller that was replaced
+(its session expired while it was paused or cut off) has its writes refused by ZooKeeper
+itself, so its stale decisions never land.
+
+What it decides, always by a conditional write of ``.../partitions/[p]/state``:
+
+- a new partition (an assignment without states): leader = the first live replica in
+  assignment order, in-sync set = the live replicas, leader epoch 0;
+- a leader whose broker left ``/brokers/ids`` (death or lost session): the new leader is the
+  first replica, in assignment order, of the in-sync set that is alive; the in-sync set
+  loses the dead brokers; the leader epoch grows. With no live in-sync replica the partition
+  goes *offline* (leader -1, the in-sync set kept, so that a returning member is elected),
+  unless ``unclean.leader.election.enable`` lets a live replica outside the set lead;
+- a follower that died leaves the in-sync set (leader epoch grows);
+- a returning broker that was in the in-sync set of an offline partition becomes its leader;
+- preferred-replica election (``/admin/preferred_replica_election``): each named partition
+  whose first replica is alive and in sync gets it back as leader; the node is deleted after.
+
+All of it runs on one thread (events queued by watches), and every pass re-reads each
+state with its version, so a pass is always safe to repeat.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+
+from ingest import znodes
+from ingest.errors import StaleControllerError
+from ingest.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+ZK_ERRORS = (KazooException, KazooTimeoutError)
+
+
+class Controller:
+    """Competes for ``/controller`` and, while it holds it, elects leaders (module docstring)."""
+
+    def __init__(self, broker_id: int, client, view, *, unclean: bool = False) -> None:
+        self.broker_id = broker_id
+        self.client = client
+        self.view = view
+        self.unclean = unclean
+        self.active = False
+        self.epoch = 0
+        self._epoch_version = -1
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
+        self._closed = False
+        self.elections = 0
+
+    def start(self) -> "Controller":
+        self._thread.start()
+        self.client.add_listener(self._on_session)
+        self.client.DataWatch(znodes.CONTROLLER, self._on_controller_node)
+        self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._on_preferred)
+        self.view.on_brokers(lambda _b: self._events.put("pass"))
+        self.view.on_topic(lambda _t, _a: self._events.put("pass"))
+        return self
+
+    def close(self) -> None:
+        self._closed = True
+        self.active = False
+        self._events.put(None)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(10)
+
+    # --- watches (kazoo's thread: queue only) ---------------------------------------------------
+
+    def _on_session(self, state: str) -> None:
+        if state == KazooState.LOST and self.active:
+            self.active = False
+            log.warning("broker %d: ZooKeeper session lost; no longer the controller", self.broker_id)
+
+    def _on_controller_node(self, data, _stat) -> bool:
+        if self._closed:
+            return False
+        if data is None:
+            self._events.put("elect")
+        return True
+
+    def _on_preferred(self, data, _stat) -> bool:
+        if self._closed:
+            return False
+        if data is not None:
+            self._events.put("preferred")
+        return True
+
+    # --- the controller thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            event = self._events.get()
+            if event is None or self._closed:
+                return
+            try:
+                if event == "elect":
+                    self._try_become()
+                elif self.active and event == "pass":
+                    self._pass()
+                elif self.active and event == "preferred":
+                    self._preferred()
+            except StaleControllerError as exc:
+                self.active = False
+                log.warning("broker %d: %s; stepping down as controller", self.broker_id, exc)
+            except ZK_ERRORS as exc:
+                log.warning("controller %d: ZooKeeper failed during %s (%s); retrying", self.broker_id, event, exc)
+                threading.Timer(0.5, self._events.put, (event,)).start()
+            except Exception:  # noqa: BLE001 - the controller thread must survive a bug in one pass
+                log.exception("controller %d: %s failed", self.broker_id, event)
+
+    def _try_become(self) -> None:
+        c = self.client
+        try:
+            c.retry(c.create, znodes.CONTROLLER, znodes.controller_value(self.broker_id), ephemeral=True)
+        except NodeExistsError:
+            try:
+                data, stat = c.retry(c.get, znodes.CONTROLLER)
+            except NoNodeError:
+                self._events.put("elect")
+                return
+            if stat.ephemeralOwner != c.client_id[0]:
+                self.active = False
+                return
+        self._bump_epoch()
+        self.active = True
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
+        self._pass()
+        self._preferred()
+
+    def _bump_epoch(self) -> None:
+        c = self.client
+        while True:
+            try:
+                data, stat = c.retry(c.get, znodes.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    c.retry(c.create, znodes.CONTROLLER_EPOCH, b"1", makepath=True)
+                    self.epoch, self._epoch_version = 1, 0
+                    return
+                except NodeExistsError:
+                    continue
+            try:
+                new = int(data.decode() or 0) + 1
+                stat2 = c.retry(c.set, znodes.CONTROLLER_EPOCH, str(new).encode(), version=stat.version)
+                self.epoch, self._epoch_version = new, stat2.version
+                return
+            except BadVersionError:
+                continue
+
+    # --- decisions -------------------------------------------------------------------------------
+
+    def _pass(self) -> None:
+        """Look at every replicated partition once; fix what the live brokers require."""
+        live = set(self.view.brokers)
+        for topic, assignment in sorted(self.view.assignments.items()):
+            for p, replicas in sorted(assignment.items()):
+                if not self.active:
+                    return
+                self._handle(topic, p, replicas, live)
+
+    def _handle(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int]) -> None:
+        for _ in range(5):
+            state = self.view.read_state(topic, p)
+            new = self._decide(topic, p, replicas, live, state)
+            if new is None:
+                return
+            if self._write(topic, p, new, None if state is None else state.zk_version):
+                return
+
+    def _decide(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int],
+                state: PartitionState | None) -> PartitionState | None:
+        if state is None:
+            isr = tuple(r for r in replicas if r in live)
+            if not isr:
+                return None
+            return PartitionState(isr[0], 0, isr, self.epoch)
+        live_isr = tuple(r for r in state.isr if r in live)
+        if state.leader >= 0 and state.leader in live:
+            if live_isr != state.isr:  # a follower died: it leaves the in-sync set
+                return PartitionState(state.leader, state.leader_epoch + 1, live_isr, self.epoch)
+            return None
+        candidates = [r for r in replicas if r in live_isr]
+        if candidates:
+            leader = candidates[0]
+            log.info("%s-%d: electing broker %d (in-sync %s; previous leader %d)", topic, p, leader,
+                     list(live_isr), state.leader)
+            return PartitionState(leader, state.leader_epoch + 1, live_isr, self.epoch)
+        live_replicas = [r for r in replicas if r in live]
+        if self.unclean and live_replicas:
+            leader = live_replicas[0]
+            log.warning("%s-%d: UNCLEAN election of broker %d: no in-sync replica %s is alive; acknowledged "
+                        "writes it lacks are lost (unclean.leader.election.enable=true)", topic, p, leader,
+                        list(state.isr))
+            return PartitionState(leader, state.leader_epoch + 1, (leader,), self.epoch)
+        if state.leader == -1:
+            return None
+        log.error("%s-%d is OFFLINE: no in-sync replica %s is alive (unclean.leader.election.enable=false); "
+                  "it waits for one of them to return", topic, p, list(state.isr))
+        return PartitionState(-1, state.leader_epoch + 1, state.isr, self.epoch)
+
+    def _write(self, topic: str, p: int, state: PartitionState, version: int | None) -> bool:
+        """Conditional write, fenced by the controller epoch; False when the state changed meanwhile."""
+        c = self.client
+        path = znodes.partition_state_path(topic, p)
+        if version is None:
+            c.retry(c.ensure_path, path.rsplit("/", 1)[0])
+
+        def commit():
+            tx = c.transaction()
+            tx.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
+            if version is None:
+                tx.create(path, state.encode())
+            else:
+                tx.set_data(path, state.encode(), version=version)
+            return tx.commit()
+
+        results = c.retry(commit)
+        if isinstance(results[0], Exception):
+            raise StaleControllerError(
+                f"controller epoch {self.epoch} is no longer current in ZooKeeper; a newer controller decides")
+        if isinstance(results[1], Exception):
+            return False
+        self.elections += 1
+        return True
+
+    def _preferred(self) -> None:
+        c = self.client
+        try:
+            data, _ = c.retry(c.get, znodes.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return
+        try:
+            wanted = znodes.parse_preferred_election(data)
+        except ValueError as exc:
+            log.error("ignoring a malformed preferred replica election request: %s", exc)
+            wanted = []
+        live = set(self.view.brokers)
+        for topic, p in wanted:
+            replicas = self.view.assignments.get(topic, {}).get(p)
+            if not replicas:
+                log.warning("preferred replica election: %s-%d is not a replicated partition", topic, p)
+                continue
+            for _ in range(5):
+                state = self.view.read_state(topic, p)
+                preferred = replicas[0]
+                if state is None or state.leader == preferred:
+                    break
+                if preferred not in live or preferred not in state.isr:
+                    log.warning("preferred replica election: broker %d is not alive and in sync for %s-%d "
+                                "(in-sync %s); leader stays %d", preferred, topic, p, list(state.isr), state.leader)
+                    break
+                new = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
+                if self._write(topic, p, new, state.zk_version):
+                    log.info("%s-%d: leadership moved back to the preferred replica %d", topic, p, preferred)
+                    break
+        try:
+            c.retry(c.delete, znodes.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            pass

@@ -1,0 +1,129 @@
+"""Requests that wait: an acks=-1 produce until the in-sync replicas have its set, a follower's
+fetch until the leader has something new (Kafka's "purgatory").
+
+A :class:`DelayedOp` is registered under a key (a topic-partition). Whoever changes what the
+op waits for (a follower's fetch moves the high watermark, an append moves the log end, a
+leadership change) calls :meth:`Purgatory.check` for the key; each op's ``try_complete``
+decides. Ops that reach their deadline are expired by one timer thread. Completion and
+expiry happen exactly once per op (its own lock).
+
+Concurrency: thread-safe; ``try_complete`` / ``on_expire`` run on the thread that calls
+``check`` (network or fetcher threads) or on the timer thread, never under the purgatory's lock.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from typing import Callable, Hashable
+
+log = logging.getLogger(__name__)
+
+
+class DelayedOp:
+    """One waiting request. ``attempt`` returns True when it completed the reply itself."""
+
+    __slots__ = ("deadline", "_attempt", "_expire", "_lock", "done")
+
+    def __init__(self, deadline: float, attempt: Callable[[], bool], expire: Callable[[], None]) -> None:
+        self.deadline = deadline
+        self._attempt = attempt
+        self._expire = expire
+        self._lock = threading.Lock()
+        self.done = False
+
+    def try_complete(self) -> bool:
+        if self.done:
+            return True
+        with self._lock:
+            if self.done:
+                return True
+            if self._attempt():
+                self.done = True
+        return self.done
+
+    def expire(self) -> None:
+        with self._lock:
+            if self.done:
+                return
+            self.done = True
+        try:
+            self._expire()
+        except Exception:  # noqa: BLE001 - one bad op must not stop the timer
+            log.exception("expiring a delayed request failed")
+
+
+class Purgatory:
+    """Delayed ops by key, with one timer thread for their deadlines."""
+
+    def __init__(self, name: str = "purgatory") -> None:
+        self._ops: dict[Hashable, list[DelayedOp]] = {}
+        self._heap: list[tuple[float, int, DelayedOp]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def add(self, key: Hashable, op: DelayedOp) -> None:
+        """Watch ``op`` under ``key``; tries it once more after registering (no lost wake-up)."""
+        with self._cond:
+            self._ops.setdefault(key, []).append(op)
+            heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
+            self._cond.notify()
+        if op.try_complete():
+            self._prune(key)
+
+    def check(self, key: Hashable) -> int:
+        """Try every op under ``key``; returns how many completed."""
+        ops = self._ops.get(key)
+        if not ops:
+            return 0
+        n = sum(1 for op in list(ops) if op.try_complete())
+        if n:
+            self._prune(key)
+        return n
+
+    def _prune(self, key: Hashable) -> None:
+        with self._cond:
+            ops = self._ops.get(key)
+            if ops is not None:
+                kept = [op for op in ops if not op.done]
+                if kept:
+                    self._ops[key] = kept
+                else:
+                    del self._ops[key]
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    timeout = None if not self._heap else max(0.0, self._heap[0][0] - time.monotonic())
+                    self._cond.wait(timeout)
+                if self._closed:
+                    return
+                _, _, op = heapq.heappop(self._heap)
+            if not op.done:
+                op.expire()
+            # pruning of expired ops happens at the next check/add of their key, or here in bulk
+            if len(self._heap) % 256 == 0:
+                with self._cond:
+                    for key in list(self._ops):
+                        kept = [o for o in self._ops[key] if not o.done]
+                        if kept:
+                            self._ops[key] = kept
+                        else:
+                            del self._ops[key]
+
+    def close(self) -> None:
+        """Expire every waiting op (their requests get their timeout answers) and stop the timer."""
+        with self._cond:
+            self._closed = True
+            ops = [op for _, _, op in self._heap]
+            self._heap.clear()
+            self._ops.clear()
+            self._cond.notify()
+        for op in ops:
+            op.expire()

@@ -1,0 +1,275 @@
+"""The replicas one broker holds: who leads, who follows, and the threads that keep them so.
+
+The replica manager turns the partition states in ZooKeeper (watched by
+:class:`~ingest.broker.replication_view.ReplicationView`) into roles: for each replicated
+partition this broker is a replica of, it becomes the leader when the state names it, and
+otherwise follows the named leader with a
+:class:`~ingest.broker.replica_fetcher.ReplicaFetcher`. Role changes run on one worker thread,
+in the order the watches delivered them (kazoo's event thread never waits for a log).
+
+Its other threads:
+
+- the in-sync-set writer: every ``replica.lag.time.max.ms / 4`` (and at once when a follower
+  caught up) each led partition is asked for the set it wants (:meth:`ReplicatedPartition.isr_change`)
+  and the state node is rewritten with a conditional (versioned) write; a refused write
+  (another writer, a lost session, no ZooKeeper) leaves the set as it was;
+- the high-watermark checkpointer (:mod:`ingest.broker.hw_checkpoint`), every
+  ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown.
+
+Stale decisions: every state change of a controller is written in a ZooKeeper transaction
+that also checks the controller epoch, so a deposed controller's writes fail in ZooKeeper;
+a broker ignores states older (lower leader epoch) than one it has applied.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from ingest import znodes
+from ingest.broker import hw_checkpoint
+from ingest.broker.assignment import assign
+from ingest.broker.delayed import Purgatory
+from ingest.broker.partition import ReplicatedPartition, Role
+from ingest.broker.replica_fetcher import ReplicaFetcher
+from ingest.errors import IngestError, LeaderNotAvailableError, NotLeaderForPartitionError, WrongPartitionError
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class ReplicaManager:
+    """See the module docstring.
+
+    Args:
+        config: the broker config (replication keys).
+        log_manager: creates and holds the replica logs.
+        client: the broker's KazooClient; ``view``: its ReplicationView (started).
+    """
+
+    def __init__(self, config, broker_id: int, log_manager, client, view) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.logs = log_manager
+        self.client = client
+        self.view = view
+        self.purgatory = Purgatory(f"purgatory-{broker_id}")
+        self.min_isr = config["min.insync.replicas"]
+        self.lag_ms = config["replica.lag.time.max.ms"]
+        self.partitions: dict[tuple[str, int], ReplicatedPartition] = {}
+        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
+        self._hws = hw_checkpoint.read(config["log.dir"])
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._isr_wanted = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> "ReplicaManager":
+        for name, target in (("replica-manager", self._worker), ("isr-writer", self._isr_loop),
+                             ("hw-checkpoint", self._checkpoint_loop)):
+            t = threading.Thread(target=target, name=f"{name}-{self.broker_id}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        self.view.on_topic(lambda topic, assignment: self._enqueue_topic(topic, assignment))
+        self.view.on_state(lambda topic, p, _state: self._work.put((topic, p)))
+        self.view.on_brokers(lambda _brokers: self._work.put("brokers"))
+        for topic, assignment in list(self.view.assignments.items()):
+            self._enqueue_topic(topic, assignment)
+        return self
+
+    def stop(self) -> None:
+        """Stop following, answer every waiting request, save the high watermarks."""
+        self._stop.set()
+        self._work.put(None)
+        self._isr_wanted.set()
+        for f in list(self.fetchers.values()):
+            f.stop()
+        self.purgatory.close()
+        for t in self._threads:
+            t.join(10)
+        self.checkpoint()
+
+    def _enqueue_topic(self, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
+        for p, replicas in assignment.items():
+            if self.broker_id in replicas:
+                self._work.put((topic, p))
+
+    # --- roles -----------------------------------------------------------------------------------
+
+    def _worker(self) -> None:
+        while not self._stop.is_set():
+            item = self._work.get()
+            if item is None:
+                return
+            try:
+                if item == "brokers":
+                    for key, part in list(self.partitions.items()):
+                        if part.role is not Role.LEADER:
+                            self._reconcile(*key)
+                else:
+                    self._reconcile(*item)
+            except Exception:  # noqa: BLE001 - one partition's failure must not stop the others
+                log.exception("replica manager: handling %s failed", item)
+
+    def _reconcile(self, topic: str, partition: int) -> None:
+        replicas = self.view.assignments.get(topic, {}).get(partition)
+        if not replicas or self.broker_id not in replicas:
+            return
+        state = self.view.state(topic, partition)
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            lg = self.logs.get_or_create_replica_log(topic, partition)
+            part = ReplicatedPartition(topic, partition, self.broker_id, lg, replicas,
+                                       self._hws.get((topic, partition), 0), self.purgatory, _now_ms)
+            with self._lock:
+                self.partitions[(topic, partition)] = part
+        if state is None:
+            return
+        if state.leader_epoch < part.epoch:
+            log.info("%s: ignoring an older state (epoch %d)", part, state.leader_epoch)
+            return
+        if state.leader == self.broker_id:
+            if part.role is Role.LEADER and state.leader_epoch == part.epoch:
+                part.update_state(state)
+                return
+            self._stop_fetcher(part.key)
+            part.become_leader(state)
+            self._isr_wanted.set()
+            return
+        fetcher = self.fetchers.get(part.key)
+        addr = self.view.brokers.get(state.leader)
+        if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
+                and fetcher is not None and fetcher.is_alive() and addr == (fetcher.host, fetcher.port)):
+            part.update_state(state)
+            return
+        self._stop_fetcher(part.key)
+        part.become_follower(state)
+        if state.leader >= 0 and addr is not None:
+            f = ReplicaFetcher(part, (state.leader, *addr), state.leader_epoch,
+                               max_bytes=self.config["replica.fetch.max.bytes"],
+                               wait_ms=self.config["replica.fetch.wait.max.ms"],
+                               socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0)
+            self.fetchers[part.key] = f
+            f.start()
+        elif state.leader >= 0:
+            log.info("%s: leader %d is not registered yet; waiting for it", part, state.leader)
+
+    def _stop_fetcher(self, key: tuple[str, int]) -> None:
+        f = self.fetchers.pop(key, None)
+        if f is not None:
+            f.stop()
+
+    # --- requests ----------------------------------------------------------------------------------
+
+    def partition(self, topic: str, partition: int) -> ReplicatedPartition | None:
+        """The replica of a replicated topic's partition, or None when ``topic`` is not replicated.
+
+        Raises:
+            NotLeaderForPartitionError / LeaderNotAvailableError: the topic is replicated but this
+                broker holds no replica of that partition (or has not set it up yet).
+        """
+        part = self.partitions.get((topic, partition))
+        if part is not None:
+            return part
+        assignment = self.view.assignments.get(topic)
+        if assignment is None:
+            return None
+        state = self.view.state(topic, partition)
+        if partition not in assignment:
+            raise WrongPartitionError(
+                f"replicated topic {topic!r} has partitions 0..{len(assignment) - 1}; {partition} is not one")
+        if state is None or state.leader < 0:
+            raise LeaderNotAvailableError(f"{topic}-{partition} has no leader yet")
+        raise NotLeaderForPartitionError(
+            f"broker {self.broker_id} holds no replica of {topic}-{partition}; its leader is broker {state.leader}")
+
+    def is_replicated(self, topic: str) -> bool:
+        return topic in self.view.assignments
+
+    def wants_isr_check(self) -> None:
+        self._isr_wanted.set()
+
+    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
+        """Write a replicated topic's assignment (a produce auto-created it); the controller then
+        elects its leaders. Never raises for a topic created meanwhile by someone else."""
+        live = sorted(self.view.brokers)
+        try:
+            assignment = assign(live, partitions, min(replication_factor, len(live)))
+        except IngestError as exc:
+            log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
+            return
+        try:
+            self.client.retry(self.client.create, znodes.topic_dir(topic), znodes.assignment_value(assignment),
+                              makepath=True)
+            log.info("auto-created replicated topic %s: %s", topic, assignment)
+        except NodeExistsError:
+            pass
+        except (KazooException, KazooTimeoutError) as exc:
+            log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
+
+    # --- in-sync sets ----------------------------------------------------------------------------
+
+    def _isr_loop(self) -> None:
+        interval = max(0.05, self.lag_ms / 4000.0)
+        while not self._stop.is_set():
+            self._isr_wanted.wait(interval)
+            self._isr_wanted.clear()
+            if self._stop.is_set():
+                return
+            for part in list(self.partitions.values()):
+                if part.role is Role.LEADER:
+                    try:
+                        self._write_isr(part)
+                    except Exception:  # noqa: BLE001
+                        log.exception("%s: in-sync set update failed", part)
+
+    def _write_isr(self, part: ReplicatedPartition) -> None:
+        change = part.isr_change(self.lag_ms)
+        if change is None:
+            return
+        new_isr, epoch, version, controller_epoch = change
+        state = znodes.PartitionState(self.broker_id, epoch, new_isr, controller_epoch)
+        path = znodes.partition_state_path(part.topic, part.partition)
+        try:
+            stat = self.client.retry(self.client.set, path, state.encode(), version=version)
+        except BadVersionError:
+            part.isr_written(None, epoch, version)
+            log.info("%s: state changed under the in-sync set update; re-reading it", part)
+            try:
+                fresh = self.view.read_state(part.topic, part.partition)
+            except (KazooException, KazooTimeoutError):
+                return
+            if fresh is not None and fresh.leader == self.broker_id and fresh.leader_epoch == part.epoch:
+                part.update_state(fresh)
+            self._work.put(part.key)
+            return
+        except (KazooException, KazooTimeoutError, NoNodeError) as exc:
+            part.isr_written(None, epoch, version)
+            log.warning("%s: cannot write the in-sync set %s to ZooKeeper (%s); keeping %s", part,
+                        list(new_isr), exc, list(part.isr))
+            return
+        part.isr_written(new_isr, epoch, stat.version)
+
+    # --- high watermarks ---------------------------------------------------------------------------
+
+    def _checkpoint_loop(self) -> None:
+        interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000.0
+        while not self._stop.wait(interval):
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        hws = {**self._hws, **{key: part.hw for key, part in list(self.partitions.items())}}
+        try:
+            hw_checkpoint.write(self.config["log.dir"], hws)
+        except OSError as exc:
+            log.warning("cannot save the high-watermark checkpoint: %s", exc)

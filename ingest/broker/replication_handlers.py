@@ -1,0 +1,171 @@
+"""The request handlers that exist because of replication: PRODUCE_ACKS (acks -1 waits for the
+in-sync replicas), REPLICA_FETCH (followers copying the leader's log), TOPIC_METADATA (where each
+replicated partition is led), and the replicated side of OFFSETS and auto-creation.
+
+Waiting requests do not block a network thread: the handler returns a deferred
+:class:`~ingest.broker.reply.Reply` and registers a :class:`~ingest.broker.delayed.DelayedOp` in
+the replica manager's purgatory; the thread that moves the high watermark or the log end (a
+follower's fetch, an append) completes it, or the timer answers the timeout.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from ingest.broker import protocol as p
+from ingest.broker.delayed import DelayedOp
+from ingest.broker.partition import Role
+from ingest.broker.reply import FileRegion, Reply
+from ingest.errors import (ErrorCode, IngestError, InvalidRequiredAcksError, LeaderNotAvailableError,
+                           NotLeaderForPartitionError)
+
+log = logging.getLogger(__name__)
+
+MAX_ACK_TIMEOUT_MS = 300_000
+
+
+def check_acks(acks: int) -> None:
+    """Raise InvalidRequiredAcksError unless ``acks`` is -1 or 1 (0 is a plain PRODUCE)."""
+    if acks not in (-1, 1):
+        raise InvalidRequiredAcksError(
+            f"required_acks {acks} is not allowed in PRODUCE_ACKS: use -1 (all in-sync replicas) or 1 (the "
+            "leader); acks 0 is a plain PRODUCE")
+
+
+class ReplicationHandlers:
+    """Bound to the broker's :class:`~ingest.broker.handlers.BrokerHandlers` (for validation and the
+    replica manager)."""
+
+    def __init__(self, handlers) -> None:
+        self.h = handlers
+        self.replicas = handlers.replicas
+        self.purgatory = handlers.replicas.purgatory
+        self.config = handlers.config
+
+    # --- produce ---------------------------------------------------------------------------------
+
+    def produce_acks(self, req: p.ProduceAcksRequest) -> Reply:
+        check_acks(req.required_acks)
+        part = self.h._replica(req.topic, req.partition, create=True)
+        if part is None or req.required_acks == 1:
+            offset = self.h._append(req.produce, req.required_acks)
+            return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
+        min_isr = self.replicas.min_isr
+        offset, end, generation = part.append(self.h._validated(req.produce), -1, min_isr)
+        outcome = part.ack_outcome(end, generation, min_isr)
+        if outcome is True:
+            return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
+        if isinstance(outcome, IngestError):
+            raise outcome
+        reply = Reply.deferred()
+
+        def attempt() -> bool:
+            o = part.ack_outcome(end, generation, min_isr)
+            if o is None:
+                return False
+            code = ErrorCode.NONE if o is True else o.code
+            reply.complete([p.ProduceAckResponse(code, offset if o is True else -1).encode()])
+            if o is not True:
+                log.warning("%s: acks=-1 write at %d not acknowledged: %s", part, offset, o)
+            return True
+
+        def expire() -> None:
+            log.warning("%s: acks=-1 write at %d..%d timed out after %d ms (hw %d, in-sync %s)", part, offset, end,
+                        req.timeout_ms, part.hw, list(part.isr))
+            reply.complete([p.ProduceAckResponse(ErrorCode.REQUEST_TIMED_OUT, -1).encode()])
+
+        timeout_ms = max(0, min(req.timeout_ms, MAX_ACK_TIMEOUT_MS))
+        self.purgatory.add(("produce",) + part.key, DelayedOp(time.monotonic() + timeout_ms / 1000.0, attempt, expire))
+        return reply
+
+    # --- followers ---------------------------------------------------------------------------------
+
+    def replica_fetch(self, req: p.ReplicaFetchRequest) -> Reply:
+        f = req.fetch
+        part = self.h._replica(f.topic, f.partition)
+        if part is None:
+            raise NotLeaderForPartitionError(f"topic {f.topic!r} is not replicated")
+        hw, start, end, wants = part.on_follower_fetch(req.replica_id, req.leader_epoch, f.offset)
+        if wants:
+            self.replicas.wants_isr_check()
+        if f.offset < start or f.offset > end:
+            return Reply([p.ReplicaFetchResponse(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, end).encode()])
+        if f.offset < end or req.max_wait_ms <= 0:
+            return self._replica_data(part, f)
+        reply = Reply.deferred()
+
+        def attempt() -> bool:
+            if part.log.log_end <= f.offset and part.role is Role.LEADER and part.epoch == req.leader_epoch:
+                return False
+            reply.complete(self._replica_data(part, f).parts)
+            return True
+
+        def expire() -> None:
+            reply.complete(self._replica_data(part, f).parts)
+
+        self.purgatory.add(("fetch",) + part.key,
+                           DelayedOp(time.monotonic() + min(req.max_wait_ms, 60_000) / 1000.0, attempt, expire))
+        return reply
+
+    def _replica_data(self, part, f: p.FetchRequest) -> Reply:
+        try:
+            slc = part.log.read(f.offset, f.max_size, limit=part.log.log_end)
+        except IngestError as exc:
+            return Reply([p.ReplicaFetchResponse(exc.code, part.hw, part.log.start_offset, part.log.log_end).encode()])
+        head = p.ReplicaFetchResponse.header(ErrorCode.NONE, part.hw, part.log.start_offset, part.log.log_end,
+                                             slc.length)
+        if slc.length == 0:
+            slc.release()
+            return Reply([head])
+        return Reply([head, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)])
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def offsets(self, part, req: p.OffsetsRequest) -> tuple[int, ...]:
+        """OFFSETS on the leader: as for any log, but nothing above the high watermark (-1 = the HW)."""
+        hw = part.read_limit()
+        if req.max_offsets <= 0:
+            return ()
+        found = [o for o in part.log.offsets_before(req.time, req.max_offsets + 1) if o <= hw]
+        if req.time == p.LATEST_TIME:
+            found = [hw] + [o for o in found if o < hw]
+        elif req.time != p.EARLIEST_TIME and not found and hw == part.log.start_offset:
+            found = [hw]
+        return tuple(found[:req.max_offsets])
+
+    def topic_metadata(self, req: p.TopicMetadataRequest) -> Reply:
+        view = self.replicas.view
+        assignments = view.assignments
+        names = req.topics or tuple(sorted(assignments))
+        topics = []
+        for name in names:
+            assignment = assignments.get(name)
+            if assignment is None:
+                topics.append(p.ReplicatedTopic(name, ErrorCode.NONE, ()))
+                continue
+            parts = []
+            error = ErrorCode.NONE
+            for pn, replicas in sorted(assignment.items()):
+                st = view.state(name, pn)
+                if st is None or st.leader < 0:
+                    error = ErrorCode.LEADER_NOT_AVAILABLE
+                parts.append(p.PartitionReplicas(pn, -1 if st is None else st.leader,
+                                                 -1 if st is None else st.leader_epoch, tuple(replicas),
+                                                 () if st is None else tuple(st.isr)))
+            topics.append(p.ReplicatedTopic(name, error, tuple(parts)))
+        brokers = tuple((bid, host, port) for bid, (host, port) in sorted(view.brokers.items()))
+        return Reply([p.TopicMetadataResponse(ErrorCode.NONE, brokers, tuple(topics)).encode()])
+
+    # --- creation ----------------------------------------------------------------------------------
+
+    def auto_create(self, topic: str) -> bool:
+        """A produce named an unknown topic: with ``default.replication.factor`` > 1 and auto-creation
+        on, write a replicated topic for it (the answer is LEADER_NOT_AVAILABLE until elected). True
+        if the topic is replicated now (it was created by someone meanwhile)."""
+        cfg = self.config
+        rf = cfg.get("default.replication.factor", 1)
+        if rf <= 1 or not cfg.get("auto.create.topics.enable", True) or self.h.logs.has_topic(topic):
+            return False
+        self.replicas.create_topic(topic, cfg["num.partitions"], rf)
+        raise LeaderNotAvailableError(
+            f"topic {topic!r} was just created with replication factor {rf}; its leaders are being elected, retry")

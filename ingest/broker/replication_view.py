@@ -1,0 +1,164 @@
+"""A broker's view of the replication state in ZooKeeper, kept current by watches.
+
+What it watches (layout in :mod:`ingest.znodes`): the live brokers (``/brokers/ids``),
+every replicated topic's assignment (the data of ``/brokers/topics/[topic]``) and every
+replicated partition's state (``.../partitions/[p]/state``). The replica manager, the
+controller and the TOPIC_METADATA handler read it; listeners hear about changes.
+
+Listeners run on kazoo's event thread and must not block: they hand work to their own
+threads. Readers get immutable snapshots (dicts replaced whole), safe from any thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from kazoo.exceptions import NoNodeError
+
+from ingest import znodes
+from ingest.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+StateListener = Callable[[str, int, "PartitionState | None"], None]
+
+
+class ReplicationView:
+    """Brokers, assignments and partition states from ZooKeeper (see the module docstring).
+
+    Args:
+        client: the broker's started KazooClient (its session is the broker's).
+    """
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self._lock = threading.Lock()
+        self._watched_topics: set[str] = set()
+        self._watched_states: set[tuple[str, int]] = set()
+        self._state_listeners: list[StateListener] = []
+        self._broker_listeners: list[Callable[[dict[int, tuple[str, int]]], None]] = []
+        self._topic_listeners: list[Callable[[str, dict[int, tuple[int, ...]]], None]] = []
+        self._closed = False
+
+    # --- listeners -------------------------------------------------------------------------
+
+    def on_state(self, fn: StateListener) -> None:
+        self._state_listeners.append(fn)
+
+    def on_brokers(self, fn: Callable[[dict[int, tuple[str, int]]], None]) -> None:
+        self._broker_listeners.append(fn)
+
+    def on_topic(self, fn: Callable[[str, dict[int, tuple[int, ...]]], None]) -> None:
+        self._topic_listeners.append(fn)
+
+    def _call(self, listeners, *args) -> None:
+        for fn in list(listeners):
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - a listener bug must not stop the watches
+                log.exception("replication view listener failed")
+
+    # --- watches ---------------------------------------------------------------------------
+
+    def start(self) -> "ReplicationView":
+        c = self.client
+        c.retry(c.ensure_path, znodes.BROKER_IDS)
+        c.retry(c.ensure_path, znodes.BROKER_TOPICS)
+        c.ChildrenWatch(znodes.BROKER_IDS, self._on_ids)
+        c.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
+        return self
+
+    def close(self) -> None:
+        self._closed = True
+
+    def _on_ids(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        found: dict[int, tuple[str, int]] = {}
+        for child in children:
+            try:
+                bid = int(child)
+                data, _ = self.client.retry(self.client.get, znodes.broker_path(bid))
+                found[bid] = znodes.parse_broker_value(data)
+            except (NoNodeError, ValueError, UnicodeDecodeError):
+                continue
+        self.brokers = found
+        self._call(self._broker_listeners, found)
+        return True
+
+    def _on_topics(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        for topic in children:
+            with self._lock:
+                new = topic not in self._watched_topics
+                self._watched_topics.add(topic)
+            if new:
+                self.client.DataWatch(znodes.topic_dir(topic), self._topic_watcher(topic))
+        return True
+
+    def _topic_watcher(self, topic: str):
+        def watch(data, _stat) -> bool:
+            if self._closed:
+                return False
+            try:
+                assignment = znodes.parse_assignment(data)
+            except ValueError as exc:
+                log.error("topic %s: unreadable assignment in ZooKeeper (%s); ignoring it", topic, exc)
+                return True
+            if assignment is None:
+                return True  # a legacy (0.7) topic, or not written yet
+            with self._lock:
+                known = self.assignments.get(topic)
+                if known == assignment:
+                    return True
+                self.assignments = {**self.assignments, topic: assignment}
+                fresh = [(topic, p) for p in assignment if (topic, p) not in self._watched_states]
+                self._watched_states.update(fresh)
+            self._call(self._topic_listeners, topic, assignment)
+            for key in fresh:
+                self.client.DataWatch(znodes.partition_state_path(*key), self._state_watcher(*key))
+            return True
+        return watch
+
+    def _state_watcher(self, topic: str, partition: int):
+        def watch(data, stat) -> bool:
+            if self._closed:
+                return False
+            state = None
+            if data:
+                try:
+                    state = PartitionState.parse(data, stat.version)
+                except ValueError as exc:
+                    log.error("%s-%d: unreadable partition state (%s); ignoring it", topic, partition, exc)
+                    return True
+            with self._lock:
+                states = dict(self.states)
+                if state is None:
+                    states.pop((topic, partition), None)
+                else:
+                    states[(topic, partition)] = state
+                self.states = states
+            self._call(self._state_listeners, topic, partition, state)
+            return True
+        return watch
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.states.get((topic, partition))
+
+    def read_state(self, topic: str, partition: int) -> PartitionState | None:
+        """The state read from ZooKeeper now (not the watched copy), with its version."""
+        try:
+            data, stat = self.client.retry(self.client.get, znodes.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return PartitionState.parse(data, stat.version)
+
+    def is_replicated(self, topic: str) -> bool:
+        return topic in self.assignments
