@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 pytestmark = pytest.mark.slow
 
 KILLS = int(os.environ.get("INGEST_REPLICATION_KILLS", "50"))
+MISSED_ELECTION_S = 20.0   # an election normally follows a kill within ~3 s (the 2 s session + a pass)
 
 
 def _final_log(leader, topic: str, partition: int) -> dict[int, int]:
@@ -61,7 +62,7 @@ def test_leader_sigkilled_and_restarted_50_times_under_acks_all_load(broker_fact
     reader = ReaderThread(brokers, topic, 0)
     producer.start()
     reader.start()
-    kills, failovers, no_new_leader = [], [], 0
+    kills, failovers, no_new_leader, missed = [], [], 0, []
     started = time.monotonic()
     try:
         for k in range(KILLS):
@@ -78,8 +79,11 @@ def test_leader_sigkilled_and_restarted_50_times_under_acks_all_load(broker_fact
                 except AssertionError:
                     no_new_leader += 1                          # e.g. the victim was the whole isr
             victim.start(timeout=60)
-            r.wait_for_state(zk, topic, 0, lambda s: s.leader_epoch > state.leader_epoch and s.leader >= 0,
-                             90, f"an election after kill {k + 1} of broker {victim.broker_id}")
+            try:
+                r.wait_for_state(zk, topic, 0, lambda s: s.leader_epoch > state.leader_epoch and s.leader >= 0,
+                                 MISSED_ELECTION_S, f"an election after kill {k + 1} of broker {victim.broker_id}")
+            except AssertionError as exc:       # the controller never noticed: carry on, report at the end
+                missed.append(str(exc))
     finally:
         producer.stop()
         reader.stop()
@@ -92,10 +96,11 @@ def test_leader_sigkilled_and_restarted_50_times_under_acks_all_load(broker_fact
         if t_ack is not None:
             failovers.append(t_ack - t_kill)
     counts = producer.counts()
-    log.info("kills %d in %.0fs (%d without an election before the restart); batches %s, errors %s; "
+    log.info("kills %d in %.0fs (%d without an election before the restart, %d never followed by one); "
+             "batches %s, errors %s; "
              "ids acked %d, maybe %d (%d of them in the log), refused %d; reader: %d fetches, %d messages, "
              "errors %s; final log %d messages, high watermark %d, leader %d epoch %d; kill -> next ack "
-             "median %.2fs max %.2fs", len(kills), elapsed, no_new_leader, dict(counts),
+             "median %.2fs max %.2fs", len(kills), elapsed, no_new_leader, len(missed), dict(counts),
              dict(producer.error_counts()), len(producer.ids(r.ACKED)), len(producer.ids(r.MAYBE)),
              len(producer.ids(r.MAYBE) & set(final.values())), len(producer.ids(r.REFUSED)), reader.fetches,
              len(reader.seen), dict(reader.errors), len(final), hw, state.leader, state.leader_epoch,
@@ -104,6 +109,8 @@ def test_leader_sigkilled_and_restarted_50_times_under_acks_all_load(broker_fact
     assert not problems, "\n".join(problems)
     assert len(kills) == KILLS and counts[r.ACKED] > 0 and reader.seen
     r.assert_replicas_identical(brokers, topic, 0, hw)
+    assert not missed, (f"{len(missed)} of {len(kills)} leader kills were never followed by an election "
+                        "(the restarted broker resumed leading at the old leader epoch):\n" + "\n".join(missed))
 
 
 def _controller_change(zk, old: int, old_epoch: int, timeout: float = 60.0) -> tuple[int, int]:
