@@ -12,11 +12,15 @@ process that is alive but does not fetch) or SIGKILLed. What is proven:
   lives, the partition has no leader (clients get LEADER_NOT_AVAILABLE) until a
   former isr member returns, and nothing acknowledged is lost; unclean election on:
   the out-of-sync replica is elected, writes go on, and the writes acknowledged
-  while it was out of sync are lost (the documented cost).
+  while it was out of sync are lost (the documented cost);
+- a leader frozen past its ZooKeeper session (really expired by the server) is
+  replaced; the acks=-1 requests queued on its sockets are not acknowledged after
+  the thaw unless they are in the final log (acks=1 ones may be, and are lost).
 """
 from __future__ import annotations
 
 import logging
+import socket
 import time
 
 import pytest
@@ -197,4 +201,56 @@ def test_unclean_election_on_elects_the_stale_replica_and_loses_what_it_missed(b
     # the expected cost: everything acknowledged while the new leader was out of sync is gone
     assert got == early + list(range(201, 211)), f"final log ids {got}"
     assert not set(got) & set(late)
+    r.assert_replicas_identical(brokers, TOPIC, 0, r.high_watermark(leader, TOPIC, 0))
+
+
+def test_a_frozen_leader_whose_session_expires_never_acknowledges_acks_all_writes(broker_factory, zk_connect, zk):
+    """The zombie: requests reach a leader frozen past its ZooKeeper session; once thawed it must
+    not acknowledge acks=-1 writes (the others elected a new leader meanwhile)."""
+    brokers, state = _three(broker_factory, zk_connect, zk, min_isr=1, lag_ms=1000)
+    old = r.by_id(brokers, state.leader)
+    producer = ProducerThread(r.AcksClient(brokers, timeout_ms=3000), TOPIC, 0)
+    producer.start()
+    queued = []
+    try:
+        r.wait_for(lambda: producer.counts()[r.ACKED] >= 5, 30, "acks=-1 writes before the freeze")
+        r.sigstop(old)
+        try:
+            for k, acks in enumerate([-1, -1, -1, 1, 1]):       # land in the frozen leader's socket queue
+                ids = range(900_000 + 10 * k, 900_010 + 10 * k)
+                s = socket.create_connection((old.host, old.port), timeout=30)
+                s.sendall(p.ProduceAcksRequest(acks, 3000, p.ProduceRequest(
+                    TOPIC, 0, encode_message_set([r.payload(i) for i in ids]))).encode())
+                queued.append((acks, ids, s))
+            new = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader not in (-1, old.broker_id), 30,
+                                   f"a new leader while broker {old.broker_id} is frozen")
+            acked_before = producer.counts()[r.ACKED]
+            r.wait_for(lambda: producer.counts()[r.ACKED] > acked_before, 30, "writes acknowledged by the new leader")
+        finally:
+            r.sigcont(old)
+        answers = []
+        for acks, ids, s in queued:
+            with s:
+                try:
+                    answers.append((acks, ids, p.ProduceAckResponse.decode(p.recv_response(s))))
+                except (OSError, ConnectionError) as exc:
+                    answers.append((acks, ids, exc))
+        r.wait_for_state(zk, TOPIC, 0, lambda s: len(s.isr) == 3, 60, f"broker {old.broker_id} back in the isr")
+    finally:
+        producer.stop()
+    state = r.wait_for_leader_state(zk, TOPIC, 0)
+    leader = r.by_id(brokers, state.leader)
+    final = _final(leader)
+    zombie_acks = [(ids[0], a) for acks, ids, a in answers
+                   if acks == -1 and isinstance(a, p.ProduceAckResponse) and a.error == 0]
+    in_log = {i for i in final.values()}
+    lost_acks_1 = [ids[0] for acks, ids, a in answers if acks == 1 and isinstance(a, p.ProduceAckResponse)
+                   and a.error == 0 and ids[0] not in in_log]
+    log.info("frozen leader %d replaced by %d (epoch %d); its answers after the thaw: %s; acks=1 writes it "
+             "acknowledged and lost: %d", old.broker_id, new.leader, new.leader_epoch,
+             [(acks, a if isinstance(a, Exception) else a.error) for acks, _, a in answers], len(lost_acks_1))
+    assert not [z for z in zombie_acks if z[0] not in in_log], \
+        f"the replaced leader acknowledged acks=-1 writes that are not in the final log: {zombie_acks}"
+    problems = producer.check(final)
+    assert not problems, "\n".join(problems)
     r.assert_replicas_identical(brokers, TOPIC, 0, r.high_watermark(leader, TOPIC, 0))
