@@ -207,3 +207,33 @@ def test_a_replica_with_a_damaged_sealed_segment_repairs_it_from_the_leader(brok
             b.kill()
     r.wait_for_state(zk, topic, 0, lambda s: s.leader == victim.broker_id, 60, "the repaired replica elected")
     assert [r.payload_id(m[2]) for m in r.read_committed(victim, topic, 0)] == list(range(200))
+
+
+def test_a_leader_restarted_at_once_with_a_lost_tail_does_not_lose_acknowledged_writes(broker_factory, zk_connect,
+                                                                                        zk):
+    """A leader whose machine lost its unflushed tail (modelled: SIGKILL, then its newest segment cut
+    back by the last acknowledged batch) and that restarts at once: the in-sync followers have the
+    batch, so a new leader must be elected from them and the returning broker must follow it."""
+    topic = "tail"
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides=r.replication_overrides(min_isr=2))
+    r.create_topic(zk, topic, {0: [0, 1, 2]})
+    state = r.wait_for_state(zk, topic, 0, lambda s: s.leader >= 0 and len(s.isr) == 3, 60, "a full isr")
+    client = r.AcksClient(brokers)
+    results = [client.send(topic, 0, [r.payload(i) for i in range(k, k + 10)]) for k in (1, 11, 21)]
+    assert all(x.status == r.ACKED for x in results), results
+    victim = r.by_id(brokers, state.leader)
+    victim.kill()
+    base, path = r.segments(victim, topic, 0)[-1]
+    with open(path, "r+b") as f:
+        f.truncate(results[-1].offset - base)             # the last acknowledged batch is gone from this disk
+    victim.start(timeout=60)
+    old = state
+    state = r.wait_for_state(zk, topic, 0, lambda s: s.leader_epoch > old.leader_epoch and s.leader >= 0
+                             and len(s.isr) == 3, 60, f"an election after broker {victim.broker_id}'s death and a "
+                             "full isr again")
+    leader = r.by_id(brokers, state.leader)
+    r.wait_for(lambda: r.high_watermark(leader, topic, 0) >= r.log_end(leader, topic, 0), 30, "the HW at the log end")
+    got = [i for _, _, data in r.read_committed(leader, topic, 0) for i in [r.payload_id(data)]]
+    assert got == list(range(1, 31)), f"leader {state.leader} (epoch {state.leader_epoch}) serves ids {got}"
+    assert client.send(topic, 0, [r.payload(31)]).status == r.ACKED
+    r.assert_replicas_identical(brokers, topic, 0, r.high_watermark(leader, topic, 0))
