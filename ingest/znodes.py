@@ -160,6 +160,7 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int = 0
     zk_version: int = field(default=-1, compare=False)
+    mzxid: int = field(default=-1, compare=False)   # ZooKeeper's zxid of the write (-1 unknown)
 
     def encode(self) -> bytes:
         return json.dumps({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
@@ -167,12 +168,12 @@ class PartitionState:
                           separators=(",", ":")).encode()
 
     @classmethod
-    def parse(cls, data: bytes, zk_version: int = -1) -> "PartitionState":
+    def parse(cls, data: bytes, zk_version: int = -1, mzxid: int = -1) -> "PartitionState":
         """Raises ValueError on anything but a state node's JSON."""
         try:
             obj = json.loads(data.decode("utf-8"))
             return cls(int(obj["leader"]), int(obj["leader_epoch"]), tuple(int(b) for b in obj["isr"]),
-                       int(obj.get("controller_epoch", 0)), zk_version)
+                       int(obj.get("controller_epoch", 0)), zk_version, mzxid)
         except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             raise ValueError(f"not a partition state: {data[:200]!r}") from exc
 

@@ -122,6 +122,8 @@ class BrokerServer:
                 return
             self._stopping = True
         log.info("broker %d shutting down", self.broker_id)
+        if self.replicas is not None:   # answer waiting acks=-1 produces now, not at the drain deadline
+            self.replicas.purgatory.close()
         if self.network is not None:
             self.network.stop()
         self._stop_zookeeper_parts()

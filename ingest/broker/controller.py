@@ -186,17 +186,24 @@ class Controller:
             if not isr:
                 return None
             return PartitionState(isr[0], 0, isr, self.epoch)
+        # A replica whose registration is newer than the state restarted since (SIGKILL and a quick
+        # restart look "alive" all along): it may have lost unflushed data, so it is treated as a
+        # failure followed by a start: it leaves the in-sync set and rejoins by catching up.
+        restarted = {r for r in replicas if r in live and self.view.predates(state, r)}
         live_isr = tuple(r for r in state.isr if r in live)
-        if state.leader >= 0 and state.leader in live:
-            if live_isr != state.isr:  # a follower died: it leaves the in-sync set
-                return PartitionState(state.leader, state.leader_epoch + 1, live_isr, self.epoch)
+        fresh_isr = tuple(r for r in live_isr if r not in restarted)
+        if state.leader >= 0 and state.leader in live and state.leader not in restarted:
+            if fresh_isr != state.isr:  # a follower died or restarted: it leaves the in-sync set
+                return PartitionState(state.leader, state.leader_epoch + 1, fresh_isr, self.epoch)
             return None
-        candidates = [r for r in replicas if r in live_isr]
+        candidates = [r for r in replicas if r in fresh_isr] or [r for r in replicas if r in live_isr]
         if candidates:
             leader = candidates[0]
-            log.info("%s-%d: electing broker %d (in-sync %s; previous leader %d)", topic, p, leader,
-                     list(live_isr), state.leader)
-            return PartitionState(leader, state.leader_epoch + 1, live_isr, self.epoch)
+            isr = fresh_isr if leader in fresh_isr else (leader,) + fresh_isr
+            why = "restarted" if state.leader in restarted else "gone"
+            log.info("%s-%d: electing broker %d (in-sync %s; previous leader %d %s)", topic, p, leader,
+                     list(isr), state.leader, why)
+            return PartitionState(leader, state.leader_epoch + 1, isr, self.epoch)
         live_replicas = [r for r in replicas if r in live]
         if self.unclean and live_replicas:
             leader = live_replicas[0]

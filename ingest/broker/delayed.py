@@ -68,11 +68,20 @@ class Purgatory:
         self._thread.start()
 
     def add(self, key: Hashable, op: DelayedOp) -> None:
-        """Watch ``op`` under ``key``; tries it once more after registering (no lost wake-up)."""
+        """Watch ``op`` under ``key``; tries it once more after registering (no lost wake-up).
+        After :meth:`close`, the op is expired at once."""
         with self._cond:
-            self._ops.setdefault(key, []).append(op)
-            heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
-            self._cond.notify()
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._ops.setdefault(key, []).append(op)
+                heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
+                self._cond.notify()
+        if closed:
+            if not op.try_complete():
+                op.expire()
+            return
         if op.try_complete():
             self._prune(key)
 

@@ -55,6 +55,7 @@ from ingest.errors import (
     ErrorCode,
     IngestError,
     InvalidFetchSizeError,
+    LeaderNotAvailableError,
     MalformedRequestError,
     NotLeaderForPartitionError,
     OffsetOutOfRangeError,
@@ -151,6 +152,11 @@ class BrokerHandlers:
         return self.logs.partition_count(topic)
 
     def _log_for_write(self, topic: str, partition: int):
+        if self.replicas is not None and not self.logs.has_topic(topic) \
+                and self.replicas.replicated_in_zookeeper(topic):
+            # created in ZooKeeper a moment ago, before this broker's watch saw it: never a 0.7 log
+            raise LeaderNotAvailableError(f"topic {topic!r} is a replicated topic this broker is still learning "
+                                          "about; retry")
         log_ = self.logs.get_or_create_log(topic, partition)
         if self.on_new_topic is not None and topic not in self._announced:
             with self._announce_lock:

@@ -442,6 +442,38 @@ class Log:
                     self.name, offset, removed)
         return removed
 
+    def damaged_ranges(self) -> list[tuple[int, int]]:
+        """``(start, end)`` offsets of every damaged range of the log (docs/log-format.md)."""
+        return [(seg.base_offset + d.start, seg.base_offset + d.end)
+                for seg in self._view.segments for d in seg.damaged]
+
+    def repair(self, offset: int, data: bytes) -> bool:
+        """Overwrite a damaged range starting at ``offset`` with ``data``, the same bytes from a
+        healthy replica; True when that segment has no damage left.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is not in a segment, or ``data`` crosses its end.
+            StorageError: the write failed.
+        """
+        with self._lock:
+            self._check_open()
+            v = self._view
+            i = bisect_right(v.bases, offset) - 1
+            if i < 0:
+                raise OffsetOutOfRangeError(f"offset {offset} is before log {self.name}")
+            seg = v.segments[i]
+            pos = offset - seg.base_offset
+            if pos + len(data) > seg.size:
+                raise OffsetOutOfRangeError(
+                    f"repair of {len(data)} bytes at {offset} crosses the end of segment {seg.path.name}")
+            try:
+                healed = seg.repair(pos, data)
+            except OSError as exc:
+                raise storage_error(f"cannot repair {seg.path} at {offset}", exc) from exc
+        log.warning("log %s: damaged range at %d overwritten with %d bytes from the leader; segment %s",
+                    self.name, offset, len(data), "intact again" if healed else "still has damage")
+        return healed
+
     def reset_to(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (a follower whose fetch fell below the
         leader's log start, or whose log has nothing in common with the leader's).

@@ -196,6 +196,7 @@ class ReplicatedPartition:
 
     def on_follower_fetch(self, replica_id: int, epoch: int, offset: int) -> tuple[int, int, int, bool]:
         """Record a follower's fetch at ``offset``; returns ``(hw, log_start, log_end, wants_isr_change)``.
+        ``replica_id`` -1 is a replica repairing a damaged range: read only, no progress recorded.
 
         Raises:
             NotLeaderForPartitionError: not the leader, the follower follows a newer epoch, or it
@@ -212,6 +213,8 @@ class ReplicatedPartition:
                 raise StaleLeaderEpochError(
                     f"{self.topic}-{self.partition}: follower {replica_id} fetches in epoch {epoch}, "
                     f"the leader is in epoch {self.epoch}")
+            if replica_id < 0:   # a repair read: no progress to record
+                return self.hw, self.log.start_offset, self.log.log_end, False
             f = self.followers.get(replica_id)
             if f is None:
                 raise NotLeaderForPartitionError(

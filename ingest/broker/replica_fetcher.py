@@ -10,6 +10,10 @@ exactly "the same messages", and truncation always falls on a message boundary. 
 log end on, every fetched byte is appended as it is (``Log.append`` validates every CRC
 again), so a message has the same offset on every replica.
 
+Repair: a damaged range of the local log (bytes that failed their CRC at recovery or in the
+background verifier, docs/log-format.md) is overwritten with the leader's bytes for the same
+offsets once the follower has caught up, and checked again (every 30 s while any is left).
+
 A fetch that lands below the leader's log start (retention, or a new empty replica) resets
 the follower's log to start at the leader's log start. A fetch the leader refuses because
 the epochs differ waits for the replica manager, which replaces this fetcher when the
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import message_bounds, valid_prefix
@@ -30,6 +35,8 @@ from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError
 
 log = logging.getLogger(__name__)
 
+REPAIR_INTERVAL_S = 30.0
+"""How often a follower looks for damaged ranges (found at recovery or by the verifier) to repair."""
 BACKOFF_S = 0.1
 MAX_BACKOFF_S = 1.0
 
@@ -49,6 +56,7 @@ class ReplicaFetcher(threading.Thread):
         self._conn = BrokerConnection(self.host, self.port, broker_id=self.leader_id,
                                       timeout_s=socket_timeout_s + wait_ms / 1000.0)
         self.fetches = 0
+        self._next_repair = 0.0
 
     def stop(self) -> None:
         self._halt.set()
@@ -102,6 +110,9 @@ class ReplicaFetcher(threading.Thread):
                 elif data:
                     lg.append(data)
                     pos = lg.log_end
+                if pos >= lg.log_end and time.monotonic() >= self._next_repair:
+                    self._next_repair = time.monotonic() + REPAIR_INTERVAL_S
+                    self._repair_damage()
                 part.follower_hw(resp.high_watermark)
             except IngestError as exc:
                 log.error("%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
@@ -130,6 +141,27 @@ class ReplicaFetcher(threading.Thread):
             lg.append(data[n:])
             return lg.log_end
         return pos + n
+
+    def _repair_damage(self) -> None:
+        """Once the log agrees with the leader: overwrite each damaged range with the leader's bytes."""
+        part, lg = self.part, self.part.log
+        for start, end in lg.damaged_ranges():
+            if self._halt.is_set():
+                return
+            need = end - start
+            req = p.ReplicaFetchRequest(-1, self.epoch, 0, p.FetchRequest(part.topic, part.partition, start,
+                                                                           max(need, self.max_bytes)))
+            try:
+                resp = self._conn.request(req.encode(), p.ReplicaFetchResponse)
+            except IngestError as exc:
+                log.warning("%s: cannot fetch %d..%d from the leader to repair it: %s", part, start, end, exc)
+                return
+            data = resp.message_set[:need]
+            if resp.error != ErrorCode.NONE or len(data) < need or valid_prefix(data) != need:
+                log.warning("%s: the leader cannot supply whole messages for the damaged range %d..%d (%s); "
+                            "it stays damaged here", part, start, end, ErrorCode(resp.error).name)
+                continue
+            lg.repair(start, data)
 
     def _read_local(self, pos: int, n: int) -> bytes:
         lg = self.part.log

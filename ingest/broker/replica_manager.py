@@ -138,6 +138,15 @@ class ReplicaManager:
         if state.leader_epoch < part.epoch:
             log.info("%s: ignoring an older state (epoch %d)", part, state.leader_epoch)
             return
+        if state.leader == self.broker_id and self.view.predates(state, self.broker_id) \
+                and part.role is not Role.LEADER:
+            # written before this broker registered (it restarted): the controller re-elects first
+            log.info("%s: the state naming this broker leader predates its registration; waiting for the "
+                     "controller's election", part)
+            self._stop_fetcher(part.key)
+            part.become_follower(znodes.PartitionState(-1, state.leader_epoch, state.isr, state.controller_epoch,
+                                                       state.zk_version, state.mzxid))
+            return
         if state.leader == self.broker_id:
             if part.role is Role.LEADER and state.leader_epoch == part.epoch:
                 part.update_state(state)
@@ -195,6 +204,21 @@ class ReplicaManager:
 
     def is_replicated(self, topic: str) -> bool:
         return topic in self.view.assignments
+
+    def replicated_in_zookeeper(self, topic: str) -> bool:
+        """Ask ZooKeeper itself (not the watched view) whether ``topic`` is replicated: before this
+        broker creates a 0.7 log for a topic it has never seen. False when ZooKeeper cannot say."""
+        if topic in self.view.assignments:
+            return True
+        try:
+            data, _ = self.client.retry(self.client.get, znodes.topic_dir(topic))
+            return znodes.parse_assignment(data) is not None
+        except NoNodeError:
+            return False
+        except (KazooException, KazooTimeoutError, ValueError) as exc:
+            log.warning("cannot check in ZooKeeper whether topic %s is replicated (%s); treating it as a "
+                        "0.7 topic", topic, exc)
+            return False
 
     def wants_isr_check(self) -> None:
         self._isr_wanted.set()

@@ -34,6 +34,7 @@ class ReplicationView:
     def __init__(self, client) -> None:
         self.client = client
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.sessions: dict[int, int] = {}     # broker id -> czxid of its /brokers/ids node (its registration)
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._lock = threading.Lock()
@@ -79,13 +80,16 @@ class ReplicationView:
         if self._closed:
             return False
         found: dict[int, tuple[str, int]] = {}
+        sessions: dict[int, int] = {}
         for child in children:
             try:
                 bid = int(child)
-                data, _ = self.client.retry(self.client.get, znodes.broker_path(bid))
+                data, stat = self.client.retry(self.client.get, znodes.broker_path(bid))
                 found[bid] = znodes.parse_broker_value(data)
+                sessions[bid] = stat.czxid
             except (NoNodeError, ValueError, UnicodeDecodeError):
                 continue
+        self.sessions = sessions
         self.brokers = found
         self._call(self._broker_listeners, found)
         return True
@@ -132,7 +136,7 @@ class ReplicationView:
             state = None
             if data:
                 try:
-                    state = PartitionState.parse(data, stat.version)
+                    state = PartitionState.parse(data, stat.version, stat.mzxid)
                 except ValueError as exc:
                     log.error("%s-%d: unreadable partition state (%s); ignoring it", topic, partition, exc)
                     return True
@@ -158,7 +162,13 @@ class ReplicationView:
             data, stat = self.client.retry(self.client.get, znodes.partition_state_path(topic, partition))
         except NoNodeError:
             return None
-        return PartitionState.parse(data, stat.version)
+        return PartitionState.parse(data, stat.version, stat.mzxid)
+
+    def predates(self, state: PartitionState, broker_id: int) -> bool:
+        """True when ``state`` was written before ``broker_id``'s current registration: a state from
+        before that broker (re)started, which says nothing about what its log holds now."""
+        czxid = self.sessions.get(broker_id)
+        return czxid is not None and 0 <= state.mzxid < czxid
 
     def is_replicated(self, topic: str) -> bool:
         return topic in self.assignments

@@ -238,6 +238,17 @@ class Segment:
                 save_damaged(self.path, self.base_offset, kept, self._clock.time_ms())
             self._known_damage = {(d.start, d.end) for d in kept}
 
+    def repair(self, pos: int, data: bytes) -> bool:
+        """Overwrite damaged bytes at file position ``pos`` with a healthy replica's copy of them
+        (the same offsets hold the same bytes on every replica), fsync, and validate the segment
+        again. True when no damaged range is left. Raises OSError."""
+        with self._index_lock:
+            with self._pinned() as fd:
+                os.pwrite(fd, data, pos)
+                os.fsync(fd)
+            self.verified = False
+        return self.verify()
+
     def seal(self) -> None:
         """Save the index of a segment that will not grow any more (after roll)."""
         if self.verified and not self.damaged and self.size:

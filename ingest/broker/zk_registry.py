@@ -156,6 +156,12 @@ class BrokerRegistry:
         data = znodes.partition_count_value(partitions)
         self.client.retry(self.client.ensure_path, znodes.topic_dir(topic))
         try:
+            if znodes.parse_assignment(self.client.retry(self.client.get, znodes.topic_dir(topic))[0]) is not None:
+                log.warning("topic %s is replicated; not registering a Kafka 0.7 partition count for it", topic)
+                return
+        except ValueError:
+            pass
+        try:
             self.client.retry(self.client.create, path, data, ephemeral=True)
         except NodeExistsError:
             if self._owned_by_us(path):

@@ -1,10 +1,12 @@
-"""``ingest console-producer``, ``ingest console-consumer``, ``ingest topics``."""
+"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, describe, preferred-leader)."""
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 
 from ingest.config import parse_overrides
+from ingest.errors import ConfigError, ReplicationConfigError
 
 PRODUCER_EXAMPLES = """examples:
   echo hello | ingest console-producer --brokers 0:127.0.0.1:9092 --topic test
@@ -15,13 +17,35 @@ CONSUMER_EXAMPLES = """examples:
   ingest console-consumer --zk 127.0.0.1:2181 --topic clicks --group ops --max-messages 10
 """
 TOPICS_EXAMPLES = """examples:
-  ingest topics --brokers 0:127.0.0.1:9092,1:127.0.0.1:9093
+  ingest topics --brokers 0:127.0.0.1:9092,1:127.0.0.1:9093     # same as: ingest topics list ...
   ingest topics --zk 127.0.0.1:2181 --topic clicks --json
+  ingest topics create --zookeeper 127.0.0.1:2181 --topic clicks --partitions 4 --replication-factor 3
+  ingest topics describe --zookeeper 127.0.0.1:2181
+  ingest topics preferred-leader --zookeeper 127.0.0.1:2181 --wait 30
 """
+LIST_EXAMPLES = """examples:
+  ingest topics list --brokers 0:127.0.0.1:9092,1:127.0.0.1:9093
+  ingest topics list --zk 127.0.0.1:2181 --topic clicks --json
+"""
+CREATE_EXAMPLES = """examples:
+  ingest topics create --zookeeper 127.0.0.1:2181 --topic clicks --partitions 4 --replication-factor 3
+  ingest topics create --zookeeper 127.0.0.1:2181 --topic clicks --replica-assignment 1:2:3,2:3:1
+  ingest topics create --config conf/server.properties --topic clicks --partitions 4
+      # replication factor: default.replication.factor of that file; ZooKeeper: its zk.connect
+"""
+DESCRIBE_EXAMPLES = """examples:
+  ingest topics describe --zookeeper 127.0.0.1:2181
+  ingest topics describe --zookeeper 127.0.0.1:2181/ingest --topic clicks --json
+"""
+PREFERRED_EXAMPLES = """examples:
+  ingest topics preferred-leader --zookeeper 127.0.0.1:2181                 # every replicated partition
+  ingest topics preferred-leader --zookeeper 127.0.0.1:2181 --topic clicks --partition 2 --wait 30
+"""
+ZK_HELP = "ZooKeeper connect string of the brokers (default: zk.connect of --config when it enables ZooKeeper)"
 
 
-def _add_cluster_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group(required=True)
+def _add_cluster_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--brokers", metavar="ID:HOST:PORT,...", help="static broker list")
     g.add_argument("--zk", metavar="HOST:PORT[/CHROOT]", help="find brokers in ZooKeeper")
 
@@ -53,14 +77,76 @@ def register(subparsers) -> None:
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="consumer config override")
     c.set_defaults(func=_consumer)
 
-    t = subparsers.add_parser("topics", help="list topics, partitions and offsets",
-                              description="List every topic's partitions per broker with earliest and "
-                                          "latest offsets (METADATA request; no ZooKeeper needed).",
+    t = subparsers.add_parser("topics", help="list, create and describe topics; move leaders back",
+                              description="Without a subcommand: `topics list` (every topic's partitions per "
+                                          "broker with earliest and latest offsets). Replicated topics: "
+                                          "`create`, `describe`, `preferred-leader` (they need ZooKeeper).",
                               epilog=TOPICS_EXAMPLES, formatter_class=fmt)
-    _add_cluster_args(t)
-    t.add_argument("--topic", action="append", default=[], help="only these topics (repeatable)")
-    t.add_argument("--json", action="store_true", help="one JSON object per partition")
-    t.set_defaults(func=_topics)
+    _add_list_args(t, required=False)
+    ts = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND")
+    lst = ts.add_parser("list", help="partitions per broker with earliest and latest offsets",
+                        description="List every topic's partitions per broker with earliest and latest offsets "
+                                    "(METADATA request; no ZooKeeper needed). Replicated topics are shown by "
+                                    "`ingest topics describe`.", epilog=LIST_EXAMPLES, formatter_class=fmt)
+    _add_list_args(lst, required=True)
+
+    cr = ts.add_parser("create", help="create a replicated topic (writes its replica assignment to ZooKeeper)",
+                       description="Create a replicated topic: its replica assignment (partition i on brokers "
+                                   "(i+j) mod n of the n registered brokers, or --replica-assignment) is written "
+                                   "to ZooKeeper; the controller then elects the leaders. An existing topic is "
+                                   "refused. The replication factor defaults to default.replication.factor of "
+                                   "--config, else 1. Without ZooKeeper (static broker list) topics keep "
+                                   "replication factor 1 and are created by their first message.",
+                       epilog=CREATE_EXAMPLES, formatter_class=fmt)
+    g = cr.add_mutually_exclusive_group()
+    g.add_argument("--zookeeper", "--zk", dest="zookeeper", metavar="HOST:PORT[/CHROOT]", help=ZK_HELP)
+    g.add_argument("--brokers", metavar="ID:HOST:PORT,...",
+                   help="static broker list: refused, replication needs ZooKeeper (explains why)")
+    cr.add_argument("--config", metavar="SERVER_PROPERTIES", help="broker config for default.replication.factor "
+                                                                  "and zk.connect")
+    cr.add_argument("--topic", required=True)
+    cr.add_argument("--partitions", metavar="P", help="number of partitions, 1..10000")
+    cr.add_argument("--replication-factor", metavar="R", help="copies of each partition, 1..live brokers")
+    cr.add_argument("--replica-assignment", metavar="B:B,B:B,...",
+                    help="replicas per partition instead of --partitions/--replication-factor, e.g. 1:2:3,2:3:1 "
+                         "(the first broker of a group is the partition's preferred leader)")
+    cr.set_defaults(func=_create)
+
+    d = ts.add_parser("describe", help="leader, replicas, in-sync set, high watermark per partition",
+                      description="Every topic in ZooKeeper: per partition of a replicated topic its leader, "
+                                  "replicas, in-sync set, leader epoch, high watermark (asked of the leader; "
+                                  "'-' if it cannot be reached) and whether the leader is the preferred "
+                                  "replica; unreplicated topics with their partitions per broker.",
+                      epilog=DESCRIBE_EXAMPLES, formatter_class=fmt)
+    _add_zk_args(d)
+    d.add_argument("--topic", help="only this topic")
+    d.add_argument("--json", action="store_true", help="one JSON object per partition (and per unreplicated topic)")
+    d.set_defaults(func=_describe)
+
+    pl = ts.add_parser("preferred-leader", help="move leadership back to the preferred replicas",
+                       description="Ask the controller to make each partition's preferred replica (the first of "
+                                   "its assignment) its leader again, where that replica is in sync "
+                                   "(/admin/preferred_replica_election). Refused while a request is pending.",
+                       epilog=PREFERRED_EXAMPLES, formatter_class=fmt)
+    _add_zk_args(pl)
+    pl.add_argument("--topic", help="only this topic (default: every replicated topic)")
+    pl.add_argument("--partition", metavar="P", help="only this partition of --topic")
+    pl.add_argument("--wait", metavar="SECONDS",
+                    help="wait this long for the controller to finish; exit 1 if a partition is not led by its "
+                         "preferred replica by then")
+    pl.set_defaults(func=_preferred)
+
+
+def _add_list_args(p: argparse.ArgumentParser, required: bool) -> None:
+    _add_cluster_args(p, required=required)
+    p.add_argument("--topic", action="append", default=[], help="only these topics (repeatable)")
+    p.add_argument("--json", action="store_true", help="one JSON object per partition")
+    p.set_defaults(func=_topics)
+
+
+def _add_zk_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--zookeeper", "--zk", dest="zookeeper", metavar="HOST:PORT[/CHROOT]", help=ZK_HELP)
+    p.add_argument("--config", metavar="SERVER_PROPERTIES", help="broker config whose zk.connect to use")
 
 
 def _producer(args) -> int:
@@ -83,3 +169,135 @@ def _topics(args) -> int:
     from ingest.client.console import list_topics
 
     return list_topics(brokers=args.brokers, zk=args.zk, topics=args.topic, as_json=args.json)
+
+
+# --- topics create / describe / preferred-leader (logic: ingest.client.topics_admin) -------------
+
+def _int(flag: str, text: str | None, allowed: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} is not an integer: allowed is {allowed}") from None
+
+
+def _server_config(path: str | None):
+    from ingest.broker.server_config import SERVER_CONFIG
+
+    return SERVER_CONFIG.load(path) if path else None
+
+
+def _zk_connect(zookeeper: str | None, server, command: str) -> str | None:
+    """``--zookeeper``, else zk.connect of ``--config`` when that broker config enables ZooKeeper."""
+    if zookeeper:
+        return zookeeper
+    if server is not None and server["enable.zookeeper"] and server["zk.connect"]:
+        return server["zk.connect"]
+    if command == "create":
+        return None
+    where = " (its --config has enable.zookeeper=false)" if server is not None else ""
+    raise ConfigError(f"topics {command} reads ZooKeeper: give --zookeeper HOST:PORT[/chroot]{where}; in the "
+                      "static broker-list mode every topic is unreplicated, see `ingest topics list --brokers ...`")
+
+
+@contextmanager
+def _zk_session(connect: str):
+    from ingest.client.discovery import start_kazoo
+
+    client = start_kazoo(connect)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _create(args) -> int:
+    from ingest.broker.topics import validate_topic
+    from ingest.client import topics_admin
+
+    validate_topic(args.topic)
+    server = _server_config(args.config)
+    partitions = _int("--partitions", args.partitions, "an integer 1..10000")
+    rf = _int("--replication-factor", args.replication_factor, "an integer from 1 to the number of live brokers")
+    manual = args.replica_assignment
+    if manual is not None:
+        if partitions is not None or rf is not None:
+            raise ConfigError("--replica-assignment names every partition's replicas itself: give it without "
+                              "--partitions and --replication-factor")
+        rf_default = None
+    else:
+        if partitions is None:
+            raise ConfigError("topics create needs --partitions P (1..10000) or --replica-assignment "
+                              "B:B,B:B,... (e.g. 1:2:3,2:3:1)")
+        rf_default = server["default.replication.factor"] if server is not None else 1
+        rf = rf if rf is not None else rf_default
+        topics_admin.check_counts(partitions, rf)
+    connect = None if args.brokers else _zk_connect(args.zookeeper, server, "create")
+    if connect is None:
+        if rf is not None and rf > 1:
+            raise ReplicationConfigError(
+                f"replication factor {rf} needs ZooKeeper (--zookeeper HOST:PORT[/chroot]): replicas, leaders and "
+                "in-sync sets live there; the static broker-list mode keeps replication factor 1")
+        raise ReplicationConfigError(
+            "topics create writes the topic to ZooKeeper: give --zookeeper HOST:PORT[/chroot]; the static "
+            "broker-list mode keeps replication factor 1 and a broker creates a topic on its first message "
+            "(num.partitions partitions)")
+    with _zk_session(connect) as client:
+        plan = topics_admin.create_topic(client, args.topic, partitions=partitions, replication_factor=rf,
+                                         manual=manual)
+    print(f"created topic {args.topic!r}: {len(plan)} partition(s), replication factor {len(plan[0])}, "
+          f"replicas {topics_admin.describe_assignment(plan)} (the controller elects the leaders)")
+    return 0
+
+
+def _describe(args) -> int:
+    from ingest.broker.topics import validate_topic
+    from ingest.client import topics_admin, topics_describe
+
+    if args.topic is not None:
+        validate_topic(args.topic)
+    connect = _zk_connect(args.zookeeper, _server_config(args.config), "describe")
+    with _zk_session(connect) as client:
+        records = topics_describe.describe_records(client, args.topic)
+        controller = topics_admin.read_controller(client)
+    if args.json:
+        topics_describe.write_records_json(records, sys.stdout)
+    else:
+        topics_describe.format_records(records, controller, sys.stdout)
+    return 0
+
+
+def _preferred(args) -> int:
+    from ingest.broker.topics import validate_topic
+    from ingest.client import topics_admin
+
+    if args.topic is not None:
+        validate_topic(args.topic)
+    partition = _int("--partition", args.partition, "a partition number >= 0 of --topic")
+    wait_s = None
+    if args.wait is not None:
+        try:
+            wait_s = float(args.wait)
+        except ValueError:
+            wait_s = -1.0
+        if not 0 <= wait_s <= 86_400:
+            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400")
+    connect = _zk_connect(args.zookeeper, _server_config(args.config), "preferred-leader")
+    with _zk_session(connect) as client:
+        topics = topics_admin.read_all_topics(client)
+        partitions = topics_admin.election_partitions(topics.replicated, topics.legacy, args.topic, partition)
+        topics_admin.request_election(client, partitions)
+        print(f"preferred replica election requested for {len(partitions)} partition(s)")
+        if topics_admin.read_controller(client)[0] is None:
+            print("note: no controller is running now; the election happens when a broker becomes controller")
+        if wait_s is None:
+            return 0
+        records = topics_admin.wait_for_election(client, partitions, topics.replicated, wait_s)
+    topics_admin.format_election(records, sys.stdout)
+    moved = sum(r["done"] for r in records)
+    pending = records and records[0]["pending"]
+    print(f"{moved} of {len(records)} partition(s) led by their preferred replica"
+          + (f"; the request is still pending after {wait_s:g} s" if pending else ""))
+    return 0 if moved == len(records) else 1

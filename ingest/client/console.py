@@ -102,7 +102,9 @@ def _check_topic_registered(zk: str, topic: str) -> None:
     client = start_kazoo(zk, session_timeout_ms=config["zk.sessiontimeout.ms"],
                          connection_timeout_ms=config["zk.connectiontimeout.ms"])
     try:
-        if not read_topic_partition_counts(client, topic):
+        from ingest.client.group_registry import replicated_assignment
+
+        if not read_topic_partition_counts(client, topic) and replicated_assignment(client, topic) is None:
             raise _unknown_topics([topic], f"any broker registered in ZooKeeper at {zk}", read_topics(client))
     finally:
         client.stop()
@@ -145,6 +147,12 @@ def _direct_consumer(discovery: Discovery, topic, from_beginning, max_messages, 
             for info in topics.get(topic, []):
                 positions[(bid, info.partition)] = info.earliest if from_beginning else info.latest
         if not positions:
+            for c in consumers.values():
+                c.close()
+            replicated = _replicated_topic(discovery, topic)
+            if replicated is not None:
+                return _direct_replicated(discovery, replicated, from_beginning, max_messages, timeout_ms,
+                                          print_offsets, out)
             raise _unknown_topics([topic], "any broker (" + ", ".join(str(a) for a in discovery.brokers().values())
                                   + ")", known)
     except BaseException:
@@ -181,6 +189,52 @@ def _direct_consumer(discovery: Discovery, topic, from_beginning, max_messages, 
     finally:
         for c in consumers.values():
             c.close()
+
+
+def _replicated_topic(discovery: Discovery, topic: str):
+    """``topic``'s TOPIC_METADATA answer if it is a replicated topic, else None."""
+    from ingest.client.replica_metadata import ReplicaMetadata
+    from ingest.errors import BrokerUnavailableError
+
+    try:
+        return ReplicaMetadata(lambda: discovery.brokers().values(), timeout_s=10).topic(topic)
+    except BrokerUnavailableError:  # brokers without replication: a legacy cluster
+        return None
+
+
+def _direct_replicated(discovery: Discovery, replicated, from_beginning, max_messages, timeout_ms, print_offsets,
+                       out):
+    """The direct console consumer of a replicated topic: each partition (named home-p) from its current
+    leader, following failovers (:class:`~ingest.client.leader_consumer.LeaderConsumer`)."""
+    from ingest.client.leader_consumer import LeaderConsumer
+    from ingest.client.replica_metadata import ReplicaMetadata
+
+    topic = replicated.name
+    homes = {p.partition: p.home for p in replicated.partitions}
+    n = 0
+    idle_since = time.monotonic()
+    with LeaderConsumer(ReplicaMetadata(lambda: discovery.brokers().values(), timeout_s=10)) as lc:
+        positions = {p: lc.earliest_offset(topic, p) if from_beginning else lc.latest_offset(topic, p)
+                     for p in sorted(homes)}
+        while True:
+            got = False
+            for p, offset in positions.items():
+                r = lc.fetch(topic, p, offset)
+                for m in r.messages:
+                    out.write(_format(topic, homes[p], p, m.offset, m.payload, print_offsets))
+                    n += 1
+                    if max_messages is not None and n >= max_messages:
+                        out.flush()
+                        return 0
+                got = got or bool(r.messages)
+                positions[p] = r.next_offset
+            out.flush()
+            if got:
+                idle_since = time.monotonic()
+            elif timeout_ms >= 0 and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
+                return 0
+            else:
+                time.sleep(0.1)
 
 
 def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = (),

@@ -7,6 +7,14 @@ paths are built by :mod:`ingest.znodes`)::
     /consumers/G/owners/[topic]/[broker_id-partition_id]  -> owning thread id          (ephemeral)
     /consumers/G/offsets/[topic]/[broker_id-partition_id] -> next offset to consume    (persistent)
 
+A replicated topic's partition is named by its home broker (the first replica of
+its assignment, ``/brokers/topics/[topic]``'s data), so its owner and offset nodes
+are ``home-partition`` whichever broker leads it; its fetcher finds the current
+leader through TOPIC_METADATA and follows a failover at the consumed offset (see
+:mod:`ingest.client.fetcher`). A rebalance whose outcome equals what this consumer
+owns (e.g. a broker died but only replicated partitions are subscribed) changes
+nothing: the fetchers keep running, so a leader failover costs no redelivery.
+
 Rebalance (:meth:`ConsumerConnector._rebalance`, at start-up and whenever a watch
 fires on ``/brokers/ids``, ``/brokers/topics[/T]`` or ``/consumers/G/ids``, and after
 a session expiry): stop the fetchers, commit consumed offsets, release owned
@@ -29,7 +37,8 @@ registration, an offset node we then overwrite).
 Concurrency: watches only set an event; one rebalance thread does all the work
 under ``_lock``, which ``commit_offsets`` and ``shutdown`` also take. Streams are
 iterated by application threads (see :mod:`ingest.client.consumer_stream`), fed by
-one fetcher thread per broker (:mod:`ingest.client.fetcher`).
+one fetcher thread per broker (:mod:`ingest.client.fetcher`), which
+:mod:`ingest.client.group_fetchers` starts at each owned partition's committed offset.
 """
 from __future__ import annotations
 
@@ -51,8 +60,7 @@ from ingest.client import rebalance
 from ingest.client.consumer_config import CONSUMER_CONFIG
 from ingest.client.consumer_stream import ConsumedMessage, MessageStream, PartitionState
 from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
-from ingest.client.fetcher import Fetcher
-from ingest.client.simple_consumer import SimpleConsumer
+from ingest.client.group_fetchers import GroupFetchers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError
@@ -87,13 +95,15 @@ class ConsumerConnector:
         self._streams: dict[str, list[MessageStream]] = {}
         self._shared_streams: list[MessageStream] = []
         self._owned: dict[tuple[str, int, int], PartitionState] = {}
-        self._fetchers: list[Fetcher] = []
-        self._consumers: dict[int, SimpleConsumer] = {}
+        self._owner_threads: dict[tuple[str, int, int], str] = {}
+        self._claim_live: dict[int, BrokerAddress] = {}
+        self._fetch = GroupFetchers(self.zk, self.group, config)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._session_lost = False
         self.rebalance_count = 0
         self._watched_topics: set[str] = set()
+        self._topic_nodes: set[str] = set()
         self.zk.add_listener(self._on_state)
         self._threads: list[threading.Thread] = []
 
@@ -169,8 +179,7 @@ class ConsumerConnector:
                 log.warning("consumer %s: clean deregistration failed: %s", self.consumer_id, exc)
             for s in self._all_streams():
                 s.stop()
-            for c in self._consumers.values():
-                c.close()
+            self._fetch.close()
         self.zk.stop()
         self.zk.close()
 
@@ -249,11 +258,21 @@ class ConsumerConnector:
         return {t: n for t in self.zk.retry(self.zk.get_children, znodes.BROKER_TOPICS) if pattern.fullmatch(t)}
 
     def _watch_topics(self) -> None:
+        # The topic node is never created here: a replicated topic's creator writes its
+        # assignment as that node's data. A DataWatch works before the node exists (and
+        # sees the assignment); the ChildrenWatch (brokers registering a legacy topic)
+        # starts once it exists.
         for topic in self._subscription:
-            if topic not in self._watched_topics:
+            path = znodes.topic_dir(topic)
+            if topic not in self._topic_nodes:
+                self._topic_nodes.add(topic)
+                self.zk.DataWatch(path, self._on_topic_node)
+            if topic not in self._watched_topics and self.zk.retry(self.zk.exists, path):
                 self._watched_topics.add(topic)
-                self.zk.retry(self.zk.ensure_path, znodes.topic_dir(topic))
-                self.zk.ChildrenWatch(znodes.topic_dir(topic), self._on_watch)
+                self.zk.ChildrenWatch(path, self._on_watch)
+
+    def _on_topic_node(self, _data, _stat) -> bool:
+        return self._on_watch(None)
 
     def _on_watch(self, _children) -> bool:
         if self._stopping.is_set():
@@ -315,11 +334,7 @@ class ConsumerConnector:
     # --- rebalance (caller holds _lock) -------------------------------------------------------
 
     def _stop_fetchers(self) -> None:
-        for f in self._fetchers:
-            f.stop()
-        for f in self._fetchers:
-            f.join()
-        self._fetchers = []
+        self._fetch.stop()
 
     def _commit_locked(self) -> int:
         changed = 0
@@ -340,10 +355,14 @@ class ConsumerConnector:
             if data.decode().startswith(self.consumer_id + "-"):
                 self._delete(path)
         self._owned = {}
+        self._owner_threads = {}
 
     def _rebalance(self) -> None:
         retries = self.config["rebalance.retries.max"]
         backoff = self.config["rebalance.backoff.ms"] / 1000.0
+        if self._owned and self._unchanged():
+            log.info("consumer %s: rebalance leaves ownership as it is", self.consumer_id)
+            return
         for attempt in range(retries):
             if self._stopping.is_set():
                 return
@@ -357,7 +376,7 @@ class ConsumerConnector:
                 self.rebalance_count += 1
                 log.info("consumer %s: rebalance %d done, owns %s", self.consumer_id, self.rebalance_count,
                          {t: [znodes.partition_name(*bp) for bp in v] for t, v in self.owned_partitions().items()})
-                self._start_fetchers()
+                self._fetch.start(self._owned.values())
                 return
             # A conflicting owner is either about to release (it rebalances too) or dead with its
             # session not yet expired: grow the back-off up to half a session timeout so the
@@ -369,18 +388,35 @@ class ConsumerConnector:
         raise CoordinationError(f"consumer {self.consumer_id} of group {self.group}: rebalance failed "
                                 f"after {retries} attempts (ownership conflicts); see rebalance.retries.max")
 
-    def _try_claim(self) -> bool:
-        live = read_brokers(self.zk)
+    def _wanted(self, live: dict[int, BrokerAddress]) -> tuple[list[tuple[str, int, int, str]], set[str]]:
+        """This consumer's share, ``[(topic, broker_id, partition, thread)]``, and the replicated topics."""
         subs = registry.group_subscriptions(self.zk, self.group)
         subs[self.consumer_id] = dict(self._subscription)
         wanted: list[tuple[str, int, int, str]] = []
+        replicated: set[str] = set()
         for topic in sorted(self._subscription):
             mine = set(rebalance.thread_ids(self.consumer_id, self._subscription[topic]))
-            plan = rebalance.assign(registry.topic_partitions(self.zk, topic, live),
-                                    rebalance.subscribed_threads(subs, topic))
-            for thread, parts in plan.items():
+            parts, is_replicated = registry.partitions_of(self.zk, topic, live)
+            if is_replicated:
+                replicated.add(topic)
+            plan = rebalance.assign(parts, rebalance.subscribed_threads(subs, topic))
+            for thread, owned in plan.items():
                 if thread in mine:
-                    wanted.extend((topic, b, p, thread) for b, p in parts)
+                    wanted.extend((topic, b, p, thread) for b, p in owned)
+        return wanted, replicated
+
+    def _unchanged(self) -> bool:
+        """True when the assignment now is exactly what this consumer owns, under the same threads,
+        and the brokers of its legacy partitions kept their addresses."""
+        live = read_brokers(self.zk)
+        wanted, _ = self._wanted(live)
+        moved = any(live.get(b) != self._claim_live.get(b) for (_, b, _), st in self._owned.items()
+                    if not st.replicated)
+        return not moved and {(t, b, p): th for t, b, p, th in wanted} == self._owner_threads
+
+    def _try_claim(self) -> bool:
+        live = self._claim_live = read_brokers(self.zk)
+        wanted, replicated = self._wanted(live)
         claimed: list[tuple[str, int, int, str]] = []
         for topic, bid, part, thread in wanted:
             path = znodes.owner_path(self.group, topic, bid, part)
@@ -398,65 +434,15 @@ class ConsumerConnector:
                     return False
             claimed.append((topic, bid, part, thread))
         for topic, bid, part, thread in claimed:
-            offset = self._start_offset(topic, bid, part, live)
+            offset = self._fetch.start_offset(topic, bid, part, topic in replicated)
             idx = int(thread.rsplit("-", 1)[1])
             stream = (self._streams[topic][idx] if topic in self._streams
                       else self._shared_streams[idx % len(self._shared_streams)])
             self._owned[(topic, bid, part)] = PartitionState(
                 topic, bid, part, self._generation, offset, offset, offset,
-                self.config["fetch.size"], stream)
+                self.config["fetch.size"], stream, topic in replicated)
+            self._owner_threads[(topic, bid, part)] = thread
         return True
-
-    def _consumer(self, addr: BrokerAddress) -> SimpleConsumer:
-        c = self._consumers.get(addr.broker_id)
-        if c is None or (c.host, c.port) != (addr.host, addr.port):
-            c = SimpleConsumer(addr.host, addr.port, timeout_s=self.config["socket.timeout.ms"] / 1000.0,
-                               fetch_size=self.config["fetch.size"], max_fetch_size=self.config["max.fetch.size"])
-            self._consumers[addr.broker_id] = c
-        return c
-
-    def _reset_offset(self, topic: str, bid: int, part: int) -> int:
-        addr = read_brokers(self.zk).get(bid)
-        if addr is None:
-            raise CoordinationError(f"broker {bid} left while resetting {topic}/{bid}-{part}")
-        # a fresh connection: this may run on a fetcher thread while the fetcher's own is in use
-        with SimpleConsumer(addr.host, addr.port, timeout_s=self.config["socket.timeout.ms"] / 1000.0) as c:
-            if self.config["autooffset.reset"] == "smallest":
-                return c.earliest_offset(topic, part)
-            return c.latest_offset(topic, part)
-
-    def _start_offset(self, topic: str, bid: int, part: int, live: dict[int, BrokerAddress]) -> int:
-        path = znodes.offset_path(self.group, topic, bid, part)
-        try:
-            return int(self.zk.retry(self.zk.get, path)[0].decode())
-        except (NoNodeError, ValueError):
-            offset = self._reset_offset(topic, bid, part)
-            # persist the starting point at once: a rebalance before the first commit must not
-            # reset again (with "largest" that would skip what arrived in between)
-            try:
-                self.zk.retry(self.zk.create, path, str(offset).encode(), makepath=True)
-            except NodeExistsError:
-                # another member (or our replayed create) wrote it first: its value stands
-                return int(self.zk.retry(self.zk.get, path)[0].decode())
-            log.info("%s/%d-%d: no committed offset for group %s, starting at %s offset %d",
-                     topic, bid, part, self.group, self.config["autooffset.reset"], offset)
-            return offset
-
-    def _start_fetchers(self) -> None:
-        live = read_brokers(self.zk)
-        by_broker: dict[int, list[PartitionState]] = {}
-        for st in self._owned.values():
-            by_broker.setdefault(st.broker_id, []).append(st)
-        for bid, states in sorted(by_broker.items()):
-            addr = live.get(bid)
-            if addr is None:
-                continue
-            f = Fetcher(self._consumer(addr), states,
-                        backoff_s=self.config["backoff.increment.ms"] / 1000.0,
-                        max_fetch_size=self.config["max.fetch.size"],
-                        reset=lambda st: self._reset_offset(st.topic, st.broker_id, st.partition))
-            f.start()
-            self._fetchers.append(f)
 
 
 __all__: Sequence[str] = ["ConsumerConnector", "MessageStream", "ConsumedMessage", "ConsumerTimeoutError"]

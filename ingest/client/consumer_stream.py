@@ -1,6 +1,7 @@
 """The high-level consumer's message streams and the per-partition state they share with fetchers.
 
-A :class:`PartitionState` is one owned partition in one rebalance *generation*:
+A :class:`PartitionState` is one owned partition in one rebalance *generation*
+(a replicated partition is named by its home broker and fetched from its leader):
 where the fetcher reads next (``fetch_offset``) and what the application has
 finished with (``consumed``, committed to ZooKeeper). Fetcher threads
 (:mod:`ingest.client.fetcher`) put chunks (lists of messages) into the bounded
@@ -37,6 +38,7 @@ class PartitionState:
     committed: int
     fetch_size: int
     stream: "MessageStream"
+    replicated: bool = False  # broker_id is the home broker; fetched from the current leader
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,8 +73,9 @@ class ReplicaMetadata:
                 conn.close()
         raise BrokerUnavailableError("no broker answered TOPIC_METADATA: " + ("; ".join(errors) or "none known"))
 
-    def refresh(self, topics: Iterable[str] = ()) -> None:
-        """Ask a broker about ``topics`` (every replicated topic when empty) and cache the answer.
+    def refresh(self, topics: Iterable[str] = ()) -> list[str]:
+        """Ask a broker about ``topics`` (every replicated topic when empty) and cache the answer;
+        returns the replicated topics the answer lists (sorted).
 
         Raises:
             BrokerUnavailableError: no broker answered.
@@ -90,6 +91,11 @@ class ReplicaMetadata:
             for name in names:
                 if name not in listed:
                     self._topics[name] = (now, None)
+        return sorted(t.name for t in resp.topics if t.partitions)
+
+    def topics(self) -> list[str]:
+        """Every replicated topic the cluster has now (a fresh answer), sorted."""
+        return self.refresh(())
 
     def topic(self, name: str, *, refresh: bool = False) -> protocol.ReplicatedTopic | None:
         """The replicated topic's partitions, or None if ``name`` is not a replicated topic."""

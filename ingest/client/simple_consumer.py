@@ -135,6 +135,19 @@ class SimpleConsumer:
         check_fetch(resp, offset, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {self.conn!r}")
         return _result(resp.message_set, offset)
 
+    def fetch_raw(self, topic: str, partition: int, offset: int, max_bytes: int | None = None) -> bytes:
+        """The raw message set of one FETCH, not validated (callers that quarantine bad messages iterate it).
+
+        Raises:
+            CorruptRangeError: ``offset`` lies in a damaged range (``next_offset``: where valid data resumes).
+            OffsetOutOfRangeError, BrokerUnavailableError: as :meth:`fetch`.
+        """
+        size = self.fetch_size if max_bytes is None else max_bytes
+        req = protocol.FetchRequest(topic, partition, offset, size)
+        resp = self.conn.request(req.encode(), protocol.FetchResponse)
+        check_fetch(resp, offset, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {self.conn!r}")
+        return resp.message_set
+
     def multifetch(self, requests: Sequence[tuple[str, int, int, int]]) -> list[FetchResult]:
         """Several ``(topic, partition, offset, max_bytes)`` fetches in one round trip.
 

@@ -4,6 +4,17 @@ Brokers come from ``brokers`` (``host:port`` list, each asked METADATA for its i
 and topics) or from ZooKeeper (``zk.connect``: ``/brokers/ids/<id> -> host:port``).
 The latest offsets in the answers are the run's end offsets: data arriving later
 waits for the next run.
+
+Replicated topics are not in METADATA answers: they come from TOPIC_METADATA
+(:class:`~ingest.client.replica_metadata.ReplicaMetadata`, asked of the same
+brokers). Each partition is named by its home broker (its first replica) and its
+offsets are asked of its current leader (:class:`~ingest.client.leader_consumer.LeaderConsumer`,
+which follows a failover): earliest, and latest = the high watermark, so a run
+loads only what every in-sync replica has. The snapshot carries the brokers'
+``host:port`` list, from which a task finds the leader again. A partition that
+has no leader within ``socket.timeout.ms`` is left out of the run (logged; its
+committed offset stays and the next run loads it); so is one without a leader
+when the run plans.
 """
 from __future__ import annotations
 
@@ -12,7 +23,7 @@ from typing import Sequence
 
 from ingest import znodes
 from ingest.client.discovery import read_brokers, start_kazoo
-from ingest.errors import BrokerUnavailableError, ConfigError
+from ingest.errors import BrokerUnavailableError, ConfigError, LeaderNotAvailableError, NotLeaderForPartitionError
 from ingest.loader.plan import PartitionSnapshot, Probe
 
 log = logging.getLogger(__name__)
@@ -48,11 +59,66 @@ def _consumer(host: str, port: int, config):
                           fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"])
 
 
+def _leader_consumer(metadata, config):
+    from ingest.client.leader_consumer import LeaderConsumer
+
+    timeout_s = config["socket.timeout.ms"] / 1000.0
+    return LeaderConsumer(metadata, timeout_s=timeout_s, fetch_size=config["fetch.size"],
+                          max_fetch_size=config["max.fetch.size"], leader_wait_s=timeout_s)
+
+
+def _snapshot_consumer(snap: PartitionSnapshot, config):
+    """A consumer of ``snap``'s partition: its broker's, or its current leader's (replicated)."""
+    if snap.replicated:
+        from ingest.client.leader_consumer import static_metadata
+
+        return _leader_consumer(static_metadata(snap.metadata_brokers,
+                                                timeout_s=config["socket.timeout.ms"] / 1000.0), config)
+    return _consumer(snap.host, snap.port, config)
+
+
+def replicated_partitions(config, addresses: list[tuple[str, int]]) -> list[PartitionSnapshot]:
+    """Every partition of every replicated topic, named by its home broker, offsets from its leader."""
+    from ingest.client.discovery import BrokerAddress
+    from ingest.client.leader_consumer import static_metadata
+
+    shipped = ",".join(f"{h}:{p}" for h, p in addresses)
+    metadata = static_metadata(shipped, timeout_s=config["socket.timeout.ms"] / 1000.0)
+    out: list[PartitionSnapshot] = []
+    try:
+        topics = metadata.topics()
+    except BrokerUnavailableError as exc:
+        # every broker just answered METADATA: these cannot answer TOPIC_METADATA (a broker
+        # of a version before replication); a replicated topic's data waits for a run that sees it
+        log.warning("no replicated topic is loaded in this run: %s", exc)
+        return []
+    with _leader_consumer(metadata, config) as lc:
+        for topic in topics:
+            t = metadata.topic(topic)
+            for part in (t.partitions if t is not None else ()):
+                p = part.partition
+                if part.leader < 0:
+                    log.warning("replicated %s-%d (home broker %d) has no leader now (in-sync %s): left out of "
+                                "this run", topic, p, part.home, list(part.isr))
+                    continue
+                try:
+                    earliest = lc.earliest_offset(topic, p)
+                    latest = lc.latest_offset(topic, p)
+                    leader: BrokerAddress = metadata.leader(topic, p)
+                except (LeaderNotAvailableError, NotLeaderForPartitionError, BrokerUnavailableError) as exc:
+                    log.warning("replicated %s-%d (home broker %d) left out of this run: %s", topic, p, part.home, exc)
+                    continue
+                out.append(PartitionSnapshot(topic, part.home, leader.host, leader.port, p, earliest, latest, shipped))
+    return out
+
+
 def discover(config) -> list[PartitionSnapshot]:
-    """Every partition of every broker with its earliest and latest offsets (all topics)."""
+    """Every partition of every broker with its earliest and latest offsets (all topics), then
+    every partition of every replicated topic (see the module docstring)."""
     out: list[PartitionSnapshot] = []
     seen: set[int] = set()
-    for host, port in broker_addresses(config):
+    addresses = broker_addresses(config)
+    for host, port in addresses:
         with _consumer(host, port, config) as c:
             md = c.metadata()
         if md.broker_id in seen:
@@ -61,6 +127,7 @@ def discover(config) -> list[PartitionSnapshot]:
         for topic, parts in md.topics.items():
             for p in parts:
                 out.append(PartitionSnapshot(topic, md.broker_id, host, port, p.partition, p.earliest, p.latest))
+    out.extend(replicated_partitions(config, addresses))
     return out
 
 
@@ -68,7 +135,7 @@ def segment_starts(config):
     """A callable: a partition's segment start offsets (cut points for splitting)."""
 
     def fetch(snap: PartitionSnapshot) -> Sequence[int]:
-        with _consumer(snap.host, snap.port, config) as c:
+        with _snapshot_consumer(snap, config) as c:
             return c.offsets_before(snap.topic, snap.partition, -1, 1 << 30)
 
     return fetch
@@ -82,7 +149,7 @@ def prober(config):
         from ingest.loader.fetch import raw_fetch
 
         try:
-            with _consumer(snap.host, snap.port, config) as c:
+            with _snapshot_consumer(snap, config) as c:
                 buf = raw_fetch(c, snap.topic, snap.partition, offset, 256 * 1024)
             msgs = list(iter_messages(buf, offset))
         except Exception as exc:  # an estimate only: never fail the plan for it

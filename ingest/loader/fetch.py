@@ -13,6 +13,15 @@ A damaged range of the broker's log (the broker answered CORRUPT_RANGE with
 the next valid offset, docs/protocol.md) is yielded as :class:`Damaged` and
 skipped: the fetch loop goes on at the next valid offset, and the task records
 the range (a lost range with cause ``corruption``).
+
+A replicated partition is read through a
+:class:`~ingest.client.leader_consumer.LeaderConsumer` (same calls as a
+SimpleConsumer, retried on the new leader after a failover, at the same offset).
+Its range end is the high watermark the plan saw; a new leader's high watermark
+can lag it for a moment (its followers have not fetched yet), and a fetch there
+answers nothing ("not yet there"). With ``wait_s`` the loop waits for the data
+(doubling back-off) that long before failing; it never reads past the high
+watermark, because the broker never serves above it.
 """
 from __future__ import annotations
 
@@ -20,10 +29,9 @@ import logging
 from dataclasses import dataclass
 from typing import Iterator
 
-from ingest.broker import protocol
 from ingest.broker.message import OVERHEAD
 from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages
-from ingest.client.simple_consumer import check_fetch
+from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CorruptRangeError, FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
@@ -49,29 +57,34 @@ class Damaged:
 
 
 def raw_fetch(consumer, topic: str, partition: int, offset: int, size: int) -> bytes:
-    """The raw message set of one FETCH (no validation).
+    """The raw message set of one FETCH (no validation); ``consumer`` is a SimpleConsumer or a LeaderConsumer.
 
     Raises:
         CorruptRangeError: ``offset`` lies in a damaged range (``next_offset``: where valid data resumes).
     """
-    req = protocol.FetchRequest(topic, partition, offset, size)
-    resp = consumer.conn.request(req.encode(), protocol.FetchResponse)
-    check_fetch(resp, offset, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {consumer!r}")
-    return resp.message_set
+    return consumer.fetch_raw(topic, partition, offset, size)
 
 
 def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
-               fetch_size: int, max_fetch_size: int) -> Iterator[MessageAndOffset | Corrupt | Damaged]:
+               fetch_size: int, max_fetch_size: int, wait_s: float = 0.0,
+               clock: Clock = SYSTEM_CLOCK) -> Iterator[MessageAndOffset | Corrupt | Damaged]:
     """Every message with ``start <= offset < end`` in order; corrupt ones as :class:`Corrupt`,
     damaged ranges of the broker's log as :class:`Damaged` (cut at ``end``).
 
+    ``wait_s``: how long a fetch that answers nothing before ``end`` is retried (a
+    replicated partition whose new leader's high watermark has not reached ``end`` yet);
+    0 fails at once.
+
     Raises:
-        OffsetOutOfRangeError: ``start`` is not a boundary or the log ends before ``end``.
+        OffsetOutOfRangeError: ``start`` is not a boundary or the log ends before ``end``
+            (still, ``wait_s`` after the first empty answer).
         FetchSizeTooSmallError: a message is larger than ``max_fetch_size``.
         InvalidMessageError: a corrupt message whose length cannot be trusted.
     """
     offset = start
     size = fetch_size
+    empty_since: float | None = None
+    delay = 0.05
     while offset < end:
         try:
             buf = raw_fetch(consumer, topic, partition, offset, min(size, max(end - offset, OVERHEAD + 4)))
@@ -111,10 +124,20 @@ def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
         if progressed:
             offset = last
             size = fetch_size
+            empty_since, delay = None, 0.05
             continue
         if not buf:
+            now = clock.monotonic()
+            empty_since = now if empty_since is None else empty_since
+            if now + delay - empty_since <= wait_s:
+                log.info("%s/%d: nothing at offset %d yet (end %d) on %r; waiting %.2f s for the high watermark",
+                         topic, partition, offset, end, consumer, delay)
+                clock.sleep(delay)
+                delay = min(1.0, delay * 2)
+                continue
+            waited = f" (waited {now - empty_since:.1f} s for it)" if wait_s else ""
             raise OffsetOutOfRangeError(f"{topic}/{partition}: the log of {consumer!r} ends at offset {offset}, "
-                                        f"before the requested end {end}")
+                                        f"before the requested end {end}{waited}")
         needed = first_message_size(buf) or size * 2
         needed = max(needed, size + 1)
         if needed > max_fetch_size:

@@ -12,7 +12,9 @@ loaded) and broker offsets ``[earliest, latest)`` fixed when the run starts:
 - ``c < earliest``: retention deleted ``[c, earliest)`` before it was loaded: a
   :class:`~ingest.loader.records.LostRange`; with ``fail.on.data.loss`` the run fails.
 - ``c > latest``: the broker's log is behind what was committed: the run fails
-  (the broker lost data or was replaced); ``--reset-offsets`` resolves it.
+  (the broker lost data or was replaced); ``--reset-offsets`` resolves it. For a
+  replicated partition (``latest`` = its leader's high watermark, which lags for a
+  moment after a failover) nothing is loaded from it this run and ``c`` stays.
 - A replay (``--reset-offsets``) overrides ``c``; files of ``p`` at or after the new
   start are withdrawn by the same commit that adds their reloaded replacement.
 - Ranges larger than ``max.bytes.per.task`` are split at segment starts (the
@@ -35,7 +37,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PartitionSnapshot:
-    """One broker/topic/partition as the broker reported it when the run started."""
+    """One broker/topic/partition as the broker reported it when the run started.
+
+    A replicated partition is named by its home broker (``broker_id`` = its first
+    replica, fixed for the topic's life, so committed offsets survive failovers);
+    ``host``/``port`` are its leader's when the run started, ``latest`` is the high
+    watermark, and ``metadata_brokers`` (``host:port,...``, empty for a Kafka 0.7
+    partition) is where a task asks TOPIC_METADATA for the current leader.
+    """
 
     topic: str
     broker_id: int
@@ -44,6 +53,11 @@ class PartitionSnapshot:
     partition: int
     earliest: int
     latest: int
+    metadata_brokers: str = ""
+
+    @property
+    def replicated(self) -> bool:
+        return bool(self.metadata_brokers)
 
     @property
     def key(self) -> PartitionKey:
@@ -52,7 +66,8 @@ class PartitionSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class TaskRange:
-    """One Spark task: fetch ``[start, end)`` of one partition from one broker."""
+    """One Spark task: fetch ``[start, end)`` of one partition from one broker (a replicated
+    partition: from its current leader, found through ``metadata_brokers``; see PartitionSnapshot)."""
 
     task_id: int
     topic: str
@@ -62,6 +77,11 @@ class TaskRange:
     partition: int
     start: int
     end: int
+    metadata_brokers: str = ""
+
+    @property
+    def replicated(self) -> bool:
+        return bool(self.metadata_brokers)
 
     @property
     def key(self) -> PartitionKey:
@@ -98,7 +118,7 @@ class PartitionPlan:
 
     @property
     def deferred_bytes(self) -> int:
-        return self.snapshot.latest - self.end
+        return max(0, self.snapshot.latest - self.end)
 
 
 @dataclass(frozen=True)
@@ -208,7 +228,7 @@ def build_plan(
                               probe=probe, new_partition_start=new_partition_start, run_id=run_id, now_ms=now_ms)
     if fail_on_data_loss:
         check_data_loss(decisions)
-    capped = bool(max_bytes_per_run) and sum(d.snapshot.latest - d.start for d in decisions) > max_bytes_per_run
+    capped = bool(max_bytes_per_run) and sum(max(0, d.snapshot.latest - d.start) for d in decisions) > max_bytes_per_run
     pieces = split_pieces(decisions, segment_starts, max_bytes_per_task, every_segment=capped)
     taken = share_run_budget(pieces, max_bytes_per_run) if capped else pieces
     return LoadPlan(run_id, base_seq, assign_tasks(decisions, taken, max_bytes_per_task))
@@ -258,6 +278,14 @@ def decide_starts(
             avg = avg_message_bytes(committed_files(snap.key))
             lost = _estimate_lost(snap, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest), run_id, now_ms)
             start = snap.earliest
+        elif c_eff > snap.latest and snap.replicated and snap.key not in resets:
+            # a new leader's high watermark lags the old one's until its followers fetch again
+            # (moments after a failover): nothing to load now, the next run goes on from c
+            log.warning("%s home broker %d partition %d: committed offset %d is above the leader's high "
+                        "watermark %d (a leader change moments ago, or an unclean election lost data); "
+                        "nothing loaded from it this run", snap.topic, snap.broker_id, snap.partition, c_eff,
+                        snap.latest)
+            start = c_eff
         elif c_eff > snap.latest:
             raise IngestError(
                 f"committed offset {c_eff} of {snap.topic} broker {snap.broker_id} partition {snap.partition} is beyond "
@@ -292,7 +320,7 @@ def split_pieces(decisions: Sequence[StartDecision], segment_starts: Callable[[P
     """
     pieces: dict[PartitionKey, list[tuple[int, int]]] = {}
     for d in decisions:
-        snap, start, end = d.snapshot, d.start, d.snapshot.latest
+        snap, start, end = d.snapshot, d.start, max(d.start, d.snapshot.latest)
         if every_segment:
             pieces[snap.key] = split_range(start, end, segment_starts(snap) if end > start else (), 0)
         else:
@@ -337,7 +365,8 @@ def assign_tasks(decisions: Sequence[StartDecision], taken: Mapping[PartitionKey
                 ranges[-1][1] = e
             else:
                 ranges.append([s, e])
-        tasks = tuple(TaskRange(task_id + i, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, s, e)
+        tasks = tuple(TaskRange(task_id + i, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, s, e,
+                                snap.metadata_brokers)
                       for i, (s, e) in enumerate(ranges))
         task_id += len(tasks)
         end = tasks[-1].end if tasks else d.start

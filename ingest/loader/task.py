@@ -138,7 +138,16 @@ def new_decoder(settings: TaskSettings, deserializer=None):
 
 
 def open_consumer(task: TaskRange, settings: TaskSettings):
-    """A consumer connected to ``task``'s broker (the caller closes it)."""
+    """A consumer of ``task``'s partition (the caller closes it): a SimpleConsumer connected to its
+    broker, or for a replicated partition a LeaderConsumer that finds the current leader through
+    the task's own ``metadata_brokers`` (executors have no driver state) and follows failovers,
+    waiting up to ``socket_timeout_s`` for a new leader."""
+    if task.replicated:
+        from ingest.client.leader_consumer import LeaderConsumer, static_metadata
+
+        return LeaderConsumer(static_metadata(task.metadata_brokers, timeout_s=settings.socket_timeout_s),
+                              timeout_s=settings.socket_timeout_s, fetch_size=settings.fetch_size,
+                              max_fetch_size=settings.max_fetch_size, leader_wait_s=settings.socket_timeout_s)
     from ingest.client.simple_consumer import SimpleConsumer
 
     return SimpleConsumer(task.host, task.port, timeout_s=settings.socket_timeout_s,
@@ -146,11 +155,18 @@ def open_consumer(task: TaskRange, settings: TaskSettings):
 
 
 def read_range(consumer, task: TaskRange, settings: TaskSettings) -> Iterator:
-    """Every message of the task's range in order; corrupt ones as :class:`~ingest.loader.fetch.Corrupt`."""
+    """Every message of the task's range in order; corrupt ones as :class:`~ingest.loader.fetch.Corrupt`.
+
+    A replicated partition's range end may lie above a new leader's high watermark for a
+    moment after a failover: the fetch loop waits up to ``socket_timeout_s`` for it, then the
+    task fails (the run commits nothing; the next run plans again). Nothing above the high
+    watermark is ever read.
+    """
     from ingest.loader.fetch import iter_range
 
     return iter_range(consumer, task.topic, task.partition, task.start, task.end,
-                      fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
+                      fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size,
+                      wait_s=settings.socket_timeout_s if task.replicated else 0.0)
 
 
 def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, storage: Storage, decoder,

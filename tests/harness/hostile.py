@@ -172,6 +172,9 @@ def valid_frames(topic: str = "fz") -> list[bytes]:
         p.MultiFetchRequest((p.FetchRequest(topic, 0, 0, 100), p.FetchRequest(topic, 1, 37, 100))).encode(),
         p.OffsetsRequest(topic, 0, p.LATEST_TIME, 5).encode(),
         p.MetadataRequest((topic, topic + "y")).encode(),
+        p.ProduceAcksRequest(-1, 1000, p.ProduceRequest(topic, 0, ms)).encode(),
+        p.ReplicaFetchRequest(1, 0, 0, p.FetchRequest(topic, 0, 0, 4096)).encode(),
+        p.TopicMetadataRequest((topic,)).encode(),
     ]
 
 

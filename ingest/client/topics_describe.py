@@ -1,0 +1,111 @@
+"""``ingest topics describe``: every topic's partitions with leader, replicas, in-sync set, high watermark.
+
+Assignments and partition states come from ZooKeeper (the source of truth; this
+works while brokers are down); the high watermark is asked of each partition's
+current leader over the wire (OFFSETS latest, -1, which a leader answers with its
+high watermark). A leader that cannot be reached shows ``-`` (JSON ``null``).
+Unreplicated (Kafka 0.7) topics get one line with their partition count per broker.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Iterable, Mapping, Sequence, TextIO
+
+from ingest.client.discovery import BrokerAddress, read_brokers, read_topics
+from ingest.client.simple_consumer import SimpleConsumer
+from ingest.client.topics_admin import cell, read_all_topics, read_state
+from ingest.errors import IngestError, UnknownTopicError
+
+log = logging.getLogger(__name__)
+
+
+
+def high_watermarks(partitions: Iterable[tuple[str, int, int]], brokers: Mapping[int, BrokerAddress],
+                    timeout_s: float = 5.0) -> dict[tuple[str, int], int | None]:
+    """``{(topic, p): HW or None}`` asking each ``(topic, p, leader)``'s leader OFFSETS latest (-1)."""
+    by_leader: dict[int, list[tuple[str, int]]] = {}
+    for t, p, leader in partitions:
+        by_leader.setdefault(leader, []).append((t, p))
+    out: dict[tuple[str, int], int | None] = {}
+    for leader, parts in sorted(by_leader.items()):
+        addr = brokers.get(leader)
+        out.update({tp: None for tp in parts})
+        if addr is None:
+            continue
+        try:
+            with SimpleConsumer(addr.host, addr.port, timeout_s=timeout_s) as c:
+                for t, p in parts:
+                    try:
+                        out[(t, p)] = c.latest_offset(t, p)
+                    except IngestError as exc:  # e.g. NOT_LEADER during an election: this one unknown
+                        log.debug("high watermark of %s/%d from broker %d: %s", t, p, leader, exc)
+        except (IngestError, OSError) as exc:
+            log.debug("leader %s unreachable: %s", addr, exc)
+    return out
+
+
+def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0) -> list[dict]:
+    """One record per replicated partition and per unreplicated topic (sorted by topic).
+
+    Raises:
+        UnknownTopicError: ``topic`` is given and does not exist.
+    """
+    topics = read_all_topics(client, only=topic)
+    if topic is not None and topic not in topics.replicated and topic not in topics.legacy \
+            and topic not in topics.unreadable:
+        known = read_topics(client)
+        raise UnknownTopicError(f"topic {topic!r} does not exist in ZooKeeper; topics there: "
+                                f"{', '.join(known) or 'none yet'}")
+    states = {(t, p): read_state(client, t, p) for t, plan in topics.replicated.items() for p in plan}
+    brokers = read_brokers(client)
+    led = [(t, p, s.leader) for (t, p), s in states.items() if s is not None and s.leader >= 0]
+    hws = high_watermarks(led, brokers, timeout_s)
+    records: list[dict] = []
+    for (t, p), s in sorted(states.items()):
+        replicas = list(topics.replicated[t][p])
+        leader = s.leader if s is not None and s.leader >= 0 else None
+        records.append({"topic": t, "replicated": True, "partition": p, "leader": leader,
+                        "replicas": replicas, "isr": list(s.isr) if s is not None else [],
+                        "leader_epoch": s.leader_epoch if s is not None else None,
+                        "high_watermark": hws.get((t, p)), "preferred_replica": replicas[0],
+                        "leader_is_preferred": leader == replicas[0]})
+    for t, counts in topics.legacy.items():
+        records.append({"topic": t, "replicated": False,
+                        "partitions_per_broker": {str(b): n for b, n in sorted(counts.items())}})
+    for t, why in topics.unreadable.items():
+        records.append({"topic": t, "replicated": None, "error": why})
+    records.sort(key=lambda r: (r["topic"], r.get("partition", -1)))
+    return records
+
+
+def format_records(records: Sequence[dict], controller: tuple[int | None, int | None], out: TextIO) -> None:
+    """The text form of :func:`describe_records`: a table of replicated partitions, a line per other topic."""
+    bid, epoch = controller
+    out.write(f"controller: {'none' if bid is None else f'broker {bid}'}"
+              f"{'' if epoch is None else f' (controller epoch {epoch})'}\n")
+    header = ("topic", "partition", "leader", "replicas", "isr", "leader_epoch", "high_watermark",
+              "preferred_leader")
+    rows = [header]
+    for r in records:
+        if r["replicated"]:
+            pref = "-" if r["leader"] is None else ("yes" if r["leader_is_preferred"]
+                                                   else f"no (preferred {r['preferred_replica']})")
+            rows.append((r["topic"], str(r["partition"]), cell(r["leader"]), cell(r["replicas"]),
+                         cell(r["isr"]), cell(r["leader_epoch"]), cell(r["high_watermark"]), pref))
+    if len(rows) > 1:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+    for r in records:
+        if r["replicated"] is False:
+            per = ", ".join(f"{b} ({n} partition{'s' if n != 1 else ''})"
+                            for b, n in r["partitions_per_broker"].items()) or "no live broker now"
+            out.write(f"{r['topic']}  unreplicated, per broker: {per}\n")
+        elif r["replicated"] is None:
+            out.write(f"{r['topic']}  {r['error']}\n")
+
+
+def write_records_json(records: Sequence[dict], out: TextIO) -> None:
+    for r in records:
+        out.write(json.dumps(r, sort_keys=True) + "\n")
