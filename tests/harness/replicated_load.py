@@ -115,6 +115,7 @@ class ReaderThread(threading.Thread):
         self.crc_failures: list[str] = []
         self.above_hw: list[str] = []
         self.changed: list[str] = []
+        self.bad_errors: list[str] = []
         self._stop_event = threading.Event()
         self.crashed: BaseException | None = None
 
@@ -152,8 +153,9 @@ class ReaderThread(threading.Thread):
         if resp.error:
             self.errors[error_name(resp.error)] += 1
             if resp.error not in (ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE):
-                log.warning("reader: FETCH %s-%d@%d from broker %d: error %d", self.topic, self.partition,
-                            off, broker_id, resp.error)
+                # a committed offset is valid on every later leader: anything else is a broken promise
+                self.bad_errors.append(f"FETCH {self.topic}-{self.partition}@{off} from leader {broker_id}: "
+                                       f"{error_name(resp.error)}")
             return False
         data = resp.message_set
         r = scan(data)
@@ -184,9 +186,10 @@ class ReaderThread(threading.Thread):
         self.join(60)
 
     def check(self, final: dict[int, int]) -> list[str]:
-        """Problems: CRC failures, reads above the high watermark, messages read that are gone."""
+        """Problems: CRC failures, reads above the high watermark, messages read that are gone, fetch
+        errors other than "not (or no) leader" (e.g. OFFSET_OUT_OF_RANGE at an offset read before)."""
         problems = [f"reader thread crashed: {self.crashed!r}"] if self.crashed else []
-        problems += self.crc_failures[:10] + self.above_hw[:10] + self.changed[:10]
+        problems += self.crc_failures[:10] + self.above_hw[:10] + self.changed[:10] + self.bad_errors[:10]
         gone = [(off, i) for off, i in sorted(self.seen.items()) if final.get(off) != i]
         if gone:
             problems.append(f"{len(gone)} messages a consumer read are not at their offset in the final log "
