@@ -35,7 +35,8 @@ from typing import Callable
 
 from ingest.broker.delayed import Purgatory
 from ingest.errors import (IngestError, LeaderNotAvailableError, NotEnoughReplicasAfterAppendError,
-                           NotEnoughReplicasError, NotLeaderForPartitionError, StaleLeaderEpochError)
+                           NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError,
+                           StaleLeaderEpochError)
 from ingest.znodes import PartitionState
 
 log = logging.getLogger(__name__)
@@ -176,9 +177,10 @@ class ReplicatedPartition:
         """For a waiting acks=-1 produce: True once acknowledged, an error to answer, or None (wait)."""
         with self.lock:
             if self.role is not Role.LEADER or self.generation != generation:
-                return NotLeaderForPartitionError(
+                # appended, maybe already copied: not NOT_LEADER, which promises "nothing appended"
+                return RequestTimedOutError(
                     f"broker {self.broker_id} lost the leadership of {self.topic}-{self.partition} before the "
-                    "in-sync replicas had the set; not acknowledged")
+                    "in-sync replicas had the set; not acknowledged (it may be stored on the new leader)")
             if self.hw < end:
                 return None
             if len(self.isr) < min_isr:

@@ -1,17 +1,28 @@
-"""Producer: partitions messages over the live brokers and publishes them, sync or async.
+"""Producer: partitions messages over the brokers and publishes them, sync or async.
 
-Partitioning: a topic's partitions are listed as sorted ``(broker_id, partition)``
-pairs over the live brokers; the partitioner picks an index (stable CRC-32 of
-the key modulo the count, or random without a key). Partition counts come from
-the brokers' METADATA answers; a broker that does not know the topic yet
-contributes its partition 0 (sending there creates the topic with the broker's
-``num.partitions``, as Kafka 0.7's producer bootstrapped new topics). All
-payloads of one ``send`` call go to the same partition, in order.
+Partitioning, replicated topics (Kafka 0.8; TOPIC_METADATA lists the topic): the
+partitioner picks an index into the topic's partitions ``0..P-1`` (stable CRC-32
+of the key modulo P, or random without a key), so a key keeps its partition
+across leader changes; each batch goes to its partition's current leader.
 
-Acknowledgement: with ``request.required.acks=1`` (default) every batch is one
-PRODUCE_ACK request answered with the offset of its first message, so
-``SendResult.first_offset`` is exact; with ``0`` the producer uses fire-and-forget
-PRODUCE (the Kafka 0.7 protocol) and ``first_offset`` is None.
+Partitioning, unreplicated (Kafka 0.7) topics: a topic's partitions are listed as
+sorted ``(broker_id, partition)`` pairs over the live brokers and the partitioner
+picks an index into that list. Partition counts come from the brokers' METADATA
+answers; a broker that does not know the topic yet contributes its partition 0
+(sending there creates the topic with the broker's ``num.partitions``, as Kafka
+0.7's producer bootstrapped new topics; a broker with ``default.replication.factor``
+> 1 creates a replicated topic instead and answers LEADER_NOT_AVAILABLE until its
+leaders are elected: the producer waits for them, within ``delivery.timeout.ms``).
+All payloads of one ``send`` call go to the same partition, in order.
+
+Acknowledgement (``request.required.acks``): ``1`` (default): every batch is one
+PRODUCE_ACK answered once the broker (a replicated partition's leader) appended it,
+with the offset of its first message, so ``SendResult.first_offset`` is exact;
+``-1``: a PRODUCE_ACKS answered once every in-sync replica has the batch (the
+leader waits up to ``request.timeout.ms``, then answers REQUEST_TIMED_OUT; it
+refuses with NOT_ENOUGH_REPLICAS while fewer than its ``min.insync.replicas`` are
+in sync); ``0``: fire-and-forget PRODUCE (the Kafka 0.7 protocol), ``first_offset``
+is None. Any other value is refused by the config.
 
 Modes (``producer.type``):
 
@@ -25,18 +36,25 @@ Modes (``producer.type``):
   drop in ``stats['dropped']`` and reports the dropped messages to the callback as
   failed.
 
-Failures: a batch whose broker cannot be reached marks that broker down for an
-exponentially growing time (up to ``reconnect.backoff.max.ms``), during which its
-partitions are left out of the list, and is re-sent (to another live partition)
-up to ``message.send.max.retries`` times, with a back-off from ``retry.backoff.ms``
-doubling up to ``retry.backoff.max.ms``. Every batch has a time budget,
-``delivery.timeout.ms``: it ends the retries when it runs out before they do, and
-it bounds the wait while no broker is registered at all (as while brokers
-re-register after a ZooKeeper outage): that wait is not a failed attempt, it
-ends when a broker appears. Brokers listed but down fail an attempt at once. A batch whose ack was lost
-may be appended twice (at-least-once). Each batch ends in exactly one callback
-``SendResult(topic, broker_id, partition, count, first_offset, error)`` per
-``send`` call it contains.
+Failures (:mod:`ingest.client.send_batch` has the details): every batch has a time
+budget, ``delivery.timeout.ms``, and up to ``message.send.max.retries`` re-sends,
+with a back-off from ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms``.
+Unreplicated topic: a batch whose broker cannot be reached marks that broker down
+for an exponentially growing time (up to ``reconnect.backoff.max.ms``), during
+which its partitions are left out of the list, and is re-sent to another live
+partition; the wait while no broker is registered at all (as while brokers
+re-register after a ZooKeeper outage) is not a failed attempt, it ends when a
+broker appears. Brokers listed but down fail an attempt at once. Replicated topic
+(failover): after NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, a connection
+failure, NOT_ENOUGH_REPLICAS or REQUEST_TIMED_OUT the batch is re-sent to the same
+partition's leader, re-read from TOPIC_METADATA (an election is waited out; one
+leader's failure costs one retry however long the election takes); each leader
+change is logged once at INFO. At-least-once: a batch whose ack was lost, or whose
+first attempt timed out or died with its leader after the followers copied it,
+may be appended twice (Kafka 0.8 has no idempotent producer). Each batch ends in
+exactly one callback ``SendResult(topic, broker_id, partition, count, first_offset,
+error)`` per ``send`` call it contains; ``broker_id`` is the broker that
+acknowledged (the leader).
 
 Concurrency: ``send``, ``flush`` and ``close`` may be called from any thread.
 Callbacks run on the sender thread (async) or the caller's thread (sync) and
@@ -51,38 +69,18 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ingest.broker import protocol
 from ingest.broker.message import HEADER_SIZE
-from ingest.broker.message_set import encode_message_set
-from ingest.client.cluster import ClusterView
-from ingest.client.connection import check
-from ingest.client.discovery import BrokerAddress, Discovery, make_discovery
+from ingest.client.cluster import ClusterView, Route
+from ingest.client.discovery import Discovery, make_discovery
 from ingest.client.producer_config import PRODUCER_CONFIG, codec_number
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import (BrokerUnavailableError, IngestError, MessageTooLargeError,
-                           ProducerQueueFullError)
+from ingest.client.send_batch import BatchSender, SendResult
+from ingest.errors import IngestError, MessageTooLargeError, ProducerQueueFullError
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Producer", "SendResult"]
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    """Outcome of one batch (or of one ``send`` call's share of a batch).
-
-    ``broker_id``/``partition`` are -1 when the messages never reached a broker
-    (e.g. dropped from a full queue); ``first_offset`` is the offset of the first
-    of these ``count`` messages, None without acks or on error.
-    """
-
-    topic: str
-    broker_id: int
-    partition: int
-    count: int
-    first_offset: int | None
-    error: BaseException | None
 
 
 Callback = Callable[[SendResult], None]
@@ -128,11 +126,9 @@ class Producer:
         self._lock = threading.Lock()  # guards stats
         self.cluster = ClusterView(config, self.discovery, clock=clock, nodelay=bool(self.acks))
         self._max_message_size = config["max.message.size"]
-        self._retries = config["message.send.max.retries"]
-        self._backoff_s = config["retry.backoff.ms"] / 1000.0
-        self._backoff_max_s = config["retry.backoff.max.ms"] / 1000.0
-        self._delivery_timeout_s = config["delivery.timeout.ms"] / 1000.0
         self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
+        self._sender_of_batches = BatchSender(self.cluster, config, codec=self.codec, clock=clock,
+                                              stats=self.stats, stats_lock=self._lock)
         self._closed = False
         self._async = config["producer.type"] == "async"
         self._sender: threading.Thread | None = None
@@ -171,7 +167,7 @@ class Producer:
         if not payloads:
             return
         if not self._async:
-            result = self._send_with_retries(topic, list(payloads), key)
+            result = self._sender_of_batches.send(topic, list(payloads), key)
             self._account(result)
             if callback is not None:
                 callback(result)
@@ -211,63 +207,10 @@ class Producer:
     # --- cluster view (delegated) ------------------------------------------------------------
 
     def partitions(self, topic: str) -> list[tuple[int, int]]:
-        """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (see ClusterView)."""
-        return self.cluster.partitions(topic)
-
-    # --- sending -----------------------------------------------------------------------
-
-    def _send_with_retries(self, topic: str, payloads: list[bytes], key: bytes | str | None,
-                           target: tuple[BrokerAddress, int] | None = None) -> SendResult:
-        """Send one batch to one partition; re-choose the partition after a broker failure.
-
-        Up to ``message.send.max.retries`` re-sends within ``delivery.timeout.ms``;
-        waiting while no broker is registered is bounded by the time budget only.
-        """
-        try:
-            message_set = encode_message_set(payloads, self.codec)
-        except IngestError as exc:
-            return SendResult(topic, -1, -1, len(payloads), None, exc)
-        deadline = self.clock.monotonic() + self._delivery_timeout_s
-        error: BaseException | None = None
-        bid, partition = -1, -1
-        failures = 0
-        while True:
-            if failures:
-                now = self.clock.monotonic()
-                if failures > self._retries or deadline - now < 0.001:  # budgets are whole milliseconds
-                    break
-                self.stats["retries"] += 1
-                self.clock.sleep(min(self._backoff_s * 2 ** min(failures - 1, 30), self._backoff_max_s,
-                                     deadline - now))
-            bid = -1
-            try:
-                if target is not None and failures == 0:
-                    addr, partition = target
-                else:
-                    addr, partition = self.cluster.choose_within(topic, key, deadline)
-                bid = addr.broker_id
-                conn = self.cluster.conn(addr)
-                if self.acks:
-                    req = protocol.ProduceAckRequest(topic, partition, message_set)
-                    resp = conn.request(req.encode(), protocol.ProduceAckResponse)
-                    check(resp.error, f"PRODUCE_ACK of {len(payloads)} messages to {topic}/{partition} on {conn!r}")
-                    first = resp.offset
-                else:
-                    conn.send(protocol.ProduceRequest(topic, partition, message_set).encode())
-                    first = None
-                self.cluster.sent_ok(bid, topic)
-                return SendResult(topic, bid, partition, len(payloads), first, None)
-            except BrokerUnavailableError as exc:
-                error = exc
-                failures += 1
-                if bid >= 0:
-                    self.cluster.mark_down(bid, exc)
-            except IngestError as exc:
-                error = exc
-                failures += 1
-                if not exc.retriable:
-                    break
-        return SendResult(topic, bid, partition, len(payloads), None, error)
+        """Replicated topic: ``(leader, partition)`` per partition, in partition order (leader -1
+        while there is none). Otherwise sorted ``(broker_id, partition)`` over the live brokers."""
+        leaders = self.cluster.leaders(topic)
+        return leaders if leaders is not None else self.cluster.partitions(topic)
 
     def _account(self, result: SendResult) -> None:
         with self._lock:
@@ -375,28 +318,27 @@ class Producer:
         batch_size = self.config["batch.size"]
         groups: dict[tuple, list[tuple[Callback | None, bytes]]] = defaultdict(list)
         keys: dict[tuple, bytes | str | None] = {}
-        keyless_target: dict[str, tuple[BrokerAddress, int]] = {}
+        keyless_route: dict[str, Route] = {}
         for item in items:
             try:
                 if item.key is None:
-                    if item.topic not in keyless_target:
-                        keyless_target[item.topic] = self.cluster.choose(item.topic, None)
-                    addr, part = keyless_target[item.topic]
+                    if item.topic not in keyless_route:
+                        keyless_route[item.topic] = self.cluster.route(item.topic, None)
+                    route = keyless_route[item.topic]
                 else:
-                    addr, part = self.cluster.choose(item.topic, item.key)
-                gkey = (item.topic, addr, part)
+                    route = self.cluster.route(item.topic, item.key)
+                gkey = (item.topic, route, None)
             except IngestError:
-                gkey = (item.topic, None, -1)  # retried (and failed) below
+                gkey = (item.topic, None, item.key)  # routed (and retried, or failed) per key below
             keys.setdefault(gkey, item.key)
             cb = item.callback
             groups[gkey].extend((cb, p) for p in item.payloads)
         try:
             for gkey, entries in groups.items():
-                topic, addr, part = gkey
-                target = (addr, part) if addr is not None else None
+                topic, route, _ = gkey
                 for i in range(0, len(entries), batch_size):
                     chunk = entries[i:i + batch_size]
-                    result = self._send_with_retries(topic, [p for _, p in chunk], keys[gkey], target)
+                    result = self._sender_of_batches.send(topic, [p for _, p in chunk], keys[gkey], route)
                     self._account(result)
                     self._report(result, chunk)
         finally:

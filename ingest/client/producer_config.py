@@ -1,5 +1,9 @@
 """Configuration keys of the producer (Kafka 0.7 names).
 
+The replication keys are Kafka 0.8's: ``request.required.acks`` takes -1 (every
+in-sync replica), 0 or 1, ``request.timeout.ms`` is how long an acks=-1 leader may
+wait.
+
 ``PRODUCER_CONFIG`` is read by :class:`ingest.client.producer.Producer`; the
 consumer's keys are in :mod:`ingest.client.consumer_config`, the discovery keys
 both share in :mod:`ingest.client.discovery`. Sample file:
@@ -7,8 +11,33 @@ both share in :mod:`ingest.client.discovery`. Sample file:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ingest.client.discovery import DISCOVERY_KEYS
-from ingest.config import Choice, ConfigDef, Int, Key, Str
+from ingest.config import Choice, ConfigDef, Int, Key, KeyType, Str
+
+ACKS_LEVELS = (-1, 0, 1)
+"""``request.required.acks`` values (Kafka 0.8): 0 none, 1 the leader appended, -1 every in-sync replica has it."""
+
+
+@dataclass(frozen=True)
+class IntChoice(KeyType):
+    """One of a fixed set of integers (``request.required.acks``: exactly -1, 0 or 1)."""
+
+    choices: tuple[int, ...] = ()
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        return "one of " + ", ".join(str(c) for c in self.choices)
+
+    def parse(self, raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ValueError("booleans are not integers")
+        value = raw if isinstance(raw, int) else int(str(raw).strip())
+        if value not in self.choices:
+            raise ValueError(f"{value} is not one of {self.choices}")
+        return value
 
 # compression.codec value -> wire codec number (the inverse direction of
 # ingest.broker.message.CODEC_NAMES, which names a wire codec number)
@@ -32,12 +61,19 @@ PRODUCER_CONFIG = ConfigDef(
             "policy 'block': ms to wait for queue space (-1 = forever, 0 = fail at once)"),
         Key("compression.codec", Choice(tuple(CODEC_BY_NAME)), "none",
             "compress each batch as one wrapper message: none, gzip or snappy (or 0/1/2)"),
-        Key("request.required.acks", Int(0, 1), 1,
-            "1: every batch is a PRODUCE_ACK answered with its first offset; 0: fire-and-forget PRODUCE"),
+        Key("request.required.acks", IntChoice(ACKS_LEVELS), 1,
+            "1: a batch is acknowledged once the (leader) broker appended it, answered with its first "
+            "offset; -1: once every in-sync replica has it (a replicated topic; PRODUCE_ACKS); "
+            "0: fire-and-forget PRODUCE, no offsets"),
+        Key("request.timeout.ms", Int(1, 300_000), 10_000,
+            "acks=-1: how long the leader may wait for the in-sync replicas before it answers "
+            "REQUEST_TIMED_OUT (sent in the request, at most the broker's cap of 300000; the socket timeout is "
+            "stretched to cover it)"),
         Key("partitioner.class", Str(), None,
             "'module:Class' with partition(key, num_partitions) -> int; default stable crc32 hash"),
         Key("message.send.max.retries", Int(0, 100), 3,
-            "times a failed batch is re-sent (to another live partition when the broker is down)"),
+            "times a failed batch is re-sent (unreplicated topic: to another live partition when the "
+            "broker is down; replicated topic: to the same partition's new leader)"),
         Key("retry.backoff.ms", Int(0, 600_000), 100,
             "first back-off before a retry; doubles per attempt up to retry.backoff.max.ms"),
         Key("retry.backoff.max.ms", Int(0, 600_000), 1000,
@@ -49,7 +85,8 @@ PRODUCER_CONFIG = ConfigDef(
         Key("reconnect.backoff.max.ms", Int(1, 3_600_000), 5000,
             "a broker that failed is avoided for an exponentially growing time up to this"),
         Key("topic.metadata.refresh.interval.ms", Int(100, 86_400_000), 60_000,
-            "how often partition counts are re-read from the brokers (METADATA)"),
+            "how often partition counts (METADATA) and replicated topics' leaders (TOPIC_METADATA) "
+            "are re-read from the brokers; a leader error re-reads at once"),
         Key("max.message.size", Int(1, 1 << 30), 1_000_000,
             "largest payload accepted by send(); bigger raises MessageTooLargeError"),
     ),

@@ -144,7 +144,7 @@ class ReplicaMetadata:
                 now = self._clock.monotonic()
                 if now + delay > deadline:
                     raise
-                log.info("waiting for a leader of %s-%d: %s", topic, partition, exc)
+                log.debug("waiting for a leader of %s-%d: %s", topic, partition, exc)
                 self._clock.sleep(delay)
                 delay = min(max_backoff_s, delay * 2)
 

@@ -47,7 +47,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pytest
 
@@ -75,14 +75,18 @@ class BrokerProcess:
 
     Attributes:
         broker_id, host, port, log_dir: as configured (kept across ``restart``).
-        address: ``"id:127.0.0.1:port"``, one entry of a ``broker.list``.
+        address: ``"id:host:port"`` (host ``127.0.0.1`` unless given), one entry of a ``broker.list``.
         config_path, output_path: the generated server.properties and the process output.
     """
 
     def __init__(self, broker_id: int, workdir: str | Path, *, port: int | None = None,
-                 zk_connect: str | None = None, overrides: dict[str, Any] | None = None) -> None:
+                 zk_connect: str | None = None, overrides: dict[str, Any] | None = None,
+                 host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
         self.broker_id = broker_id
-        self.host = "127.0.0.1"
+        self.host = host
+        #: prepended to the broker's command line, e.g. ``["ip", "netns", "exec", NS]`` to run it
+        #: inside a network namespace (tests/harness/netns.py); it must exec the command (same pid)
+        self.command_prefix = list(command_prefix)
         self.port = port or free_port()
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +141,8 @@ class BrokerProcess:
         out = open(self.output_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ingest.cli", "broker", "start", "--config", str(self.config_path)],
+                [*self.command_prefix, sys.executable, "-m", "ingest.cli", "broker", "start",
+                 "--config", str(self.config_path)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=str(REPO_ROOT), env=env, start_new_session=True,
             )

@@ -25,9 +25,17 @@ def zookeeper_available() -> bool:
 
 
 class ZooKeeperServer:
-    """A standalone ZooKeeper process; ``connect`` is ``127.0.0.1:port``."""
+    """A standalone ZooKeeper process; ``connect`` is ``client_address:port`` (``127.0.0.1:port`` by default).
 
-    def __init__(self, tick_ms: int = 500) -> None:
+    ``client_address`` is the address it listens on: loopback by default; a
+    network-partition test passes its bridge address (``tests/harness/netns.py``)
+    so brokers in network namespaces reach it (``0.0.0.0`` listens everywhere and
+    ``connect`` then names loopback).
+    """
+
+    def __init__(self, tick_ms: int = 500, client_address: str = "127.0.0.1") -> None:
+        self.client_address = client_address
+        self.host = "127.0.0.1" if client_address == "0.0.0.0" else client_address
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="zk-"))
         self.tick_ms = tick_ms
@@ -35,7 +43,7 @@ class ZooKeeperServer:
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> "ZooKeeperServer":
         cfg = self.dir / "zoo.cfg"
@@ -43,7 +51,7 @@ class ZooKeeperServer:
             f"tickTime={self.tick_ms}\n"
             f"dataDir={self.dir / 'data'}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.client_address}\n"
             "admin.enableServer=false\n"
             # short sessions so expiry tests run fast: min = 2 ticks, max = 20 ticks
             "minSessionTimeout=1000\nmaxSessionTimeout=10000\n"
@@ -56,7 +64,7 @@ class ZooKeeperServer:
              "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
-        wait_for_port(self.port, timeout=60)
+        wait_for_port(self.port, host=self.host, timeout=60)
         return self
 
     def stop(self) -> None:
