@@ -15,7 +15,16 @@ by writing its assignment znode. What is proven:
 - the controller SIGKILLed right after a leader (while it elects a new one), or a
   broker that is both: a new controller (``/controller`` moves,
   ``/controller_epoch`` grows), every partition led by a live in-sync broker,
-  acks=-1 writes go on.
+  acks=-1 writes go on;
+- a replica stopped with bytes flipped in a sealed segment repairs the damaged range
+  from the leader once it follows again, and serves it as leader afterwards;
+- a leader SIGKILLed, its newest segment cut back by the last acknowledged batch
+  (a machine that lost its unflushed tail) and restarted at once does not lead
+  again with that log: a follower that has the batch is elected, nothing
+  acknowledged is lost (a bounce faster than the session once went unnoticed).
+
+Measurements (leader kills, acked/maybe/refused counts, kill -> next acknowledged
+write, controller failover times) are logged at INFO (``-o log_cli=true``).
 """
 from __future__ import annotations
 
