@@ -246,3 +246,37 @@ def test_a_leader_restarted_at_once_with_a_lost_tail_does_not_lose_acknowledged_
     assert got == list(range(1, 31)), f"leader {state.leader} (epoch {state.leader_epoch}) serves ids {got}"
     assert client.send(topic, 0, [r.payload(31)]).status == r.ACKED
     r.assert_replicas_identical(brokers, topic, 0, r.high_watermark(leader, topic, 0))
+
+
+def test_leader_and_controller_killed_and_restarted_at_once(broker_factory, zk_connect, zk):
+    """Both victims come back before their sessions expire (a supervisor's instant restart): the
+    bounce must still count as a death - a new controller epoch, new leader epochs for every
+    partition they led, nothing acknowledged lost."""
+    topic = "bounce"
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides=r.replication_overrides(min_isr=2))
+    r.create_topic(zk, topic, {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]})
+    for part in range(3):
+        r.wait_for_state(zk, topic, part, lambda s: s.leader >= 0 and len(s.isr) == 3, 60, "a full isr")
+    acked: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    _assert_all_led_and_writable(zk, brokers, topic, acked)
+    ctl, epoch = r.controller(zk), r.controller_epoch(zk)
+    before = {q: r.partition_state(zk, topic, q) for q in range(3)}
+    part = next(q for q in range(3) if before[q].leader != ctl)
+    victims = [r.by_id(brokers, before[part].leader), r.by_id(brokers, ctl)]
+    for v in victims:
+        v.kill()
+    for v in victims:
+        v.start(timeout=60)                      # waits only for its own stale registration to expire
+    dead = {v.broker_id for v in victims}
+    r.wait_for(lambda: r.controller(zk) is not None and r.controller_epoch(zk) > epoch, 60,
+               f"a controller epoch above {epoch}")
+    for q in range(3):
+        if before[q].leader in dead:
+            r.wait_for_state(zk, topic, q, lambda s, q=q: s.leader_epoch > before[q].leader_epoch and s.leader >= 0,
+                             60, f"a new leader epoch for {topic}-{q} (its leader {before[q].leader} bounced)")
+        r.wait_for_state(zk, topic, q, lambda s: len(s.isr) == 3, 60, "every replica back in the isr")
+    _assert_all_led_and_writable(zk, brokers, topic, acked)
+    for q in range(3):
+        leader = r.by_id(brokers, r.partition_state(zk, topic, q).leader)
+        assert sorted(_final_log(leader, topic, q).values()) == acked[q], f"{topic}-{q} lost acknowledged writes"
+        r.assert_replicas_identical(brokers, topic, q, r.high_watermark(leader, topic, q))
