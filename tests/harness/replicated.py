@@ -43,6 +43,7 @@ from ingest.broker.message_set import encode_message_set, iter_messages, scan
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.errors import ErrorCode, IngestError
+from tests.harness.wait import wait_until
 
 log = logging.getLogger(__name__)
 
@@ -100,15 +101,8 @@ def live_broker_ids(zk) -> set[int]:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until truthy (returns its value) or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    """Poll ``predicate`` until truthy (returns its value) or fail naming ``what`` (``wait_until``)."""
+    return wait_until(predicate, timeout, what, interval)
 
 
 def wait_for_state(zk, topic: str, partition: int, pred: Callable[[znodes.PartitionState], bool],

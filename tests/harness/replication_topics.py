@@ -29,12 +29,8 @@ from ingest.client.connection import BrokerConnection, check
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.errors import IngestError
+from tests.harness.replicated import create_topic as create_replicated_topic  # noqa: F401 - re-exported
 from tests.harness.wait import wait_until
-
-
-def create_replicated_topic(zk, topic: str, assignment: dict[int, list[int]]) -> None:
-    """Write ``topic``'s assignment node (``{partition: [replica broker ids]}``, first = home)."""
-    zk.retry(zk.create, znodes.topic_dir(topic), znodes.assignment_value(assignment), makepath=True)
 
 
 def metadata_of(brokers, *, timeout_s: float = 5.0) -> ReplicaMetadata:
