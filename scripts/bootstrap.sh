@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the project needs on a fresh machine; idempotent and quick when done.
 #   - ZooKeeper (Debian package `zookeeper`) when its jar is missing (needs root)
+#   - iproute2 (`ip`, for the replication tests' network namespaces) when missing (needs root)
 #   - .venv          : the project + test dependencies (pyspark, pyarrow, fastavro, kazoo, hdfs, crcmod, pytest)
 #   - .venv-airflow  : Apache Airflow + Spark provider, kept apart because the provider's
 #                      pyspark-client overwrites pyspark's Python files (see docs/operations.md)
@@ -17,6 +18,16 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
     else
         log "WARNING: zookeeper jar missing and not root: ZooKeeper tests will be skipped"
+    fi
+fi
+
+if ! command -v ip >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        log "installing the Debian iproute2 package (network namespaces for the partition tests)"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+    else
+        log "WARNING: 'ip' missing and not root: the network-partition tests will be skipped"
     fi
 fi
 
