@@ -21,6 +21,9 @@ from typing import Callable, Hashable
 
 log = logging.getLogger(__name__)
 
+PRUNE_EVERY = 256
+"""Deadlines passed between sweeps of done ops out of the per-key lists."""
+
 
 class DelayedOp:
     """One waiting request. ``attempt`` returns True when it completed the reply itself."""
@@ -106,6 +109,7 @@ class Purgatory:
                     del self._ops[key]
 
     def _run(self) -> None:
+        popped = 0
         while True:
             with self._cond:
                 while not self._closed and (not self._heap or self._heap[0][0] > time.monotonic()):
@@ -116,8 +120,9 @@ class Purgatory:
                 _, _, op = heapq.heappop(self._heap)
             if not op.done:
                 op.expire()
-            # pruning of expired ops happens at the next check/add of their key, or here in bulk
-            if len(self._heap) % 256 == 0:
+            # expired ops leave their key's list at its next check/add, or here every PRUNE_EVERY expiries
+            popped += 1
+            if popped % PRUNE_EVERY == 0:
                 with self._cond:
                     for key in list(self._ops):
                         kept = [o for o in self._ops[key] if not o.done]

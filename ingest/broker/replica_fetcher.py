@@ -103,7 +103,6 @@ class ReplicaFetcher(threading.Thread):
                         max_bytes *= 2
                         log.info("%s: raising the replica fetch size to %d bytes", part, max_bytes)
                     continue
-                max_bytes = max(self.max_bytes, max_bytes // 2) if whole and max_bytes > self.max_bytes else max_bytes
                 data = data[:whole]
                 if pos < lg.log_end:
                     pos = self._agree(pos, data, resp.log_end)
@@ -179,7 +178,7 @@ class ReplicaFetcher(threading.Thread):
 
     def _out_of_range(self, pos: int, resp: p.ReplicaFetchResponse) -> int:
         lg = self.part.log
-        if resp.log_start > pos or lg.log_end == lg.start_offset and resp.log_start > lg.log_end:
+        if resp.log_start > pos:
             log.warning("%s: offset %d is below the leader's log start %d; restarting the local log there",
                         self.part, pos, resp.log_start)
             lg.reset_to(resp.log_start)
@@ -198,7 +197,6 @@ class ReplicaFetcher(threading.Thread):
         start = max(lg.start_offset, resp.log_start)
         if start > lg.start_offset:
             lg.reset_to(start)
-            self.part.truncated(start)
         self.part.truncated(start)
         return start
 

@@ -19,6 +19,8 @@ from ingest.client.discovery import (Discovery, make_discovery, read_topic_parti
                                      start_kazoo)
 from ingest.client.producer import Producer, SendResult
 from ingest.client.producer_config import PRODUCER_CONFIG
+from ingest.client.leader_consumer import LeaderConsumer
+from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import BrokerUnavailableError, ConfigError, IngestError, UnknownTopicError
 
@@ -159,43 +161,50 @@ def _direct_consumer(discovery: Discovery, topic, from_beginning, max_messages, 
         for c in consumers.values():
             c.close()
         raise
-    n = 0
-    idle_since = time.monotonic()
+    def fetch_round():
+        for bid, c in consumers.items():
+            mine = [(p, o) for (b, p), o in positions.items() if b == bid]
+            if not mine:
+                continue
+            results = c.multifetch([(topic, p, o, c.fetch_size) for p, o in mine])
+            for (p, _), r in zip(mine, results):
+                yield bid, p, r
+                if r.messages:
+                    positions[(bid, p)] = r.next_offset
+
     try:
-        while True:
-            got = False
-            for bid, c in consumers.items():
-                mine = [(p, o) for (b, p), o in positions.items() if b == bid]
-                if not mine:
-                    continue
-                results = c.multifetch([(topic, p, o, c.fetch_size) for p, o in mine])
-                for (p, _), r in zip(mine, results):
-                    for m in r.messages:
-                        out.write(_format(topic, bid, p, m.offset, m.payload, print_offsets))
-                        n += 1
-                        if max_messages is not None and n >= max_messages:
-                            out.flush()
-                            return 0
-                    if r.messages:
-                        got = True
-                        positions[(bid, p)] = r.next_offset
-            out.flush()
-            if got:
-                idle_since = time.monotonic()
-            elif timeout_ms >= 0 and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
-                return 0
-            else:
-                time.sleep(0.1)
+        return _print_rounds(topic, fetch_round, max_messages, timeout_ms, print_offsets, out)
     finally:
         for c in consumers.values():
             c.close()
 
 
+def _print_rounds(topic, fetch_round, max_messages, timeout_ms, print_offsets, out) -> int:
+    """Print what each round of fetches brings (``fetch_round()`` yields ``(broker_id, partition,
+    result)``) until ``max_messages`` or ``timeout_ms`` without a message; returns the exit code 0."""
+    n = 0
+    idle_since = time.monotonic()
+    while True:
+        got = False
+        for bid, p, r in fetch_round():
+            for m in r.messages:
+                out.write(_format(topic, bid, p, m.offset, m.payload, print_offsets))
+                n += 1
+                if max_messages is not None and n >= max_messages:
+                    out.flush()
+                    return 0
+            got = got or bool(r.messages)
+        out.flush()
+        if got:
+            idle_since = time.monotonic()
+        elif timeout_ms >= 0 and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
+            return 0
+        else:
+            time.sleep(0.1)
+
+
 def _replicated_topic(discovery: Discovery, topic: str):
     """``topic``'s TOPIC_METADATA answer if it is a replicated topic, else None."""
-    from ingest.client.replica_metadata import ReplicaMetadata
-    from ingest.errors import BrokerUnavailableError
-
     try:
         return ReplicaMetadata(lambda: discovery.brokers().values(), timeout_s=10).topic(topic)
     except BrokerUnavailableError:  # brokers without replication: a legacy cluster
@@ -206,35 +215,19 @@ def _direct_replicated(discovery: Discovery, replicated, from_beginning, max_mes
                        out):
     """The direct console consumer of a replicated topic: each partition (named home-p) from its current
     leader, following failovers (:class:`~ingest.client.leader_consumer.LeaderConsumer`)."""
-    from ingest.client.leader_consumer import LeaderConsumer
-    from ingest.client.replica_metadata import ReplicaMetadata
-
     topic = replicated.name
     homes = {p.partition: p.home for p in replicated.partitions}
-    n = 0
-    idle_since = time.monotonic()
     with LeaderConsumer(ReplicaMetadata(lambda: discovery.brokers().values(), timeout_s=10)) as lc:
         positions = {p: lc.earliest_offset(topic, p) if from_beginning else lc.latest_offset(topic, p)
                      for p in sorted(homes)}
-        while True:
-            got = False
+
+        def fetch_round():
             for p, offset in positions.items():
                 r = lc.fetch(topic, p, offset)
-                for m in r.messages:
-                    out.write(_format(topic, homes[p], p, m.offset, m.payload, print_offsets))
-                    n += 1
-                    if max_messages is not None and n >= max_messages:
-                        out.flush()
-                        return 0
-                got = got or bool(r.messages)
+                yield homes[p], p, r
                 positions[p] = r.next_offset
-            out.flush()
-            if got:
-                idle_since = time.monotonic()
-            elif timeout_ms >= 0 and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
-                return 0
-            else:
-                time.sleep(0.1)
+
+        return _print_rounds(topic, fetch_round, max_messages, timeout_ms, print_offsets, out)
 
 
 def list_topics(*, brokers: str | None, zk: str | None, topics: Iterable[str] = (),
