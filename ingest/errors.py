@@ -51,6 +51,7 @@ class ErrorCode(IntEnum):
     REQUEST_TIMED_OUT = 25
     STALE_LEADER_EPOCH = 26
     INVALID_REQUIRED_ACKS = 27
+    OFFSET_MISMATCH = 28
 
 
 class IngestError(Exception):
@@ -213,6 +214,17 @@ class InvalidRequiredAcksError(IngestError):
     """``request.required.acks`` is not one of -1, 0, 1."""
 
     code = ErrorCode.INVALID_REQUIRED_ACKS
+
+
+class OffsetMismatchError(IngestError):
+    """APPEND_AT: the partition's log end is not the offset the set was meant to start at; nothing
+    was appended. ``log_end`` is the log end the broker has (the mirror resumes from it)."""
+
+    code = ErrorCode.OFFSET_MISMATCH
+
+    def __init__(self, message: str = "", log_end: int | None = None) -> None:
+        super().__init__(message)
+        self.log_end = log_end
 
 
 class ReplicationConfigError(IngestError):
@@ -387,6 +399,16 @@ class CompactionError(IngestError):
     """An hour could not be compacted (unreadable file, unknown format, missing header)."""
 
 
+class MirrorConfigError(ConfigError):
+    """A mirror configuration that cannot work: no source, an unknown source name, a regex that does
+    not compile, a target topic whose partitions cannot hold the mapping (names the topic and counts)."""
+
+
+class MirrorError(IngestError):
+    """The mirror cannot go on with one partition: its checkpoint is unreadable or was moved by
+    another owner, or the target lost data below the checkpoint (names the partition and offsets)."""
+
+
 class DemoError(IngestError):
     """A demo step failed (names the step, its exit code and its log file)."""
 
@@ -416,6 +438,7 @@ WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
     ErrorCode.REQUEST_TIMED_OUT: RequestTimedOutError,
     ErrorCode.STALE_LEADER_EPOCH: StaleLeaderEpochError,
     ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
+    ErrorCode.OFFSET_MISMATCH: OffsetMismatchError,
 }
 """Wire code -> the class a client raises for it (NONE is success, not an error)."""
 

@@ -305,3 +305,48 @@ def registry_config_path(name: str) -> str:
 def registry_lock_path() -> str:
     """``/schema-registry/lock``: the kazoo Lock around a subject's read-check-write."""
     return f"{SCHEMA_REGISTRY}/lock"
+
+
+# --- /mirrors (the mirror's coordination, in the target cluster's ZooKeeper) ---------------
+
+MIRRORS = "/mirrors"
+
+
+def mirror_group_path(group: str) -> str:
+    """``/mirrors/[group]``: one mirror group (processes copying the same sources to one target)."""
+    return f"{MIRRORS}/{group}"
+
+
+def mirror_ids_dir(group: str) -> str:
+    """``/mirrors/[group]/ids``: one ephemeral child per running mirror process."""
+    return f"{mirror_group_path(group)}/ids"
+
+
+def mirror_member_path(group: str, mirror_id: str) -> str:
+    """``/mirrors/[group]/ids/[mirror_id]``: the member (JSON: host, pid, started_at_ms)."""
+    return f"{mirror_ids_dir(group)}/{mirror_id}"
+
+
+def mirror_mappings_dir(group: str) -> str:
+    """``/mirrors/[group]/mappings``: one child per mirrored topic."""
+    return f"{mirror_group_path(group)}/mappings"
+
+
+def mirror_mapping_path(group: str, topic: str) -> str:
+    """``/mirrors/[group]/mappings/[topic]``: source partition -> target partition (JSON, written once)."""
+    return f"{mirror_mappings_dir(group)}/{topic}"
+
+
+def mirror_checkpoints_dir(group: str) -> str:
+    """``/mirrors/[group]/checkpoints``."""
+    return f"{mirror_group_path(group)}/checkpoints"
+
+
+def mirror_checkpoint_path(group: str, source: str, topic: str, broker_id: int, partition: int) -> str:
+    """``/mirrors/[group]/checkpoints/[source]/[topic]/[broker_id-partition]``: the partition's checkpoint (JSON)."""
+    return f"{mirror_checkpoints_dir(group)}/{source}/{topic}/{partition_name(broker_id, partition)}"
+
+
+def mirror_lost_dir(group: str) -> str:
+    """``/mirrors/[group]/lost``: source ranges deleted by retention before they were mirrored (sequential children)."""
+    return f"{mirror_group_path(group)}/lost"

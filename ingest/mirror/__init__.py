@@ -1,0 +1,1 @@
+"""package: The mirror: embedded consumers that copy topics from datacenter clusters into an offline cluster, exactly once."""
