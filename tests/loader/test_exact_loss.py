@@ -59,36 +59,13 @@ def _segment_starts(broker, topic):
 
 @pytest.mark.slow
 def test_retention_gap_count_is_exact_with_session_bounds(spark, registry_url, tmp_path_factory, tmp_path):
-    from ingest.events.event_producer import EventProducer
-    from ingest.events.loadgen import EventGenerator
-    from ingest.events.registry_client import RegistryClient
-
     brokers = broker_cluster(tmp_path_factory, n=1, num_partitions=1, log_file_size=SEGMENT, log_retention_size=KEEP,
                              log_retention_check_interval_ms=200)
     broker = brokers[0]
     dest = tmp_path / "out"
     cfg = loader_config(dest, brokers, registry_url, topics="ex-.*", fail_on_data_loss="false")
-    gens = [EventGenerator(seed=11), EventGenerator(seed=12)]
-    producers = {t: [EventProducer({"broker.list": broker_list(brokers), "compression.codec": codec},
-                                   RegistryClient(registry_url), monitoring_enable=False, background=False)
-                     for _ in gens] for t, codec in TOPICS.items()}
     try:
-        first = {t: _produce(producers, gens, t, SENDS[t][1], SENDS[t][0]) for t in TOPICS}
-        for t in TOPICS:
-            assert sum(p.stat().st_size for p in (broker.log_dir / f"{t}-0").glob("*.kafka")) < KEEP
-        assert run_load(cfg, spark).status == "committed"
-        st = LoaderState.load(open_storage(str(dest)))
-        committed = {t: st.offsets[(t, 0, 0)] for t in TOPICS}
-        with SimpleConsumer(broker.host, broker.port) as c:
-            for t in TOPICS:  # the tally: the messages loaded from the segment holding the committed offset
-                seg = max(s for s in _segment_starts(broker, t) if s <= committed[t].offset)
-                assert committed[t].tally == (seg, _messages_between(c, t, seg, committed[t].offset)), t
-        later = {t: _produce(producers, gens, t, SENDS[t][2], SENDS[t][0]) for t in TOPICS}
-    finally:
-        for eps in producers.values():
-            for ep in eps:
-                ep.close()
-    try:
+        committed, first, later = _load_then_produce_more(spark, cfg, broker, brokers, registry_url)
         earliest = _wait_for_retention(broker, committed)
         (broker.log_dir / "ex-norec-0" / "deleted-segments").unlink()  # the broker forgets what it deleted
         with SimpleConsumer(broker.host, broker.port) as c:
@@ -125,6 +102,39 @@ def test_retention_gap_count_is_exact_with_session_bounds(spark, registry_url, t
         assert counts == {True: 2, False: 1}
     finally:
         stop_all(brokers)
+
+
+def _load_then_produce_more(spark, cfg, broker, brokers, registry_url):
+    """Two producer sessions per topic: produce, load (checking the tally it committed), produce more.
+    Returns (committed offset records, ids produced before the load, ids produced after)."""
+    from ingest.events.event_producer import EventProducer
+    from ingest.events.loadgen import EventGenerator
+    from ingest.events.registry_client import RegistryClient
+
+    gens = [EventGenerator(seed=11), EventGenerator(seed=12)]
+    producers = {t: [] for t in TOPICS}
+    try:
+        for t, codec in TOPICS.items():
+            for _ in gens:
+                producers[t].append(EventProducer({"broker.list": broker_list(brokers), "compression.codec": codec},
+                                                  RegistryClient(registry_url), monitoring_enable=False,
+                                                  background=False))
+        first = {t: _produce(producers, gens, t, SENDS[t][1], SENDS[t][0]) for t in TOPICS}
+        for t in TOPICS:
+            assert sum(p.stat().st_size for p in (broker.log_dir / f"{t}-0").glob("*.kafka")) < KEEP
+        assert run_load(cfg, spark).status == "committed"
+        st = LoaderState.load(open_storage(cfg["destination"]))
+        committed = {t: st.offsets[(t, 0, 0)] for t in TOPICS}
+        with SimpleConsumer(broker.host, broker.port) as c:
+            for t in TOPICS:  # the tally: the messages loaded from the segment holding the committed offset
+                seg = max(s for s in _segment_starts(broker, t) if s <= committed[t].offset)
+                assert committed[t].tally == (seg, _messages_between(c, t, seg, committed[t].offset)), t
+        later = {t: _produce(producers, gens, t, SENDS[t][2], SENDS[t][0]) for t in TOPICS}
+    finally:
+        for eps in producers.values():
+            for ep in eps:
+                ep.close()
+    return committed, first, later
 
 
 def _wait_for_retention(broker, committed, timeout_s=240.0):
