@@ -7,6 +7,8 @@ segments, load again with fail.on.data.loss=false. Retention keeps 12 KB per
 partition, checked every 200 ms; what is produced before the first load is
 smaller, so nothing is deleted before it whatever the timing:
 
+- after the first load, each partition's tally equals the broker's messages from the start of the
+  segment holding the committed offset (an undecodable message in ``ex-plain``, quarantined, counts);
 - ``ex-plain`` (uncompressed) and ``ex-gzip`` (gzip wrappers of 10 messages): the
   committed offset lies inside a deleted segment (the straddling case); the lost
   range's count equals the produced-but-never-loaded messages exactly,
@@ -63,7 +65,8 @@ def test_retention_gap_count_is_exact_with_session_bounds(spark, registry_url, t
                              log_retention_check_interval_ms=200)
     broker = brokers[0]
     dest = tmp_path / "out"
-    cfg = loader_config(dest, brokers, registry_url, topics="ex-.*", fail_on_data_loss="false")
+    cfg = loader_config(dest, brokers, registry_url, topics="ex-.*", fail_on_data_loss="false",
+                        max_quarantine_ratio="0.1")
     try:
         committed, first, later = _load_then_produce_more(spark, cfg, broker, brokers, registry_url)
         earliest = _wait_for_retention(broker, committed)
@@ -82,6 +85,7 @@ def test_retention_gap_count_is_exact_with_session_bounds(spark, registry_url, t
             r = lost[t]
             ids = committed_ids(dest, t)
             assert max(ids.values()) == 1 and set(first[t]) <= set(ids)
+            assert len(st.files(t, kind="quarantine")) == (t == "ex-plain")
             produced = first[t] + later[t]
             missing = [i for i in produced if i not in ids]
             assert (r.start_offset, r.end_offset) == (committed[t].offset, earliest[t])
@@ -120,6 +124,10 @@ def _load_then_produce_more(spark, cfg, broker, brokers, registry_url):
                                                   RegistryClient(registry_url), monitoring_enable=False,
                                                   background=False))
         first = {t: _produce(producers, gens, t, SENDS[t][1], SENDS[t][0]) for t in TOPICS}
+        from ingest.client.producer import Producer
+
+        with Producer({"broker.list": broker_list(brokers)}) as raw:  # consumed, quarantined: in the tally
+            raw.send("ex-plain", [b"not an event"])
         for t in TOPICS:
             assert sum(p.stat().st_size for p in (broker.log_dir / f"{t}-0").glob("*.kafka")) < KEEP
         assert run_load(cfg, spark).status == "committed"
