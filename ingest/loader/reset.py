@@ -156,7 +156,9 @@ def reset_offsets(config, spec: str, topics: list[str], clock: Clock | None = No
     removed = []
     for key, off in resets.items():
         prev = offsets.get(key)
-        offsets[key] = OffsetRecord(*key, off, prev.last_time_ms if prev and off >= prev.offset else None)
+        # the tally (ingest.loader.tally) holds only for the offset it was counted up to
+        offsets[key] = OffsetRecord(*key, off, prev.last_time_ms if prev and off >= prev.offset else None,
+                                    prev.tally if prev and off == prev.offset else None)
         removed += withdrawn_by_replay(state, key, off)
     return commit.commit_files(storage, kind="reset", run_id=new_run_id(clock), offsets=list(offsets.values()),
                                removed=removed, expected_seq=state.seq, clock=clock,
