@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 from ingest.errors import SchemaNotFoundError
 from ingest.events.envelope import HEADER_FIELD, HEADER_RECORD, HEADER_SCHEMA, MAGIC_BYTE, PREFIX_SIZE, has_header
@@ -216,6 +216,30 @@ class HeaderReader:
             self._prefixes.clear()
         self._prefixes[prefix] = t
         return t
+
+    def prefix_times(self, prefixes: Iterable[bytes]) -> list[Any]:
+        """:meth:`prefix_time` of each prefix (one call for a whole message set; the common case inlined)."""
+        cache = self._prefixes
+        kinds = self._kinds
+        out = []
+        append = out.append
+        for prefix in prefixes:
+            t = cache.get(prefix, _MISS)
+            if t is _MISS:
+                if len(prefix) == TIME_PREFIX and prefix[0] == MAGIC_BYTE and kinds.get(prefix[1:PREFIX_SIZE]) == _FAST:
+                    b0, b1, b2, b3, b4, b5 = prefix[PREFIX_SIZE:]
+                    if b5 < 0x80 and b0 & b1 & b2 & b3 & b4 & 0x80:
+                        n = ((b0 & 0x7F) | (b1 & 0x7F) << 7 | (b2 & 0x7F) << 14 | (b3 & 0x7F) << 21
+                             | (b4 & 0x7F) << 28 | b5 << 35)
+                        t = (n >> 1) ^ -(n & 1)
+                        if len(cache) >= _PREFIX_CACHE_SIZE:
+                            cache.clear()
+                        cache[prefix] = t
+                        append(t)
+                        continue
+                t = self.prefix_time(prefix)
+            append(t)
+        return out
 
     def _resolve_prefix(self, prefix: bytes) -> Any:
         if len(prefix) <= PREFIX_SIZE or prefix[0] != MAGIC_BYTE:

@@ -32,7 +32,6 @@ Concurrency contract: not thread-safe; one unit's copier thread owns its counter
 """
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
 import operator
@@ -176,11 +175,10 @@ class PartitionCounter:
         if min(sizes) < hs + TIME_PREFIX:  # a payload shorter than the prefix: its key ends with it
             key_ends = map(min, key_ends, ends)
         keys = list(map(data.__getitem__, map(slice, map(add, starts, rep(hs)), key_ends)))
-        prefix_time = self.reader.prefix_time
         w = self.window_ms
+        distinct = list(dict.fromkeys(keys))
         window_of: dict[bytes, int | None] = {}  # None: the prefix does not decide the time
-        for key in collections.Counter(keys):
-            t = prefix_time(key)
+        for key, t in zip(distinct, self.reader.prefix_times(distinct)):
             window_of[key] = None if t is NEEDS_PAYLOAD else OUT_OF_RANGE_WINDOW if t is None else t - t % w
         windows = set(window_of.values())
         if None in windows:  # rare: header not first in its schema, or a time beyond 2039
