@@ -294,3 +294,27 @@ def test_bulk_count_of_a_mixed_set_matches_the_event_times(registry_url, ser):
            if not e["heartbeat"]}
     assert got == expected
     assert len(expected) >= 8 and expected[0][0] == 15 + 3
+
+
+def test_restored_pending_events_come_first_from_due_events(registry_url, ser):
+    """A copier that does not publish the restored events separately gets them from due_events():
+    oldest first, unchanged, before anything new."""
+    clock = FakeClock(T0)
+    c = new_counter(registry_url, clock)
+    p = Payloads(ser)
+    c.count(encode_message_set(p.at(T0 + 1, T0 + W + 1)))
+    clock.set(T0 + W + G)
+    pending = c.due_events()                         # checkpointed, then the process was killed
+    assert [(e["window_start_ms"], e["report_seq"], e["is_final"]) for e in pending] == [(T0, 1, True), (T0 + W, 2, False)]
+    r = new_counter(registry_url, clock, state=json.loads(json.dumps(c.state())))
+    r.count(encode_message_set(p.at(T0 + 2, T0 + 3 * W)))  # re-counted and new messages after the checkpoint
+    clock.set(T0 + 3 * W + G)
+    events = r.due_events()
+    assert events[:2] == pending                      # same ids, same content, first
+    # then a heartbeat and an interim report; the windows with a pending event wait for it to be published
+    assert [(e["window_start_ms"], e["report_seq"], e["heartbeat"]) for e in events[2:]] == [
+        (T0 + 2 * W, 3, True), (T0 + 3 * W, 4, False)]
+    r.published(e["event_id"] for e in events)
+    after = r.due_events()
+    assert [(e["window_start_ms"], e["revision"], e["count_acked"], e["report_seq"]) for e in after] == [
+        (T0, 2, 2, 5), (T0 + W, 2, 1, 6)]
