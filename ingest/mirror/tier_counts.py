@@ -40,6 +40,7 @@ from typing import Any, Iterable
 
 from ingest.broker.message import ATTRIBUTES_OFFSET, CODEC_NONE, HEADER_SIZE
 from ingest.broker.message_set import inner_messages, scan
+from ingest import znodes
 from ingest.clock import Clock
 from ingest.errors import InvalidMessageError, MessageTooLargeError, MirrorConfigError
 from ingest.events.envelope import HEADER_FIELD, ProducerIdentity
@@ -57,7 +58,7 @@ EVENT_ID_NAMESPACE = uuid.UUID("6f1d5c1e-8a0b-5d3c-9e47-2b1f0a9c7d13")
 
 def unit_session(group: str, source: str, topic: str, broker_id: int, partition: int) -> str:
     """The monitoring session of one mirror unit (stable across restarts and owners)."""
-    return f"mirror:{group}:{source}:{topic}:{broker_id}-{partition}"
+    return f"mirror:{group}:{source}:{topic}:{znodes.partition_name(broker_id, partition)}"
 
 
 def mirror_service(source: str) -> str:
