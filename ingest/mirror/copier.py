@@ -174,8 +174,9 @@ class PartitionCopier:
             if self.position > cp.source_offset:
                 self._recount(cp.source_offset, self.position)
         self._bounds_from = cp.bounds_from
-        log.info("%s: %s from source offset %d%s", self.unit, self.mode, self.position,
-                 "" if self.target_end is None else f" (target offset {self.target_end})")
+        log.info("%s: %s from source offset %d%s; checkpoint (%d, %s), %d message(s) re-counted", self.unit,
+                 self.mode, self.position, "" if self.target_end is None else f" (target end {self.target_end})",
+                 cp.source_offset, cp.target_offset, self.stats["recounted_messages"])
         self._next_checkpoint = self.clock.monotonic() + self.interval_s
         self._publish_lost()
         if self.counter is not None:
