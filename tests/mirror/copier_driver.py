@@ -3,7 +3,7 @@
     python -m tests.mirror.copier_driver SOURCE_ZK TARGET_ZK GROUP TOPIC BROKER_ID PARTITION TARGET_PARTITION FETCH_SIZE
 
 Copies until SIGTERM (then writes its final checkpoint and exits 0) or until it is SIGKILLed.
-Prints ``ready`` once the copier thread runs. Counts with tests.mirror.copier_support.TestCounter.
+Prints ``ready`` once the copier thread runs. Counts with the real PartitionCounter (tests.mirror.copier_support.counter_factory).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ingest.client.discovery import ZkDiscovery, start_kazoo
 from ingest.mirror.copier_factory import make_copier
 from ingest.mirror.mapping import MirrorUnit
 from ingest.mirror.source_reader import cluster_metadata
-from tests.mirror.copier_support import TestCounter
+from tests.mirror.copier_support import counter_factory
 
 
 def main(argv: list[str]) -> int:
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     target = ZkDiscovery(start_kazoo(target_zk), own_client=True)
     unit = MirrorUnit("dc1", topic, int(broker_id), int(partition), int(target_partition))
     copier = make_copier(unit, group=group, zk=zk, source_discovery=source, target_metadata=cluster_metadata(target),
-                         counter_factory=TestCounter, fetch_size=int(fetch_size), checkpoint_interval_ms=200)
+                         counter_factory=counter_factory(unit), fetch_size=int(fetch_size), checkpoint_interval_ms=200)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     t = threading.Thread(target=copier.run, args=(stop,), daemon=True)

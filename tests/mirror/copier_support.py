@@ -1,58 +1,46 @@
-"""Test support for the copier tests: a minimal counter, a test header format, produce and read helpers.
+"""Test support for the copier tests: the shared mirror parts, the real tier counter, produce and read helpers.
 
-``TestCounter`` stands in for H4's PartitionCounter in these tests only (same methods: count, due_events,
-state, published): it counts every message of each acknowledged set, so a test can check that the mirror
-tier counted each source message exactly once across restarts. ``TestHeaders`` reads the header of the
-test payloads ``session|seq|time|filler`` (the real HeaderReader decodes Avro events; the copier only
-needs ``.read(payload) -> header with session, seq, time``).
+Payloads here are plain bytes ``session|seq|time|filler`` (not framed Avro): the real
+PartitionCounter counts them in window 0, which is all these tests need (every message counted
+exactly once across restarts); tests/mirror/test_mirror_lost_ranges.py uses real Avro events.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+import uuid
+
+import pytest
 
 from ingest.broker import protocol
-from ingest.broker.message_set import encode_message_set, iter_messages, valid_prefix
+from ingest.broker.message_set import encode_message_set, valid_prefix
 from ingest.client.connection import BrokerConnection, check
+from ingest.client.discovery import ZkDiscovery, start_kazoo
 from ingest.client.replica_metadata import ReplicaMetadata
+from ingest.clock import SYSTEM_CLOCK
+from ingest.events.header_reader import HeaderReader
+from ingest.events.registry_client import RegistryClient
+from ingest.mirror.copier_factory import make_copier, make_fallback_producer
+from ingest.mirror.source_reader import cluster_metadata
+from ingest.mirror.tier_counts import PartitionCounter
 
 
-class TestCounter:
-    __test__ = False
-
-    def __init__(self, state: dict | None = None) -> None:
-        self.messages = (state or {}).get("messages", 0)
-
-    def count(self, message_set: bytes) -> int:
-        n = sum(1 for _ in iter_messages(message_set))
-        self.messages += n
-        return n
-
-    def due_events(self, closing: bool = False) -> list[dict]:
-        return []
-
-    def state(self) -> dict:
-        return {"messages": self.messages}
-
-    def published(self, event_ids) -> None:
-        pass
+NO_REGISTRY = "http://127.0.0.1:9"
+"""The test payloads below are not framed Avro, so a HeaderReader never asks its registry about them."""
 
 
-class Header(NamedTuple):
-    time: int
-    server: str
-    service: str
-    session: str
-    seq: int
+def counter_factory(unit, group: str = "g", header_reader=None):
+    """``state -> PartitionCounter`` of ``unit`` (the real tier counter; unframed payloads count in window 0)."""
+    reader = header_reader or HeaderReader(RegistryClient(NO_REGISTRY))
+    return lambda state: PartitionCounter(session=unit.session(group), topic=unit.topic, source=unit.source,
+                                          mirror_server="test", window_ms=60_000, interval_ms=1000,
+                                          header_reader=reader, clock=SYSTEM_CLOCK, state=state)
 
 
-class TestHeaders:
-    __test__ = False
-
-    def read(self, payload: bytes) -> Header | None:
-        parts = payload.split(b"|")
-        if len(parts) < 4:
-            return None
-        return Header(int(parts[2]), "h", "svc", parts[0].decode(), int(parts[1]))
+def acked(checkpoint) -> int:
+    """Messages the checkpointed counter state says the target acknowledged."""
+    c = PartitionCounter(session="x", topic="x", source="x", mirror_server="x", window_ms=60_000, interval_ms=1000,
+                         header_reader=HeaderReader(RegistryClient(NO_REGISTRY)), clock=SYSTEM_CLOCK,
+                         state=checkpoint.counts)
+    return c.totals()["acked"]
 
 
 def payload(session: str, seq: int, time_ms: int = 1_700_000_000_000, size: int = 40) -> bytes:
@@ -97,3 +85,40 @@ def read_all(fetch_raw, start: int = 0) -> bytes:
             return bytes(out)
         out += chunk[:n]
         pos += n
+
+
+@pytest.fixture
+def target_zk_connect(zookeeper) -> str:
+    chroot = f"/t-{uuid.uuid4().hex[:10]}"
+    c = start_kazoo(zookeeper.connect)
+    c.retry(c.ensure_path, chroot)
+    c.stop()
+    c.close()
+    return zookeeper.connect + chroot
+
+
+class Mirror:
+    """The parts a mirror process shares: target kazoo client, discoveries, metadata (closed at the end)."""
+
+    def __init__(self, source_zk: str, target_zk: str) -> None:
+        self.zk = start_kazoo(target_zk)
+        self.source = ZkDiscovery(start_kazoo(source_zk), own_client=True)
+        self.target = ZkDiscovery(start_kazoo(target_zk), own_client=True)
+        self.target_md = cluster_metadata(self.target)
+        self.producer = None
+
+    def copier(self, unit, **kw):
+        if unit.fallback and self.producer is None:
+            self.producer = make_fallback_producer(self.target)
+        return make_copier(unit, group="g", zk=self.zk, source_discovery=self.source, target_metadata=self.target_md,
+                           fallback_producer=self.producer, counter_factory=counter_factory(unit),
+                           header_reader=HeaderReader(RegistryClient(NO_REGISTRY)), fetch_size=kw.pop("fetch_size", 2048),
+                           checkpoint_interval_ms=kw.pop("checkpoint_interval_ms", 100), **kw)
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.close()
+        self.source.close()
+        self.target.close()
+        self.zk.stop()
+        self.zk.close()
