@@ -281,7 +281,7 @@ class PartitionCopier:
             self._lost_range(earliest)
             return True
         latest = self.source.latest()
-        if self.position > latest:
+        if self.position >= latest:
             self.state = f"waiting: the source ends at {latest}, below the mirror position {self.position}"
             log.debug("%s: %s", self.unit, self.state)
             return False
