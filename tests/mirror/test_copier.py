@@ -192,5 +192,30 @@ def test_too_few_target_partitions_fall_back_to_repartitioning_at_least_once(bro
         run_until(c, caught_up(c, len(source_bytes(src, "f", unit.partition))))
         cp = CheckpointStore(mirror.zk, "g", unit).read()
         assert cp.target_offset is None and cp.source_offset == len(source_bytes(src, "f", unit.partition))
+        assert acked(cp) == sum(1 for _ in iter_messages(source_bytes(src, "f", unit.partition)))
     got = Counter(m.payload for m in iter_messages(target_bytes(mirror, "f", 0)))
     assert got == sent                                  # every message once (no restart happened)
+
+
+def test_the_target_leader_killed_during_the_copy_costs_no_byte(broker_factory, zk_connect, target_zk_connect, mirror):
+    (src,) = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
+    targets = broker_factory(n=2, zk_connect=target_zk_connect)
+    sent = produce_mix(src, "tk", 0, "a", 0, 150)
+    (unit,) = ensure_mapping(mirror.zk, "g", "tk", ["dc1"], {"dc1": [(0, 0)]}, replication_factor=2).units
+    wait_for_leaders(metadata_of(targets), "tk", 1, isr=2)
+    end = len(source_bytes(src, "tk", 0))
+    c = mirror.copier(unit, fetch_size=256)
+    stop = threading.Event()
+    t = threading.Thread(target=c.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: c.position is not None and c.position > end // 4, 60, "a quarter copied")
+        leader = mirror.target_md.leader("tk", 0, refresh=True).broker_id
+        next(b for b in targets if b.broker_id == leader).kill()
+        wait_until(lambda: c.position == end and c.state == "caught up", 90, "the copy to finish on the new leader")
+    finally:
+        stop.set()
+        t.join(30)
+    assert mirror.target_md.leader("tk", 0, refresh=True).broker_id != leader
+    assert target_bytes(mirror, "tk", 0) == source_bytes(src, "tk", 0)
+    assert acked(CheckpointStore(mirror.zk, "g", unit).read()) == sent
