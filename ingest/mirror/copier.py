@@ -138,6 +138,7 @@ class PartitionCopier:
                     self.state = f"waiting: {exc}"
                     level = logging.WARNING if backoff == 0.05 or self.stats["retries"] % 20 == 0 else logging.DEBUG
                     log.log(level, "%s: %s; retrying in %.2f s", self.unit, exc, backoff)
+                    self._refresh_source_end()
                     stop_event.wait(backoff)
                     backoff = min(self.max_backoff_s, backoff * 2)
                     continue
@@ -353,10 +354,7 @@ class PartitionCopier:
         self.store.write(cp)
         self._cp = cp
         self._next_checkpoint = self.clock.monotonic() + self.interval_s
-        try:
-            self._source_end = self.source.latest()
-        except TRANSIENT as exc:
-            log.debug("%s: source end unknown now: %s", self.unit, exc)
+        self._refresh_source_end()
         self._publish_lost()
         if events and publish_safely(self, "counts", lambda: self.publisher.publish_counts(events)):
             self.counter.published([e["event_id"] for e in events])
@@ -367,6 +365,14 @@ class PartitionCopier:
             self._pending_lost = []
 
     # --- status ------------------------------------------------------------------------------
+
+    def _refresh_source_end(self) -> None:
+        if self.position is None:
+            return
+        try:
+            self._source_end = self.source.latest()
+        except (TRANSIENT, IngestError) as exc:
+            log.debug("%s: source end unknown now: %s", self.unit, exc)
 
     def lag(self) -> Lag:
         """Bytes behind the source end (as of the last checkpoint or fetch) and seconds behind in event time."""

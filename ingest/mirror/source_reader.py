@@ -46,7 +46,7 @@ class SourceReader:
 
     def __init__(self, discovery: Discovery, topic: str, broker_id: int, partition: int, *,
                  metadata: ReplicaMetadata | None = None, fetch_size: int = 1 << 20,
-                 max_fetch_size: int = 64 << 20, timeout_s: float = 30.0, leader_wait_s: float = 30.0,
+                 max_fetch_size: int = 64 << 20, timeout_s: float = 30.0, leader_wait_s: float = 5.0,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.discovery = discovery
         self.topic = topic

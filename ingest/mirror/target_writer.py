@@ -38,7 +38,7 @@ class TargetWriter:
     """
 
     def __init__(self, metadata: ReplicaMetadata, topic: str, partition: int, *, acks: int = -1,
-                 timeout_ms: int = 10_000, leader_wait_s: float = 30.0, socket_timeout_s: float = 30.0,
+                 timeout_ms: int = 10_000, leader_wait_s: float = 5.0, socket_timeout_s: float = 30.0,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.metadata = metadata
         self.topic = topic

@@ -219,3 +219,33 @@ def test_the_target_leader_killed_during_the_copy_costs_no_byte(broker_factory, 
     assert mirror.target_md.leader("tk", 0, refresh=True).broker_id != leader
     assert target_bytes(mirror, "tk", 0) == source_bytes(src, "tk", 0)
     assert acked(CheckpointStore(mirror.zk, "g", unit).read()) == sent
+
+
+def test_a_target_outage_stops_the_copy_without_buffering_and_it_resumes_after(broker_factory, zk_connect,
+                                                                               target_zk_connect, mirror):
+    (src,) = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
+    (tgt,) = broker_factory(n=1, zk_connect=target_zk_connect)
+    n1 = produce_mix(src, "o", 0, "a", 0, 10)
+    (unit,) = ensure_mapping(mirror.zk, "g", "o", ["dc1"], {"dc1": [(0, 0)]}).units
+    first = len(source_bytes(src, "o", 0))
+    c = mirror.copier(unit)
+    stop = threading.Event()
+    t = threading.Thread(target=c.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        wait_until(caught_up(c, first), 60, "the first part copied")
+        tgt.kill()
+        sent = produce_mix(src, "o", 0, "b", 0, 40)
+        end = len(source_bytes(src, "o", 0))
+        wait_until(lambda: c.state.startswith("waiting") and c.lag().bytes == end - first, 60,
+                   "the copier to wait for the target, lag known")
+        sets = c.stats["sets"]
+        assert (c.position, len(c._uncounted)) == (first, 0)   # nothing read ahead, nothing buffered
+        tgt.restart()
+        wait_until(caught_up(c, end), 90, "the copy to resume")
+        assert c.stats["sets"] > sets and c.lag() == (0, 0.0)
+    finally:
+        stop.set()
+        t.join(30)
+    assert target_bytes(mirror, "o", 0) == source_bytes(src, "o", 0)
+    assert acked(CheckpointStore(mirror.zk, "g", unit).read()) == n1 + sent
