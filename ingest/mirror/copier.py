@@ -11,6 +11,7 @@ Surface used by the mirror process (H3, ``ingest/mirror/mirror_maker.py``)::
     copier.lag()             # Lag(bytes, seconds): None while unknown
     copier.mode              # "exactly-once (one to one)" | "at-least-once (repartitioned)"
     copier.state             # "starting" | "copying" | "caught up" | "waiting: <why>" | "stopped" | "lost ownership"
+                             # | "failed: <why>" (run raised MirrorError)
     copier.stats             # copied messages/bytes/sets, lost ranges, mismatches, retries
     copier.close()
 
@@ -41,7 +42,7 @@ from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, O
                            OffsetOutOfRangeError)
 from ingest.mirror import lost_ranges as lr
 from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
-from ingest.mirror.copier_io import TRANSIENT, publish_safely
+from ingest.mirror.copier_io import TRANSIENT, publish_safely, read_source
 from ingest.mirror.fallback import FallbackSender
 from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, MirrorUnit
 from ingest.mirror.source_reader import SourceReader
@@ -154,6 +155,9 @@ class PartitionCopier:
         except MirrorOwnershipLostError as exc:
             self.state = "lost ownership"
             log.warning("%s", exc)
+        except MirrorError as exc:
+            self.state = f"failed: {exc}"
+            raise
 
     def _start(self) -> None:
         cp = self.store.read()
@@ -180,9 +184,10 @@ class PartitionCopier:
             if self.position > cp.source_offset:
                 self._recount(cp.source_offset, self.position)
         self._bounds_from = cp.bounds_from
-        log.info("%s: %s from source offset %d%s; checkpoint (%d, %s), %d message(s) re-counted", self.unit,
-                 self.mode, self.position, "" if self.target_end is None else f" (target end {self.target_end})",
-                 cp.source_offset, cp.target_offset, self.stats["recounted_messages"])
+        log.info("%s: %s from source offset %d%s; checkpoint (%d, %s): %d byte(s) to re-read for counting only",
+                 self.unit, self.mode, self.position,
+                 "" if self.target_end is None else f" (target end {self.target_end})",
+                 cp.source_offset, cp.target_offset, self.position - cp.source_offset)
         self._next_checkpoint = self.clock.monotonic() + self.interval_s
         self._publish_lost()
         self.state = "copying"
@@ -243,17 +248,13 @@ class PartitionCopier:
 
     def _next_recount(self) -> None:
         start, end = self._recount_from, self._recount_to
-        try:
-            data = self.source.fetch_set(start, min(self.source.fetch_size, end - start))[:end - start]
-        except OffsetOutOfRangeError:
-            data = b""
+        data = read_source(self.source, start, end)
         if not data:
             log.warning("%s: source offsets %d..%d could not be re-read for counting (deleted?); the mirror tier's "
                         "counts miss them", self.unit, start, end)
-            self._recount_from = None
-            return
-        self._uncounted.append((start, start - self._recount_delta, data, True))
-        self._recount_from = start + len(data) if start + len(data) < end else None
+        else:
+            self._uncounted.append((start, start - self._recount_delta, data, True))
+        self._recount_from = start + len(data) if data and start + len(data) < end else None
 
     def _resync(self, log_end: int | None) -> None:
         """OFFSET_MISMATCH: the target ends at ``log_end``, not where we thought."""

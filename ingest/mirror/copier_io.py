@@ -16,6 +16,7 @@ from ingest.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
     RegistryUnavailableError,
     RequestTimedOutError,
     StorageError,
@@ -31,6 +32,14 @@ TRANSIENT = (
 """Errors after which the copier backs off (doubling, up to ``max_backoff_s``) and tries the same step again:
 a broker or leader away, an election, a full or offline log, ZooKeeper or the schema registry away. The step's state is unchanged,
 and a set that was appended although its answer was an error comes back as OFFSET_MISMATCH."""
+
+
+def read_source(source, start: int, end: int) -> bytes:
+    """One set of whole messages of the source's ``[start, end)`` (b"" when the bytes are gone)."""
+    try:
+        return source.fetch_set(start, min(source.fetch_size, end - start))[:end - start]
+    except OffsetOutOfRangeError:
+        return b""
 
 
 def read_target(target, start: int, end: int, limit: int = 64 << 20) -> bytes | None:
