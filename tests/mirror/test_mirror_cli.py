@@ -132,3 +132,9 @@ def test_unreachable_target_zookeeper_is_one_line_exit_2(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2, r.stderr
     assert lines[-1].startswith("ingest mirror: error: cannot connect to ZooKeeper at") and f"{port}" in lines[-1]
+
+
+def test_the_config_table_in_docs_is_generated_from_the_code():
+    text = (ROOT / "docs" / "mirroring.md").read_text(encoding="utf-8")
+    block = text.split("<!-- BEGIN MIRROR CONFIG TABLE -->\n")[1].split("\n<!-- END MIRROR CONFIG TABLE -->")[0]
+    assert block == MIRROR_CONFIG.markdown_table()
