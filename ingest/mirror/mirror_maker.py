@@ -15,9 +15,10 @@ by ZooKeeper watches (sources' topics and brokers, the group's members) or every
 
        mirror lag dc1:clicks:0-1 -> target 1 exactly-once: position 123456 source end 124000 lag 544 B 0.8 s
 
-The copy itself is the data path's :class:`ingest.mirror.copier.PartitionCopier` (H2), started by
-``copier_factory(unit, mirror) -> copier`` whose ``run(stop_event)`` copies until the event is
-set, then writes its final checkpoint and returns.
+The copy itself is the data path's :class:`ingest.mirror.copier.PartitionCopier`, built by
+:class:`ingest.mirror.wiring.Wiring` (the topic's mapping first, then the copier with the process's
+shared clients); ``copier_factory(unit, mirror)`` replaces that in tests. ``run(stop_event)``
+copies until the event is set, then writes its final checkpoint and returns.
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ from ingest.client.discovery import start_kazoo
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.mirror.config import SourceSpec, mirror_id, parse_mirror_config
-from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
+from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey, units_of
 from ingest.mirror.group import MirrorGroup
+from ingest.mirror.wiring import Wiring
 from ingest.mirror.status import read_checkpoint, unit_status
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ class _Running:
     stop: threading.Event
     thread: threading.Thread
     failures: int = 0
+    copier: Any = None
     error: str | None = None
     done: bool = False
 
@@ -78,7 +81,7 @@ class MirrorMaker:
         self.mirror_id = mirror_id(self.config)
         self.group_name = self.config["mirror.group"]
         self.clock = clock
-        self._factory = copier_factory or default_copier_factory
+        self._factory = copier_factory or (lambda unit, mirror: mirror._wiring.copier(unit))
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -91,6 +94,7 @@ class MirrorMaker:
         self.target: SourceCluster | None = None
         self.group: MirrorGroup | None = None
         self.last_error: str | None = None
+        self._wiring: Wiring | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -111,6 +115,7 @@ class MirrorMaker:
             self.group = MirrorGroup(self.zk, self.group_name, self.mirror_id, on_change=self._wake.set,
                                      clock=self.clock)
             self.group.join()
+            self._wiring = Wiring(self.config, self.zk, self.sources, self.target, clock=self.clock)
         except BaseException:
             self._close_clients()
             raise
@@ -197,14 +202,16 @@ class MirrorMaker:
         return any(at <= now for at, _ in self._retry_at.values())
 
     def _rebalance(self, now: float) -> None:
-        units = self.sources.units()
+        topic_partitions = self.sources.topic_partitions()
+        units = units_of(topic_partitions)
         mine = set(self.group.assignment(units))
         self._reap(now)
         gone = [u for u in self._running if u not in mine]
         if gone:
             self._stop_units(gone)
+        ready = self._wiring.prepare({u.topic: topic_partitions[u.topic] for u in mine})
         for u in sorted(mine):
-            if u in self._running or self._stopping.is_set():
+            if u in self._running or self._stopping.is_set() or u.topic not in ready:
                 continue
             at, failures = self._retry_at.get(u, (0.0, 0))
             if at > now:
@@ -236,13 +243,21 @@ class MirrorMaker:
         running = _Running(unit, stop, threading.Thread(), failures)
 
         def body() -> None:
+            copier = None
             try:
-                self._factory(unit, self).run(stop)
+                copier = self._factory(unit, self)
+                running.copier = copier
+                copier.run(stop)
             except Exception as exc:
                 running.error = f"{type(exc).__name__}: {exc}"
                 log.warning("mirror %s: copier of %s failed: %s", self.mirror_id, unit, running.error,
                             exc_info=True)
             finally:
+                if copier is not None and hasattr(copier, "close"):
+                    try:
+                        copier.close()
+                    except Exception:
+                        log.exception("closing the copier of %s", unit)
                 running.done = True
                 if not stop.is_set():
                     self._wake.set()
@@ -303,7 +318,7 @@ class MirrorMaker:
                      row["position"], row["source_end"], row["lag_bytes"], row["lag_seconds"])
 
     def _close_clients(self) -> None:
-        for closing in (self.sources, self.target):
+        for closing in (self._wiring, self.sources, self.target):
             if closing is not None:
                 try:
                     closing.close()
@@ -315,7 +330,3 @@ class MirrorMaker:
                 self.zk.close()
             except Exception:
                 log.exception("closing the target ZooKeeper client")
-
-
-def default_copier_factory(unit: UnitKey, mirror: MirrorMaker) -> Copier:
-    raise NotImplementedError("the data path's copier (ingest.mirror.copier) is not merged yet")

@@ -9,9 +9,7 @@ import uuid
 import pytest
 
 from ingest import znodes
-from ingest.broker import protocol
 from ingest.broker.message_set import encode_message_set
-from ingest.client.connection import BrokerConnection, check
 from ingest.client.discovery import start_kazoo
 from ingest.client.topics_admin import create_topic
 from ingest.mirror.config import parse_mirror_config
@@ -19,26 +17,7 @@ from ingest.mirror.discovery import SourceDiscovery, UnitKey, units_of
 from ingest.mirror.group import MirrorGroup, assignment, read_members
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until
-
-
-def chroot(zookeeper, name: str) -> str:
-    connect = f"{zookeeper.connect}/t-{name}-{uuid.uuid4().hex[:8]}"
-    c = start_kazoo(zookeeper.connect)
-    c.ensure_path(connect[len(zookeeper.connect):])
-    c.stop()
-    c.close()
-    return connect
-
-
-def produce(broker, topic: str, partition: int, payloads: list[bytes]) -> None:
-    """An acknowledged produce of ``payloads`` to one broker's partition (creates a 0.7 topic)."""
-    conn = BrokerConnection(broker.host, broker.port, timeout_s=10)
-    try:
-        resp = conn.request(protocol.ProduceAckRequest(topic, partition, encode_message_set(payloads)).encode(),
-                            protocol.ProduceAckResponse)
-        check(resp.error, f"produce {topic}/{partition} to {broker}")
-    finally:
-        conn.close()
+from tests.mirror.mirror_setup import chroot, produce
 
 
 def test_assignment_is_the_consumer_groups_rule_over_sorted_units():
