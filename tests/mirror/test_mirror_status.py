@@ -46,19 +46,25 @@ def test_status_shows_exact_lag_after_the_mirror_stopped_and_none_once_caught_up
     config_path = tmp_path / "mirror.properties"
     config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     target = TargetCluster(target_zk)
-    mirror = MirrorMaker(props).start()
     try:
-        wait_mirrored(target, {("clicks", 0): first[0], ("clicks", 1): first[1]})
-        wait_until(lambda: [(r["partition"], r["lag_bytes"], r["lag_seconds"]) for r in mirror.status()] ==
-                   [(0, 0, 0.0), (1, 0, 0.0)], what="the API's rows caught up")
-        row = mirror.status()[0]
-        assert (row["mode"], row["target_partition"], row["position"], row["source_end"], row["target_end"],
-                row["owner"]) == ("exactly-once", 0, first[0], first[0], first[0], "m-status")
+        mirror = MirrorMaker(props).start()
+        try:
+            wait_mirrored(target, {("clicks", 0): first[0], ("clicks", 1): first[1]})
+            wait_until(lambda: [(r["partition"], r["lag_bytes"], r["lag_seconds"]) for r in mirror.status()] ==
+                       [(0, 0, 0.0), (1, 0, 0.0)], what="the API's rows caught up")
+            row = mirror.status()[0]
+            assert (row["mode"], row["target_partition"], row["position"], row["source_end"], row["target_end"],
+                    row["owner"]) == ("exactly-once", 0, first[0], first[0], first[0], "m-status")
+        finally:
+            stopping_at = time.time()
+            mirror.stop()
     finally:
-        mirror.stop()
+        target.close()
     stopped_at = time.time()
     more = produce(dc1, "clicks", 0, [b"late" * 50 for _ in range(7)])
+    asked_at = time.time()
     r = _status(config_path, "--json")
+    answered_at = time.time()
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [{k: v for k, v in row.items() if k != "lag_seconds"} for row in rows] == [
@@ -69,11 +75,11 @@ def test_status_shows_exact_lag_after_the_mirror_stopped_and_none_once_caught_up
         {"source": "dc1", "topic": "clicks", "broker_id": dc1.broker_id, "partition": 1, "target_partition": 1,
          "mode": "exactly-once", "checkpoint_source_offset": first[1], "checkpoint_target_offset": first[1],
          "position": first[1], "source_end": first[1], "target_end": first[1], "lag_bytes": 0, "owner": None}]
-    # behind since the last checkpoint (no owner runs): at least the time since the stop
-    assert rows[0]["lag_seconds"] >= round(time.time() - stopped_at, 3) - 0.001 and rows[1]["lag_seconds"] == 0.0
+    # behind since the last checkpoint (no owner runs), which the stop wrote
+    assert asked_at - stopped_at - 0.001 <= rows[0]["lag_seconds"] <= answered_at - stopping_at + 0.001
+    assert rows[1]["lag_seconds"] == 0.0
     text = _status(config_path)
     assert text.returncode == 0, text.stderr
     line = text.stdout.splitlines()[2].split()
     assert line[:9] == ["dc1", "clicks", f"{dc1.broker_id}-0", "0", "exactly-once", str(first[0]),
                         str(first[0] + more), str(first[0]), str(more)] and line[10] == "-"
-    target.close()
