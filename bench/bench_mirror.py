@@ -69,7 +69,7 @@ def payloads(count: int) -> list[bytes]:
 
 
 def chroot(server: ZooKeeperServer, name: str) -> str:
-    c = start_kazoo(server.connect)
+    c = start_kazoo(server.connect, connection_timeout_ms=60_000)
     c.ensure_path(f"/{name}")
     c.stop()
     c.close()
@@ -120,17 +120,25 @@ def mirror(zk_src: str, zk_dst: str, partition_ends: list[int]) -> tuple[float, 
         mm.start()
         first = None
         want = sum(partition_ends)
-        while True:
-            got = [target.end(TOPIC, p) or 0 for p in range(len(partition_ends))] \
-                if target.partitions(TOPIC) == len(partition_ends) else [0]
+        consumers: list[SimpleConsumer] = []
+        while True:   # cheap polling: one OFFSETS request per partition on a kept connection
             now = time.perf_counter()
+            if not consumers and target.partitions(TOPIC) == len(partition_ends):
+                try:
+                    consumers = [SimpleConsumer(a.host, a.port) for a in
+                                 (target.leader(TOPIC, p) for p in range(len(partition_ends)))]
+                except Exception:  # no leader elected yet
+                    consumers = []
+            got = [c.latest_offset(TOPIC, p) for p, c in enumerate(consumers)] or [0]
             if first is None and sum(got) > 0:
                 first = now
             if got == partition_ends:
                 break
             if now - t0 > 600:
                 raise RuntimeError(f"mirror stuck at {got} of {partition_ends}")
-            time.sleep(0.005 if first is None else 0.02)
+            time.sleep(0.005 if first is None else 0.05)
+        for c in consumers:
+            c.close()
         done = time.perf_counter()
         copied = sum(got)
         assert copied == want

@@ -34,7 +34,7 @@ from ingest.mirror.config import SourceSpec, mirror_id, parse_mirror_config
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey, units_of
 from ingest.mirror.group import MirrorGroup
 from ingest.mirror.wiring import Wiring
-from ingest.mirror.status import read_checkpoint, unit_status
+from ingest.mirror.status import NOT_STARTED, read_checkpoint, unit_status
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class _Running:
 class _Progress:
     started_at_ms: int
     row: Any = None
+    state: str | None = None
     caught_up_at_ms: int | None = None
 
 
@@ -158,10 +159,13 @@ class MirrorMaker:
             return sorted(self._running)
 
     def status(self) -> list[dict]:
-        """The owned units' last sampled status (the rows of ``ingest mirror status`` for this member)."""
+        """The owned units' last sampled status: the fields of ``ingest mirror status --json`` (position
+        and target end as the running copier has them) plus the copier's ``state`` ("copying",
+        "caught up", "waiting: <why>", ...)."""
         with self._lock:
-            rows = [p.row for u, p in sorted(self._progress.items()) if u in self._running and p.row is not None]
-        return [asdict(r) for r in rows]
+            rows = [(p.row, p.state) for u, p in sorted(self._progress.items())
+                    if u in self._running and p.row is not None]
+        return [{**asdict(r), "state": state} for r, state in rows]
 
     def wake(self) -> None:
         """Rebalance now (e.g. after creating a topic) instead of at the next refresh."""
@@ -289,9 +293,17 @@ class MirrorMaker:
         for u in self.owned():
             cluster = self.sources.sources.get(u.source)
             source_end = cluster.latest_offset(u.topic, u.broker_id, u.partition) if cluster else None
+            with self._lock:
+                running = self._running.get(u)
+            copier = running.copier if running is not None else None
             row = unit_status(u, read_checkpoint(self.zk, self.group_name, u), source_end,
                               lambda tp, topic=u.topic: self.target.latest_offset(topic, -1, tp),
                               owner=self.mirror_id, progress=None, now_ms=now_ms)
+            position = getattr(copier, "position", None)   # the running copier knows better than its checkpoint
+            if position is not None and row.mode != NOT_STARTED:
+                lag = max(0, source_end - position) if source_end is not None else None
+                row = replace(row, position=position, lag_bytes=lag,
+                              target_end=getattr(copier, "target_end", row.target_end))
             with self._lock:
                 p = self._progress.setdefault(u, _Progress(started_at_ms=now_ms))
                 if row.lag_bytes == 0:
@@ -300,6 +312,7 @@ class MirrorMaker:
                 since = p.caught_up_at_ms if p.caught_up_at_ms is not None else p.started_at_ms
                 lag_s = 0.0 if row.lag_bytes == 0 else round(max(0, now_ms - since) / 1000.0, 3)
                 p.row = replace(row, lag_seconds=lag_s)
+                p.state = getattr(copier, "state", None)
         self._report()
 
     def _report(self) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from ingest.client.discovery import read_brokers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
+from ingest.errors import IngestError
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
 from ingest.mirror.mapping import MirrorUnit, TopicMapping, ensure_mapping
@@ -70,8 +71,13 @@ class Wiring:
                         self._held.add(topic)
                     continue
             self._held.discard(topic)
-            mapping = ensure_mapping(self.zk, self.group, topic, list(self.sources.sources), parts,
-                                     replication_factor=self.config["target.replication.factor"], clock=self.clock)
+            try:
+                mapping = ensure_mapping(self.zk, self.group, topic, list(self.sources.sources), parts,
+                                         replication_factor=self.config["target.replication.factor"],
+                                         clock=self.clock)
+            except IngestError as exc:   # this topic waits (logged each round); the others go on
+                log.warning("topic %s: no mapping now: %s", topic, exc)
+                continue
             if mapping.fallback_reason:
                 log.warning("topic %s: %s", topic, mapping.fallback_reason)
             with self._lock:

@@ -17,7 +17,7 @@ from tests.harness.wait import wait_until
 def chroot(zookeeper, name: str) -> str:
     """A fresh chroot of the session's ZooKeeper: ``host:port/t-name-xxxx``."""
     path = f"/t-{name}-{uuid.uuid4().hex[:8]}"
-    c = start_kazoo(zookeeper.connect)
+    c = start_kazoo(zookeeper.connect, connection_timeout_ms=30_000)
     c.ensure_path(path)
     c.stop()
     c.close()
@@ -58,7 +58,7 @@ class TargetCluster:
     """The target cluster's replicated partitions, by their current leader."""
 
     def __init__(self, zk_connect: str) -> None:
-        self.zk = start_kazoo(zk_connect)
+        self.zk = start_kazoo(zk_connect, connection_timeout_ms=30_000)
         self.discovery = ZkDiscovery(self.zk)
         self.metadata = ReplicaMetadata(lambda: self.discovery.brokers().values(), timeout_s=10)
 

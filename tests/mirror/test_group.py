@@ -42,7 +42,7 @@ def two_sources(zookeeper, broker_factory):  # noqa: F811
     produce(dc2[0], "clicks", 0, [b"c"])
     produce(dc2[0], "audit-mirror", 0, [b"own"])
     produce(dc2[0], "views-test", 0, [b"x"])
-    zk = start_kazoo(dc1_zk)
+    zk = start_kazoo(dc1_zk, connection_timeout_ms=30_000)
     plan = create_topic(zk, "views", partitions=3, replication_factor=2, manual=None)
     wait_until(lambda: zk.exists(znodes.topic_path("clicks", dc1[0].broker_id)), what="clicks registered")
     config = {"sources": "dc1,dc2", "source.dc1.zk.connect": dc1_zk,
@@ -86,7 +86,7 @@ def test_discovery_lists_both_sources_filters_and_sees_new_topics(two_sources):
 
 def test_group_members_share_units_and_take_over_when_one_ends(zk_connect):
     units = [UnitKey("dc1", "t", 0, p) for p in range(5)]
-    clients = [start_kazoo(zk_connect, session_timeout_ms=4000) for _ in range(3)]
+    clients = [start_kazoo(zk_connect, session_timeout_ms=4000, connection_timeout_ms=30_000) for _ in range(3)]
     wakes = [threading.Event() for _ in range(3)]
     a = MirrorGroup(clients[0], "g", "m-a", on_change=wakes[0].set)
     b = MirrorGroup(clients[1], "g", "m-b", on_change=wakes[1].set)

@@ -39,7 +39,7 @@ def test_sigkilled_member_is_taken_over_and_every_message_is_mirrored_once(zooke
              "status.log.interval.ms": 1000}
     a = MirrorProcess(tmp_path / "a", {**props, "mirror.id": "m-a"}, "m-a")
     b = MirrorProcess(tmp_path / "b", {**props, "mirror.id": "m-b"}, "m-b")
-    zk = start_kazoo(target_zk)
+    zk = start_kazoo(target_zk, connection_timeout_ms=30_000)
     target = TargetCluster(target_zk)
     try:
         a.start()
