@@ -105,3 +105,42 @@ def test_status_shows_exact_lag_after_the_mirror_stopped_and_none_once_caught_up
     line = text.stdout.splitlines()[2].split()
     assert line[:9] == ["dc1", "clicks", f"{dc1.broker_id}-0", "0", "exactly-once", str(first[0]),
                         str(first[0] + more), str(first[0]), str(more)] and line[10] == "-"
+
+
+def test_with_a_registry_the_mirror_publishes_what_it_read_and_the_target_acknowledged(zookeeper, broker_factory,  # noqa: F811
+                                                                                        tmp_path):
+    from ingest.events.registry_client import RegistryClient
+    from ingest.events.serde import EventDeserializer
+    from tests.harness.registry import RegistryProcess
+
+    dc1_zk, target_zk = chroot(zookeeper, "dc1"), chroot(zookeeper, "target")
+    (dc1,) = broker_factory(1, zk_connect=dc1_zk, num_partitions=1)
+    (tb,) = broker_factory(1, zk_connect=target_zk, num_partitions=1)
+    n = produce(dc1, "clicks", 0, [f"plain-{i}".encode() for i in range(10)])
+    n += produce(dc1, "clicks", 0, [f"zipped-{i}".encode() for i in range(7)], codec=1)   # gzip wrapper: 7 count
+    registry = RegistryProcess(tmp_path / "registry").start()
+    target = TargetCluster(target_zk)
+    try:
+        mirror = MirrorMaker({"sources": "dc1", "source.dc1.zk.connect": dc1_zk, "target.zk.connect": target_zk,
+                              "mirror.id": "m-counts", "registry.url": registry.url, "checkpoint.interval.ms": 100,
+                              "monitoring.interval.ms": 100}).start()
+        try:
+            wait_mirrored(target, {("clicks", 0): n})
+        finally:
+            mirror.stop()   # the final checkpoint publishes the closing counts
+        deserializer = EventDeserializer(RegistryClient(registry.url))
+        with SimpleConsumer(tb.host, tb.port) as c:
+            events = [deserializer.deserialize(m.payload)
+                      for m in c.iter_range("audit-mirror", 0, 0, c.latest_offset("audit-mirror", 0))]
+        session = f"mirror:mirror:dc1:clicks:{dc1.broker_id}-0"
+        latest_revision: dict[int, dict] = {}
+        for e in events:
+            assert e["producer_session_id"] == session and e["service"] == "mirror:dc1", e
+            w = e["window_start_ms"]
+            if w not in latest_revision or e["revision"] > latest_revision[w]["revision"]:
+                latest_revision[w] = e
+        assert sum(e["count_attempted"] for e in latest_revision.values()) == 17
+        assert sum(e["count_acked"] for e in latest_revision.values()) == 17
+    finally:
+        target.close()
+        registry.stop()
