@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from ingest import znodes
 from ingest.broker.message_set import iter_messages
+from ingest.mirror import tier_events
 
 log = logging.getLogger(__name__)
 
@@ -90,36 +90,17 @@ def estimate_messages(gap_bytes: int, copied_bytes: int, copied_messages: int) -
     return max(1, round(gap_bytes / avg)) if gap_bytes > 0 else 0
 
 
-def lost_event_id(session: str, start_offset: int) -> str:
-    """Deterministic: the same gap found twice (a restart before it was published) has one id."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{session}/lost/{start_offset}"))
-
-
-def lost_range_record(*, group: str, unit, session: str, mirror_server: str, start: int, end: int,
-                      messages: int, exact: bool, after: HeaderScan, before: HeaderScan,
-                      target_offset: int | None, detected_at_ms: int) -> dict:
-    """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap."""
-    return {
-        "header": {"time": detected_at_ms, "server": mirror_server, "service": f"mirror:{unit.source}",
-                   "session": session, "seq": start},
-        "event_id": lost_event_id(session, start),
-        "mirror_group": group,
-        "source_cluster": unit.source,
-        "topic": unit.topic,
-        "broker_id": unit.broker_id,
-        "partition": unit.partition,
-        "start_offset": start,
-        "end_offset": end,
-        "bytes": end - start,
-        "messages": messages,
-        "messages_exact": exact,
-        "after_time_ms": after.last_time,
-        "before_time_ms": before.first_time,
-        "session_bounds": session_bounds(after, before),
-        "target_partition": unit.target_partition,
-        "target_offset": target_offset,
-        "detected_at_ms": detected_at_ms,
-    }
+def lost_range_record(*, group: str, unit, mirror_server: str, start: int, end: int, messages: int, exact: bool,
+                      after: HeaderScan, before: HeaderScan, target_offset: int | None, detected_at_ms: int) -> dict:
+    """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap; its ``event_id`` is
+    deterministic over the unit and ``[start, end)`` (:func:`ingest.mirror.tier_events.lost_range_record`)."""
+    bounds = [(b["session"], b["after_seq"], b["before_seq"]) for b in session_bounds(after, before)]
+    return tier_events.lost_range_record(
+        group=group, source=unit.source, topic=unit.topic, broker_id=unit.broker_id, partition=unit.partition,
+        start_offset=start, end_offset=end, bytes=end - start, messages=messages, messages_exact=exact,
+        detected_at_ms=detected_at_ms, mirror_server=mirror_server, after_time_ms=after.last_time,
+        before_time_ms=before.first_time, session_bounds=bounds, target_partition=unit.target_partition,
+        target_offset=target_offset)
 
 
 def recorded_lost_ranges(zk, group: str) -> list[dict]:
