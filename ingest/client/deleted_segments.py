@@ -15,8 +15,10 @@ the tally, plus every later deleted segment's. Without a matching tally, or with
 records, or an unknown count (-1: a damaged segment), the count is not exact: ``(None, False)``
 and the caller estimates (bytes / average message size).
 
-Shared by the loader and the mirror; both keep a tally per partition (segment bases are read from
-OFFSETS with time -2 / the records themselves).
+Shared by the loader and the mirror; both keep a tally per partition. A reader learns the segment
+bases from OFFSETS (a time of now and a large ``max_offsets`` lists every segment's base offset,
+newest first): the segment holding position ``pos`` starts at the largest base <= ``pos``, and the
+tally restarts at 0 each time the reader's position crosses a base.
 """
 from __future__ import annotations
 
