@@ -41,7 +41,7 @@ from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, O
                            OffsetOutOfRangeError)
 from ingest.mirror import lost_ranges as lr
 from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
-from ingest.mirror.copier_io import TRANSIENT, publish_safely, read_target
+from ingest.mirror.copier_io import TRANSIENT, publish_safely
 from ingest.mirror.fallback import FallbackSender
 from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, MirrorUnit
 from ingest.mirror.source_reader import SourceReader
@@ -295,6 +295,12 @@ class PartitionCopier:
         from ingest.client.deleted_segments import SegmentTally, gap_message_count
 
         pos = self.position
+        record = lr.find_lost_range(self.store.zk, self.group, self.unit, pos)
+        if record is not None and record["end_offset"] <= earliest:
+            # recorded before a crash that came before the checkpoint moved: the same gap, not a new one
+            log.info("%s: the lost range %d..%d was recorded before; going on after it", self.unit, pos,
+                     record["end_offset"])
+            return self._past_gap(record)
         try:
             deleted = self.source.deleted_segments(pos, earliest)
         except TRANSIENT:
@@ -305,12 +311,14 @@ class PartitionCopier:
         tally = SegmentTally(None, 0)
         st = lr.straddling(deleted, pos)
         if st is not None:
-            n = self._messages_since(st.start)
+            n = lr.messages_since(self._recent, st.start, None if self.unit.fallback else self.target,
+                                  self.position, self.target_end)
             tally = SegmentTally(st.start, n) if n is not None else SegmentTally(None, 0)
         count, exact = gap_message_count(deleted, pos, earliest, tally)
         if count is None or (st is not None and tally.segment_start is None):
             count, exact = lr.estimate_messages(earliest - pos, self.stats["bytes"], self.stats["messages"]), False
-        after = self._after_scan()
+        after = lr.after_scan(self._recent, self.header_reader, None if self.unit.fallback else self.target,
+                              self._bounds_from, self.target_end)
         first = self.source.fetch_set(earliest)
         before = lr.scan_headers(first, self.header_reader, earliest)
         record = lr.lost_range_record(group=self.group, unit=self.unit, mirror_server=self.mirror_server, start=pos,
@@ -320,40 +328,18 @@ class PartitionCopier:
         log.warning("%s: source offsets %d..%d were deleted by retention before the mirror copied them: %d "
                     "message(s)%s lost to source retention", self.unit, pos, earliest, count,
                     "" if exact else " (estimated)")
+        self._past_gap(record)
+
+    def _past_gap(self, record: dict) -> None:
         self.stats["lost_ranges"] += 1
-        self.stats["lost_messages"] += count
-        self.position = earliest
-        self._counted = (earliest, self.target_end)
+        self.stats["lost_messages"] += record["messages"]
+        self.position = record["end_offset"]
+        self._counted = (self.position, self.target_end)
         self._recent.clear()
         self._recent_bytes = 0
         self._bounds_from = self.target_end
         self._pending_lost.append(record)
         self._checkpoint()  # before anything after the gap is appended: the resume rule stays true
-
-    def _messages_since(self, start: int) -> int | None:
-        """Messages copied in source ``[start, position)``: from the recent sets, else read back from the target."""
-        if self._recent and self._recent[0][0] <= start:
-            return sum(lr.count_messages(s) for off, s in self._recent if off >= start)
-        if self.unit.fallback or self.target_end is None:
-            return None
-        first = start - (self.position - self.target_end)
-        data = read_target(self.target, first, self.target_end)
-        return None if data is None else lr.count_messages(data)
-
-    def _after_scan(self) -> lr.HeaderScan:
-        """Headers of the last <= 1 MiB copied before the gap (recent sets, else read back from the target)."""
-        if self._recent:
-            out = lr.HeaderScan()
-            for off, s in self._recent:
-                part = lr.scan_headers(s, self.header_reader, off)
-                for k, v in part.max_seq.items():
-                    out.max_seq[k] = max(v, out.max_seq.get(k, v))
-                out.last_time = part.last_time if part.last_time is not None else out.last_time
-            return out
-        if self.unit.fallback or self._bounds_from is None or self._bounds_from >= self.target_end:
-            return lr.HeaderScan()
-        data = read_target(self.target, self._bounds_from, self.target_end)
-        return lr.scan_headers(data, self.header_reader) if data else lr.HeaderScan()
 
     # --- checkpoint and events ---------------------------------------------------------------
 

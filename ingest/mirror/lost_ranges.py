@@ -31,6 +31,7 @@ from typing import Iterable
 from ingest import znodes
 from ingest.broker.message_set import iter_messages
 from ingest.mirror import tier_events
+from ingest.mirror.copier_io import read_target
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,16 @@ def recorded_lost_ranges(zk, group: str) -> list[dict]:
     return out
 
 
+def find_lost_range(zk, group: str, unit, start: int) -> dict | None:
+    """The recorded lost range of ``unit`` starting at ``start`` (written before a crash that came before the
+    checkpoint moved past it), or None."""
+    for r in recorded_lost_ranges(zk, group):
+        if (r.get("source_cluster"), r.get("topic"), r.get("broker_id"), r.get("partition"), r.get("start_offset")) \
+                == (unit.source, unit.topic, unit.broker_id, unit.partition, start):
+            return r
+    return None
+
+
 def record_lost_range(zk, group: str, record: dict) -> bool:
     """Write ``record`` as a sequential child of the group's lost dir unless its event_id is there; True if written."""
     if any(r.get("event_id") == record["event_id"] for r in recorded_lost_ranges(zk, group)):
@@ -134,3 +145,30 @@ def record_lost_range(zk, group: str, record: dict) -> bool:
 def straddling(deleted: Iterable, pos: int):
     """The deleted segment that starts before ``pos`` and ends after it (the one partly copied), if any."""
     return next((d for d in deleted if d.start < pos < d.end), None)
+
+
+def messages_since(recent, start: int, target, position: int, target_end: int | None) -> int | None:
+    """Messages copied in source ``[start, position)``: from the recent ``(offset, set)`` pairs when they reach
+    back to ``start``, else read back from the ``target`` (identical bytes; None when that is not possible)."""
+    if recent and recent[0][0] <= start:
+        return sum(count_messages(s) for off, s in recent if off >= start)
+    if target is None or target_end is None:
+        return None
+    data = read_target(target, start - (position - target_end), target_end)
+    return None if data is None else count_messages(data)
+
+
+def after_scan(recent, header_reader, target, bounds_from: int | None, target_end: int | None) -> HeaderScan:
+    """Headers of the last <= 1 MiB copied before a gap: the recent sets, else the target from ``bounds_from``."""
+    if recent:
+        out = HeaderScan()
+        for off, s in recent:
+            part = scan_headers(s, header_reader, off)
+            for k, v in part.max_seq.items():
+                out.max_seq[k] = max(v, out.max_seq.get(k, v))
+            out.last_time = part.last_time if part.last_time is not None else out.last_time
+        return out
+    if target is None or bounds_from is None or target_end is None or bounds_from >= target_end:
+        return HeaderScan()
+    data = read_target(target, bounds_from, target_end)
+    return scan_headers(data, header_reader) if data else HeaderScan()

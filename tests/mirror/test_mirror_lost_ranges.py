@@ -23,7 +23,7 @@ from ingest.events.schemas import CLICK, load_schema
 from ingest.events.serde import EventSerializer
 from ingest.mirror.checkpoint import CheckpointStore
 from ingest.mirror.copier_factory import make_copier
-from ingest.mirror.lost_ranges import recorded_lost_ranges
+from ingest.mirror import lost_ranges as lr
 from ingest.mirror.mapping import ensure_mapping
 from ingest.mirror.tier_counts import PartitionCounter
 from ingest.mirror.tier_events import TierEventPublisher
@@ -113,12 +113,21 @@ def test_source_retention_gives_lost_ranges_with_exact_counts_and_bounds(broker_
         source.send(0, 60)
         source.send(1, 60)
         wait_until(lambda: source.log(0)[0] > len(first) and source.log(1)[0] > 0, 30, "retention to delete")
+        # partition 1: as if a copier had recorded the gap and died before its checkpoint moved past it
+        e1, rest1 = source.log(1)
+        seq1 = min(reader.read(x.payload).seq for x in iter_messages(rest1))
+        prior = lr.lost_range_record(group="g", unit=units[1], mirror_server="crashed", start=0, end=e1,
+                                     messages=seq1, exact=True, after=lr.HeaderScan(),
+                                     before=lr.HeaderScan(min_seq={"s1": seq1}), target_offset=0, detected_at_ms=12345)
+        assert lr.record_lost_range(m.zk, "g", prior)
         for unit in units:
             earliest, rest = source.log(unit.partition)
             c = copy_until(copier(unit), earliest + len(rest))
             assert c.stats["lost_ranges"] == 1
-        lost = {r["partition"]: r for r in recorded_lost_ranges(m.zk, "g")}
-        assert sorted(lost) == [0, 1]
+        records = lr.recorded_lost_ranges(m.zk, "g")
+        lost = {r["partition"]: r for r in records}
+        assert sorted(r["partition"] for r in records) == [0, 1]          # the prior record was not doubled
+        assert lost[1]["detected_at_ms"] == 12345 and lost[1]["event_id"] == prior["event_id"]
         for p, r in lost.items():
             earliest, rest = source.log(p)
             first_after = min(h.seq for h in map(reader.read, (x.payload for x in iter_messages(rest))))
