@@ -1,9 +1,9 @@
 """What the copiers of one mirror process share, and how one copier is built.
 
 * **mappings**: before a topic's first unit starts, :func:`ingest.mirror.mapping.ensure_mapping`
-  creates the target topic (replicated, one partition per source partition) and records the
-  mapping (or reads the recorded one). It is asked again only when the topic's source partitions
-  change. A topic is held back (its units wait, nothing is recorded) while the target has fewer
+  creates the target topic (replicated, one partition per source partition plus
+  ``target.partitions.reserve`` spares) and records the mapping (or reads the recorded one). It is
+  asked again when the topic's source partitions change (a new one takes the next spare). A topic is held back (its units wait, nothing is recorded) while the target has fewer
   live brokers than ``target.replication.factor``: creating it then would fail and fix the topic
   in the at-least-once fallback for good.
 * **clients**: the source clusters' discoveries and TOPIC_METADATA caches, the target's, one
@@ -74,7 +74,7 @@ class Wiring:
             try:
                 mapping = ensure_mapping(self.zk, self.group, topic, list(self.sources.sources), parts,
                                          replication_factor=self.config["target.replication.factor"],
-                                         clock=self.clock)
+                                         reserve=self.config["target.partitions.reserve"], clock=self.clock)
             except IngestError as exc:   # this topic waits (logged each round); the others go on
                 log.warning("topic %s: no mapping now: %s", topic, exc)
                 continue

@@ -57,16 +57,23 @@ def test_sigkilled_member_is_taken_over_and_every_message_is_mirrored_once(zooke
         wait_until(lambda: {m: d["units"] for m, d in read_members(zk, "mirror").items()} == {"m-b": units},
                    what="m-b owns every partition after m-a's session expired", timeout=30)
         batch()
-        # a new topic on a running source (ZooKeeper-watched) is mirrored too
+        # a new topic on a running source (ZooKeeper-watched) is mirrored too; when it reaches the other
+        # source later, that partition takes the next spare target partition: still one to one
         produce(dc1, "orders", 0, [b"order-1", b"order-2"])
         produce(dc1, "orders", 1, [b"order-3"])
+        wait_mirrored(target, {("orders", p): latest(dc1.host, dc1.port, "orders", p) for p in (0, 1)})
+        produce(dc2, "orders", 0, [b"order-4", b"order-5", b"order-6"])
         expected = {("clicks", tp): latest(s.host, s.port, "clicks", p)
                     for tp, ((_, p), s) in enumerate(sorted(src.items(), key=lambda kv: kv[0]))}
-        expected |= {("orders", p): latest(dc1.host, dc1.port, "orders", p) for p in (0, 1)}
+        orders = [(dc1, 0), (dc1, 1), (dc2, 0)]   # target partitions 0, 1 (mapping) and 2 (first spare)
+        expected |= {("orders", tp): latest(s.host, s.port, "orders", p) for tp, (s, p) in enumerate(orders)}
         wait_mirrored(target, expected)
         for tp, ((_, p), s) in enumerate(sorted(src.items(), key=lambda kv: kv[0])):
             assert target.read("clicks", tp) == read_partition(s.host, s.port, "clicks", p), f"clicks {tp}"
-        assert target.partitions("clicks") == 4 and target.partitions("orders") == 2
+        for tp, (s, p) in enumerate(orders):
+            assert target.read("orders", tp) == read_partition(s.host, s.port, "orders", p), f"orders {tp}"
+        # created with spares: target.partitions.reserve -1 = max(4, needed)
+        assert target.partitions("clicks") == 4 + 4 and target.partitions("orders") == 2 + 4
         for t in ("audit-mirror", "clicks-test"):
             assert not zk.exists(znodes.mirror_mapping_path("mirror", t)) and not zk.exists(znodes.topic_dir(t))
         assert b.stop() == 0
