@@ -129,17 +129,26 @@ def audited_topics(config: Config, names: set[str]) -> list[str]:
     )
 
 
-def _snapshots_and_gaps(spark, files, window_ms):
-    """Latest snapshots (rebucketed) and report_seq gaps of the monitoring events in ``files``."""
-    if not files:
-        return [], []
-    mon_df = inputs.read_monitoring(spark, files).cache()  # small; read once for both passes
+def _monitoring(spark, mon_files, mirror_files, window_ms):
+    """Latest snapshots (rebucketed) and report_seq gaps of the producers' and the mirror's monitoring events.
+
+    Both are read into one DataFrame (an ``origin`` column tells them apart;
+    their sessions never coincide), so the mirror costs no extra Spark job.
+    """
+    from pyspark.sql import functions as F
+
+    mon_df = inputs.read_monitoring(spark, mon_files).withColumn("origin", F.lit(monitoring_events.ORIGIN_PRODUCERS))
+    if mirror_files:
+        mon_df = mon_df.unionByName(inputs.read_monitoring(spark, mirror_files)
+                                    .withColumn("origin", F.lit(monitoring_events.ORIGIN_MIRROR)))
+    mon_df = mon_df.cache()  # small; read once for both passes
     try:
         snapshots = monitoring_events.rebucket(monitoring_events.latest_snapshots(mon_df), window_ms)
         gaps = monitoring_events.report_gaps(mon_df)
     finally:
         mon_df.unpersist()
-    return snapshots, gaps
+    mirror = [s for s in snapshots if s.origin == monitoring_events.ORIGIN_MIRROR]
+    return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps
 
 
 def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], lo: int, hi: int) -> dict[str, Candidates]:
@@ -161,7 +170,9 @@ def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], 
         return {}
     ranges = [(t, ws, s, lo, hi) for (t, ws) in sorted(need) for s, lo, hi in per_window[(t, ws)].seq_ranges]
     atoms = counts.gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.bounds) for g in bounded])
-    per_session = counts.session_distinct(ids, sorted(need))
+    if not atoms:
+        return {}  # no missing seq lies in a bounded gap: nothing for the per-session bound to refine
+    per_session = counts.session_distinct(ids, sorted({(t, ws) for t, ws, _ in atoms}))
     acked: dict[tuple, int] = {}
     for s in snapshots:
         if (s.topic, s.window_start_ms) in need:
@@ -171,6 +182,8 @@ def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], 
     for (t, ws, session), items in atoms.items():
         out.setdefault(t, Candidates()).atoms[(ws, session)] = list(items)
     for (t, ws, session), n in acked.items():
+        if (t, ws, session) not in atoms:
+            continue
         out.setdefault(t, Candidates()).session_missing[(ws, session)] = max(0, n - per_session.get((t, ws, session), 0))
     return out
 
@@ -204,15 +217,13 @@ def run_audit(
     mirror_files = [f for f in state.files if f.topic == config["mirror.monitoring.topic"]]
     mirror_lost_files = [f for f in state.files if f.topic == config["mirror.lost.topic"]]
     with _step("monitoring", timings):
-        snapshots, gaps = _snapshots_and_gaps(spark, mon_files, window_ms)
-        mirror_snapshots, mirror_gaps = _snapshots_and_gaps(spark, mirror_files, window_ms)
+        snapshots, mirror_snapshots, gaps = _monitoring(spark, mon_files, mirror_files, window_ms)
         source_lost = inputs.read_mirror_lost(spark, mirror_lost_files)
 
     topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots})
     snapshots = [s for s in snapshots if s.topic in set(topics)]
     mirror_snapshots = [s for s in mirror_snapshots if s.topic in set(topics)]
     tiered_topics = {s.topic for s in mirror_snapshots}
-    gaps = sorted(gaps + mirror_gaps, key=lambda g: (g.session, g.first_missing))
     data_files = inputs.select_files(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
     )

@@ -65,7 +65,7 @@ def drops(tiers: dict) -> dict[str, int]:
     level = tiers[PRODUCERS]
     out = {}
     for name in DROP_TIERS:
-        count = tiers[name]
+        count = tiers.get(name)
         if count is None:
             out[name] = 0
             continue

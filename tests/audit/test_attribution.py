@@ -180,3 +180,51 @@ def test_old_single_cluster_rules_hold_corruption_and_retention_and_records_read
     mon = aggregate([snap("s1", A, 10, 0, 9)])
     rows = by_window(build_rows(params(), mon, [LoadedCount("pv", A, "h", 7, 7)], lost_ranges=[old]))
     assert (rows[A]["status"], rows[A]["causes"], rows[A]["loss_tier"]) == ("CORRUPTION_LOSS", {"corruption": 3}, "warehouse")
+
+
+def test_reports_show_the_tiers_side_by_side_and_the_drop():
+    from ingest.audit.job import AuditRun
+    from ingest.audit.reconcile import exit_code
+    from ingest.audit.report_html import render
+    from ingest.audit.report_json import json_lines, summary
+
+    rows = sorted(crash_then_gap_rows(TIER_SOURCE, tiered=True).values(), key=lambda r: r["window_start_ms"])
+    run = AuditRun("r1", T0 + 10 * W, T0, T0 + 6 * W, rows, exit_code(rows), inputs={})
+    text = summary(run)
+    assert "causes lost_before_source=10; tiers producers 40 > source 30 > target 30 > warehouse 30 (drop at source)" \
+        in text
+    assert "causes source_retention=20; tiers producers 40 > source 20 > target 20 > warehouse 20 (drop at source)" \
+        in text
+    first = __import__("json").loads(json_lines(run).splitlines()[0])
+    assert (first["tiers"], first["loss_tier"]) == (
+        {"producers": 40, "source": 30, "target": 30, "warehouse": 30}, "source")
+    page = render(run)
+    assert "Counts per tier" in page
+    # the drop is highlighted at the source tier, in the window's status colour, with the number lost there
+    assert "title='10 lost at this tier'>30 <small>(-10)</small>" in page
+    assert "title='20 lost at this tier'>20 <small>(-20)</small>" in page
+    assert page.count("<small>(-") == 2
+
+
+def test_revisions_keep_tiers_and_read_older_revisions_without_them(tmp_path):
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ingest.audit import history
+
+    rows = list(crash_then_gap_rows(TIER_SOURCE, tiered=True).values())
+    history.write_revision(str(tmp_path), rows, run_id="new", audited_at_ms=2, range_start_ms=A, range_end_ms=B + W)
+    old = history.SCHEMA.empty_table().drop_columns(["tiers", "loss_tier"])
+    row = {k: v for k, v in rows[0].items() if k in old.column_names}
+    table = pa.Table.from_pylist([{**row, "causes": list(row["causes"].items()), "window_start_ms": T0 + 3 * W,
+                                   "audit_run_id": "old", "audited_at_ms": 1, "range_start_ms": A,
+                                   "range_end_ms": B}], schema=old.schema)
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    (tmp_path / "_audit" / "revisions" / history.revision_name(1, "old")).write_bytes(buf.getvalue())
+    latest = {r["window_start_ms"]: r for r in history.latest_rows(str(tmp_path))}
+    assert (latest[A]["tiers"], latest[A]["loss_tier"]) == (
+        {"producers": 40, "source": 30, "target": 30, "warehouse": 30}, "source")
+    assert (latest[T0 + 3 * W]["tiers"], latest[T0 + 3 * W]["loss_tier"]) == (None, None)
