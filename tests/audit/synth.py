@@ -120,10 +120,11 @@ class Destination:
         return run_id
 
 
-def lost_range(topic: str, estimated: int, after: int | None, before: int | None, partition: int = 0) -> LostRange:
+def lost_range(topic: str, estimated: int, after: int | None, before: int | None, partition: int = 0, *,
+               exact: bool = False, bounds=()) -> LostRange:
     return LostRange(topic=topic, broker_id=0, partition=partition, start_offset=0, end_offset=100 * estimated,
                      bytes=100 * estimated, estimated_messages=estimated, after_time_ms=after, before_time_ms=before,
-                     run_id="r", detected_at_ms=0)
+                     run_id="r", detected_at_ms=0, messages_exact=exact, session_bounds=tuple(bounds))
 
 
 _HEADER = pa.struct([("time", pa.int64()), ("server", pa.string()), ("service", pa.string()),

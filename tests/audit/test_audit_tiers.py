@@ -14,7 +14,8 @@ from ingest.audit.config import AUDIT_CONFIG
 from ingest.audit.job import run_audit
 from ingest.audit.reconcile import EXIT_DATA_LOSS
 from ingest.clock import FakeClock
-from tests.audit.synth import AUDIT_TOPIC, MIRROR_LOST_TOPIC, MIRROR_TOPIC, T0, W, Destination, events, mirror_lost, mon
+from tests.audit.synth import (AUDIT_TOPIC, MIRROR_LOST_TOPIC, MIRROR_TOPIC, T0, W, Destination, events, lost_range,
+                               mirror_lost, mon)
 
 GRACE = 60_000
 LATE = T0 + 6 * W + GRACE
@@ -62,3 +63,21 @@ def test_crash_lost_tail_and_source_retention_in_adjacent_windows_and_a_lost_mir
     assert b["missing_report_seqs"] == [f"{UNIT}:3"] and a["missing_report_seqs"] == []
     assert run.exit_code == EXIT_DATA_LOSS
     assert (run.inputs["mirror_lost_ranges"], run.inputs["tiered_topics"]) == (1, ["pv"])
+
+
+def test_single_cluster_loader_gap_with_session_bounds_is_exact(spark, tmp_path):
+    """The same scenario without a mirror: the loader's lost range (exact count, bounds (39, 60) for s1) read
+    from the committed state; two tiers and the single-cluster cause names."""
+    dest = Destination(tmp_path / "d")
+    gap = lost_range("pv", 20, A + 29, B, exact=True, bounds=[("s1", 39, 60)])
+    dest.load({"pv": events("s1", range(0, 20), A) + events("s1", range(30, 40), A + 20),
+               AUDIT_TOPIC: [mon("s1", "pv", A, report_seq=1, acked=40, seq_min=0, seq_max=39),
+                             mon("s1", "pv", B, report_seq=2, acked=40, seq_min=40, seq_max=79)]})
+    dest.load({"pv": events("s1", range(60, 80), B)}, lost=[gap])
+    run = audit(dest, spark)
+    rows = {r["window_start_ms"]: r for r in run.rows if r["row_type"] == "window"}
+    a, b = rows[A], rows[B]
+    assert (a["status"], a["causes"], a["loss_tier"]) == ("DATA_LOSS", {"unexplained_loss": 10}, "warehouse")
+    assert (b["status"], b["causes"], b["retention_lost"]) == ("RETENTION_LOSS", {"retention": 20}, 20)
+    assert a["tiers"] == {"producers": 40, "source": None, "target": None, "warehouse": 30}
+    assert run.inputs["tiered_topics"] == []
