@@ -152,7 +152,7 @@ def _accumulate(params, monitoring, loaded, by, mirror=None) -> dict[tuple, _Acc
     accs: dict[tuple, _Acc] = {}
     producer_rows = by == "server"
 
-    def acc_for(topic, ws, server) -> _Acc | None:
+    def acc_for(topic, ws, server, create=True) -> _Acc | None:
         if ws is None or is_out_of_range(ws, params):
             if producer_rows:
                 return None  # out-of-range events are reported per topic only
@@ -162,6 +162,8 @@ def _accumulate(params, monitoring, loaded, by, mirror=None) -> dict[tuple, _Acc
         else:
             return None
         if key not in accs:
+            if not create:
+                return None
             accs[key] = _Acc(topic, ws, server, row_type)
         return accs[key]
 
@@ -184,7 +186,8 @@ def _accumulate(params, monitoring, loaded, by, mirror=None) -> dict[tuple, _Acc
         a.rows += c.rows
         a.distinct += c.distinct
     for wm in (mirror or {}).values():
-        a = acc_for(wm.topic, wm.window_start_ms, None)
+        # a mirror heartbeat (nothing read) alone makes no row; a window the mirror read messages of does
+        a = acc_for(wm.topic, wm.window_start_ms, None, create=bool(wm.attempted or wm.acked))
         if a is None:
             continue
         if a.mirror is None:

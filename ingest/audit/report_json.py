@@ -103,12 +103,13 @@ def summary(run, *, max_problems: int = 15) -> str:
 
 def status_table(rows: Iterable[dict]) -> str:
     """Plain-text table of rows (used by ``ingest audit show``)."""
-    head = f"{'topic':<24} {'window (UTC)':<24} {'status':<15} {'acked':>8} {'distinct':>8} {'dups':>6} {'missing':>7} {'complete':>9}"
+    head = (f"{'topic':<24} {'window (UTC)':<24} {'status':<15} {'acked':>8} {'distinct':>8} {'dups':>6} "
+            f"{'missing':>7} {'complete':>9}  loss tier")
     lines = [head, "-" * len(head)]
     for r in rows:
         comp = "-" if r["completeness"] is None else f"{r['completeness']:.4f}"
         lines.append(
             f"{r['topic'][:24]:<24} {_window_label(r)[:24]:<24} {r['status']:<15} {r['produced_acked']:>8} "
-            f"{r['loaded_distinct']:>8} {r['duplicates']:>6} {r['missing']:>7} {comp:>9}"
+            f"{r['loaded_distinct']:>8} {r['duplicates']:>6} {r['missing']:>7} {comp:>9}  {r.get('loss_tier') or '-'}"
         )
     return "\n".join(lines)

@@ -228,3 +228,13 @@ def test_revisions_keep_tiers_and_read_older_revisions_without_them(tmp_path):
     assert (latest[A]["tiers"], latest[A]["loss_tier"]) == (
         {"producers": 40, "source": 30, "target": 30, "warehouse": 30}, "source")
     assert (latest[T0 + 3 * W]["tiers"], latest[T0 + 3 * W]["loss_tier"]) == (None, None)
+
+
+def test_mirror_windows_make_rows_only_when_the_mirror_read_something():
+    mon = aggregate([snap("s1", A, 10, 0, 9)])
+    mirror = aggregate([snap("m1", A, 10, None, None), snap("m1", B, 0, None, None),  # B: mirror heartbeat
+                        snap("m1", T0 + 2 * W, 4, None, None)])  # read 4 nobody reported or loaded
+    rows = by_window(build_rows(params(), mon, [LoadedCount("pv", A, "h", 10, 10)], mirror=mirror))
+    assert sorted(rows) == [A, T0 + 2 * W]
+    c = rows[T0 + 2 * W]
+    assert (c["status"], c["tiers"]) == ("NO_MONITORING", {"producers": 0, "source": 4, "target": 4, "warehouse": 0})
