@@ -177,29 +177,27 @@ def gap_atoms(
         return {}
     missing = _missing_seqs(spark, ids_df, ranges)
     listed = [(gid, topic, s, lo, hi) for gid, topic, bounds in gaps for s, lo, hi in bounds]
-    per_gap = [(gid, topic, [s for s, _, _ in bounds]) for gid, topic, bounds in gaps]
-    parts = []
-    if listed:
-        bounds_df = spark.createDataFrame(listed, "gap string, topic string, session string, lo long, hi long")
-        parts.append(
-            missing.join(bounds_df, ["topic", "session"])
-            .where((F.col("lo").isNull() | (F.col("seq") > F.col("lo")))
-                   & (F.col("hi").isNull() | (F.col("seq") < F.col("hi"))))
-            .select("topic", "window_start_ms", "session", "seq", "gap")
-        )
-    gaps_df = spark.createDataFrame(per_gap, "gap string, topic string, listed array<string>")
-    parts.append(
-        missing.join(gaps_df, ["topic"]).where(~F.array_contains(F.col("listed"), F.col("session")))
-        .select("topic", "window_start_ms", "session", "seq", "gap")
-    )
-    held = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    # A seq is matched against the listed bounds only (one left join with the small bounds table);
+    # the gaps that do not list its session hold it anyway and are added per session on the driver,
+    # so the join never multiplies every missing seq by every gap.
+    bounds_df = spark.createDataFrame(listed, "gap string, b_topic string, b_session string, lo long, hi long")
+    cond = ((missing.topic == bounds_df.b_topic) & (missing.session == bounds_df.b_session)
+            & (bounds_df.lo.isNull() | (missing.seq > bounds_df.lo))
+            & (bounds_df.hi.isNull() | (missing.seq < bounds_df.hi)))
     rows = (
-        held.groupBy("topic", "window_start_ms", "session", "seq")
+        missing.join(F.broadcast(bounds_df), cond, "left")
+        .groupBy("topic", "window_start_ms", "session", "seq")
         .agg(F.array_sort(F.collect_set("gap")).alias("gaps"))
         .groupBy("topic", "window_start_ms", "session", "gaps").count()
         .collect()
     )
+    listing = {}
+    for gid, topic, bounds in gaps:
+        listing[gid] = (topic, {s for s, _, _ in bounds})
     out: dict[tuple[str, int, str], list[tuple[frozenset[str], int]]] = {}
     for r in sorted(rows, key=lambda r: (r.topic, r.window_start_ms, r.session, list(r.gaps))):
-        out.setdefault((r.topic, int(r.window_start_ms), r.session), []).append((frozenset(r.gaps), int(r["count"])))
+        unlisted = {gid for gid, (topic, sessions) in listing.items() if topic == r.topic and r.session not in sessions}
+        held = frozenset(r.gaps) | unlisted
+        if held:
+            out.setdefault((r.topic, int(r.window_start_ms), r.session), []).append((held, int(r["count"])))
     return out

@@ -81,3 +81,28 @@ def test_single_cluster_loader_gap_with_session_bounds_is_exact(spark, tmp_path)
     assert (b["status"], b["causes"], b["retention_lost"]) == ("RETENTION_LOSS", {"retention": 20}, 20)
     assert a["tiers"] == {"producers": 40, "source": None, "target": None, "warehouse": 30}
     assert run.inputs["tiered_topics"] == []
+
+
+def test_spark_gap_atoms_equal_the_pure_rule(spark):
+    """counts.gap_atoms (Spark join) groups missing seqs exactly as attribution.atoms_of does, unlisted
+    sessions and open bounds included."""
+    from ingest.audit.attribution import atoms_of
+    from ingest.audit.counts import gap_atoms
+    from ingest.audit.lost_ranges import LostGap
+
+    loaded = [("pv", "s1", s, A, "h") for s in (0, 1, 5, 9)] + [("other", "s2", 3, A, "h")]
+    ids = spark.createDataFrame(loaded, "topic string, session string, seq long, time long, server string")
+    ranges = [("pv", A, "s1", 0, 9), ("pv", A, "s2", 0, 5), ("pv", B, "s1", 10, 12)]
+    gaps = [LostGap("g1", "pv", "target", "retention", ("", 0, 0, 1), 5, True, None, None, (("s1", 1, 5),)),
+            LostGap("g2", "pv", "target", "retention", ("", 0, 0, 2), 5, True, None, None,
+                    (("s1", 6, None), ("s3", None, 2)))]
+    got = gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.bounds) for g in gaps])
+    every = {(s, q) for _, s, q, _, _ in loaded}
+    missing = {(t_ws, s): [q for q in range(lo, hi + 1) if (s, q) not in every] for _, t_ws, s, lo, hi in ranges}
+    expected = {("pv",) + k: v for k, v in atoms_of(missing, gaps).items()}
+    assert got == expected
+    # s1 in A: 2,3,4 in g1 only; 7,8 in g2 only (6 is its bound: in none); s2 (listed by neither, its seq 3
+    # loaded in another topic): 0,1,2,4,5 in both; s1 in B: 10..12 in g2
+    assert got[("pv", A, "s1")] == [(frozenset({"g1"}), 3), (frozenset({"g2"}), 2)]
+    assert got[("pv", A, "s2")] == [(frozenset({"g1", "g2"}), 5)]
+    assert got[("pv", B, "s1")] == [(frozenset({"g2"}), 3)]
