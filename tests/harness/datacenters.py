@@ -84,6 +84,75 @@ class Cluster:
     def broker(self, broker_id: int) -> BrokerProcess:
         return next(b for b in self.brokers if b.broker_id == broker_id)
 
+    def partitions(self, topic: str) -> list[tuple[BrokerProcess, int, int, int]]:
+        """(broker, partition, earliest, latest) of ``topic`` on every running broker that leads or holds it."""
+        from ingest.client.simple_consumer import SimpleConsumer
+
+        out = []
+        for b in self.brokers:
+            if not b.running:
+                continue
+            with SimpleConsumer(b.host, b.port, timeout_s=10.0) as c:
+                for pm in c.metadata([topic]).topics.get(topic, []):
+                    out.append((b, pm.partition, pm.earliest, pm.latest))
+        return out
+
+    def messages(self, topic: str) -> list[bytes]:
+        """Every visible message payload of ``topic`` in this cluster (partition by partition)."""
+        from ingest.client.simple_consumer import SimpleConsumer
+
+        out: list[bytes] = []
+        for b, partition, earliest, latest in self.partitions(topic):
+            with SimpleConsumer(b.host, b.port, timeout_s=10.0) as c:
+                out.extend(bytes(m.payload) for m in c.iter_range(topic, partition, earliest, latest))
+        return out
+
+
+def lose_unflushed_tail(broker: BrokerProcess, topic: str, partition: int, flushed_end: int) -> int:
+    """A machine crash: SIGKILL ``broker`` and cut ``topic-partition`` back to ``flushed_end``.
+
+    A SIGKILLed process leaves its writes in the page cache, which a machine crash
+    loses: the bytes after the last fsync (``flushed_end``, the offset consumers saw)
+    are cut from the newest segment, as tests/test_replication_kills.py does. Returns
+    the bytes cut. The caller restarts the broker (recovery keeps the flushed prefix).
+    """
+    from ingest.broker.segment import SUFFIX, parse_segment_name
+
+    broker.kill()
+    cut = 0
+    for path in sorted((broker.log_dir / f"{topic}-{partition}").iterdir()):
+        base = parse_segment_name(path.name) if path.name.endswith(SUFFIX) else None
+        if base is None:
+            continue
+        size = path.stat().st_size
+        keep = min(size, max(0, flushed_end - base))
+        if keep < size:
+            cut += size - keep
+            with open(path, "r+b") as f:
+                f.truncate(keep)
+    return cut
+
+
+def retention_below(broker: BrokerProcess, topic: str, partition: int, cut: int) -> tuple[int, int]:
+    """Retention on a stopped broker: delete the segments of ``topic-partition`` that end at or below ``cut``.
+
+    The broker's own ``Log.delete_segments`` (what its retention thread runs once segments are
+    old enough; its shortest period, a minute, is too slow for a test), on its log directory
+    while it is stopped, as tests/audit/test_audit_e2e.py does. Returns (segments, bytes).
+    The caller starts the broker again.
+    """
+    from ingest.broker.log_config import LOG_CONFIG
+    from ingest.broker.log_manager import LogManager
+
+    broker.stop()
+    props = broker.properties()
+    lm = LogManager(LOG_CONFIG.parse({"log.dir": str(broker.log_dir), "log.file.size": props.get("log.file.size", 1 << 30)}))
+    lm.startup()
+    try:
+        return lm.get_log(topic, partition).delete_segments(lambda seg: seg.base_offset + seg.size <= cut)
+    finally:
+        lm.shutdown()
+
 
 class MirrorProcess:
     """One ``ingest mirror --config FILE`` subprocess (own session, output in ``output_path``)."""
