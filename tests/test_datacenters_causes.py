@@ -54,7 +54,7 @@ SRC = {"num.partitions": 1, "log.file.size": 1024, "log.flush.interval": 10,
        "topic.flush.intervals.ms": "dc-crash:3600000"}  # dc-crash: flushed every 10 messages, never by time
 OFFLINE = {"num.partitions": 1, "log.file.size": 1024}
 MIRROR = {"monitoring.window.ms": W, "monitoring.interval.ms": 500, "checkpoint.interval.ms": 200,
-          "topic.refresh.ms": 500}
+          "topic.refresh.ms": 500, "zk.sessiontimeout.ms": 2000}
 TOPICS = ("dc-crash", "dc-target", "dc-kill", "dc-lag")
 
 

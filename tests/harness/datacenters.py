@@ -22,7 +22,9 @@ processes (``ingest broker start``, harness defaults of tests/harness/brokers.py
 broker ids from 0 in every cluster). The mirror config is written from the keys of
 the design (BRIEF13 "Mirror"): ``sources=dc1,dc2``, ``source.<name>.zk.connect``,
 ``target.zk.connect`` = the offline cluster, ``registry.url``, plus the overrides
-given to :meth:`Datacenters.start_mirror` (``_`` for ``.`` in keyword names).
+given to :meth:`Datacenters.start_mirror` (``_`` for ``.`` in keyword names). ``mirror.id`` is
+left to its default (``<host>-<pid>``), so a restarted mirror is a new group member, as under
+systemd.
 
 Cleanup follows tests/harness/brokers.py: every process runs in its own session
 and is only signalled by its own pid or process group; the fixture stops
@@ -246,7 +248,6 @@ class Datacenters:
     def mirror_properties(self, name: str, **overrides: Any) -> dict[str, Any]:
         props: dict[str, Any] = {
             "mirror.group": "mirror",
-            "mirror.id": name,
             "sources": ",".join(DATACENTERS),
             **{f"source.{dc}.zk.connect": self.clusters[dc].zk_connect for dc in DATACENTERS},
             "target.zk.connect": self.offline.zk_connect,
