@@ -409,6 +409,13 @@ class MirrorError(IngestError):
     another owner, or the target lost data below the checkpoint (names the partition and offsets)."""
 
 
+# --- [H2] mirror data path ---
+
+class MirrorOwnershipLostError(MirrorError):
+    """A partition's checkpoint was written by another owner since this copier read it (its
+    conditional write failed): this copier stops that partition (names the partition and versions)."""
+
+
 class DemoError(IngestError):
     """A demo step failed (names the step, its exit code and its log file)."""
 

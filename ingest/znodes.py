@@ -350,3 +350,14 @@ def mirror_checkpoint_path(group: str, source: str, topic: str, broker_id: int, 
 def mirror_lost_dir(group: str) -> str:
     """``/mirrors/[group]/lost``: source ranges deleted by retention before they were mirrored (sequential children)."""
     return f"{mirror_group_path(group)}/lost"
+
+
+# [H2] mirror data path
+def mirror_lost_range_prefix(group: str) -> str:
+    """``/mirrors/[group]/lost/range-``: prefix of the sequential lost-range children (JSON MirrorLostRange)."""
+    return f"{mirror_lost_dir(group)}/range-"
+
+
+def mirror_lost_range_path(group: str, child: str) -> str:
+    """``/mirrors/[group]/lost/[child]``: one recorded lost range."""
+    return f"{mirror_lost_dir(group)}/{child}"

@@ -34,7 +34,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Container, Iterable
 
 from ingest.clock import Clock
 from ingest.events.envelope import ProducerIdentity
@@ -85,7 +85,12 @@ class MonitoringCounter:
     """Counts per (topic, event-time window) and decides which snapshots are due."""
 
     def __init__(self, clock: Clock, window_ms: int = DEFAULT_WINDOW_MS, *, grace_ms: int = 60_000,
-                 interval_ms: int = 60_000, heartbeats: bool = True) -> None:
+                 interval_ms: int = 60_000, heartbeats: bool = True, closing_is_final: bool = True,
+                 pinned: frozenset[int] = frozenset()) -> None:
+        """``closing_is_final``: closing makes every window final (a producer session ends); False
+        for a counter whose session continues elsewhere (the mirror's unit after a hand-over), where
+        closing only reports what changed. ``pinned``: window starts that are never too old to
+        count nor forgotten (the mirror's window 0 of messages without a readable header)."""
         if window_ms <= 0:
             raise ValueError(f"window_ms must be positive, got {window_ms}")
         self.clock = clock
@@ -93,6 +98,8 @@ class MonitoringCounter:
         self.grace_ms = grace_ms
         self.interval_ms = interval_ms
         self.heartbeats = heartbeats
+        self.closing_is_final = closing_is_final
+        self.pinned = frozenset(pinned)
         self._lock = threading.Lock()
         self._windows: dict[tuple[str, int], _Window] = {}
         # topic -> start of the next window that still needs a heartbeat check
@@ -141,6 +148,27 @@ class MonitoringCounter:
                 w.seq_max = hi if w.seq_max is None or hi > w.seq_max else w.seq_max
         return start
 
+    def counted(self, topic: str, window_start: int, *, attempted: int = 0, acked: int = 0, failed: int = 0,
+                bytes_acked: int = 0) -> bool:
+        """Add counts without sequence numbers (a tier that moves other sessions' messages).
+
+        Returns False (nothing counted, ``too_late`` grows by ``attempted``) when the window is
+        older than the retention horizon and not pinned.
+        """
+        with self._lock:
+            if window_start not in self.pinned and (topic, window_start) not in self._windows and \
+                    window_start + self.window_ms < self.clock.time_ms() - RETAIN_MS:
+                self.too_late += attempted
+                return False
+            if window_start not in self.pinned:
+                self._hb_next.setdefault(topic, window_start)
+            w = self._window(topic, window_start)
+            w.attempted += attempted
+            w.acked += acked
+            w.failed += failed
+            w.bytes_acked += bytes_acked
+        return True
+
     def settled(self, topic: str, window_start: int, *, acked: int = 0, failed: int = 0,
                 bytes_acked: int = 0) -> None:
         """Record the outcome of sends counted by :meth:`attempted`."""
@@ -153,22 +181,29 @@ class MonitoringCounter:
             w.failed += failed
             w.bytes_acked += bytes_acked
 
-    def collect(self, *, closing: bool = False) -> list[Snapshot]:
-        """Snapshots due now (see module docstring); marks them reported."""
+    def collect(self, *, closing: bool = False, skip: Container[tuple[str, int]] = ()) -> list[Snapshot]:
+        """Snapshots due now (see module docstring); marks them reported.
+
+        ``skip``: (topic, window start) keys not to report now (left as they are, so a later
+        call reports them).
+        """
         now = self.clock.time_ms()
         out: list[Snapshot] = []
+        final_on_close = closing and self.closing_is_final
         with self._lock:
             if self.heartbeats:
-                self._add_idle_windows(now, closing)
+                self._add_idle_windows(now, final_on_close)
             for (topic, start), w in sorted(self._windows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                if (topic, start) in skip:
+                    continue
                 end = start + self.window_ms
-                closed = closing or now >= end + self.grace_ms
+                closed = final_on_close or now >= end + self.grace_ms
                 settled = w.attempted == w.acked + w.failed
                 is_final = closed and settled
                 state = w.counts() + (is_final,)
                 if state == w.reported:
                     continue
-                if not closed and now - w.last_report_ms < self.interval_ms:
+                if not closed and not closing and now - w.last_report_ms < self.interval_ms:
                     continue  # interim reports of an open window: at most one per interval
                 w.reported = state
                 w.last_report_ms = now
@@ -188,8 +223,8 @@ class MonitoringCounter:
             self._hb_next[topic] = max(nxt, start)
 
     def _prune(self, now: int) -> None:
-        old = [k for k, w in self._windows.items()
-               if k[1] + self.window_ms < now - RETAIN_MS and w.reported is not None and w.reported[-1]]
+        old = [k for k, w in self._windows.items() if k[1] not in self.pinned and
+               k[1] + self.window_ms < now - RETAIN_MS and w.reported is not None and w.reported[-1]]
         for k in old:
             del self._windows[k]
 
@@ -199,6 +234,52 @@ class MonitoringCounter:
             ws = list(self._windows.values())
         return {"attempted": sum(w.attempted for w in ws), "acked": sum(w.acked for w in ws),
                 "failed": sum(w.failed for w in ws), "bytes_acked": sum(w.bytes_acked for w in ws)}
+
+    def state(self) -> dict:
+        """Everything the counter knows, as JSON-able data (:meth:`restore` takes it back)."""
+        with self._lock:
+            windows = [[topic, start, *w.counts(), None if w.reported is None else list(w.reported),
+                        w.last_report_ms] for (topic, start), w in sorted(self._windows.items())]
+            return {"windows": windows, "hb_next": dict(self._hb_next), "too_late": self.too_late}
+
+    def restore(self, state: dict) -> None:
+        """Replace the counts by those of a :meth:`state` (same window size)."""
+        windows: dict[tuple[str, int], _Window] = {}
+        for topic, start, att, acked, failed, nbytes, smin, smax, reported, last in state["windows"]:
+            windows[(topic, int(start))] = _Window(att, acked, failed, nbytes, smin, smax,
+                                                   None if reported is None else tuple(reported), last)
+        with self._lock:
+            self._windows = windows
+            self._hb_next = {t: int(v) for t, v in state["hb_next"].items()}
+            self.too_late = int(state.get("too_late", 0))
+
+
+def snapshot_values(snap: Snapshot) -> dict:
+    """The fields of a monitoring event that a snapshot of a window determines."""
+    return {
+        "count_attempted": snap.count_attempted, "count_acked": snap.count_acked,
+        "count_failed": snap.count_failed, "bytes_acked": snap.bytes_acked,
+        "seq_min": snap.seq_min, "seq_max": snap.seq_max, "is_final": snap.is_final,
+        "heartbeat": snap.heartbeat, "emitted_at_ms": snap.taken_at_ms,
+    }
+
+
+def monitoring_record(snap: Snapshot, identity: ProducerIdentity, *, event_id: str, report_seq: int,
+                      revision: int, window_ms: int) -> dict:
+    """A monitoring event (``conf/schemas/monitoring_event.avsc``, without ``header``) of one snapshot."""
+    return {
+        "event_id": event_id,
+        "producer_session_id": identity.session,
+        "producer_server": identity.server,
+        "service": identity.service,
+        "report_seq": report_seq,
+        "topic": snap.topic,
+        "window_start_ms": snap.window_start_ms,
+        "window_end_ms": snap.window_end_ms,
+        "window_size_ms": window_ms,
+        "revision": revision,
+        **snapshot_values(snap),
+    }
 
 
 @dataclass
@@ -230,12 +311,7 @@ class ReportBuffer:
 
     def offer(self, snap: Snapshot) -> None:
         key = (snap.topic, snap.window_start_ms)
-        values = {
-            "count_attempted": snap.count_attempted, "count_acked": snap.count_acked,
-            "count_failed": snap.count_failed, "bytes_acked": snap.bytes_acked,
-            "seq_min": snap.seq_min, "seq_max": snap.seq_max, "is_final": snap.is_final,
-            "heartbeat": snap.heartbeat, "emitted_at_ms": snap.taken_at_ms,
-        }
+        values = snapshot_values(snap)
         with self._lock:
             pending = self._unsent.get(key)
             if pending is not None:
@@ -244,19 +320,8 @@ class ReportBuffer:
             revision = self._revision.get(key, 0) + 1
             self._revision[key] = revision
             self._report_seq += 1
-            record = {
-                "event_id": str(uuid.uuid4()),
-                "producer_session_id": self.identity.session,
-                "producer_server": self.identity.server,
-                "service": self.identity.service,
-                "report_seq": self._report_seq,
-                "topic": snap.topic,
-                "window_start_ms": snap.window_start_ms,
-                "window_end_ms": snap.window_end_ms,
-                "window_size_ms": self.window_ms,
-                "revision": revision,
-                **values,
-            }
+            record = monitoring_record(snap, self.identity, event_id=str(uuid.uuid4()), report_seq=self._report_seq,
+                                       revision=revision, window_ms=self.window_ms)
             if revision == 1 and len(self._revision) % 1024 == 0:
                 horizon = snap.taken_at_ms - RETAIN_MS - self.window_ms
                 for k in [k for k in self._revision if k[1] < horizon]:

@@ -1,0 +1,379 @@
+"""PartitionCopier: copies one source partition to its target partition, exactly once.
+
+Surface used by the mirror process (H3, ``ingest/mirror/mirror_maker.py``)::
+
+    copier = PartitionCopier(unit, group=..., zk=target_kazoo, source=SourceReader(...),
+                             target=TargetWriter(...) | None, fallback=FallbackSender(...) | None,
+                             counter_factory=lambda state: PartitionCounter(..., state=state) | None,
+                             publisher=TierEventPublisher | None, header_reader=HeaderReader | None,
+                             checkpoint_interval_ms=1000, mirror_server=host)
+    copier.run(stop_event)   # blocks until stop_event is set (final checkpoint written) or ownership is lost
+    copier.lag()             # Lag(bytes, seconds): None while unknown
+    copier.mode              # "exactly-once (one to one)" | "at-least-once (repartitioned)"
+    copier.state             # "starting" | "copying" | "caught up" | "waiting: <why>" | "stopped" | "lost ownership"
+    copier.stats             # copied messages/bytes/sets, lost ranges, mismatches, retries
+    copier.close()
+
+``make_copier(unit, *, group, zk, source_discovery, target_metadata, source_metadata=None,
+fallback_producer=None, counter_factory=None, publisher=None, header_reader=None, fetch_size, acks,
+timeout_ms, checkpoint_interval_ms, mirror_server)`` in :mod:`ingest.mirror.copier_factory` builds one.
+
+The cycle (one fetch in flight, at most one set of ``fetch.size`` bytes buffered: a slow target
+just slows the loop): fetch whole messages from the source position -> ``APPEND_AT(expected =
+target end)`` -> count the acknowledged set -> every ``checkpoint.interval.ms``: ``due_events()``,
+write the checkpoint (offsets + counter state, conditional on its znode version), publish the
+events, ``published()``. Resume (exactly once): ``position = source_offset + (L - target_offset)``
+with L the target's log end (APPEND_AT query); the messages of ``[source_offset, position)`` are
+re-read from the source for counting only. OFFSET_MISMATCH(L') re-reads the checkpoint: moved by
+someone else -> stop (:class:`~ingest.errors.MirrorOwnershipLostError`); else re-derive the same way
+(a lost ack, a failover). Source retention: :mod:`ingest.mirror.lost_ranges` (the checkpoint moves
+past the gap before anything after it is appended, so the rule stays true).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Callable, NamedTuple
+
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, OffsetMismatchError,
+                           OffsetOutOfRangeError)
+from ingest.mirror import lost_ranges as lr
+from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
+from ingest.mirror.copier_io import TRANSIENT, count_range, publish_safely, read_target
+from ingest.mirror.fallback import FallbackSender
+from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, MirrorUnit
+from ingest.mirror.source_reader import SourceReader
+from ingest.mirror.target_writer import TargetWriter
+
+log = logging.getLogger(__name__)
+
+
+class Lag(NamedTuple):
+    """``bytes`` = source end - position; ``seconds`` = now - event time of the last copied message (0 caught up)."""
+
+    bytes: int | None
+    seconds: float | None
+
+
+class PartitionCopier:
+    """Copies ``unit`` (see the module docstring for the surface and the cycle)."""
+
+    def __init__(self, unit: MirrorUnit, *, group: str, zk, source: SourceReader, target: TargetWriter | None = None,
+                 fallback: FallbackSender | None = None, counter_factory: Callable | None = None,
+                 publisher=None, header_reader=None, checkpoint_interval_ms: int = 1000,
+                 mirror_server: str = "", idle_wait_s: float = 0.1, max_backoff_s: float = 5.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        if unit.fallback and fallback is None:
+            raise MirrorError(f"{unit}: a fallback unit needs a FallbackSender (the target producer)")
+        if not unit.fallback and target is None:
+            raise MirrorError(f"{unit}: a one-to-one unit needs a TargetWriter for target partition "
+                              f"{unit.target_partition}")
+        self.unit = unit
+        self.group = group
+        self.session = unit.session(group)
+        self.source = source
+        self.target = target
+        self.fallback = fallback
+        self.counter_factory = counter_factory
+        self.counter = None
+        self.publisher = publisher
+        self.header_reader = header_reader
+        self.interval_s = checkpoint_interval_ms / 1000.0
+        self.mirror_server = mirror_server
+        self.idle_wait_s = idle_wait_s
+        self.max_backoff_s = max_backoff_s
+        self.clock = clock
+        self.store = CheckpointStore(zk, group, unit)
+        self.state = "starting"
+        self.position: int | None = None
+        self.target_end: int | None = None
+        self.stats = {"messages": 0, "bytes": 0, "sets": 0, "lost_ranges": 0, "lost_messages": 0,
+                      "mismatches": 0, "retries": 0, "recounted_messages": 0}
+        self._cp: Checkpoint | None = None
+        self._next_checkpoint = 0.0
+        self._source_end: int | None = None
+        self._last_set: bytes | None = None
+        self._last_time_ms: int | None = None
+        self._recent: deque[tuple[int, bytes]] = deque()  # (source offset, set): the last <= 1 MiB copied
+        self._recent_bytes = 0
+        self._unpublished: list[dict] = []
+        self._pending_lost: list[dict] = []
+        self._bounds_from: int | None = None
+
+    @property
+    def mode(self) -> str:
+        return FALLBACK_STATUS if self.unit.fallback else EXACT_STATUS
+
+    def __repr__(self) -> str:
+        return f"PartitionCopier({self.unit})"
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self, stop_event: threading.Event) -> None:
+        """Copy until ``stop_event`` is set, then write a last checkpoint. Returns early (state
+        ``lost ownership``) when another owner moved the checkpoint.
+
+        Raises:
+            MirrorError: the partition cannot be copied (unreadable checkpoint, mapping changed under it,
+                source offsets that do not fit the checkpoint); the message names the unit and offsets.
+        """
+        backoff = 0.05
+        try:
+            while not stop_event.is_set():
+                try:
+                    if self.position is None:
+                        self._start()
+                    moved = self._step()
+                    if self.clock.monotonic() >= self._next_checkpoint:
+                        self._checkpoint()
+                    backoff = 0.05
+                except TRANSIENT as exc:
+                    self.stats["retries"] += 1
+                    self.state = f"waiting: {exc}"
+                    level = logging.WARNING if backoff == 0.05 or self.stats["retries"] % 20 == 0 else logging.DEBUG
+                    log.log(level, "%s: %s; retrying in %.2f s", self.unit, exc, backoff)
+                    stop_event.wait(backoff)
+                    backoff = min(self.max_backoff_s, backoff * 2)
+                    continue
+                if not moved:
+                    stop_event.wait(self.idle_wait_s)
+            if self.position is not None:
+                try:
+                    self._checkpoint(closing=True)
+                except TRANSIENT as exc:
+                    log.warning("%s: the last checkpoint could not be written (%s); a restart resumes from "
+                                "the previous one (no loss, no duplicate)", self.unit, exc)
+            self.state = "stopped"
+        except MirrorOwnershipLostError as exc:
+            self.state = "lost ownership"
+            log.warning("%s", exc)
+
+    def _start(self) -> None:
+        cp = self.store.read()
+        if cp is not None and cp.target_partition != self.unit.target_partition:
+            raise MirrorError(f"{self.unit}: the checkpoint {self.store.path} names target partition "
+                              f"{cp.target_partition}, the mapping {self.unit.target_partition}; the mapping of a "
+                              "checkpointed partition cannot change (delete the checkpoint to start it over)")
+        if cp is None:
+            cp = Checkpoint(0, None if self.unit.fallback else 0, self.unit.target_partition)
+        self.counter = self.counter_factory(cp.counts) if self.counter_factory is not None else None
+        self._pending_lost = list(cp.pending_lost)
+        self._cp = cp
+        if self.unit.fallback:
+            self.position = cp.source_offset
+        else:
+            end = self.target.log_end()
+            if end < cp.target_offset:
+                log.error("%s: the target partition ends at %d, below the checkpointed target offset %d: the "
+                          "target lost acknowledged data; copying again from source offset %d", self.unit, end,
+                          cp.target_offset, cp.source_offset - (cp.target_offset - end))
+            self.position = cp.source_offset + (end - cp.target_offset)
+            self.target_end = end
+            if self.position > cp.source_offset:
+                self._recount(cp.source_offset, self.position)
+        self._bounds_from = cp.bounds_from
+        log.info("%s: %s from source offset %d%s", self.unit, self.mode, self.position,
+                 "" if self.target_end is None else f" (target offset {self.target_end})")
+        self._next_checkpoint = self.clock.monotonic() + self.interval_s
+        self._publish_lost()
+        if self.counter is not None:
+            self._unpublished = list(getattr(self.counter, "pending_events", lambda: [])())
+        self.state = "copying"
+
+    def _step(self) -> bool:
+        """One fetch and one copy; False when there was nothing to copy."""
+        try:
+            data = self.source.fetch_set(self.position)
+        except OffsetOutOfRangeError as exc:
+            return self._out_of_range(exc)
+        if not data:
+            self._source_end = self.position
+            self._last_time_ms = None
+            self.state = "caught up"
+            return False
+        if self.unit.fallback:
+            self.fallback.send_set(data)
+        else:
+            try:
+                self.target.append(self.target_end, data)
+            except OffsetMismatchError as exc:
+                self._resync(exc.log_end)
+                return True
+            self.target_end += len(data)
+        self._copied(self.position, data)
+        self.position += len(data)
+        self.state = "copying"
+        return True
+
+    def _copied(self, offset: int, data: bytes, *, recount: bool = False) -> None:
+        n = self.counter.count(data) if self.counter is not None else lr.count_messages(data)
+        self.stats["recounted_messages" if recount else "messages"] += n
+        if not recount:
+            self.stats["bytes"] += len(data)
+            self.stats["sets"] += 1
+        self._last_set = data
+        self._recent.append((offset, data))
+        self._recent_bytes += len(data)
+        while self._recent_bytes - len(self._recent[0][1]) >= lr.BOUNDS_BYTES:
+            self._recent_bytes -= len(self._recent.popleft()[1])
+
+    def _recount(self, start: int, end: int) -> None:
+        """Count ``[start, end)`` of the source (already in the target) without copying it."""
+        counted = count_range(self.source, start, end, lambda off, s: self._copied(off, s, recount=True))
+        if counted < end:
+            log.warning("%s: source offsets %d..%d could not be re-read for counting (from %d on: %s); the "
+                        "counts of this mirror tier miss them", self.unit, start, end, counted, "deleted")
+
+    def _resync(self, log_end: int | None) -> None:
+        """OFFSET_MISMATCH: the target ends at ``log_end``, not where we thought."""
+        self.stats["mismatches"] += 1
+        before = self.store.version
+        cp = self.store.read()
+        if self.store.version != before:
+            raise MirrorOwnershipLostError(f"{self.unit}: the target partition ends at {log_end}, not "
+                                           f"{self.target_end}, and the checkpoint {self.store.path} moved (version "
+                                           f"{before} -> {self.store.version}): another owner copies this partition")
+        cp = cp or self._cp
+        end = self.target.log_end() if log_end is None else log_end
+        pos = cp.source_offset + (end - cp.target_offset)
+        log.info("%s: target end %d, expected %d; resuming at source offset %d", self.unit, end, self.target_end, pos)
+        if pos > self.position:
+            self._recount(self.position, pos)
+        elif pos < self.position:
+            log.error("%s: the target lost acknowledged data (it ends at %d, below %d); copying source %d..%d again",
+                      self.unit, end, self.target_end, pos, self.position)
+        self.position, self.target_end = pos, end
+
+    def _out_of_range(self, exc: OffsetOutOfRangeError) -> bool:
+        earliest = self.source.earliest()
+        if self.position < earliest:
+            self._lost_range(earliest)
+            return True
+        latest = self.source.latest()
+        if self.position > latest:
+            self.state = f"waiting: the source ends at {latest}, below the mirror position {self.position}"
+            log.debug("%s: %s", self.unit, self.state)
+            return False
+        raise MirrorError(f"{self.unit}: source offset {self.position} is inside the source log ({earliest}.."
+                          f"{latest}) but not a message boundary: {exc}; the checkpoint does not fit the source "
+                          "(was the source topic re-created?)")
+
+    # --- lost ranges -----------------------------------------------------------------------
+
+    def _lost_range(self, earliest: int) -> None:
+        from ingest.client.deleted_segments import SegmentTally, gap_message_count
+
+        pos = self.position
+        try:
+            deleted = self.source.deleted_segments(pos, earliest)
+        except TRANSIENT:
+            raise
+        except IngestError as exc:
+            log.warning("%s: DELETED_SEGMENTS failed (%s): the gap's count is an estimate", self.unit, exc)
+            deleted = []
+        tally = SegmentTally(None, 0)
+        st = lr.straddling(deleted, pos)
+        if st is not None:
+            n = self._messages_since(st.start)
+            tally = SegmentTally(st.start, n) if n is not None else SegmentTally(None, 0)
+        count, exact = gap_message_count(deleted, pos, earliest, tally)
+        if count is None or (st is not None and tally.segment_start is None):
+            count, exact = lr.estimate_messages(earliest - pos, self.stats["bytes"], self.stats["messages"]), False
+        after = self._after_scan()
+        first = self.source.fetch_set(earliest)
+        before = lr.scan_headers(first, self.header_reader, earliest)
+        record = lr.lost_range_record(group=self.group, unit=self.unit, session=self.session,
+                                      mirror_server=self.mirror_server, start=pos, end=earliest, messages=count,
+                                      exact=exact, after=after, before=before, target_offset=self.target_end,
+                                      detected_at_ms=self.clock.time_ms())
+        lr.record_lost_range(self.store.zk, self.group, record)
+        log.warning("%s: source offsets %d..%d were deleted by retention before the mirror copied them: %d "
+                    "message(s)%s lost to source retention", self.unit, pos, earliest, count,
+                    "" if exact else " (estimated)")
+        self.stats["lost_ranges"] += 1
+        self.stats["lost_messages"] += count
+        self.position = earliest
+        self._recent.clear()
+        self._recent_bytes = 0
+        self._bounds_from = self.target_end
+        self._pending_lost.append(record)
+        self._checkpoint()  # before anything after the gap is appended: the resume rule stays true
+
+    def _messages_since(self, start: int) -> int | None:
+        """Messages copied in source ``[start, position)``: from the recent sets, else read back from the target."""
+        if self._recent and self._recent[0][0] <= start:
+            return sum(lr.count_messages(s) for off, s in self._recent if off >= start)
+        if self.unit.fallback or self.target_end is None:
+            return None
+        first = start - (self.position - self.target_end)
+        data = read_target(self.target, first, self.target_end)
+        return None if data is None else lr.count_messages(data)
+
+    def _after_scan(self) -> lr.HeaderScan:
+        """Headers of the last <= 1 MiB copied before the gap (recent sets, else read back from the target)."""
+        if self._recent:
+            out = lr.HeaderScan()
+            for off, s in self._recent:
+                part = lr.scan_headers(s, self.header_reader, off)
+                for k, v in part.max_seq.items():
+                    out.max_seq[k] = max(v, out.max_seq.get(k, v))
+                out.last_time = part.last_time if part.last_time is not None else out.last_time
+            return out
+        if self.unit.fallback or self._bounds_from is None or self._bounds_from >= self.target_end:
+            return lr.HeaderScan()
+        data = read_target(self.target, self._bounds_from, self.target_end)
+        return lr.scan_headers(data, self.header_reader) if data else lr.HeaderScan()
+
+    # --- checkpoint and events ---------------------------------------------------------------
+
+    def _checkpoint(self, closing: bool = False) -> None:
+        events = self.counter.due_events(closing=closing) if self.counter is not None else []
+        if self._recent:
+            oldest = self._recent[0][0]
+            self._bounds_from = None if self.unit.fallback else oldest - (self.position - self.target_end)
+        cp = Checkpoint(self.position, self.target_end, self.unit.target_partition, None,
+                        self.counter.state() if self.counter is not None else None, self.clock.time_ms(),
+                        self._bounds_from, tuple(self._pending_lost))
+        self.store.write(cp)
+        self._cp = cp
+        self._next_checkpoint = self.clock.monotonic() + self.interval_s
+        try:
+            self._source_end = self.source.latest()
+        except TRANSIENT as exc:
+            log.debug("%s: source end unknown now: %s", self.unit, exc)
+        self._publish_lost()
+        pending = self._unpublished + list(events)
+        if pending and publish_safely(self, "counts", lambda: self.publisher.publish_counts(pending)):
+            self.counter.published([e["event_id"] for e in pending])
+            self._unpublished = []
+        else:
+            self._unpublished = pending
+
+    def _publish_lost(self) -> None:
+        if self._pending_lost and publish_safely(
+                self, "lost ranges", lambda: [self.publisher.publish_lost_range(r) for r in self._pending_lost]):
+            self._pending_lost = []
+
+    # --- status ------------------------------------------------------------------------------
+
+    def lag(self) -> Lag:
+        """Bytes behind the source end (as of the last checkpoint or fetch) and seconds behind in event time."""
+        if self.position is None or self._source_end is None:
+            return Lag(None, None)
+        behind = max(0, self._source_end - self.position)
+        if behind == 0:
+            return Lag(0, 0.0)
+        if self._last_set is not None and self.header_reader is not None:
+            scan = lr.scan_headers(self._last_set, self.header_reader)
+            self._last_time_ms = scan.last_time if scan.last_time is not None else self._last_time_ms
+            self._last_set = None
+        if self._last_time_ms is None:
+            return Lag(behind, None)
+        return Lag(behind, max(0.0, (self.clock.time_ms() - self._last_time_ms) / 1000.0))
+
+    def close(self) -> None:
+        self.source.close()
+        if self.target is not None:
+            self.target.close()

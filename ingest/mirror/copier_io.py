@@ -1,0 +1,85 @@
+"""Small I/O helpers of the copier: which errors are waited out, range reads, safe publishing."""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from kazoo.exceptions import KazooException  # the copier's ZooKeeper errors are waited out like broker ones
+
+from ingest.broker.message_set import valid_prefix
+from ingest.errors import (
+    BrokerUnavailableError,
+    CoordinationError,
+    IngestError,
+    LeaderNotAvailableError,
+    MalformedResponseError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    StorageError,
+)
+
+log = logging.getLogger(__name__)
+
+TRANSIENT = (
+    BrokerUnavailableError, NotLeaderForPartitionError, LeaderNotAvailableError, NotEnoughReplicasError,
+    NotEnoughReplicasAfterAppendError, RequestTimedOutError, MalformedResponseError, CoordinationError,
+    StorageError, KazooException, OSError,
+)
+"""Errors after which the copier backs off (doubling, up to ``max_backoff_s``) and tries the same step again:
+a broker or leader away, an election, a full or offline log, ZooKeeper away. The step's state is unchanged,
+and a set that was appended although its answer was an error comes back as OFFSET_MISMATCH."""
+
+
+def count_range(source, start: int, end: int, on_set: Callable[[int, bytes], None]) -> int:
+    """Fetch the source's ``[start, end)`` set by set, calling ``on_set(offset, set)``; returns where it stopped
+    (``end``, or earlier when the source no longer has the bytes)."""
+    pos = start
+    while pos < end:
+        try:
+            data = source.fetch_set(pos, min(source.fetch_size, end - pos))
+        except OffsetOutOfRangeError:
+            return pos
+        if not data:
+            return pos
+        if pos + len(data) > end:  # a set never straddles end: end is a message boundary of the copy
+            data = data[:end - pos]
+        on_set(pos, data)
+        pos += len(data)
+    return pos
+
+
+def read_target(target, start: int, end: int, limit: int = 64 << 20) -> bytes | None:
+    """The target partition's bytes ``[start, end)`` (None when they cannot be read: deleted, too many)."""
+    if start < 0 or end - start > limit:
+        return None
+    out = bytearray()
+    pos = start
+    try:
+        while pos < end:
+            chunk = target.fetch_raw(pos, min(end - pos, 1 << 20))
+            if not chunk:
+                return None
+            n = valid_prefix(chunk)
+            if n == 0:
+                return None
+            out += chunk[:n]
+            pos += n
+    except IngestError as exc:
+        log.info("reading the target back at %d..%d failed: %s", start, end, exc)
+        return None
+    return bytes(out)
+
+
+def publish_safely(copier, what: str, fn: Callable[[], object]) -> bool:
+    """Run a publish; True when it was acknowledged or there is no publisher, False (logged) when it failed."""
+    if copier.publisher is None:
+        return True
+    try:
+        fn()
+        return True
+    except (IngestError, OSError) as exc:
+        log.warning("%s: publishing %s failed (%s); kept pending, published again later", copier.unit, what, exc)
+        return False

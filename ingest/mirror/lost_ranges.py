@@ -1,0 +1,155 @@
+"""Lost ranges: source bytes deleted by retention before the mirror copied them.
+
+When a unit's source position ``pos`` lies below the source's earliest offset
+``E``, ``[pos, E)`` is gone. The mirror records it, exactly as the loader records
+its own gaps (docs/loader.md), as one ``MirrorLostRange`` record
+(``conf/schemas/mirror_lost_range.avsc``):
+
+* **messages**: exact from the source broker's DELETED_SEGMENTS records
+  (:func:`ingest.client.deleted_segments.gap_message_count`); the segment that
+  straddles ``pos`` is corrected by the messages of it already copied, counted by
+  reading them back from the target (identical bytes). When the records do not
+  cover the gap exactly: ``bytes / average message size`` of the unit,
+  ``messages_exact`` false.
+* **session bounds**: per producer session, the highest seq in the last <= 1 MiB
+  copied before the gap (read back from the target just below the target
+  position) and the lowest seq in the first fetch after the gap. Within a
+  partition a session's seqs only increase, so the gap can hold a session's
+  messages only strictly between its bounds.
+
+The record goes to ZooKeeper (a sequential child of ``znodes.mirror_lost_dir``;
+a record whose ``event_id`` is there already is not written twice) and to the
+publisher (``lost.topic`` on the target, at least once, deduplicated by ``event_id``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ingest import znodes
+from ingest.broker.message_set import iter_messages
+
+log = logging.getLogger(__name__)
+
+BOUNDS_BYTES = 1 << 20
+"""How much of the target below the gap is read back for the sessions' ``after_seq``."""
+
+DEFAULT_MESSAGE_SIZE = 100
+"""Average message size assumed for an estimate when the unit has copied nothing yet."""
+
+
+@dataclass
+class HeaderScan:
+    """What the headers of a run of messages say: per session the lowest and highest seq, first/last time."""
+
+    min_seq: dict[str, int] = field(default_factory=dict)
+    max_seq: dict[str, int] = field(default_factory=dict)
+    first_time: int | None = None
+    last_time: int | None = None
+    messages: int = 0
+
+
+def scan_headers(message_set: bytes, header_reader, base_offset: int = 0, start: int = 0) -> HeaderScan:
+    """Read the event headers of every message at or after ``start`` (log offset) of a set (inner messages too)."""
+    out = HeaderScan()
+    for m in iter_messages(message_set, base_offset):
+        if m.offset < start:
+            continue
+        out.messages += 1
+        h = header_reader.read(m.payload) if header_reader is not None else None
+        if h is None:
+            continue
+        if out.first_time is None:
+            out.first_time = h.time
+        out.last_time = h.time
+        if h.session not in out.min_seq or h.seq < out.min_seq[h.session]:
+            out.min_seq[h.session] = h.seq
+        if h.session not in out.max_seq or h.seq > out.max_seq[h.session]:
+            out.max_seq[h.session] = h.seq
+    return out
+
+
+def count_messages(message_set: bytes) -> int:
+    """Messages a consumer sees in a set (inner messages of compressed wrappers each count)."""
+    return sum(1 for _ in iter_messages(message_set))
+
+
+def session_bounds(after: HeaderScan, before: HeaderScan) -> list[dict]:
+    """The schema's ``session_bounds``: every session seen on either side, sorted by session."""
+    sessions = sorted(set(after.max_seq) | set(before.min_seq))
+    return [{"session": s, "after_seq": after.max_seq.get(s), "before_seq": before.min_seq.get(s)}
+            for s in sessions]
+
+
+def estimate_messages(gap_bytes: int, copied_bytes: int, copied_messages: int) -> int:
+    """``gap_bytes / average message size`` (of what the unit copied; DEFAULT_MESSAGE_SIZE if nothing), rounded."""
+    avg = copied_bytes / copied_messages if copied_messages else DEFAULT_MESSAGE_SIZE
+    return max(1, round(gap_bytes / avg)) if gap_bytes > 0 else 0
+
+
+def lost_event_id(session: str, start_offset: int) -> str:
+    """Deterministic: the same gap found twice (a restart before it was published) has one id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{session}/lost/{start_offset}"))
+
+
+def lost_range_record(*, group: str, unit, session: str, mirror_server: str, start: int, end: int,
+                      messages: int, exact: bool, after: HeaderScan, before: HeaderScan,
+                      target_offset: int | None, detected_at_ms: int) -> dict:
+    """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap."""
+    return {
+        "header": {"time": detected_at_ms, "server": mirror_server, "service": f"mirror:{unit.source}",
+                   "session": session, "seq": start},
+        "event_id": lost_event_id(session, start),
+        "mirror_group": group,
+        "source_cluster": unit.source,
+        "topic": unit.topic,
+        "broker_id": unit.broker_id,
+        "partition": unit.partition,
+        "start_offset": start,
+        "end_offset": end,
+        "bytes": end - start,
+        "messages": messages,
+        "messages_exact": exact,
+        "after_time_ms": after.last_time,
+        "before_time_ms": before.first_time,
+        "session_bounds": session_bounds(after, before),
+        "target_partition": unit.target_partition,
+        "target_offset": target_offset,
+        "detected_at_ms": detected_at_ms,
+    }
+
+
+def recorded_lost_ranges(zk, group: str) -> list[dict]:
+    """Every lost-range record of the group in ZooKeeper, oldest first (unreadable children skipped)."""
+    from kazoo.exceptions import NoNodeError  # deferred: kazoo
+
+    base = znodes.mirror_lost_dir(group)
+    try:
+        children = sorted(zk.retry(zk.get_children, base))
+    except NoNodeError:
+        return []
+    out = []
+    for child in children:
+        try:
+            data, _ = zk.retry(zk.get, znodes.mirror_lost_range_path(group, child))
+            out.append(json.loads(data.decode()))
+        except (NoNodeError, ValueError, UnicodeDecodeError) as exc:
+            log.warning("skipping lost-range znode %s/%s: %s", base, child, exc)
+    return out
+
+
+def record_lost_range(zk, group: str, record: dict) -> bool:
+    """Write ``record`` as a sequential child of the group's lost dir unless its event_id is there; True if written."""
+    if any(r.get("event_id") == record["event_id"] for r in recorded_lost_ranges(zk, group)):
+        return False
+    zk.retry(zk.create, znodes.mirror_lost_range_prefix(group), json.dumps(record, sort_keys=True).encode(),
+             sequence=True, makepath=True)
+    return True
+
+
+def straddling(deleted: Iterable, pos: int):
+    """The deleted segment that starts before ``pos`` and ends after it (the one partly copied), if any."""
+    return next((d for d in deleted if d.start < pos < d.end), None)

@@ -1,0 +1,242 @@
+"""Mapping: which target partition each source partition of a mirrored topic is copied to.
+
+The documented order (docs/mirroring.md, "Mapping"): for topic T, the source
+partitions are listed source by source in the ``sources`` order of the mirror's
+config, and within one source sorted by ``(broker_id, partition)`` (a replicated
+source partition is named by its home broker, ``replicas[0]``, as everywhere in
+this project). They get target partitions 0, 1, 2, ... of T, so the target topic
+has the sum of the sources' partitions and every copy is one to one (verbatim
+message sets, exactly once).
+
+The mirror creates T on the target as a *replicated* topic with that many
+partitions (:func:`ingest.client.topics_admin.create_topic`) and records the
+mapping once, as JSON in ``znodes.mirror_mapping_path(group, T)``; every process
+of the group reads the recorded mapping afterwards, so the mapping never changes
+under a running copy. A source partition missing from the recorded mapping
+(it appeared later), or a target topic that already exists with too few
+partitions or as an unreplicated (Kafka 0.7) topic, cannot be copied one to one:
+its unit gets ``target_partition=None`` and is copied in **fallback** mode
+(repartitioned by ``header.session`` with the ordinary producer, at least once).
+
+:func:`plan_units` is the pure planning function; :func:`ensure_mapping` does the
+ZooKeeper work (every kazoo call through ``client.retry``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from ingest import znodes
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import MirrorError, ReplicationConfigError
+
+log = logging.getLogger(__name__)
+
+FALLBACK_STATUS = "at-least-once (repartitioned)"
+EXACT_STATUS = "exactly-once (one to one)"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MirrorUnit:
+    """One source partition and where it goes: ``target_partition`` None = fallback (repartitioned)."""
+
+    source: str
+    topic: str
+    broker_id: int
+    partition: int
+    target_partition: int | None
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        """The source partition (what the group assigns): ``(source, topic, broker_id, partition)``."""
+        return (self.source, self.topic, self.broker_id, self.partition)
+
+    @property
+    def fallback(self) -> bool:
+        return self.target_partition is None
+
+    def session(self, group: str) -> str:
+        """The unit's monitoring session: ``mirror:<group>:<source>:<topic>:<broker_id>-<partition>``."""
+        return f"mirror:{group}:{self.source}:{self.topic}:{znodes.partition_name(self.broker_id, self.partition)}"
+
+    def __str__(self) -> str:
+        to = "fallback" if self.target_partition is None else f"target {self.target_partition}"
+        return f"{self.source}:{self.topic}:{self.broker_id}-{self.partition} -> {to}"
+
+
+# --- pure planning ---------------------------------------------------------------------------
+
+def plan_units(topic: str, sources: Sequence[str],
+               partitions: Mapping[str, Iterable[tuple[int, int]]]) -> list[MirrorUnit]:
+    """The documented order: sources in ``sources`` order, each sorted by ``(broker_id, partition)``,
+    numbered 0, 1, 2, ... A source in ``partitions`` but not in ``sources`` is refused.
+
+    Raises:
+        MirrorError: a source name not in ``sources``.
+    """
+    unknown = sorted(set(partitions) - set(sources))
+    if unknown:
+        raise MirrorError(f"topic {topic!r}: partitions of source(s) {unknown} which are not in the "
+                          f"configured sources {list(sources)}")
+    units: list[MirrorUnit] = []
+    for source in sources:
+        for broker_id, partition in sorted(set(partitions.get(source, ()))):
+            units.append(MirrorUnit(source, topic, broker_id, partition, len(units)))
+    return units
+
+
+def apply_mapping(recorded: Sequence[MirrorUnit], topic: str,
+                  partitions: Mapping[str, Iterable[tuple[int, int]]],
+                  target_partitions: int | None) -> list[MirrorUnit]:
+    """The units of the source partitions seen now, against the recorded mapping.
+
+    A partition in the recorded mapping keeps its target partition when the target topic (replicated,
+    ``target_partitions`` partitions; None = missing or unreplicated) has it; any other partition is a
+    fallback unit. Sorted in the documented order of the recorded sources first.
+    """
+    by_key = {u.key: u.target_partition for u in recorded}
+    out = []
+    for source in partitions:
+        for broker_id, partition in sorted(set(partitions[source])):
+            tp = by_key.get((source, topic, broker_id, partition))
+            if tp is not None and (target_partitions is None or tp >= target_partitions):
+                tp = None
+            out.append(MirrorUnit(source, topic, broker_id, partition, tp))
+    order = {u.key: i for i, u in enumerate(recorded)}
+    return sorted(out, key=lambda u: (order.get(u.key, len(order)), u.key))
+
+
+def mapping_value(units: Sequence[MirrorUnit], *, target_partitions: int | None, created_at_ms: int,
+                  reason: str | None = None) -> bytes:
+    """The JSON recorded in ``/mirrors/[group]/mappings/[topic]``."""
+    return json.dumps({
+        "version": 1,
+        "target_partitions": target_partitions,
+        "fallback_reason": reason,
+        "created_at_ms": created_at_ms,
+        "partitions": [{"source": u.source, "broker_id": u.broker_id, "partition": u.partition,
+                        "target_partition": u.target_partition} for u in units],
+    }, sort_keys=True).encode()
+
+
+def parse_mapping(topic: str, data: bytes) -> tuple[list[MirrorUnit], str | None]:
+    """``(units, fallback_reason)`` of a recorded mapping.
+
+    Raises:
+        MirrorError: the znode does not hold a mapping of this layout (names the bad value).
+    """
+    try:
+        obj = json.loads(data.decode())
+        units = [MirrorUnit(str(p["source"]), topic, int(p["broker_id"]), int(p["partition"]),
+                            None if p["target_partition"] is None else int(p["target_partition"]))
+                 for p in obj["partitions"]]
+        return units, obj.get("fallback_reason")
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise MirrorError(f"the mirror mapping of topic {topic!r} is unreadable ({exc}): {data[:120]!r}; expected "
+                          "JSON {\"partitions\": [{\"source\", \"broker_id\", \"partition\", "
+                          "\"target_partition\"}, ...]}") from None
+
+
+# --- ZooKeeper -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TopicMapping:
+    """What :func:`ensure_mapping` found: the units now, and why some are fallback (None: none are)."""
+
+    topic: str
+    units: list[MirrorUnit]
+    target_partitions: int | None
+    fallback_reason: str | None
+
+    def status(self, unit: MirrorUnit) -> str:
+        return FALLBACK_STATUS if unit.fallback else EXACT_STATUS
+
+
+def target_topic_partitions(zk, topic: str) -> tuple[int | None, str | None]:
+    """``(partition count of the replicated target topic, None)``, or ``(None, why)`` when it is missing,
+    unreplicated or unreadable."""
+    from ingest.client.topics_admin import read_all_topics  # deferred: it imports kazoo
+
+    topics = read_all_topics(zk, only=topic)
+    if topic in topics.replicated:
+        return len(topics.replicated[topic]), None
+    if topic in topics.legacy:
+        return None, f"target topic {topic!r} exists as an unreplicated (Kafka 0.7) topic"
+    if topic in topics.unreadable:
+        return None, f"target topic {topic!r}: {topics.unreadable[topic]}"
+    return None, f"target topic {topic!r} does not exist"
+
+
+def read_mapping(zk, group: str, topic: str) -> tuple[list[MirrorUnit], str | None] | None:
+    """The recorded mapping of ``topic``, or None when none is recorded."""
+    from kazoo.exceptions import NoNodeError  # deferred: kazoo
+
+    try:
+        data, _ = zk.retry(zk.get, znodes.mirror_mapping_path(group, topic))
+    except NoNodeError:
+        return None
+    return parse_mapping(topic, data)
+
+
+def _create_target(zk, topic: str, count: int, replication_factor: int) -> tuple[int | None, str | None]:
+    """Create the replicated target topic with ``count`` partitions (or find it); ``(count now, why not)``."""
+    existing, why = target_topic_partitions(zk, topic)
+    if existing is None and why is not None and why.endswith("does not exist"):
+        try:
+            from ingest.client.topics_admin import create_topic  # deferred: it imports kazoo
+
+            create_topic(zk, topic, partitions=count, replication_factor=replication_factor, manual=None)
+            log.info("created target topic %s: %d partition(s), replication factor %d",
+                     topic, count, replication_factor)
+        except ReplicationConfigError as exc:
+            existing, why = target_topic_partitions(zk, topic)  # someone else created it meanwhile?
+            if existing is None:
+                return None, f"target topic {topic!r} could not be created: {exc}"
+        existing, why = target_topic_partitions(zk, topic)
+    if existing is not None and existing < count:
+        return existing, (f"target topic {topic!r} has {existing} partition(s), fewer than the {count} source "
+                          "partitions of the mapping")
+    return existing, why
+
+
+def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
+                   partitions: Mapping[str, Iterable[tuple[int, int]]], *, replication_factor: int = 1,
+                   clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
+    """Create the target topic and record the mapping the first time ``topic`` is seen; afterwards read the
+    recorded one. Returns the units of the source partitions in ``partitions`` (seen now).
+
+    ``zk`` is a started kazoo client of the *target* ZooKeeper. Racing processes converge: the mapping is
+    created with one ``create`` and a loser reads the winner's.
+
+    Raises:
+        MirrorError: a recorded mapping is unreadable, or ``partitions`` names a source not in ``sources``.
+    """
+    from kazoo.exceptions import NodeExistsError  # deferred: kazoo
+
+    parts = {s: sorted(set(p)) for s, p in partitions.items()}
+    recorded = read_mapping(zk, group, topic)
+    if recorded is None:
+        planned = plan_units(topic, sources, parts)
+        count, reason = _create_target(zk, topic, len(planned), replication_factor) if planned else (None, None)
+        if reason is not None:
+            planned = [MirrorUnit(u.source, u.topic, u.broker_id, u.partition, None) for u in planned]
+            log.warning("topic %s: %s; its %d partition(s) are mirrored in fallback mode (%s)",
+                        topic, reason, len(planned), FALLBACK_STATUS)
+        if planned:
+            value = mapping_value(planned, target_partitions=count, created_at_ms=clock.time_ms(), reason=reason)
+            try:
+                zk.retry(zk.create, znodes.mirror_mapping_path(group, topic), value, makepath=True)
+                log.info("topic %s: recorded the mirror mapping of %d partition(s)", topic, len(planned))
+            except NodeExistsError:
+                pass
+        recorded = read_mapping(zk, group, topic) or (planned, reason)
+    units_recorded, reason = recorded
+    count, why = target_topic_partitions(zk, topic)
+    units = apply_mapping(units_recorded, topic, parts, count)
+    if any(u.fallback for u in units) and reason is None:
+        new = [u for u in units if u.fallback]
+        reason = why or (f"{len(new)} source partition(s) are not in the recorded mapping "
+                         f"(appeared after it was made): {', '.join(str(u) for u in new[:5])}")
+    return TopicMapping(topic, units, count, reason if any(u.fallback for u in units) else None)

@@ -1,0 +1,194 @@
+"""The mirror's audit counts of one source partition, and the monitoring events built from them.
+
+A mirror unit (one source partition) counts every message it copied, per event-time window
+of ``header.time``, the way producers count what they send
+(:class:`ingest.events.window_counts.MonitoringCounter`, same windows, grace, interim
+interval, heartbeats, 7-day horizon). A message without a readable header (not framed,
+unknown schema, no header) counts in window 0, which the audit reports as out of range.
+Messages inside a compressed wrapper count one by one.
+
+Events use the producers' monitoring schema unchanged; for the unit's session
+``mirror:<group>:<source>:<topic>:<broker_id>-<partition>``:
+
+- ``count_attempted``: read from the source; ``count_acked``: acknowledged by the target;
+  ``count_failed``: read and given up (fallback mode only); ``bytes_acked``: payload bytes;
+- ``seq_min`` / ``seq_max``: null (the unit moves many producer sessions' messages);
+- ``report_seq``: +1 per event of the session, across restarts and owners (it is in the state);
+  ``event_id`` = uuid5(session, report_seq), so a re-published event is the same event;
+- ``revision``: +1 per (session, window); the latest is the cumulative count;
+- ``header``: time = emitted_at_ms, server = the mirror host, service = ``mirror:<source>``,
+  session = the unit's session, seq = report_seq - 1.
+
+Exactly once: the state (counts + pending events) is saved in the unit's checkpoint with the
+offsets it counted up to, so after a crash the restored counter plus the re-counted messages
+between checkpoint and target end give the same counts as an uninterrupted run.
+
+An event returned by :meth:`PartitionCounter.due_events` is frozen (its content never changes,
+it may already be on the broker). While a window has an unpublished event, it gets no new one;
+its newer counts come in the next event after :meth:`PartitionCounter.published`. So pending
+events are at most one per window.
+
+Concurrency contract: not thread-safe; one unit's copier thread owns its counter.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Iterable
+
+from ingest.broker.message_set import iter_messages
+from ingest.clock import Clock
+from ingest.errors import MirrorConfigError
+from ingest.events.envelope import HEADER_FIELD, ProducerIdentity
+from ingest.events.header_reader import HeaderReader
+from ingest.events.window_counts import RETAIN_MS, MonitoringCounter, monitoring_record
+
+log = logging.getLogger(__name__)
+
+OUT_OF_RANGE_WINDOW = 0
+"""Window start of messages without a readable header."""
+EVENT_ID_NAMESPACE = uuid.UUID("6f1d5c1e-8a0b-5d3c-9e47-2b1f0a9c7d13")
+"""uuid5 namespace of the mirror's deterministic event ids."""
+STATE_VERSION = 1
+
+
+def unit_session(group: str, source: str, topic: str, broker_id: int, partition: int) -> str:
+    """The monitoring session of one mirror unit (stable across restarts and owners)."""
+    return f"mirror:{group}:{source}:{topic}:{broker_id}-{partition}"
+
+
+def mirror_service(source: str) -> str:
+    return f"mirror:{source}"
+
+
+def event_id(session: str, report_seq: int) -> str:
+    """Deterministic id of the event ``report_seq`` of ``session``."""
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{session}/{report_seq}"))
+
+
+class PartitionCounter:
+    """Counts one mirror unit's messages and builds its monitoring events (module docstring)."""
+
+    def __init__(self, *, session: str, topic: str, source: str, mirror_server: str, window_ms: int,
+                 interval_ms: int, header_reader: HeaderReader, clock: Clock, state: dict | None = None,
+                 grace_ms: int = 60_000) -> None:
+        self.session = session
+        self.topic = topic
+        self.source = source
+        self.identity = ProducerIdentity(server=mirror_server, service=mirror_service(source), session=session)
+        self.window_ms = window_ms
+        self.reader = header_reader
+        self.clock = clock
+        self._counter = MonitoringCounter(clock, window_ms, grace_ms=grace_ms, interval_ms=interval_ms,
+                                          closing_is_final=False, pinned=frozenset({OUT_OF_RANGE_WINDOW}))
+        self._report_seq = 0
+        self._revisions: dict[int, int] = {}   # window start -> last revision
+        self._pending: list[dict] = []          # frozen events, oldest first
+        if state is None:
+            self._counter.track(topic)
+        else:
+            self._restore(state)
+
+    # --- counting -------------------------------------------------------------------------
+
+    def count(self, message_set: bytes) -> int:
+        """Count every message of ``message_set`` (read and acknowledged by the target); returns how many.
+
+        All or nothing: when a header cannot be read because the registry is unreachable
+        (RegistryUnavailableError) nothing of the set is counted, so the caller may retry.
+        """
+        return self._add(self._tally(m[2] for m in iter_messages(message_set)), acked=True)
+
+    def count_payloads(self, payloads: Iterable[bytes], *, acked: bool) -> int:
+        """Count messages by payload: read and acknowledged (``acked``) or read and given up (fallback mode)."""
+        return self._add(self._tally(payloads), acked=acked)
+
+    def _tally(self, payloads: Iterable[bytes]) -> dict[int, list[int]]:
+        time_of = self.reader.time_of
+        w = self.window_ms
+        per: dict[int, list[int]] = {}
+        for p in payloads:
+            t = time_of(p)
+            start = OUT_OF_RANGE_WINDOW if t is None else t - t % w
+            c = per.get(start)
+            if c is None:
+                per[start] = [1, len(p)]
+            else:
+                c[0] += 1
+                c[1] += len(p)
+        return per
+
+    def _add(self, per: dict[int, list[int]], *, acked: bool) -> int:
+        total = 0
+        for start, (n, nbytes) in per.items():
+            if acked:
+                self._counter.counted(self.topic, start, attempted=n, acked=n, bytes_acked=nbytes)
+            else:
+                self._counter.counted(self.topic, start, attempted=n, failed=n)
+            total += n
+        return total
+
+    def totals(self) -> dict[str, int]:
+        """Sums over the windows the counter remembers (``too_late``: not counted, older than 7 days)."""
+        return {**self._counter.totals(), "too_late": self._counter.too_late}
+
+    # --- events -----------------------------------------------------------------------------
+
+    def due_events(self, closing: bool = False) -> list[dict]:
+        """Every unpublished event, oldest first: the pending ones, then new ones for the snapshots due now.
+
+        New events get the next ``report_seq`` and their window's next ``revision`` and are
+        pending (in :meth:`state`) until :meth:`published`. ``closing``: the unit stops (a
+        hand-over or shutdown): every changed window is reported now; windows stay final only
+        when closed by time (the session continues with the next owner).
+        """
+        skip = {(self.topic, e["window_start_ms"]) for e in self._pending}
+        for snap in self._counter.collect(closing=closing, skip=skip):
+            start = snap.window_start_ms
+            revision = self._revisions.get(start, 0) + 1
+            self._revisions[start] = revision
+            self._report_seq += 1
+            record = monitoring_record(snap, self.identity, event_id=event_id(self.session, self._report_seq),
+                                       report_seq=self._report_seq, revision=revision, window_ms=self.window_ms)
+            record[HEADER_FIELD] = {"time": snap.taken_at_ms, "server": self.identity.server,
+                                    "service": self.identity.service, "session": self.session,
+                                    "seq": self._report_seq - 1}
+            self._pending.append(record)
+        self._forget_old_revisions()
+        return [dict(e) for e in self._pending]
+
+    def pending(self) -> list[dict]:
+        """The unpublished events, oldest first."""
+        return [dict(e) for e in self._pending]
+
+    def published(self, event_ids: Iterable[str]) -> None:
+        """These events were acknowledged by the target: drop them from pending."""
+        done = set(event_ids)
+        self._pending = [e for e in self._pending if e["event_id"] not in done]
+
+    def _forget_old_revisions(self) -> None:
+        if len(self._revisions) % 256:
+            return
+        horizon = self.clock.time_ms() - RETAIN_MS - self.window_ms
+        keep = {e["window_start_ms"] for e in self._pending}
+        for start in [s for s in self._revisions if s < horizon and s != OUT_OF_RANGE_WINDOW and s not in keep]:
+            del self._revisions[start]  # the counter forgot these windows too
+
+    # --- state ------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """JSON-able state for the unit's checkpoint (counts, revisions, report_seq, pending events)."""
+        return {"v": STATE_VERSION, "window_ms": self.window_ms, "report_seq": self._report_seq,
+                "revisions": sorted([s, r] for s, r in self._revisions.items()),
+                "counter": self._counter.state(), "pending": [dict(e) for e in self._pending]}
+
+    def _restore(self, state: dict) -> None:
+        if state.get("v") != STATE_VERSION or state.get("window_ms") != self.window_ms:
+            raise MirrorConfigError(
+                f"counter state of {self.session}: version {state.get('v')} window {state.get('window_ms')} ms; "
+                f"this mirror reads version {STATE_VERSION} with window {self.window_ms} ms "
+                "(monitoring.window.ms cannot change under a running mirror group)")
+        self._report_seq = int(state["report_seq"])
+        self._revisions = {int(s): int(r) for s, r in state["revisions"]}
+        self._counter.restore(state["counter"])
+        self._pending = [dict(e) for e in state["pending"]]

@@ -1,0 +1,64 @@
+"""The mirror's partition mapping: documented order, target topic creation, recorded once, fallback."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ingest import znodes
+from ingest.client.topics_admin import create_topic, read_all_topics
+from ingest.errors import MirrorError
+from ingest.mirror.mapping import (FALLBACK_STATUS, MirrorUnit, apply_mapping, ensure_mapping, parse_mapping,
+                                   plan_units)
+from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
+
+
+def test_plan_orders_sources_as_configured_then_broker_and_partition():
+    units = plan_units("t", ["dc2", "dc1"], {"dc1": [(1, 0), (0, 1), (0, 0)], "dc2": [(5, 1), (5, 0)]})
+    assert [(u.source, u.broker_id, u.partition, u.target_partition) for u in units] == [
+        ("dc2", 5, 0, 0), ("dc2", 5, 1, 1), ("dc1", 0, 0, 2), ("dc1", 0, 1, 3), ("dc1", 1, 0, 4)]
+    assert units[0].session("g") == "mirror:g:dc2:t:5-0"
+    with pytest.raises(MirrorError, match=r"\['dc3'\]"):
+        plan_units("t", ["dc1"], {"dc3": [(0, 0)]})
+
+
+def test_apply_mapping_marks_new_partitions_and_missing_target_partitions_as_fallback():
+    recorded = plan_units("t", ["a", "b"], {"a": [(0, 0)], "b": [(0, 0), (0, 1)]})
+    now = {"a": [(0, 0), (0, 1)], "b": [(0, 0), (0, 1)]}          # a/0-1 appeared later
+    units = apply_mapping(recorded, "t", now, target_partitions=3)
+    assert [(u.source, u.partition, u.target_partition) for u in units] == [
+        ("a", 0, 0), ("b", 0, 1), ("b", 1, 2), ("a", 1, None)]
+    assert [u.target_partition for u in apply_mapping(recorded, "t", now, target_partitions=2)] == [0, 1, None, None]
+    assert all(u.fallback for u in apply_mapping(recorded, "t", now, target_partitions=None))
+
+
+def test_parse_mapping_refuses_garbage_naming_the_topic():
+    with pytest.raises(MirrorError, match="mapping of topic 't' is unreadable"):
+        parse_mapping("t", b"{nope")
+
+
+def test_ensure_mapping_creates_the_replicated_target_topic_and_records_once(broker_factory, zk_connect, zk):
+    broker_factory(n=2, zk_connect=zk_connect)
+    parts = {"dc1": [(0, 0), (0, 1)], "dc2": [(3, 0)]}
+    m = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], parts, replication_factor=2)
+    assert m.fallback_reason is None and m.target_partitions == 3
+    assert [(u.source, u.broker_id, u.partition, u.target_partition) for u in m.units] == [
+        ("dc1", 0, 0, 0), ("dc1", 0, 1, 1), ("dc2", 3, 0, 2)]
+    plan = read_all_topics(zk, only="clicks").replicated["clicks"]
+    assert sorted(plan) == [0, 1, 2] and all(len(r) == 2 for r in plan.values())
+    data, stat = zk.retry(zk.get, znodes.mirror_mapping_path("g", "clicks"))
+    assert [p["target_partition"] for p in json.loads(data)["partitions"]] == [0, 1, 2]
+    # a second call (another process, later) reads the recorded mapping; a new partition is fallback
+    m2 = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], {**parts, "dc2": [(3, 0), (3, 1)]})
+    assert [u.target_partition for u in m2.units] == [0, 1, 2, None]
+    assert "not in the recorded mapping" in m2.fallback_reason and m2.status(m2.units[3]) == FALLBACK_STATUS
+    assert zk.retry(zk.get, znodes.mirror_mapping_path("g", "clicks"))[1].version == stat.version
+
+
+def test_a_target_topic_with_too_few_partitions_means_fallback(broker_factory, zk_connect, zk):
+    broker_factory(n=1, zk_connect=zk_connect)
+    create_topic(zk, "views", partitions=1, replication_factor=1, manual=None)
+    m = ensure_mapping(zk, "g", "views", ["dc1"], {"dc1": [(0, 0), (0, 1)]})
+    assert [u.target_partition for u in m.units] == [None, None]
+    assert "has 1 partition(s), fewer than the 2" in m.fallback_reason
+    assert MirrorUnit("dc1", "views", 0, 0, None).fallback
