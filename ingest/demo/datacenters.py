@@ -25,6 +25,7 @@ from ingest.demo.latency import LatencyProbe, LatencySummary
 from ingest.demo.pipeline import (GRACE_MS, MIN_DURATION_FOR_TWO_LOADS_S, WINDOW_MS, Demo, _last_json, iso, say,
                                   write_properties)
 from ingest.demo.processes import free_port
+from ingest.demo.summary import render_datacenters
 from ingest.errors import DemoError
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,6 @@ class DatacentersDemo(Demo):
             "--config", str(self.audit_config()), "--from", iso(start_ms // WINDOW_MS * WINDOW_MS),
             "--to", iso(window_end), "--report", str(report)], ok_codes=(0, 3, 4))
         say(f"audit finished in {self.step_times['audit']:.0f}s (exit {audit_code})")
-        from ingest.demo.summary import render_datacenters
-
         say()
         say(render_datacenters(self.work, self.warehouse, report, self.produced, self.latency,
                                time.monotonic() - t0, audit_code))
