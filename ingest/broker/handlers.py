@@ -45,6 +45,7 @@ from typing import Callable
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import MAX_INFLATED_SIZE, ValidatedMessageSet
+from ingest.broker.mirror_handlers import MirrorHandlers
 from ingest.broker.protocol import RequestType
 from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
 from ingest.broker.reply import FileRegion, Reply
@@ -100,6 +101,7 @@ class BrokerHandlers:
         # a compressed wrapper may not inflate beyond what one request frame may carry
         self._max_inflated_size = config.get("max.socket.request.bytes", MAX_INFLATED_SIZE)
         self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
+        self.mirror = MirrorHandlers(self)
         self.table: dict[int, Callable[[memoryview, str], Reply | None]] = {
             RequestType.PRODUCE: self.handle_produce,
             RequestType.FETCH: self.handle_fetch,
@@ -111,6 +113,8 @@ class BrokerHandlers:
             RequestType.PRODUCE_ACKS: self.handle_produce_acks,
             RequestType.REPLICA_FETCH: self.handle_replica_fetch,
             RequestType.TOPIC_METADATA: self.handle_topic_metadata,
+            RequestType.APPEND_AT: self.mirror.append_at,
+            RequestType.DELETED_SEGMENTS: self.mirror.deleted_segments,
         }
 
     def attach_replicas(self, replicas) -> None:
@@ -141,8 +145,8 @@ class BrokerHandlers:
     def _error_reply(kind: int, code: int) -> Reply:
         if kind in p.RESPONSELESS:
             return Reply([], close_after=True)
-        if kind in (RequestType.PRODUCE_ACK, RequestType.PRODUCE_ACKS):
-            return Reply([p.ProduceAckResponse(code, -1).encode()])
+        if kind in (RequestType.PRODUCE_ACK, RequestType.PRODUCE_ACKS, RequestType.APPEND_AT):
+            return Reply([p.ProduceAckResponse(code, -1).encode()])   # APPEND_AT's answer has this layout
         return Reply([p.ErrorResponse(code).encode()])
 
     # --- helpers -----------------------------------------------------------------------

@@ -48,6 +48,7 @@ from pathlib import Path
 from threading import Lock
 from typing import Callable, NamedTuple
 
+from ingest.broker.deletion_log import record_deletion
 from ingest.broker.message_set import ValidatedMessageSet
 from ingest.broker.log_replica import ReplicaLogOps
 from ingest.broker.open_files import UNLIMITED, OpenFiles
@@ -60,6 +61,7 @@ from ingest.errors import (
     InvalidFetchSizeError,
     LogCorruptionError,
     LogOfflineError,
+    OffsetMismatchError,
     OffsetOutOfRangeError,
     StorageError,
 )
@@ -194,8 +196,12 @@ class Log(ReplicaLogOps):
 
     # --- writing ----------------------------------------------------------------
 
-    def append(self, message_set: ValidatedMessageSet | bytes | memoryview) -> int:
+    def append(self, message_set: ValidatedMessageSet | bytes | memoryview, expected: int | None = None) -> int:
         """Append a message set; returns the offset of its first message.
+
+        With ``expected`` (APPEND_AT), append only if :attr:`log_end` equals it, checked under
+        the log's lock with the append itself; otherwise raise OffsetMismatchError naming the
+        log end, nothing appended.
 
         Raw bytes are validated here, before the lock; a
         :class:`ValidatedMessageSet` is trusted unless it was checked against a
@@ -216,6 +222,9 @@ class Log(ReplicaLogOps):
         n = vs.size
         with self._lock:
             self._check_open()
+            if expected is not None and expected != self._write_end:
+                raise OffsetMismatchError(f"log {self.name}: log end is {self._write_end}, not the expected "
+                                          f"{expected}; nothing appended", log_end=self._write_end)
             if n == 0:
                 return self._write_end
             seg = self._active
@@ -407,6 +416,9 @@ class Log(ReplicaLogOps):
     def delete_segments(self, predicate: Callable[[Segment], bool]) -> tuple[int, int]:
         """Delete the oldest segments while ``predicate`` holds; returns (segments, bytes).
 
+        Retention's deletion: each segment is recorded (fsynced) in the partition's
+        ``deleted-segments`` file before its file is unlinked (:mod:`ingest.broker.deletion_log`).
+
         The active segment is never deleted under an append: if every segment
         matches, the log rolls first (when the active one holds data) and the
         new empty segment stays.
@@ -433,7 +445,10 @@ class Log(ReplicaLogOps):
         freed = 0
         for seg in victims:
             freed += seg.size
-            seg.delete()
+            if record_deletion(self.directory, seg, self._clock.time_ms(), log_name=self.name):  # before the unlink
+                seg.delete()
+            else:   # unrecorded: the file stays (out of the view) for the next start's retention to record
+                seg.close()
         log.info("log %s: retention deleted %d segment(s), %d bytes; start offset now %d",
                  self.name, len(victims), freed, self.start_offset)
         return len(victims), freed

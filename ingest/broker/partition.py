@@ -152,12 +152,14 @@ class ReplicatedPartition:
             f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition} (leader: broker "
             f"{self.leader}, epoch {self.epoch})")
 
-    def append(self, message_set, acks: int, min_isr: int) -> tuple[int, int, int]:
-        """Append as leader; returns ``(first offset, end offset, generation)``.
+    def append(self, message_set, acks: int, min_isr: int, expected: int | None = None) -> tuple[int, int, int]:
+        """Append as leader; returns ``(first offset, end offset, generation)``. With ``expected``
+        (APPEND_AT) only if the log end equals it (:meth:`Log.append <ingest.broker.log.Log.append>`).
 
         Raises:
             NotLeaderForPartitionError / LeaderNotAvailableError: not the leader.
             NotEnoughReplicasError: acks=-1 and fewer than ``min_isr`` in-sync replicas.
+            OffsetMismatchError: the log end is not ``expected``; nothing appended.
         """
         with self.lock:
             self.check_leader()
@@ -166,7 +168,7 @@ class ReplicatedPartition:
                     f"{self.topic}-{self.partition}: {len(self.isr)} in-sync replica(s) {list(self.isr)}, "
                     f"min.insync.replicas={min_isr}; acks=-1 write refused, nothing appended")
             generation = self.generation
-        offset = self.log.append(message_set)
+        offset = self.log.append(message_set, expected)
         end = offset + len(getattr(message_set, "data", message_set))
         with self.lock:
             self._advance_hw_locked()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from ingest.broker import protocol as p
 from ingest.broker.delayed import DelayedOp
@@ -52,9 +53,18 @@ class ReplicationHandlers:
             return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
         min_isr = self.replicas.min_isr
         offset, end, generation = part.append(self.h._validated(req.produce), -1, min_isr)
+        return self.acked_reply(part, offset, end, generation, req.timeout_ms,
+                                lambda code, off: p.ProduceAckResponse(code, off).encode())
+
+    def acked_reply(self, part, offset: int, end: int, generation: int, timeout_ms: int,
+                    respond: Callable[[int, int], bytes]) -> Reply:
+        """The answer to an acks=-1 write of ``[offset, end)`` appended by the leader: at once if the
+        in-sync replicas have it already, else a deferred reply completed from the purgatory (or
+        REQUEST_TIMED_OUT after ``timeout_ms``). ``respond(error, offset)`` encodes the response."""
+        min_isr = self.replicas.min_isr
         outcome = part.ack_outcome(end, generation, min_isr)
         if outcome is True:
-            return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
+            return Reply([respond(ErrorCode.NONE, offset)])
         if isinstance(outcome, IngestError):
             raise outcome
         reply = Reply.deferred()
@@ -64,17 +74,17 @@ class ReplicationHandlers:
             if o is None:
                 return False
             code = ErrorCode.NONE if o is True else o.code
-            reply.complete([p.ProduceAckResponse(code, offset if o is True else -1).encode()])
+            reply.complete([respond(code, offset if o is True else -1)])
             if o is not True:
                 log.warning("%s: acks=-1 write at %d not acknowledged: %s", part, offset, o)
             return True
 
         def expire() -> None:
             log.warning("%s: acks=-1 write at %d..%d timed out after %d ms (hw %d, in-sync %s)", part, offset, end,
-                        req.timeout_ms, part.hw, list(part.isr))
-            reply.complete([p.ProduceAckResponse(ErrorCode.REQUEST_TIMED_OUT, -1).encode()])
+                        timeout_ms, part.hw, list(part.isr))
+            reply.complete([respond(ErrorCode.REQUEST_TIMED_OUT, -1)])
 
-        timeout_ms = max(0, min(req.timeout_ms, MAX_ACK_TIMEOUT_MS))
+        timeout_ms = max(0, min(timeout_ms, MAX_ACK_TIMEOUT_MS))
         self.purgatory.add(("produce",) + part.key, DelayedOp(time.monotonic() + timeout_ms / 1000.0, attempt, expire))
         return reply
 

@@ -175,6 +175,9 @@ def valid_frames(topic: str = "fz") -> list[bytes]:
         p.ProduceAcksRequest(-1, 1000, p.ProduceRequest(topic, 0, ms)).encode(),
         p.ReplicaFetchRequest(1, 0, 0, p.FetchRequest(topic, 0, 0, 4096)).encode(),
         p.TopicMetadataRequest((topic,)).encode(),
+        p.AppendAtRequest(topic, 0, 0, -1, 1000, gz).encode(),
+        p.AppendAtRequest(topic, 1, -1, 1, 0, b"").encode(),           # the query form
+        p.DeletedSegmentsRequest(topic, 0, 0, 1 << 40).encode(),
     ]
 
 

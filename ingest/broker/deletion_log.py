@@ -1,0 +1,152 @@
+"""The deleted-segments file of a partition: retention's fsynced record of every segment it deleted.
+
+``<log.dir>/<topic>-<partition>/deleted-segments`` holds one JSON object per line::
+
+    {"start": 0, "end": 1000, "messages": 42, "bytes": 1000, "deleted_at_ms": 1763800000000}
+
+``[start, end)`` are the segment's offsets, ``messages`` every message a consumer would have read
+in it (each message inside a compressed wrapper counts), ``bytes`` its size. A line is written and
+fsynced **before** the segment file is unlinked (:func:`record_deletion`, called by
+:meth:`~ingest.broker.log.Log.delete_segments`), so a broker killed between the two deletes the
+segment again at its next retention pass and writes a second line with the same ``start``:
+:func:`read_deletions` collapses those (first line wins) and skips a torn last line. Nothing
+else reads or rewrites the file; log recovery ignores it (it is not ``<20 digits>.kafka``) and it
+survives restarts. The DELETED_SEGMENTS request (16) answers from it (docs/log-format.md).
+
+Messages are counted by scanning the segment file at deletion (outside the log lock; the file
+is still there). A segment whose messages cannot all be read (damage) gets ``"messages": -1``
+(unknown) and ``"counted_before_damage"``: readers then know the count is not exact.
+
+Test hook: with ``INGEST_BROKER_CRASH_AT=deletion-recorded`` in its environment the broker
+SIGKILLs itself right after the first line is fsynced and before that segment is unlinked (the
+crash the collapse rule is for).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+
+from ingest.broker.message import ATTRIBUTES_OFFSET, HEADER_SIZE
+from ingest.broker.message_set import inner_messages, scan
+from ingest.broker.protocol_mirror import DeletionRecord
+from ingest.errors import IngestError
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "deleted-segments"
+CRASH_ENV = "INGEST_BROKER_CRASH_AT"
+CRASH_POINT = "deletion-recorded"
+CHUNK = 8 << 20
+
+
+def count_messages(path: Path | str, size: int) -> tuple[int, bool]:
+    """Messages a consumer would read in the first ``size`` bytes of the segment at ``path``, and
+    whether the count stopped early at damage. Reads ``CHUNK`` bytes at a time (more when one
+    message is larger)."""
+    count = 0
+    pos = 0
+    want = CHUNK
+    with open(path, "rb") as f:
+        while pos < size:
+            f.seek(pos)
+            buf = f.read(min(want, size - pos))
+            if not buf:
+                return count, True
+            wrapper_list: list[int] = []
+            starts: list[int] = []
+            r = scan(buf, index=starts, index_interval=0, wrappers=wrapper_list)
+            count += r.count
+            wrappers = set(wrapper_list)
+            for w, nxt in zip(starts, starts[1:] + [r.end]) if wrappers else ():
+                if w in wrappers:
+                    count -= 1
+                    try:
+                        _, inner = inner_messages(buf[w + ATTRIBUTES_OFFSET], memoryview(buf)[w + HEADER_SIZE:nxt])
+                    except IngestError:
+                        return count, True
+                    count += len(inner)
+            if r.end == 0:
+                if r.cut_off and len(buf) == want and pos + want < size:
+                    want *= 2      # one message larger than the chunk
+                    continue
+                return count, True
+            pos += r.end
+            if r.error is not None and not r.cut_off:
+                return count, True
+    return count, False
+
+
+def record_deletion(directory: Path, segment, now_ms: int, *, log_name: str = "") -> bool:
+    """Append (and fsync) the deletion record of ``segment`` (a Segment about to be unlinked).
+    False (logged) when the record could not be written: the caller keeps the file then."""
+    size = segment.size
+    try:
+        messages, damaged = count_messages(segment.path, size)
+    except OSError as exc:
+        log.error("log %s: cannot count the messages of %s before deleting it (%s); recording bytes only",
+                  log_name, segment.path.name, exc.strerror)
+        messages, damaged = -1, True
+    line = {"start": segment.base_offset, "end": segment.base_offset + size,
+            "messages": -1 if damaged else messages, "bytes": size, "deleted_at_ms": now_ms}
+    if damaged:   # the count is unknown: -1, with the valid messages found before the damage
+        line["counted_before_damage"] = max(messages, 0)
+    path = Path(directory) / FILE_NAME
+    try:
+        created = not path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+    except OSError as exc:
+        log.error("log %s: cannot record the deletion of %s in %s (%s); segment kept on disk until the next "
+                  "start", log_name, segment.path.name, path, exc.strerror)
+        return False
+    _crash_point()
+    return True
+
+
+def _crash_point() -> None:
+    if os.environ.get(CRASH_ENV) == CRASH_POINT:
+        log.warning("fault injection: SIGKILL after recording a deletion (%s)", CRASH_ENV)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def read_deletions(directory: Path | str) -> list[DeletionRecord]:
+    """Every recorded deletion of the partition in ``directory``, oldest first; duplicate starts
+    collapsed (first wins), unparsable lines (a torn last write) skipped. [] without a file."""
+    path = Path(directory) / FILE_NAME
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    seen: dict[int, DeletionRecord] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            d = json.loads(raw)
+            rec = DeletionRecord(int(d["start"]), int(d["end"]), int(d["messages"]), int(d["bytes"]),
+                                 int(d["deleted_at_ms"]))
+        except (ValueError, KeyError, TypeError):
+            log.warning("%s line %d is not a deletion record (a torn write?); skipped", path, n)
+            continue
+        seen.setdefault(rec.start, rec)
+    return sorted(seen.values())
+
+
+def overlapping(records: list[DeletionRecord], start: int, end: int) -> list[DeletionRecord]:
+    """The records whose ``[start, end)`` overlaps ``[start, end)``, oldest first."""
+    return [r for r in records if r.start < end and r.end > start]
