@@ -291,6 +291,8 @@ class ConsumerConnector:
         return True
 
     def _on_state(self, state) -> None:
+        if self._stopping.is_set():
+            return  # our own shutdown closes the session: not a loss worth a warning
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("consumer %s: ZooKeeper session lost", self.consumer_id)
