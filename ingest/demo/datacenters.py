@@ -41,6 +41,7 @@ DC_TOPICS = (  # topic, schema, share of --rate (split evenly between the datace
     ("clicks", "click", 0.4),
 )
 AUDITED = "|".join(t for t, _, _ in DC_TOPICS)
+MONITORING_TOPIC = "audit-monitoring"
 MIRROR_INTERVAL_MS = 2000
 MIRROR_SETTLE_S = 3.0
 CATCH_UP_TIMEOUT_S = 120.0
@@ -84,6 +85,22 @@ class DatacentersDemo(Demo):
                                [self.py, "-m", "ingest.cli", "broker", "start", "--config", str(cfg)])
         self.sup.wait_port(child, port, timeout_s=60)
         return f"127.0.0.1:{port}"
+
+    def create_topics(self) -> None:
+        """The topics of every datacenter, replicated on its two brokers, before the mirrors look.
+
+        Created up front (as an operator would), not by their first message: the mirrors record a
+        topic's source -> target partition mapping when they first see it, and a partition that
+        appears later is mirrored at-least-once (docs/mirroring.md).
+        """
+        for dc in DATACENTERS:
+            for topic in (*(t for t, _, _ in DC_TOPICS), MONITORING_TOPIC):
+                self.sup.run(f"create-{dc}-{topic}", [
+                    self.py, "-m", "ingest.cli", "topics", "create", "--zookeeper", self.clusters[dc]["zk"],
+                    "--topic", topic, "--partitions", str(BROKERS_PER_DC),
+                    "--replication-factor", str(BROKERS_PER_DC)], timeout_s=60)
+        say(f"topics: {', '.join(t for t, _, _ in DC_TOPICS)}, {MONITORING_TOPIC} in {', '.join(DATACENTERS)}: "
+            f"{BROKERS_PER_DC} partitions, replicated on {BROKERS_PER_DC} brokers")
 
     def mirror_config(self, name: str) -> Path:
         props: dict[str, object] = {
@@ -151,6 +168,7 @@ class DatacentersDemo(Demo):
         self.start_zookeeper()
         self.start_clusters()
         self.start_registry()
+        self.create_topics()
         self.start_mirrors()
         self.probe = LatencyProbe(self.clusters[OFFLINE]["zk"], self.registry_url, AUDITED).start()
         start_ms = int(time.time() * 1000)

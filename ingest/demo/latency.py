@@ -77,6 +77,8 @@ class LatencyProbe:
         return len(self.latencies_ms)
 
     def start(self) -> "LatencyProbe":
+        # the demo's console shows steps, not the consumer group's rebalances
+        logging.getLogger("ingest.client").setLevel(logging.WARNING)
         self._thread.start()
         return self
 
