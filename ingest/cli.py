@@ -39,12 +39,13 @@ COMMAND_MODULES = (
     "ingest.loader.cli",      # loader status / reset
     "ingest.audit.cli",       # audit summary tools
     "ingest.compaction.cli",  # compaction tools
+    "ingest.mirror.cli",      # mirror, mirror status
     "ingest.demo",            # demo
     "ingest.config_docs",     # config docs
 )
 
 # Services whose logs are their record: third-party warnings stay visible there.
-LONG_RUNNING = frozenset({"broker", "registry"})
+LONG_RUNNING = frozenset({"broker", "registry", "mirror"})
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1

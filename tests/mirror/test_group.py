@@ -1,0 +1,119 @@
+"""The mirror's control plane against real ZooKeeper and brokers: discovery of two source clusters
+(ZooKeeper and a static broker list), whitelist/blacklist, new topics, and the group's assignment
+and take-over when a member's session ends."""
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from ingest import znodes
+from ingest.broker.message_set import encode_message_set
+from ingest.client.discovery import start_kazoo
+from ingest.client.topics_admin import create_topic
+from ingest.mirror.config import parse_mirror_config
+from ingest.mirror.discovery import SourceDiscovery, UnitKey, units_of
+from ingest.mirror.group import MirrorGroup, assignment, read_members
+from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
+from tests.harness.wait import wait_until
+from tests.mirror.mirror_setup import chroot, produce
+
+
+def test_assignment_is_the_consumer_groups_rule_over_sorted_units():
+    units = [UnitKey("dc2", "a", 0, 0), UnitKey("dc1", "b", 1, 0), UnitKey("dc1", "a", 0, 1),
+             UnitKey("dc1", "a", 0, 0), UnitKey("dc2", "a", 0, 1)]
+    a, b = assignment(units, ["m-b", "m-a"], "m-a"), assignment(units, ["m-a", "m-b"], "m-b")
+    assert a == [UnitKey("dc1", "a", 0, 0), UnitKey("dc1", "a", 0, 1), UnitKey("dc1", "b", 1, 0)]
+    assert b == [UnitKey("dc2", "a", 0, 0), UnitKey("dc2", "a", 0, 1)]
+    assert assignment(units, ["m-a"], "m-a") == sorted(units)
+    assert assignment(units, ["m-a"], "m-z") == []
+    assert units_of({"t": {"dc2": [(0, 1)], "dc1": [(3, 0)]}}) == [UnitKey("dc1", "t", 3, 0), UnitKey("dc2", "t", 0, 1)]
+
+
+@pytest.fixture
+def two_sources(zookeeper, broker_factory):  # noqa: F811
+    """dc1: two ZooKeeper brokers (legacy 'clicks' on broker 0 with 2 partitions, replicated 'views');
+    dc2: one broker without ZooKeeper (static broker list)."""
+    dc1_zk = chroot(zookeeper, "dc1")
+    dc1 = broker_factory(2, zk_connect=dc1_zk, num_partitions=2)
+    dc2 = broker_factory(1, num_partitions=1)
+    produce(dc1[0], "clicks", 0, [b"c0"])
+    produce(dc2[0], "clicks", 0, [b"c"])
+    produce(dc2[0], "audit-mirror", 0, [b"own"])
+    produce(dc2[0], "views-test", 0, [b"x"])
+    zk = start_kazoo(dc1_zk, connection_timeout_ms=30_000)
+    plan = create_topic(zk, "views", partitions=3, replication_factor=2, manual=None)
+    wait_until(lambda: zk.exists(znodes.topic_path("clicks", dc1[0].broker_id)), what="clicks registered")
+    config = {"sources": "dc1,dc2", "source.dc1.zk.connect": dc1_zk,
+              "source.dc2.broker.list": dc2[0].address, "target.zk.connect": chroot(zookeeper, "target")}
+    yield config, dc1, dc2, plan, zk
+    zk.stop()
+    zk.close()
+
+
+def test_discovery_lists_both_sources_filters_and_sees_new_topics(two_sources):
+    config, dc1, dc2, plan, zk = two_sources
+    b0, b2 = dc1[0].broker_id, dc2[0].broker_id
+    views = sorted(UnitKey("dc1", "views", replicas[0], p) for p, replicas in plan.items())
+    discovery = SourceDiscovery(parse_mirror_config(config))
+    changed = threading.Event()
+    discovery.add_listener(changed.set)
+    try:
+        assert discovery.units() == sorted(
+            [UnitKey("dc1", "clicks", b0, 0), UnitKey("dc1", "clicks", b0, 1), UnitKey("dc2", "clicks", b2, 0),
+             UnitKey("dc2", "views-test", b2, 0)] + views)   # audit-mirror: never
+        assert discovery.topic_partitions()["clicks"] == {"dc1": [(b0, 0), (b0, 1)], "dc2": [(b2, 0)]}
+        # a topic created while running: a ZooKeeper source tells at once, a listed source at the next poll
+        changed.clear()
+        produce(dc1[1], "orders", 1, [b"o"])
+        produce(dc2[0], "orders", 0, [b"o"])
+        assert changed.wait(10)
+        wait_until(lambda: UnitKey("dc1", "orders", dc1[1].broker_id, 1) in discovery.units(), what="orders")
+        assert [u for u in discovery.units() if u.topic == "orders"] == [
+            UnitKey("dc1", "orders", dc1[1].broker_id, 0), UnitKey("dc1", "orders", dc1[1].broker_id, 1),
+            UnitKey("dc2", "orders", b2, 0)]
+        assert discovery.sources["dc2"].latest_offset("clicks", b2, 0) == len(encode_message_set([b"c"]))
+        assert discovery.sources["dc1"].latest_offset("clicks", b0, 0) == len(encode_message_set([b"c0"]))
+    finally:
+        discovery.close()
+    filtered = SourceDiscovery(parse_mirror_config({**config, "whitelist": "views.*|clicks", "blacklist": ".*-test"}))
+    try:
+        assert sorted({u.topic for u in filtered.units()}) == ["clicks", "views"]
+    finally:
+        filtered.close()
+
+
+def test_group_members_share_units_and_take_over_when_one_ends(zk_connect):
+    units = [UnitKey("dc1", "t", 0, p) for p in range(5)]
+    clients = [start_kazoo(zk_connect, session_timeout_ms=4000, connection_timeout_ms=30_000) for _ in range(3)]
+    wakes = [threading.Event() for _ in range(3)]
+    a = MirrorGroup(clients[0], "g", "m-a", on_change=wakes[0].set)
+    b = MirrorGroup(clients[1], "g", "m-b", on_change=wakes[1].set)
+    try:
+        a.join()
+        b.join()
+        wait_until(lambda: a.members() == ["m-a", "m-b"], what="two members")
+        assert a.assignment(units) == units[:3] and b.assignment(units) == units[3:]
+        a.report(units[:3], {str(units[0]): {"caught_up_at_ms": 5}})
+        members = read_members(clients[2], "g")
+        assert members["m-a"]["units"] == [str(u) for u in units[:3]] and members["m-b"]["units"] == []
+        assert members["m-a"]["progress"] == {"dc1:t:0-0": {"caught_up_at_ms": 5}}
+        # m-b's process dies: its session ends, m-a is told and takes everything
+        wakes[0].clear()
+        clients[1].stop()
+        clients[1].close()
+        assert wakes[0].wait(15)
+        wait_until(lambda: a.assignment(units) == units, what="m-a owns every unit")
+        # m-a restarted with the same id before its old session expired: the new process replaces the node
+        c = MirrorGroup(clients[2], "g", "m-a", on_change=lambda: None)
+        c.join()
+        _, stat = clients[2].get(znodes.mirror_member_path("g", "m-a"))
+        assert stat.ephemeralOwner == clients[2].client_id[0]
+        assert c.assignment(units) == units
+        c.leave()
+        assert read_members(clients[2], "g") == {}
+    finally:
+        for client in (clients[0], clients[2]):
+            client.stop()
+            client.close()
