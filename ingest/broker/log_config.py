@@ -39,6 +39,9 @@ LOG_CONFIG = ConfigDef(
         Key("topic.log.retention.hours", IntMap(1, 1_000_000), {}, "per-topic retention hours, topic:hours,..."),
         Key("log.retention.size", Int(-1, _INT64_MAX), -1, "keep at most this many bytes per partition log (-1: no limit)"),
         Key("log.cleanup.interval.mins", Int(1, 1_000_000), 10, "how often the retention thread runs"),
+        Key("log.retention.check.interval.ms", Int(10, _INT32_MAX), 600_000,
+            "how often the retention thread runs, in ms (Kafka 0.8's name); when set it overrides "
+            "log.cleanup.interval.mins"),
         Key("max.message.size", Int(1, _INT32_MAX - 10), 1_000_000, "largest payload of one (outer) message, in bytes"),
         Key("log.index.interval.bytes", Int(16, 64 * 1024 * 1024), 4096, "spacing of the in-memory sparse position index"),
     ),

@@ -11,8 +11,8 @@ guarded by the manager's lock (held only to look up or insert); each
 :class:`~ingest.broker.log.Log` guards itself. Two daemon threads run after
 :meth:`startup`: the flusher (every ``log.default.flush.scheduler.interval.ms``
 it flushes logs whose flush interval elapsed) and the retention thread
-(every ``log.cleanup.interval.mins``). Decisions use the injected clock; the
-threads only sleep on real time, and tests call :meth:`flush_due` /
+(every ``log.cleanup.interval.mins``, or ``log.retention.check.interval.ms``
+when set). Decisions use the injected clock; the threads only sleep on real time, and tests call :meth:`flush_due` /
 :meth:`cleanup` directly with a fake clock. A log that an I/O error took
 offline (see :mod:`ingest.broker.log`) stays in the map: the flusher and
 retention skip it, requests to it fail with ``LOG_OFFLINE``, the others serve.
@@ -128,7 +128,7 @@ class LogManager:
             self.shutdown()  # closes what was loaded and releases the directory lock
             raise
         self._start_thread("log-flusher", self.config["log.default.flush.scheduler.interval.ms"] / 1000.0, self.flush_due)
-        self._start_thread("log-retention", self.config["log.cleanup.interval.mins"] * 60.0, self.cleanup)
+        self._start_thread("log-retention", self.retention_period_s(), self.cleanup)
         verifier = threading.Thread(target=self.verify_old_segments, name="log-verifier", daemon=True)
         verifier.start()
         self._threads.append(verifier)
@@ -204,6 +204,14 @@ class LogManager:
                 "give each broker its own log.dir"
             ) from None
         self._lock_fd = fd
+
+    def retention_period_s(self) -> float:
+        """Seconds between retention passes: ``log.retention.check.interval.ms`` when set, else
+        ``log.cleanup.interval.mins``."""
+        c = self.config
+        if c.is_set("log.retention.check.interval.ms"):
+            return c["log.retention.check.interval.ms"] / 1000.0
+        return c["log.cleanup.interval.mins"] * 60.0
 
     def _start_thread(self, name: str, period_s: float, work) -> None:
         def loop() -> None:

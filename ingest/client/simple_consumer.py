@@ -1,4 +1,4 @@
-"""SimpleConsumer: stateless pulls from one broker (fetch, multifetch, offsets, metadata).
+"""SimpleConsumer: stateless pulls from one broker (fetch, multifetch, offsets, metadata, deletions).
 
 The consumer keeps no position: callers pass offsets (byte positions in the
 partition log) and get back whole messages with their offsets. A fetch returns
@@ -25,7 +25,9 @@ from typing import Iterator, Sequence
 
 from ingest.broker import protocol
 from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages
+from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
 from ingest.client.connection import BrokerConnection, check
+from ingest.client.deleted_segments import DeletedSegment
 from ingest.errors import (
     CorruptRangeError,
     ErrorCode,
@@ -257,6 +259,14 @@ class SimpleConsumer:
                     return
                 yield m
             offset = result.next_offset
+
+    def deleted_segments(self, topic: str, partition: int, start: int, end: int) -> list[DeletedSegment]:
+        """The segments this broker's retention deleted from the partition that overlap
+        ``[start, end)``, oldest first (DELETED_SEGMENTS; :mod:`ingest.client.deleted_segments`)."""
+        resp = self.conn.request(DeletedSegmentsRequest(topic, partition, start, end).encode(),
+                                 DeletedSegmentsResponse)
+        check(resp.error, f"DELETED_SEGMENTS {topic}/{partition} [{start}, {end}) on {self.conn!r}")
+        return [DeletedSegment(*rec) for rec in resp.records]
 
     def close(self) -> None:
         self.conn.close()

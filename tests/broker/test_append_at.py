@@ -21,6 +21,34 @@ PLAIN = encode_message_set([b"alpha", b"beta", b"gamma"])
 GZIP = encode_message_set([b"z" * 300, b"y" * 40, b"x"], codec=CODEC_GZIP)
 
 
+MIRROR_REQUESTS = [p.AppendAtRequest("t", 3, 1 << 40, -1, 10_000, PLAIN), p.AppendAtRequest("t", 0, -1, 1, 0, b""),
+                   p.DeletedSegmentsRequest("t-é", 7, 0, 1 << 62)]
+
+
+@pytest.mark.parametrize("req", MIRROR_REQUESTS, ids=lambda r: type(r).__name__)
+def test_requests_15_and_16_round_trip_and_every_truncation_is_malformed(req):
+    frame = req.encode()
+    assert p.REQUEST_HEADER.unpack_from(frame) == (len(frame) - 4, req.TYPE)
+    assert int(req.TYPE) in (15, 16)
+    assert p.decode_request(frame) == req
+    body = frame[p.REQUEST_HEADER.size:]
+    for cut in range(len(body)):
+        with pytest.raises(MalformedRequestError):
+            type(req).decode(body[:cut])
+    with pytest.raises(MalformedRequestError, match="trailing"):
+        type(req).decode(body + b"\0")
+
+
+def test_responses_15_and_16_round_trip_and_accept_an_empty_error_body():
+    for resp in (p.AppendAtResponse(0, 77), p.AppendAtResponse(28, 1234),
+                 p.DeletedSegmentsResponse(0, (p.DeletionRecord(0, 367, 11, 367, 5), p.DeletionRecord(367, 688, -1, 321, 6))),
+                 p.DeletedSegmentsResponse(0, ())):
+        assert type(resp).decode(resp.encode()[4:]) == resp
+    assert p.AppendAtResponse.decode(p.ErrorResponse(14).encode()[4:]) == p.AppendAtResponse(14, -1)
+    assert p.DeletedSegmentsResponse.decode(p.ErrorResponse(11).encode()[4:]) == p.DeletedSegmentsResponse(11)
+    assert p.RESPONSE_CLASSES[p.RequestType.APPEND_AT] is p.AppendAtResponse
+
+
 def _fetch_bytes(b, topic: str, partition: int, start: int, end: int) -> bytes:
     """The raw bytes of ``[start, end)`` as the broker serves them (FETCH, segment by segment)."""
     out = b""
