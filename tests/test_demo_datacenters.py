@@ -35,13 +35,13 @@ def test_datacenters_demo_prints_latency_and_tiers_and_stops_everything(tmp_path
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     sessions: set[int] = set()
-    deadline = time.monotonic() + 330
+    deadline = time.monotonic() + 900  # a hang guard only: a loaded 2-core machine is slow
     while proc.poll() is None and time.monotonic() < deadline:
         sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
         time.sleep(0.5)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("the datacenters demo did not finish in 330 s")
+        pytest.fail("the datacenters demo did not finish in 900 s")
     out = proc.stdout.read()
     assert proc.returncode == 0, out[-6000:]
     for line in ("dc1: datacenter cluster", "dc2: datacenter cluster", "offline: offline cluster", "mirrors: "):

@@ -87,17 +87,30 @@ class Cluster:
         return next(b for b in self.brokers if b.broker_id == broker_id)
 
     def partitions(self, topic: str) -> list[tuple[BrokerProcess, int, int, int]]:
-        """(broker, partition, earliest, latest) of ``topic`` on every running broker that leads or holds it."""
+        """(broker, partition, earliest, latest) of ``topic``: per broker for a 0.7 topic (METADATA), at
+        the leader for a replicated one (TOPIC_METADATA; ``latest`` is the high watermark)."""
+        from ingest.client.discovery import BrokerAddress
+        from ingest.client.replica_metadata import ReplicaMetadata
         from ingest.client.simple_consumer import SimpleConsumer
 
         out = []
-        for b in self.brokers:
-            if not b.running:
-                continue
+        running = [b for b in self.brokers if b.running]
+        for b in running:
             with SimpleConsumer(b.host, b.port, timeout_s=10.0) as c:
                 for pm in c.metadata([topic]).topics.get(topic, []):
                     out.append((b, pm.partition, pm.earliest, pm.latest))
-        return out
+        if out:
+            return out
+        md = ReplicaMetadata(lambda: [BrokerAddress(b.broker_id, b.host, b.port) for b in running])
+        replicated = md.topic(topic, refresh=True)
+        for p in replicated.partitions if replicated is not None and replicated.error == 0 else ():
+            leader = next((b for b in running if b.broker_id == p.leader), None)
+            if leader is None:
+                raise AssertionError(f"{self.name}: {topic}/{p.partition} has no running leader ({p.leader})")
+            with SimpleConsumer(leader.host, leader.port, timeout_s=10.0) as c:
+                out.append((leader, p.partition, c.earliest_offset(topic, p.partition),
+                            c.latest_offset(topic, p.partition)))
+        return sorted(out, key=lambda t: t[1])
 
     def messages(self, topic: str) -> list[bytes]:
         """Every visible message payload of ``topic`` in this cluster (partition by partition)."""
