@@ -12,6 +12,8 @@ Two fixed projections, chosen with the option ``projection``:
                 in the layout, records do not carry it)
 ``monitoring``  the monitoring event fields of docs/events.md (``revision`` widened
                 to long)
+``mirror_lost`` the mirror's lost ranges (conf/schemas/mirror_lost_range.avsc;
+                ints widened to long, ``session_bounds`` as JSON text)
 
 Options: ``files`` = JSON list of ``[topic, storage_uri, path]``; ``projection``;
 ``files.per.partition`` (default 8).
@@ -42,7 +44,15 @@ MONITORING_FIELDS: tuple[tuple[str, str], ...] = (
     ("heartbeat", "boolean"), ("emitted_at_ms", "long"),
 )
 
-PROJECTIONS = {"ids": IDS_FIELDS, "monitoring": MONITORING_FIELDS}
+MIRROR_LOST_FIELDS: tuple[tuple[str, str], ...] = (
+    ("event_id", "string"), ("source_cluster", "string"), ("topic", "string"), ("broker_id", "long"),
+    ("partition", "long"), ("start_offset", "long"), ("end_offset", "long"), ("bytes", "long"),
+    ("messages", "long"), ("messages_exact", "boolean"), ("after_time_ms", "long"), ("before_time_ms", "long"),
+    ("session_bounds", "string"), ("detected_at_ms", "long"),
+)
+"""MirrorLostRange records (conf/schemas/mirror_lost_range.avsc); ``session_bounds`` as JSON text."""
+
+PROJECTIONS = {"ids": IDS_FIELDS, "monitoring": MONITORING_FIELDS, "mirror_lost": MIRROR_LOST_FIELDS}
 
 
 def ddl(fields: Sequence[tuple[str, str]]) -> str:
@@ -96,6 +106,10 @@ class AvroAuditReader(DataSourceReader):
                     cols["seq"].append(header["seq"])
                     cols["time"].append(header["time"])
                     cols["server"].append(header["server"])
+                elif self.projection == "mirror_lost":
+                    for name, _ in fields:
+                        value = record.get(name)
+                        cols[name].append(json.dumps(value) if name == "session_bounds" else value)
                 else:
                     for name, _ in fields:
                         cols[name].append(record.get(name))

@@ -1,7 +1,9 @@
 """The audit's configuration keys (``conf/audit.properties``).
 
 The audit reads the loader's ``destination`` (committed files, lost ranges)
-and the monitoring events the loader loaded from ``audit.topic``; its own file
+and the monitoring events the loader loaded from ``audit.topic`` (and, in a
+mirrored deployment, the mirror's tier counts and lost ranges from
+``mirror.monitoring.topic`` and ``mirror.lost.topic``); its own file
 (``conf/audit.properties``) repeats the loader's ``destination``. Keys starting with ``spark.``
 pass through to the SparkSession built by ``jobs/audit.py``.
 """
@@ -11,6 +13,8 @@ from ingest.config import Bool, ConfigDef, Float, Int, Key, Regex, Str
 
 DEFAULT_AUDIT_TOPIC = "audit-monitoring"
 DEFAULT_WINDOW_MS = 600_000
+DEFAULT_MIRROR_MONITORING_TOPIC = "audit-mirror"
+DEFAULT_MIRROR_LOST_TOPIC = "audit-mirror-lost"
 
 AUDIT_CONFIG = ConfigDef(
     "audit",
@@ -18,6 +22,10 @@ AUDIT_CONFIG = ConfigDef(
         Key("destination", Str(nonempty=True), doc="the loader's destination URI (local path, file://, webhdfs://, hdfs://)"),
         Key("audit.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_AUDIT_TOPIC,
             "topic the producers publish monitoring events to (loaded by the loader like any topic)"),
+        Key("mirror.monitoring.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_MONITORING_TOPIC,
+            "topic the mirror publishes its tier counts to (source read, target acked; never audited itself)"),
+        Key("mirror.lost.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_LOST_TOPIC,
+            "topic of the mirror's lost ranges (source retention before mirroring; never audited itself)"),
         Key("registry.url", Str(), "",
             "schema registry URL (informational: the audit reads decoded files and needs no schema lookups)"),
         Key("threshold", Float(0.0, 1.0), 0.999,
@@ -37,7 +45,7 @@ AUDIT_CONFIG = ConfigDef(
         Key("producer.failures.are.loss", Bool(), True,
             "judge messages a producer attempted but could not deliver (count_failed, never loaded) as DATA_LOSS"),
         Key("retention.estimate.slack", Float(0.0, 10.0), 0.1,
-            "a lost range may explain this fraction more messages than the loader's estimate (bytes / average size)"),
+            "a lost range whose count is an estimate (bytes / average size) may explain this fraction more messages"),
         Key("history.enabled", Bool(), True, "keep each run's rows as a Parquet revision under <destination>/_audit/"),
     ),
     prefixes=("spark.",),

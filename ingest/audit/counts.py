@@ -81,6 +81,31 @@ def session_topics(windowed_df, sessions: Sequence[str]) -> set[tuple[str, str]]
     return {(r.session, r.topic) for r in rows}
 
 
+def _missing_seqs(spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]]):
+    """DataFrame ``topic, window_start_ms, session, seq`` of every seq in the ranges loaded in no topic.
+
+    Ranges longer than SAMPLE_RANGE_CAP are expanded from their start only.
+    """
+    from pyspark.sql import functions as F
+
+    ranges_df = spark.createDataFrame(
+        list(ranges), "topic string, window_start_ms long, session string, seq_min long, seq_max long"
+    )
+    expected = ranges_df.select(
+        "topic", "window_start_ms", "session",
+        F.explode(F.sequence("seq_min", F.least("seq_max", F.col("seq_min") + F.lit(SAMPLE_RANGE_CAP - 1))))
+        .alias("seq"),
+    )
+    sessions = sorted({r[2] for r in ranges})
+    seq_lo, seq_hi = min(r[3] for r in ranges), max(r[4] for r in ranges)
+    # Only ids that can match: the sessions asked about, within the seq bounds (pushed down to the scan).
+    loaded = (
+        ids_df.where(F.col("session").isin(sessions) & F.col("seq").between(seq_lo, seq_hi))
+        .select("session", "seq").distinct()
+    )
+    return expected.join(loaded, ["session", "seq"], "left_anti")
+
+
 def missing_samples(
     spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]], sample_size: int,
 ) -> dict[tuple[str, int], list[str]]:
@@ -98,22 +123,7 @@ def missing_samples(
 
     if not ranges or sample_size <= 0:
         return {}
-    ranges_df = spark.createDataFrame(
-        list(ranges), "topic string, window_start_ms long, session string, seq_min long, seq_max long"
-    )
-    expected = ranges_df.select(
-        "topic", "window_start_ms", "session",
-        F.explode(F.sequence("seq_min", F.least("seq_max", F.col("seq_min") + F.lit(SAMPLE_RANGE_CAP - 1))))
-        .alias("seq"),
-    )
-    sessions = sorted({r[2] for r in ranges})
-    seq_lo, seq_hi = min(r[3] for r in ranges), max(r[4] for r in ranges)
-    # Only ids that can match: the sessions asked about, within the seq bounds (pushed down to the scan).
-    loaded = (
-        ids_df.where(F.col("session").isin(sessions) & F.col("seq").between(seq_lo, seq_hi))
-        .select("session", "seq").distinct()
-    )
-    missing = expected.join(loaded, ["session", "seq"], "left_anti")
+    missing = _missing_seqs(spark, ids_df, ranges)
     w = Window.partitionBy("topic", "window_start_ms").orderBy("session", "seq")
     rows = (
         missing.withColumn("_n", F.row_number().over(w))
@@ -124,4 +134,72 @@ def missing_samples(
     out: dict[tuple[str, int], list[str]] = {}
     for r in rows:
         out.setdefault((r.topic, int(r.window_start_ms)), []).append(f"{r.session}:{r.seq}")
+    return out
+
+
+def session_distinct(windowed_df, windows: Sequence[tuple[str, int]]) -> dict[tuple[str, int, str], int]:
+    """Distinct loaded ids per (topic, window_start, session) of the given topic windows."""
+    from pyspark.sql import functions as F
+
+    if not windows:
+        return {}
+    topics = sorted({t for t, _ in windows})
+    starts = sorted({w for _, w in windows})
+    rows = (
+        windowed_df.where(F.col("topic").isin(topics) & F.col("window_start_ms").isin(starts))
+        .select("topic", "window_start_ms", "session", "seq").distinct()
+        .groupBy("topic", "window_start_ms", "session").count()
+        .collect()
+    )
+    wanted = set(windows)
+    return {(r.topic, int(r.window_start_ms), r.session): int(r["count"]) for r in rows
+            if (r.topic, int(r.window_start_ms)) in wanted}
+
+
+def gap_atoms(
+    spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]],
+    gaps: Sequence[tuple[str, str, tuple[tuple[str, int | None, int | None], ...]]],
+) -> dict[tuple[str, int, str], list[tuple[frozenset[str], int]]]:
+    """Missing seqs per (topic, window, session), grouped by the set of bounded gaps that can hold them.
+
+    Args:
+        ranges: as for :func:`missing_samples` (the windows' monitoring seq ranges).
+        gaps: ``(gap ident, topic, session bounds)`` of bounded gaps; a seq of
+            session s lies in a gap when ``after_seq < seq < before_seq`` for s
+            (None = open), or when s is not listed by that gap.
+    Returns:
+        ``{(topic, window_start_ms, session): [(gap idents, count), ...]}``; seqs in no gap are left out.
+        The join runs in Spark (candidates are expanded per seq, SAMPLE_RANGE_CAP per range).
+    """
+    from pyspark.sql import functions as F
+
+    if not ranges or not gaps:
+        return {}
+    missing = _missing_seqs(spark, ids_df, ranges)
+    listed = [(gid, topic, s, lo, hi) for gid, topic, bounds in gaps for s, lo, hi in bounds]
+    per_gap = [(gid, topic, [s for s, _, _ in bounds]) for gid, topic, bounds in gaps]
+    parts = []
+    if listed:
+        bounds_df = spark.createDataFrame(listed, "gap string, topic string, session string, lo long, hi long")
+        parts.append(
+            missing.join(bounds_df, ["topic", "session"])
+            .where((F.col("lo").isNull() | (F.col("seq") > F.col("lo")))
+                   & (F.col("hi").isNull() | (F.col("seq") < F.col("hi"))))
+            .select("topic", "window_start_ms", "session", "seq", "gap")
+        )
+    gaps_df = spark.createDataFrame(per_gap, "gap string, topic string, listed array<string>")
+    parts.append(
+        missing.join(gaps_df, ["topic"]).where(~F.array_contains(F.col("listed"), F.col("session")))
+        .select("topic", "window_start_ms", "session", "seq", "gap")
+    )
+    held = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    rows = (
+        held.groupBy("topic", "window_start_ms", "session", "seq")
+        .agg(F.array_sort(F.collect_set("gap")).alias("gaps"))
+        .groupBy("topic", "window_start_ms", "session", "gaps").count()
+        .collect()
+    )
+    out: dict[tuple[str, int, str], list[tuple[frozenset[str], int]]] = {}
+    for r in sorted(rows, key=lambda r: (r.topic, r.window_start_ms, r.session, list(r.gaps))):
+        out.setdefault((r.topic, int(r.window_start_ms), r.session), []).append((frozenset(r.gaps), int(r["count"])))
     return out

@@ -5,7 +5,8 @@ Layout::
     <destination>/_audit/revisions/<audited_at_ms:015d>-<run_id>.parquet
 
 Each file holds the run's report rows (the JSON lines fields; ``causes`` as a
-map) plus ``audit_run_id``, ``audited_at_ms``, ``range_start_ms`` and
+map, ``tiers`` as a struct; revisions written before tiers existed read with
+them null) plus ``audit_run_id``, ``audited_at_ms``, ``range_start_ms`` and
 ``range_end_ms``. File names sort by audit time, so the latest revision of a
 window is the row from the last file that has it. Files are written with
 ``Storage.write_atomic``: a reader sees a whole revision or none.
@@ -43,6 +44,9 @@ SCHEMA = pa.schema([
     ("threshold", pa.float64()), ("producers_reported", pa.int64()), ("sessions", pa.list_(pa.string())),
     ("heartbeat", pa.bool_()), ("missing_report_seqs", pa.list_(pa.string())), ("retention_lost", pa.int64()),
     ("missing_id_sample", pa.list_(pa.string())), ("causes", pa.map_(pa.string(), pa.int64())),
+    ("tiers", pa.struct([("producers", pa.int64()), ("source", pa.int64()), ("target", pa.int64()),
+                         ("warehouse", pa.int64())])),
+    ("loss_tier", pa.string()),
     ("audit_run_id", pa.string()), ("audited_at_ms", pa.int64()),
     ("range_start_ms", pa.int64()), ("range_end_ms", pa.int64()),
 ])
@@ -94,6 +98,14 @@ def write_revision(
     return path
 
 
+def _conform(table: pa.Table) -> pa.Table:
+    """A revision table in SCHEMA: columns an older revision lacks (``tiers``, ``loss_tier``) are null."""
+    for f in SCHEMA:
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(len(table), f.type))
+    return table.select(SCHEMA.names).cast(SCHEMA)
+
+
 def run_revision(destination: str, run_id: str) -> str:
     """URI of the latest revision written by audit run ``run_id`` (a retried run writes one per try).
 
@@ -113,7 +125,7 @@ def run_revision(destination: str, run_id: str) -> str:
 def read_revision(uri: str) -> list[dict]:
     """The report rows of one revision file (a storage URI or local path), ``causes`` as a dict."""
     storage = open_storage(uri)  # rooted at the file itself
-    rows = pq.read_table(io.BytesIO(storage.read_bytes(storage.root))).cast(SCHEMA).to_pylist()
+    rows = _conform(pq.read_table(io.BytesIO(storage.read_bytes(storage.root)))).to_pylist()
     for row in rows:
         row["causes"] = dict(row["causes"] or [])
     return rows
@@ -125,7 +137,7 @@ def read_history(destination: str) -> pa.Table:
     tables = []
     for info in storage.list(storage.join(REVISIONS_DIR)):
         if info.name.endswith(".parquet") and not info.name.startswith("."):
-            tables.append(pq.read_table(io.BytesIO(storage.read_bytes(info.path))).cast(SCHEMA))
+            tables.append(_conform(pq.read_table(io.BytesIO(storage.read_bytes(info.path)))))
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ingest.audit import avro_source
+from ingest.audit.lost_ranges import LostGap, from_loader, from_mirror
 from ingest.errors import ConfigError
-from ingest.loader.records import RETENTION, LostRange  # the loader's record of a retention gap or damaged range
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,12 @@ MONITORING_PARQUET_SCHEMA = ", ".join(
     f"{n} {'int' if n == 'revision' else k}" for n, k in avro_source.MONITORING_FIELDS
 )
 """Parquet read schemas: the loader writes Avro ``int`` as int32 (``revision``), ``long`` as int64."""
+MIRROR_LOST_PARQUET_SCHEMA = (
+    "event_id string, source_cluster string, topic string, broker_id int, partition int, start_offset long, "
+    "end_offset long, bytes long, messages long, messages_exact boolean, after_time_ms long, before_time_ms long, "
+    "session_bounds array<struct<session: string, after_seq: long, before_seq: long>>, detected_at_ms long"
+)
+"""The fields of MirrorLostRange records (conf/schemas/mirror_lost_range.avsc) the audit reads."""
 _HOUR_DIR = re.compile(r"dt=(\d{4})-(\d{2})-(\d{2})$")
 FORMATS = ("avro", "parquet")
 
@@ -55,7 +61,7 @@ class LoadState:
     """What the loader has committed, as the audit sees it."""
 
     files: tuple[LoadedFile, ...]
-    lost_ranges: tuple[LostRange, ...]
+    lost_ranges: tuple[LostGap, ...]  # the loader's, as the audit attributes them (tier ``target``)
     commit_seq: int  # the loader commit this snapshot reflects (0 = nothing committed)
 
 
@@ -76,21 +82,13 @@ def _field(obj, name, default=None):
     return getattr(obj, name, default)
 
 
-def lost_range_from(obj) -> LostRange:
-    """A LostRange from the loader's record (dict or object with the documented fields)."""
-    def opt_int(name):
-        v = _field(obj, name)
-        return None if v is None else int(v)
+def lost_range_from(obj, index: int = 0) -> LostGap:
+    """The loader's lost-range record (dict or object) as a LostGap of tier ``target``.
 
-    return LostRange(
-        topic=str(_field(obj, "topic")), broker_id=int(_field(obj, "broker_id", 0) or 0),
-        partition=int(_field(obj, "partition", 0) or 0), start_offset=int(_field(obj, "start_offset", 0) or 0),
-        end_offset=int(_field(obj, "end_offset", 0) or 0), bytes=int(_field(obj, "bytes", 0) or 0),
-        estimated_messages=int(_field(obj, "estimated_messages", 0) or 0),
-        after_time_ms=opt_int("after_time_ms"), before_time_ms=opt_int("before_time_ms"),
-        run_id=str(_field(obj, "run_id", "") or ""), detected_at_ms=int(_field(obj, "detected_at_ms", 0) or 0),
-        cause=str(_field(obj, "cause", RETENTION) or RETENTION),
-    )
+    Tolerant of records written before ``messages_exact``/``session_bounds``
+    (an estimate without bounds) and before ``cause`` (retention).
+    """
+    return from_loader(obj, index=index)
 
 
 def load_state(destination: str) -> LoadState:
@@ -118,8 +116,10 @@ def load_state(destination: str) -> LoadState:
             hour_start_ms=hour_of(rec.dt, rec.hour), storage_uri=uri,
         ))
     # A replayed range damaged on the broker is recorded again by the replay: count it once.
-    lost = list({(r.topic, r.broker_id, r.partition, r.start_offset, r.end_offset, r.cause): r
-                 for r in map(lost_range_from, state.lost_ranges())}.values())
+    unique = {(_field(r, "topic"), _field(r, "broker_id"), _field(r, "partition"), _field(r, "start_offset"),
+               _field(r, "end_offset"), _field(r, "cause", "retention") or "retention"): r
+              for r in state.lost_ranges()}
+    lost = [lost_range_from(r, i) for i, r in enumerate(unique.values())]
     log.info("loader state of %s at commit %d: %d data files, %d lost ranges", destination, state.seq, len(files), len(lost))
     return LoadState(tuple(files), tuple(lost), state.seq)
 
@@ -202,6 +202,33 @@ def read_monitoring(spark, files: Sequence[LoadedFile]):
     for df in frames[1:]:
         out = out.unionByName(df)
     return out
+
+
+def read_mirror_lost(spark, files: Sequence[LoadedFile]) -> list[LostGap]:
+    """The mirror's lost ranges (MirrorLostRange records) from the loaded files of ``mirror.lost.topic``.
+
+    Re-published copies (same ``event_id``) count once. Session bounds travel
+    as JSON text through Spark (both file formats give the same rows).
+    """
+    from pyspark.sql import functions as F
+
+    frames = []
+    parquet = [f.spark_path for f in files if f.format == "parquet"]
+    avro = [(f.topic, f.storage_uri, f.path) for f in files if f.format != "parquet"]
+    cols = [F.col(n).cast(k).alias(n) for n, k in avro_source.MIRROR_LOST_FIELDS]
+    if parquet:
+        df = spark.read.schema(MIRROR_LOST_PARQUET_SCHEMA).parquet(*parquet)
+        frames.append(df.withColumn("session_bounds", F.to_json("session_bounds")).select(*cols))
+    if avro:
+        frames.append(_read_avro(spark, avro, "mirror_lost").select(*cols))
+    if not frames:
+        return []
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    rows = sorted(out.dropDuplicates(["event_id"]).collect(),
+                  key=lambda r: (r.source_cluster or "", r.topic, r.broker_id, r.partition, r.start_offset))
+    return [from_mirror(r.asDict(), index=i) for i, r in enumerate(rows)]
 
 
 def _read_avro(spark, files: list[tuple[str, str, str]], projection: str):

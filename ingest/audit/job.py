@@ -5,11 +5,15 @@ Steps of :func:`run_audit`:
 1. :func:`audited_range`: windows ``[lo, hi)`` to (re-)audit.
 2. ``inputs.load_state``: the loader's committed files and lost ranges.
 3. Monitoring events from the audit topic's files: dedup, latest revision,
-   report_seq gaps (``monitoring_events``).
+   report_seq gaps (``monitoring_events``); the same for the mirror's tier
+   counts (``mirror.monitoring.topic``), and the mirror's lost ranges
+   (``mirror.lost.topic``).
 4. Loaded ids of the hours overlapping the range (plus out-of-range hours):
    distinct counts per topic window (``counts``, Spark aggregations).
-5. ``reconcile.build_rows``: statuses, causes, completeness; missing-id samples.
-6. A revision of the rows under ``<destination>/_audit/`` (``history``).
+5. Candidate missing seqs inside bounded lost ranges (``counts.gap_atoms``) and
+   per-session distinct counts, for exact attribution (``attribution``).
+6. ``reconcile.build_rows``: tiers, statuses, causes, completeness; missing-id samples.
+7. A revision of the rows under ``<destination>/_audit/`` (``history``).
 
 Rerunning the audit over the same committed state and time gives the same rows.
 """
@@ -25,6 +29,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ingest.audit import counts, history, inputs, monitoring_events, reconcile
+from ingest.audit.attribution import Candidates
+from ingest.audit.lost_ranges import LostGap
 from ingest.audit.status import NO_PROBLEM_STATUSES
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
@@ -113,13 +119,73 @@ def audited_range(
 
 
 def audited_topics(config: Config, names: set[str]) -> list[str]:
-    """Topics matching ``topics`` and not ``topics.blacklist``, never the audit topic itself."""
+    """Topics matching ``topics`` and not ``topics.blacklist``, never the audit's own input topics."""
     include = re.compile(config["topics"])
     exclude = re.compile(config["topics.blacklist"]) if config["topics.blacklist"] else None
+    own = {config["audit.topic"], config["mirror.monitoring.topic"], config["mirror.lost.topic"]}
     return sorted(
         t for t in names
-        if t != config["audit.topic"] and include.fullmatch(t) and not (exclude and exclude.fullmatch(t))
+        if t not in own and include.fullmatch(t) and not (exclude and exclude.fullmatch(t))
     )
+
+
+def _monitoring(spark, mon_files, mirror_files, window_ms):
+    """Latest snapshots (rebucketed) and report_seq gaps of the producers' and the mirror's monitoring events.
+
+    Both are read into one DataFrame (an ``origin`` column tells them apart;
+    their sessions never coincide), so the mirror costs no extra Spark job.
+    """
+    from pyspark.sql import functions as F
+
+    mon_df = inputs.read_monitoring(spark, mon_files).withColumn("origin", F.lit(monitoring_events.ORIGIN_PRODUCERS))
+    if mirror_files:
+        mon_df = mon_df.unionByName(inputs.read_monitoring(spark, mirror_files)
+                                    .withColumn("origin", F.lit(monitoring_events.ORIGIN_MIRROR)))
+    mon_df = mon_df.cache()  # small; read once for both passes
+    try:
+        snapshots = monitoring_events.rebucket(monitoring_events.latest_snapshots(mon_df), window_ms)
+        gaps = monitoring_events.report_gaps(mon_df)
+    finally:
+        mon_df.unpersist()
+    mirror = [s for s in snapshots if s.origin == monitoring_events.ORIGIN_MIRROR]
+    return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps
+
+
+def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], lo: int, hi: int) -> dict[str, Candidates]:
+    """Per topic: missing seqs inside bounded lost ranges, and per-session acked - loaded (exact attribution).
+
+    Only windows that miss messages, of topics with a bounded lost range, are looked at.
+    """
+    bounded = [g for g in lost if g.bounded]
+    topics = {g.topic for g in bounded}
+    if not topics:
+        return {}
+    distinct: dict[tuple, int] = {}
+    for c in loaded:
+        if c.window_start_ms is not None:
+            distinct[(c.topic, c.window_start_ms)] = distinct.get((c.topic, c.window_start_ms), 0) + c.distinct
+    need = {k for k, wm in per_window.items()
+            if k[0] in topics and lo <= k[1] < hi and wm.acked > distinct.get(k, 0)}
+    if not need:
+        return {}
+    ranges = [(t, ws, s, lo, hi) for (t, ws) in sorted(need) for s, lo, hi in per_window[(t, ws)].seq_ranges]
+    atoms = counts.gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.bounds) for g in bounded])
+    if not atoms:
+        return {}  # no missing seq lies in a bounded gap: nothing for the per-session bound to refine
+    per_session = counts.session_distinct(ids, sorted({(t, ws) for t, ws, _ in atoms}))
+    acked: dict[tuple, int] = {}
+    for s in snapshots:
+        if (s.topic, s.window_start_ms) in need:
+            key = (s.topic, s.window_start_ms, s.session)
+            acked[key] = acked.get(key, 0) + s.acked
+    out: dict[str, Candidates] = {}
+    for (t, ws, session), items in atoms.items():
+        out.setdefault(t, Candidates()).atoms[(ws, session)] = list(items)
+    for (t, ws, session), n in acked.items():
+        if (t, ws, session) not in atoms:
+            continue
+        out.setdefault(t, Candidates()).session_missing[(ws, session)] = max(0, n - per_session.get((t, ws, session), 0))
+    return out
 
 
 def run_audit(
@@ -148,16 +214,16 @@ def run_audit(
         state = inputs.load_state(destination)
     audit_topic = config["audit.topic"]
     mon_files = [f for f in state.files if f.topic == audit_topic]
+    mirror_files = [f for f in state.files if f.topic == config["mirror.monitoring.topic"]]
+    mirror_lost_files = [f for f in state.files if f.topic == config["mirror.lost.topic"]]
     with _step("monitoring", timings):
-        mon_df = inputs.read_monitoring(spark, mon_files).cache()  # small; read once for both passes
-        try:
-            snapshots = monitoring_events.rebucket(monitoring_events.latest_snapshots(mon_df), window_ms)
-            gaps = monitoring_events.report_gaps(mon_df)
-        finally:
-            mon_df.unpersist()
+        snapshots, mirror_snapshots, gaps = _monitoring(spark, mon_files, mirror_files, window_ms)
+        source_lost = inputs.read_mirror_lost(spark, mirror_lost_files)
 
     topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots})
     snapshots = [s for s in snapshots if s.topic in set(topics)]
+    mirror_snapshots = [s for s in mirror_snapshots if s.topic in set(topics)]
+    tiered_topics = {s.topic for s in mirror_snapshots}
     data_files = inputs.select_files(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
     )
@@ -165,7 +231,8 @@ def run_audit(
     with _step("distinct counts", timings):
         loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
     gap_sessions = sorted({g.session for g in gaps})
-    touched = {(s.session, s.topic) for s in snapshots} | counts.session_topics(ids, gap_sessions)
+    touched = ({(s.session, s.topic) for s in snapshots} | {(s.session, s.topic) for s in mirror_snapshots}
+               | counts.session_topics(ids, gap_sessions))
     params = reconcile.AuditParams(
         window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
         lo_ms=lo, hi_ms=hi, plausible_hi_ms=plausible_hi,
@@ -173,11 +240,16 @@ def run_audit(
         retention_slack=config["retention.estimate.slack"],
     )
     per_window = monitoring_events.aggregate(snapshots)
+    lost = [r for r in state.lost_ranges if r.topic in set(topics)] + [r for r in source_lost if r.topic in set(topics)]
+    with _step("attribution candidates", timings):
+        candidates = _candidates(spark, ids, snapshots, per_window, loaded, lost, lo, hi)
     rows = reconcile.build_rows(
         params, per_window, loaded,
-        lost_ranges=[r for r in state.lost_ranges if r.topic in set(topics)], gaps=gaps,
+        lost_ranges=[g for g in lost if g.tier == "target"], gaps=gaps,
         session_topics=touched,
         by_producer_monitoring=monitoring_events.aggregate(snapshots, by_server=True) if by_producer else None,
+        mirror=monitoring_events.aggregate(mirror_snapshots), source_lost=[g for g in lost if g.tier == "source"],
+        candidates=candidates, tiered_topics=tiered_topics,
     )
     with _step("missing-id samples", timings):
         samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
@@ -189,7 +261,9 @@ def run_audit(
         inputs={
             "destination": destination, "audit_topic": audit_topic, "loader_commit": state.commit_seq,
             "topics": topics, "data_files_read": len(data_files), "data_files_committed": len(state.files),
-            "monitoring_files": len(mon_files),
+            "monitoring_files": len(mon_files), "mirror_monitoring_files": len(mirror_files),
+            "mirror_snapshots": len(mirror_snapshots), "mirror_lost_ranges": len(source_lost),
+            "tiered_topics": sorted(tiered_topics),
             "monitoring_snapshots": len(snapshots), "report_seq_gaps": len(gaps),
             "lost_ranges": len(state.lost_ranges), "window_ms": window_ms, "grace_ms": config["grace.ms"],
             "threshold": config["threshold"], "future_skew_ms": config["future.skew.ms"],

@@ -25,6 +25,11 @@ from ingest.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+ORIGIN_PRODUCERS = "producers"
+ORIGIN_MIRROR = "mirror"
+"""Values of the optional ``origin`` column: the producers' monitoring (``audit.topic``) or the
+mirror's tier counts (``mirror.monitoring.topic``), read in one pass and told apart by it."""
+
 FIRST_REPORT_SEQ = 1
 """report_seq of a session's first monitoring event (docs/events.md); a session
 whose lowest seen report_seq is higher has lost its first events."""
@@ -50,6 +55,7 @@ class Snapshot:
     heartbeat: bool
     emitted_at_ms: int
     report_seq: int
+    origin: str = ORIGIN_PRODUCERS  # who counted: the producers, or the mirror (tier counts)
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,7 @@ def latest_snapshots(mon_df) -> list[Snapshot]:
             seq_max=None if r.seq_max is None else int(r.seq_max),
             is_final=bool(r.is_final), heartbeat=bool(r.heartbeat), emitted_at_ms=int(r.emitted_at_ms or 0),
             report_seq=int(r.report_seq or 0),
+            origin=(r.asDict().get("origin") or ORIGIN_PRODUCERS),
         )
         for r in rows
     ]

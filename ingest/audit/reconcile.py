@@ -19,18 +19,25 @@ readers of the report):
   MONITORING_GAP (a lost monitoring event may have described the window);
   OVER_DELIVERY (more distinct ids than acknowledged); DUPLICATES (an id loaded
   more than once); COMPLETE.
+* Tiers (``tiers``): a topic the mirror reports on is counted at every tier,
+  producers -> source -> target -> warehouse; the loss is split per tier and
+  cause, and lost ranges are matched to missing messages by
+  :mod:`ingest.audit.attribution` (exact when the ranges carry session bounds).
+  A loss status is DATA_LOSS whenever some lost messages lie in no recorded
+  gap, else the status of the first tier where the count drops
+  (``loss_tier``).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from ingest.audit import tiers as tiers_mod
+from ingest.audit.attribution import Candidates, allocate, explained_by_cause
 from ingest.audit.counts import LoadedCount
-from ingest.audit.inputs import LostRange
+from ingest.audit.lost_ranges import TIER_SOURCE, TIER_TARGET, LostGap, from_loader, from_mirror
 from ingest.audit.monitoring_events import ReportGap, WindowMonitoring, gap_touches
 from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
-from ingest.loader.records import CORRUPTION
 
 EXIT_OK = 0
 EXIT_DATA_LOSS = 3
@@ -44,7 +51,7 @@ ROW_FIELDS = (
     "topic", "row_type", "producer", "window_start_ms", "window_end_ms", "status", "judged",
     "produced_attempted", "produced_acked", "produced_failed", "loaded_rows", "loaded_distinct",
     "duplicates", "missing", "completeness", "threshold", "producers_reported", "sessions", "heartbeat",
-    "missing_report_seqs", "retention_lost", "missing_id_sample", "causes",
+    "missing_report_seqs", "retention_lost", "missing_id_sample", "causes", "tiers", "loss_tier",
 )
 
 
@@ -73,8 +80,17 @@ class _Acc:
     rows: int = 0
     distinct: int = 0
     gap_labels: list[str] = field(default_factory=list)
-    retention: int = 0
-    corruption: int = 0
+    tiered: bool = False
+    mirror: WindowMonitoring | None = None
+    explained: dict[str, dict[str, int]] = field(default_factory=dict)  # tier -> cause -> messages
+
+    def tiers(self) -> dict:
+        acked = self.mon.acked if self.mon else 0
+        if not self.tiered:
+            return tiers_mod.tier_counts(acked, self.distinct)
+        source = self.mirror.attempted if self.mirror else 0
+        target = self.mirror.acked if self.mirror else 0
+        return tiers_mod.tier_counts(acked, self.distinct, source, target)
 
 
 def is_out_of_range(window_start_ms: int, params: AuditParams) -> bool:
@@ -86,22 +102,37 @@ def build_rows(
     monitoring: dict[tuple, WindowMonitoring],
     loaded: Iterable[LoadedCount],
     *,
-    lost_ranges: Sequence[LostRange] = (),
+    lost_ranges: Sequence = (),
     gaps: Sequence[ReportGap] = (),
     session_topics: set[tuple[str, str]] = frozenset(),
     by_producer_monitoring: dict[tuple, WindowMonitoring] | None = None,
+    mirror: dict[tuple, WindowMonitoring] | None = None,
+    source_lost: Sequence = (),
+    candidates: dict[str, Candidates] | None = None,
+    tiered_topics: set[str] | None = None,
 ) -> list[dict]:
     """Report rows for every topic window in [lo_ms, hi_ms) with monitoring or data.
 
     Args:
         monitoring: per ``(topic, window_start)`` (from monitoring.aggregate).
         loaded: per (topic, window, server) counts; window None = out of range.
+        lost_ranges: the loader's lost ranges (``LostRange`` records or :class:`LostGap`).
         by_producer_monitoring: per ``(topic, window_start, server)``; when given,
             producer rows are added after each topic's rows.
+        mirror: the mirror's monitoring per ``(topic, window_start)``, summed over
+            mirror sessions (``attempted`` = read from the source, ``acked`` = acked by the target).
+        source_lost: the mirror's lost ranges (``MirrorLostRange`` records or :class:`LostGap`).
+        candidates: per topic, the session bounds of missing messages (see attribution).
+        tiered_topics: topics with any mirror monitoring event (default: the topics of ``mirror``).
     """
     loaded = list(loaded)
-    accs = _accumulate(params, monitoring, loaded, None)
-    _allocate_lost_ranges(accs, lost_ranges, params)
+    mirror = mirror or {}
+    tiered = set(tiered_topics) if tiered_topics is not None else {k[0] for k in mirror}
+    accs = _accumulate(params, monitoring, loaded, None, mirror)
+    for a in accs.values():
+        a.tiered = a.topic in tiered
+    lost = as_gaps(lost_ranges, TIER_TARGET) + as_gaps(source_lost, TIER_SOURCE)
+    _attribute(accs, lost, params, candidates or {})
     rows = [_finish(a, params, gaps, session_topics) for a in accs.values()]
     if by_producer_monitoring is not None:
         paccs = _accumulate(params, by_producer_monitoring, loaded, "server")
@@ -111,7 +142,13 @@ def build_rows(
     return rows
 
 
-def _accumulate(params, monitoring, loaded, by) -> dict[tuple, _Acc]:
+def as_gaps(ranges: Sequence, tier: str) -> list[LostGap]:
+    """Lost ranges of one tier as :class:`LostGap` (records of the loader or the mirror, or gaps already)."""
+    convert = from_loader if tier == TIER_TARGET else from_mirror
+    return [r if isinstance(r, LostGap) else convert(r, index=i) for i, r in enumerate(ranges)]
+
+
+def _accumulate(params, monitoring, loaded, by, mirror=None) -> dict[tuple, _Acc]:
     accs: dict[tuple, _Acc] = {}
     producer_rows = by == "server"
 
@@ -146,6 +183,15 @@ def _accumulate(params, monitoring, loaded, by) -> dict[tuple, _Acc]:
             continue
         a.rows += c.rows
         a.distinct += c.distinct
+    for wm in (mirror or {}).values():
+        a = acc_for(wm.topic, wm.window_start_ms, None)
+        if a is None:
+            continue
+        if a.mirror is None:
+            a.mirror = WindowMonitoring(wm.topic, wm.window_start_ms, wm.window_end_ms, None)
+        for attr in ("attempted", "acked", "failed", "bytes_acked"):
+            setattr(a.mirror, attr, getattr(a.mirror, attr) + getattr(wm, attr))
+        a.mirror.sessions |= wm.sessions
     return accs
 
 
@@ -153,38 +199,34 @@ def _missing(a: _Acc) -> int:
     return max(0, (a.mon.acked if a.mon else 0) - a.distinct) if a.mon else 0
 
 
-def _allocate_lost_ranges(accs: dict[tuple, _Acc], lost_ranges: Sequence[LostRange], params: AuditParams) -> None:
-    """Let each lost range explain missing messages of the windows its time span overlaps.
+def _attribute(accs: dict[tuple, _Acc], lost: Sequence[LostGap], params: AuditParams,
+               candidates: dict[str, Candidates]) -> None:
+    """Match each window's loss at each tier to the lost ranges of that tier (attribution.allocate).
 
-    A range holds about ``estimated_messages`` (bytes / average size: an
-    estimate, allowed ``retention_slack`` more); it explains missing messages of
-    its topic's windows overlapping [after_time_ms, before_time_ms] (open ends
-    when null), earliest window first. What a range explains counts as its
-    cause's: ``retention`` or ``corruption`` (a range damaged on the broker).
+    Source (mirror) ranges first, then the loader's: candidate seqs a source
+    range took are not offered to the loader's ranges.
     """
     by_topic: dict[str, list[_Acc]] = {}
     for a in accs.values():
         if a.row_type == ROW_WINDOW:
             by_topic.setdefault(a.topic, []).append(a)
-    for lst in by_topic.values():
-        lst.sort(key=lambda a: a.window_start_ms)
-    for lr in sorted(lost_ranges, key=lambda r: (r.topic, r.after_time_ms or -1, r.start_offset)):
-        capacity = math.ceil(lr.estimated_messages * (1.0 + params.retention_slack))
-        for a in by_topic.get(lr.topic, []):
-            if capacity <= 0:
-                break
-            start, end = a.window_start_ms, a.window_start_ms + params.window_ms
-            if lr.after_time_ms is not None and end <= lr.after_time_ms:
+    for topic, lst in sorted(by_topic.items()):
+        topic_gaps = [g for g in lost if g.topic == topic]
+        if not topic_gaps:
+            continue
+        cand = candidates.get(topic)
+        by_ws = {a.window_start_ms: a for a in lst}
+        d = {ws: tiers_mod.drops(a.tiers()) for ws, a in by_ws.items()}
+        for gap_tier in (TIER_SOURCE, TIER_TARGET):
+            tier = tiers_mod.GAP_TIER[gap_tier]
+            tier_gaps = [g for g in topic_gaps if g.tier == gap_tier]
+            if not tier_gaps:
                 continue
-            if lr.before_time_ms is not None and start > lr.before_time_ms:
-                continue
-            take = min(capacity, _missing(a) - a.retention - a.corruption)
-            if take > 0:
-                if lr.cause == CORRUPTION:
-                    a.corruption += take
-                else:
-                    a.retention += take
-                capacity -= take
+            demand = {ws: x[tier] for ws, x in d.items()}
+            assigned = allocate(demand, tier_gaps, params.window_ms, slack=params.retention_slack, candidates=cand)
+            for ws, per_gap in assigned.items():
+                by_ws[ws].explained[tier] = explained_by_cause(per_gap, tier_gaps)
+
 
 
 def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_topics) -> dict:
@@ -215,14 +257,10 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
                 gap_labels.extend(g.labels())
     producer_lost = min(failed, max(0, attempted - a.distinct - missing)) if mon else 0
     extra = max(0, a.distinct - acked) if mon else 0
-    causes: dict[str, int] = {}
-    explained = a.retention + a.corruption
-    if a.retention:
-        causes["retention"] = a.retention
-    if a.corruption:
-        causes["corruption"] = a.corruption
-    if missing - explained > 0:
-        causes["unexplained_loss"] = missing - explained
+    tiers = a.tiers()
+    drops = tiers_mod.drops(tiers) if mon else {}
+    causes: dict[str, int] = tiers_mod.loss_causes(drops, a.explained, tiered=a.tiered)
+    retention_lost = sum(n for k, n in causes.items() if k in ("retention", "source_retention", "target_retention"))
     if producer_lost:
         causes["producer_failed"] = producer_lost
     if extra:
@@ -232,7 +270,7 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
         if extra - delivered_failed:
             causes["unexplained_extra"] = extra - delivered_failed
     if duplicates:
-        causes["duplicates"] = duplicates
+        causes[tiers_mod.DUPLICATES_CAUSE[a.tiered]] = duplicates
 
     below = missing > 0 and completeness is not None and completeness < params.threshold
     producer_loss = params.producer_failures_are_loss and producer_lost > 0
@@ -240,10 +278,8 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
         status = Status.PENDING
     elif mon is None:
         status = Status.MONITORING_GAP if gap_labels else Status.NO_MONITORING
-    elif below and explained >= missing and not producer_loss:
-        status = Status.CORRUPTION_LOSS if a.corruption else Status.RETENTION_LOSS
     elif below or producer_loss:
-        status = Status.DATA_LOSS
+        status = Status.DATA_LOSS if producer_loss else (tiers_mod.loss_status(drops, a.explained) or Status.DATA_LOSS)
     elif gap_labels:
         status = Status.MONITORING_GAP
     elif completeness is None or extra > 0:
@@ -261,8 +297,8 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
         "producers_reported": len(mon.sessions) if mon else 0,
         "sessions": sorted(mon.sessions) if mon else [],
         "heartbeat": bool(mon and mon.heartbeat),
-        "missing_report_seqs": sorted(set(gap_labels)), "retention_lost": a.retention,
-        "missing_id_sample": [], "causes": causes,
+        "missing_report_seqs": sorted(set(gap_labels)), "retention_lost": retention_lost,
+        "missing_id_sample": [], "causes": causes, "tiers": tiers, "loss_tier": tiers_mod.loss_tier(drops),
     }
 
 

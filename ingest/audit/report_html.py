@@ -1,9 +1,11 @@
 """The human-readable report: one self-contained HTML page (inline CSS, no scripts, no external assets).
 
 Sections: the verdict; a topic x window completeness heatmap (cell colour =
-status, text = completeness, tooltip = the counts); the problem windows with
-their counts, causes and missing-id samples; the run's inputs. Every value from
-the data is HTML-escaped.
+status, text = completeness, tooltip = the counts); the tiers side by side per
+window (producers | source | target | warehouse, the first tier whose count
+drops highlighted in the window's status colour, with the causes); the problem
+windows with their counts, causes and missing-id samples; the run's inputs.
+Every value from the data is HTML-escaped.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import html
 from pathlib import Path
 
 from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
-from ingest.audit.report_json import iso, summary
+from ingest.audit.tiers import drops
+from ingest.audit.report_json import TIER_ORDER, iso, summary, tiers_text
 
 COLOURS = {
     Status.COMPLETE: "#2e7d32", Status.PENDING: "#9e9e9e", Status.DATA_LOSS: "#c62828",
@@ -38,7 +41,8 @@ def _e(value) -> str:
 def _tooltip(r: dict) -> str:
     return (f"{r['status']}: acked {r['produced_acked']}, attempted {r['produced_attempted']}, failed "
             f"{r['produced_failed']}, loaded {r['loaded_distinct']} distinct / {r['loaded_rows']} rows, "
-            f"missing {r['missing']}, duplicates {r['duplicates']}, producers {r['producers_reported']}")
+            f"missing {r['missing']}, duplicates {r['duplicates']}, producers {r['producers_reported']}; "
+            f"tiers {tiers_text(r)}")
 
 
 def heatmap(rows: list[dict]) -> str:
@@ -60,6 +64,38 @@ def heatmap(rows: list[dict]) -> str:
             out.append(f"<td class='cell' style='background:{COLOURS[r['status']]}' "
                        f"title='{_e(_tooltip(r))}'>{_e(text)}</td>")
         out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def tiers_table(rows: list[dict]) -> str:
+    """Per topic window the count at every tier, side by side; the cell where the count first drops is
+    coloured with the window's status and says how many were lost there."""
+    windows = [r for r in rows if r["row_type"] != "producer"]
+    if not windows:
+        return "<p>No windows.</p>"
+    head = ("topic", "window (UTC)", "status") + TIER_ORDER + ("loss tier", "causes")
+    out = ["<table><tr>" + "".join(f"<th class='l'>{_e(h)}</th>" for h in head) + "</tr>"]
+    for r in windows:
+        tiers = r.get("tiers") or {}
+        window = "out of range" if r["row_type"] == "out_of_range" else iso(r["window_start_ms"])
+        lost = drops(tiers) if tiers.get("producers") is not None and tiers.get("warehouse") is not None else {}
+        cells = []
+        for t in TIER_ORDER:
+            n = tiers.get(t)
+            if n is None:
+                cells.append("<td style='color:#9e9e9e'>-</td>")
+            elif t == r.get("loss_tier") and lost.get(t):
+                cells.append(f"<td class='cell' style='background:{COLOURS[r['status']]}' "
+                             f"title='{lost[t]} lost at this tier'>{n} <small>(-{lost[t]})</small></td>")
+            else:
+                cells.append(f"<td>{n}</td>")
+        causes = ", ".join(f"{_e(k)}: {_e(v)}" for k, v in r["causes"].items()) or "-"
+        out.append(
+            f"<tr><td class='l'>{_e(r['topic'])}</td><td class='l'>{_e(window)}</td>"
+            f"<td class='l' style='color:{COLOURS[r['status']]};font-weight:bold'>{_e(r['status'])}</td>"
+            + "".join(cells) + f"<td class='l'>{_e(r.get('loss_tier') or '-')}</td><td class='l'>{causes}</td></tr>"
+        )
     out.append("</table>")
     return "".join(out)
 
@@ -108,6 +144,9 @@ def render(run) -> str:
         f"<p>Windows {_e(iso(run.range_start_ms))} to {_e(iso(run.range_end_ms))} UTC, audited at "
         f"{_e(iso(run.audited_at_ms))} UTC; exit code {run.exit_code}.</p>"
         f"<h2>Completeness by topic and window</h2><p class='legend'>{legend}</p>{heatmap(run.rows)}"
+        f"<h2>Counts per tier</h2><p>Producers acknowledged, read from the source cluster by the mirror, "
+        f"acknowledged by the target cluster, distinct in the warehouse; a coloured cell is the first tier where "
+        f"the count drops ('-': the topic is not mirrored).</p>{tiers_table(run.rows)}"
         f"<h2>Problem windows</h2>{problems_table(run.rows)}"
         f"<h2>Summary</h2><pre>{_e(summary(run, max_problems=50))}</pre>"
         f"<h2>Inputs of this run</h2><table>{inputs}</table>"

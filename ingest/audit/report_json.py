@@ -3,7 +3,9 @@
 ``--report PATH`` gets one JSON object per line, one per topic window (plus
 ``row_type`` ``producer`` rows when asked and one ``out_of_range`` row per
 topic with out-of-range timestamps). Fields: ``reconcile.ROW_FIELDS`` plus
-``audit_run_id`` and ``audited_at_ms``; docs/audit.md describes each.
+``audit_run_id`` and ``audited_at_ms``; docs/audit.md describes each. Among them
+``tiers`` (``{"producers", "source", "target", "warehouse"}``, source and target
+null for a single-cluster topic) and ``loss_tier`` (the first tier whose count drops).
 """
 from __future__ import annotations
 
@@ -45,6 +47,19 @@ def write_json_lines(run, path: str | Path) -> Path:
     return p
 
 
+TIER_ORDER = ("producers", "source", "target", "warehouse")
+
+
+def tiers_text(row: dict) -> str:
+    """``producers 40 > source 30 > target 30 > warehouse 30 (drop at source)``; tiers not counted are left out."""
+    tiers = row.get("tiers") or {}
+    parts = [f"{t} {tiers[t]}" for t in TIER_ORDER if tiers.get(t) is not None]
+    if not parts:
+        return "-"
+    drop = f" (drop at {row['loss_tier']})" if row.get("loss_tier") else ""
+    return " > ".join(parts) + drop
+
+
 def _window_label(row: dict) -> str:
     if row["row_type"] == "out_of_range":
         return "out-of-range timestamps"
@@ -79,7 +94,7 @@ def summary(run, *, max_problems: int = 15) -> str:
         lines.append(
             f"  {r['status']:<15} {r['topic']} {_window_label(r)}: acked {r['produced_acked']}, "
             f"loaded {r['loaded_distinct']} distinct / {r['loaded_rows']} rows, missing {r['missing']}, "
-            f"completeness {comp}; causes {causes}"
+            f"completeness {comp}; causes {causes}; tiers {tiers_text(r)}"
         )
     if len(problems) > max_problems:
         lines.append(f"  ... {len(problems) - max_problems} more problem windows in the report")

@@ -23,7 +23,8 @@ from typing import Sequence
 
 from ingest import znodes
 from ingest.client.discovery import read_brokers, start_kazoo
-from ingest.errors import BrokerUnavailableError, ConfigError, LeaderNotAvailableError, NotLeaderForPartitionError
+from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
+                           NotLeaderForPartitionError)
 from ingest.loader.plan import PartitionSnapshot, Probe
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,26 @@ def segment_starts(config):
             return c.offsets_before(snap.topic, snap.partition, -1, 1 << 30)
 
     return fetch
+
+
+def deleted_segments_asker(config):
+    """A callable: the broker's records of the segments it deleted overlapping ``[start, end)`` of a partition
+    (request 16 DELETED_SEGMENTS; for a replicated partition, its leader's), None when the broker cannot say
+    (an older broker, an error): the lost range is then estimated (:mod:`ingest.loader.lost_ranges`)."""
+
+    def ask(snap: PartitionSnapshot, start: int, end: int):
+        try:
+            with _snapshot_consumer(snap, config) as c:
+                if snap.replicated:
+                    return c.call(snap.topic, snap.partition,
+                                  lambda sc: sc.deleted_segments(snap.topic, snap.partition, start, end))
+                return c.deleted_segments(snap.topic, snap.partition, start, end)
+        except (IngestError, OSError) as exc:  # an exact count only: never fail the plan for it
+            log.warning("cannot ask %s b%d p%d which segments were deleted in [%d, %d) (the lost range is "
+                        "estimated): %s", snap.topic, snap.broker_id, snap.partition, start, end, exc)
+            return None
+
+    return ask
 
 
 def prober(config):

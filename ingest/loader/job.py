@@ -16,6 +16,7 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
 from ingest.loader import commit, layout, manifests
 from ingest.loader.faults import NO_FAULTS, Faults
+from ingest.loader.gap_bounds import bound_lost_ranges
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
@@ -23,6 +24,7 @@ from ingest.loader.reset import removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
 from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
 from ingest.loader.state import LoaderState
+from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
 from ingest.storage import Storage, open_storage
 
@@ -72,7 +74,8 @@ def gc_stale_staging(storage: Storage, hours: int, clock: Clock) -> None:
 
 
 def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], run_id: str, clock: Clock, *,
-              resets: Mapping[PartitionKey, int] | None = None, segment_starts=None, probe=None) -> LoadPlan:
+              resets: Mapping[PartitionKey, int] | None = None, segment_starts=None, probe=None,
+              deleted_segments=None) -> LoadPlan:
     """Filter topics and build the plan (network callables default to the real brokers)."""
     from ingest.loader import discover
 
@@ -82,7 +85,8 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
         run_id=run_id, base_seq=state.seq, snapshots=[s for s in snapshots if s.topic in chosen_set],
         committed=state.offsets, committed_files=lambda key: state.files_of_partition(key),
         resets=resets, segment_starts=segment_starts or discover.segment_starts(config),
-        probe=probe or discover.prober(config), new_partition_start=config["new.partition.start"],
+        probe=probe or discover.prober(config),
+        deleted_segments=deleted_segments or discover.deleted_segments_asker(config), new_partition_start=config["new.partition.start"],
         max_bytes_per_task=config["max.bytes.per.task"], max_bytes_per_run=config["max.bytes.per.run"],
         fail_on_data_loss=config["fail.on.data.loss"], now_ms=clock.time_ms(),
     )
@@ -140,10 +144,11 @@ def new_offsets(plan: LoadPlan, state: LoaderState, outcomes: list[TaskOutcome])
             if s.key not in last_time or s.end_offset > last_time[s.key][0]:
                 last_time[s.key] = (s.end_offset, s.last_time_ms)
     out = dict(state.offsets)
+    summaries = [o.summary for o in outcomes]
     for p in plan.partitions:
         prev = state.offsets.get(p.key)
         lt = last_time[p.key][1] if p.key in last_time else (prev.last_time_ms if prev and not p.replay else None)
-        out[p.key] = OffsetRecord(p.key[0], p.key[1], p.key[2], p.end, lt)
+        out[p.key] = OffsetRecord(p.key[0], p.key[1], p.key[2], p.end, lt, partition_tally(p, prev, summaries))
     return list(out.values())
 
 
@@ -230,6 +235,9 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
         record_plan(record, plan)
         outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
+        if plan.lost_ranges:
+            plan = bound_lost_ranges(storage, plan, state, outcomes)
+            record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
         record["partitions"] = partition_entries(plan, [o.without_damage() for o in outcomes])
         record["lost_ranges"] += [r.to_json() for r in corruption_losses(outcomes, run_id, clock)]
         check_quarantine(outcomes, config["max.quarantine.ratio"])
@@ -372,7 +380,8 @@ def summary_text(record: dict[str, Any]) -> str:
     ]
     for r in record.get("lost_ranges", []):
         lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "
-                     f"[{r['start_offset']}, {r['end_offset']}) {r['bytes']} bytes ~{r['estimated_messages']} messages")
+                     f"[{r['start_offset']}, {r['end_offset']}) {r['bytes']} bytes "
+                     f"{'' if r.get('messages_exact') else '~'}{r['estimated_messages']} messages")
     if record.get("error"):
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

@@ -29,10 +29,15 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from ingest.client.deleted_segments import DeletedSegment
 from ingest.errors import DataLossError, IngestError
+from ingest.loader.lost_ranges import Probe, retention_loss
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
 
 log = logging.getLogger(__name__)
+
+DeletedSegmentsOf = Callable[["PartitionSnapshot", int, int], "Sequence[DeletedSegment] | None"]
+"""The broker's records of the segments it deleted overlapping ``[start, end)`` of a partition (None: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,7 @@ class TaskRange:
     start: int
     end: int
     metadata_brokers: str = ""
+    segment_start: int | None = None  # the last broker segment start in [start, end), for the tally
 
     @property
     def replicated(self) -> bool:
@@ -90,14 +96,6 @@ class TaskRange:
     @property
     def bytes(self) -> int:
         return self.end - self.start
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """What the first fetch at an offset tells: average message size and first event time."""
-
-    avg_message_bytes: float | None
-    first_time_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -175,19 +173,6 @@ def split_range(start: int, end: int, boundaries: Sequence[int], max_bytes: int)
     return pieces
 
 
-def _estimate_lost(
-    snap: PartitionSnapshot, start: int, end: int, prev: OffsetRecord | None, avg_from_state: float | None,
-    probe: Probe, run_id: str, now_ms: int,
-) -> LostRange:
-    avg = avg_from_state or probe.avg_message_bytes
-    est = int(round((end - start) / avg)) if avg else 0
-    return LostRange(
-        topic=snap.topic, broker_id=snap.broker_id, partition=snap.partition, start_offset=start, end_offset=end,
-        bytes=end - start, estimated_messages=est, after_time_ms=prev.last_time_ms if prev else None,
-        before_time_ms=probe.first_time_ms, run_id=run_id, detected_at_ms=now_ms,
-    )
-
-
 def avg_message_bytes(files: Sequence[FileRecord]) -> float | None:
     """Average on-log bytes per message over committed files (None without rows)."""
     seen: dict[tuple[int, int], int] = {}
@@ -208,6 +193,7 @@ def build_plan(
     resets: Mapping[PartitionKey, int] | None = None,
     segment_starts: Callable[[PartitionSnapshot], Sequence[int]] = lambda snap: (),
     probe: Callable[[PartitionSnapshot, int], Probe] = lambda snap, offset: Probe(None, None),
+    deleted_segments: DeletedSegmentsOf = lambda snap, start, end: None,
     new_partition_start: str = "earliest",
     max_bytes_per_task: int = 128 * 1024 * 1024,
     max_bytes_per_run: int = 0,
@@ -225,13 +211,27 @@ def build_plan(
         IngestError: a committed offset is beyond the broker's latest offset.
     """
     decisions = decide_starts(snapshots, committed, committed_files=committed_files, resets=resets or {},
-                              probe=probe, new_partition_start=new_partition_start, run_id=run_id, now_ms=now_ms)
+                              probe=probe, deleted_segments=deleted_segments, new_partition_start=new_partition_start,
+                              run_id=run_id, now_ms=now_ms)
     if fail_on_data_loss:
         check_data_loss(decisions)
     capped = bool(max_bytes_per_run) and sum(max(0, d.snapshot.latest - d.start) for d in decisions) > max_bytes_per_run
-    pieces = split_pieces(decisions, segment_starts, max_bytes_per_task, every_segment=capped)
+    starts_of = _asked_once(segment_starts)
+    pieces = split_pieces(decisions, starts_of, max_bytes_per_task, every_segment=capped)
     taken = share_run_budget(pieces, max_bytes_per_run) if capped else pieces
-    return LoadPlan(run_id, base_seq, assign_tasks(decisions, taken, max_bytes_per_task))
+    return LoadPlan(run_id, base_seq, assign_tasks(decisions, taken, max_bytes_per_task, segment_starts=starts_of))
+
+
+def _asked_once(segment_starts: Callable[[PartitionSnapshot], Sequence[int]]):
+    """``segment_starts`` asking the broker at most once per partition in this plan."""
+    seen: dict[PartitionKey, tuple[int, ...]] = {}
+
+    def ask(snap: PartitionSnapshot) -> tuple[int, ...]:
+        if snap.key not in seen:
+            seen[snap.key] = tuple(segment_starts(snap))
+        return seen[snap.key]
+
+    return ask
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +249,7 @@ def decide_starts(
     snapshots: Sequence[PartitionSnapshot], committed: Mapping[PartitionKey, OffsetRecord], *,
     committed_files: Callable[[PartitionKey], Sequence[FileRecord]], resets: Mapping[PartitionKey, int],
     probe: Callable[[PartitionSnapshot, int], Probe], new_partition_start: str, run_id: str, now_ms: int,
+    deleted_segments: DeletedSegmentsOf = lambda snap, start, end: None,
 ) -> list[StartDecision]:
     """The start of every partition (by key) and what retention lost before it.
 
@@ -273,10 +274,12 @@ def decide_starts(
             else:
                 start = snap.earliest
                 if snap.earliest > 0:
-                    lost = _estimate_lost(snap, 0, snap.earliest, None, None, probe(snap, snap.earliest), run_id, now_ms)
+                    lost = retention_loss(snap.key, 0, snap.earliest, None, None, probe(snap, snap.earliest),
+                                          deleted_segments(snap, 0, snap.earliest), run_id, now_ms)
         elif c_eff < snap.earliest:
             avg = avg_message_bytes(committed_files(snap.key))
-            lost = _estimate_lost(snap, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest), run_id, now_ms)
+            lost = retention_loss(snap.key, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest),
+                                  deleted_segments(snap, c_eff, snap.earliest), run_id, now_ms)
             start = snap.earliest
         elif c_eff > snap.latest and snap.replicated and snap.key not in resets:
             # a new leader's high watermark lags the old one's until its followers fetch again
@@ -353,8 +356,13 @@ def share_run_budget(pieces: Mapping[PartitionKey, list[tuple[int, int]]],
 
 
 def assign_tasks(decisions: Sequence[StartDecision], taken: Mapping[PartitionKey, list[tuple[int, int]]],
-                 max_bytes_per_task: int) -> tuple[PartitionPlan, ...]:
-    """Merge consecutive pieces into tasks of at most ``max_bytes_per_task``; task ids count from 0."""
+                 max_bytes_per_task: int, *,
+                 segment_starts: Callable[[PartitionSnapshot], Sequence[int]] = lambda snap: ()) -> tuple[PartitionPlan, ...]:
+    """Merge consecutive pieces into tasks of at most ``max_bytes_per_task``; task ids count from 0.
+
+    Each task learns the last segment start inside its range (``TaskRange.segment_start``,
+    for the partition's tally: :mod:`ingest.loader.tally`).
+    """
     out: list[PartitionPlan] = []
     task_id = 0
     for d in decisions:
@@ -365,10 +373,17 @@ def assign_tasks(decisions: Sequence[StartDecision], taken: Mapping[PartitionKey
                 ranges[-1][1] = e
             else:
                 ranges.append([s, e])
+        starts = segment_starts(snap) if ranges else ()
         tasks = tuple(TaskRange(task_id + i, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, s, e,
-                                snap.metadata_brokers)
+                                snap.metadata_brokers, last_segment_start(starts, s, e))
                       for i, (s, e) in enumerate(ranges))
         task_id += len(tasks)
         end = tasks[-1].end if tasks else d.start
         out.append(PartitionPlan(snap, d.committed, d.start, end, d.lost, d.replay, tasks))
     return tuple(out)
+
+
+def last_segment_start(starts: Sequence[int], start: int, end: int) -> int | None:
+    """The greatest segment start in ``[start, end)`` (None: the range lies inside one segment begun before it)."""
+    inside = [b for b in starts if start <= b < end]
+    return max(inside) if inside else None

@@ -39,17 +39,26 @@ class OffsetRecord:
     partition: int
     offset: int
     last_time_ms: int | None = None  # header.time of the last loaded message, for lost-range edges
+    # SegmentTally [segment_start, messages]: the loader consumed ``messages`` messages in
+    # [segment_start, offset), segment_start being the broker segment holding ``offset``;
+    # None when unknown. Makes the count of a retention gap starting at ``offset`` exact.
+    tally: tuple[int, int] | None = None
 
     @property
     def key(self) -> PartitionKey:
         return (self.topic, self.broker_id, self.partition)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["tally"] = list(self.tally) if self.tally is not None else None
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "OffsetRecord":
-        return _from_dict(cls, d)
+        rec = _from_dict(cls, d)
+        if rec.tally is not None:
+            object.__setattr__(rec, "tally", (int(rec.tally[0]), int(rec.tally[1])))
+        return rec
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +122,15 @@ class LostRange:
     ``estimated_messages`` from the task's average message size,
     ``after_time_ms``/``before_time_ms`` the event times of the loaded messages
     around the range). Records written before ``cause`` existed read as retention.
+
+    ``messages_exact``: ``estimated_messages`` is the exact count of the messages
+    the range held (from the broker's records of the segments it deleted and the
+    loader's tally, see docs/loader.md), not an estimate from sizes.
+    ``session_bounds``: ``(session, after_seq, before_seq)`` per producer session
+    seen next to the range: the highest seq of that session loaded just before it
+    and the lowest loaded just after it (None: no message of the session on that
+    side). The range can hold only seqs strictly between them; sessions not listed
+    are unbounded. Records written before these fields read as inexact, unbounded.
     """
 
     topic: str
@@ -127,19 +145,26 @@ class LostRange:
     run_id: str
     detected_at_ms: int
     cause: str = RETENTION
+    messages_exact: bool = False
+    session_bounds: tuple[tuple[str, int | None, int | None], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["session_bounds"] = [list(b) for b in self.session_bounds]
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "LostRange":
-        return _from_dict(cls, d)
+        rec = _from_dict(cls, d)
+        if rec.session_bounds:
+            object.__setattr__(rec, "session_bounds", tuple(tuple(b) for b in rec.session_bounds))
+        return rec
 
     def describe(self) -> str:
+        count = f"{self.estimated_messages} messages" if self.messages_exact else f"~{self.estimated_messages} messages"
         return (
             f"{self.topic} broker {self.broker_id} partition {self.partition}: offsets "
-            f"[{self.start_offset}, {self.end_offset}) = {self.bytes} bytes, ~{self.estimated_messages} messages"
-            f" ({self.cause})"
+            f"[{self.start_offset}, {self.end_offset}) = {self.bytes} bytes, {count} ({self.cause})"
         )
 
 

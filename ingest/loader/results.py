@@ -104,6 +104,8 @@ class TaskSummary:
     duration_ms: int
     cpu_ms: int
     last_time_ms: int | None      # event time of the last loaded message (None: nothing loaded)
+    tally_start: int | None = None     # the task's TaskRange.segment_start (ingest.loader.tally)
+    tally_messages: int | None = None  # messages consumed at/after tally_start (all when None); None: unknown
 
     @property
     def key(self) -> PartitionKey:

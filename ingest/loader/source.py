@@ -34,6 +34,7 @@ RESULT_FIELDS: tuple[tuple[str, str], ...] = (
     ("end_offset", "long"), ("rows", "long"), ("bytes", "long"), ("format", "string"), ("dt", "string"),
     ("hour", "int"), ("schema_id", "int"), ("min_time_ms", "long"), ("max_time_ms", "long"),
     ("messages", "long"), ("quarantined", "long"), ("duration_ms", "long"), ("last_time_ms", "long"), ("cpu_ms", "long"),
+    ("tally_start", "long"), ("tally_messages", "long"),
 )
 """Columns of the Spark result (name, Spark SQL type), in order: the union of
 :class:`~ingest.loader.results.StagedFile`'s and :class:`~ingest.loader.results.TaskSummary`'s

@@ -15,14 +15,15 @@ How to read it::
 
     state = LoaderState.load(open_storage("hdfs://nn:8020/data/events"))
     state.seq                          # int: the current commit (0 = nothing committed yet)
-    state.offsets                      # {(topic, broker_id, partition): OffsetRecord(offset, last_time_ms, ...)}
+    state.offsets                      # {(topic, broker_id, partition): OffsetRecord(offset, last_time_ms, tally)}
     state.files(topic="pageviews")     # [FileRecord(path, topic, broker_id, partition, start_offset,
                                        #   end_offset, rows, format, dt, hour, bytes, schema_id,
                                        #   min_time_ms, max_time_ms, kind, run_id, sources)]
     state.full_path(rec)               # storage path;  state.spark_path(rec): what Spark reads
     state.lost_ranges(topic=None)      # [LostRange(topic, broker_id, partition, start_offset, end_offset,
                                        #   bytes, estimated_messages, after_time_ms, before_time_ms,
-                                       #   run_id, detected_at_ms)]
+                                       #   run_id, detected_at_ms, cause, messages_exact,
+                                       #   session_bounds: ((session, after_seq, before_seq), ...))]
     run_records(storage)               # [dict] every run record, oldest first (JSON of docs/loader.md)
 
 Guarantees: loading only reads; it never renames, deletes or writes anything

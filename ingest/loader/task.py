@@ -31,6 +31,7 @@ from ingest.loader import layout
 from ingest.loader.faults import Faults
 from ingest.loader.quarantine import QUARANTINE_FORMAT, QuarantinedMessage, quarantine_file_bytes
 from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
+from ingest.loader.tally import counted_before, task_tally
 
 if TYPE_CHECKING:
     from ingest.loader.plan import TaskRange
@@ -83,6 +84,7 @@ class Staged:
     buckets: dict[tuple[int, int], _Bucket] = field(default_factory=dict)
     quarantine: list[QuarantinedMessage] = field(default_factory=list)
     damaged: list[list] = field(default_factory=list)
+    corrupt_offsets: list[int] = field(default_factory=list)  # messages that failed their CRC
     messages: int = 0
     last_time_ms: int | None = None
 
@@ -101,8 +103,12 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     own_consumer = consumer is None
     if own_consumer:
         consumer = open_consumer(task, settings)
+    before = [0]  # messages consumed before task.segment_start (the tally counts the rest)
     try:
-        stage_messages(read_range(consumer, task, settings), task, settings, storage, decoder, staged)
+        items = read_range(consumer, task, settings)
+        if task.segment_start is not None and task.segment_start > task.start:
+            items = counted_before(items, task.segment_start, before)
+        stage_messages(items, task, settings, storage, decoder, staged)
     finally:
         if own_consumer:
             consumer.close()
@@ -116,7 +122,9 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
         task_id=task.task_id, attempt=attempt, topic=task.topic, broker_id=task.broker_id, partition=task.partition,
         start_offset=task.start, end_offset=task.end, messages=staged.messages, quarantined=len(staged.quarantine),
         duration_ms=int((time.monotonic() - began) * 1000), cpu_ms=int((time.process_time() - cpu_began) * 1000),
-        last_time_ms=staged.last_time_ms)
+        last_time_ms=staged.last_time_ms, tally_start=task.segment_start,
+        tally_messages=task_tally(task.segment_start, task.start, staged.messages + len(staged.quarantine), before[0],
+                                  staged.corrupt_offsets, staged.damaged))
     log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files, %d damaged ranges skipped",
              task.task_id, task.topic, task.broker_id, task.partition, task.start, task.end, summary.messages,
              summary.quarantined, len(files), len(damaged))
@@ -198,6 +206,7 @@ def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, sto
     try:
         for item in items:
             if item.__class__ is Corrupt:
+                staged.corrupt_offsets.append(item.offset)
                 quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))
                 continue
             if item.__class__ is Damaged:

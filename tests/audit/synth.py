@@ -21,6 +21,8 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "conf" / "schemas"
 W = 600_000
 T0 = 1_763_800_000_000 - 1_763_800_000_000 % 3_600_000  # an hour edge (2025-11-22 08:00 UTC)
 AUDIT_TOPIC = "audit-monitoring"
+MIRROR_TOPIC = "audit-mirror"          # the mirror's tier counts (monitoring schema)
+MIRROR_LOST_TOPIC = "audit-mirror-lost"  # the mirror's lost ranges (MirrorLostRange)
 
 _event_ids = itertools.count()
 
@@ -53,8 +55,24 @@ def mon(session: str, topic: str, window_start: int, *, report_seq: int, acked: 
     }
 
 
+def mirror_lost(topic: str, messages: int, after: int | None, before: int | None, bounds=(), *, exact=True,
+                start: int = 0, event_id: str | None = None, cluster: str = "dc1") -> dict:
+    """A MirrorLostRange record (conf/schemas/mirror_lost_range.avsc); bounds = [(session, after, before)]."""
+    return {
+        "header": {"time": before or 1, "server": "mirror-host", "service": f"mirror:{cluster}",
+                   "session": "mirror-lost", "seq": start},
+        "event_id": event_id or f"lost-{next(_event_ids)}", "mirror_group": "mirror", "source_cluster": cluster,
+        "topic": topic, "broker_id": 0, "partition": 0, "start_offset": start, "end_offset": start + 100 * messages,
+        "bytes": 100 * messages, "messages": messages, "messages_exact": exact, "after_time_ms": after,
+        "before_time_ms": before,
+        "session_bounds": [{"session": s, "after_seq": a, "before_seq": b} for s, a, b in bounds],
+        "target_partition": 0, "target_offset": None, "detected_at_ms": 1,
+    }
+
+
 def _schema(topic: str) -> dict:
-    name = "monitoring_event" if topic == AUDIT_TOPIC else "page_view"
+    name = {AUDIT_TOPIC: "monitoring_event", MIRROR_TOPIC: "monitoring_event",
+            MIRROR_LOST_TOPIC: "mirror_lost_range"}.get(topic, "page_view")
     return json.loads((SCHEMAS / f"{name}.avsc").read_text())
 
 
@@ -124,7 +142,10 @@ _MON_ARROW = pa.schema([("header", _HEADER)] + [
 def _encode(records: list[dict], fmt: str, topic: str) -> bytes:
     buf = io.BytesIO()
     if fmt == "parquet":
-        schema = _MON_ARROW if topic == AUDIT_TOPIC else None
+        from ingest.loader.writers import arrow_schema  # the loader's own Avro -> Arrow mapping
+
+        schema = _MON_ARROW if topic == AUDIT_TOPIC else (
+            arrow_schema(_schema(topic)) if topic in (MIRROR_TOPIC, MIRROR_LOST_TOPIC) else None)
         pq.write_table(pa.Table.from_pylist(records, schema=schema), buf)
     else:
         fastavro.writer(buf, fastavro.parse_schema(_schema(topic)), records)
