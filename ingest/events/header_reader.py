@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 from ingest.errors import SchemaNotFoundError
 from ingest.events.envelope import HEADER_FIELD, HEADER_RECORD, HEADER_SCHEMA, MAGIC_BYTE, PREFIX_SIZE, has_header
@@ -33,8 +33,13 @@ log = logging.getLogger(__name__)
 
 _FAST = 1            # cache value: header is the first field, decode the bytes directly
 _NONE = 0            # cache value: no header (or unknown id)
-_TIME_KEY_END = PREFIX_SIZE + 6  # payload[1:11]: schema id + the 6 bytes of a ms time varint
-_TIME_CACHE_SIZE = 1 << 16       # cleared when full (a cache, not state)
+TIME_PREFIX = PREFIX_SIZE + 6
+"""Bytes of a payload that decide its header time (magic, schema id, a 6-byte ms time varint)."""
+NEEDS_PAYLOAD = object()
+""":meth:`HeaderReader.prefix_time`'s answer when the prefix does not decide the time."""
+_MISS = object()
+_PREFIX_CACHE_SIZE = 1 << 16  # cleared when full (a cache, not state)
+_STRINGS_CACHE_SIZE = 1 << 12  # (server, service, session) of recent producer sessions
 _FIELDS = [(f["name"], f["type"]) for f in HEADER_SCHEMA["fields"]]
 
 
@@ -76,47 +81,64 @@ def _varint(p: bytes, pos: int) -> tuple[int, int]:
     return (n >> 1) ^ -(n & 1), pos
 
 
-def decode_header_at(p: bytes, pos: int) -> EventHeader:
+def decode_header_at(p: bytes, pos: int, strings_cache: dict | None = None) -> EventHeader:
     """The EventHeader whose Avro encoding starts at ``p[pos]`` (inlined: this is the hot path).
+
+    ``strings_cache``: maps the encoded (server, service, session) bytes to the decoded
+    strings; they repeat in every message of a producer session, so a hit saves three
+    slices and three UTF-8 decodes (the caller bounds it).
 
     Raises:
         ValueError / IndexError / UnicodeDecodeError: the bytes are not an EventHeader.
     """
-    b = p[pos]  # time: zigzag varint
-    pos += 1
-    n = b & 0x7F
-    shift = 7
-    while b & 0x80:
-        b = p[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-    time_ms = (n >> 1) ^ -(n & 1)
+    size = len(p)
+    if size > pos + 6 and p[pos + 5] < 0x80 and p[pos] & p[pos + 1] & p[pos + 2] & p[pos + 3] & p[pos + 4] & 0x80:
+        b0, b1, b2, b3, b4, b5 = p[pos:pos + 6]  # a 6-byte time varint (ms from 2004 to 2039), unrolled
+        n = (b0 & 0x7F) | (b1 & 0x7F) << 7 | (b2 & 0x7F) << 14 | (b3 & 0x7F) << 21 | (b4 & 0x7F) << 28 | b5 << 35
+        time_ms = (n >> 1) ^ -(n & 1)
+        pos += 6
+    else:
+        time_ms, pos = _varint(p, pos)
+    n1 = p[pos]
+    if n1 < 0x80 and not n1 & 1:  # one-byte lengths (strings up to 63 bytes): the common case
+        e1 = pos + 1 + (n1 >> 1)
+        n2 = p[e1]
+        if n2 < 0x80 and not n2 & 1:
+            e2 = e1 + 1 + (n2 >> 1)
+            n3 = p[e2]
+            if n3 < 0x80 and not n3 & 1:
+                e3 = e2 + 1 + (n3 >> 1)
+                if e3 > size:
+                    raise ValueError("string runs past the payload")
+                key = p[pos:e3]
+                strings = strings_cache.get(key) if strings_cache is not None else None
+                if strings is None:
+                    strings = (p[pos + 1:e1].decode("utf-8"), p[e1 + 1:e2].decode("utf-8"),
+                               p[e2 + 1:e3].decode("utf-8"))
+                    if strings_cache is not None:
+                        strings_cache[key] = strings
+                pos = e3
+                return _with_seq(p, pos, time_ms, strings)
     strings = []
     for _ in (0, 1, 2):  # server, service, session: zigzag varint length + UTF-8
-        n = p[pos]
-        if n < 0x80 and not n & 1:  # one-byte length (up to 63 bytes): the common case
-            end = pos + 1 + (n >> 1)
-            pos += 1
-        else:
-            n, pos = _varint(p, pos)
-            if n < 0:
-                raise ValueError(f"negative string length {n}")
-            end = pos + n
-        if end > len(p):
+        n, pos = _varint(p, pos)
+        if n < 0:
+            raise ValueError(f"negative string length {n}")
+        end = pos + n
+        if end > size:
             raise ValueError("string runs past the payload")
         strings.append(p[pos:end].decode("utf-8"))
         pos = end
-    b = p[pos]  # seq: zigzag varint
-    pos += 1
-    n = b & 0x7F
-    shift = 7
-    while b & 0x80:
-        b = p[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-    return _new_header(EventHeader, (time_ms, strings[0], strings[1], strings[2], (n >> 1) ^ -(n & 1)))
+    return _with_seq(p, pos, time_ms, strings)
+
+
+def _with_seq(p: bytes, pos: int, time_ms: int, strings: Any) -> EventHeader:
+    b = p[pos]
+    if b < 0x80:
+        seq = (b >> 1) ^ -(b & 1)
+    else:
+        seq, _ = _varint(p, pos)
+    return _new_header(EventHeader, (time_ms, strings[0], strings[1], strings[2], seq))
 
 
 _new_header = tuple.__new__  # EventHeader without the Python-level __new__ call
@@ -129,7 +151,8 @@ class HeaderReader:
         self.registry = registry
         self._kinds: dict[bytes, Any] = {}  # 4 schema-id bytes -> _FAST, _NONE or a parsed fastavro schema
         self.unreadable = 0  # payloads of a known header schema whose bytes did not decode
-        self._times: dict[bytes, int] = {}  # schema id + first 6 body bytes -> header.time (fast schemas)
+        self._strings: dict[bytes, tuple[str, str, str]] = {}  # see decode_header_at
+        self._prefixes: dict[bytes, Any] = {}  # payload[:TIME_PREFIX] -> time, None or NEEDS_PAYLOAD
 
     def _kind(self, id_bytes: bytes) -> Any:
         kind = self._kinds.get(id_bytes)
@@ -169,7 +192,9 @@ class HeaderReader:
             kind = self._kind(payload[1:PREFIX_SIZE])
         try:
             if kind == _FAST:
-                return decode_header_at(payload, PREFIX_SIZE)
+                if len(self._strings) >= _STRINGS_CACHE_SIZE:
+                    self._strings.clear()
+                return decode_header_at(payload, PREFIX_SIZE, self._strings)
             if kind == _NONE:
                 return None
             return self._slow(payload, kind)
@@ -180,40 +205,86 @@ class HeaderReader:
     def time_of(self, payload: bytes) -> int | None:
         """``header.time`` of ``payload`` (bytes), or None like :meth:`read`.
 
-        The hot path of window counting: a payload whose schema id and first 6 body bytes were
-        seen before costs one slice and one dict look-up (a millisecond time since 2004 is a
-        6-byte varint, and messages of the same millisecond share those bytes); otherwise only
-        the time varint is decoded.
+        The hot path of window counting: the time is looked up by the payload's first
+        :data:`TIME_PREFIX` bytes (see :meth:`prefix_time`), so a payload whose prefix was seen
+        before costs one slice and one dict look-up.
         """
-        if not payload or payload[0]:
-            return None
-        t = self._times.get(payload[1:_TIME_KEY_END])
-        if t is not None:
-            return t
-        return self._time_slow(payload)
+        t = self._prefixes.get(payload[:TIME_PREFIX], _MISS)
+        if t is _MISS:
+            t = self.prefix_time(payload[:TIME_PREFIX])
+        if t is NEEDS_PAYLOAD:
+            h = self.read(payload)
+            return None if h is None else h.time
+        return t
 
-    def _time_slow(self, payload: bytes) -> int | None:
-        if len(payload) <= PREFIX_SIZE:
-            return None
-        kind = self._kinds.get(payload[1:PREFIX_SIZE])
-        if kind is None:
-            kind = self._kind(payload[1:PREFIX_SIZE])
-        if kind == _FAST:
-            try:
-                t, pos = _varint(payload, PREFIX_SIZE)
-            except IndexError:
-                self.unreadable += 1
-                return None
-            if pos <= _TIME_KEY_END and len(payload) >= _TIME_KEY_END:
-                # the key holds every byte of the varint, so it determines the time
-                if len(self._times) >= _TIME_CACHE_SIZE:
-                    self._times.clear()
-                self._times[payload[1:_TIME_KEY_END]] = t
+    def prefix_time(self, prefix: bytes) -> Any:
+        """``header.time`` of any payload that starts with ``prefix`` = ``payload[:TIME_PREFIX]``.
+
+        The magic byte, the schema id and, for a schema with the header first, the time varint
+        (6 bytes for a millisecond time between 2004 and 2039) are all in the prefix, so the
+        prefix alone decides: an int, None (no readable header), or :data:`NEEDS_PAYLOAD`
+        (the header is elsewhere in the record, or the varint is longer than the prefix).
+        A prefix shorter than :data:`TIME_PREFIX` is a whole payload. Results are cached.
+
+        Raises:
+            RegistryUnavailableError: the schema of a new id cannot be fetched (not cached).
+        """
+        t = self._prefixes.get(prefix, _MISS)
+        if t is not _MISS:
             return t
+        t = self._resolve_prefix(prefix)
+        if len(self._prefixes) >= _PREFIX_CACHE_SIZE:
+            self._prefixes.clear()
+        self._prefixes[prefix] = t
+        return t
+
+    def prefix_times(self, prefixes: Iterable[bytes]) -> list[Any]:
+        """:meth:`prefix_time` of each prefix (one call for a whole message set; the common case inlined)."""
+        cache = self._prefixes
+        kinds = self._kinds
+        out = []
+        append = out.append
+        for prefix in prefixes:
+            t = cache.get(prefix, _MISS)
+            if t is _MISS:
+                if len(prefix) == TIME_PREFIX and prefix[0] == MAGIC_BYTE and kinds.get(prefix[1:PREFIX_SIZE]) == _FAST:
+                    b0, b1, b2, b3, b4, b5 = prefix[PREFIX_SIZE:]
+                    if b5 < 0x80 and b0 & b1 & b2 & b3 & b4 & 0x80:
+                        n = ((b0 & 0x7F) | (b1 & 0x7F) << 7 | (b2 & 0x7F) << 14 | (b3 & 0x7F) << 21
+                             | (b4 & 0x7F) << 28 | b5 << 35)
+                        t = (n >> 1) ^ -(n & 1)
+                        if len(cache) >= _PREFIX_CACHE_SIZE:
+                            cache.clear()
+                        cache[prefix] = t
+                        append(t)
+                        continue
+                t = self.prefix_time(prefix)
+            append(t)
+        return out
+
+    def _resolve_prefix(self, prefix: bytes) -> Any:
+        if len(prefix) <= PREFIX_SIZE or prefix[0] != MAGIC_BYTE:
+            return None
+        kind = self._kinds.get(prefix[1:PREFIX_SIZE])
+        if kind is None:
+            kind = self._kind(prefix[1:PREFIX_SIZE])
         if kind == _NONE:
             return None
-        h = self.read(payload)
-        return None if h is None else h.time
+        if kind != _FAST:
+            return NEEDS_PAYLOAD
+        if len(prefix) == TIME_PREFIX:  # unrolled: a 6-byte varint (ms times from 2004 to 2039)
+            b0, b1, b2, b3, b4, b5 = prefix[PREFIX_SIZE:]
+            if b5 < 0x80 and b0 & b1 & b2 & b3 & b4 & 0x80:
+                n = (b0 & 0x7F) | (b1 & 0x7F) << 7 | (b2 & 0x7F) << 14 | (b3 & 0x7F) << 21 | (b4 & 0x7F) << 28 | b5 << 35
+                return (n >> 1) ^ -(n & 1)
+        try:
+            t, _ = _varint(prefix, PREFIX_SIZE)
+        except IndexError:  # the varint runs past the prefix
+            if len(prefix) < TIME_PREFIX:  # ... which is the whole payload: cut short
+                self.unreadable += 1
+                return None
+            return NEEDS_PAYLOAD
+        return t
 
     def _slow(self, payload: bytes, parsed: Any) -> EventHeader | None:
         import fastavro  # deferred (see _lookup)

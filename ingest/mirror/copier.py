@@ -41,7 +41,7 @@ from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, O
                            OffsetOutOfRangeError)
 from ingest.mirror import lost_ranges as lr
 from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
-from ingest.mirror.copier_io import TRANSIENT, count_range, publish_safely, read_target
+from ingest.mirror.copier_io import TRANSIENT, publish_safely
 from ingest.mirror.fallback import FallbackSender
 from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, MirrorUnit
 from ingest.mirror.source_reader import SourceReader
@@ -98,7 +98,10 @@ class PartitionCopier:
         self._last_time_ms: int | None = None
         self._recent: deque[tuple[int, bytes]] = deque()  # (source offset, set): the last <= 1 MiB copied
         self._recent_bytes = 0
-        self._unpublished: list[dict] = []
+        self._uncounted: deque[tuple[int, int | None, bytes, bool]] = deque()  # copied, not counted yet
+        self._counted: tuple[int, int | None] = (0, 0)   # (source, target) offsets counted up to: checkpointed
+        self._recount_from: int | None = None             # [from, to) of the source to re-read for counting only
+        self._recount_to = self._recount_delta = 0
         self._pending_lost: list[dict] = []
         self._bounds_from: int | None = None
 
@@ -125,6 +128,7 @@ class PartitionCopier:
                 try:
                     if self.position is None:
                         self._start()
+                    self._drain_counts()
                     moved = self._step()
                     if self.clock.monotonic() >= self._next_checkpoint:
                         self._checkpoint()
@@ -161,6 +165,7 @@ class PartitionCopier:
         self.counter = self.counter_factory(cp.counts) if self.counter_factory is not None else None
         self._pending_lost = list(cp.pending_lost)
         self._cp = cp
+        self._counted = (cp.source_offset, cp.target_offset)
         if self.unit.fallback:
             self.position = cp.source_offset
         else:
@@ -174,12 +179,11 @@ class PartitionCopier:
             if self.position > cp.source_offset:
                 self._recount(cp.source_offset, self.position)
         self._bounds_from = cp.bounds_from
-        log.info("%s: %s from source offset %d%s", self.unit, self.mode, self.position,
-                 "" if self.target_end is None else f" (target offset {self.target_end})")
+        log.info("%s: %s from source offset %d%s; checkpoint (%d, %s), %d message(s) re-counted", self.unit,
+                 self.mode, self.position, "" if self.target_end is None else f" (target end {self.target_end})",
+                 cp.source_offset, cp.target_offset, self.stats["recounted_messages"])
         self._next_checkpoint = self.clock.monotonic() + self.interval_s
         self._publish_lost()
-        if self.counter is not None:
-            self._unpublished = list(getattr(self.counter, "pending_events", lambda: [])())
         self.state = "copying"
 
     def _step(self) -> bool:
@@ -201,30 +205,54 @@ class PartitionCopier:
             except OffsetMismatchError as exc:
                 self._resync(exc.log_end)
                 return True
-            self.target_end += len(data)
-        self._copied(self.position, data)
+        self._uncounted.append((self.position, self.target_end, data, False))
         self.position += len(data)
+        if self.target_end is not None:
+            self.target_end += len(data)
         self.state = "copying"
+        self._drain_counts()
         return True
 
-    def _copied(self, offset: int, data: bytes, *, recount: bool = False) -> None:
-        n = self.counter.count(data) if self.counter is not None else lr.count_messages(data)
-        self.stats["recounted_messages" if recount else "messages"] += n
-        if not recount:
-            self.stats["bytes"] += len(data)
-            self.stats["sets"] += 1
-        self._last_set = data
-        self._recent.append((offset, data))
-        self._recent_bytes += len(data)
-        while self._recent_bytes - len(self._recent[0][1]) >= lr.BOUNDS_BYTES:
-            self._recent_bytes -= len(self._recent.popleft()[1])
+    def _drain_counts(self) -> None:
+        """Count the copied sets not counted yet, in order (a count fails only while the schema registry is
+        away: the set stays queued, no new fetch happens, and checkpoints stay at the counted offsets)."""
+        while self._uncounted or self._recount_from is not None:
+            if not self._uncounted:
+                self._next_recount()
+                continue
+            offset, target_offset, data, recount = self._uncounted[0]
+            n = self.counter.count(data) if self.counter is not None else lr.count_messages(data)
+            self._uncounted.popleft()
+            self.stats["recounted_messages" if recount else "messages"] += n
+            if not recount:
+                self.stats["bytes"] += len(data)
+                self.stats["sets"] += 1
+            self._counted = (offset + len(data), None if target_offset is None else target_offset + len(data))
+            self._last_set = data
+            self._recent.append((offset, data))
+            self._recent_bytes += len(data)
+            while self._recent_bytes - len(self._recent[0][1]) >= lr.BOUNDS_BYTES:
+                self._recent_bytes -= len(self._recent.popleft()[1])
 
     def _recount(self, start: int, end: int) -> None:
-        """Count ``[start, end)`` of the source (already in the target) without copying it."""
-        counted = count_range(self.source, start, end, lambda off, s: self._copied(off, s, recount=True))
-        if counted < end:
-            log.warning("%s: source offsets %d..%d could not be re-read for counting (from %d on: %s); the "
-                        "counts of this mirror tier miss them", self.unit, start, end, counted, "deleted")
+        """Count ``[start, end)`` of the source (already in the target) without copying it: fetched and counted
+        one set at a time by :meth:`_drain_counts`."""
+        self._recount_from, self._recount_to = start, end
+        self._recount_delta = self.position - self.target_end
+
+    def _next_recount(self) -> None:
+        start, end = self._recount_from, self._recount_to
+        try:
+            data = self.source.fetch_set(start, min(self.source.fetch_size, end - start))[:end - start]
+        except OffsetOutOfRangeError:
+            data = b""
+        if not data:
+            log.warning("%s: source offsets %d..%d could not be re-read for counting (deleted?); the mirror tier's "
+                        "counts miss them", self.unit, start, end)
+            self._recount_from = None
+            return
+        self._uncounted.append((start, start - self._recount_delta, data, True))
+        self._recount_from = start + len(data) if start + len(data) < end else None
 
     def _resync(self, log_end: int | None) -> None:
         """OFFSET_MISMATCH: the target ends at ``log_end``, not where we thought."""
@@ -240,6 +268,7 @@ class PartitionCopier:
         pos = cp.source_offset + (end - cp.target_offset)
         log.info("%s: target end %d, expected %d; resuming at source offset %d", self.unit, end, self.target_end, pos)
         if pos > self.position:
+            self.target_end = end - (pos - self.position)
             self._recount(self.position, pos)
         elif pos < self.position:
             log.error("%s: the target lost acknowledged data (it ends at %d, below %d); copying source %d..%d again",
@@ -252,7 +281,7 @@ class PartitionCopier:
             self._lost_range(earliest)
             return True
         latest = self.source.latest()
-        if self.position > latest:
+        if self.position >= latest:
             self.state = f"waiting: the source ends at {latest}, below the mirror position {self.position}"
             log.debug("%s: %s", self.unit, self.state)
             return False
@@ -266,6 +295,12 @@ class PartitionCopier:
         from ingest.client.deleted_segments import SegmentTally, gap_message_count
 
         pos = self.position
+        record = lr.find_lost_range(self.store.zk, self.group, self.unit, pos)
+        if record is not None and record["end_offset"] <= earliest:
+            # recorded before a crash that came before the checkpoint moved: the same gap, not a new one
+            log.info("%s: the lost range %d..%d was recorded before; going on after it", self.unit, pos,
+                     record["end_offset"])
+            return self._past_gap(record)
         try:
             deleted = self.source.deleted_segments(pos, earliest)
         except TRANSIENT:
@@ -276,64 +311,43 @@ class PartitionCopier:
         tally = SegmentTally(None, 0)
         st = lr.straddling(deleted, pos)
         if st is not None:
-            n = self._messages_since(st.start)
+            n = lr.messages_since(self._recent, st.start, None if self.unit.fallback else self.target,
+                                  self.position, self.target_end)
             tally = SegmentTally(st.start, n) if n is not None else SegmentTally(None, 0)
         count, exact = gap_message_count(deleted, pos, earliest, tally)
         if count is None or (st is not None and tally.segment_start is None):
             count, exact = lr.estimate_messages(earliest - pos, self.stats["bytes"], self.stats["messages"]), False
-        after = self._after_scan()
+        after = lr.after_scan(self._recent, self.header_reader, None if self.unit.fallback else self.target,
+                              self._bounds_from, self.target_end)
         first = self.source.fetch_set(earliest)
         before = lr.scan_headers(first, self.header_reader, earliest)
-        record = lr.lost_range_record(group=self.group, unit=self.unit, session=self.session,
-                                      mirror_server=self.mirror_server, start=pos, end=earliest, messages=count,
-                                      exact=exact, after=after, before=before, target_offset=self.target_end,
+        record = lr.lost_range_record(group=self.group, unit=self.unit, mirror_server=self.mirror_server, start=pos,
+                                      end=earliest, messages=count, exact=exact, after=after, before=before, target_offset=self.target_end,
                                       detected_at_ms=self.clock.time_ms())
         lr.record_lost_range(self.store.zk, self.group, record)
         log.warning("%s: source offsets %d..%d were deleted by retention before the mirror copied them: %d "
                     "message(s)%s lost to source retention", self.unit, pos, earliest, count,
                     "" if exact else " (estimated)")
+        self._past_gap(record)
+
+    def _past_gap(self, record: dict) -> None:
         self.stats["lost_ranges"] += 1
-        self.stats["lost_messages"] += count
-        self.position = earliest
+        self.stats["lost_messages"] += record["messages"]
+        self.position = record["end_offset"]
+        self._counted = (self.position, self.target_end)
         self._recent.clear()
         self._recent_bytes = 0
         self._bounds_from = self.target_end
         self._pending_lost.append(record)
         self._checkpoint()  # before anything after the gap is appended: the resume rule stays true
 
-    def _messages_since(self, start: int) -> int | None:
-        """Messages copied in source ``[start, position)``: from the recent sets, else read back from the target."""
-        if self._recent and self._recent[0][0] <= start:
-            return sum(lr.count_messages(s) for off, s in self._recent if off >= start)
-        if self.unit.fallback or self.target_end is None:
-            return None
-        first = start - (self.position - self.target_end)
-        data = read_target(self.target, first, self.target_end)
-        return None if data is None else lr.count_messages(data)
-
-    def _after_scan(self) -> lr.HeaderScan:
-        """Headers of the last <= 1 MiB copied before the gap (recent sets, else read back from the target)."""
-        if self._recent:
-            out = lr.HeaderScan()
-            for off, s in self._recent:
-                part = lr.scan_headers(s, self.header_reader, off)
-                for k, v in part.max_seq.items():
-                    out.max_seq[k] = max(v, out.max_seq.get(k, v))
-                out.last_time = part.last_time if part.last_time is not None else out.last_time
-            return out
-        if self.unit.fallback or self._bounds_from is None or self._bounds_from >= self.target_end:
-            return lr.HeaderScan()
-        data = read_target(self.target, self._bounds_from, self.target_end)
-        return lr.scan_headers(data, self.header_reader) if data else lr.HeaderScan()
-
     # --- checkpoint and events ---------------------------------------------------------------
 
     def _checkpoint(self, closing: bool = False) -> None:
         events = self.counter.due_events(closing=closing) if self.counter is not None else []
-        if self._recent:
-            oldest = self._recent[0][0]
-            self._bounds_from = None if self.unit.fallback else oldest - (self.position - self.target_end)
-        cp = Checkpoint(self.position, self.target_end, self.unit.target_partition, None,
+        if self._recent and not self.unit.fallback:
+            self._bounds_from = self._recent[0][0] - (self.position - self.target_end)
+        cp = Checkpoint(self._counted[0], self._counted[1], self.unit.target_partition, None,
                         self.counter.state() if self.counter is not None else None, self.clock.time_ms(),
                         self._bounds_from, tuple(self._pending_lost))
         self.store.write(cp)
@@ -344,12 +358,8 @@ class PartitionCopier:
         except TRANSIENT as exc:
             log.debug("%s: source end unknown now: %s", self.unit, exc)
         self._publish_lost()
-        pending = self._unpublished + list(events)
-        if pending and publish_safely(self, "counts", lambda: self.publisher.publish_counts(pending)):
-            self.counter.published([e["event_id"] for e in pending])
-            self._unpublished = []
-        else:
-            self._unpublished = pending
+        if events and publish_safely(self, "counts", lambda: self.publisher.publish_counts(events)):
+            self.counter.published([e["event_id"] for e in events])
 
     def _publish_lost(self) -> None:
         if self._pending_lost and publish_safely(

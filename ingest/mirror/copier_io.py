@@ -16,7 +16,7 @@ from ingest.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
-    OffsetOutOfRangeError,
+    RegistryUnavailableError,
     RequestTimedOutError,
     StorageError,
 )
@@ -26,29 +26,11 @@ log = logging.getLogger(__name__)
 TRANSIENT = (
     BrokerUnavailableError, NotLeaderForPartitionError, LeaderNotAvailableError, NotEnoughReplicasError,
     NotEnoughReplicasAfterAppendError, RequestTimedOutError, MalformedResponseError, CoordinationError,
-    StorageError, KazooException, OSError,
+    StorageError, RegistryUnavailableError, KazooException, OSError,
 )
 """Errors after which the copier backs off (doubling, up to ``max_backoff_s``) and tries the same step again:
-a broker or leader away, an election, a full or offline log, ZooKeeper away. The step's state is unchanged,
+a broker or leader away, an election, a full or offline log, ZooKeeper or the schema registry away. The step's state is unchanged,
 and a set that was appended although its answer was an error comes back as OFFSET_MISMATCH."""
-
-
-def count_range(source, start: int, end: int, on_set: Callable[[int, bytes], None]) -> int:
-    """Fetch the source's ``[start, end)`` set by set, calling ``on_set(offset, set)``; returns where it stopped
-    (``end``, or earlier when the source no longer has the bytes)."""
-    pos = start
-    while pos < end:
-        try:
-            data = source.fetch_set(pos, min(source.fetch_size, end - pos))
-        except OffsetOutOfRangeError:
-            return pos
-        if not data:
-            return pos
-        if pos + len(data) > end:  # a set never straddles end: end is a message boundary of the copy
-            data = data[:end - pos]
-        on_set(pos, data)
-        pos += len(data)
-    return pos
 
 
 def read_target(target, start: int, end: int, limit: int = 64 << 20) -> bytes | None:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from ingest import znodes
 from ingest.broker.message_set import iter_messages
+from ingest.mirror import tier_events
+from ingest.mirror.copier_io import read_target
 
 log = logging.getLogger(__name__)
 
@@ -90,36 +91,17 @@ def estimate_messages(gap_bytes: int, copied_bytes: int, copied_messages: int) -
     return max(1, round(gap_bytes / avg)) if gap_bytes > 0 else 0
 
 
-def lost_event_id(session: str, start_offset: int) -> str:
-    """Deterministic: the same gap found twice (a restart before it was published) has one id."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{session}/lost/{start_offset}"))
-
-
-def lost_range_record(*, group: str, unit, session: str, mirror_server: str, start: int, end: int,
-                      messages: int, exact: bool, after: HeaderScan, before: HeaderScan,
-                      target_offset: int | None, detected_at_ms: int) -> dict:
-    """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap."""
-    return {
-        "header": {"time": detected_at_ms, "server": mirror_server, "service": f"mirror:{unit.source}",
-                   "session": session, "seq": start},
-        "event_id": lost_event_id(session, start),
-        "mirror_group": group,
-        "source_cluster": unit.source,
-        "topic": unit.topic,
-        "broker_id": unit.broker_id,
-        "partition": unit.partition,
-        "start_offset": start,
-        "end_offset": end,
-        "bytes": end - start,
-        "messages": messages,
-        "messages_exact": exact,
-        "after_time_ms": after.last_time,
-        "before_time_ms": before.first_time,
-        "session_bounds": session_bounds(after, before),
-        "target_partition": unit.target_partition,
-        "target_offset": target_offset,
-        "detected_at_ms": detected_at_ms,
-    }
+def lost_range_record(*, group: str, unit, mirror_server: str, start: int, end: int, messages: int, exact: bool,
+                      after: HeaderScan, before: HeaderScan, target_offset: int | None, detected_at_ms: int) -> dict:
+    """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap; its ``event_id`` is
+    deterministic over the unit and ``[start, end)`` (:func:`ingest.mirror.tier_events.lost_range_record`)."""
+    bounds = [(b["session"], b["after_seq"], b["before_seq"]) for b in session_bounds(after, before)]
+    return tier_events.lost_range_record(
+        group=group, source=unit.source, topic=unit.topic, broker_id=unit.broker_id, partition=unit.partition,
+        start_offset=start, end_offset=end, bytes=end - start, messages=messages, messages_exact=exact,
+        detected_at_ms=detected_at_ms, mirror_server=mirror_server, after_time_ms=after.last_time,
+        before_time_ms=before.first_time, session_bounds=bounds, target_partition=unit.target_partition,
+        target_offset=target_offset)
 
 
 def recorded_lost_ranges(zk, group: str) -> list[dict]:
@@ -141,6 +123,16 @@ def recorded_lost_ranges(zk, group: str) -> list[dict]:
     return out
 
 
+def find_lost_range(zk, group: str, unit, start: int) -> dict | None:
+    """The recorded lost range of ``unit`` starting at ``start`` (written before a crash that came before the
+    checkpoint moved past it), or None."""
+    for r in recorded_lost_ranges(zk, group):
+        if (r.get("source_cluster"), r.get("topic"), r.get("broker_id"), r.get("partition"), r.get("start_offset")) \
+                == (unit.source, unit.topic, unit.broker_id, unit.partition, start):
+            return r
+    return None
+
+
 def record_lost_range(zk, group: str, record: dict) -> bool:
     """Write ``record`` as a sequential child of the group's lost dir unless its event_id is there; True if written."""
     if any(r.get("event_id") == record["event_id"] for r in recorded_lost_ranges(zk, group)):
@@ -153,3 +145,30 @@ def record_lost_range(zk, group: str, record: dict) -> bool:
 def straddling(deleted: Iterable, pos: int):
     """The deleted segment that starts before ``pos`` and ends after it (the one partly copied), if any."""
     return next((d for d in deleted if d.start < pos < d.end), None)
+
+
+def messages_since(recent, start: int, target, position: int, target_end: int | None) -> int | None:
+    """Messages copied in source ``[start, position)``: from the recent ``(offset, set)`` pairs when they reach
+    back to ``start``, else read back from the ``target`` (identical bytes; None when that is not possible)."""
+    if recent and recent[0][0] <= start:
+        return sum(count_messages(s) for off, s in recent if off >= start)
+    if target is None or target_end is None:
+        return None
+    data = read_target(target, start - (position - target_end), target_end)
+    return None if data is None else count_messages(data)
+
+
+def after_scan(recent, header_reader, target, bounds_from: int | None, target_end: int | None) -> HeaderScan:
+    """Headers of the last <= 1 MiB copied before a gap: the recent sets, else the target from ``bounds_from``."""
+    if recent:
+        out = HeaderScan()
+        for off, s in recent:
+            part = scan_headers(s, header_reader, off)
+            for k, v in part.max_seq.items():
+                out.max_seq[k] = max(v, out.max_seq.get(k, v))
+            out.last_time = part.last_time if part.last_time is not None else out.last_time
+        return out
+    if target is None or bounds_from is None or target_end is None or bounds_from >= target_end:
+        return HeaderScan()
+    data = read_target(target, bounds_from, target_end)
+    return scan_headers(data, header_reader) if data else HeaderScan()

@@ -4,19 +4,24 @@ The documented order (docs/mirroring.md, "Mapping"): for topic T, the source
 partitions are listed source by source in the ``sources`` order of the mirror's
 config, and within one source sorted by ``(broker_id, partition)`` (a replicated
 source partition is named by its home broker, ``replicas[0]``, as everywhere in
-this project). They get target partitions 0, 1, 2, ... of T, so the target topic
-has the sum of the sources' partitions and every copy is one to one (verbatim
+this project). They get target partitions 0, 1, 2, ... of T: the target topic has
+(at least) the sum of the sources' partitions and every copy is one to one (verbatim
 message sets, exactly once).
 
-The mirror creates T on the target as a *replicated* topic with that many
-partitions (:func:`ingest.client.topics_admin.create_topic`) and records the
-mapping once, as JSON in ``znodes.mirror_mapping_path(group, T)``; every process
-of the group reads the recorded mapping afterwards, so the mapping never changes
-under a running copy. A source partition missing from the recorded mapping
-(it appeared later), or a target topic that already exists with too few
-partitions or as an unreplicated (Kafka 0.7) topic, cannot be copied one to one:
-its unit gets ``target_partition=None`` and is copied in **fallback** mode
-(repartitioned by ``header.session`` with the ordinary producer, at least once).
+The mirror creates T on the target as a *replicated* topic with those partitions plus a
+reserve of spare ones (``target.partitions.reserve``; -1, the default, means ``max(4, needed)``;
+:func:`ingest.client.topics_admin.create_topic`) and records the mapping as JSON in
+``znodes.mirror_mapping_path(group, T)``; every process of the group reads the recorded mapping,
+so a mapped partition never moves under a running copy. A source partition that appears later
+(a new partition, or a source that was down or slower to show the topic) gets the next unused
+target partition, in the documented order among the new ones, by a version-conditional update of
+the mapping: still one to one. A target-topic creation that fails records nothing (MirrorError:
+the caller tries again later).
+
+**Fallback** (``target_partition=None``: repartitioned by ``header.session`` with the ordinary
+producer, at least once) is left for what cannot be one to one: the spare partitions are used
+up, or the target topic already existed with fewer partitions than the mapping needs or as an
+unreplicated (Kafka 0.7) topic.
 
 :func:`plan_units` is the pure planning function; :func:`ensure_mapping` does the
 ZooKeeper work (every kazoo call through ``client.retry``).
@@ -169,74 +174,137 @@ def target_topic_partitions(zk, topic: str) -> tuple[int | None, str | None]:
     return None, f"target topic {topic!r} does not exist"
 
 
-def read_mapping(zk, group: str, topic: str) -> tuple[list[MirrorUnit], str | None] | None:
-    """The recorded mapping of ``topic``, or None when none is recorded."""
+def reserve_partitions(needed: int, reserve: int) -> int:
+    """Spare target partitions for source partitions that appear later: ``reserve``, or when -1
+    (auto) ``max(4, needed)``."""
+    return max(4, needed) if reserve < 0 else reserve
+
+
+def read_mapping(zk, group: str, topic: str) -> tuple[list[MirrorUnit], str | None, int] | None:
+    """``(units, fallback_reason, znode version)`` of the recorded mapping of ``topic``, or None."""
     from kazoo.exceptions import NoNodeError  # deferred: kazoo
 
     try:
-        data, _ = zk.retry(zk.get, znodes.mirror_mapping_path(group, topic))
+        data, stat = zk.retry(zk.get, znodes.mirror_mapping_path(group, topic))
     except NoNodeError:
         return None
-    return parse_mapping(topic, data)
+    units, reason = parse_mapping(topic, data)
+    return units, reason, stat.version
 
 
-def _create_target(zk, topic: str, count: int, replication_factor: int) -> tuple[int | None, str | None]:
-    """Create the replicated target topic with ``count`` partitions (or find it); ``(count now, why not)``."""
-    existing, why = target_topic_partitions(zk, topic)
-    if existing is None and why is not None and why.endswith("does not exist"):
+def _create_target(zk, topic: str, needed: int, reserve: int, replication_factor: int) -> tuple[int, str | None]:
+    """Create the replicated target topic with ``needed`` + reserve partitions, or find it.
+
+    Returns ``(partitions, None)``, or ``(partitions or 0, why it cannot take the mapping one to one)``
+    when it exists unreplicated or with fewer than ``needed`` partitions.
+
+    Raises:
+        MirrorError: the topic could not be created (no target broker, too few for the replication
+            factor, ...): nothing is recorded, the caller tries again later.
+    """
+    count, why = target_topic_partitions(zk, topic)
+    if count is None and why is not None and why.endswith("does not exist"):
+        total = needed + reserve_partitions(needed, reserve)
         try:
             from ingest.client.topics_admin import create_topic  # deferred: it imports kazoo
 
-            create_topic(zk, topic, partitions=count, replication_factor=replication_factor, manual=None)
-            log.info("created target topic %s: %d partition(s), replication factor %d",
-                     topic, count, replication_factor)
+            create_topic(zk, topic, partitions=total, replication_factor=replication_factor, manual=None)
+            log.info("created target topic %s: %d partition(s) (%d mapped now, %d spare), replication factor %d",
+                     topic, total, needed, total - needed, replication_factor)
         except ReplicationConfigError as exc:
-            existing, why = target_topic_partitions(zk, topic)  # someone else created it meanwhile?
-            if existing is None:
-                return None, f"target topic {topic!r} could not be created: {exc}"
-        existing, why = target_topic_partitions(zk, topic)
-    if existing is not None and existing < count:
-        return existing, (f"target topic {topic!r} has {existing} partition(s), fewer than the {count} source "
-                          "partitions of the mapping")
-    return existing, why
+            count, why = target_topic_partitions(zk, topic)  # created by someone else meanwhile?
+            if count is None and why.endswith("does not exist"):
+                raise MirrorError(f"target topic {topic!r} could not be created ({exc}); the mirror tries again "
+                                  "later and records no mapping before it exists") from None
+        count, why = target_topic_partitions(zk, topic)
+    if count is not None and count < needed:
+        return count, (f"target topic {topic!r} has {count} partition(s), fewer than the {needed} source "
+                       "partitions of the mapping")
+    return count or 0, why
+
+
+def _plan_order(sources: Sequence[str], key: tuple[str, str, int, int]) -> tuple:
+    return (list(sources).index(key[0]) if key[0] in sources else len(sources), key[2], key[3])
+
+
+def _grow(zk, group: str, topic: str, sources: Sequence[str], recorded: list[MirrorUnit], version: int,
+          parts: Mapping[str, list[tuple[int, int]]], count: int) -> bool:
+    """Give source partitions not in the recorded mapping the next unused target partitions (one to one), in
+    the documented order among them, while the target topic has spare ones. True if the mapping was updated
+    (or someone else updated it meanwhile: read it again)."""
+    from kazoo.exceptions import BadVersionError  # deferred: kazoo
+
+    known = {u.key for u in recorded}
+    unknown = sorted({s for s in parts} - set(sources))
+    if unknown:
+        raise MirrorError(f"topic {topic!r}: partitions of source(s) {unknown} which are not in the configured "
+                          f"sources {list(sources)}")
+    new = sorted(((s, topic, b, p) for s in parts for b, p in parts[s] if (s, topic, b, p) not in known),
+                 key=lambda k: _plan_order(sources, k))
+    nxt = max((u.target_partition for u in recorded if u.target_partition is not None), default=-1) + 1
+    added = [MirrorUnit(k[0], topic, k[2], k[3], tp) for k, tp in zip(new, range(nxt, count))]
+    if not added:
+        return False
+    data, _ = zk.retry(zk.get, znodes.mirror_mapping_path(group, topic))
+    obj = json.loads(data.decode())
+    value = mapping_value(recorded + added, target_partitions=obj.get("target_partitions"),
+                          created_at_ms=obj.get("created_at_ms", 0), reason=None)
+    try:
+        zk.retry(zk.set, znodes.mirror_mapping_path(group, topic), value, version=version)
+    except BadVersionError:
+        return True
+    log.info("topic %s: new source partition(s) mapped one to one to spare target partitions: %s", topic,
+             ", ".join(str(u) for u in added))
+    return True
 
 
 def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
                    partitions: Mapping[str, Iterable[tuple[int, int]]], *, replication_factor: int = 1,
-                   clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
+                   reserve: int = -1, clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
     """Create the target topic and record the mapping the first time ``topic`` is seen; afterwards read the
-    recorded one. Returns the units of the source partitions in ``partitions`` (seen now).
+    recorded one, and give source partitions that appeared since the target topic's spare partitions.
+    Returns the units of the source partitions in ``partitions`` (seen now).
 
-    ``zk`` is a started kazoo client of the *target* ZooKeeper. Racing processes converge: the mapping is
-    created with one ``create`` and a loser reads the winner's.
+    ``zk`` is a started kazoo client of the *target* ZooKeeper. The target topic gets the mapped
+    partitions plus ``reserve`` spare ones (-1: ``max(4, needed)``). Racing processes converge: the mapping
+    is created with one ``create`` and grown with version-conditional ``set`` calls; a loser reads the
+    winner's.
 
     Raises:
-        MirrorError: a recorded mapping is unreadable, or ``partitions`` names a source not in ``sources``.
+        MirrorError: the target topic could not be created (nothing recorded: call again later), a recorded
+            mapping is unreadable, or ``partitions`` names a source not in ``sources``.
     """
     from kazoo.exceptions import NodeExistsError  # deferred: kazoo
 
     parts = {s: sorted(set(p)) for s, p in partitions.items()}
-    recorded = read_mapping(zk, group, topic)
-    if recorded is None:
-        planned = plan_units(topic, sources, parts)
-        count, reason = _create_target(zk, topic, len(planned), replication_factor) if planned else (None, None)
-        if reason is not None:
-            planned = [MirrorUnit(u.source, u.topic, u.broker_id, u.partition, None) for u in planned]
-            log.warning("topic %s: %s; its %d partition(s) are mirrored in fallback mode (%s)",
-                        topic, reason, len(planned), FALLBACK_STATUS)
-        if planned:
+    for _ in range(20):
+        recorded = read_mapping(zk, group, topic)
+        if recorded is None:
+            planned = plan_units(topic, sources, parts)
+            if not planned:
+                return TopicMapping(topic, [], None, None)
+            count, reason = _create_target(zk, topic, len(planned), reserve, replication_factor)
+            if reason is not None:
+                planned = [MirrorUnit(u.source, u.topic, u.broker_id, u.partition, None) for u in planned]
+                log.warning("topic %s: %s; its %d partition(s) are mirrored in fallback mode (%s)",
+                            topic, reason, len(planned), FALLBACK_STATUS)
             value = mapping_value(planned, target_partitions=count, created_at_ms=clock.time_ms(), reason=reason)
             try:
                 zk.retry(zk.create, znodes.mirror_mapping_path(group, topic), value, makepath=True)
                 log.info("topic %s: recorded the mirror mapping of %d partition(s)", topic, len(planned))
             except NodeExistsError:
                 pass
-        recorded = read_mapping(zk, group, topic) or (planned, reason)
-    units_recorded, reason = recorded
-    count, why = target_topic_partitions(zk, topic)
-    units = apply_mapping(units_recorded, topic, parts, count)
-    if any(u.fallback for u in units) and reason is None:
-        new = [u for u in units if u.fallback]
-        reason = why or (f"{len(new)} source partition(s) are not in the recorded mapping "
-                         f"(appeared after it was made): {', '.join(str(u) for u in new[:5])}")
-    return TopicMapping(topic, units, count, reason if any(u.fallback for u in units) else None)
+            continue
+        units_recorded, reason, version = recorded
+        count, why = target_topic_partitions(zk, topic)
+        if reason is None and count is not None and _grow(zk, group, topic, sources, units_recorded, version,
+                                                          parts, count):
+            continue
+        units = apply_mapping(units_recorded, topic, parts, count)
+        fallback = [u for u in units if u.fallback]
+        if fallback and reason is None:
+            reason = why or (f"{len(fallback)} source partition(s) appeared after the mapping was made and the "
+                             f"target topic has no spare partition left for them: "
+                             f"{', '.join(str(u) for u in fallback[:5])}")
+        return TopicMapping(topic, units, count, reason if fallback else None)
+    raise MirrorError(f"topic {topic!r}: the mirror mapping kept changing under 20 attempts to read it")

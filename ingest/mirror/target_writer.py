@@ -22,6 +22,7 @@ from ingest.client.connection import BrokerConnection
 from ingest.client.leader_consumer import FAILOVER_ERRORS, LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import LeaderNotAvailableError
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,10 @@ class TargetWriter:
         return f"TargetWriter({self.topic}-{self.partition})"
 
     def _leader_conn(self, refresh: bool) -> BrokerConnection:
-        addr = self.metadata.leader(self.topic, self.partition, refresh=refresh)
+        try:
+            addr = self.metadata.leader(self.topic, self.partition, refresh=refresh)
+        except ValueError as exc:  # a topic just created: the brokers' metadata does not list it yet
+            raise LeaderNotAvailableError(f"{self}: {exc}") from None
         c = self._conn
         if c is None or (c.host, c.port) != (addr.host, addr.port):
             if c is not None:

@@ -14,12 +14,13 @@ the copies.
 a source retention gap; its ``event_id`` is a function of the unit and the gap's offsets,
 so a gap re-detected or re-published after a crash is the same record for the audit.
 
-Concurrency contract: one publisher per copier thread, or shared under the caller's lock
-(the sync Producer sends one request at a time).
+Concurrency contract: thread-safe; one publisher may serve every copier thread of a mirror
+process (a lock serializes the sync requests).
 """
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -95,12 +96,15 @@ class TierEventPublisher:
         self._monitoring = EventSerializer(registry, subject_for_topic(monitoring_topic), load_schema(MONITORING_EVENT))
         self._lost = EventSerializer(registry, subject_for_topic(lost_topic), load_schema(MIRROR_LOST_RANGE))
         self._producer: Producer | None = None
+        self._lock = threading.Lock()
         self.published = {"counts": 0, "lost_ranges": 0}
 
-    def _send(self, topic: str, payloads: list[bytes], key: str) -> None:
-        if self._producer is None:
-            self._producer = Producer(self.config)
-        self._producer.send(topic, payloads, key=key)
+    def _send(self, topic: str, payloads: list[bytes], key: str, stat: str) -> None:
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer(self.config)
+            self._producer.send(topic, payloads, key=key)
+            self.published[stat] += len(payloads)
 
     def publish_counts(self, events: Sequence[dict]) -> None:
         """Publish monitoring events (each with its ``header``, as :meth:`PartitionCounter.due_events` gives them).
@@ -116,8 +120,7 @@ class TierEventPublisher:
         for e in events:
             by_session.setdefault(e["producer_session_id"], []).append(self._monitoring.serialize(e))
         for session, payloads in by_session.items():
-            self._send(self.monitoring_topic, payloads, session)
-            self.published["counts"] += len(payloads)
+            self._send(self.monitoring_topic, payloads, session, "counts")
             log.debug("published %d monitoring events of %s to %s", len(payloads), session, self.monitoring_topic)
 
     def publish_lost_range(self, record: dict) -> None:
@@ -127,16 +130,16 @@ class TierEventPublisher:
             SchemaError / IngestError: as :meth:`publish_counts`.
         """
         payload = self._lost.serialize(record)
-        self._send(self.lost_topic, [payload], record[HEADER_FIELD]["session"])
-        self.published["lost_ranges"] += 1
+        self._send(self.lost_topic, [payload], record[HEADER_FIELD]["session"], "lost_ranges")
         log.info("published lost range %s %s [%d, %d) (%d messages%s) to %s", record["source_cluster"],
                  record["topic"], record["start_offset"], record["end_offset"], record["messages"],
                  "" if record["messages_exact"] else ", estimated", self.lost_topic)
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.close()
-            self._producer = None
+        with self._lock:
+            if self._producer is not None:
+                self._producer.close()
+                self._producer = None
 
     def __enter__(self) -> "TierEventPublisher":
         return self

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ingest.broker import protocol as p
-from ingest.broker.deletion_log import CRASH_ENV, CRASH_POINT, FILE_NAME, read_deletions
+from ingest.broker.deletion_log import CRASH_ENV, CRASH_POINT, FILE_NAME, count_messages, read_deletions
 from ingest.broker.message import CODEC_GZIP
 from ingest.broker.message_set import encode_message_set
 from ingest.broker.protocol_mirror import DeletionRecord
@@ -75,6 +75,21 @@ def test_the_file_reader_collapses_duplicate_starts_and_skips_a_torn_line(tmp_pa
     (tmp_path / FILE_NAME).write_text(text)
     assert read_deletions(tmp_path) == [DeletionRecord(0, 100, 2, 100, 10), DeletionRecord(100, 250, 3, 150, 11)]
     assert read_deletions(tmp_path / "absent") == []
+
+
+def test_counting_a_segment_file_opens_wrappers_and_notices_damage(tmp_path):
+    data = b"".join(d for d, _ in _sets())
+    seg = tmp_path / "seg"
+    seg.write_bytes(data)
+    assert count_messages(seg, len(data)) == (15 * PLAIN_N + 15 * GZIP_N, False)   # 120, gzip inner ones each
+    assert count_messages(seg, 0) == (0, False)
+    seg.write_bytes(data + data[:25])                                 # a cut-off last message
+    assert count_messages(seg, len(data) + 25) == (120, True)
+    bad = bytearray(data)
+    first = len(_sets()[0][0])
+    bad[first:first + 4] = (2).to_bytes(4, "big")                     # an impossible length in message 2
+    seg.write_bytes(bad)
+    assert count_messages(seg, len(bad)) == (PLAIN_N, True)
 
 
 # --- a real broker's retention ------------------------------------------------------------------

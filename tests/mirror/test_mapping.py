@@ -37,22 +37,32 @@ def test_parse_mapping_refuses_garbage_naming_the_topic():
         parse_mapping("t", b"{nope")
 
 
-def test_ensure_mapping_creates_the_replicated_target_topic_and_records_once(broker_factory, zk_connect, zk):
+def test_ensure_mapping_creates_the_replicated_target_topic_with_spares_and_records_once(broker_factory, zk_connect,
+                                                                                        zk):
     broker_factory(n=2, zk_connect=zk_connect)
     parts = {"dc1": [(0, 0), (0, 1)], "dc2": [(3, 0)]}
     m = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], parts, replication_factor=2)
-    assert m.fallback_reason is None and m.target_partitions == 3
+    assert m.fallback_reason is None and m.target_partitions == 3 + 4                # reserve -1: max(4, 3) spares
     assert [(u.source, u.broker_id, u.partition, u.target_partition) for u in m.units] == [
         ("dc1", 0, 0, 0), ("dc1", 0, 1, 1), ("dc2", 3, 0, 2)]
     plan = read_all_topics(zk, only="clicks").replicated["clicks"]
-    assert sorted(plan) == [0, 1, 2] and all(len(r) == 2 for r in plan.values())
+    assert sorted(plan) == list(range(7)) and all(len(r) == 2 for r in plan.values())
     data, stat = zk.retry(zk.get, znodes.mirror_mapping_path("g", "clicks"))
     assert [p["target_partition"] for p in json.loads(data)["partitions"]] == [0, 1, 2]
-    # a second call (another process, later) reads the recorded mapping; a new partition is fallback
-    m2 = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], {**parts, "dc2": [(3, 0), (3, 1)]})
-    assert [u.target_partition for u in m2.units] == [0, 1, 2, None]
-    assert "not in the recorded mapping" in m2.fallback_reason and m2.status(m2.units[3]) == FALLBACK_STATUS
-    assert zk.retry(zk.get, znodes.mirror_mapping_path("g", "clicks"))[1].version == stat.version
+    # later (another process): the recorded mapping is read; new partitions take spare ones, one to one,
+    # in the documented order among them (dc1 before dc2)
+    later = {"dc1": [(0, 0), (0, 1), (1, 0)], "dc2": [(3, 0), (3, 1)]}
+    m2 = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], later)
+    assert [(u.source, u.broker_id, u.partition, u.target_partition) for u in m2.units] == [
+        ("dc1", 0, 0, 0), ("dc1", 0, 1, 1), ("dc2", 3, 0, 2), ("dc1", 1, 0, 3), ("dc2", 3, 1, 4)]
+    assert m2.fallback_reason is None
+    assert zk.retry(zk.get, znodes.mirror_mapping_path("g", "clicks"))[1].version == stat.version + 1
+    # the same view again changes nothing; past the spares: fallback, said so
+    assert ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], later).units == m2.units
+    more = {**later, "dc2": [(3, p) for p in range(5)]}
+    m3 = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], more)
+    assert [u.target_partition for u in m3.units] == [0, 1, 2, 3, 4, 5, 6, None]
+    assert "no spare partition left" in m3.fallback_reason and m3.status(m3.units[-1]) == FALLBACK_STATUS
 
 
 def test_a_target_topic_with_too_few_partitions_means_fallback(broker_factory, zk_connect, zk):
@@ -62,3 +72,9 @@ def test_a_target_topic_with_too_few_partitions_means_fallback(broker_factory, z
     assert [u.target_partition for u in m.units] == [None, None]
     assert "has 1 partition(s), fewer than the 2" in m.fallback_reason
     assert MirrorUnit("dc1", "views", 0, 0, None).fallback
+
+
+def test_a_failed_target_creation_records_nothing(zk):
+    with pytest.raises(MirrorError, match="could not be created .* records no mapping"):
+        ensure_mapping(zk, "g", "t", ["dc1"], {"dc1": [(0, 0)]})      # no target broker registered
+    assert zk.retry(zk.exists, znodes.mirror_mapping_path("g", "t")) is None

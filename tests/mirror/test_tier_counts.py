@@ -246,3 +246,75 @@ def test_state_of_another_window_size_is_refused(registry_url):
     state = new_counter(registry_url, clock).state()
     with pytest.raises(MirrorConfigError, match="window 60000 ms"):
         new_counter(registry_url, clock, state=state, window_ms=2 * W)
+
+
+def test_bulk_count_of_a_mixed_set_matches_the_event_times(registry_url, ser):
+    """One set with every kind of message the bulk path treats differently: plain and compressed
+    messages side by side, a schema with the header not first, payloads shorter than the time prefix,
+    a time beyond 2039 (a 7-byte varint), many windows and many messages per millisecond."""
+    import copy
+    registry = RegistryClient(registry_url)
+    late_schema = copy.deepcopy(load_schema(PAGE_VIEW))
+    late_schema["name"] = "LateHeaderPageView"
+    late_schema["fields"] = [{"name": "first", "type": "long"}] + late_schema["fields"]
+    late_ser = EventSerializer(registry, "pv-late-value", late_schema)
+    p = Payloads(ser)
+    gen = EventGenerator(PAGE_VIEW, seed=9)
+    future = 2_300_000_000_000  # year 2042
+    expected: dict[int, list[int]] = {}
+    plain, zipped = [], []
+    for i in range(600):
+        t = T0 + (i // 50) * 40_000 + (i % 3)    # 50 per 40 s step, a few per millisecond
+        if i % 97 == 0:
+            t = future + i
+        if i % 5 == 0:
+            payload = late_ser.serialize({**gen.make(), "first": i, "header": {
+                "time": t, "server": "w", "service": "s", "session": "late", "seq": i}})
+        else:
+            (payload,) = p.at(t)
+        if i % 41 == 0:
+            payload, t = payload[:7 + i % 4], None       # cut inside the time varint: no readable header
+        (plain if i % 2 else zipped).append(payload)
+        start = 0 if t is None else t - t % W
+        c = expected.setdefault(start, [0, 0])
+        c[0] += 1
+        c[1] += len(payload)
+    extra = [b"", b"\x00", b"\x00\x00\x00\x00"]           # shorter than any prefix: window 0
+    plain += extra
+    for e in extra:
+        expected[0][0] += 1
+        expected[0][1] += len(e)
+    message_set = (encode_message_set(plain[:100]) + encode_message_set(zipped[:150], CODEC_GZIP)
+                   + encode_message_set(plain[100:]) + encode_message_set(zipped[150:], CODEC_GZIP))
+    clock = FakeClock(T0)
+    c = new_counter(registry_url, clock)
+    assert c.count(message_set) == 603
+    clock.set(T0 + 20 * W)                              # the future windows are open: interim reports
+    got = {e["window_start_ms"]: [e["count_acked"], e["bytes_acked"]] for e in c.due_events()
+           if not e["heartbeat"]}
+    assert got == expected
+    assert len(expected) >= 8 and expected[0][0] == 15 + 3
+
+
+def test_restored_pending_events_come_first_from_due_events(registry_url, ser):
+    """A copier that does not publish the restored events separately gets them from due_events():
+    oldest first, unchanged, before anything new."""
+    clock = FakeClock(T0)
+    c = new_counter(registry_url, clock)
+    p = Payloads(ser)
+    c.count(encode_message_set(p.at(T0 + 1, T0 + W + 1)))
+    clock.set(T0 + W + G)
+    pending = c.due_events()                         # checkpointed, then the process was killed
+    assert [(e["window_start_ms"], e["report_seq"], e["is_final"]) for e in pending] == [(T0, 1, True), (T0 + W, 2, False)]
+    r = new_counter(registry_url, clock, state=json.loads(json.dumps(c.state())))
+    r.count(encode_message_set(p.at(T0 + 2, T0 + 3 * W)))  # re-counted and new messages after the checkpoint
+    clock.set(T0 + 3 * W + G)
+    events = r.due_events()
+    assert events[:2] == pending                      # same ids, same content, first
+    # then a heartbeat and an interim report; the windows with a pending event wait for it to be published
+    assert [(e["window_start_ms"], e["report_seq"], e["heartbeat"]) for e in events[2:]] == [
+        (T0 + 2 * W, 3, True), (T0 + 3 * W, 4, False)]
+    r.published(e["event_id"] for e in events)
+    after = r.due_events()
+    assert [(e["window_start_ms"], e["revision"], e["count_acked"], e["report_seq"]) for e in after] == [
+        (T0, 2, 2, 5), (T0 + W, 2, 1, 6)]

@@ -106,3 +106,36 @@ def test_a_target_that_does_not_answer_raises(broker_factory, registry_url):
         assert pub.published == {"counts": 0, "lost_ranges": 0}
     finally:
         pub.close()
+
+
+def test_one_publisher_shared_by_copier_threads(broker_factory, registry_url):
+    import threading
+    brokers = broker_factory(n=1, num_partitions=2)
+    registry = RegistryClient(registry_url)
+    clock = FakeClock(T0)
+    batches = []
+    for unit in range(4):  # four units, each with 10 heartbeat events of its own session
+        c = PartitionCounter(session=unit_session("g", "dc1", "t", 0, unit), topic="t", source="dc1",
+                             mirror_server="m", window_ms=W, interval_ms=W, header_reader=HeaderReader(registry),
+                             clock=clock)
+        batches.append(c)
+    clock.set(T0 + 10 * W + 60_000)
+    events = [c.due_events() for c in batches]
+    assert [len(e) for e in events] == [10, 10, 10, 10]
+    errors = []
+    with TierEventPublisher(producer_config(brokers), registry) as pub:
+        def publish(evs):
+            try:
+                for e in evs:
+                    pub.publish_counts([e])
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=publish, args=(e,)) for e in events]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and pub.published == {"counts": 40, "lost_ranges": 0}
+    mon, failures = read_topic(brokers, "audit-mirror", registry)
+    assert failures == []
+    assert sorted(mon, key=lambda e: (e["producer_session_id"], e["report_seq"])) == [e for evs in events for e in evs]
