@@ -235,6 +235,11 @@ class MonitoringCounter:
         return {"attempted": sum(w.attempted for w in ws), "acked": sum(w.acked for w in ws),
                 "failed": sum(w.failed for w in ws), "bytes_acked": sum(w.bytes_acked for w in ws)}
 
+    def window_starts(self, topic: str) -> set[int]:
+        """Starts of the windows of ``topic`` the counter remembers."""
+        with self._lock:
+            return {start for t, start in self._windows if t == topic}
+
     def state(self) -> dict:
         """Everything the counter knows, as JSON-able data (:meth:`restore` takes it back)."""
         with self._lock:

@@ -45,6 +45,7 @@ from ingest.errors import InvalidMessageError, MessageTooLargeError, MirrorConfi
 from ingest.events.envelope import HEADER_FIELD, ProducerIdentity
 from ingest.events.header_reader import NEEDS_PAYLOAD, TIME_PREFIX, HeaderReader
 from ingest.events.window_counts import RETAIN_MS, MonitoringCounter, monitoring_record
+from ingest.mirror import tier_counts_state
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,6 @@ OUT_OF_RANGE_WINDOW = 0
 """Window start of messages without a readable header."""
 EVENT_ID_NAMESPACE = uuid.UUID("6f1d5c1e-8a0b-5d3c-9e47-2b1f0a9c7d13")
 """uuid5 namespace of the mirror's deterministic event ids."""
-STATE_VERSION = 1
 
 
 def unit_session(group: str, source: str, topic: str, broker_id: int, partition: int) -> str:
@@ -251,28 +251,27 @@ class PartitionCounter:
         self._pending = [e for e in self._pending if e["event_id"] not in done]
 
     def _forget_old_revisions(self) -> None:
-        if len(self._revisions) % 256:
-            return
         horizon = self.clock.time_ms() - RETAIN_MS - self.window_ms
-        keep = {e["window_start_ms"] for e in self._pending}
-        for start in [s for s in self._revisions if s < horizon and s != OUT_OF_RANGE_WINDOW and s not in keep]:
-            del self._revisions[start]  # the counter forgot these windows too
+        if not self._revisions or min(self._revisions) >= horizon:
+            return
+        keep = self._counter.window_starts(self.topic) | {e["window_start_ms"] for e in self._pending}
+        for start in [s for s in self._revisions if s < horizon and s not in keep]:
+            del self._revisions[start]  # the counter forgot this window too
 
     # --- state ------------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """JSON-able state for the unit's checkpoint (counts, revisions, report_seq, pending events)."""
-        return {"v": STATE_VERSION, "window_ms": self.window_ms, "report_seq": self._report_seq,
-                "revisions": sorted([s, r] for s, r in self._revisions.items()),
-                "counter": self._counter.state(), "pending": [dict(e) for e in self._pending]}
+        """JSON-able state for the unit's checkpoint (counts, revisions, report_seq, pending events);
+        compact, see :mod:`ingest.mirror.tier_counts_state`."""
+        return tier_counts_state.encode(window_ms=self.window_ms, topic=self.topic, counter_state=self._counter.state(),
+                                        revisions=self._revisions, report_seq=self._report_seq, pending=self._pending,
+                                        closed_before_ms=self.clock.time_ms() - self._counter.grace_ms)
 
     def _restore(self, state: dict) -> None:
-        if state.get("v") != STATE_VERSION or state.get("window_ms") != self.window_ms:
+        if state.get("v") != tier_counts_state.STATE_VERSION or state.get("window_ms") != self.window_ms:
             raise MirrorConfigError(
                 f"counter state of {self.session}: version {state.get('v')} window {state.get('window_ms')} ms; "
-                f"this mirror reads version {STATE_VERSION} with window {self.window_ms} ms "
+                f"this mirror reads version {tier_counts_state.STATE_VERSION} with window {self.window_ms} ms "
                 "(monitoring.window.ms cannot change under a running mirror group)")
-        self._report_seq = int(state["report_seq"])
-        self._revisions = {int(s): int(r) for s, r in state["revisions"]}
-        self._counter.restore(state["counter"])
-        self._pending = [dict(e) for e in state["pending"]]
+        counter_state, self._revisions, self._report_seq, self._pending = tier_counts_state.decode(state, self.topic)
+        self._counter.restore(counter_state)

@@ -232,8 +232,11 @@ def test_state_forgets_finished_windows_after_seven_days_but_keeps_window_zero(r
     for d in range(1, 10):
         clock.set(start + d * day + G)
         c.published(e["event_id"] for e in c.due_events())
-    windows = [w[1] for w in c.state()["counter"]["windows"]]
-    assert windows == [0] + [start + d * day for d in range(2, 9)]   # days 0 and 1 ended > 7 days ago: forgotten
+    state = c.state()
+    n0 = start // day
+    assert (state["closed"], state["idle"], state["open"]) == ([[0, 1, 1, len(b"unframed")]], [[n0 + 2, n0 + 8]], [])
+    assert state["revisions"] == [] and state["pending"] == []   # days 0 and 1 ended > 7 days ago: forgotten
+    assert len(json.dumps(state)) < 300
     c.count(encode_message_set(p.at(start + 7)))                     # too old to count now
     assert c.totals()["too_late"] == 1
     c.count(encode_message_set([b"unframed again"]))
@@ -318,3 +321,34 @@ def test_restored_pending_events_come_first_from_due_events(registry_url, ser):
     after = r.due_events()
     assert [(e["window_start_ms"], e["revision"], e["count_acked"], e["report_seq"]) for e in after] == [
         (T0, 2, 2, 5), (T0 + W, 2, 1, 6)]
+
+
+def test_compact_state_round_trips_every_kind_of_window(registry_url, ser):
+    clock = FakeClock(T0)
+    c = new_counter(registry_url, clock)
+    p = Payloads(ser)
+    c.count(encode_message_set(p.at(T0 + 1) + [b"x"]))                 # window T0 and window 0
+    c.count_payloads(p.at(T0 + 2), acked=False)                         # a failed message in T0
+    clock.set(T0 + 4 * W + G)                                           # T0 closed, T0+W..T0+3W idle
+    c.published(e["event_id"] for e in c.due_events())
+    c.count(encode_message_set(p.at(T0 + 3, T0 + 4 * W + 1)))          # late (revision 2, pending) + open window
+    clock.advance(I)
+    c.due_events()                                                      # pending: T0 rev 2, interim of T0+4W
+    c.count(encode_message_set(p.at(T0 + 4 * W + 2)))                  # open window changed since its report
+    state = json.loads(json.dumps(c.state()))
+    assert [e[:5] for e in state["closed"]] == [[0, 1, 1, 1], [T0 // W, 2, 3, 2, 1]]  # T0: revision 2 pending
+    assert state["idle"] == [[T0 // W + 1, T0 // W + 3]]
+    assert [o[:5] + o[-1:] for o in state["open"]] == [[T0 + 4 * W, 2, 2, 0, o[4], 1] for o in state["open"]]
+    assert [e["window_start_ms"] for e in state["pending"]] == [T0, T0 + 4 * W]
+    r = new_counter(registry_url, clock, state=state)
+    assert r.state() == state
+    more = encode_message_set(p.at(T0 + 5, T0 + 5 * W))
+    for counter in (c, r):
+        counter.count(more)
+    clock.set(T0 + 6 * W + G)
+    got, want = r.due_events(), c.due_events()
+    assert [(e["window_start_ms"], e["report_seq"], e["revision"]) for e in got] == \
+        [(e["window_start_ms"], e["report_seq"], e["revision"]) for e in want]
+    assert got == want
+    assert r.totals() == c.totals()
+    assert r.state() == c.state()
