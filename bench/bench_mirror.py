@@ -109,11 +109,12 @@ def consume(broker: BrokerProcess, partition_ends: list[int]) -> tuple[float, in
     return elapsed, n
 
 
-def mirror(zk_src: str, zk_dst: str, partition_ends: list[int]) -> tuple[float, float, MirrorMaker]:
+def mirror(zk_src: str, zk_dst: str, partition_ends: list[int], acks: int = -1,
+           fetch_size: int = 1 << 20) -> tuple[float, float, MirrorMaker]:
     """(total s from start, copy s from the first target byte, the stopped mirror)."""
     target = TargetCluster(zk_dst)
     mm = MirrorMaker({"sources": "src", "source.src.zk.connect": zk_src, "target.zk.connect": zk_dst,
-                      "whitelist": TOPIC, "mirror.id": "bench", "fetch.size": 1 << 20,
+                      "whitelist": TOPIC, "mirror.id": "bench", "fetch.size": fetch_size, "target.acks": acks,
                       "checkpoint.interval.ms": 1000, "topic.refresh.ms": 5000, "status.log.interval.ms": 600_000})
     try:
         t0 = time.perf_counter()
@@ -159,6 +160,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=500_000, help="messages")
     ap.add_argument("--partitions", type=int, default=1, help="partitions of the source topic")
+    ap.add_argument("--acks", type=int, default=-1, choices=(-1, 1), help="the mirror's target.acks")
+    ap.add_argument("--fetch-size", type=int, default=1 << 20, help="the mirror's fetch.size")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -205,7 +208,7 @@ def main(argv=None) -> int:
             assert n == args.count
             row("consumer (SimpleConsumer, 200 KB pulls)", seconds, n, mark)
             mark = cpu()
-            total, copy, _ = mirror(zk_src, zk_dst, e)
+            total, copy, _ = mirror(zk_src, zk_dst, e, args.acks, args.fetch_size)
             me, br = cpu()
             rows.append(("mirror, from start (join, create topic, elect)", args.count, total, args.count / total,
                          args.count * msg_bytes / total / 1e6, (me - mark[0]) / args.count * 1e6,
@@ -216,7 +219,8 @@ def main(argv=None) -> int:
         for b in brokers:
             b.stop()
         zk.stop()
-    print(f"\n{args.count:,} messages of {PAYLOAD_SIZE} bytes, {args.partitions} partition(s); "
+    print(f"\n{args.count:,} messages of {PAYLOAD_SIZE} bytes, {args.partitions} partition(s), mirror target.acks="
+          f"{args.acks} fetch.size={args.fetch_size}; "
           f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     print(f"| {'row':<50} | {'seconds':>8} | {'msg/s':>10} | {'MB/s':>6} | {'this process µs/msg':>19} | "
           f"{'brokers µs/msg':>14} |")

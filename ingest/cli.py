@@ -58,6 +58,7 @@ examples:
   ingest broker start --config conf/server.properties
   ingest topics --brokers 0:127.0.0.1:9092
   ingest loader status --config conf/loader.properties
+  ingest mirror --config conf/mirror.properties
   ingest audit show --destination /data/events --problems
   ingest demo
   ingest <command> --help        # each command lists its own examples

@@ -24,6 +24,8 @@ import logging
 import re
 from typing import Callable, Iterable, NamedTuple
 
+from kazoo.exceptions import KazooException
+
 from ingest.client.discovery import StaticDiscovery, ZkDiscovery, start_kazoo
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
@@ -100,6 +102,7 @@ class SourceCluster:
         else:
             self.discovery = StaticDiscovery(spec.broker_list or "")
         self.metadata = ReplicaMetadata(lambda: self.discovery.brokers().values(), timeout_s=self.timeout_s)
+        self._listed: dict[int, dict[str, list[tuple[int, int]]]] = {}   # broker id -> its last METADATA answer
 
     def add_listener(self, fn: Callable[[], None]) -> None:
         """``fn()`` after the broker or topic registry changed (ZooKeeper sources only)."""
@@ -134,12 +137,14 @@ class SourceCluster:
             try:
                 with SimpleConsumer(addr.host, addr.port, timeout_s=self.timeout_s) as c:
                     answer = c.metadata()
-            except (IngestError, OSError) as exc:
-                log.warning("source %s: broker %s did not answer METADATA: %s", self.name, addr, exc)
-                continue
-            for topic, parts in answer.topics.items():
+                self._listed[addr.broker_id] = {t: [(addr.broker_id, p.partition) for p in parts]
+                                                for t, parts in answer.topics.items()}
+            except (IngestError, OSError) as exc:   # keep its last answer: a blip must not stop its copiers
+                log.warning("source %s: broker %s did not answer METADATA (its last answer is used): %s",
+                            self.name, addr, exc)
+            for topic, parts in self._listed.get(addr.broker_id, {}).items():
                 if topic not in replicated:
-                    out.setdefault(topic, []).extend((addr.broker_id, p.partition) for p in parts)
+                    out.setdefault(topic, []).extend(parts)
         return {t: sorted(set(parts)) for t, parts in out.items() if parts}
 
     def latest_offset(self, topic: str, broker_id: int, partition: int) -> int | None:
@@ -169,6 +174,7 @@ class SourceDiscovery:
     def __init__(self, config: Config, *, topic_filter: TopicFilter | None = None) -> None:
         self.filter = topic_filter or TopicFilter.from_config(config)
         self.sources: dict[str, SourceCluster] = {}
+        self._last: dict[str, dict[str, list[tuple[int, int]]]] = {}
         try:
             for spec in source_specs(config):
                 self.sources[spec.name] = SourceCluster(
@@ -185,10 +191,15 @@ class SourceDiscovery:
 
     def topic_partitions(self) -> dict[str, dict[str, list[tuple[int, int]]]]:
         """``{topic: {source: sorted [(broker_id, partition)]}}`` of the topics that pass the filter,
-        sources in config order (the mapping order)."""
+        sources in config order (the mapping order). A source that cannot be read now contributes its
+        last answer (none before its first)."""
         out: dict[str, dict[str, list[tuple[int, int]]]] = {}
         for name, cluster in self.sources.items():
-            for topic, parts in cluster.partitions().items():
+            try:
+                self._last[name] = cluster.partitions()
+            except (IngestError, KazooException) as exc:   # ZooKeeper away: the last answer holds (no copier stops for a blip)
+                log.warning("source %s: topics unreadable now (the last answer is used): %s", name, exc)
+            for topic, parts in self._last.get(name, {}).items():
                 if self.filter.accepts(topic):
                     out.setdefault(topic, {})[name] = parts
         return out

@@ -80,6 +80,7 @@ class MirrorGroup:
         self._lock = threading.Lock()
         self._closed = False
         self._session_lost = False
+        self._duplicate_logged = False
         self._data = {"host": socket.gethostname(), "pid": os.getpid(),
                       "started_at_ms": clock.time_ms(), "units": [], "progress": {}}
 
@@ -111,10 +112,16 @@ class MirrorGroup:
                           "updated_at_ms": self._clock.time_ms()}
             data = json.dumps(self._data, sort_keys=True).encode()
         try:
-            self.zk.retry(self.zk.set, self.path, data)
+            stat = self.zk.retry(self.zk.set, self.path, data)
         except NoNodeError:
             log.warning("mirror %s: member node gone (session lost?); registering again", self.member_id)
             self._register()
+            return
+        if stat.ephemeralOwner != self.zk.client_id[0] and not self._duplicate_logged:
+            self._duplicate_logged = True
+            log.error("mirror %s: another process registered the same mirror.id (session 0x%x): give every "
+                      "process its own mirror.id; until then both copy the same partitions (fenced: no duplicate "
+                      "is written, but the work is wasted)", self.member_id, stat.ephemeralOwner)
 
     def leave(self) -> None:
         self._closed = True

@@ -55,6 +55,7 @@ class _Running:
     stop: threading.Event
     thread: threading.Thread
     failures: int = 0
+    started: float = 0.0
     copier: Any = None
     error: str | None = None
     done: bool = False
@@ -175,32 +176,36 @@ class MirrorMaker:
 
     def _run_control(self) -> None:
         c = self.config
-        refresh_s = c["topic.refresh.ms"] / 1000.0
-        sample_s = c["checkpoint.interval.ms"] / 1000.0
-        log_s = c["status.log.interval.ms"] / 1000.0
-        next_refresh = next_sample = 0.0
-        next_log = self.clock.monotonic() + log_s
+        period = {"rebalance": c["topic.refresh.ms"] / 1000.0, "sample": c["checkpoint.interval.ms"] / 1000.0,
+                  "log lag": c["status.log.interval.ms"] / 1000.0}
+        steps = {"rebalance": self._rebalance, "sample": self._sample, "log lag": self._log_lag}
+        due = {"rebalance": 0.0, "sample": 0.0, "log lag": self.clock.monotonic() + period["log lag"]}
+        failures = dict.fromkeys(steps, 0)
         while not self._stopping.is_set():
             now = self.clock.monotonic()
-            try:
-                if self._wake.is_set() or now >= next_refresh or self._retry_due(now):
-                    self._wake.clear()
-                    self._rebalance(now)
-                    next_refresh = now + refresh_s
-                if now >= next_sample:
-                    self._sample()
-                    next_sample = now + sample_s
-                if now >= next_log:
-                    self._log_lag()
-                    next_log = now + log_s
-                self.last_error = None
-            except Exception as exc:  # a source or ZooKeeper hiccup: log, try again next round
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("mirror %s: control round failed: %s", self.mirror_id, self.last_error,
+            if self._wake.is_set() or self._retry_due(now):
+                self._wake.clear()
+                due["rebalance"] = min(due["rebalance"], now)
+            for name, step in steps.items():
+                if now < due[name] or self._stopping.is_set():
+                    continue
+                try:
+                    step(now) if name == "rebalance" else step()
+                    failures[name] = 0
+                    due[name] = now + period[name]
+                except Exception as exc:  # a source or ZooKeeper hiccup: back off this step, the others go on
+                    failures[name] += 1
+                    delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (failures[name] - 1))
+                    due[name] = now + max(delay, min(period[name], 1.0))
+                    self.last_error = f"{name}: {type(exc).__name__}: {exc}"
+                    log.log(logging.WARNING if failures[name] <= 3 or failures[name] % 20 == 0 else logging.DEBUG,
+                            "mirror %s: %s failed (%d in a row; next try in %.1f s): %s", self.mirror_id, name,
+                            failures[name], due[name] - now, self.last_error,
                             exc_info=log.isEnabledFor(logging.DEBUG))
-                next_refresh = now + min(refresh_s, 1.0)
-            wait = max(0.01, min(next_refresh, next_sample, next_log) - self.clock.monotonic())
-            self._wake.wait(wait)
+            if not any(failures.values()):
+                self.last_error = None
+            wake_at = min(list(due.values()) + [at for at, _ in self._retry_at.values()])
+            self._wake.wait(max(0.01, wake_at - self.clock.monotonic()))
 
     def _retry_due(self, now: float) -> bool:
         return any(at <= now for at, _ in self._retry_at.values())
@@ -215,10 +220,13 @@ class MirrorMaker:
             self._stop_units(gone)
         ready = self._wiring.prepare({u.topic: topic_partitions[u.topic] for u in mine})
         for u in sorted(mine):
-            if u in self._running or self._stopping.is_set() or u.topic not in ready:
+            if u in self._running or self._stopping.is_set():
                 continue
             at, failures = self._retry_at.get(u, (0.0, 0))
             if at > now:
+                continue
+            if u.topic not in ready:   # its mapping waits (logged by the wiring): look again in a while
+                self._retry_at[u] = (now + min(MAX_BACKOFF_S, 1.0 * 2 ** failures), failures + 1)
                 continue
             self._start_unit(u, failures)
         for u in list(self._retry_at):
@@ -236,7 +244,8 @@ class MirrorMaker:
                 continue
             with self._lock:
                 del self._running[u]
-            failures = r.failures + 1
+            # a copier that ran a while before it ended starts its back-off afresh
+            failures = (r.failures if now - r.started < MAX_BACKOFF_S * 2 else 0) + 1
             delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (failures - 1))
             self._retry_at[u] = (now + delay, failures)
             log.warning("mirror %s: copier of %s ended (%s); starting it again in %.1f s", self.mirror_id, u,
@@ -244,7 +253,7 @@ class MirrorMaker:
 
     def _start_unit(self, unit: UnitKey, failures: int) -> None:
         stop = threading.Event()
-        running = _Running(unit, stop, threading.Thread(), failures)
+        running = _Running(unit, stop, threading.Thread(), failures, self.clock.monotonic())
 
         def body() -> None:
             copier = None

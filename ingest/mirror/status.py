@@ -108,13 +108,14 @@ def unit_status(unit: UnitKey, checkpoint: dict | None, source_end: int | None, 
         return UnitStatus(*unit, None, NOT_STARTED, None, None, 0 if source_end is not None else None,
                           source_end, None, source_end, _lag_s(source_end, owner, progress, None, now_ms), owner)
     tp = checkpoint.get("target_partition")
-    so, to = int(checkpoint["source_offset"]), int(checkpoint["target_offset"])
+    so = int(checkpoint["source_offset"])
+    to = None if checkpoint.get("target_offset") is None else int(checkpoint["target_offset"])
     target_end = target_end_of(tp) if tp is not None else None
     if tp is None:
         mode, position = AT_LEAST_ONCE, so
     else:
         mode = EXACTLY_ONCE
-        position = so + (target_end - to) if target_end is not None else None
+        position = so + (target_end - to) if target_end is not None and to is not None else None
     lag = max(0, source_end - position) if source_end is not None and position is not None else None
     return UnitStatus(*unit, tp, mode, so, to, position, source_end, target_end, lag,
                       _lag_s(lag, owner, progress, checkpoint.get("updated_at_ms"), now_ms), owner)

@@ -75,13 +75,20 @@ def test_discovery_lists_both_sources_filters_and_sees_new_topics(two_sources):
             UnitKey("dc2", "orders", b2, 0)]
         assert discovery.sources["dc2"].latest_offset("clicks", b2, 0) == len(encode_message_set([b"c"]))
         assert discovery.sources["dc1"].latest_offset("clicks", b0, 0) == len(encode_message_set([b"c0"]))
+        filtered = SourceDiscovery(parse_mirror_config({**config, "whitelist": "views.*|clicks|orders",
+                                                        "blacklist": ".*-test|orders"}))
+        try:
+            assert sorted({(u.source, u.topic) for u in filtered.units()}) == [
+                ("dc1", "clicks"), ("dc1", "views"), ("dc2", "clicks")]
+        finally:
+            filtered.close()
+        # a listed broker that does not answer for a while keeps its partitions (its copiers do not stop)
+        before = discovery.units()
+        dc2[0].kill()
+        assert discovery.units() == before
+        assert discovery.sources["dc2"].latest_offset("clicks", b2, 0) is None
     finally:
         discovery.close()
-    filtered = SourceDiscovery(parse_mirror_config({**config, "whitelist": "views.*|clicks", "blacklist": ".*-test"}))
-    try:
-        assert sorted({u.topic for u in filtered.units()}) == ["clicks", "views"]
-    finally:
-        filtered.close()
 
 
 def test_group_members_share_units_and_take_over_when_one_ends(zk_connect):
@@ -117,3 +124,31 @@ def test_group_members_share_units_and_take_over_when_one_ends(zk_connect):
         for client in (clients[0], clients[2]):
             client.stop()
             client.close()
+
+
+def test_a_failing_copier_is_started_again_with_a_doubling_back_off(zookeeper, broker_factory):  # noqa: F811
+    import time
+
+    from ingest.errors import MirrorError
+    from ingest.mirror.mirror_maker import MirrorMaker
+
+    dc1_zk, target_zk = chroot(zookeeper, "dc1"), chroot(zookeeper, "target")
+    (dc1,) = broker_factory(1, zk_connect=dc1_zk, num_partitions=1)
+    broker_factory(1, zk_connect=target_zk)
+    produce(dc1, "clicks", 0, [b"x"])
+    calls: list[float] = []
+
+    def failing(unit, mirror):
+        calls.append(time.monotonic())
+        raise MirrorError(f"{unit}: cannot be copied (test)")
+
+    mirror = MirrorMaker({"sources": "dc1", "source.dc1.zk.connect": dc1_zk, "target.zk.connect": target_zk,
+                          "topic.refresh.ms": 100, "checkpoint.interval.ms": 100}, copier_factory=failing).start()
+    try:
+        wait_until(lambda: len(calls) >= 4, what="four attempts")
+    finally:
+        mirror.stop()
+    gaps = [b - a for a, b in zip(calls, calls[1:])]
+    # 0.5 s, 1 s, 2 s at least between attempts (a slow machine only makes them longer)
+    assert [g >= want for g, want in zip(gaps, (0.5, 1.0, 2.0))] == [True, True, True], gaps
+    assert mirror.last_error is None and mirror.owned() == []

@@ -29,6 +29,7 @@ def test_the_example_config_parses_and_names_both_kinds_of_source():
         SourceSpec("dc2", broker_list="0:broker1.dc2.example:9092,1:broker2.dc2.example:9092")]
     assert config["mirror.group"] == "mirror" and config["target.acks"] == -1
     assert config["target.replication.factor"] == 2 and config["blacklist"] == "test-.*|tmp-.*"
+    assert config["target.partitions.reserve"] == -1
 
 
 def test_defaults_of_the_brief():

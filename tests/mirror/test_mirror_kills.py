@@ -1,6 +1,8 @@
 """The proof of exactly-once mirroring: producers publish to two source clusters while the mirror
 process is SIGKILLed at random moments (at least 30 times, restarted each time, kills landing in
-start-up, topic creation, copying and checkpointing alike). Afterwards every target partition holds
+start-up, topic creation, copying and checkpointing alike). The target topic is replicated (factor 2,
+acks=-1); one source is found through ZooKeeper, the producers of the other compress with gzip.
+Afterwards every target partition holds
 exactly the bytes of its source partition: every source message once, none lost, none twice, and
 compressed wrappers copied as they are."""
 from __future__ import annotations
@@ -40,7 +42,7 @@ def test_mirror_sigkilled_30_times_copies_every_message_exactly_once(zookeeper, 
     dc1_zk, dc2_zk, target_zk = chroot(zookeeper, "dc1"), chroot(zookeeper, "dc2"), chroot(zookeeper, "target")
     (dc1,) = broker_factory(1, zk_connect=dc1_zk, num_partitions=2)
     (dc2,) = broker_factory(1, zk_connect=dc2_zk, num_partitions=2)
-    broker_factory(1, zk_connect=target_zk)
+    broker_factory(2, zk_connect=target_zk)   # the target topic is replicated: factor 2, acks=-1
     for b in (dc1, dc2):          # the topic exists on every source before the mirror first sees it
         for p in (0, 1):
             produce(b, "events", p, [b"first"])
@@ -65,7 +67,7 @@ def test_mirror_sigkilled_30_times_copies_every_message_exactly_once(zookeeper, 
                  threading.Thread(target=publish, args=("dc2", {"broker.list": dc2.address,
                                                                 "compression.codec": "gzip"}), daemon=True)]
     props = {"sources": "dc1,dc2", "source.dc1.zk.connect": dc1_zk, "source.dc2.zk.connect": dc2_zk,
-             "target.zk.connect": target_zk, "mirror.id": "m-kill", "checkpoint.interval.ms": 150,
+             "target.zk.connect": target_zk, "target.replication.factor": 2, "mirror.id": "m-kill", "checkpoint.interval.ms": 150,
              "topic.refresh.ms": 500, "zk.sessiontimeout.ms": 3000, "fetch.size": 4096}
     mirror = MirrorProcess(tmp_path, props)
     target = TargetCluster(target_zk)

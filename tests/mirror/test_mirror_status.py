@@ -8,6 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+from ingest.client.discovery import start_kazoo
+from ingest.client.simple_consumer import SimpleConsumer
+from ingest.client.topics_admin import create_topic
 from ingest.mirror.mirror_maker import MirrorMaker
 from ingest.mirror.status import HEADER, UnitStatus, render
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
@@ -41,6 +44,12 @@ def test_status_shows_exact_lag_after_the_mirror_stopped_and_none_once_caught_up
     (dc1,) = broker_factory(1, zk_connect=dc1_zk, num_partitions=2)
     broker_factory(1, zk_connect=target_zk)
     first = [produce(dc1, "clicks", p, [f"m{p}-{i}".encode() * 10 for i in range(25)]) for p in (0, 1)]
+    # a target topic that exists with too few partitions: its units fall back to repartitioning
+    small = [produce(dc1, "small", p, [f"s{p}-{i}".encode() for i in range(4 + p)]) for p in (0, 1)]
+    tzk = start_kazoo(target_zk, connection_timeout_ms=30_000)
+    create_topic(tzk, "small", partitions=1, replication_factor=1, manual=None)
+    tzk.stop()
+    tzk.close()
     props = {"sources": "dc1", "source.dc1.zk.connect": dc1_zk, "target.zk.connect": target_zk,
              "mirror.id": "m-status", "checkpoint.interval.ms": 100, "topic.refresh.ms": 500}
     config_path = tmp_path / "mirror.properties"
@@ -50,11 +59,21 @@ def test_status_shows_exact_lag_after_the_mirror_stopped_and_none_once_caught_up
         mirror = MirrorMaker(props).start()
         try:
             wait_mirrored(target, {("clicks", 0): first[0], ("clicks", 1): first[1]})
-            wait_until(lambda: [(r["partition"], r["lag_bytes"], r["lag_seconds"]) for r in mirror.status()] ==
-                       [(0, 0, 0.0), (1, 0, 0.0)], what="the API's rows caught up")
-            row = mirror.status()[0]
-            assert (row["mode"], row["target_partition"], row["position"], row["source_end"], row["target_end"],
-                    row["owner"]) == ("exactly-once", 0, first[0], first[0], first[0], "m-status")
+            wait_until(lambda: [(r["topic"], r["partition"], r["lag_bytes"], r["lag_seconds"])
+                                for r in mirror.status()] ==
+                       [("clicks", 0, 0, 0.0), ("clicks", 1, 0, 0.0), ("small", 0, 0, 0.0), ("small", 1, 0, 0.0)],
+                       what="the API's rows caught up")
+            rows = mirror.status()
+            assert [(r["mode"], r["target_partition"], r["position"], r["source_end"], r["target_end"], r["owner"],
+                     r["state"]) for r in rows] == [
+                ("exactly-once", 0, first[0], first[0], first[0], "m-status", "caught up"),
+                ("exactly-once", 1, first[1], first[1], first[1], "m-status", "caught up"),
+                ("at-least-once (repartitioned)", None, small[0], small[0], None, "m-status", "caught up"),
+                ("at-least-once (repartitioned)", None, small[1], small[1], None, "m-status", "caught up")]
+            a = target.leader("small", 0)
+            with SimpleConsumer(a.host, a.port) as c:
+                wait_until(lambda: len(list(c.iter_range("small", 0, 0, c.latest_offset("small", 0)))) == 9,
+                           what="the 9 messages of small in the target's one partition")
         finally:
             stopping_at = time.time()
             mirror.stop()
@@ -67,6 +86,9 @@ def test_status_shows_exact_lag_after_the_mirror_stopped_and_none_once_caught_up
     answered_at = time.time()
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
+    assert [(row["topic"], row["mode"], row["position"], row["lag_bytes"]) for row in rows[2:]] == [
+        ("small", "at-least-once (repartitioned)", small[0], 0), ("small", "at-least-once (repartitioned)", small[1], 0)]
+    rows = rows[:2]
     assert [{k: v for k, v in row.items() if k != "lag_seconds"} for row in rows] == [
         {"source": "dc1", "topic": "clicks", "broker_id": dc1.broker_id, "partition": 0, "target_partition": 0,
          "mode": "exactly-once", "checkpoint_source_offset": first[0], "checkpoint_target_offset": first[0],
@@ -83,3 +105,42 @@ def test_status_shows_exact_lag_after_the_mirror_stopped_and_none_once_caught_up
     line = text.stdout.splitlines()[2].split()
     assert line[:9] == ["dc1", "clicks", f"{dc1.broker_id}-0", "0", "exactly-once", str(first[0]),
                         str(first[0] + more), str(first[0]), str(more)] and line[10] == "-"
+
+
+def test_with_a_registry_the_mirror_publishes_what_it_read_and_the_target_acknowledged(zookeeper, broker_factory,  # noqa: F811
+                                                                                        tmp_path):
+    from ingest.events.registry_client import RegistryClient
+    from ingest.events.serde import EventDeserializer
+    from tests.harness.registry import RegistryProcess
+
+    dc1_zk, target_zk = chroot(zookeeper, "dc1"), chroot(zookeeper, "target")
+    (dc1,) = broker_factory(1, zk_connect=dc1_zk, num_partitions=1)
+    (tb,) = broker_factory(1, zk_connect=target_zk, num_partitions=1)
+    n = produce(dc1, "clicks", 0, [f"plain-{i}".encode() for i in range(10)])
+    n += produce(dc1, "clicks", 0, [f"zipped-{i}".encode() for i in range(7)], codec=1)   # gzip wrapper: 7 count
+    registry = RegistryProcess(tmp_path / "registry").start()
+    target = TargetCluster(target_zk)
+    try:
+        mirror = MirrorMaker({"sources": "dc1", "source.dc1.zk.connect": dc1_zk, "target.zk.connect": target_zk,
+                              "mirror.id": "m-counts", "registry.url": registry.url, "checkpoint.interval.ms": 100,
+                              "monitoring.interval.ms": 100}).start()
+        try:
+            wait_mirrored(target, {("clicks", 0): n})
+        finally:
+            mirror.stop()   # the final checkpoint publishes the closing counts
+        deserializer = EventDeserializer(RegistryClient(registry.url))
+        with SimpleConsumer(tb.host, tb.port) as c:
+            events = [deserializer.deserialize(m.payload)
+                      for m in c.iter_range("audit-mirror", 0, 0, c.latest_offset("audit-mirror", 0))]
+        session = f"mirror:mirror:dc1:clicks:{dc1.broker_id}-0"
+        latest_revision: dict[int, dict] = {}
+        for e in events:
+            assert e["producer_session_id"] == session and e["service"] == "mirror:dc1", e
+            w = e["window_start_ms"]
+            if w not in latest_revision or e["revision"] > latest_revision[w]["revision"]:
+                latest_revision[w] = e
+        assert sum(e["count_attempted"] for e in latest_revision.values()) == 17
+        assert sum(e["count_acked"] for e in latest_revision.values()) == 17
+    finally:
+        target.close()
+        registry.stop()
