@@ -90,8 +90,9 @@ class DatacentersDemo(Demo):
         """The topics of every datacenter, replicated on its two brokers, before the mirrors look.
 
         Created up front (as an operator would), not by their first message: the mirrors record a
-        topic's source -> target partition mapping when they first see it, and a partition that
-        appears later is mirrored at-least-once (docs/mirroring.md).
+        topic's source -> target partition mapping when they first see it; a partition appearing
+        later takes a spare target partition, or is mirrored at-least-once once the spares are used
+        up (docs/mirroring-data-path.md).
         """
         for dc in DATACENTERS:
             for topic in (*(t for t, _, _ in DC_TOPICS), MONITORING_TOPIC):
