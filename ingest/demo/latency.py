@@ -68,6 +68,7 @@ class LatencyProbe:
         self.headers = HeaderReader(RegistryClient(registry_url))
         self.topics = topics
         self.latencies_ms: list[int] = []
+        self.first_event_ms: int | None = None  # the earliest header.time seen
         self.undecodable = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="latency-probe", daemon=True)
@@ -106,6 +107,8 @@ class LatencyProbe:
             self.undecodable += 1
             return
         self.latencies_ms.append(max(0, received_ms - header.time))
+        if self.first_event_ms is None or header.time < self.first_event_ms:
+            self.first_event_ms = header.time
 
     def wait_for(self, count: int, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
