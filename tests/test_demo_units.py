@@ -112,3 +112,26 @@ def test_demo_summary_reads_window_rows_through_the_one_report_reader(tmp_path):
     assert audit_rows(tmp_path / "missing.jsonl") == []
     (tmp_path / "junk.jsonl").write_text("not a report\n")
     assert audit_rows(tmp_path / "junk.jsonl") == []
+
+
+def test_latency_percentiles_are_nearest_rank():
+    from ingest.demo.latency import percentile, summarize
+
+    assert summarize([]) is None
+    s = summarize([1000 * i for i in range(1, 101)])  # 1 s .. 100 s
+    assert (s.count, s.median_s, s.p99_s, s.max_s, s.mean_s) == (100, 50.0, 99.0, 100.0, 50.5)
+    assert percentile([3.0], 99) == 3.0
+    assert "median 50.00 s, p99 99.00 s" in s.line() and "(paper: ~10 s average)" in s.line()
+
+
+def test_tier_lines_show_every_tier_or_say_they_are_missing():
+    from ingest.demo.summary import tier_lines
+
+    rows = [{"topic": "page-views", "window_start_ms": 10_000, "status": "DATA_LOSS", "loss_tier": "source",
+             "tiers": {"producers": 7, "source": 5, "target": 5, "warehouse": 5}},
+            {"topic": "clicks", "window_start_ms": 0, "status": "COMPLETE",
+             "tiers": {"producers": 2, "source": None, "target": None, "warehouse": 2}}]
+    out = tier_lines(rows)
+    assert out[3].split() == ["clicks", "00:00:00", "2", "-", "-", "2", "COMPLETE", "-"]
+    assert out[4].split() == ["page-views", "00:00:10", "7", "5", "5", "5", "DATA_LOSS", "source"]
+    assert tier_lines([{"topic": "t", "status": "COMPLETE"}])[0].startswith("tiers per window: NOT REPORTED")

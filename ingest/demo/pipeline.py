@@ -279,9 +279,10 @@ def _committed_files(warehouse: Path) -> dict[str, int]:
     return out
 
 
-def run_demo(opts: DemoOptions) -> int:
-    """Run the demo; every started process is stopped on return, error, Ctrl-C or SIGTERM."""
-    demo = Demo(opts)
+def run_demo(opts: DemoOptions, demo_class: type[Demo] = Demo) -> int:
+    """Run the demo (``demo_class``: the topology); every started process is stopped on return, error,
+    Ctrl-C or SIGTERM."""
+    demo = demo_class(opts)
 
     def on_signal(signum, frame):  # noqa: ARG001
         raise KeyboardInterrupt
