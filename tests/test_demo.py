@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.harness import reaper
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +51,7 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--duration", "8", "--rate", "60",
                              "--workdir", str(work)], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    reaper.watch(proc)  # stopped even if pytest itself is killed
     sessions: set[int] = set()
     deadline = time.monotonic() + 290
     while proc.poll() is None and time.monotonic() < deadline:
@@ -113,6 +115,7 @@ def test_demo_ctrl_c_stops_what_it_started(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--duration", "120",
                                  "--workdir", str(work)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
+        reaper.watch(proc)  # stopped even if pytest itself is killed
     try:
         deadline = time.monotonic() + 240
         while "producers: " not in out_path.read_text():

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.test_demo import ROOT, _children_of, _describe, _safe_sid, _sessions_alive
+from tests.harness import reaper
 
 LATENCY = re.compile(r"end-to-end latency \(producer send -> visible in the offline cluster\): "
                      r"median (\d+\.\d+) s, p99 (\d+\.\d+) s, mean (\d+\.\d+) s, max (\d+\.\d+) s "
@@ -34,6 +35,7 @@ def test_datacenters_demo_prints_latency_and_tiers_and_stops_everything(tmp_path
                              "--duration", "8", "--rate", "40", "--workdir", str(work)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+    reaper.watch(proc)  # stopped even if pytest itself is killed
     sessions: set[int] = set()
     deadline = time.monotonic() + 900  # a hang guard only: a loaded 2-core machine is slow
     while proc.poll() is None and time.monotonic() < deadline:

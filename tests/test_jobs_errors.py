@@ -20,6 +20,7 @@ from ingest.jobs_support import EXIT_DATA_LOSS, EXIT_FAILED, EXIT_INTERNAL, exit
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 from tests.harness.net import free_port
+from tests.harness import reaper
 
 TOPIC = "job-errors"
 
@@ -177,6 +178,7 @@ def test_load_with_its_broker_killed_is_one_line_exit_2_and_commits_nothing(one_
     dest, conf = _conf(tmp_path, broker, registry_url)
     proc = subprocess.Popen(_submit_cmd(conf), env=spark_env(), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    reaper.watch(proc)  # stopped even if pytest itself is killed
     lines: list[str] = []
     planned = threading.Event()
 

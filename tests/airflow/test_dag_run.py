@@ -20,6 +20,7 @@ import pytest
 from tests.airflow.harness import AIRFLOW_BIN, ROOT, airflow_available, airflow_env, checkout_python
 from tests.harness.brokers import broker_factory  # noqa: F401 - fixture
 from tests.harness.registry import RegistryProcess
+from tests.harness import reaper
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not airflow_available(), reason=".venv-airflow missing (scripts/bootstrap.sh)")]
@@ -43,6 +44,7 @@ def dags_test(env: dict, home: Path, logical_date: str, log_path: Path, timeout_
     with open(log_path, "w") as log:
         proc = subprocess.Popen([str(AIRFLOW_BIN), "dags", "test", "ingest_hourly", logical_date], env=env, cwd=home,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        reaper.watch(proc)  # stopped even if pytest itself is killed
         deadline = time.monotonic() + timeout_s
         try:
             for line in proc.stdout:

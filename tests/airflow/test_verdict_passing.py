@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from ingest_dag_support import AUDIT_RUN_ID, DEFAULT_ARGS, SPARK_CONN_ID, SPARK_ENV, compact_task
+from tests.harness import reaper
 
 with DAG("verdict_passing", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
          default_args={**DEFAULT_ARGS, "retries": 0}) as dag:
@@ -72,6 +73,7 @@ def test_compaction_gates_on_the_audit_revision_without_a_local_report(tmp_path)
     with open(log, "w") as f:
         proc = subprocess.Popen([str(AIRFLOW_BIN), "dags", "test", "verdict_passing"], env=env, cwd=home,
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        reaper.watch(proc)  # stopped even if pytest itself is killed
         try:
             code = proc.wait(timeout=480)
         finally:

@@ -54,6 +54,7 @@ from ingest.loader.job import run_load
 from tests.audit.proxy import FaultProxy
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.registry import RegistryProcess
+from tests.harness import reaper
 
 REPO = Path(__file__).resolve().parents[2]
 W = 600_000
@@ -268,6 +269,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
              "--report", str(report)],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
+        reaper.watch(submit)  # stopped even if pytest itself is killed
         run = p.audit(now=C + W + 60_000)
         mark('audit 2')
         rows = {t: by_window(run, t) for t in {r["topic"] for r in run.rows}}

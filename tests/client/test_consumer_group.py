@@ -18,6 +18,7 @@ from ingest.errors import ConfigError, FetchSizeTooSmallError
 from ingest.znodes import partition_name
 from tests.client.conftest import create_topic, wait_until
 from tests.harness.zookeeper import expire_session
+from tests.harness import reaper
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"zk.sessiontimeout.ms": 2000, "autocommit.interval.ms": 100, "rebalance.backoff.ms": 100,
@@ -139,6 +140,7 @@ def test_consumer_sigkilled_mid_stream_loses_nothing_for_its_group(broker_factor
     proc = subprocess.Popen([sys.executable, "-m", "tests.client.group_consumer_proc", zk_connect, "gk", topic,
                              "0.5"],
                             stdout=subprocess.PIPE, env=env, cwd=str(REPO), start_new_session=True)
+    reaper.watch(proc)  # stopped even if pytest itself is killed
     first: list[bytes] = []
     try:
         assert proc.stdout.readline().strip() == b"ready"

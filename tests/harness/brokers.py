@@ -52,6 +52,7 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from tests.harness.net import free_port
+from tests.harness import reaper
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,6 +147,7 @@ class BrokerProcess:
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=str(REPO_ROOT), env=env, start_new_session=True,
             )
+            reaper.watch(self.proc)  # stopped even if pytest itself is killed
         finally:
             out.close()
         deadline = time.monotonic() + timeout

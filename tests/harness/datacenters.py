@@ -46,6 +46,7 @@ import pytest
 
 from tests.harness.brokers import BrokerProcess, broker_list, stop_all
 from tests.harness.registry import RegistryProcess
+from tests.harness import reaper
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATACENTERS = ("dc1", "dc2")
@@ -192,6 +193,7 @@ class MirrorProcess:
                 [sys.executable, "-m", "ingest.cli", "mirror", "--config", str(self.config_path)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT),
                 env=env, start_new_session=True)
+            reaper.watch(self.proc)  # stopped even if pytest itself is killed
         deadline = time.monotonic() + settle_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

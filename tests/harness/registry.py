@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.harness.net import free_port
+from tests.harness import reaper
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,6 +45,7 @@ class RegistryProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+            reaper.watch(self.proc)  # stopped even if pytest itself is killed
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from tests.harness.net import free_port, wait_for_port
+from tests.harness import reaper
 
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/*"
@@ -64,6 +65,7 @@ class ZooKeeperServer:
              "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
+        reaper.watch(self.proc)  # stopped even if pytest itself is killed
         wait_for_port(self.port, host=self.host, timeout=60)
         return self
 

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.harness import reaper
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,6 +44,7 @@ class MirrorProcess:
                 [sys.executable, "-m", "ingest.cli", "mirror", "--config", str(self.config_path)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT), env=env,
                 start_new_session=True)
+            reaper.watch(self.proc)  # stopped even if pytest itself is killed
         self.starts += 1
         if wait:
             deadline = time.monotonic() + timeout

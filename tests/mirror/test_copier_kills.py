@@ -25,6 +25,7 @@ from tests.harness.brokers import REPO_ROOT, broker_factory  # noqa: F401  (fixt
 from tests.harness.wait import wait_until
 from tests.mirror.copier_support import acked, payload, produce_07, read_all
 from tests.mirror.copier_support import Mirror, target_zk_connect  # noqa: F401  (fixture)
+from tests.harness import reaper
 
 KILLS = 8
 
@@ -36,6 +37,7 @@ def start_driver(source_zk, target_zk, unit, out_path):
                              unit.topic, str(unit.broker_id), str(unit.partition), str(unit.target_partition), "1024"],
                             stdout=subprocess.PIPE, stderr=out, cwd=str(REPO_ROOT), env=env,
                             start_new_session=True)
+    reaper.watch(proc)  # stopped even if pytest itself is killed
     assert proc.stdout.readline().strip() == b"ready", open(out_path, "rb").read()[-2000:]
     return proc
 
