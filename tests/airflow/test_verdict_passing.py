@@ -17,6 +17,7 @@ import pytest
 
 from tests.airflow.harness import AIRFLOW_BIN, DAGS, ROOT, airflow_available, airflow_env, checkout_python
 from tests.compaction.helpers import HOUR_START_MS, committed_paths, make_hour
+from tests.harness import reaper
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not airflow_available(), reason=".venv-airflow missing (scripts/bootstrap.sh)")]
@@ -28,7 +29,6 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from ingest_dag_support import AUDIT_RUN_ID, DEFAULT_ARGS, SPARK_CONN_ID, SPARK_ENV, compact_task
-from tests.harness import reaper
 
 with DAG("verdict_passing", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
          default_args={**DEFAULT_ARGS, "retries": 0}) as dag:
