@@ -371,17 +371,26 @@ def run_episode(kind: str, addr: h.Addr, s: SoakSettings, seed: int, stop: threa
     raise ValueError(f"unknown attack {kind!r}; allowed: {ATTACKS}")
 
 
+MIN_EPISODE_S = 1.0
+"""No episode starts with less than this left of the soak (a shorter one would be a token attack)."""
+
+
 def run_hostile(index: int, addr: h.Addr, s: SoakSettings, stop: threading.Event, b: BrokerProcess,
-                episodes: list[Episode], lock: threading.Lock) -> None:
+                episodes: list[Episode], lock: threading.Lock, deadline: float = float("inf")) -> None:
+    """Episodes one after the other until ``stop`` or ``deadline``: the last one is cut to end at the
+    deadline, so the attacks fill the soak's ``seconds`` and do not run on past it (bursts and fuzz do
+    not watch ``stop``; an episode begun near the end used to add up to ``episode_s`` to every run)."""
     kinds = list(s.attacks)
     for n in itertools.count():
-        if stop.is_set() or not kinds:
+        left = deadline - time.monotonic()
+        if stop.is_set() or not kinds or left < MIN_EPISODE_S:
             return
         kind = kinds[(n + index) % len(kinds)]
         e = Episode(kind, index, time.monotonic())
         before = log_size(b)
         try:
-            e.result = run_episode(kind, addr, s, s.seed + 1000 * index + n, stop)
+            es = s if left >= s.episode_s else replace(s, episode_s=left)
+            e.result = run_episode(kind, addr, es, s.seed + 1000 * index + n, stop)
         except Exception as exc:  # noqa: BLE001 - an attack's own failure is data, not a soak crash
             e.result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         e.end = time.monotonic()
@@ -498,7 +507,7 @@ def run_soak(workdir: str | Path, s: SoakSettings) -> dict:
                  guarded(run_consumer, addr, s, stop_valid, consumed),
                  guarded(ctl.probe_for, s.seconds + 3600, 0.05, stop_valid),
                  guarded(run_sampler, b, t0, stop_valid, timeline)]
-        hostile = [guarded(run_hostile, i, addr, s, stop_hostile, b, episodes, lock)
+        hostile = [guarded(run_hostile, i, addr, s, stop_hostile, b, episodes, lock, t0 + s.seconds)
                    for i in range(s.hostile_threads)]
         for t in valid + hostile:
             t.start()
