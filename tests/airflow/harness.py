@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -52,3 +53,22 @@ def checkout_python(directory: Path) -> str:
     path.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{ROOT / ".venv" / "bin" / "python"}" "$@"\n')
     path.chmod(0o755)
     return str(path)
+
+
+def migrate_once(template_dir: Path) -> Path:
+    """``airflow db migrate`` in ``template_dir`` (an empty AIRFLOW_HOME); returns the migrated sqlite DB.
+
+    Run once per test session (the ``airflow_db`` fixture in tests/airflow/conftest.py): a migration
+    costs 8-15 s of Airflow start-up and schema creation, and its result holds nothing of the home it
+    was made in (alembic version, the two log templates, ``default_pool``).
+    """
+    subprocess.run([str(AIRFLOW_BIN), "db", "migrate"], env=airflow_env(template_dir), cwd=template_dir, check=True,
+                   capture_output=True, timeout=120)
+    db = template_dir / "airflow.db"
+    assert db.is_file(), f"airflow db migrate wrote no {db}"
+    return db
+
+
+def install_db(template_db: Path, home: Path) -> None:
+    """Give ``home`` its own copy of the migrated DB (what ``airflow db migrate`` there would write)."""
+    shutil.copyfile(template_db, home / "airflow.db")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.harness import AIRFLOW_BIN, DAGS, ROOT, airflow_available, airflow_env
+from tests.airflow.harness import AIRFLOW_BIN, DAGS, ROOT, airflow_available, airflow_env, install_db
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not airflow_available(), reason=".venv-airflow missing (scripts/bootstrap.sh)")]
@@ -25,7 +25,7 @@ with DAG("loss_audit", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=tim
 '''
 
 
-def test_loss_verdict_fails_without_retry_with_summary_and_alert(tmp_path):
+def test_loss_verdict_fails_without_retry_with_summary_and_alert(tmp_path, airflow_db):
     dags = tmp_path / "dags"
     dags.mkdir()
     report = tmp_path / "reports" / "audit.jsonl"
@@ -41,7 +41,7 @@ def test_loss_verdict_fails_without_retry_with_summary_and_alert(tmp_path):
                       AIRFLOW_VAR_INGEST_HOME=str(ROOT),
                       AIRFLOW_CONN_INGEST_SPARK=json.dumps({"conn_type": "spark", "host": "local[1]"}),
                       AIRFLOW_VAR_INGEST_ALERT_COMMAND=f"cat > {alert_file}")
-    subprocess.run([str(AIRFLOW_BIN), "db", "migrate"], env=env, cwd=home, check=True, capture_output=True, timeout=120)
+    install_db(airflow_db, home)  # the session's migrated DB (`airflow db migrate` once)
     run = subprocess.run([str(AIRFLOW_BIN), "dags", "test", "loss_audit"], env=env, cwd=home,
                          capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr

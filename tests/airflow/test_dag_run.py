@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.harness import AIRFLOW_BIN, ROOT, airflow_available, airflow_env, checkout_python
+from tests.airflow.harness import AIRFLOW_BIN, ROOT, airflow_available, airflow_env, checkout_python, install_db
 from tests.harness.brokers import broker_factory  # noqa: F401 - fixture
 from tests.harness.registry import RegistryProcess
 from tests.harness import reaper
@@ -67,7 +67,7 @@ def props(path: Path, values: dict) -> str:
 
 
 @pytest.mark.skipif(not (ROOT / "jobs" / "audit.py").exists(), reason="jobs/audit.py not there yet")
-def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory):  # noqa: F811
+def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory, airflow_db):  # noqa: F811
     brokers = broker_factory(n=2, num_partitions=2)
     broker_list = ",".join(f"{b.broker_id}:{b.host}:{b.port}" for b in brokers)
     registry = RegistryProcess(tmp_path / "registry").start()
@@ -103,8 +103,7 @@ def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory):  # 
             AIRFLOW_CONN_INGEST_SPARK=json.dumps({"conn_type": "spark", "host": "local[2]",
                                                   "extra": {"deploy-mode": "client"}}),
         )
-        subprocess.run([str(AIRFLOW_BIN), "db", "migrate"], env=env, cwd=home, check=True,
-                       capture_output=True, timeout=120)
+        install_db(airflow_db, home)  # the session's migrated DB (`airflow db migrate` once)
         # the run at the next full hour covers the current hour, where our events are
         hour = started.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
         code, out = dags_test(env, home, hour.isoformat(), tmp_path / "dags-test.log")

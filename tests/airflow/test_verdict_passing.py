@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.harness import AIRFLOW_BIN, DAGS, ROOT, airflow_available, airflow_env, checkout_python
+from tests.airflow.harness import AIRFLOW_BIN, DAGS, ROOT, airflow_available, airflow_env, checkout_python, install_db
 from tests.compaction.helpers import HOUR_START_MS, committed_paths, make_hour
 from tests.harness import reaper
 
@@ -44,7 +44,7 @@ def window_rows(topic: str, bad: int | None = None) -> list[dict]:
              "judged": True, "causes": {}} for i in range(6)]
 
 
-def test_compaction_gates_on_the_audit_revision_without_a_local_report(tmp_path):
+def test_compaction_gates_on_the_audit_revision_without_a_local_report(tmp_path, airflow_db):
     dest = tmp_path / "warehouse"
     make_hour(dest, "parquet", topic="page-views")
     make_hour(dest, "parquet", topic="clicks")
@@ -68,7 +68,7 @@ def test_compaction_gates_on_the_audit_revision_without_a_local_report(tmp_path)
                       AIRFLOW_VAR_INGEST_REPORT_DIR=str(reports),
                       AIRFLOW_CONN_INGEST_SPARK=json.dumps({"conn_type": "spark", "host": "local[1]",
                                                             "extra": {"deploy-mode": "client"}}))
-    subprocess.run([str(AIRFLOW_BIN), "db", "migrate"], env=env, cwd=home, check=True, capture_output=True, timeout=120)
+    install_db(airflow_db, home)  # the session's migrated DB (`airflow db migrate` once)
     log = tmp_path / "dags-test.log"
     with open(log, "w") as f:
         proc = subprocess.Popen([str(AIRFLOW_BIN), "dags", "test", "verdict_passing"], env=env, cwd=home,
