@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.harness import reaper
+from tests.harness.spark import spark_submit_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +51,8 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
     work = tmp_path / "demo"
     proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--duration", "8", "--rate", "60",
                              "--workdir", str(work)], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=spark_submit_env())  # its spark-submits: C1 JIT (tests/harness/spark.py)
     reaper.watch(proc)  # stopped even if pytest itself is killed
     sessions: set[int] = set()
     deadline = time.monotonic() + 290

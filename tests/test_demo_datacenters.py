@@ -12,6 +12,7 @@ import pytest
 
 from tests.test_demo import ROOT, _children_of, _describe, _safe_sid, _sessions_alive
 from tests.harness import reaper
+from tests.harness.spark import spark_submit_env
 
 LATENCY = re.compile(r"end-to-end latency \(producer send -> visible in the offline cluster\): "
                      r"median (\d+\.\d+) s, p99 (\d+\.\d+) s, mean (\d+\.\d+) s, max (\d+\.\d+) s "
@@ -34,7 +35,8 @@ def test_datacenters_demo_prints_latency_and_tiers_and_stops_everything(tmp_path
     proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--topology", "datacenters",
                              "--duration", "8", "--rate", "40", "--workdir", str(work)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            env=spark_submit_env())  # its spark-submits: C1 JIT (tests/harness/spark.py)
     reaper.watch(proc)  # stopped even if pytest itself is killed
     sessions: set[int] = set()
     deadline = time.monotonic() + 900  # a hang guard only: a loaded 2-core machine is slow

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.harness.spark import spark_submit_env
+
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW_VENV = ROOT / ".venv-airflow"
 AIRFLOW_PY = AIRFLOW_VENV / "bin" / "python"
@@ -21,7 +23,8 @@ def airflow_available() -> bool:
 
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     """An environment for an isolated Airflow: its own home, sqlite DB, our DAG folder only."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    # the DAG's spark-submits inherit SPARK_SUBMIT_OPTS: C1 JIT for their short jobs (tests/harness/spark.py)
+    env = {k: v for k, v in spark_submit_env().items() if not k.startswith("AIRFLOW")}
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),

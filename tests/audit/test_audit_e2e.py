@@ -55,6 +55,7 @@ from tests.audit.proxy import FaultProxy
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.registry import RegistryProcess
 from tests.harness import reaper
+from tests.harness.spark import SHORT_JVM_OPTS
 
 REPO = Path(__file__).resolve().parents[2]
 W = 600_000
@@ -265,6 +266,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
                    PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         submit = subprocess.Popen(
             [str(Path(py).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+             "--driver-java-options", SHORT_JVM_OPTS,  # a short run: C1 JIT (tests/harness/spark.py)
              str(REPO / "jobs" / "audit.py"), "--config", str(conf), "--from", str(A), "--to", str(C + W),
              "--report", str(report)],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

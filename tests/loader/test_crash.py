@@ -17,6 +17,7 @@ import pytest
 from ingest.loader import layout, manifests
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
+from tests.harness.spark import SHORT_JVM_OPTS
 from tests.loader.helpers import REPO, committed_ids, produce, spark_env, spark_submit
 
 TOPIC = "crash-views"
@@ -26,7 +27,7 @@ def _submit(conf, crash=None, master="local[2,4]"):
     env = spark_env()
     env["INGEST_FAULTS"] = ",".join(["fail-first-attempt"] + ([crash] if crash else []))
     cmd = [spark_submit(), "--master", master, "--conf", "spark.ui.enabled=false",
-           "--driver-java-options", "-XX:TieredStopAtLevel=1",  # short runs: C1 JIT starts faster
+           "--driver-java-options", SHORT_JVM_OPTS,  # short runs: C1 JIT starts faster
            str(REPO / "jobs" / "load.py"), "--config", str(conf)]
     return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
 
@@ -131,6 +132,8 @@ def test_local_cluster_output_is_identical_to_local_mode(spark, brokers, registr
                         "--conf", "spark.speculation=true", "--conf", "spark.speculation.interval=100ms",
                         "--conf", "spark.speculation.quantile=0.01", "--conf", "spark.speculation.multiplier=1.0",
                         "--conf", "spark.speculation.minTaskRuntime=500ms",
+                        "--driver-java-options", SHORT_JVM_OPTS,  # short runs: C1 JIT starts faster
+                        "--conf", f"spark.executor.extraJavaOptions={SHORT_JVM_OPTS}",
                         str(REPO / "jobs" / "load.py"), "--config", str(conf)],
                        env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, _tail(r)
