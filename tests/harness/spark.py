@@ -35,6 +35,7 @@ def make_session():
 
     return (
         SparkSession.builder.master("local[2]")
+        .config("spark.driver.extraJavaOptions", SHORT_JVM_OPTS)  # the JVM is started with these options
         .appName("ingest-tests")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
