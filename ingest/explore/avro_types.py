@@ -70,11 +70,11 @@ class _Mapper:
         if t == "null":
             return T.NullType(), True, _identity
         if isinstance(t, str):
-            if t in self.active:
-                raise SchemaError(f"field {where}: recursive type {t} has no Spark type")
-            target = self.named.get(t) or self.named.get(f"{ns}.{t}")
+            target = self.named.get(f"{ns}.{t}") or self.named.get(t)
             if target is None:
                 raise SchemaError(f"field {where}: unknown named type {t!r}")
+            if any(target is self.named.get(a) for a in self.active):
+                raise SchemaError(f"field {where}: recursive type {t} has no Spark type")
             return self.spark(target, where, ns)
         if isinstance(t, list):
             branches = [b for b in t if b != "null"]

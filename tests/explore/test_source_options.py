@@ -21,42 +21,27 @@ def _all(value_of):
     return json.dumps({VIEWS: {n: value_of(n) for n in ("0-0", "0-1", "1-0", "1-1")}})
 
 
-def test_bad_options_name_the_value_and_what_is_allowed(read, cluster):
+def test_bad_options_fail_the_query_with_the_message_at_load_planning_and_read(read, cluster):
+    """One bad option per stage where Spark runs the source's code (every check's message: test_offsets.py)."""
     RegistryClient(cluster.registry_url).register("sx-ghost-value", page_view_schema())
     first = _offsets(cluster, "0-0")
     cases = [  # (topic, options, text the error must contain)
-        # Spark hands option names over lower-cased
+        # load(): schema(); Spark hands option names over lower-cased
         (VIEWS, {"startingOffset": "earliest"}, "unknown spark source config key 'startingoffset'; "
                                                 "did you mean startingOffsets"),
+        ("sx-none", {}, "topic 'sx-none' has no schema: subject 'sx-none-value' is not in the registry"),
+        # collect(): planning the partitions on the driver
         (VIEWS, {"startingOffsets": "latest"}, "startingOffsets: 'latest' is not allowed for a batch read (as in "
                                                "Spark's Kafka source); allowed is earliest or JSON per partition"),
-        (VIEWS, {"endingOffsets": "earliest"}, "endingOffsets: 'earliest' is not allowed for a batch read"),
-        (VIEWS, {"startingOffsets": "first"}, "startingOffsets: 'first'; allowed is earliest or JSON per partition"),
-        (VIEWS, {"startingOffsets": "{\"sx-views\":"}, "startingOffsets: '{\"sx-views\":' is not JSON"),
-        (VIEWS, {"startingOffsets": json.dumps({"other": {"0": 1}})},
-         "must be a JSON object with the one key 'sx-views' (the topic read)"),
-        (VIEWS, {"startingOffsets": _all(lambda n: -1)},
-         "startingOffsets: -1 for partition 0-0 of 'sx-views'; allowed is an offset >= 0 or -2 (earliest)"),
-        (VIEWS, {"endingOffsets": _all(lambda n: 10**9)},
-         "endingOffsets: offset 1000000000 of partition 0-0 of 'sx-views' is outside the log's [0, "),
-        (VIEWS, {"startingOffsets": _all(lambda n: first[2] if n == "0-0" else -2),
-                 "endingOffsets": _all(lambda n: first[1] if n == "0-0" else -1)},
-         f"partition 0-0 of 'sx-views': starting offset {first[2]} is after the ending offset {first[1]}"),
-        (VIEWS, {"startingOffsets": _all(lambda n: "x")}, "startingOffsets: partition '0-0' has 'x'; allowed is an "
-                                                          "integer"),
-        (VIEWS, {"startingTimestamp": "yesterday"},
-         "invalid value 'yesterday' for 'startingTimestamp': allowed is an integer in [0, +inf]"),
-        (VIEWS, {"startingOffsetsByTimestampStrategy": "skip"},
-         "invalid value 'skip' for 'startingOffsetsByTimestampStrategy': allowed is one of error, latest"),
-        (VIEWS, {"brokers": "", "zk.connect": ""}, "needs the option brokers (host:port,...) or zk.connect"),
-        (VIEWS, {"brokers": "localhost"}, "brokers: 'localhost' is not host:port"),
-        ("sx-none", {}, "topic 'sx-none' has no schema: subject 'sx-none-value' is not in the registry"),
         ("sx-ghost", {}, "topic 'sx-ghost' is on no broker of"),
+        # collect(): reading on an executor, from an offset inside a message
+        (VIEWS, {"startingOffsets": _all(lambda n: first[1] + 1 if n == "0-0" else -2)},
+         f"offset {first[1] + 1}"),
     ]
     for topic, options, text in cases:
         with pytest.raises(Exception) as err:
             read(topic, **options)
-        assert text in str(err.value), (options, str(err.value)[:2000])
+        assert text in str(err.value), (options, str(err.value)[:3000])
 
 
 def _znodes(zk, path="/"):
