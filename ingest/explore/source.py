@@ -18,7 +18,8 @@ of one compressed set share their wrapper's offset) and ``event_time``
 (``header.time`` as a timestamp). Options: :mod:`ingest.explore.source_config`;
 offset forms: :mod:`ingest.explore.offsets`.
 
-One Spark input partition per topic partition. Read-only: no consumer group, no
+One Spark input partition per topic partition (cut at segment starts with
+``maxBytesPerPartition``, :mod:`ingest.explore.split`). Read-only: no consumer group, no
 offsets stored, no file or znode written (docs/spark-source.md).
 
 Spark finds the source by name without a register call when the top-level module
@@ -36,8 +37,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from ingest.errors import ConfigError, SchemaError, SchemaNotFoundError
 from ingest.explore.avro_types import record_type
 from ingest.explore.offsets import ReadRange, plan_ranges
+from ingest.explore.partitions import discovery_config, topic_partitions
 from ingest.explore.read import META_COLUMNS, ReadSettings, rows
 from ingest.explore.source_config import parse_options
+from ingest.explore.split import segment_starts, split_range
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +124,12 @@ class IngestReader(DataSourceReader):
             max_fetch_size=self.cfg["max.fetch.size"], start_strategy=self.cfg["startingOffsetsByTimestampStrategy"])
 
     def partitions(self) -> Sequence[InputPartition]:
-        from ingest.explore.partitions import topic_partitions  # deferred: the loader's discovery imports kazoo
-
         ranges = plan_ranges(self.cfg, topic_partitions(self.cfg))
+        limit = self.cfg["maxBytesPerPartition"]
+        if limit is not None:
+            ranges = [piece for r in ranges
+                      for piece in (split_range(r, segment_starts(r, discovery_config(self.cfg)), limit)
+                                    if r.end - r.start > limit else [r])]
         for r in ranges:
             log.info("format(ingest) %s partition %s: [%d, %d) start_time=%s end_time=%s", r.part.topic,
                      r.part.name, r.start, r.end, r.start_time, r.end_time)

@@ -39,6 +39,7 @@ SOURCE_CONFIG = ConfigDef(
         Key("startingOffsetsByTimestampStrategy", Choice(("error", "latest")), "error", "a partition with no message at or after its starting timestamp: fail the query, or read nothing from it"),
         Key("endingTimestamp", Int(0, None), None, "event time (ms): every partition ends before its first message with header.time >= it, or at latest (beats the one below)"),
         Key("endingOffsetsByTimestamp", Str(), None, 'JSON {"topic":{"<partition>":ms}} naming every partition; beats endingOffsets'),
+        Key("maxBytesPerPartition", Int(1024, None), None, "cut a partition's range into Spark partitions of at most about this many bytes, at segment starts (offset bounds only; empty: one Spark partition per topic partition)"),
         Key("socket.timeout.ms", Int(100, None), 30_000, "broker socket timeout"),
         Key("fetch.size", Int(1024, None), 1 * MB, "bytes per fetch request"),
         Key("max.fetch.size", Int(1024, None), 64 * MB, "largest fetch size the reader grows to for one big message"),

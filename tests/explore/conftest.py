@@ -102,6 +102,9 @@ def cluster(tmp_path_factory, module_zk_connect):
     try:
         brokers = broker_cluster(tmp_path_factory, n=2, zk_connect=module_zk_connect, num_partitions=2,
                                  overrides={"min.insync.replicas": 1,
+                                            # small segments: each 0.7 partition's two batches land in two
+                                            # segments (reads cross a segment start; maxBytesPerPartition cuts)
+                                            "log.file.size": 1500,
                                             # no timed high-watermark checkpoint rewrite while a test
                                             # checks that a read writes no file
                                             "replica.high.watermark.checkpoint.interval.ms": 3_600_000})

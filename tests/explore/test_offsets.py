@@ -15,6 +15,7 @@ from ingest.errors import ConfigError, OffsetOutOfRangeError, SchemaError
 from ingest.explore.avro_types import record_type
 from ingest.explore.offsets import ReadRange, TopicPartition, plan_ranges
 from ingest.explore.source_config import parse_options
+from ingest.explore.split import split_range
 
 T = "views"
 PARTS = [TopicPartition(T, b, p, "h", 9000 + b, 100 * p, 1000 + 100 * p) for b in (0, 1) for p in (0, 1)]
@@ -138,3 +139,13 @@ def test_the_options_table_of_docs_spark_source_is_the_code_s():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "spark-source.md").read_text()
     assert SOURCE_CONFIG.markdown_table() in doc
+
+
+def test_a_range_is_cut_at_segment_starts_into_pieces_of_at_most_max_bytes_where_possible():
+    r = ReadRange(PARTS[0], 0, 3500)
+    cut = [(x.start, x.end) for x in split_range(r, [0, 1000, 2000, 3000, 4000], 1500)]
+    assert cut == [(0, 1000), (1000, 2000), (2000, 3500)]
+    assert [(x.start, x.end) for x in split_range(r, [0, 3000], 1500)] == [(0, 3000), (3000, 3500)]  # one big segment
+    assert [(x.start, x.end) for x in split_range(r, [0, 1000], 4000)] == [(0, 3500)]
+    timed = ReadRange(PARTS[0], 0, 3500, start_time=5)
+    assert split_range(timed, [0, 1000, 2000], 1500) == [timed]  # a timestamp bound needs the whole partition

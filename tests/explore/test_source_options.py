@@ -23,25 +23,43 @@ def _all(value_of):
 
 def test_bad_options_fail_the_query_with_the_message_at_load_planning_and_read(read, cluster):
     """One bad option per stage where Spark runs the source's code (every check's message: test_offsets.py)."""
-    RegistryClient(cluster.registry_url).register("sx-ghost-value", page_view_schema())
     first = _offsets(cluster, "0-0")
-    cases = [  # (topic, options, text the error must contain)
+    cases = [  # (options, text the error must contain)
         # load(): schema(); Spark hands option names over lower-cased
-        (VIEWS, {"startingOffset": "earliest"}, "unknown spark source config key 'startingoffset'; "
-                                                "did you mean startingOffsets"),
-        ("sx-none", {}, "topic 'sx-none' has no schema: subject 'sx-none-value' is not in the registry"),
+        ({"startingOffset": "earliest"}, "unknown spark source config key 'startingoffset'; did you mean "
+                                         "startingOffsets"),
         # collect(): planning the partitions on the driver
-        (VIEWS, {"startingOffsets": "latest"}, "startingOffsets: 'latest' is not allowed for a batch read (as in "
-                                               "Spark's Kafka source); allowed is earliest or JSON per partition"),
-        ("sx-ghost", {}, "topic 'sx-ghost' is on no broker of"),
+        ({"startingOffsets": "latest"}, "startingOffsets: 'latest' is not allowed for a batch read (as in Spark's "
+                                        "Kafka source); allowed is earliest or JSON per partition"),
         # collect(): reading on an executor, from an offset inside a message
-        (VIEWS, {"startingOffsets": _all(lambda n: first[1] + 1 if n == "0-0" else -2)},
-         f"offset {first[1] + 1}"),
+        ({"startingOffsets": _all(lambda n: first[1] + 1 if n == "0-0" else -2)}, f"offset {first[1] + 1}"),
     ]
-    for topic, options, text in cases:
+    for options, text in cases:
         with pytest.raises(Exception) as err:
-            read(topic, **options)
+            read(VIEWS, **options)
         assert text in str(err.value), (options, str(err.value)[:3000])
+
+
+def test_a_topic_without_schema_or_without_broker_is_named(cluster):
+    """The registry and discovery errors, as the driver raises them (no Spark needed to see the text)."""
+    from ingest.errors import SchemaNotFoundError, UnknownTopicError
+    from ingest.explore.partitions import topic_partitions
+    from ingest.explore.source import reader_schema
+    from ingest.explore.source_config import parse_options
+
+    def cfg(topic):
+        return parse_options({"topic": topic, "brokers": cluster.broker_csv, "registry.url": cluster.registry_url})
+
+    with pytest.raises(SchemaNotFoundError) as err:
+        reader_schema(cfg("sx-none"))
+    assert f"topic 'sx-none' has no schema: subject 'sx-none-value' is not in the registry {cluster.registry_url}" \
+        in str(err.value)
+    RegistryClient(cluster.registry_url).register("sx-ghost-value", page_view_schema())
+    assert reader_schema(cfg("sx-ghost"))[1]["name"] == "PageViewEvent"  # the subject exists, the topic does not
+    with pytest.raises(UnknownTopicError) as err:
+        topic_partitions(cfg("sx-ghost"))
+    assert str(err.value) == (f"topic 'sx-ghost' is on no broker of {cluster.broker_csv}; "
+                              f"topics: sx-gzip, sx-repl, sx-views")
 
 
 def _znodes(zk, path="/"):

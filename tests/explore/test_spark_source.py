@@ -113,3 +113,9 @@ def test_a_compressed_set_is_decompressed_and_its_messages_share_the_wrapper_off
     second = sorted(set(offsets))[2]
     rows = read(GZIP, startingOffsets=json.dumps({GZIP: {"0-0": second, "0-1": -2}}))  # 0-1 is empty
     assert [r["header"]["time"] for r in rows] == [T0 + 3000, T0 + 4000, T0 + 5000]
+
+
+def test_max_bytes_per_partition_cuts_each_range_at_its_segment_start(read, cluster):
+    df = read(VIEWS, df=True, maxBytesPerPartition="1024")
+    assert df.rdd.getNumPartitions() == 8  # each 0.7 partition: two segments (one per produced batch)
+    assert sorted((as_compared(x) for x in df.collect()), key=key) == expected(cluster, VIEWS)
