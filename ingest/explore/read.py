@@ -89,6 +89,16 @@ def _time_of(record: dict) -> int | None:
     return header.get("time") if isinstance(header, dict) else None
 
 
+def _named(items: Iterator, topic: str, name: str, start: int) -> Iterator:
+    """``items``, with an OFFSET_OUT_OF_RANGE answer explained (the broker names the partition by number only)."""
+    try:
+        yield from items
+    except OffsetOutOfRangeError as exc:
+        raise OffsetOutOfRangeError(
+            f"{topic} partition {name}: reading from offset {start}: {exc}; an offset must be a message boundary "
+            f"between the partition's earliest and latest offsets (a JSON offset inside a message is refused)") from exc
+
+
 def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[int, dict, int | None]]:
     """(offset, record, event time ms) of every message of the range, cut by its event times.
 
@@ -100,9 +110,10 @@ def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[in
     topic, name = r.part.topic, r.part.name
     decoder = _Decoder(settings)
     started = r.start_time is None
-    for item in iter_range(consumer, topic, r.part.partition, r.start, r.end, fetch_size=settings.fetch_size,
-                           max_fetch_size=settings.max_fetch_size,
-                           wait_s=settings.socket_timeout_s if r.part.replicated else 0.0):
+    items = iter_range(consumer, topic, r.part.partition, r.start, r.end, fetch_size=settings.fetch_size,
+                       max_fetch_size=settings.max_fetch_size,
+                       wait_s=settings.socket_timeout_s if r.part.replicated else 0.0)
+    for item in _named(items, topic, name, r.start):
         if isinstance(item, Corrupt):
             raise InvalidMessageError(f"{topic} partition {name}: message at offset {item.offset} is corrupt "
                                       f"({item.reason}); nothing after it is read")

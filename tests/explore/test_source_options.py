@@ -32,7 +32,9 @@ def test_bad_options_fail_the_query_with_the_message_at_load_planning_and_read(r
         ({"startingOffsets": "latest"}, "startingOffsets: 'latest' is not allowed for a batch read (as in Spark's "
                                         "Kafka source); allowed is earliest or JSON per partition"),
         # collect(): reading on an executor, from an offset inside a message
-        ({"startingOffsets": _all(lambda n: first[1] + 1 if n == "0-0" else -2)}, f"offset {first[1] + 1}"),
+        ({"startingOffsets": _all(lambda n: first[1] + 1 if n == "0-0" else -2)},
+         f"sx-views partition 0-0: reading from offset {first[1] + 1}: broker answered OFFSET_OUT_OF_RANGE (1) to "
+         f"FETCH sx-views/0 at offset {first[1] + 1}"),
     ]
     for options, text in cases:
         with pytest.raises(Exception) as err:
