@@ -104,7 +104,8 @@ class RangePartition(InputPartition):
 
 
 class IngestReader(DataSourceReader):
-    """Plans one input partition per topic partition (on the driver); reads each on an executor."""
+    """Plans one input partition per topic partition, or per piece of it (``maxBytesPerPartition``), on the
+    driver; reads each on an executor."""
 
     def __init__(self, options, schema) -> None:
         self.cfg = dict(parse_options(options).items())  # a plain dict: the reader is pickled to executors
@@ -129,7 +130,8 @@ class IngestReader(DataSourceReader):
         if limit is not None:
             ranges = [piece for r in ranges
                       for piece in (split_range(r, segment_starts(r, discovery_config(self.cfg)), limit)
-                                    if r.end - r.start > limit else [r])]
+                                    if r.end - r.start > limit and r.start_time is None and r.end_time is None
+                                    else [r])]
         for r in ranges:
             log.info("format(ingest) %s partition %s: [%d, %d) start_time=%s end_time=%s", r.part.topic,
                      r.part.name, r.start, r.end, r.start_time, r.end_time)
