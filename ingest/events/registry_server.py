@@ -16,7 +16,7 @@ Routes (bodies, query parameters and errors as Confluent's Schema Registry, so i
     GET    /schemas/types                         -> ["AVRO"]
     POST   /compatibility/subjects/{s}/versions/{v|latest}[?verbose=true] -> {"is_compatible": bool[, "messages"]}
     POST   /compatibility/subjects/{s}/versions[?verbose=true]            -> the same, against the level's versions
-    GET    /config  |  /config/{s}                -> {"compatibilityLevel": "BACKWARD"}
+    GET    /config  |  /config/{s}[?defaultToGlobal=true]  -> {"compatibilityLevel": "BACKWARD"}
     PUT    /config  |  /config/{s}                {"compatibility": "FULL"} -> {"compatibility": "FULL"}
     DELETE /config/{s}                            -> {"compatibilityLevel": <the level it had>}
 
@@ -170,7 +170,10 @@ class _Api:
                                          _flag(q, "verbose"))
 
     def get_config(self, p: dict, body: Any, q: dict) -> Any:
-        return {"compatibilityLevel": self.r.level(p.get("subject"))}
+        subject = p.get("subject")
+        if subject is None or _flag(q, "defaultToGlobal"):
+            return {"compatibilityLevel": self.r.level(subject)}
+        return {"compatibilityLevel": self.r.subject_level(subject)}
 
     def put_config(self, p: dict, body: Any, q: dict) -> Any:
         if not isinstance(body, dict) or "compatibility" not in body:
@@ -195,7 +198,14 @@ def _make_handler(api: _Api) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", CONTENT_TYPE)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD":  # HEAD: GET's status and headers, no body
+                self.wfile.write(data)
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """Requests refused before routing (bad request line, unknown method...): a JSON body too."""
+            self.close_connection = True
+            text = f"HTTP {code} {self.responses.get(code, ('',))[0]}" + (f": {message}" if message else "")
+            self._send(code, {"error_code": code, "message": text})
 
         def _dispatch(self, method: str) -> None:
             parts = urlsplit(self.path)
@@ -245,11 +255,15 @@ def _make_handler(api: _Api) -> type[BaseHTTPRequestHandler]:
         def do_DELETE(self) -> None:
             self._dispatch("DELETE")
 
-        def do_PATCH(self) -> None:
-            self._dispatch("PATCH")
+        def do_HEAD(self) -> None:
+            self._dispatch("GET")
 
-        def do_OPTIONS(self) -> None:
-            self._dispatch("OPTIONS")
+        def __getattr__(self, name: str) -> Any:
+            # any other method (PATCH, OPTIONS, TRACE, made-up ones) is routed like the rest and
+            # answered with a JSON 405 (known path) or 404, where http.server would send HTML 501
+            if name.startswith("do_"):
+                return lambda: self._dispatch(name[3:])
+            raise AttributeError(name)
 
     return Handler
 

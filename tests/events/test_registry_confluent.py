@@ -115,7 +115,10 @@ def test_compatibility_endpoints(sr, reg):
                         json.dumps({"schema": bad.schema_str}).encode())
     assert status == 200 and body["is_compatible"] is False and "Invalid schema" in body["messages"][0]
     # the subject's level decides: FORWARD accepts what BACKWARD refused, NONE accepts anything
+    assert sr_error(lambda: sr.get_compatibility(s)) == (404, 40408)  # no level of its own yet
+    assert call(reg.url, "GET", f"/config/{s}?defaultToGlobal=true") == (200, {"compatibilityLevel": "BACKWARD"})
     sr.set_compatibility(s, "FORWARD")
+    assert sr.get_compatibility(s) == "FORWARD"
     assert sr.test_compatibility(s, without_default) is True
     sr.set_compatibility(s, "NONE")
     assert sr.test_compatibility(s, avro("C", ("a", "string"))) is True
@@ -179,7 +182,7 @@ def test_soft_and_permanent_delete_of_subjects(sr):
     assert sr_error(lambda: sr.delete_subject(t, permanent=True)) == (404, 40405)  # not soft-deleted first
     assert sr.delete_subject(s, permanent=True) == [1, 2]
     assert s not in sr.get_subjects(deleted=True)
-    assert sr.get_compatibility(s) == "BACKWARD"  # its own level went with it
+    assert sr_error(lambda: sr.get_compatibility(s)) == (404, 40408)  # its own level went with it
     assert sr_error(lambda: sr.delete_subject(s)) == (404, 40401)
     assert sr_error(lambda: sr.delete_subject(s, permanent=True)) == (404, 40401)
     # data written before the delete still deserializes (ids are never removed)
@@ -210,6 +213,11 @@ def test_every_error_has_a_confluent_body(reg):
     assert (status, body["error_code"]) == (405, 405) and "GET" in body["message"]
     assert call(url, "PUT", "/subjects/x/versions")[1]["error_code"] == 405
     assert call(url, "DELETE", "/schemas/ids/1")[0:1] == (405,)
+    status, body = call(url, "FROBNICATE", "/subjects")
+    assert (status, body["error_code"]) == (405, 405) and "FROBNICATE" in body["message"]
+    assert call(url, "TRACE", "/nowhere")[1]["error_code"] == 404
+    with urllib.request.urlopen(urllib.request.Request(url + "/subjects", method="HEAD"), timeout=10) as r:
+        assert (r.status, r.read()) == (200, b"")
     status, body = call(url, "POST", "/subjects/x/versions", b"{not json")
     assert (status, body["error_code"]) == (400, 400)
     status, body = call(url, "DELETE", "/subjects/x/versions/0")
