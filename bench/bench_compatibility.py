@@ -24,6 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import avro.schema  # noqa: E402
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType  # noqa: E402
+
 from ingest.events import compatibility  # noqa: E402
 from tests.events.compatibility_corpus import cases  # noqa: E402
 
@@ -33,9 +36,6 @@ def ours(reader_text: str, writer_text: str) -> bool:
 
 
 def avro_verdict(reader_text: str, writer_text: str) -> bool:
-    import avro.schema  # deferred: the optional package under measurement
-    from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
-
     result = ReaderWriterCompatibilityChecker().get_compatibility(
         avro.schema.parse(reader_text), avro.schema.parse(writer_text))
     return result.compatibility is SchemaCompatibilityType.compatible
@@ -55,9 +55,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30)
     rounds = ap.parse_args().rounds
-    import avro.schema
-    from avro.compatibility import ReaderWriterCompatibilityChecker
-
     corpus = cases()
     texts = [(json.dumps(r), json.dumps(w)) for _, r, w, _ in corpus]
     for label, fn in (("ours", ours), ("avro", avro_verdict)):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 
+import avro.schema
 import pytest
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
 from ingest.events import compatibility
 from tests.events.compatibility_corpus import cases
@@ -35,9 +37,6 @@ def test_our_checker_gives_the_specification_verdict(name, reader, writer, compa
 
 
 def test_the_avro_package_misses_only_namespace_relative_aliases():
-    import avro.schema
-    from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
-
     wrong = set()
     for name, reader, writer, compatible in CORPUS:
         result = ReaderWriterCompatibilityChecker().get_compatibility(

@@ -16,6 +16,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.common.schema_registry_client import SchemaVersion
 from confluent_kafka.serialization import MessageField, SerializationContext
+from schema_registry.client import SchemaRegistryClient as PyClient
 
 from tests.harness.registry import RegistryProcess
 
@@ -26,7 +27,7 @@ def reg(request, tmp_path_factory):
         proc = RegistryProcess(tmp_path_factory.mktemp("registry"))
     else:
         zookeeper = request.getfixturevalue("zookeeper")
-        from kazoo.client import KazooClient
+        from kazoo.client import KazooClient  # deferred like every kazoo import (only this branch needs it)
 
         chroot = f"/t-{uuid.uuid4().hex[:10]}"
         c = KazooClient(hosts=zookeeper.connect)
@@ -228,8 +229,6 @@ def test_every_error_has_a_confluent_body(reg):
 
 
 def test_python_schema_registry_client(reg):
-    from schema_registry.client import SchemaRegistryClient as PyClient
-
     c = PyClient(url=reg.url)
     s = "py-client-value"
     v1 = {"type": "record", "name": "Q", "fields": [{"name": "a", "type": "int"}]}
