@@ -263,4 +263,8 @@ def test_a_store_written_before_soft_deletes_is_served(tmp_path):
         assert sr.get_latest_version("old-value").schema_id == 1
         assert sr.delete_version("old-value", 1) == 1
         assert json.loads((sub / "1").read_text()) == {"id": 1, "deleted": True}
+        proc.stop()
+        proc.start()  # the soft delete is state, not memory
         assert sr.get_subjects(deleted=True) == ["old-value"] and sr.get_subjects() == []
+        assert sr_error(lambda: sr.get_version("old-value", 1)) == (404, 40401)
+        assert sr.get_version("old-value", 1, deleted=True).schema_id == 1
