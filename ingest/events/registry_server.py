@@ -111,7 +111,7 @@ def _schema_id(p: dict) -> int:
 
 
 class _Api:
-    """Route handlers: (params, body) -> JSON-able result."""
+    """Route handlers: (path params, JSON body, query params) -> JSON-able result."""
 
     def __init__(self, registry: SchemaRegistry) -> None:
         self.r = registry
