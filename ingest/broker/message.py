@@ -221,3 +221,60 @@ def decode_message(buf: bytes | memoryview, pos: int = 0) -> Message:
             f"message at {pos}: CRC mismatch for magic {h.magic} (stored 0x{h.crc:08x}, computed 0x{expected:08x} "
             f"by {RULE_ATTRIBUTES_PAYLOAD if h.magic == MAGIC_V2 else RULE_PAYLOAD})")
     return Message(h.attributes, h.crc, payload, h.magic, rule)
+
+
+def other_magic(mv: memoryview, pos: int, end: int, max_message_size: int) -> tuple[int, int] | None:
+    """A valid magic-0 or magic-1 message in ``mv[pos:end]``: (its end, its codec as a magic-2
+    ``ma`` (``MA_MIN + codec``), or -1 for magic 0); None when there is none (bad or cut off:
+    see :func:`why_invalid`). The slow path of ``message_set.scan``, whose hot loop is magic 2."""
+    if end - pos < HEADER_SIZE_V0:
+        return None
+    magic = mv[pos + MAGIC_OFFSET]
+    if magic == MAGIC_V0:
+        length, _magic, crc = HEADER_V0.unpack_from(mv, pos)
+        nxt = pos + LENGTH_SIZE + length
+        if OVERHEAD_V0 <= length <= max_message_size + OVERHEAD_V0 and nxt <= end \
+                and zlib.crc32(mv[pos + HEADER_SIZE_V0:nxt]) == crc:
+            return nxt, -1
+        return None
+    if magic != MAGIC_V1 or end - pos < HEADER_SIZE:
+        return None
+    length, _magic, attributes, crc = HEADER.unpack_from(mv, pos)
+    attributes &= 0xFF
+    nxt = pos + LENGTH_SIZE + length
+    if not (OVERHEAD <= length <= max_message_size + OVERHEAD and nxt <= end and attributes in CODEC_NAMES):
+        return None
+    payload = mv[pos + HEADER_SIZE:nxt]
+    # Kafka 0.7's rule first; then the legacy rule of this product's magic-1 logs
+    if zlib.crc32(payload) != crc and zlib.crc32(payload, CRC_SEED[attributes]) != crc:
+        return None
+    return nxt, MA_MIN + attributes
+
+
+def why_invalid(mv: memoryview, pos: int, end: int, max_message_size: int, origin: int = 0) -> tuple[str, bool, bool]:
+    """(the precise reason the message in ``mv[pos:end]`` is not valid, whether it is cut off by
+    ``end``, whether it is too large); ``origin`` is added to the position in the text."""
+    at = origin + pos
+    h = read_header(mv[:end], pos)
+    if h is None:
+        if end - pos >= LENGTH_SIZE and LENGTH.unpack_from(mv, pos)[0] < OVERHEAD_V0:
+            return f"message at {at}: length below the minimum {OVERHEAD_V0}", False, False
+        need = HEADER_SIZE_V0 if end - pos <= MAGIC_OFFSET or mv[pos + MAGIC_OFFSET] == MAGIC_V0 else HEADER_SIZE
+        return f"message at {at}: header cut off ({end - pos} of {need} bytes)", True, False
+    length, magic, attributes, crc, size = h
+    overhead = min_length(magic)
+    nxt = pos + LENGTH_SIZE + length
+    if length < overhead:
+        of = f" of magic {magic}" if magic != MAGIC_V2 else ""
+        return f"message at {at}: length {length} below the minimum {overhead}{of}", False, False
+    if length - overhead > max_message_size:
+        return (f"message at {at}: payload of {length - overhead} bytes exceeds max.message.size {max_message_size}",
+                False, True)
+    if nxt > end:
+        return f"message at {at}: length {length} runs past the end by {nxt - end} bytes", True, False
+    why = check_header(magic, attributes)
+    if why:
+        return f"message at {at}: {why}", False, False
+    rule = RULE_ATTRIBUTES_PAYLOAD if magic == MAGIC_V2 else RULE_PAYLOAD
+    legacy = f" or {RULE_ATTRIBUTES_PAYLOAD} (legacy)" if magic == MAGIC_V1 else ""
+    return f"message at {at}: CRC mismatch (stored 0x{crc:08x}; magic {magic} requires {rule}{legacy})", False, False

@@ -37,32 +37,22 @@ from ingest.broker.compression import MAX_INFLATED_SIZE
 from ingest.broker.message import (
     ATTRIBUTES_OFFSET,
     CODEC_MASK,
-    CODEC_NAMES,
     CODEC_NONE,
-    CRC_SEED,
     CRC_SEED_MA,
-    HEADER,
     HEADER_MA,
     HEADER_SIZE,
     HEADER_SIZE_V0,
-    HEADER_V0,
     LENGTH,
     LENGTH_SIZE,
-    MA_MAX,
-    MA_MIN,
     MAGIC,
     MAGIC_OFFSET,
     MAGIC_V0,
-    MAGIC_V1,
-    MAGIC_V2,
+    MA_MAX,
+    MA_MIN,
     OVERHEAD,
-    OVERHEAD_V0,
-    RULE_ATTRIBUTES_PAYLOAD,
-    RULE_PAYLOAD,
-    check_header,
     encode_message,
-    min_length,
-    read_header,
+    other_magic,
+    why_invalid,
 )
 from ingest.errors import InvalidMessageError, MessageTooLargeError
 
@@ -166,9 +156,9 @@ def scan(
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     # Hot loop (magic 2): magic and attributes are read as one uint16 (0x0200 | codec),
     # so one chained comparison checks magic, codec and the reserved bits. Anything
-    # else (magic 0 or 1, or a bad message) goes to _other(), which validates magic 0
-    # and 1 by their own rule and hands back the codec as a magic-2 ``ma``; when it
-    # refuses, _diagnose() finds the precise reason.
+    # else (magic 0 or 1, or a bad message) goes to message.other_magic(), which
+    # validates magic 0 and 1 by their own rule and hands back the codec as a magic-2
+    # ``ma``; when it refuses, message.why_invalid() finds the precise reason.
     unpack = HEADER_MA.unpack_from
     crc32 = zlib.crc32
     seed = CRC_SEED_MA
@@ -181,7 +171,7 @@ def scan(
         length, ma, crc = unpack(mv, pos)
         nxt = pos + LENGTH_SIZE + length
         if not (OVERHEAD <= length <= top and nxt <= end and MA_MIN <= ma <= MA_MAX):
-            other = _other(mv, pos, end, max_message_size)
+            other = other_magic(mv, pos, end, max_message_size)
             if other is None:
                 break
             nxt, ma = other
@@ -204,7 +194,7 @@ def scan(
             mark = pos + index_interval
         pos = nxt
         count += 1
-    if limit < pos < end and (other := _other(mv, pos, end, max_message_size)) is not None:
+    if limit < pos < end and (other := other_magic(mv, pos, end, max_message_size)) is not None:
         # the last 9 bytes: only an empty magic-0 message fits (never a wrapper)
         if short is not None:
             short.append(pos)
@@ -217,63 +207,10 @@ def scan(
     return _diagnose(mv, pos, end, count, max_message_size, origin)
 
 
-def _other(mv: memoryview, pos: int, end: int, max_message_size: int) -> tuple[int, int] | None:
-    """A valid magic-0 or magic-1 message at ``pos``: (its end, its codec as a magic-2 ``ma``,
-    or -1 for magic 0); None when there is none (bad or cut off: see :func:`_diagnose`)."""
-    if end - pos < HEADER_SIZE_V0:
-        return None
-    magic = mv[pos + MAGIC_OFFSET]
-    if magic == MAGIC_V0:
-        length, _magic, crc = HEADER_V0.unpack_from(mv, pos)
-        nxt = pos + LENGTH_SIZE + length
-        if OVERHEAD_V0 <= length <= max_message_size + OVERHEAD_V0 and nxt <= end \
-                and zlib.crc32(mv[pos + HEADER_SIZE_V0:nxt]) == crc:
-            return nxt, -1
-        return None
-    if magic != MAGIC_V1 or end - pos < HEADER_SIZE:
-        return None
-    length, _magic, attributes, crc = HEADER.unpack_from(mv, pos)
-    attributes &= 0xFF
-    nxt = pos + LENGTH_SIZE + length
-    if not (OVERHEAD <= length <= max_message_size + OVERHEAD and nxt <= end and attributes in CODEC_NAMES):
-        return None
-    payload = mv[pos + HEADER_SIZE:nxt]
-    # Kafka 0.7's rule first; then the legacy rule of this product's magic-1 logs
-    if zlib.crc32(payload) != crc and zlib.crc32(payload, CRC_SEED[attributes]) != crc:
-        return None
-    return nxt, MA_MIN + attributes
-
-
 def _diagnose(mv: memoryview, pos: int, end: int, count: int, max_message_size: int, origin: int) -> ScanResult:
     """The precise reason the message at ``pos`` stopped :func:`scan`."""
-    at = origin + pos
-    h = read_header(mv[:end], pos)
-    if h is None:
-        if end - pos >= LENGTH_SIZE and LENGTH.unpack_from(mv, pos)[0] < OVERHEAD_V0:
-            return ScanResult(pos, count, f"message at {at}: length below the minimum {OVERHEAD_V0}", False)
-        need = HEADER_SIZE_V0 if end - pos <= MAGIC_OFFSET or mv[pos + MAGIC_OFFSET] == MAGIC_V0 else HEADER_SIZE
-        return ScanResult(pos, count, f"message at {at}: header cut off ({end - pos} of {need} bytes)", True)
-    length, magic, attributes, crc, size = h
-    overhead = min_length(magic)
-    nxt = pos + LENGTH_SIZE + length
-    if length < overhead:
-        return ScanResult(pos, count, f"message at {at}: length {length} below the minimum {overhead}"
-                          f"{f' of magic {magic}' if magic != MAGIC_V2 else ''}", False)
-    if length - overhead > max_message_size:
-        return ScanResult(
-            pos, count,
-            f"message at {at}: payload of {length - overhead} bytes exceeds max.message.size {max_message_size}",
-            False, True,
-        )
-    if nxt > end:
-        return ScanResult(pos, count, f"message at {at}: length {length} runs past the end by {nxt - end} bytes", True)
-    why = check_header(magic, attributes)
-    if why:
-        return ScanResult(pos, count, f"message at {at}: {why}", False)
-    rule = RULE_ATTRIBUTES_PAYLOAD if magic == MAGIC_V2 else RULE_PAYLOAD
-    legacy = f" or {RULE_ATTRIBUTES_PAYLOAD} (legacy)" if magic == MAGIC_V1 else ""
-    return ScanResult(pos, count, f"message at {at}: CRC mismatch (stored 0x{crc:08x}; magic {magic} "
-                      f"requires {rule}{legacy})", False)
+    error, cut_off, too_large = why_invalid(mv, pos, end, max_message_size, origin)
+    return ScanResult(pos, count, error, cut_off, too_large)
 
 
 def inner_messages(codec: int, payload: bytes | memoryview, *, max_message_size: int = _UNLIMITED,

@@ -6,13 +6,16 @@ before magic 2 existed hold magic 1 with the attributes + payload rule; they sta
 """
 from __future__ import annotations
 
+import io
 import os
 import random
 import struct
+import time
 import zlib
 
 import pytest
 
+from ingest.broker import protocol as p
 from ingest.broker.compression import compress
 from ingest.broker.dump import dump_records
 from ingest.broker.log import Log, LogSettings
@@ -33,7 +36,10 @@ from ingest.broker.message import (
 )
 from ingest.broker.message_set import ValidatedMessageSet, encode_message_set, iter_messages, scan
 from ingest.broker.segment import segment_name
+from ingest.client.console import console_producer
+from ingest.client.producer import Producer
 from ingest.errors import InvalidMessageError
+from tests.harness.brokers import RawClient, broker_cluster, stop_all
 
 
 def legacy_v1(payload: bytes, codec: int = CODEC_NONE) -> bytes:
@@ -236,3 +242,97 @@ def test_dump_shows_magic_and_rule(tmp_path):
         (2, RULE_ATTRIBUTES_PAYLOAD, 1, True), (1, RULE_PAYLOAD, recs[4]["payload_size"], True),
         (1, RULE_PAYLOAD, 1, True), (1, RULE_PAYLOAD, 1, True)]
     assert [r.get("inner", False) for r in recs] == [False] * 5 + [True, True]
+
+
+# --- a real broker process: stored and served byte for byte, producer format, refusals -------------------
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    (b,) = broker_cluster(tmp_path_factory, 1, num_partitions=1)
+    yield b
+    stop_all([b])
+
+
+def fetch_all(c: RawClient, topic: str) -> bytes:
+    resp = p.FetchResponse.decode(c.request(p.FetchRequest(topic, 0, 0, 1 << 20)))
+    assert resp.error == 0
+    return bytes(resp.message_set)
+
+
+def test_each_magic_is_stored_and_served_byte_for_byte(broker):
+    sets = [
+        encode_message_set([b"m0-a", b"", b"m0-b"], magic=0),
+        kafka07(b"m1-a") + kafka07(b"m1-b"),
+        encode_message_set([b"m2-a", b"m2-b"]),
+        legacy_v1(b"legacy-a") + legacy_v1(b"legacy-b"),
+        kafka07(compress(CODEC_GZIP, kafka07(b"z1") + kafka07(b"z2")), 1, CODEC_GZIP),
+        encode_message_set([b"s1", b"s2"], CODEC_SNAPPY, MAGIC_V1),
+        encode_message(b"mixed-0", magic=0) + kafka07(b"mixed-1") + encode_message(b"mixed-2"),
+    ]
+    with RawClient(broker.host, broker.port) as c:
+        offsets = [p.ProduceAckResponse.decode(c.request(p.ProduceAckRequest("formats", 0, s))).offset for s in sets]
+        # 0.7's own request: PRODUCE (no response), then MULTIPRODUCE
+        c.send(p.ProduceRequest("formats", 0, kafka07(b"plain-produce", 0)))
+        c.send(p.MultiProduceRequest((p.ProduceRequest("formats", 0, kafka07(b"multi-1")),
+                                      p.ProduceRequest("formats", 0, kafka07(b"multi-2", 0)))))
+        data = fetch_all(c, "formats")
+    assert offsets == [sum(len(s) for s in sets[:i]) for i in range(len(sets))]
+    stored = b"".join(sets) + kafka07(b"plain-produce", 0) + kafka07(b"multi-1") + kafka07(b"multi-2", 0)
+    assert data == stored  # the bytes as sent, header and CRC untouched
+    assert [m.payload for m in iter_messages(data)] == [
+        b"m0-a", b"", b"m0-b", b"m1-a", b"m1-b", b"m2-a", b"m2-b", b"legacy-a", b"legacy-b", b"z1", b"z2",
+        b"s1", b"s2", b"mixed-0", b"mixed-1", b"mixed-2", b"plain-produce", b"multi-1", b"multi-2"]
+    (segment,) = (broker.log_dir / "formats-0").glob("*.kafka")
+    assert segment.read_bytes() == stored
+
+
+def test_refused_produce_is_logged_once_counted_and_the_next_request_is_served(broker):
+    wrong_rule = bytearray(encode_message(b"crc by the 0.7 rule under magic 2", magic=2))
+    wrong_rule[6:10] = struct.pack(">I", zlib.crc32(b"crc by the 0.7 rule under magic 2"))
+    unknown_magic = bytearray(kafka07(b"magic 5"))
+    unknown_magic[4] = 5
+    with RawClient(broker.host, broker.port) as c:
+        addr = "%s:%d" % c.sock.getsockname()[:2]
+        c.send(p.ProduceRequest("refusals", 0, bytes(wrong_rule)))
+        c.send(p.ProduceRequest("refusals", 0, bytes(unknown_magic)))
+        c.send(p.MultiProduceRequest((p.ProduceRequest("refusals", 0, kafka07(b"fine")),
+                                      p.ProduceRequest("refusals", 0, bytes(wrong_rule)))))
+        c.send(p.ProduceRequest("refusals", 0, kafka07(b"the good one")))
+        assert fetch_all(c, "refusals") == kafka07(b"the good one")
+    summary = f"client {addr}: connection closed after 3 refused produce request(s)"
+    deadline = time.monotonic() + 30
+    while summary not in broker.output() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the summary is written when the broker notices the close
+    lines = [line for line in broker.output().splitlines() if f"client {addr}:" in line]
+    assert len(lines) == 2, lines
+    assert "WARNING" in lines[0] and f"client {addr}: PRODUCE refused (INVALID_MESSAGE):" in lines[0]
+    assert "CRC mismatch" in lines[0] and "magic 2 requires crc(attributes+payload)" in lines[0]
+    assert "WARNING" in lines[1] and summary in lines[1]
+    assert "(MULTIPRODUCE INVALID_MESSAGE: 1, PRODUCE INVALID_MESSAGE: 2)" in lines[1]
+
+
+def test_producer_message_format_07_writes_magic_1_with_the_payload_crc(broker):
+    base = {"broker.list": f"{broker.broker_id}:{broker.host}:{broker.port}"}
+    with Producer({**base, "message.format": "0.7"}) as prod:
+        prod.send("p07", [b"one", b"two"])
+    with Producer({**base, "message.format": "0.7", "compression.codec": "gzip"}) as prod:
+        prod.send("p07", [b"three", b"four"])
+    with Producer(base) as prod:
+        prod.send("p07", [b"five"])
+    with RawClient(broker.host, broker.port) as c:
+        data = fetch_all(c, "p07")
+    wrapper_at = 2 * 13
+    wrapper = decode_message(data, wrapper_at)
+    assert data[:wrapper_at] == kafka07(b"one") + kafka07(b"two")
+    assert (wrapper.magic, wrapper.codec, wrapper.rule, wrapper.crc) == (1, CODEC_GZIP, RULE_PAYLOAD, zlib.crc32(wrapper.payload))
+    assert zlib.decompress(wrapper.payload, 47) == kafka07(b"three") + kafka07(b"four")
+    assert data[wrapper_at + wrapper.size:] == encode_message(b"five")  # the default: magic 2
+    assert [m.payload for m in iter_messages(data)] == [b"one", b"two", b"three", b"four", b"five"]
+
+
+def test_console_producer_passes_message_format_through(broker):
+    out = io.StringIO()
+    assert console_producer(brokers=f"{broker.broker_id}:{broker.host}:{broker.port}", zk=None, topic="c07",
+                            lines=io.BytesIO(b"x\ny\n"), overrides={"message.format": "0.7"}, err=out) == 0
+    with RawClient(broker.host, broker.port) as c:
+        assert fetch_all(c, "c07") == kafka07(b"x") + kafka07(b"y")
