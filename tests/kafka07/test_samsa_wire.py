@@ -11,6 +11,7 @@ from __future__ import annotations
 from ingest.client.producer import Producer
 from ingest.client.producer_config import PRODUCER_CONFIG
 from tests.harness.py27 import unb64
+from tests.harness.wait import wait_until
 from tests.kafka07.helpers import ok, raw_log, read_partition, samsa, samsa_messages, topic, v07_message
 
 LATEST, EARLIEST = -1, -2
@@ -158,5 +159,11 @@ def test_a_refused_produce_does_not_lose_the_clients_next_request(py27, cluster0
     assert results[4] == results[0]                       # one connection throughout
     assert samsa_messages(results[3]) == [(0, b"after-refusal")]
     assert read_partition(b0, t, 0) == [(0, b"after-refusal")]
-    refusals = [line for line in b0.output().splitlines() if f"{host}:{port}" in line and "refused" in line]
-    assert len(refusals) == 1 and t in refusals[0], refusals
+
+    def lines():
+        return [line for line in b0.output().splitlines() if f"client {host}:{port}:" in line]
+    # the first refusal on the connection at WARNING, with the reason; a summary once samsa hung up
+    wait_until(lambda: len(lines()) == 2, what="the refusal and the connection's summary in the broker log")
+    first, summary = lines()
+    assert " WARNING " in first and "PRODUCE refused (INVALID_MESSAGE)" in first and t in first
+    assert "connection closed after 1 refused produce request(s) (PRODUCE INVALID_MESSAGE: 1)" in summary
