@@ -4,7 +4,8 @@
 # Idempotent: does nothing while the stamp (this script + the pins) is unchanged.
 # Exit codes: 0 ready, 3 no Python 2.7 interpreter on this machine (the 0.7 tests then skip and
 # say so), anything else a failed install.
-# The interpreter: $PYTHON27 if set, else python2.7 on PATH, else pyenv's 2.7.x.
+# The interpreter: $PYTHON27 if set, else python2.7 on PATH, else pyenv's 2.7.x
+# ($PY27_CANDIDATES, a space-separated list, replaces that search).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -12,10 +13,15 @@ VENV=${INGEST_PY27_VENV:-$ROOT/.venv-py27}
 log() { echo "[py27_env] $*" >&2; }
 
 find_py27() {
-    local c
-    for c in "${PYTHON27:-}" "$(command -v python2.7 || true)" \
-             "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/2.7*/bin/python \
-             /root/.pyenv/versions/2.7*/bin/python; do
+    local c candidates
+    if [ -n "${PY27_CANDIDATES:-}" ]; then
+        candidates=($PY27_CANDIDATES)       # an explicit search list (the skip test uses it)
+    else
+        candidates=("${PYTHON27:-}" "$(command -v python2.7 || true)"
+                    "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/2.7*/bin/python
+                    /root/.pyenv/versions/2.7*/bin/python)
+    fi
+    for c in "${candidates[@]}"; do
         if [ -n "$c" ] && [ -x "$c" ] && "$c" -c 'import sys; sys.exit(sys.version_info[:2] != (2, 7))' 2>/dev/null; then
             echo "$c"; return 0
         fi
@@ -25,7 +31,7 @@ find_py27() {
 
 stamp() { sha256sum "$ROOT/scripts/py27_env.sh" "$ROOT"/tests/kafka07/requirements-py27*.txt | sha256sum | cut -c1-16; }
 STAMP=$(stamp)
-if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$STAMP" ]; then
+if [ -z "${PY27_CANDIDATES:-}" ] && [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$STAMP" ]; then
     exit 0
 fi
 if ! PY27=$(find_py27); then
@@ -46,4 +52,4 @@ PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-warn-
 "${PIP[@]}" --no-deps -r tests/kafka07/requirements-py27-nodeps.txt 2>&1 | { grep -v -e DEPRECATION -e "is ignored" || true; } >&2
 "$VENV/bin/python" -c 'import samsa.cluster, brod, kazoo.client' 
 echo "$STAMP" > "$VENV/.stamp"
-log "ready: $VENV ($("$VENV/bin/python" -m pip freeze --disable-pip-version-check 2>/dev/null | tr '\n' ' '))"
+log "ready: $VENV ($("$VENV/bin/python" -m pip freeze --disable-pip-version-check 2>/dev/null | grep -v '^-' | tr '\n' ' '))"

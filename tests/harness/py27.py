@@ -36,10 +36,11 @@ class Py27Unavailable(RuntimeError):
     """No Python 2.7 interpreter on this machine, so the 0.7 client venv cannot be installed."""
 
 
-def interpreter() -> Path:
-    """The venv's python (built or refreshed by scripts/py27_env.sh when needed)."""
+def interpreter(env: dict[str, str] | None = None) -> Path:
+    """The venv's python (built or refreshed by scripts/py27_env.sh when needed; ``env`` for that script)."""
     with _lock:
-        proc = subprocess.run(["bash", str(ENV_SCRIPT)], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(["bash", str(ENV_SCRIPT)], capture_output=True, text=True, timeout=600,
+                              env=env)
         if proc.returncode == NO_INTERPRETER:
             raise Py27Unavailable("no Python 2.7 interpreter on this machine, so the Kafka 0.7 clients "
                                   f"(.venv-py27) cannot be installed: {proc.stderr.strip()}")
