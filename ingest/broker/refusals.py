@@ -1,0 +1,74 @@
+"""Refused PRODUCE and MULTIPRODUCE requests: logged once per connection, counted, summarized.
+
+Kafka 0.7's PRODUCE and MULTIPRODUCE have no response, so a client is never
+told that its messages were refused (a bad CRC, an unknown magic, a message
+too large). Kafka 0.7 itself logs the error and closes the socket; a closed
+socket loses the client's next request silently too. This broker instead:
+
+- keeps the connection and serves the next request on it (the frame boundary
+  is intact: only the frame's content was refused);
+- logs the FIRST refusal on each connection at WARNING, naming the client's
+  address, the request and the reason (the error code and its message);
+- counts every refusal, per connection and broker-wide, by reason (``"<REQUEST>
+  <ERROR_CODE>"``, e.g. ``"PRODUCE INVALID_MESSAGE"``);
+- when a connection that had refusals closes, logs one summary line at WARNING
+  with its counts by reason and the broker-wide totals since start.
+
+So a client that sends thousands of bad requests on one connection costs two
+log lines. The broker-wide totals are :meth:`ProduceRefusals.totals`.
+
+Thread-safety: every method may be called from any network thread (one lock).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+
+log = logging.getLogger(__name__)
+
+
+def _fmt(counts: Counter) -> str:
+    return ", ".join(f"{reason}: {n}" for reason, n in sorted(counts.items())) or "none"
+
+
+class ProduceRefusals:
+    """Per-connection and broker-wide counts of refused responseless requests (module doc)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_connection: dict[str, Counter] = {}
+        self._totals: Counter = Counter()
+
+    def refused(self, client: str, request: str, code: str, message: str) -> None:
+        """Count one refusal of ``request`` (``PRODUCE``/``MULTIPRODUCE``) on the connection from
+        ``client`` (``host:port``); the first on a connection is logged at WARNING."""
+        reason = f"{request} {code}"
+        with self._lock:
+            counts = self._by_connection.setdefault(client, Counter())
+            first = not counts
+            counts[reason] += 1
+            self._totals[reason] += 1
+        if first:
+            log.warning("client %s: %s refused (%s): %s -- the protocol has no response for it, so the client is "
+                        "not told; the connection stays open, further refusals on it are counted and summarized "
+                        "when it closes", client, request, code, message)
+
+    def closed(self, client: str) -> None:
+        """The connection from ``client`` closed: log its summary if it had refusals."""
+        with self._lock:
+            counts = self._by_connection.pop(client, None)
+            totals = Counter(self._totals) if counts else None
+        if counts:
+            log.warning("client %s: connection closed after %d refused produce request(s) (%s); broker-wide "
+                        "since start: %s", client, sum(counts.values()), _fmt(counts), _fmt(totals))
+
+    def on_connection(self, client: str) -> dict[str, int]:
+        """Refusals by reason on the open connection from ``client``."""
+        with self._lock:
+            return dict(self._by_connection.get(client, {}))
+
+    def totals(self) -> dict[str, int]:
+        """Refusals by reason since the broker started (every connection)."""
+        with self._lock:
+            return dict(self._totals)
