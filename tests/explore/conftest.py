@@ -2,7 +2,8 @@
 
 Package-scoped (started once for all the tests of tests/explore/): a Kafka 0.7 topic on
 both brokers (two partitions each) written with two schema versions and event
-times out of order, a gzip-compressed topic, and a replicated topic.
+times out of order, a gzip-compressed topic, a topic in Kafka 0.6/0.7's own message
+formats (magic 0, magic 1, a gzip magic-1 wrapper), and a replicated topic.
 """
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ingest.broker.message import CODEC_GZIP
+from ingest.broker.message import CODEC_GZIP, MAGIC_V0, MAGIC_V1
 from tests.explore.helpers import T0, Sent, events, send
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.registry import RegistryProcess
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, produce_acked, wait_for_leaders
 from tests.harness.wire import WireClient
 
-VIEWS, GZIP, REPL = "sx-views", "sx-gzip", "sx-repl"
+VIEWS, GZIP, REPL, OLD = "sx-views", "sx-gzip", "sx-repl", "sx-kafka07"
 # event-time steps (seconds after T0) per 0.7 partition: out of order on purpose
 STEPS = {(0, 0): [0, 5, 2, 9, 3, 11, 7, 15],
          (0, 1): [1, 4, 6, 8, 10, 12, 14, 16],
@@ -75,6 +76,18 @@ def _seed_gzip(c: Cluster) -> None:
                         + send(w, GZIP, 0, "0-0", batches[1], codec=CODEC_GZIP))
 
 
+def _seed_kafka07_formats(c: Cluster) -> None:
+    """Messages as Kafka 0.6/0.7 producers write them: magic 0, magic 1 (CRC over the payload), a gzip magic-1
+    wrapper of magic-1 messages."""
+    b = c.brokers[1]
+    batches = [events(c.registry_url, OLD, [T0 + i * 1000 for i in range(k, k + n)], seed=k, v2=True)
+               for k, n in ((0, 2), (2, 2), (4, 3))]
+    with WireClient(b.host, b.port) as w:
+        c.sent[OLD] = (send(w, OLD, 1, "1-1", batches[0], magic=MAGIC_V0)
+                       + send(w, OLD, 1, "1-1", batches[1], magic=MAGIC_V1)
+                       + send(w, OLD, 1, "1-1", batches[2], codec=CODEC_GZIP, magic=MAGIC_V1))
+
+
 def _seed_replicated(c: Cluster, zk) -> None:
     from ingest.broker.message_set import encode_message_set, iter_messages
 
@@ -112,6 +125,7 @@ def cluster(tmp_path_factory, module_zk_connect):
         c = Cluster(module_zk_connect, brokers, registry.url, reg_dir)
         _seed_views(c)
         _seed_gzip(c)
+        _seed_kafka07_formats(c)
         _seed_replicated(c, zk)
         yield c
     finally:

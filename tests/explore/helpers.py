@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from ingest.broker.message import CODEC_NONE
+from ingest.broker.message import CODEC_NONE, MAGIC
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.events.envelope import HeaderFactory, ProducerIdentity
 from ingest.events.loadgen import EventGenerator
@@ -54,16 +54,14 @@ def offsets_of(message_set: bytes, base: int) -> list[int]:
 
 
 def send(client, topic: str, partition: int, name: str, batch: list[tuple[bytes, dict, int]], *,
-         codec: int = CODEC_NONE) -> list[Sent]:
-    """PRODUCE (acknowledged) ``batch`` as one message set to ``partition`` through ``client`` (a WireClient)."""
+         codec: int = CODEC_NONE, magic: int = MAGIC) -> list[Sent]:
+    """PRODUCE (acknowledged) ``batch`` as one message set of ``magic`` to ``partition`` through ``client``
+    (a WireClient); with a codec, as one compressed wrapper."""
+    from ingest.broker import protocol as proto
     from ingest.errors import ErrorCode
 
-    message_set = encode_message_set([p for p, _, _ in batch], codec)
-    resp = client.produce_ack(topic, [p for p, _, _ in batch], partition) if codec == CODEC_NONE else None
-    if codec != CODEC_NONE:
-        from ingest.broker import protocol as proto
-
-        resp = client.ask(proto.ProduceAckRequest(topic, partition, message_set), proto.ProduceAckResponse)
+    message_set = encode_message_set([p for p, _, _ in batch], codec, magic)
+    resp = client.ask(proto.ProduceAckRequest(topic, partition, message_set), proto.ProduceAckResponse)
     assert resp.error == ErrorCode.NONE, resp
     return [Sent(name, off, t, rec) for off, (_, rec, t) in zip(offsets_of(message_set, resp.offset), batch)]
 

@@ -61,7 +61,7 @@ def test_a_topic_without_schema_or_without_broker_is_named(cluster):
     with pytest.raises(UnknownTopicError) as err:
         topic_partitions(cfg("sx-ghost"))
     assert str(err.value) == (f"topic 'sx-ghost' is on no broker of {cluster.broker_csv}; "
-                              f"topics: sx-gzip, sx-repl, sx-views")
+                              f"topics: sx-gzip, sx-kafka07, sx-repl, sx-views")
 
 
 def _znodes(zk, path="/"):

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.explore.conftest import GZIP, REPL, STEPS, VIEWS
+from tests.explore.conftest import GZIP, OLD, REPL, STEPS, VIEWS
 from tests.explore.helpers import T0, as_compared, expected_row, key
 
 
@@ -119,3 +119,11 @@ def test_max_bytes_per_partition_cuts_each_range_at_its_segment_start(read, clus
     df = read(VIEWS, df=True, maxBytesPerPartition="1024")
     assert df.rdd.getNumPartitions() == 8  # each 0.7 partition: two segments (one per produced batch)
     assert sorted((as_compared(x) for x in df.collect()), key=key) == expected(cluster, VIEWS)
+
+
+def test_messages_in_kafka_0_7_s_own_formats_are_read_like_ours(read, cluster):
+    rows = read(OLD)
+    assert rows == expected(cluster, OLD)
+    assert [r["header"]["time"] - T0 for r in rows] == [0, 1000, 2000, 3000, 4000, 5000, 6000]
+    assert {(r["broker_id"], r["partition"]) for r in rows} == {(1, 1)}
+    assert len({r["offset"] for r in rows}) == 5  # magic 0 x2, magic 1 x2, one wrapper of 3
