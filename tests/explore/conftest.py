@@ -120,7 +120,9 @@ def cluster(tmp_path_factory, module_zk_connect):
                                             "log.file.size": 1500,
                                             # no timed high-watermark checkpoint rewrite while a test
                                             # checks that a read writes no file
-                                            "replica.high.watermark.checkpoint.interval.ms": 3_600_000})
+                                            "replica.high.watermark.checkpoint.interval.ms": 3_600_000,
+                                            # nor a re-registration after a session expiry on a loaded machine
+                                            "zk.sessiontimeout.ms": 30_000})
         zk.start(timeout=15)
         c = Cluster(module_zk_connect, brokers, registry.url, reg_dir)
         _seed_views(c)
