@@ -197,7 +197,7 @@ def test_an_older_warehouse_reads_right_with_the_documented_options_only(warehou
     rel = duckdb.sql(f"SELECT * FROM read_parquet('{w.path}/{VIEWS}/*/*/*.parquet')")
     assert dict(zip(rel.columns, map(str, rel.types)))["hour"] == "VARCHAR"
     n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{w.path}/**/*.parquet', union_by_name = true)").fetchone()[0]
-    assert n > w.total
+    assert n == w.total + 6 + NLEGACY  # + the old-named revision's 6 rows + the old-named staged leftover's
 
 
 def test_this_project_reads_an_older_warehouse_unchanged(warehouses):
@@ -208,7 +208,8 @@ def test_this_project_reads_an_older_warehouse_unchanged(warehouses):
     w = warehouses["legacy"]
     state = open_state(str(w.path))
     paths = [f.path for f in state.files(VIEWS)]
-    assert f"{VIEWS}/dt=2026-11-21/hour=07/{VIEWS}.b0.p9.0-{NLEGACY}.parquet" in paths
+    assert sorted(p for p in paths if "hour=07" in p) == [
+        f"{VIEWS}/dt=2026-11-21/hour=07/{VIEWS}.b0.p{p}.0-{NLEGACY // 2}.parquet" for p in (8, 9)]
     assert sum(f.rows for f in state.files(VIEWS)) == w.expected[VIEWS]
     assert sum(f.rows for f in state.files(CLICKS)) == NCLICKS
     hours = {f.hour_start_ms for f in load_state(str(w.path)).files if "hour=07" in f.path}
@@ -218,3 +219,23 @@ def test_this_project_reads_an_older_warehouse_unchanged(warehouses):
     assert [r["audit_run_id"] for r in history_rows] == ["audit-before-compaction"] * 12
     assert [r["window_start_ms"] for r in history_rows[:6]] == [r["window_start_ms"] for r in history_rows[6:]]
     assert history.run_revision(str(w.path), "legacy-run").endswith(f"{0:015d}-legacy-run.parquet")
+
+
+def test_compaction_moves_an_old_hour_to_the_new_spelling(warehouses, tmp_path):
+    import shutil
+
+    from ingest.compaction import runner
+    from ingest.compaction.config import COMPACTION_CONFIG
+    from ingest.loader.state import open_state
+
+    dest = tmp_path / "legacy"
+    shutil.copytree(warehouses["legacy"].path, dest)
+    cfg = COMPACTION_CONFIG.parse({"destination": str(dest), "compaction.grace.ms": "0",
+                                   "compaction.require.audit": "false"}, source="test")
+    start = int(datetime.datetime(2026, 11, 21, 7, tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    [outcome] = runner.run(cfg, start_ms=start, end_ms=start + 3_600_000)
+    assert (outcome["hour"], outcome["action"], outcome["files_in"], outcome["rows_out"]) == (
+        f"{VIEWS}/dt=2026-11-21/hour=7", "compacted", 2, NLEGACY)
+    [merged] = [f for f in open_state(str(dest)).files(VIEWS) if f.dt == "2026-11-21"]
+    assert merged.path.startswith(f"{VIEWS}/dt=2026-11-21/hour=7/") and merged.rows == NLEGACY
+    assert not list((dest / VIEWS / "dt=2026-11-21" / "hour=07").iterdir())  # the old files are withdrawn

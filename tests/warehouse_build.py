@@ -133,15 +133,19 @@ def add_legacy(src: Warehouse, dest: Path) -> Warehouse:
     storage = open_storage(str(dest))
     sample = open_state(str(dest)).files(VIEWS)[0]
     table = pq.read_table(dest / sample.path).slice(0, NLEGACY)
-    name = f"{VIEWS}.b0.p9.0-{NLEGACY}.parquet"
-    legacy_path = f"{VIEWS}/dt=2026-11-21/hour=07/{name}"   # the old spelling: hour={hour:02d}
-    staged = staging_relpath("legacy-load", name)            # the old staged name: no .staged suffix
+    added = []
     storage.mkdirs(storage.join(staging_relpath("legacy-load")))
-    pq.write_table(table, dest / staged)
-    commit_files(storage, kind="load", run_id="legacy-load", offsets=[], added=[FileRecord(
-        path=legacy_path, topic=VIEWS, broker_id=0, partition=9, start_offset=0, end_offset=NLEGACY, rows=NLEGACY,
-        format="parquet", dt="2026-11-21", hour=7, bytes=(dest / staged).stat().st_size, schema_id=sample.schema_id,
-        min_time_ms=T07_BEFORE, max_time_ms=T07_BEFORE + HOUR_MS - 1, staging=staged, run_id="legacy-load")])
+    for partition, part in ((8, table.slice(0, NLEGACY // 2)), (9, table.slice(NLEGACY // 2))):
+        name = f"{VIEWS}.b0.p{partition}.0-{part.num_rows}.parquet"
+        staged = staging_relpath("legacy-load", name)          # the old staged name: no .staged suffix
+        pq.write_table(part, dest / staged)
+        added.append(FileRecord(
+            path=f"{VIEWS}/dt=2026-11-21/hour=07/{name}",      # the old spelling: hour={hour:02d}
+            topic=VIEWS, broker_id=0, partition=partition, start_offset=0, end_offset=part.num_rows,
+            rows=part.num_rows, format="parquet", dt="2026-11-21", hour=7, bytes=(dest / staged).stat().st_size,
+            schema_id=sample.schema_id, min_time_ms=T07_BEFORE, max_time_ms=T07_BEFORE + HOUR_MS - 1, staging=staged,
+            run_id="legacy-load"))
+    commit_files(storage, kind="load", run_id="legacy-load", offsets=[], added=added)
     revisions = dest / history.REVISIONS_DIR
     old = sorted(revisions.glob(f"*{history.SUFFIX}"))[0]
     shutil.copy(old, revisions / f"{0:015d}-legacy-run.parquet")
