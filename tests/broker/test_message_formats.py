@@ -336,3 +336,26 @@ def test_console_producer_passes_message_format_through(broker):
                             lines=io.BytesIO(b"x\ny\n"), overrides={"message.format": "0.7"}, err=out) == 0
     with RawClient(broker.host, broker.port) as c:
         assert fetch_all(c, "c07") == kafka07(b"x") + kafka07(b"y")
+
+
+def test_magic_1_with_reserved_attribute_bits_is_refused():
+    m = bytearray(kafka07(b"x"))
+    m[5] = 0x04
+    assert "unknown attributes 0x04" in scan(bytes(m)).error
+
+
+def test_deletion_counts_and_mirror_runs_read_every_magic(tmp_path):
+    """Deletion records count messages, and the mirror's audit counts cut payloads, by each magic's header."""
+    from ingest.broker.deletion_log import count_messages
+    from ingest.mirror.tier_counts import plain_runs
+
+    data = (encode_message(b"zero", magic=0) + kafka07(b"one") + encode_message(b"two")
+            + encode_message_set([b"g1", b"g2", b"g3"], CODEC_GZIP, MAGIC_V1)
+            + kafka07(compress(CODEC_GZIP, kafka07(b"i0", 0) + kafka07(b"i1")), 1, CODEC_GZIP)
+            + encode_message(b"", magic=0))
+    f = tmp_path / segment_name(0)
+    f.write_bytes(data)
+    assert count_messages(f, len(data)) == (9, False)
+    payloads = sorted(run[0][s + hs:e] for run in plain_runs(data) for s, e, hs in
+                      ((s, e, run[3]) for s, e in zip(run[1], run[2])))
+    assert payloads == sorted([b"zero", b"one", b"two", b"g1", b"g2", b"g3", b"i0", b"i1", b""])
