@@ -359,3 +359,38 @@ def test_deletion_counts_and_mirror_runs_read_every_magic(tmp_path):
     payloads = sorted(run[0][s + hs:e] for run in plain_runs(data) for s, e, hs in
                       ((s, e, run[3]) for s, e in zip(run[1], run[2])))
     assert payloads == sorted([b"zero", b"one", b"two", b"g1", b"g2", b"g3", b"i0", b"i1", b""])
+
+
+def test_event_producer_passes_message_format_through_to_data_and_monitoring(broker, tmp_path):
+    """EventProducer builds its producers from the producer config: message.format=0.7 reaches the
+    data topic and the monitoring (audit) topic alike."""
+    from ingest.clock import FakeClock
+    from ingest.events.event_producer import EventProducer
+    from ingest.events.loadgen import EventGenerator
+    from ingest.events.registry_client import RegistryClient
+    from tests.harness.registry import RegistryProcess
+
+    reg = RegistryProcess(tmp_path / "registry").start()
+    try:
+        clock = FakeClock(1_700_000_040_000)
+        cfg = {"broker.list": f"{broker.broker_id}:{broker.host}:{broker.port}", "message.format": "0.7"}
+        ep = EventProducer(cfg, RegistryClient(reg.url), clock=clock, background=False,
+                           monitoring_window_ms=60_000, monitoring_grace_ms=1000, audit_topic="audit07",
+                           service_name="fmt")
+        ep.send("events07", EventGenerator(seed=14).batch(3), time_ms=clock.time_ms())
+        ep.flush()
+        clock.advance(90_000)
+        assert ep.poll() == 1  # the window's final monitoring event
+        stats = ep.close()
+    finally:
+        reg.stop()
+    assert (stats["acked"], stats["monitoring_published"]) == (3, 2)  # closing reports the open window too
+    with RawClient(broker.host, broker.port) as c:
+        for topic, n in (("events07", 3), ("audit07", 2)):
+            data = fetch_all(c, topic)
+            msgs, pos = [], 0
+            while pos < len(data):
+                m = decode_message(data, pos)
+                msgs.append(m)
+                pos += m.size
+            assert [(m.magic, m.rule, m.crc == zlib.crc32(m.payload)) for m in msgs] == [(1, RULE_PAYLOAD, True)] * n
