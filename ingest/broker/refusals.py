@@ -5,8 +5,13 @@ told that its messages were refused (a bad CRC, an unknown magic, a message
 too large). Kafka 0.7 itself logs the error and closes the socket; a closed
 socket loses the client's next request silently too. This broker instead:
 
-- keeps the connection and serves the next request on it (the frame boundary
-  is intact: only the frame's content was refused);
+- keeps the connection and serves the next request on it when the refusal is
+  about the request's own content (bad message, bad topic or partition: the
+  frame boundary is intact), and closes it when the refusal is about where the
+  partition is served (not the leader, the log offline, disk full): the next
+  request would be dropped the same way, and a closed connection is the one
+  signal that makes a fire-and-forget client re-discover, as Kafka does for
+  acks=0 (the decision is the handlers', ``handlers.KEEP_CONNECTION_AFTER``);
 - logs the FIRST refusal on each connection at WARNING, naming the client's
   address, the request and the reason (the error code and its message);
 - counts every refusal, per connection and broker-wide, by reason (``"<REQUEST>
@@ -40,9 +45,10 @@ class ProduceRefusals:
         self._by_connection: dict[str, Counter] = {}
         self._totals: Counter = Counter()
 
-    def refused(self, client: str, request: str, code: str, message: str) -> None:
+    def refused(self, client: str, request: str, code: str, message: str, *, closing: bool = False) -> None:
         """Count one refusal of ``request`` (``PRODUCE``/``MULTIPRODUCE``) on the connection from
-        ``client`` (``host:port``); the first on a connection is logged at WARNING."""
+        ``client`` (``host:port``); the first on a connection is logged at WARNING. ``closing``:
+        the connection is closed after this refusal (said in the line)."""
         reason = f"{request} {code}"
         with self._lock:
             counts = self._by_connection.setdefault(client, Counter())
@@ -50,9 +56,10 @@ class ProduceRefusals:
             counts[reason] += 1
             self._totals[reason] += 1
         if first:
+            then = ("the connection is closed, so that the client re-discovers the partition" if closing else
+                    "the connection stays open, further refusals on it are counted and summarized when it closes")
             log.warning("client %s: %s refused (%s): %s -- the protocol has no response for it, so the client is "
-                        "not told; the connection stays open, further refusals on it are counted and summarized "
-                        "when it closes", client, request, code, message)
+                        "not told; %s", client, request, code, message, then)
 
     def closed(self, client: str) -> None:
         """The connection from ``client`` closed: log its summary if it had refusals."""
