@@ -418,3 +418,23 @@ def test_produce_to_a_non_leader_is_counted_and_closes_the_connection(broker_fac
     lines = [line for line in other.output().splitlines() if f"client {addr}:" in line]
     assert len(lines) == 2 and summary in lines[1], lines
     assert "PRODUCE refused (NOT_LEADER_FOR_PARTITION)" in lines[0] and "the connection is closed" in lines[0]
+
+
+@pytest.mark.parametrize("payload_size", [9, 251])  # lengths 0x0E and 0x0100: zero bytes next to the hole
+def test_a_zero_filled_hole_is_stepped_over_to_magic_0_messages(tmp_path, fake_clock, payload_size):
+    """0 is a magic value, yet a zero-filled hole (a crash's) is skipped, and the magic-0 messages after it,
+    whose length fields start with zero bytes, are found again with their offsets."""
+    d = tmp_path / "hole-0"
+    d.mkdir()
+    head = encode_message_set([b"h" * 30] * 2)
+    hole = bytes(300_000)
+    rng = random.Random(payload_size)
+    tail = b"".join(encode_message(rng.randbytes(payload_size), magic=0) for _ in range(400))
+    (d / segment_name(0)).write_bytes(head + hole + tail)
+    lg = make_log(d, fake_clock)
+    try:
+        start = len(head) + len(hole)
+        got = list(iter_messages(lg.read_bytes(start, len(tail)), start))
+        assert len(got) == 400 and got[0].offset == start and got[-1].next_offset == lg.end_offset
+    finally:
+        lg.close()
