@@ -20,7 +20,12 @@ socket loses the client's next request silently too. This broker instead:
   with its counts by reason and the broker-wide totals since start.
 
 So a client that sends thousands of bad requests on one connection costs two
-log lines. The broker-wide totals are :meth:`ProduceRefusals.totals`.
+log lines. Both lines go through a :class:`~ingest.ratelimited_log.RateLimitedLog`
+keyed by client host and reason: a flood of connections from one host that
+each repeat the same refusal within 30 s (a fuzzer, a hostile client) gets
+one line per 30 s with the count of the others, so refusals cannot fill the
+disk; the counts themselves are exact. The broker-wide totals are
+:meth:`ProduceRefusals.totals`.
 
 Thread-safety: every method may be called from any network thread (one lock).
 """
@@ -30,7 +35,12 @@ import logging
 import threading
 from collections import Counter
 
+from ingest.ratelimited_log import RateLimitedLog
+
 log = logging.getLogger(__name__)
+
+LOG_INTERVAL_S = 30.0
+"""Across connections of one host: at most one line per reason per interval (module doc)."""
 
 
 def _fmt(counts: Counter) -> str:
@@ -41,6 +51,7 @@ class ProduceRefusals:
     """Per-connection and broker-wide counts of refused responseless requests (module doc)."""
 
     def __init__(self) -> None:
+        self._log = RateLimitedLog(log, interval_s=LOG_INTERVAL_S)
         self._lock = threading.Lock()
         self._by_connection: dict[str, Counter] = {}
         self._totals: Counter = Counter()
@@ -58,8 +69,8 @@ class ProduceRefusals:
         if first:
             then = ("the connection is closed, so that the client re-discovers the partition" if closing else
                     "the connection stays open, further refusals on it are counted and summarized when it closes")
-            log.warning("client %s: %s refused (%s): %s -- the protocol has no response for it, so the client is "
-                        "not told; %s", client, request, code, message, then)
+            self._log.warning(client, reason, "client %s: %s refused (%s): %s -- the protocol has no response for "
+                              "it, so the client is not told; %s", client, request, code, message, then)
 
     def closed(self, client: str) -> None:
         """The connection from ``client`` closed: log its summary if it had refusals."""
@@ -67,8 +78,9 @@ class ProduceRefusals:
             counts = self._by_connection.pop(client, None)
             totals = Counter(self._totals) if counts else None
         if counts:
-            log.warning("client %s: connection closed after %d refused produce request(s) (%s); broker-wide "
-                        "since start: %s", client, sum(counts.values()), _fmt(counts), _fmt(totals))
+            self._log.warning(client, "produce refusals summary", "client %s: connection closed after %d refused "
+                              "produce request(s) (%s); broker-wide since start: %s",
+                              client, sum(counts.values()), _fmt(counts), _fmt(totals))
 
     def on_connection(self, client: str) -> dict[str, int]:
         """Refusals by reason on the open connection from ``client``."""
