@@ -14,10 +14,12 @@ reason, then a count per 30 s), so a client that repeats one mistake cannot
 fill the disk with log lines; each line names the client address. A refused
 request that expects no response (PRODUCE, MULTIPRODUCE: a bad CRC, an
 unknown magic, a bad topic...) gets none and its connection stays open for the
-next request; it is logged once per connection and counted by reason, per
-connection and broker-wide (:mod:`ingest.broker.refusals`; the summary is
-logged when the connection closes). A handler bug on such a request (not an
-``IngestError``) still closes the connection. Every other failure gets an
+next request (:data:`KEEP_CONNECTION_AFTER`); one refused because of where the
+partition is served (not the leader, the log offline...) closes it, so that
+the client re-discovers. Either is logged once per connection and counted by
+reason, per connection and broker-wide (:mod:`ingest.broker.refusals`; the
+summary is logged when the connection closes). A handler bug on such a
+request (not an ``IngestError``) closes the connection too. Every other failure gets an
 error response and the connection stays usable. A FETCH (or MULTIFETCH part)
 at or inside a damaged range of a log is answered CORRUPT_RANGE with the next
 valid offset as its body (``FetchResponse.corrupt_range``, docs/protocol.md),
@@ -70,6 +72,16 @@ from ingest.errors import (
 log = logging.getLogger(__name__)
 
 REFUSAL_LOG_INTERVAL_S = 30.0
+
+KEEP_CONNECTION_AFTER = frozenset({
+    ErrorCode.INVALID_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.MALFORMED_REQUEST, ErrorCode.INVALID_TOPIC,
+    ErrorCode.WRONG_PARTITION, ErrorCode.TOPIC_CREATION_REFUSED,
+})
+"""Refusals of a responseless request's own content: the connection serves the next request.
+Any other refusal (not the leader, no leader, the log offline, disk full) is about where the
+partition is served, and the next request would be dropped the same way: the connection is
+closed, the only signal that makes a fire-and-forget client re-discover (as Kafka does for
+acks=0)."""
 
 MAX_RESPONSE_BYTES = 2**31 - 1 - 64
 """A response frame's size must fit its int32 size field."""
@@ -139,9 +151,10 @@ class BrokerHandlers:
         try:
             return handler(body, client)
         except IngestError as exc:
-            if kind in p.RESPONSELESS:  # no response exists: log once per connection, count, keep serving
-                self.produce_refusals.refused(client, _name(kind), exc.code.name, str(exc))
-                return None
+            if kind in p.RESPONSELESS:  # no response exists: log once per connection and count
+                keep = exc.code in KEEP_CONNECTION_AFTER
+                self.produce_refusals.refused(client, _name(kind), exc.code.name, str(exc), closing=not keep)
+                return None if keep else Reply([], close_after=True)
             self.refusals.warning(client, f"{_name(kind)} {exc.code.name}", "client %s: %s request refused (%s): %s",
                                   client, _name(kind), exc.code.name, exc)
             return self._error_reply(kind, exc.code)

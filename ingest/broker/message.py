@@ -81,6 +81,11 @@ MA_MAX = MAGIC_V2 << 8 | 2
 """Valid magic+attributes values of magic 2 (the hot path): codec 0..2, other attribute bits 0."""
 CRC_SEED_MA = tuple(CRC_SEED[ma & 0xFF] if MA_MIN <= ma <= MA_MAX else 0 for ma in range(MA_MAX + 1))
 """CRC seed indexed by the magic+attributes ``uint16`` (magic 2)."""
+MA1_MIN = MAGIC_V1 << 8 | 0
+MA1_MAX = MAGIC_V1 << 8 | 2
+"""Valid magic+attributes values of magic 1: codec 0..2, other attribute bits 0."""
+CRC_SEED_MA1 = tuple(CRC_SEED[ma & 0xFF] if MA1_MIN <= ma <= MA1_MAX else 0 for ma in range(MA1_MAX + 1))
+"""The legacy magic-1 rule's CRC seed indexed by the magic+attributes ``uint16``."""
 
 
 def header_size(magic: int) -> int:

@@ -39,6 +39,7 @@ from ingest.broker.message import (
     CODEC_MASK,
     CODEC_NONE,
     CRC_SEED_MA,
+    CRC_SEED_MA1,
     HEADER_MA,
     HEADER_SIZE,
     HEADER_SIZE_V0,
@@ -47,6 +48,8 @@ from ingest.broker.message import (
     MAGIC,
     MAGIC_OFFSET,
     MAGIC_V0,
+    MA1_MAX,
+    MA1_MIN,
     MA_MAX,
     MA_MIN,
     OVERHEAD,
@@ -155,13 +158,14 @@ def scan(
         end = len(buf)
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     # Hot loop (magic 2): magic and attributes are read as one uint16 (0x0200 | codec),
-    # so one chained comparison checks magic, codec and the reserved bits. Anything
-    # else (magic 0 or 1, or a bad message) goes to message.other_magic(), which
-    # validates magic 0 and 1 by their own rule and hands back the codec as a magic-2
-    # ``ma``; when it refuses, message.why_invalid() finds the precise reason.
+    # so one chained comparison checks magic, codec and the reserved bits. Magic 1 is
+    # the second branch, the same way (0x0100 | codec). Anything else (magic 0, or a
+    # bad message) goes to message.other_magic(), which validates magic 0 and hands
+    # back -1; when it refuses, message.why_invalid() finds the precise reason.
     unpack = HEADER_MA.unpack_from
     crc32 = zlib.crc32
     seed = CRC_SEED_MA
+    seed1 = CRC_SEED_MA1
     top = max_message_size + OVERHEAD
     count = 0
     mark = index_mark
@@ -170,15 +174,22 @@ def scan(
     while pos <= limit:
         length, ma, crc = unpack(mv, pos)
         nxt = pos + LENGTH_SIZE + length
-        if not (OVERHEAD <= length <= top and nxt <= end and MA_MIN <= ma <= MA_MAX):
+        if OVERHEAD <= length <= top and nxt <= end and MA_MIN <= ma <= MA_MAX:
+            if crc32(mv[pos + HEADER_SIZE:nxt], seed[ma]) != crc:
+                break
+        elif OVERHEAD <= length <= top and nxt <= end and MA1_MIN <= ma <= MA1_MAX:
+            # magic 1: Kafka 0.7's rule (payload), else the legacy rule (attributes + payload)
+            payload = mv[pos + HEADER_SIZE:nxt]
+            if crc32(payload) != crc and crc32(payload, seed1[ma]) != crc:
+                break
+            ma += MA_MIN - MA1_MIN  # its codec, as a magic-2 value
+        else:
             other = other_magic(mv, pos, end, max_message_size)
             if other is None:
                 break
             nxt, ma = other
             if short is not None and ma < 0:
                 short.append(pos)
-        elif crc32(mv[pos + HEADER_SIZE:nxt], seed[ma]) != crc:
-            break
         if ma > MA_MIN:
             if wrappers is not None:
                 wrappers.append(pos)

@@ -32,10 +32,30 @@ few, is not enough: the payload of a compressed wrapper of incompressible data
 holds its inner messages verbatim (stored deflate blocks and snappy literals,
 both at most 64 KB), and those are valid messages."""
 UNLIMITED_SIZE = 1 << 62
-_CANDIDATE = re.compile(rb"(?=(?!\x00\x00\x00\x00)[\x00-\x7f][\x00-\xff]{3}[%s])"
-                        % b"".join(re.escape(bytes([m])) for m in MAGICS), re.DOTALL)
-"""Where a message may start: a non-negative, non-zero length followed by a known magic byte
-(0, 1 or 2). Zero-filled damage (a hole left by a crash) yields no candidate at all."""
+_ZERO_RUN = re.compile(rb"\x00+")
+_ZERO4 = bytes(4)
+_MAGIC_BYTES = tuple(bytes([m]) for m in MAGICS)
+
+
+def _magic_positions(buf: bytes, start: int):
+    """Positions ``j >= start`` of a byte 0, 1 or 2 (a magic value), in order, found with
+    ``bytes.find`` (memchr). Inside a run of zero bytes only the first positions can follow a
+    non-zero length: once the four bytes before a zero are zero too, the rest of the run is
+    skipped in one step, so a zero-filled hole (what a crash often leaves) costs almost nothing
+    although 0 is a magic."""
+    find = buf.find
+    nxt = [find(m, start) for m in _MAGIC_BYTES]
+    while True:
+        live = [x for x in nxt if x >= 0]
+        if not live:
+            return
+        j = min(live)
+        yield j
+        m = buf[j]
+        if m == 0 and j >= 3 and buf[j - 3:j + 1] == _ZERO4:
+            nxt[0] = find(b"\x00", _ZERO_RUN.match(buf, j).end())
+        else:
+            nxt[m] = find(_MAGIC_BYTES[m], j + 1)
 
 
 class SegmentScan(NamedTuple):
@@ -128,8 +148,8 @@ def next_valid(fd: int, bad: int, size: int, max_message_size: int = UNLIMITED_S
 def resync(fd: int, start: int, size: int) -> int | None:
     """The first position at or after ``start`` where valid messages start again, or None.
 
-    A candidate (:data:`_CANDIDATE`, found by the regex engine, in C) has a
-    known magic byte (0, 1 or 2) in place and a length that fits the file; a
+    A candidate (:func:`_magic_positions`) has a known magic byte (0, 1 or 2)
+    in place and a length that fits the file; a
     candidate whose message lies inside the chunk read must itself be valid
     (one CRC), and then it must pass :func:`_confirmed`. The cost is one pass
     over the damaged bytes plus one CRC per plausible header.
@@ -140,8 +160,8 @@ def resync(fd: int, start: int, size: int) -> int | None:
         n = len(buf)
         if n < MIN_MESSAGE_SIZE:
             return None
-        for m in _CANDIDATE.finditer(buf):
-            p = m.start()
+        for j in _magic_positions(buf, LENGTH_SIZE):
+            p = j - LENGTH_SIZE
             if p + MIN_MESSAGE_SIZE > n:
                 break
             length = LENGTH.unpack_from(buf, p)[0]

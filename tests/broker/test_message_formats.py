@@ -39,7 +39,7 @@ from ingest.broker.segment import segment_name
 from ingest.client.console import console_producer
 from ingest.client.producer import Producer
 from ingest.errors import InvalidMessageError
-from tests.harness.brokers import RawClient, broker_cluster, stop_all
+from tests.harness.brokers import RawClient, broker_cluster, broker_factory, stop_all  # noqa: F401  (pytest fixture)
 
 
 def legacy_v1(payload: bytes, codec: int = CODEC_NONE) -> bytes:
@@ -336,3 +336,105 @@ def test_console_producer_passes_message_format_through(broker):
                             lines=io.BytesIO(b"x\ny\n"), overrides={"message.format": "0.7"}, err=out) == 0
     with RawClient(broker.host, broker.port) as c:
         assert fetch_all(c, "c07") == kafka07(b"x") + kafka07(b"y")
+
+
+def test_magic_1_with_reserved_attribute_bits_is_refused():
+    m = bytearray(kafka07(b"x"))
+    m[5] = 0x04
+    assert "unknown attributes 0x04" in scan(bytes(m)).error
+
+
+def test_deletion_counts_and_mirror_runs_read_every_magic(tmp_path):
+    """Deletion records count messages, and the mirror's audit counts cut payloads, by each magic's header."""
+    from ingest.broker.deletion_log import count_messages
+    from ingest.mirror.tier_counts import plain_runs
+
+    data = (encode_message(b"zero", magic=0) + kafka07(b"one") + encode_message(b"two")
+            + encode_message_set([b"g1", b"g2", b"g3"], CODEC_GZIP, MAGIC_V1)
+            + kafka07(compress(CODEC_GZIP, kafka07(b"i0", 0) + kafka07(b"i1")), 1, CODEC_GZIP)
+            + encode_message(b"", magic=0))
+    f = tmp_path / segment_name(0)
+    f.write_bytes(data)
+    assert count_messages(f, len(data)) == (9, False)
+    payloads = sorted(run[0][s + hs:e] for run in plain_runs(data) for s, e, hs in
+                      ((s, e, run[3]) for s, e in zip(run[1], run[2])))
+    assert payloads == sorted([b"zero", b"one", b"two", b"g1", b"g2", b"g3", b"i0", b"i1", b""])
+
+
+def test_event_producer_passes_message_format_through_to_data_and_monitoring(broker, tmp_path):
+    """EventProducer builds its producers from the producer config: message.format=0.7 reaches the
+    data topic and the monitoring (audit) topic alike."""
+    from ingest.clock import FakeClock
+    from ingest.events.event_producer import EventProducer
+    from ingest.events.loadgen import EventGenerator
+    from ingest.events.registry_client import RegistryClient
+    from tests.harness.registry import RegistryProcess
+
+    reg = RegistryProcess(tmp_path / "registry").start()
+    try:
+        clock = FakeClock(1_700_000_040_000)
+        cfg = {"broker.list": f"{broker.broker_id}:{broker.host}:{broker.port}", "message.format": "0.7"}
+        ep = EventProducer(cfg, RegistryClient(reg.url), clock=clock, background=False,
+                           monitoring_window_ms=60_000, monitoring_grace_ms=1000, audit_topic="audit07",
+                           service_name="fmt")
+        ep.send("events07", EventGenerator(seed=14).batch(3), time_ms=clock.time_ms())
+        ep.flush()
+        clock.advance(90_000)
+        assert ep.poll() == 1  # the window's final monitoring event
+        stats = ep.close()
+    finally:
+        reg.stop()
+    assert (stats["acked"], stats["monitoring_published"]) == (3, 2)  # closing reports the open window too
+    with RawClient(broker.host, broker.port) as c:
+        for topic, n in (("events07", 3), ("audit07", 2)):
+            data = fetch_all(c, topic)
+            msgs, pos = [], 0
+            while pos < len(data):
+                m = decode_message(data, pos)
+                msgs.append(m)
+                pos += m.size
+            assert [(m.magic, m.rule, m.crc == zlib.crc32(m.payload)) for m in msgs] == [(1, RULE_PAYLOAD, True)] * n
+
+
+def test_produce_to_a_non_leader_is_counted_and_closes_the_connection(broker_factory, zk_connect, zk):
+    """A refusal about where the partition is served (not its content) closes the connection, the
+    one signal that makes a fire-and-forget client re-discover the leader; logged and counted alike."""
+    from ingest.broker.assignment import assign
+    from tests.harness.replication_topics import create_replicated_topic, metadata_of, wait_for_leaders
+
+    brokers = broker_factory(n=2, zk_connect=zk_connect,
+                             overrides={"replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 100})
+    create_replicated_topic(zk, "led", assign([b.broker_id for b in brokers], 1, 2))
+    (leader,) = wait_for_leaders(metadata_of(brokers), "led", 1).values()
+    other = next(b for b in brokers if b.broker_id != leader)
+    with RawClient(other.host, other.port) as c:
+        addr = "%s:%d" % c.sock.getsockname()[:2]
+        c.send(p.ProduceRequest("led", 0, encode_message_set([b"to the wrong broker"])))
+        assert c.closed_by_peer()
+    summary = f"client {addr}: connection closed after 1 refused produce request(s) (PRODUCE NOT_LEADER_FOR_PARTITION: 1)"
+    deadline = time.monotonic() + 30
+    while summary not in other.output() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the summary is written when the broker closes the connection
+    lines = [line for line in other.output().splitlines() if f"client {addr}:" in line]
+    assert len(lines) == 2 and summary in lines[1], lines
+    assert "PRODUCE refused (NOT_LEADER_FOR_PARTITION)" in lines[0] and "the connection is closed" in lines[0]
+
+
+@pytest.mark.parametrize("payload_size", [9, 251])  # lengths 0x0E and 0x0100: zero bytes next to the hole
+def test_a_zero_filled_hole_is_stepped_over_to_magic_0_messages(tmp_path, fake_clock, payload_size):
+    """0 is a magic value, yet a zero-filled hole (a crash's) is skipped, and the magic-0 messages after it,
+    whose length fields start with zero bytes, are found again with their offsets."""
+    d = tmp_path / "hole-0"
+    d.mkdir()
+    head = encode_message_set([b"h" * 30] * 2)
+    hole = bytes(300_000)
+    rng = random.Random(payload_size)
+    tail = b"".join(encode_message(rng.randbytes(payload_size), magic=0) for _ in range(400))
+    (d / segment_name(0)).write_bytes(head + hole + tail)
+    lg = make_log(d, fake_clock)
+    try:
+        start = len(head) + len(hole)
+        got = list(iter_messages(lg.read_bytes(start, len(tail)), start))
+        assert len(got) == 400 and got[0].offset == start and got[-1].next_offset == lg.end_offset
+    finally:
+        lg.close()
