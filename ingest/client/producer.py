@@ -76,7 +76,7 @@ from ingest.client.producer_config import PRODUCER_CONFIG, codec_number, format_
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.client.send_batch import BatchSender, SendResult
-from ingest.errors import IngestError, MessageTooLargeError, ProducerQueueFullError
+from ingest.errors import ConfigError, IngestError, MessageTooLargeError, ProducerQueueFullError
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,10 @@ class Producer:
         self.discovery = discovery or make_discovery(config)
         self.codec = codec_number(config["compression.codec"])
         self.magic = format_magic(config["message.format"])
+        if self.magic == 0 and self.codec:
+            raise ConfigError(f"message.format=0.6 (magic 0, no attributes byte) cannot carry compression.codec="
+                              f"{config['compression.codec']}: use compression.codec=none, or message.format=0.7 "
+                              "or ingest for compressed sets")
         self.acks = config["request.required.acks"]
         self._lock = threading.Lock()  # guards stats
         self.cluster = ClusterView(config, self.discovery, clock=clock, nodelay=bool(self.acks))

@@ -44,8 +44,9 @@ class IntChoice(KeyType):
 CODEC_BY_NAME = {"none": 0, "gzip": 1, "snappy": 2, "0": 0, "1": 1, "2": 2}
 
 # message.format value -> magic byte of the messages the producer writes
-# (ingest.broker.message: magic 2 CRC over attributes + payload; magic 1 Kafka 0.7's, CRC over the payload)
-MAGIC_BY_FORMAT = {"ingest": 2, "0.7": 1}
+# (ingest.broker.message: magic 2 CRC over attributes + payload; magic 1 Kafka 0.7's, CRC over the payload;
+# magic 0 the pre-0.7 message without attributes, the only one some 0.7-era readers such as brod parse)
+MAGIC_BY_FORMAT = {"ingest": 2, "0.7": 1, "0.6": 0}
 
 PRODUCER_CONFIG = ConfigDef(
     "producer",
@@ -68,7 +69,8 @@ PRODUCER_CONFIG = ConfigDef(
         Key("message.format", Choice(tuple(MAGIC_BY_FORMAT)), "ingest",
             "'ingest': magic 2, CRC over the attributes byte and the payload (a flipped codec bit is caught); "
             "'0.7': magic 1 with the CRC over the payload only, what Kafka 0.7's producer writes: use it for "
-            "topics that Kafka 0.7 consumers read (they cannot read magic 2)"),
+            "topics that Kafka 0.7 consumers read (they cannot read magic 2); '0.6': magic 0, no attributes byte "
+            "(CRC over the payload, never compressed), for readers that parse only magic 0 (e.g. brod)"),
         Key("request.required.acks", IntChoice(ACKS_LEVELS), 1,
             "1: a batch is acknowledged once the (leader) broker appended it, answered with its first "
             "offset; -1: once every in-sync replica has it (a replicated topic; PRODUCE_ACKS); "

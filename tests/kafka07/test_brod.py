@@ -8,8 +8,11 @@ limitation, measured here on a topic this project wrote with ``message.format=0.
 """
 from __future__ import annotations
 
+import pytest
+
 from ingest.client.producer import Producer
 from ingest.client.producer_config import PRODUCER_CONFIG
+from ingest.errors import ConfigError
 from tests.harness.py27 import b64, run_ops, unb64
 from tests.kafka07.helpers import ok, raw_log, read_partition, topic, v07_message
 
@@ -57,3 +60,18 @@ def test_brod_misreads_magic_1_and_magic_2_documented_limits_of_brod(py27, clust
     # byte; brod only logs "Unexpected magic byte: 2" and returns the wrong bytes
     raw = raw_log(b0, t2, p2)          # [length 4][magic][attributes][crc 4][payload]: byte 9 ends the CRC
     assert [(o, unb64(p)) for o, p in ok(m2)] == [(0, raw[9:10] + b"first"), (15, raw[15 + 9:15 + 10] + b"second")]
+
+
+def test_brod_reads_what_this_project_writes_with_message_format_0_6(py27, cluster07):
+    b0 = cluster07.brokers[0]
+    t = topic("brod-m0")
+    p = _produce(b0, t, "0.6")
+    assert raw_log(b0, t, p) == v07_message(b"first", 0) + v07_message(b"second", 0)
+    (m0,) = brod(py27, {"op": "fetch", "topic": t, "partition": p, "offset": 0, **cluster07.hp(0)})
+    assert [(o, unb64(x)) for o, x in ok(m0)] == [(0, b"first"), (14, b"second")]
+
+
+def test_message_format_0_6_refuses_compression_naming_both_keys():
+    with pytest.raises(ConfigError, match=r"message.format=0.6 .*compression.codec=gzip"):
+        Producer(PRODUCER_CONFIG.parse({"broker.list": "0:127.0.0.1:1", "message.format": "0.6",
+                                        "compression.codec": "gzip"}))
