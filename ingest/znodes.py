@@ -2,7 +2,7 @@
 
 Paths are relative to the chroot of the connect string (``host:port/chroot``)::
 
-    /brokers/ids/[broker_id]                                 -> "host:port"               ephemeral
+    /brokers/ids/[broker_id]                                 -> "creator:host:port"       ephemeral
     /brokers/topics/[topic]/[broker_id]                      -> "<partition count>"       ephemeral
     /brokers/topics/[topic]  (replicated topic)              -> {"version":1,"partitions":{"0":[1,2,3],...}}
     /brokers/topics/[topic]/partitions/[p]/state             -> {"controller_epoch":E,"leader":L,
@@ -34,8 +34,10 @@ write ``/consumers/[group]`` (:mod:`ingest.client.consumer_group`). The schema
 registry's ZooKeeper store owns ``/schema-registry``
 (:mod:`ingest.events.registry_store`). Directories (``/brokers/ids``,
 ``/brokers/topics/[topic]``, ``/consumers/[group]/...``) are persistent and
-created on demand. Kafka 0.7 wrote a broker's value as ``creator:host:port``;
-readers accept that form too.
+created on demand. A broker's value is Kafka 0.7's ``creator:host:port``
+(``creator`` = ``<host>-<epoch ms>``, as 0.7's ``KafkaZooKeeper.registerBrokerInZk``
+writes it), which 0.7 clients parse by splitting on ``:``; readers also accept the
+plain ``host:port`` that earlier versions of this project wrote, and JSON.
 
 Only this module spells paths; callers use these functions, so the layout can
 change in one place (replication will add to it).
@@ -75,9 +77,16 @@ def topic_path(topic: str, broker_id: int) -> str:
     return f"{topic_dir(topic)}/{broker_id}"
 
 
-def broker_value(host: str, port: int) -> bytes:
-    """The value of a broker node: ``host:port``."""
-    return f"{host}:{port}".encode()
+def broker_value(host: str, port: int, registered_ms: int | None = None) -> bytes:
+    """The value of a broker node, as Kafka 0.7 writes it: ``creator:host:port``.
+
+    ``creator`` is ``<host>-<registered_ms>`` (the time of registration in epoch ms, now by
+    default): 0.7's ``KafkaZooKeeper`` builds ``creatorId = hostName + "-" +
+    System.currentTimeMillis`` and ``Broker.getZKString`` joins ``creatorId:host:port``.
+    """
+    if registered_ms is None:
+        registered_ms = int(time.time() * 1000)
+    return f"{host}-{registered_ms}:{host}:{port}".encode()
 
 
 def parse_broker_value(data: bytes) -> tuple[str, int]:

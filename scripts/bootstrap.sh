@@ -5,6 +5,8 @@
 #   - .venv          : the project + test dependencies (pyspark, pyarrow, fastavro, kazoo, hdfs, crcmod, pytest)
 #   - .venv-airflow  : Apache Airflow + Spark provider, kept apart because the provider's
 #                      pyspark-client overwrites pyspark's Python files (see docs/operations.md)
+#   - .venv-py27     : Python 2.7 with the real Kafka 0.7 clients (samsa, brod) for tests/kafka07/
+#                      (scripts/py27_env.sh; logged and skipped when no 2.7 interpreter exists)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -50,5 +52,12 @@ if [ "${INGEST_SKIP_AIRFLOW:-0}" != 1 ]; then
         .venv-airflow/bin/pip install -q "apache-airflow>=3.0" "apache-airflow-providers-apache-spark>=5.0"
         echo "$STAMP" > .venv-airflow/.stamp
     fi
+fi
+rc=0
+./scripts/py27_env.sh || rc=$?
+if [ "$rc" = 3 ]; then
+    log "no Python 2.7 interpreter: .venv-py27 not built, the Kafka 0.7 client tests will skip"
+elif [ "$rc" != 0 ]; then
+    exit "$rc"
 fi
 log "ready: $ROOT/.venv ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

@@ -2,7 +2,14 @@
 
 Layout::
 
-    <destination>/_audit/revisions/<audited_at_ms:015d>-<run_id>.parquet
+    <destination>/_audit/revisions/<audited_at_ms:015d>-<run_id>.revision
+
+A revision is a Parquet file; its name does not end in ``.parquet`` so that a
+``<destination>/**/*.parquet`` glob of duckdb or polars (which, unlike Spark,
+Hive and pyarrow, do not skip ``_`` directories) never reads it as warehouse
+data. Revisions written before that change are named ``...-<run_id>.parquet``;
+every reader here takes both names (:data:`SUFFIXES`), so existing
+destinations keep their history.
 
 Each file holds the run's report rows (the JSON lines fields; ``causes`` as a
 map, ``tiers`` as a struct; revisions written before tiers existed read with
@@ -34,6 +41,10 @@ log = logging.getLogger(__name__)
 
 AUDIT_DIR = "_audit"
 REVISIONS_DIR = f"{AUDIT_DIR}/revisions"
+SUFFIX = ".revision"
+LEGACY_SUFFIX = ".parquet"
+SUFFIXES = (SUFFIX, LEGACY_SUFFIX)
+"""Revision file name endings: written, and read too (revisions written before the rename)."""
 
 SCHEMA = pa.schema([
     ("topic", pa.string()), ("row_type", pa.string()), ("producer", pa.string()),
@@ -68,15 +79,36 @@ def check_run_id(run_id: str) -> str:
 
 
 def revision_name(audited_at_ms: int, run_id: str) -> str:
-    return f"{audited_at_ms:015d}-{run_id}.parquet"
+    return f"{audited_at_ms:015d}-{run_id}{SUFFIX}"
+
+
+def _stem(name: str) -> str | None:
+    """``<audited_at_ms:015d>-<run_id>`` of a revision file name (either suffix), None for other files."""
+    if name.startswith("."):
+        return None
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            if len(stem) >= 17 and stem[15] == "-" and stem[:15].isdigit():
+                return stem
+    return None
 
 
 def _run_of(name: str) -> str | None:
     """The run id in a revision file name, or None for other files."""
-    stem, _, ext = name.rpartition(".")
-    if ext != "parquet" or name.startswith(".") or len(stem) < 17 or stem[15] != "-" or not stem[:15].isdigit():
-        return None
-    return stem[16:]
+    stem = _stem(name)
+    return None if stem is None else stem[16:]
+
+
+def is_revision_path(path: str) -> bool:
+    """True when ``path`` names a revision file (a Parquet file: ``.revision``, or ``.parquet`` as before), not a report."""
+    return str(path).endswith(SUFFIXES)
+
+
+def _revision_files(storage) -> list:
+    """Revision files under ``_audit/revisions/``, oldest first (by time, then run id; both suffixes)."""
+    found = [(_stem(info.name), info) for info in storage.list(storage.join(REVISIONS_DIR))]
+    return [info for stem, info in sorted((f for f in found if f[0] is not None), key=lambda f: (f[0], f[1].name))]
 
 
 def write_revision(
@@ -115,7 +147,7 @@ def run_revision(destination: str, run_id: str) -> str:
     """
     check_run_id(run_id)
     storage = open_storage(destination)
-    found = sorted(info.name for info in storage.list(storage.join(REVISIONS_DIR)) if _run_of(info.name) == run_id)
+    found = [info.name for info in _revision_files(storage) if _run_of(info.name) == run_id]
     if not found:
         raise ConfigError(f"no audit revision of run {run_id!r} under {storage.join(REVISIONS_DIR)}: the audit run "
                           f"has not written one (did it run with history.enabled=true against this destination?)")
@@ -135,9 +167,8 @@ def read_history(destination: str) -> pa.Table:
     """Every revision's rows, oldest revision first (empty table with SCHEMA when none)."""
     storage = open_storage(destination)
     tables = []
-    for info in storage.list(storage.join(REVISIONS_DIR)):
-        if info.name.endswith(".parquet") and not info.name.startswith("."):
-            tables.append(_conform(pq.read_table(io.BytesIO(storage.read_bytes(info.path)))))
+    for info in _revision_files(storage):
+        tables.append(_conform(pq.read_table(io.BytesIO(storage.read_bytes(info.path)))))
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
 

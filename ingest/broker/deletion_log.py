@@ -31,7 +31,8 @@ import signal
 from pathlib import Path
 
 from ingest.broker.compression import decompress
-from ingest.broker.message import ATTRIBUTES_OFFSET, CODEC_MASK, HEADER_SIZE, LENGTH, LENGTH_SIZE, OVERHEAD
+from ingest.broker.message import (ATTRIBUTES_OFFSET, CODEC_MASK, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC_OFFSET,
+                                   MAGIC_V0, MIN_MESSAGE_SIZE, OVERHEAD, OVERHEAD_V0)
 from ingest.broker.protocol_mirror import DeletionRecord
 from ingest.errors import IngestError
 
@@ -52,14 +53,15 @@ def _count_set(buf: bytes | memoryview, *, inner: bool = False) -> tuple[int, in
     unpack = LENGTH.unpack_from
     n = len(mv)
     pos = count = 0
-    while pos + HEADER_SIZE <= n:
+    while pos + MIN_MESSAGE_SIZE <= n:
         (length,) = unpack(mv, pos)
         nxt = pos + LENGTH_SIZE + length
-        if length < OVERHEAD:
+        magic0 = mv[pos + MAGIC_OFFSET] == MAGIC_V0  # 9-byte header, no attributes, never compressed
+        if length < (OVERHEAD_V0 if magic0 else OVERHEAD):
             return count, pos, False
         if nxt > n:
             break
-        codec = mv[pos + ATTRIBUTES_OFFSET] & CODEC_MASK
+        codec = 0 if magic0 else mv[pos + ATTRIBUTES_OFFSET] & CODEC_MASK
         if codec and not inner:
             try:
                 inflated = decompress(codec, mv[pos + HEADER_SIZE:nxt])

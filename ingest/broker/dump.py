@@ -1,11 +1,15 @@
 """``ingest log dump PATH [--json] [--deep]``: every message of a segment file, like DumpLogSegments.
 
 For each message: offset (base offset from the file name + position), size on
-disk, magic, codec, stored CRC, whether it is valid, payload size, and the
+disk, magic, codec, stored CRC, the CRC rule it satisfies (``crc(payload)``:
+magic 0 and Kafka 0.7's magic 1; ``crc(attributes+payload)``: magic 2 and the
+legacy magic 1 this product wrote before magic 2; see
+:mod:`ingest.broker.message`), whether it is valid, payload size, and the
 reason when it is not. ``--deep`` also lists the messages inside compressed
 wrappers. ``--json`` prints one JSON object per line (fields ``offset``,
-``position``, ``size``, ``magic``, ``codec``, ``crc``, ``valid``,
-``payload_size``, ``error`` and, for inner messages, ``inner``). PATH may be
+``position``, ``size``, ``magic``, ``codec``, ``crc``, ``rule``, ``valid``,
+``payload_size``, ``error`` and, for inner messages, ``inner``; ``rule`` is
+null for an invalid message). PATH may be
 a segment file or a partition directory (every ``*.kafka`` in offset order).
 
 Exit status: 0 when every message is valid, 1 when any is invalid or the file
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from ingest.broker import compression
-from ingest.broker.message import CODEC_MASK, HEADER, HEADER_SIZE, LENGTH_SIZE, OVERHEAD
+from ingest.broker.message import CODEC_MASK, LENGTH_SIZE, crc_rule, min_length, read_header
 from ingest.broker.message_set import inner_messages, message_bounds
 from ingest.broker.segment import parse_segment_name
 from ingest.errors import InvalidMessageError, MessageTooLargeError, StorageError
@@ -103,14 +107,15 @@ def _records(buf: memoryview, base: int, deep: bool) -> Iterator[dict]:
             return
         p = r.end
         rec: dict = {"offset": base + p, "position": p}
-        if end - p < HEADER_SIZE:
+        h = read_header(buf, p)
+        if h is None:
             rec.update(size=end - p, valid=False, codec=None, error="torn tail: " + r.error)
             yield rec
             return
-        length, magic, attributes, crc = HEADER.unpack_from(buf, p)
+        length, magic, attributes, crc, _hs = h
         rec.update(size=LENGTH_SIZE + length, magic=magic, codec=compression.codec_name(attributes & CODEC_MASK),
-                   crc=crc, payload_size=length - OVERHEAD, valid=False, error=r.error)
-        if r.cut_off or length < OVERHEAD:
+                   crc=crc, rule=None, payload_size=length - min_length(magic), valid=False, error=r.error)
+        if r.cut_off or length < min_length(magic):
             rec["error"] = ("torn tail: " if r.cut_off else "") + r.error + "; cannot find the next message"
             yield rec
             return
@@ -120,11 +125,12 @@ def _records(buf: memoryview, base: int, deep: bool) -> Iterator[dict]:
 
 def _valid(buf: memoryview, base: int, p: int, nxt: int, deep: bool) -> Iterator[dict]:
     """The record of a message scan() accepted, then its inner messages when asked."""
-    length, magic, attributes, crc = HEADER.unpack_from(buf, p)
+    length, magic, attributes, crc, hs = read_header(buf, p)
     codec = attributes & CODEC_MASK
     error, inner = None, []
-    if codec:
-        with buf[p + HEADER_SIZE:nxt] as payload:
+    with buf[p + hs:nxt] as payload:
+        rule = crc_rule(magic, attributes, crc, payload)
+        if codec:
             try:
                 data, positions = inner_messages(codec, payload)
             except (InvalidMessageError, MessageTooLargeError) as exc:
@@ -133,15 +139,16 @@ def _valid(buf: memoryview, base: int, p: int, nxt: int, deep: bool) -> Iterator
                 if deep:
                     inner = [_inner_record(data, base + p, q, e) for q, e in zip(positions, positions[1:] + [len(data)])]
     yield {"offset": base + p, "position": p, "size": LENGTH_SIZE + length, "magic": magic,
-           "codec": compression.codec_name(codec), "crc": crc, "payload_size": length - OVERHEAD,
+           "codec": compression.codec_name(codec), "crc": crc, "rule": rule, "payload_size": length - min_length(magic),
            "valid": error is None, "error": error}
     yield from inner
 
 
 def _inner_record(data: bytes, offset: int, q: int, e: int) -> dict:
-    _length, magic, _attributes, crc = HEADER.unpack_from(data, q)
+    _length, magic, attributes, crc, hs = read_header(data, q)
     return {"offset": offset, "inner": True, "position": q, "size": e - q, "magic": magic, "codec": "none",
-            "crc": crc, "payload_size": e - q - HEADER_SIZE, "valid": True, "error": None}
+            "crc": crc, "rule": crc_rule(magic, attributes, crc, data[q + hs:e]), "payload_size": e - q - hs,
+            "valid": True, "error": None}
 
 
 def _text(rec: dict) -> str:
@@ -149,7 +156,7 @@ def _text(rec: dict) -> str:
     parts = [f"{prefix}offset: {rec['offset']}", f"position: {rec['position']}", f"size: {rec['size']}"]
     if "magic" in rec:
         parts += [f"magic: {rec['magic']}", f"codec: {rec['codec']}", f"crc: 0x{rec['crc']:08x}",
-                  f"payload_size: {rec['payload_size']}"]
+                  f"rule: {rec['rule'] or '-'}", f"payload_size: {rec['payload_size']}"]
     parts.append(f"valid: {'true' if rec['valid'] else 'false'}")
     if rec.get("error"):
         parts.append(f"error: {rec['error']}")

@@ -11,10 +11,15 @@ becomes its wire ``code``; any other exception becomes ``UNKNOWN`` (-1) and is
 logged with its traceback. Refused requests are logged at WARNING through a
 :class:`~ingest.ratelimited_log.RateLimitedLog` (first one per client host and
 reason, then a count per 30 s), so a client that repeats one mistake cannot
-fill the disk with log lines; each line names the client address. A request
-that expects no response (PRODUCE, MULTIPRODUCE) and fails gets its
-connection closed, because closing is the
-only signal a fire-and-forget client can see; every other failure gets an
+fill the disk with log lines; each line names the client address. A refused
+request that expects no response (PRODUCE, MULTIPRODUCE: a bad CRC, an
+unknown magic, a bad topic...) gets none and its connection stays open for the
+next request (:data:`KEEP_CONNECTION_AFTER`); one refused because of where the
+partition is served (not the leader, the log offline...) closes it, so that
+the client re-discovers. Either is logged once per connection and counted by
+reason, per connection and broker-wide (:mod:`ingest.broker.refusals`; the
+summary is logged when the connection closes). A handler bug on such a
+request (not an ``IngestError``) closes the connection too. Every other failure gets an
 error response and the connection stays usable. A FETCH (or MULTIFETCH part)
 at or inside a damaged range of a log is answered CORRUPT_RANGE with the next
 valid offset as its body (``FetchResponse.corrupt_range``, docs/protocol.md),
@@ -48,6 +53,7 @@ from ingest.broker.message_set import MAX_INFLATED_SIZE, ValidatedMessageSet
 from ingest.broker.mirror_handlers import MirrorHandlers
 from ingest.broker.protocol import RequestType
 from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
+from ingest.broker.refusals import ProduceRefusals
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
 from ingest.ratelimited_log import RateLimitedLog
@@ -66,6 +72,16 @@ from ingest.errors import (
 log = logging.getLogger(__name__)
 
 REFUSAL_LOG_INTERVAL_S = 30.0
+
+KEEP_CONNECTION_AFTER = frozenset({
+    ErrorCode.INVALID_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.MALFORMED_REQUEST, ErrorCode.INVALID_TOPIC,
+    ErrorCode.WRONG_PARTITION, ErrorCode.TOPIC_CREATION_REFUSED,
+})
+"""Refusals of a responseless request's own content: the connection serves the next request.
+Any other refusal (not the leader, no leader, the log offline, disk full) is about where the
+partition is served, and the next request would be dropped the same way: the connection is
+closed, the only signal that makes a fire-and-forget client re-discover (as Kafka does for
+acks=0)."""
 
 MAX_RESPONSE_BYTES = 2**31 - 1 - 64
 """A response frame's size must fit its int32 size field."""
@@ -101,6 +117,7 @@ class BrokerHandlers:
         # a compressed wrapper may not inflate beyond what one request frame may carry
         self._max_inflated_size = config.get("max.socket.request.bytes", MAX_INFLATED_SIZE)
         self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
+        self.produce_refusals = ProduceRefusals()
         self.mirror = MirrorHandlers(self)
         self.table: dict[int, Callable[[memoryview, str], Reply | None]] = {
             RequestType.PRODUCE: self.handle_produce,
@@ -134,12 +151,20 @@ class BrokerHandlers:
         try:
             return handler(body, client)
         except IngestError as exc:
+            if kind in p.RESPONSELESS:  # no response exists: log once per connection and count
+                keep = exc.code in KEEP_CONNECTION_AFTER
+                self.produce_refusals.refused(client, _name(kind), exc.code.name, str(exc), closing=not keep)
+                return None if keep else Reply([], close_after=True)
             self.refusals.warning(client, f"{_name(kind)} {exc.code.name}", "client %s: %s request refused (%s): %s",
                                   client, _name(kind), exc.code.name, exc)
             return self._error_reply(kind, exc.code)
         except Exception:  # noqa: BLE001 - a bug must not take the broker down
             log.exception("client %s: %s request failed unexpectedly", client, _name(kind))
             return self._error_reply(kind, ErrorCode.UNKNOWN)
+
+    def connection_closed(self, client: str) -> None:
+        """The network layer closed the connection from ``client``: summarize its refusals."""
+        self.produce_refusals.closed(client)
 
     @staticmethod
     def _error_reply(kind: int, code: int) -> Reply:

@@ -36,18 +36,26 @@ from ingest.broker import compression
 from ingest.broker.compression import MAX_INFLATED_SIZE
 from ingest.broker.message import (
     ATTRIBUTES_OFFSET,
+    CODEC_MASK,
     CODEC_NONE,
     CRC_SEED_MA,
-    HEADER,
+    CRC_SEED_MA1,
     HEADER_MA,
     HEADER_SIZE,
+    HEADER_SIZE_V0,
     LENGTH,
     LENGTH_SIZE,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAGIC_V0,
+    MA1_MAX,
+    MA1_MIN,
     MA_MAX,
     MA_MIN,
     OVERHEAD,
-    check_header,
     encode_message,
+    other_magic,
+    why_invalid,
 )
 from ingest.errors import InvalidMessageError, MessageTooLargeError
 
@@ -85,12 +93,20 @@ class ScanResult(NamedTuple):
     too_large: bool = False
 
 
-def encode_message_set(payloads: Sequence[bytes], codec: int = CODEC_NONE) -> bytes:
-    """Encode payloads as a set; with a codec, as one compressed wrapper message."""
-    plain = b"".join([encode_message(p) for p in payloads])
+def encode_message_set(payloads: Sequence[bytes], codec: int = CODEC_NONE, magic: int = MAGIC) -> bytes:
+    """Encode payloads as a set of messages of ``magic``; with a codec, as one compressed
+    wrapper message of ``magic`` holding messages of ``magic`` (what Kafka 0.7's producer
+    does with magic 1).
+
+    Raises:
+        InvalidMessageError: unknown magic or codec, or a codec with magic 0.
+    """
+    if codec != CODEC_NONE and magic == MAGIC_V0:
+        encode_message(b"", codec, magic)  # raises: magic 0 has no attributes
+    plain = b"".join([encode_message(p, CODEC_NONE, magic) for p in payloads])
     if codec == CODEC_NONE:
         return plain
-    return encode_message(compression.compress(codec, plain), codec)
+    return encode_message(compression.compress(codec, plain), codec, magic)
 
 
 def scan(
@@ -108,12 +124,16 @@ def scan(
     allow_compressed: bool = True,
     max_inflated_size: int = MAX_INFLATED_SIZE,
     wrappers: list[int] | None = None,
+    short: list[int] | None = None,
 ) -> ScanResult:
     """Validate messages in ``buf[pos:end]`` until the end or the first bad one.
 
-    Checks per message: length >= 6, message fits in the buffer, magic 1,
-    known codec with other attribute bits 0, CRC over attributes + payload,
-    payload <= ``max_message_size``; with ``deep``, a compressed wrapper's
+    Checks per message, by its magic (:mod:`ingest.broker.message`): length
+    at least the magic's overhead (5 for magic 0, else 6), message fits in the
+    buffer, magic 0, 1 or 2, known codec with other attribute bits 0, the
+    magic's CRC rule (magic 0/1: payload, or for magic 1 the legacy
+    attributes + payload; magic 2: attributes + payload), payload <=
+    ``max_message_size``; with ``deep``, a compressed wrapper's
     inner set is decompressed and validated too, each inner message against
     ``max_message_size`` and the inner set against ``max_inflated_size``
     (either bound crossed: ``too_large``).
@@ -127,6 +147,9 @@ def scan(
             compression is invalid).
         wrappers: when given, the position of every compressed wrapper is
             appended (readers skip a per-message codec check when it stays empty).
+        short: when given, the position of every magic-0 message (9-byte
+            header) is appended (readers skip a per-message magic check when
+            it stays empty).
 
     Returns:
         ScanResult; never raises for bad data.
@@ -134,12 +157,15 @@ def scan(
     if end is None:
         end = len(buf)
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    # Hot loop: magic and attributes are read as one uint16 (0x0100 | codec), so
-    # one chained comparison checks magic, codec and the reserved bits; any
-    # failure drops to _diagnose() for the precise reason.
+    # Hot loop (magic 2): magic and attributes are read as one uint16 (0x0200 | codec),
+    # so one chained comparison checks magic, codec and the reserved bits. Magic 1 is
+    # the second branch, the same way (0x0100 | codec). Anything else (magic 0, or a
+    # bad message) goes to message.other_magic(), which validates magic 0 and hands
+    # back -1; when it refuses, message.why_invalid() finds the precise reason.
     unpack = HEADER_MA.unpack_from
     crc32 = zlib.crc32
     seed = CRC_SEED_MA
+    seed1 = CRC_SEED_MA1
     top = max_message_size + OVERHEAD
     count = 0
     mark = index_mark
@@ -148,11 +174,23 @@ def scan(
     while pos <= limit:
         length, ma, crc = unpack(mv, pos)
         nxt = pos + LENGTH_SIZE + length
-        if not (OVERHEAD <= length <= top and nxt <= end and MA_MIN <= ma <= MA_MAX):
-            break
-        if crc32(mv[pos + HEADER_SIZE:nxt], seed[ma]) != crc:
-            break
-        if ma != MA_MIN:
+        if OVERHEAD <= length <= top and nxt <= end and MA_MIN <= ma <= MA_MAX:
+            if crc32(mv[pos + HEADER_SIZE:nxt], seed[ma]) != crc:
+                break
+        elif OVERHEAD <= length <= top and nxt <= end and MA1_MIN <= ma <= MA1_MAX:
+            # magic 1: Kafka 0.7's rule (payload), else the legacy rule (attributes + payload)
+            payload = mv[pos + HEADER_SIZE:nxt]
+            if crc32(payload) != crc and crc32(payload, seed1[ma]) != crc:
+                break
+            ma += MA_MIN - MA1_MIN  # its codec, as a magic-2 value
+        else:
+            other = other_magic(mv, pos, end, max_message_size)
+            if other is None:
+                break
+            nxt, ma = other
+            if short is not None and ma < 0:
+                short.append(pos)
+        if ma > MA_MIN:
             if wrappers is not None:
                 wrappers.append(pos)
             if not allow_compressed:
@@ -167,6 +205,14 @@ def scan(
             mark = pos + index_interval
         pos = nxt
         count += 1
+    if limit < pos < end and (other := other_magic(mv, pos, end, max_message_size)) is not None:
+        # the last 9 bytes: only an empty magic-0 message fits (never a wrapper)
+        if short is not None:
+            short.append(pos)
+        if add is not None and pos >= mark:
+            add(index_base + pos)
+        pos = other[0]
+        count += 1
     if pos >= end:
         return ScanResult(pos, count, None, False)
     return _diagnose(mv, pos, end, count, max_message_size, origin)
@@ -174,27 +220,8 @@ def scan(
 
 def _diagnose(mv: memoryview, pos: int, end: int, count: int, max_message_size: int, origin: int) -> ScanResult:
     """The precise reason the message at ``pos`` stopped :func:`scan`."""
-    at = origin + pos
-    if end - pos < HEADER_SIZE:
-        if end - pos >= LENGTH_SIZE and LENGTH.unpack_from(mv, pos)[0] < OVERHEAD:
-            return ScanResult(pos, count, f"message at {at}: length below the minimum {OVERHEAD}", False)
-        return ScanResult(pos, count, f"message at {at}: header cut off ({end - pos} of {HEADER_SIZE} bytes)", True)
-    length, magic, attributes, crc = HEADER.unpack_from(mv, pos)
-    nxt = pos + LENGTH_SIZE + length
-    if length < OVERHEAD:
-        return ScanResult(pos, count, f"message at {at}: length {length} below the minimum {OVERHEAD}", False)
-    if length - OVERHEAD > max_message_size:
-        return ScanResult(
-            pos, count,
-            f"message at {at}: payload of {length - OVERHEAD} bytes exceeds max.message.size {max_message_size}",
-            False, True,
-        )
-    if nxt > end:
-        return ScanResult(pos, count, f"message at {at}: length {length} runs past the end by {nxt - end} bytes", True)
-    why = check_header(magic, attributes)
-    if why:
-        return ScanResult(pos, count, f"message at {at}: {why}", False)
-    return ScanResult(pos, count, f"message at {at}: CRC mismatch (stored 0x{crc:08x})", False)
+    error, cut_off, too_large = why_invalid(mv, pos, end, max_message_size, origin)
+    return ScanResult(pos, count, error, cut_off, too_large)
 
 
 def inner_messages(codec: int, payload: bytes | memoryview, *, max_message_size: int = _UNLIMITED,
@@ -391,19 +418,23 @@ def iter_messages(buf: bytes | memoryview, base_offset: int = 0, *,
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     starts: list[int] = []
     wrappers: list[int] = []
-    r = scan(mv, index=starts, index_interval=0, origin=base_offset, wrappers=wrappers)
+    short: list[int] = []
+    r = scan(mv, index=starts, index_interval=0, origin=base_offset, wrappers=wrappers, short=short)
     # scan validated everything up to r.end; this pass only cuts payloads out, from one bytes
     # object (one slice per message, not a memoryview plus a copy)
     data = buf if isinstance(buf, bytes) else mv[:r.end].tobytes()
     ends = starts[1:] + [r.end]
     make = tuple.__new__  # MessageAndOffset without the Python-level __new__ call
     cls = MessageAndOffset
-    if not wrappers:
+    if not wrappers and not short:  # magic 1/2 only, uncompressed: every header is 10 bytes
         for pos, nxt in zip(starts, ends):
             yield make(cls, (base_offset + pos, base_offset + nxt, data[pos + HEADER_SIZE:nxt]))
     else:
         for pos, nxt in zip(starts, ends):
-            codec = data[pos + ATTRIBUTES_OFFSET]
+            if data[pos + MAGIC_OFFSET] == MAGIC_V0:
+                yield make(cls, (base_offset + pos, base_offset + nxt, data[pos + HEADER_SIZE_V0:nxt]))
+                continue
+            codec = data[pos + ATTRIBUTES_OFFSET] & CODEC_MASK
             if codec == CODEC_NONE:
                 yield make(cls, (base_offset + pos, base_offset + nxt, data[pos + HEADER_SIZE:nxt]))
             else:
@@ -421,4 +452,5 @@ def _iter_wrapper(codec: int, payload: memoryview, offset: int, next_offset: int
         raise type(exc)(f"compressed message at offset {offset}: {exc}") from exc
     mv = memoryview(inner)
     for pos, nxt in zip(positions, positions[1:] + [len(inner)]):
-        yield MessageAndOffset(offset, next_offset, mv[pos + HEADER_SIZE:nxt].tobytes())
+        hs = HEADER_SIZE_V0 if inner[pos + MAGIC_OFFSET] == MAGIC_V0 else HEADER_SIZE
+        yield MessageAndOffset(offset, next_offset, mv[pos + hs:nxt].tobytes())

@@ -48,7 +48,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
-from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD
+from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD_V0
 from ingest.broker.message_set import scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_damage import Damage, damaged_path, load_damaged, save_damaged
@@ -455,7 +455,7 @@ class Segment:
             stepped = False
             while p < pos and p - start <= n:
                 length = unpack(buf, p - start)[0]
-                if length < OVERHEAD:
+                if length < OVERHEAD_V0:  # the smallest message (magic 0)
                     break
                 p += LENGTH_SIZE + length
                 stepped = True

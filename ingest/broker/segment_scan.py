@@ -13,10 +13,12 @@ Pure functions over a file descriptor (``os.pread``); no state.
 from __future__ import annotations
 
 import os
+import re
 from array import array
 from typing import NamedTuple
 
-from ingest.broker.message import HEADER, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC, OVERHEAD, check_header
+from ingest.broker.message import (HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC_OFFSET, MAGICS, MIN_MESSAGE_SIZE, check_header,
+                                   min_length, read_header)
 from ingest.broker.message_set import ScanResult, scan
 from ingest.broker.segment_damage import Damage
 
@@ -30,7 +32,30 @@ few, is not enough: the payload of a compressed wrapper of incompressible data
 holds its inner messages verbatim (stored deflate blocks and snappy literals,
 both at most 64 KB), and those are valid messages."""
 UNLIMITED_SIZE = 1 << 62
-_MAGIC_BYTE = bytes([MAGIC])
+_ZERO_RUN = re.compile(rb"\x00+")
+_ZERO4 = bytes(4)
+_MAGIC_BYTES = tuple(bytes([m]) for m in MAGICS)
+
+
+def _magic_positions(buf: bytes, start: int):
+    """Positions ``j >= start`` of a byte 0, 1 or 2 (a magic value), in order, found with
+    ``bytes.find`` (memchr). Inside a run of zero bytes only the first positions can follow a
+    non-zero length: once the four bytes before a zero are zero too, the rest of the run is
+    skipped in one step, so a zero-filled hole (what a crash often leaves) costs almost nothing
+    although 0 is a magic."""
+    find = buf.find
+    nxt = [find(m, start) for m in _MAGIC_BYTES]
+    while True:
+        live = [x for x in nxt if x >= 0]
+        if not live:
+            return
+        j = min(live)
+        yield j
+        m = buf[j]
+        if m == 0 and j >= 3 and buf[j - 3:j + 1] == _ZERO4:
+            nxt[0] = find(b"\x00", _ZERO_RUN.match(buf, j).end())
+        else:
+            nxt[m] = find(_MAGIC_BYTES[m], j + 1)
 
 
 class SegmentScan(NamedTuple):
@@ -108,10 +133,10 @@ def next_valid(fd: int, bad: int, size: int, max_message_size: int = UNLIMITED_S
     follow it (:func:`_confirmed`), only its payload or CRC was damaged.
     Otherwise (a damaged header) :func:`resync` searches.
     """
-    head = os.pread(fd, HEADER_SIZE, bad)
-    if len(head) == HEADER_SIZE:
-        length, magic, attributes, _crc = HEADER.unpack(head)
-        if OVERHEAD <= length <= max_message_size + OVERHEAD and check_header(magic, attributes) is None:
+    h = _plausible(os.pread(fd, HEADER_SIZE, bad), 0)
+    if h is not None:
+        length = h.length
+        if length <= max_message_size + min_length(h.magic):
             end = bad + LENGTH_SIZE + length
             if end >= size:
                 return None
@@ -123,28 +148,27 @@ def next_valid(fd: int, bad: int, size: int, max_message_size: int = UNLIMITED_S
 def resync(fd: int, start: int, size: int) -> int | None:
     """The first position at or after ``start`` where valid messages start again, or None.
 
-    A candidate has the magic byte in place, a length that fits the file, and
-    passes :func:`_confirmed`. Candidates are found with ``bytes.find`` on the
-    magic byte, so the cost is one pass over the damaged bytes plus one CRC
-    per plausible header.
+    A candidate (:func:`_magic_positions`) has a known magic byte (0, 1 or 2)
+    in place and a length that fits the file; a
+    candidate whose message lies inside the chunk read must itself be valid
+    (one CRC), and then it must pass :func:`_confirmed`. The cost is one pass
+    over the damaged bytes plus one CRC per plausible header.
     """
     pos = start
-    while pos + HEADER_SIZE <= size:
+    while pos + MIN_MESSAGE_SIZE <= size:
         buf = os.pread(fd, min(RESYNC_CHUNK, size - pos), pos)
         n = len(buf)
-        if n < HEADER_SIZE:
+        if n < MIN_MESSAGE_SIZE:
             return None
-        i = 0
-        while True:
-            j = buf.find(_MAGIC_BYTE, i + LENGTH_SIZE)
-            if j < 0:
-                break
+        for j in _magic_positions(buf, LENGTH_SIZE):
             p = j - LENGTH_SIZE
-            if p + HEADER_SIZE > n:
+            if p + MIN_MESSAGE_SIZE > n:
                 break
-            i = p + 1
             length = LENGTH.unpack_from(buf, p)[0]
-            if length < OVERHEAD or pos + p + LENGTH_SIZE + length > size:
+            end = p + LENGTH_SIZE + length
+            if length < min_length(buf[p + MAGIC_OFFSET]) or pos + end > size:
+                continue
+            if end <= n and scan(buf, p, end).error is not None:  # not even this one message is valid
                 continue
             if _confirmed(fd, pos + p, size):
                 return pos + p
@@ -152,6 +176,15 @@ def resync(fd: int, start: int, size: int) -> int | None:
             return None
         pos += n - HEADER_SIZE + 1  # a header straddling the chunk end is looked at again
     return None
+
+
+def _plausible(buf: bytes, pos: int):
+    """The header at ``pos`` when it could start a message (known magic and codec, length at
+    least its magic's minimum), else None."""
+    h = read_header(buf, pos)
+    if h is None or h.length < min_length(h.magic) or check_header(h.magic, h.attributes) is not None:
+        return None
+    return h
 
 
 def _confirmed(fd: int, p: int, size: int, depth: int = 2) -> bool:
@@ -165,18 +198,17 @@ def _confirmed(fd: int, p: int, size: int, depth: int = 2) -> bool:
         r = scan(buf)
         if p + r.end == size or r.end >= RESYNC_MIN_CHAIN:
             return r.end > 0
-        rest = len(buf) - r.end
         if r.error is None:  # the read ended on a boundary before the file's end: read on
             want = len(buf) + RESYNC_CONFIRM_BYTES
             continue
-        if rest < HEADER_SIZE:
+        h = read_header(buf, r.end)
+        if h is None:  # fewer bytes than the header left
             if r.cut_off and p + len(buf) < size:
                 want = len(buf) + RESYNC_CONFIRM_BYTES
                 continue
             return False
-        length, magic, attributes, _crc = HEADER.unpack_from(buf, r.end)
-        claimed = p + r.end + LENGTH_SIZE + length
-        plausible = length >= OVERHEAD and check_header(magic, attributes) is None
+        claimed = p + r.end + LENGTH_SIZE + h.length
+        plausible = _plausible(buf, r.end) is not None
         if r.cut_off and p + len(buf) < size and plausible and claimed <= size:
             want = claimed - p  # a message cut by the read, not by the file: read it whole
             continue

@@ -109,7 +109,11 @@ _OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errn
 
 
 class Dispatcher(Protocol):
-    """Turns one request into an optional reply. Called from processor threads concurrently."""
+    """Turns one request into an optional reply. Called from processor threads concurrently.
+
+    A dispatcher may also have ``connection_closed(client)``, called once when the
+    connection from ``client`` closes (handlers.py logs its refusal summary there).
+    """
 
     def dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None: ...
 
@@ -358,6 +362,12 @@ class _Processor(threading.Thread):
             reserved, conn.reserved = conn.reserved, 0
             self.server.budget.release(reserved)
         log.debug("closed connection from %s", conn.addr)
+        closed = getattr(self.server.dispatcher, "connection_closed", None)
+        if closed is not None:  # the dispatcher's per-connection refusal summary (handlers.py)
+            try:
+                closed(conn.addr)
+            except Exception:  # noqa: BLE001 - a summary must not break closing
+                log.exception("connection-closed hook failed for %s", conn.addr)
 
     def _retry_muted(self) -> None:
         for conn in list(self.muted):

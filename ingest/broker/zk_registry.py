@@ -3,7 +3,7 @@
 Znode layout (paths relative to the chroot of ``zk.connect``; built by
 :mod:`ingest.znodes`, which documents the whole tree)::
 
-    /brokers/ids/[broker_id]                -> "host:port"              ephemeral
+    /brokers/ids/[broker_id]                -> "creator:host:port"      ephemeral
     /brokers/topics/[topic]/[broker_id]     -> "<partition count>"      ephemeral
 
 ``/brokers/ids`` and ``/brokers/topics/[topic]`` themselves are persistent
@@ -60,7 +60,8 @@ class BrokerRegistry:
                  session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
         self.zk_connect = zk_connect
         self.broker_id = broker_id
-        self.address = znodes.broker_value(host, port).decode()
+        self.host, self.port = host, port
+        self.address = f"{host}:{port}"
         self.session_timeout_s = session_timeout_ms / 1000.0
         self.connection_timeout_s = connection_timeout_ms / 1000.0
         self.client = KazooClient(hosts=zk_connect, timeout=self.session_timeout_s)
@@ -180,7 +181,8 @@ class BrokerRegistry:
 
     def _register_broker(self, *, initial: bool) -> None:
         path = znodes.broker_path(self.broker_id)
-        data = self.address.encode()
+        # Kafka 0.7's creator:host:port, with a new creator (host-epoch ms) per registration as in 0.7
+        data = znodes.broker_value(self.host, self.port)
         self.client.retry(self.client.ensure_path, znodes.BROKER_IDS)
         deadline = time.monotonic() + self.session_timeout_s * 2 + 2
         while True:
@@ -198,7 +200,7 @@ class BrokerRegistry:
                 self.registrations += 1
                 return  # our own create landed before a connection loss
             holder = existing.decode(errors="replace")
-            if holder == self.address and time.monotonic() < deadline:
+            if self._names_us(existing) and time.monotonic() < deadline:
                 # we bound this very port, so that registrant is a dead predecessor
                 log.info("broker id %d is still registered by the expiring session 0x%x of a previous "
                          "process at %s; waiting for it to expire", self.broker_id, stat.ephemeralOwner, holder)
@@ -211,6 +213,13 @@ class BrokerRegistry:
                 f"({self.zk_connect}{path} -> {holder!r}, session 0x{stat.ephemeralOwner:x}); "
                 f"another live broker uses brokerid={self.broker_id}: give this broker a unique "
                 "brokerid or stop the other one")
+
+    def _names_us(self, value: bytes) -> bool:
+        """Whether a broker node's value (any form readers accept) names our host and port."""
+        try:
+            return znodes.parse_broker_value(value) == (self.host, self.port)
+        except (ValueError, KeyError):
+            return False
 
     # --- session loss ------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@
 ZooKeeper layout read here (written by the brokers, see ``ingest.broker.zk_registry``;
 paths and values are built and parsed by :mod:`ingest.znodes`)::
 
-    /brokers/ids/[broker_id]               -> "host:port"    (ephemeral; extra leading
-                                                              fields such as "creator:" ignored)
+    /brokers/ids/[broker_id]               -> "creator:host:port"  (ephemeral; Kafka 0.7's form;
+                                                              plain "host:port" read too)
     /brokers/topics/[topic]/[broker_id]    -> "#partitions"  (ephemeral)
 
 Both discoveries answer :meth:`brokers` (a snapshot ``{broker_id: BrokerAddress}``)
@@ -94,7 +94,7 @@ def parse_broker_list(text: str) -> list[BrokerAddress]:
 
 
 def parse_broker_znode(broker_id: int, data: bytes) -> BrokerAddress:
-    """The value of ``/brokers/ids/[id]``: ``host:port`` (Kafka 0.7 wrote ``creator:host:port``)."""
+    """The value of ``/brokers/ids/[id]``: Kafka 0.7's ``creator:host:port`` (or a plain ``host:port``)."""
     host, port = znodes.parse_broker_value(data)
     return BrokerAddress(broker_id, host, port)
 

@@ -3,7 +3,7 @@
 Layout (brokers write ``/brokers``; the group's consumers write ``/consumers/G``;
 paths are built by :mod:`ingest.znodes`)::
 
-    /brokers/ids/[broker_id]                  -> "host:port"        (ephemeral)
+    /brokers/ids/[broker_id]                  -> "creator:host:port" (ephemeral)
     /brokers/topics/[topic]/[broker_id]       -> "#partitions"      (ephemeral)
     /brokers/topics/[topic]  (replicated)     -> assignment JSON    (partition -> replicas)
     /consumers/G/ids/[consumer_id]            -> {"topic": #streams} (ephemeral, JSON)

@@ -72,11 +72,11 @@ from typing import Callable, Sequence
 from ingest.broker.message import HEADER_SIZE
 from ingest.client.cluster import ClusterView, Route
 from ingest.client.discovery import Discovery, make_discovery
-from ingest.client.producer_config import PRODUCER_CONFIG, codec_number
+from ingest.client.producer_config import PRODUCER_CONFIG, codec_number, format_magic
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.client.send_batch import BatchSender, SendResult
-from ingest.errors import IngestError, MessageTooLargeError, ProducerQueueFullError
+from ingest.errors import ConfigError, IngestError, MessageTooLargeError, ProducerQueueFullError
 
 log = logging.getLogger(__name__)
 
@@ -122,12 +122,17 @@ class Producer:
         self._own_discovery = discovery is None
         self.discovery = discovery or make_discovery(config)
         self.codec = codec_number(config["compression.codec"])
+        self.magic = format_magic(config["message.format"])
+        if self.magic == 0 and self.codec:
+            raise ConfigError(f"message.format=0.6 (magic 0, no attributes byte) cannot carry compression.codec="
+                              f"{config['compression.codec']}: use compression.codec=none, or message.format=0.7 "
+                              "or ingest for compressed sets")
         self.acks = config["request.required.acks"]
         self._lock = threading.Lock()  # guards stats
         self.cluster = ClusterView(config, self.discovery, clock=clock, nodelay=bool(self.acks))
         self._max_message_size = config["max.message.size"]
         self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
-        self._sender_of_batches = BatchSender(self.cluster, config, codec=self.codec, clock=clock,
+        self._sender_of_batches = BatchSender(self.cluster, config, codec=self.codec, magic=self.magic, clock=clock,
                                               stats=self.stats, stats_lock=self._lock)
         self._closed = False
         self._async = config["producer.type"] == "async"

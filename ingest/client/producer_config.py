@@ -43,6 +43,11 @@ class IntChoice(KeyType):
 # ingest.broker.message.CODEC_NAMES, which names a wire codec number)
 CODEC_BY_NAME = {"none": 0, "gzip": 1, "snappy": 2, "0": 0, "1": 1, "2": 2}
 
+# message.format value -> magic byte of the messages the producer writes
+# (ingest.broker.message: magic 2 CRC over attributes + payload; magic 1 Kafka 0.7's, CRC over the payload;
+# magic 0 the pre-0.7 message without attributes, the only one some 0.7-era readers such as brod parse)
+MAGIC_BY_FORMAT = {"ingest": 2, "0.7": 1, "0.6": 0}
+
 PRODUCER_CONFIG = ConfigDef(
     "producer",
     DISCOVERY_KEYS + (
@@ -61,6 +66,11 @@ PRODUCER_CONFIG = ConfigDef(
             "policy 'block': ms to wait for queue space (-1 = forever, 0 = fail at once)"),
         Key("compression.codec", Choice(tuple(CODEC_BY_NAME)), "none",
             "compress each batch as one wrapper message: none, gzip or snappy (or 0/1/2)"),
+        Key("message.format", Choice(tuple(MAGIC_BY_FORMAT)), "ingest",
+            "'ingest': magic 2, CRC over the attributes byte and the payload (a flipped codec bit is caught); "
+            "'0.7': magic 1 with the CRC over the payload only, what Kafka 0.7's producer writes: use it for "
+            "topics that Kafka 0.7 consumers read (they cannot read magic 2); '0.6': magic 0, no attributes byte "
+            "(CRC over the payload, never compressed), for readers that parse only magic 0 (e.g. brod)"),
         Key("request.required.acks", IntChoice(ACKS_LEVELS), 1,
             "1: a batch is acknowledged once the (leader) broker appended it, answered with its first "
             "offset; -1: once every in-sync replica has it (a replicated topic; PRODUCE_ACKS); "
@@ -95,3 +105,8 @@ PRODUCER_CONFIG = ConfigDef(
 def codec_number(name: str) -> int:
     """``compression.codec`` value to the wire codec number."""
     return CODEC_BY_NAME[name]
+
+
+def format_magic(name: str) -> int:
+    """``message.format`` value to the magic byte of the messages written."""
+    return MAGIC_BY_FORMAT[name]

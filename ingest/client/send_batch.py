@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ingest.broker import protocol
+from ingest.broker.message import MAGIC
 from ingest.broker.message_set import encode_message_set
 from ingest.client.cluster import ClusterView, Route
 from ingest.client.connection import check
@@ -113,9 +114,10 @@ class BatchSender:
     """
 
     def __init__(self, cluster: ClusterView, config, *, codec: int, clock: Clock,
-                 stats: dict[str, int], stats_lock: threading.Lock) -> None:
+                 stats: dict[str, int], stats_lock: threading.Lock, magic: int = MAGIC) -> None:
         self.cluster = cluster
         self.codec = codec
+        self.magic = magic
         self.clock = clock
         self.acks = config["request.required.acks"]
         self.timeout_ms = config["request.timeout.ms"]
@@ -131,7 +133,7 @@ class BatchSender:
              route: Route | None = None) -> SendResult:
         """Send one batch to one partition (``route``, or routed now), retrying as the module doc says."""
         try:
-            message_set = encode_message_set(payloads, self.codec)
+            message_set = encode_message_set(payloads, self.codec, self.magic)
         except IngestError as exc:
             return SendResult(topic, -1, -1, len(payloads), None, exc)
         count = len(payloads)

@@ -8,7 +8,8 @@ producer, out of range) do not count.
 
 A verdict source is either a report file (parsed by
 :mod:`ingest.audit.report_reader`) or an audit revision under
-``<destination>/_audit/revisions/`` (a ``.parquet`` storage path, read by
+``<destination>/_audit/revisions/`` (a ``.revision`` storage path, or ``.parquet`` for
+revisions written before the rename, read by
 :mod:`ingest.audit.history`; ``jobs/compact.py --audit-run`` resolves a run id
 to one). The revision is how the Airflow DAG passes the verdict: it lives in
 the destination's storage, so it reaches compaction whether or not the audit's
@@ -20,7 +21,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
-from ingest.audit.history import read_revision
+from ingest.audit.history import is_revision_path, read_revision
 from ingest.audit.report_reader import read_report
 from ingest.audit.status import COMPACTABLE_STATUSES
 from ingest.errors import ConfigError
@@ -33,7 +34,7 @@ DEFAULT_WINDOW_MS = 600_000
 
 def _windows(source: str) -> Iterator[tuple[dict, int, int]]:
     """(row, start_ms, end_ms) of the window rows of one verdict source."""
-    rows = read_revision(source) if str(source).endswith(".parquet") else read_report(source)
+    rows = read_revision(source) if is_revision_path(source) else read_report(source)
     for w in rows:
         if w.get("row_type", "window") != "window":
             continue

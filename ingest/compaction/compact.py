@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from ingest.compaction.formats import merge
 from ingest.compaction.plan import HourPlan, Outcome, Settings
 from ingest.loader.commit import replace_files, staging_relpath
-from ingest.loader.layout import data_file_path
+from ingest.loader.layout import data_file_path, staged_name
 from ingest.loader.records import FileRecord
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def merge_hour(storage: Any, settings: Settings, plan: HourPlan, compaction_id: 
         times = [t for r in recs for t in (r.min_time_ms, r.max_time_ms) if t is not None]
         for fi, (data, rows) in enumerate(zip(result.files, result.rows)):
             name = f"{hour.topic}.compacted.{compaction_id}.{gi}-{fi}.{fmt}"
-            staged = staging_relpath(compaction_id, name)
+            staged = staging_relpath(compaction_id, staged_name(name))
             storage.mkdirs(storage.join(staging_relpath(compaction_id)))
             storage.write_bytes(storage.join(staged), data, overwrite=True)
             new.append(FileRecord(

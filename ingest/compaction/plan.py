@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
+from ingest.loader.layout import hour_dir
+
 log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
@@ -20,7 +22,7 @@ HOUR_MS = 3_600_000
 
 @dataclass(frozen=True)
 class HourRef:
-    """One hour of one topic: ``<destination>/<topic>/dt=<dt>/hour=<HH>``."""
+    """One hour of one topic: ``<destination>/<topic>/dt=<dt>/hour=<H>`` (``ingest.loader.layout.hour_dir``)."""
 
     topic: str
     dt: str      # YYYY-MM-DD (UTC)
@@ -32,7 +34,7 @@ class HourRef:
         return int(t.timestamp() * 1000) + self.hour * HOUR_MS
 
     def __str__(self) -> str:
-        return f"{self.topic}/dt={self.dt}/hour={self.hour:02d}"
+        return hour_dir(self.topic, self.dt, self.hour)
 
 
 def hour_of_ms(topic: str, ms: int) -> HourRef:

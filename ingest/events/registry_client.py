@@ -139,7 +139,8 @@ class RegistryClient:
         return int(r["id"]), json.loads(r["schema"])
 
     def get_compatibility(self, subject: str | None = None) -> str:
-        path = "/config" if subject is None else f"/config/{quote(subject, safe='')}"
+        """The subject's level, or the global one when it has none (``defaultToGlobal=true``)."""
+        path = "/config" if subject is None else f"/config/{quote(subject, safe='')}?defaultToGlobal=true"
         return str(self._request("GET", path)["compatibilityLevel"])
 
     def set_compatibility(self, level: str, subject: str | None = None) -> str:

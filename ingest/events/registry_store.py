@@ -1,13 +1,19 @@
 """Where the schema registry keeps its state: a local directory or ZooKeeper.
 
 Both stores hold the same three things: schemas by id (immutable, global,
-deduplicated by canonical text), each subject's versions (version -> id) and
-compatibility levels (global and per subject).
+deduplicated by canonical text), each subject's versions (version -> id, and
+whether the version is soft-deleted) and compatibility levels (global and per
+subject).
+
+A version's value is its schema id in decimal (``12``: live, the only form
+registries before soft deletes wrote, so their stores read unchanged) or, once
+soft-deleted, ``{"id": 12, "deleted": true}``. A permanent delete removes the
+version's file or znode; schema texts are never removed (ids stay decodable).
 
 Directory layout (``--store DIR``)::
 
     DIR/ids/<id>.json                    canonical schema text
-    DIR/subjects/<quoted subject>/<version>   schema id (decimal)
+    DIR/subjects/<quoted subject>/<version>   version value (above)
     DIR/config/_global | <quoted subject>     compatibility level
     DIR/lock                             flock'ed by writers (several processes may share DIR)
 
@@ -18,7 +24,7 @@ ZooKeeper layout (``--zk CONNECT``, under ``/schema-registry``; paths built by :
                                                its own number, so ids are never shared)
     /schema-registry/hashes/<sha256>           id of that canonical text (create() is the
                                                arbiter when two registries register one schema)
-    /schema-registry/subjects/<quoted>/<version>   schema id
+    /schema-registry/subjects/<quoted>/<version>   version value (above)
     /schema-registry/config/_global | <quoted>     compatibility level
     /schema-registry/lock                      kazoo Lock around read-check-write of a subject
 
@@ -31,11 +37,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import threading
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Iterator, NamedTuple, Protocol
 from urllib.parse import quote, unquote
 
 from ingest import znodes
@@ -58,6 +65,26 @@ def schema_hash(canonical_text: str) -> str:
     return hashlib.sha256(canonical_text.encode("utf-8")).hexdigest()
 
 
+class VersionEntry(NamedTuple):
+    """One version of a subject: the schema id it holds and whether it is soft-deleted."""
+
+    id: int
+    deleted: bool = False
+
+
+def encode_version(entry: VersionEntry) -> str:
+    """``12`` for a live version (the legacy form), JSON once soft-deleted."""
+    return json.dumps({"id": entry.id, "deleted": True}) if entry.deleted else str(entry.id)
+
+
+def decode_version(text: str) -> VersionEntry:
+    text = text.strip()
+    if text.startswith("{"):
+        value = json.loads(text)
+        return VersionEntry(int(value["id"]), bool(value.get("deleted", False)))
+    return VersionEntry(int(text))
+
+
 class RegistryStore(Protocol):
     """Storage of the schema registry (see module docstring)."""
 
@@ -66,10 +93,14 @@ class RegistryStore(Protocol):
     def find_id(self, canonical_text: str) -> int | None: ...
     def add_schema(self, canonical_text: str) -> int: ...
     def subjects(self) -> list[str]: ...
+    def version_entries(self, subject: str) -> dict[int, VersionEntry]: ...
     def versions(self, subject: str) -> dict[int, int]: ...
     def add_version(self, subject: str, schema_id: int) -> int: ...
+    def mark_deleted(self, subject: str, version: int, schema_id: int) -> None: ...
+    def remove_version(self, subject: str, version: int) -> None: ...
     def get_config(self, subject: str | None) -> str | None: ...
     def set_config(self, subject: str | None, level: str) -> None: ...
+    def delete_config(self, subject: str) -> None: ...
     def close(self) -> None: ...
 
 
@@ -140,19 +171,44 @@ class DirectoryStore:
         return sorted(_subject_from_key(p.name) for p in (self.root / "subjects").iterdir()
                       if p.name.startswith("s-") and any(p.iterdir()))
 
-    def versions(self, subject: str) -> dict[int, int]:
+    def version_entries(self, subject: str) -> dict[int, VersionEntry]:
+        """Every version of ``subject``, soft-deleted ones included."""
         d = self.root / "subjects" / _subject_key(subject)
         if not d.is_dir():
             return {}
-        return {int(p.name): int(p.read_text()) for p in d.iterdir() if p.name.isdigit()}
+        out = {}
+        for p in d.iterdir():
+            if p.name.isdigit():
+                try:
+                    out[int(p.name)] = decode_version(p.read_text())
+                except FileNotFoundError:  # permanently deleted meanwhile by another process
+                    continue
+        return out
+
+    def versions(self, subject: str) -> dict[int, int]:
+        """Live versions of ``subject``: version -> schema id."""
+        return {v: e.id for v, e in self.version_entries(subject).items() if not e.deleted}
 
     def add_version(self, subject: str, schema_id: int) -> int:
-        """Append ``schema_id`` as the subject's next version; caller holds ``write_lock()``."""
+        """Append ``schema_id`` as the subject's next version (after soft-deleted ones too);
+        caller holds ``write_lock()``."""
         d = self.root / "subjects" / _subject_key(subject)
         d.mkdir(exist_ok=True)
-        version = max(self.versions(subject), default=0) + 1
+        version = max(self.version_entries(subject), default=0) + 1
         _write_atomic(d / str(version), str(schema_id))
         return version
+
+    def mark_deleted(self, subject: str, version: int, schema_id: int) -> None:
+        """Soft-delete one version; caller holds ``write_lock()``."""
+        _write_atomic(self.root / "subjects" / _subject_key(subject) / str(version),
+                      encode_version(VersionEntry(schema_id, True)))
+
+    def remove_version(self, subject: str, version: int) -> None:
+        """Permanently delete one version (the subject goes when its last version does)."""
+        d = self.root / "subjects" / _subject_key(subject)
+        (d / str(version)).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty: other versions remain
+            d.rmdir()
 
     def get_config(self, subject: str | None) -> str | None:
         name = GLOBAL if subject is None else _subject_key(subject)
@@ -164,6 +220,9 @@ class DirectoryStore:
     def set_config(self, subject: str | None, level: str) -> None:
         name = GLOBAL if subject is None else _subject_key(subject)
         _write_atomic(self.root / "config" / name, level)
+
+    def delete_config(self, subject: str) -> None:
+        (self.root / "config" / _subject_key(subject)).unlink(missing_ok=True)
 
     def close(self) -> None:
         pass
@@ -240,7 +299,8 @@ class ZooKeeperStore:
         kids = self._zk.retry(self._zk.get_children, znodes.registry_dir("subjects"))
         return sorted(_subject_from_key(k) for k in kids if k.startswith("s-"))
 
-    def versions(self, subject: str) -> dict[int, int]:
+    def version_entries(self, subject: str) -> dict[int, VersionEntry]:
+        """Every version of ``subject``, soft-deleted ones included."""
         from kazoo.exceptions import NoNodeError
 
         key = _subject_key(subject)
@@ -250,17 +310,39 @@ class ZooKeeperStore:
             return {}
         out = {}
         for k in kids:
-            data, _ = self._zk.retry(self._zk.get, znodes.registry_version_path(key, k))
-            out[int(k)] = int(data)
+            if not k.isdigit():
+                continue
+            try:
+                data, _ = self._zk.retry(self._zk.get, znodes.registry_version_path(key, k))
+            except NoNodeError:  # permanently deleted meanwhile by another registry
+                continue
+            out[int(k)] = decode_version(data.decode("utf-8"))
         return out
+
+    def versions(self, subject: str) -> dict[int, int]:
+        """Live versions of ``subject``: version -> schema id."""
+        return {v: e.id for v, e in self.version_entries(subject).items() if not e.deleted}
 
     def add_version(self, subject: str, schema_id: int) -> int:
         key = _subject_key(subject)
         self._zk.retry(self._zk.ensure_path, znodes.registry_subject_dir(key))
-        version = max(self.versions(subject), default=0) + 1
+        version = max(self.version_entries(subject), default=0) + 1
         # create() fails if a version number was taken meanwhile: the write lock prevents that.
         self._zk.retry(self._zk.create, znodes.registry_version_path(key, version), str(schema_id).encode())
         return version
+
+    def mark_deleted(self, subject: str, version: int, schema_id: int) -> None:
+        path = znodes.registry_version_path(_subject_key(subject), version)
+        self._zk.retry(self._zk.set, path, encode_version(VersionEntry(schema_id, True)).encode())
+
+    def remove_version(self, subject: str, version: int) -> None:
+        from kazoo.exceptions import NoNodeError, NotEmptyError
+
+        key = _subject_key(subject)
+        with contextlib.suppress(NoNodeError):
+            self._zk.retry(self._zk.delete, znodes.registry_version_path(key, version))
+        with contextlib.suppress(NoNodeError, NotEmptyError):  # the subject goes with its last version
+            self._zk.retry(self._zk.delete, znodes.registry_subject_dir(key))
 
     def get_config(self, subject: str | None) -> str | None:
         from kazoo.exceptions import NoNodeError
@@ -280,6 +362,12 @@ class ZooKeeperStore:
             self._zk.retry(self._zk.create, path, level.encode())
         except NodeExistsError:
             self._zk.retry(self._zk.set, path, level.encode())
+
+    def delete_config(self, subject: str) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        with contextlib.suppress(NoNodeError):
+            self._zk.retry(self._zk.delete, znodes.registry_config_path(_subject_key(subject)))
 
     def close(self) -> None:
         self._zk.stop()

@@ -29,7 +29,7 @@ import logging
 from dataclasses import dataclass
 from typing import Iterator
 
-from ingest.broker.message import OVERHEAD
+from ingest.broker.message import MIN_MESSAGE_SIZE
 from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CorruptRangeError, FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
@@ -87,7 +87,7 @@ def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
     delay = 0.05
     while offset < end:
         try:
-            buf = raw_fetch(consumer, topic, partition, offset, min(size, max(end - offset, OVERHEAD + 4)))
+            buf = raw_fetch(consumer, topic, partition, offset, min(size, max(end - offset, MIN_MESSAGE_SIZE)))
         except CorruptRangeError as exc:
             if exc.next_offset <= offset:  # a broker that does not move us on: never loop
                 raise
@@ -110,7 +110,7 @@ def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
         except InvalidMessageError as exc:
             rel = last - offset
             n = first_message_size(buf[rel:])
-            if n is None or n < OVERHEAD + 4 or last + n > end:
+            if n is None or n < MIN_MESSAGE_SIZE or last + n > end:
                 raise InvalidMessageError(
                     f"{topic}/{partition}: corrupt message at offset {last} with unusable length; "
                     f"cannot skip it safely ({exc})") from exc

@@ -2,19 +2,29 @@
 
 ::
 
-    <destination>/<topic>/dt=YYYY-MM-DD/hour=HH/<topic>.b<broker>.p<partition>.<start>-<end>[.<n>].(avro|parquet)
+    <destination>/<topic>/dt=YYYY-MM-DD/hour=H/<topic>.b<broker>.p<partition>.<start>-<end>[.<n>].(avro|parquet)
     <destination>/_ingest/commits/<seq:012d>.json        commit manifests (the commit point: no-replace rename)
     <destination>/_ingest/commits/<seq:012d>.published   marker: every file of that manifest is in place
     <destination>/_ingest/runs/<run_id>.json             one run record per run (JSON)
-    <destination>/_ingest/staging/<run_id>/...           task output before the commit (attempt-unique names)
+    <destination>/_ingest/staging/<run_id>/...<name>.staged  task output before the commit (attempt-unique names)
     <destination>/_ingest/quarantine/<topic>/<topic>.b<broker>.p<partition>.<start>-<end>.jsonl
 
-``dt``/``hour`` are the UTC date and hour of the event's ``header.time``. ``start``
+``dt``/``hour`` are the UTC date and hour of the event's ``header.time``; ``hour``
+is written as Spark and Hive write an integer partition value, without a leading
+zero (``hour=5``), so duckdb, polars, pyarrow and Spark all type it as an integer.
+Destinations written before this change hold ``hour=HH`` (``hour=05``)
+directories: those files stay where they are (every reader of this project takes
+a file's path from the manifests, never from the directory name), and compaction
+rewrites an hour into the new spelling. ``start``
 and ``end`` are the task's offset range ``[start, end)``; ``n`` disambiguates, present
 only when needed: the writer-schema id when one bucket of one range holds records of
 several schemas, and the commit number when a replay reloads a range whose plain
 name is still committed (the old file is withdrawn by the same commit).
-Every state path starts with ``_`` so that Hadoop, Hive and Spark readers skip it.
+Every state path starts with ``_`` so that Hadoop, Hive, Spark and pyarrow readers skip
+it, and no state file ends in ``.avro`` or ``.parquet`` (staged files end in
+``.staged``; audit revisions in ``.revision``), so that a ``**/*.parquet`` glob of
+duckdb or polars, which do not skip ``_`` directories, matches data only
+(docs/reading-the-warehouse.md).
 All paths in records are *relative* to the destination root (portable between
 ``file://`` and ``hdfs://`` views of the same data).
 """
@@ -35,6 +45,8 @@ PUBLISHED_SUFFIX = ".published"
 SEQ_DIGITS = 12
 
 FORMATS = ("avro", "parquet")
+STAGED_SUFFIX = ".staged"
+"""Appended to every file written under ``_ingest/staging/``: staged bytes never look like data to a glob."""
 
 _DATA_NAME = re.compile(
     r"^(?P<topic>[A-Za-z0-9._-]+)\.b(?P<broker>\d+)\.p(?P<partition>\d+)\.(?P<start>\d+)-(?P<end>\d+)"
@@ -91,8 +103,18 @@ def data_file_name(topic: str, broker_id: int, partition: int, start: int, end: 
     return f"{topic}.b{broker_id}.p{partition}.{start}-{end}{suffix}.{fmt}"
 
 
+def hour_dir(topic: str, dt: str, hour: int) -> str:
+    """``<topic>/dt=YYYY-MM-DD/hour=H``: the directory new files of that hour go to (no leading zero)."""
+    return f"{topic}/dt={dt}/hour={int(hour)}"
+
+
 def data_file_path(topic: str, dt: str, hour: int, name: str) -> str:
-    return f"{topic}/dt={dt}/hour={hour:02d}/{name}"
+    return f"{hour_dir(topic, dt, hour)}/{name}"
+
+
+def staged_name(name: str) -> str:
+    """The name a file is staged under (``name`` + :data:`STAGED_SUFFIX`)."""
+    return name + STAGED_SUFFIX
 
 
 def quarantine_file_path(topic: str, broker_id: int, partition: int, start: int, end: int) -> str:

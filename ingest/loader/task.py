@@ -299,7 +299,7 @@ def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, sche
     from ingest.loader.writers import open_writer
 
     dt, hour = dt_hour
-    rel = posixpath.join(stage_dir_, f"{dt}-{hour:02d}-{schema_id}.{settings.format}")
+    rel = posixpath.join(stage_dir_, layout.staged_name(f"{dt}-{hour:02d}-{schema_id}.{settings.format}"))
     writer = open_writer(settings.format, storage.open_write(storage.join(rel)), schema,
                          avro_codec=settings.avro_codec, parquet_compression=settings.parquet_compression,
                          row_group_rows=settings.row_group_rows, layout=row_layout)
@@ -337,7 +337,7 @@ def stage_quarantine(staged: Staged, task: TaskRange, attempt: int, storage: Sto
     """Write the quarantined messages to this attempt's quarantine file (None when there are none)."""
     if not staged.quarantine:
         return None
-    rel = posixpath.join(staged.stage_dir, f"quarantine.{QUARANTINE_FORMAT}")
+    rel = posixpath.join(staged.stage_dir, layout.staged_name(f"quarantine.{QUARANTINE_FORMAT}"))
     data = quarantine_file_bytes(staged.quarantine)
     storage.write_bytes(storage.join(rel), data)
     return StagedFile(

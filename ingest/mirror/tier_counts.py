@@ -38,7 +38,8 @@ import operator
 import uuid
 from typing import Any, Iterable
 
-from ingest.broker.message import ATTRIBUTES_OFFSET, CODEC_NONE, HEADER_SIZE
+from ingest.broker.message import (ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_NONE, HEADER_SIZE, HEADER_SIZE_V0, MAGIC_OFFSET,
+                                   MAGIC_V0)
 from ingest.broker.message_set import inner_messages, scan
 from ingest import znodes
 from ingest.clock import Clock
@@ -70,9 +71,10 @@ def event_id(session: str, report_seq: int) -> str:
     return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{session}/{report_seq}"))
 
 
-def plain_runs(message_set: bytes | memoryview) -> list[tuple[bytes, list[int], list[int]]]:
-    """``(buffer, message starts, message ends)`` of the plain messages of a set: the set's own
-    uncompressed messages, and the inner set of each compressed wrapper (one run each).
+def plain_runs(message_set: bytes | memoryview) -> list[tuple[bytes, list[int], list[int], int]]:
+    """``(buffer, message starts, message ends, header size)`` of the plain messages of a set: the
+    set's own uncompressed messages, and the inner set of each compressed wrapper; messages are
+    grouped by header size (9 bytes for magic 0, 10 for magic 1 and 2), one run per group.
 
     Stops quietly at a cut-off last message, like :func:`ingest.broker.message_set.iter_messages`.
 
@@ -82,27 +84,41 @@ def plain_runs(message_set: bytes | memoryview) -> list[tuple[bytes, list[int], 
     data = bytes(message_set) if not isinstance(message_set, bytes) else message_set
     starts: list[int] = []
     wrappers: list[int] = []
-    r = scan(data, index=starts, index_interval=0, wrappers=wrappers)
+    short: list[int] = []
+    r = scan(data, index=starts, index_interval=0, wrappers=wrappers, short=short)
     if r.error is not None and not r.cut_off:
         raise InvalidMessageError(r.error)
     ends = starts[1:] + [r.end]
-    if not wrappers:
-        return [(data, starts, ends)]
+    if not wrappers and not short:
+        return [(data, starts, ends, HEADER_SIZE)]
     runs = []
-    plain_starts, plain_ends = [], []
     for s, e in zip(starts, ends):
-        codec = data[s + ATTRIBUTES_OFFSET]
-        if codec == CODEC_NONE:
-            plain_starts.append(s)
-            plain_ends.append(e)
+        if data[s + MAGIC_OFFSET] == MAGIC_V0 or data[s + ATTRIBUTES_OFFSET] & CODEC_MASK == CODEC_NONE:
             continue
         try:
-            inner, positions = inner_messages(codec, memoryview(data)[s + HEADER_SIZE:e])
+            inner, positions = inner_messages(data[s + ATTRIBUTES_OFFSET] & CODEC_MASK,
+                                              memoryview(data)[s + HEADER_SIZE:e])
         except (InvalidMessageError, MessageTooLargeError) as exc:
             raise type(exc)(f"compressed message at position {s}: {exc}") from exc
-        runs.append((bytes(inner), positions, positions[1:] + [len(inner)]))
-    runs.append((data, plain_starts, plain_ends))
+        inner = bytes(inner)
+        runs += _by_header_size(inner, positions, positions[1:] + [len(inner)], lambda q: True)
+    runs += _by_header_size(data, starts, ends,
+                            lambda q: data[q + MAGIC_OFFSET] == MAGIC_V0
+                            or data[q + ATTRIBUTES_OFFSET] & CODEC_MASK == CODEC_NONE)
     return runs
+
+
+def _by_header_size(data: bytes, starts: list[int], ends: list[int],
+                    plain) -> list[tuple[bytes, list[int], list[int], int]]:
+    """The plain messages (``plain(start)``) of ``data`` as runs of one header size each."""
+    groups: dict[int, tuple[list[int], list[int]]] = {}
+    for q, e in zip(starts, ends):
+        if plain(q):
+            hs = HEADER_SIZE_V0 if data[q + MAGIC_OFFSET] == MAGIC_V0 else HEADER_SIZE
+            g = groups.setdefault(hs, ([], []))
+            g[0].append(q)
+            g[1].append(e)
+    return [(data, qs, es, hs) for hs, (qs, es) in groups.items()]
 
 
 class PartitionCounter:
@@ -141,8 +157,8 @@ class PartitionCounter:
                 acknowledged by a broker, which validated it, so not expected).
         """
         per: dict[int, list[int]] = {}
-        for data, starts, ends in plain_runs(message_set):
-            self._tally_run(data, starts, ends, per)
+        for data, starts, ends, hs in plain_runs(message_set):
+            self._tally_run(data, starts, ends, hs, per)
         return self._add(per, acked=True)
 
     def count_payloads(self, payloads: Iterable[bytes], *, acked: bool) -> int:
@@ -158,8 +174,10 @@ class PartitionCounter:
             c[1] += len(p)
         return self._add(per, acked=acked)
 
-    def _tally_run(self, data: bytes, starts: list[int], ends: list[int], per: dict[int, list[int]]) -> None:
-        """Add the messages of one plain run to ``per`` (window start -> [messages, payload bytes]).
+    def _tally_run(self, data: bytes, starts: list[int], ends: list[int], hs: int,
+                   per: dict[int, list[int]]) -> None:
+        """Add the messages of one plain run (headers of ``hs`` bytes) to ``per`` (window start ->
+        [messages, payload bytes]).
 
         Bulk, with the per-message work in C (``map``, ``Counter``, ``compress``): each payload's
         first :data:`TIME_PREFIX` bytes are cut out, the header time is resolved once per distinct
@@ -169,7 +187,6 @@ class PartitionCounter:
         n = len(starts)
         if not n:
             return
-        hs = HEADER_SIZE
         add, rep = operator.add, itertools.repeat
         sizes = list(map(operator.sub, ends, starts))
         key_ends = map(add, starts, rep(hs + TIME_PREFIX))

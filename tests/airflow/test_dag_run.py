@@ -122,8 +122,8 @@ def test_hourly_dag_run_loads_audits_and_compacts(tmp_path, broker_factory, airf
     text = report.read_text()
     assert "page-views" in text and "COMPLETE" in text
     # ... and its verdict, as the revision compaction read (--audit-run), named after this DAG run
-    revisions = [p.name for p in (dest / "_audit" / "revisions").glob("*.parquet")]
-    assert [n for n in revisions if n.split("-", 1)[1] == f"ingest_hourly.{report.parent.name}.parquet"], revisions
+    revisions = [p.name for p in (dest / "_audit" / "revisions").glob("*.revision")]
+    assert [n for n in revisions if n.split("-", 1)[1] == f"ingest_hourly.{report.parent.name}.revision"], revisions
     summary = json.loads((report.parent / "compaction.json").read_text())
     # compaction saw the audited hour; it is still open, so it is left for a later run
     hours = [h for h in summary["hours"] if h["hour"].startswith("page-views/")]

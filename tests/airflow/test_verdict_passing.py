@@ -83,7 +83,7 @@ def test_compaction_gates_on_the_audit_revision_without_a_local_report(tmp_path,
     out = log.read_text()
     assert code == 0 and "state=success" in out, out[-6000:]
 
-    [revision] = list((dest / "_audit" / "revisions").glob("*.parquet"))
+    [revision] = list((dest / "_audit" / "revisions").glob("*.revision"))
     assert revision.name.split("-", 1)[1].startswith("verdict_passing.manual__")  # AUDIT_RUN_ID of this run
     assert not list(reports.rglob("audit.jsonl")) and not list(tmp_path.rglob("audit.jsonl"))  # no local report
     [summary] = list(reports.rglob("compaction.json"))

@@ -211,7 +211,7 @@ def test_a_run_revision_is_found_by_its_run_id_and_read_back(tmp_path):
     for at, run_id in [(1, "dag-run.1"), (2, "run.1"), (3, "dag-run.1")]:
         history.write_revision(dest, rows, run_id=run_id, audited_at_ms=at, range_start_ms=T0, range_end_ms=T0 + W)
     path = history.run_revision(dest, "dag-run.1")
-    assert path.endswith("000000000000003-dag-run.1.parquet")  # the latest try of exactly that run
+    assert path.endswith("000000000000003-dag-run.1.revision")  # the latest try of exactly that run
     back = history.read_revision(path)
     assert back[0]["status"] == "COMPLETE" and back[0]["audit_run_id"] == "dag-run.1"
     with pytest.raises(ConfigError, match="no audit revision of run 'other'"):

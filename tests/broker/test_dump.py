@@ -61,8 +61,8 @@ def test_text_output_through_the_console_script(tmp_path, fake_clock):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("Dumping") and "base offset 0" in lines[0]
-    assert lines[1].startswith(f"offset: {offsets[0]} position: 0 size: 30 magic: 1 codec: none crc: 0x")
-    assert lines[1].endswith("payload_size: 20 valid: true")
+    assert lines[1].startswith(f"offset: {offsets[0]} position: 0 size: 30 magic: 2 codec: none crc: 0x")
+    assert lines[1].endswith("rule: crc(attributes+payload) payload_size: 20 valid: true")
     assert "5 message(s), 0 invalid" in r.stderr
 
 

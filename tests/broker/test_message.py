@@ -30,7 +30,7 @@ from ingest.errors import BufferUnderrunError, InvalidMessageError, MessageTooLa
 def test_message_layout_is_the_fixed_format():
     m = encode_message(b"hello")
     length, magic, attributes, crc = struct.unpack_from(">ibbI", m)
-    assert (length, magic, attributes) == (6 + 5, 1, 0)
+    assert (length, magic, attributes) == (6 + 5, 2, 0)  # magic 2 (ingest v2) by default
     assert crc == zlib.crc32(b"\x00hello")  # CRC over attributes byte + payload
     assert m[HEADER_SIZE:] == b"hello"
     assert decode_message(m).payload == b"hello"
@@ -104,16 +104,18 @@ def test_cut_off_last_message_is_detected_by_size():
 
 
 def test_decode_message_names_underrun():
-    with pytest.raises(BufferUnderrunError, match="need 10 bytes"):
+    with pytest.raises(BufferUnderrunError, match="need 9 bytes"):  # the smallest header (magic 0)
         decode_message(b"\x00\x00\x00")
+    with pytest.raises(BufferUnderrunError, match="need 10 bytes"):  # magic 2 has one more byte
+        decode_message(encode_message(b"x")[:9])
     with pytest.raises(BufferUnderrunError, match="length says"):
         decode_message(encode_message(b"abcdef")[:-1])
 
 
 def test_bad_magic_unknown_codec_and_short_length_are_named():
     m = bytearray(encode_message(b"x"))
-    m[4] = 0
-    with pytest.raises(InvalidMessageError, match="magic 0"):
+    m[4] = 7
+    with pytest.raises(InvalidMessageError, match=r"unknown magic 7 \(allowed are \[0, 1, 2\]\)"):
         list(iter_messages(bytes(m)))
     m = bytearray(encode_message(b"x"))
     m[5] = 3

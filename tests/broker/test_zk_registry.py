@@ -1,6 +1,8 @@
 """Broker registration in a real ZooKeeper: nodes, refusal of a taken id, session expiry."""
 from __future__ import annotations
 
+import re
+import time
 
 import pytest
 from kazoo.client import KazooClient
@@ -17,6 +19,11 @@ from tests.harness.brokers import RawClient
 from tests.harness.zookeeper import expire_session
 
 
+def v07(host: str, port: int) -> str:
+    """Kafka 0.7's broker value ``creator:host:port`` with creator ``host-<epoch ms>``, as a regex."""
+    return re.escape(host) + r"-\d{13}:" + re.escape(f"{host}:{port}")
+
+
 def registry(zk_connect, broker_id=1, port=9000, **kw) -> BrokerRegistry:
     return BrokerRegistry(zk_connect, broker_id, "127.0.0.1", port, session_timeout_ms=2000, **kw)
 
@@ -25,7 +32,9 @@ def test_registers_broker_and_topics_as_ephemeral_nodes(zk_connect, zk):
     r = registry(zk_connect).start({"clicks": 4})
     try:
         data, stat = zk.get(broker_path(1))
-        assert data == b"127.0.0.1:9000"
+        assert re.fullmatch(v07("127.0.0.1", 9000), data.decode())
+        creator_ms = int(data.decode().split(":")[0].rsplit("-", 1)[1])
+        assert abs(creator_ms - time.time() * 1000) < 600_000      # the registration time, in epoch ms
         assert stat.ephemeralOwner == r.client.client_id[0]
         assert zk.get(topic_path("clicks", 1))[0] == b"4"
         r.register_topic("views", 2)     # written in the background
@@ -45,7 +54,7 @@ def test_taken_broker_id_is_refused_with_a_clear_message(zk_connect, zk):
     try:
         with pytest.raises(BrokerIdTakenError, match=r"broker id 1 is already registered.*127.0.0.1:9000.*unique brokerid"):
             registry(zk_connect, port=9001).start()
-        assert zk.get(broker_path(1))[0] == b"127.0.0.1:9000"   # the live owner is untouched
+        assert re.fullmatch(v07("127.0.0.1", 9000), zk.get(broker_path(1))[0].decode())   # the live owner is untouched
     finally:
         first.close()
 
@@ -66,7 +75,7 @@ def test_re_registers_after_a_real_session_expiry(zk_connect, zk):
         wait_until(lambda: r.client.connected and r.client.client_id[0] != old_session, what="new session")
         wait_until(lambda: r.registrations == 2, what="re-registration")
         data, stat = zk.get(broker_path(1))
-        assert data == b"127.0.0.1:9000" and stat.ephemeralOwner == r.client.client_id[0] != old_session
+        assert re.fullmatch(v07("127.0.0.1", 9000), data.decode()) and stat.ephemeralOwner == r.client.client_id[0] != old_session
         wait_until(lambda: zk.exists(topic_path("clicks", 1)) is not None, what="topic node")
         assert zk.get(topic_path("clicks", 1))[1].ephemeralOwner == r.client.client_id[0]
     finally:
@@ -95,7 +104,7 @@ def test_broker_server_registers_new_topics_when_first_produced(tmp_path, zk_con
                                "zk.sessiontimeout.ms": 2000})
     b = BrokerServer(cfg).start()
     try:
-        assert zk.get(broker_path(7))[0] == f"127.0.0.1:{b.port}".encode()
+        assert re.fullmatch(v07("127.0.0.1", b.port), zk.get(broker_path(7))[0].decode())
         assert zk.exists(topic_path("fresh", 7)) is None
         with RawClient(b.host, b.port) as c:
             resp = p.ProduceAckResponse.decode(c.request(p.ProduceAckRequest("fresh", 2, encode_message_set([b"x"]))))

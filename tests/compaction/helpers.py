@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from ingest.loader.commit import commit_files, staging_relpath
 from ingest.loader.layout import data_file_name, data_file_path, hour_bucket
+from ingest.loader.layout import hour_dir as layout_hour_dir
 from ingest.loader.records import FileRecord
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
@@ -36,7 +37,7 @@ def record(session: str, seq: int) -> dict:
 
 def hour_dir(root: Path, topic: str = "page-views") -> Path:
     dt, hour = hour_bucket(HOUR_START_MS)
-    return root / topic / f"dt={dt}" / f"hour={hour:02d}"
+    return root / layout_hour_dir(topic, dt, hour)
 
 
 def encode(records: list[dict], fmt: str) -> bytes:

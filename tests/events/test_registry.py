@@ -81,7 +81,7 @@ def test_incompatible_schema_is_refused_with_field_and_rule(registry_proc):
     assert call(url, "POST", "/subjects/c-value/versions", {"schema": json.dumps(v1)})[0] == 200
     v2 = rec("C", ("a", "int", ...), ("b", "string", ...))
     status, body = call(url, "POST", "/subjects/c-value/versions", {"schema": json.dumps(v2)})
-    assert status == 409 and body["error_code"] == 409
+    assert status == 409 and body["error_code"] == 40901
     assert "'b'" in body["message"] and "READER_FIELD_MISSING_DEFAULT_VALUE" in body["message"]
     assert call(url, "GET", "/subjects/c-value/versions") == (200, [1])
     # per-subject level: FORWARD accepts it (old readers skip b), NONE accepts anything
@@ -188,7 +188,7 @@ def test_primitive_schemas_register_and_evolve_like_any_other(registry_proc):
     assert call(url, "POST", "/subjects/clicks-key/versions", {"schema": '{"type": "string"}'}) == (200, {"id": sid})
     assert call(url, "GET", f"/schemas/ids/{sid}") == (200, {"schema": '"string"'})
     status, body = call(url, "POST", "/subjects/clicks-key/versions", {"schema": json.dumps("long")})
-    assert status == 409 and body["error_code"] == 409 and "TYPE_MISMATCH" in body["message"], body
+    assert status == 409 and body["error_code"] == 40901 and "TYPE_MISMATCH" in body["message"], body
     # promotions between primitives follow the subject's level (BACKWARD: the new schema reads the old)
     assert call(url, "POST", "/subjects/ids-key/versions", {"schema": json.dumps("int")})[0] == 200
     assert call(url, "POST", "/subjects/ids-key/versions", {"schema": json.dumps("long")})[0] == 200

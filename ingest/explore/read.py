@@ -1,0 +1,150 @@
+"""One Spark input partition of ``format("ingest")``: fetch a range, decode each event, yield rows.
+
+Runs on an executor. Fetching is the loader's fetch loop
+(:func:`ingest.loader.fetch.iter_range`: growing fetches for big messages,
+compressed sets decompressed, a replicated partition read through its current
+leader and never above the high watermark). Decoding is the event
+deserializer's (:class:`ingest.events.serde.EventDeserializer`): each message is
+decoded with its writer schema and resolved into the reader schema (the one the
+columns were made of), by Avro's rules.
+
+Nothing is written and nothing is committed: a read opens broker connections
+only, and fetches (FETCH requests are reads; no consumer group, no offsets znode).
+
+A message that fails its CRC, a damaged range of the broker's log, or a payload
+that does not decode fails the read, naming the partition, the offset and why
+(as Spark's Kafka source fails on data it cannot deliver, ``failOnDataLoss``).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ingest.client.simple_consumer import SimpleConsumer
+from ingest.errors import EventDecodeError, InvalidMessageError, OffsetOutOfRangeError
+from ingest.events.envelope import PREFIX, PREFIX_SIZE
+from ingest.explore.offsets import ReadRange
+from ingest.loader.fetch import Corrupt, Damaged, iter_range
+
+log = logging.getLogger(__name__)
+
+META_COLUMNS = (("topic", "string", False), ("partition", "int", False), ("broker_id", "int", True),
+                ("offset", "long", False), ("event_time", "timestamp", True))
+"""The columns after the event's own (name, Spark type, nullable); ``broker_id`` is null for a replicated topic."""
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSettings:
+    """Everything an executor needs besides its range; small and picklable."""
+
+    registry_url: str
+    reader_schema: dict
+    reader_schema_id: int
+    socket_timeout_s: float
+    fetch_size: int
+    max_fetch_size: int
+    start_strategy: str = "error"   # startingOffsetsByTimestampStrategy
+
+
+def event_time(ms: int | None) -> _dt.datetime | None:
+    """``header.time`` (ms since the epoch) as an aware UTC datetime (what Spark stores as a timestamp)."""
+    return None if ms is None else _EPOCH + _dt.timedelta(milliseconds=ms)
+
+
+def open_consumer(r: ReadRange, settings: ReadSettings):
+    """A consumer of the range's partition (the caller closes it): its broker's, or its current leader's."""
+    if r.part.replicated:
+        from ingest.client.leader_consumer import LeaderConsumer, static_metadata  # deferred: imports kazoo
+
+        return LeaderConsumer(static_metadata(r.part.metadata_brokers, timeout_s=settings.socket_timeout_s),
+                              timeout_s=settings.socket_timeout_s, fetch_size=settings.fetch_size,
+                              max_fetch_size=settings.max_fetch_size, leader_wait_s=settings.socket_timeout_s)
+    return SimpleConsumer(r.part.host, r.part.port, timeout_s=settings.socket_timeout_s,
+                          fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
+
+
+class _Decoder:
+    """Writer schema per id, resolved into the reader schema (skipped when they are the same schema id)."""
+
+    def __init__(self, settings: ReadSettings) -> None:
+        from ingest.events.registry_client import RegistryClient  # deferred: imports fastavro
+        from ingest.events.serde import EventDeserializer  # deferred: imports fastavro
+
+        registry = RegistryClient(settings.registry_url)
+        self.same = EventDeserializer(registry)
+        self.resolving = EventDeserializer(registry, reader_schema=settings.reader_schema)
+        self.reader_id = settings.reader_schema_id
+
+    def decode(self, payload: bytes, topic: str, offset: int) -> dict:
+        same = len(payload) >= PREFIX_SIZE and PREFIX.unpack_from(payload)[1] == self.reader_id
+        return (self.same if same else self.resolving).deserialize(payload, topic=topic, offset=offset)
+
+
+def _time_of(record: dict) -> int | None:
+    header = record.get("header")
+    return header.get("time") if isinstance(header, dict) else None
+
+
+def _named(items: Iterator, topic: str, name: str, start: int) -> Iterator:
+    """``items``, with an OFFSET_OUT_OF_RANGE answer explained (the broker names the partition by number only)."""
+    try:
+        yield from items
+    except OffsetOutOfRangeError as exc:
+        raise OffsetOutOfRangeError(
+            f"{topic} partition {name}: reading from offset {start}: {exc}; an offset must be a message boundary "
+            f"between the partition's earliest and latest offsets (a JSON offset inside a message is refused)") from exc
+
+
+def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[int, dict, int | None]]:
+    """(offset, record, event time ms) of every message of the range, cut by its event times.
+
+    Raises:
+        InvalidMessageError: a message failed its CRC, or the broker's log is damaged in the range.
+        EventDecodeError: a payload does not decode (wrong framing, unknown schema id, bad Avro).
+        OffsetOutOfRangeError: no message at or after the starting timestamp, with strategy ``error``.
+    """
+    topic, name = r.part.topic, r.part.name
+    decoder = _Decoder(settings)
+    started = r.start_time is None
+    items = iter_range(consumer, topic, r.part.partition, r.start, r.end, fetch_size=settings.fetch_size,
+                       max_fetch_size=settings.max_fetch_size,
+                       wait_s=settings.socket_timeout_s if r.part.replicated else 0.0)
+    for item in _named(items, topic, name, r.start):
+        if isinstance(item, Corrupt):
+            raise InvalidMessageError(f"{topic} partition {name}: message at offset {item.offset} is corrupt "
+                                      f"({item.reason}); nothing after it is read")
+        if isinstance(item, Damaged):
+            raise InvalidMessageError(f"{topic} partition {name}: the broker's log is damaged at offsets "
+                                      f"{item.offset}..{item.next_offset} ({item.reason})")
+        try:
+            record = decoder.decode(item.payload, topic, item.offset)
+        except EventDecodeError as exc:
+            raise EventDecodeError(f"{topic} partition {name}: {exc}") from exc
+        t = _time_of(record)
+        if not started:
+            if t is None or t < r.start_time:
+                continue
+            started = True
+        if r.end_time is not None and t is not None and t >= r.end_time:
+            return
+        yield item.offset, record, t
+    if not started and settings.start_strategy == "error" and r.start < r.end:
+        raise OffsetOutOfRangeError(
+            f"{topic} partition {name}: no message in [{r.start}, {r.end}) has an event time at or after the "
+            f"starting timestamp {r.start_time}; set startingOffsetsByTimestampStrategy=latest to read nothing "
+            f"from such a partition")
+
+
+def rows(r: ReadRange, settings: ReadSettings, convert) -> Iterator[tuple[Any, ...]]:
+    """Spark rows of the range: the event's columns (``convert``), then :data:`META_COLUMNS`."""
+    part = r.part
+    consumer = open_consumer(r, settings)
+    try:
+        for offset, record, t in records(r, settings, consumer):
+            yield convert(record) + (part.topic, part.partition, part.broker_id, offset, event_time(t))
+    finally:
+        consumer.close()

@@ -1,0 +1,46 @@
+"""Cutting one topic partition's range into several Spark input partitions, at segment starts.
+
+``maxBytesPerPartition`` bounds the bytes one Spark task reads: a range larger
+than that is cut at the broker's segment start offsets (the answer of an OFFSETS
+request for all segments, as the loader's planner cuts its tasks), the only
+message boundaries known without reading. No piece is much larger than the bound
+unless one segment is. Only ranges bounded by offsets are cut: a timestamp bound
+is a property of the whole partition read in order (the first message at or
+after it), which a piece cannot know.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Sequence
+
+from ingest.explore.offsets import ReadRange
+
+log = logging.getLogger(__name__)
+
+
+def split_range(r: ReadRange, segment_starts: Sequence[int], max_bytes: int) -> list[ReadRange]:
+    """``r`` as consecutive pieces cut at ``segment_starts``, each at most ``max_bytes`` where the cuts allow."""
+    if r.start_time is not None or r.end_time is not None or r.end - r.start <= max_bytes:
+        return [r]
+    cuts = sorted(s for s in set(segment_starts) if r.start < s < r.end)
+    pieces: list[tuple[int, int]] = []
+    cur = last = r.start
+    for b in cuts + [r.end]:
+        if b - cur > max_bytes and last > cur:
+            pieces.append((cur, last))
+            cur = last
+        last = b
+    pieces.append((cur, r.end))
+    return [dataclasses.replace(r, start=s, end=e) for s, e in pieces]
+
+
+def segment_starts(r: ReadRange, discovery_config: dict) -> list[int]:
+    """The broker's segment start offsets of the range's partition (for a replicated one, its leader's)."""
+    from ingest.loader.discover import segment_starts as loader_segment_starts  # deferred: imports kazoo
+    from ingest.loader.plan import PartitionSnapshot
+
+    p = r.part
+    snap = PartitionSnapshot(p.topic, -1 if p.broker_id is None else p.broker_id, p.host, p.port, p.partition,
+                             p.earliest, p.latest, p.metadata_brokers)
+    return list(loader_segment_starts(discovery_config)(snap))

@@ -1,0 +1,242 @@
+"""Every common reader gets the warehouse right: the snippets of docs/reading-the-warehouse.md, run as
+written (only the ``warehouse = ...`` line replaced) against a real load, with state beside the data.
+
+Engines: duckdb (Parquet; Avro through the ``duckdb-ext-avro`` package), polars, pyarrow.dataset,
+Spark (the session ``spark``) and fastavro. Each snippet leaves ``views`` (one topic) and
+``everything`` (the root); the test counts rows exactly, checks that ``dt`` is a date and ``hour``
+an integer, filters numerically on both, and compares per-topic counts where the snippet gives a
+``topic`` column. A second warehouse is that one plus what the code before this change left
+(``hour=05``, a ``.parquet`` revision, a ``.parquet`` staged leftover).
+"""
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.warehouse_build import CLICKS, N05, NCLICKS, NLEGACY, VIEWS, add_legacy, build
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "reading-the-warehouse.md"
+WAREHOUSE_LINE = re.compile(r'^warehouse = "/data/warehouse".*$', re.M)
+LAST_DAY = datetime.date(2026, 11, 23)
+
+
+def snippets() -> dict[str, str]:
+    """``{"duckdb, Parquet": code, ...}`` of every python block of the page (its first line names it)."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    return {b.splitlines()[0].lstrip("# ").strip(): b for b in blocks}
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory):
+    from tests.harness.brokers import broker_cluster, stop_all
+
+    started = broker_cluster(tmp_path_factory, n=1, num_partitions=2)
+    yield started
+    stop_all(started)
+
+
+@pytest.fixture(scope="module")
+def registry_url(tmp_path_factory):
+    from tests.harness.registry import RegistryProcess
+
+    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
+    yield proc.url
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def warehouses(spark, brokers, registry_url, tmp_path_factory):
+    root = tmp_path_factory.mktemp("warehouses")
+    built = build(spark, brokers, registry_url, root)
+    built["legacy"] = add_legacy(built["parquet"], root / "legacy")
+    return built
+
+
+# -- engine adapters: (rows, dt is a date, hour is an integer, rows with hour < 10, rows of the last day, per topic)
+
+def _duckdb(rel):
+    def n(where):
+        return rel.filter(where).aggregate("count(*)").fetchone()[0]
+    types = dict(zip(rel.columns, (str(t) for t in rel.types)))
+    topics = dict(rel.aggregate("topic, count(*)").fetchall()) if "topic" in rel.columns else None
+    return (n("true"), types["dt"] == "DATE", types["hour"] in ("INTEGER", "BIGINT"), n("hour < 10"),
+            n(f"dt = DATE '{LAST_DAY}'"), topics)
+
+
+def _polars(frame):
+    import polars as pl
+
+    lf = frame.lazy()
+    schema = lf.collect_schema()
+
+    def n(expr):
+        return lf.filter(expr).select(pl.len()).collect().item()
+    topics = (dict(lf.group_by("topic").len().collect().iter_rows()) if "topic" in schema else None)
+    return (n(pl.lit(True)), schema["dt"] == pl.Date, schema["hour"].is_integer(), n(pl.col("hour") < 10),
+            n(pl.col("dt") == LAST_DAY), topics)
+
+
+def _pyarrow(dataset):
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    s = dataset.schema
+    return (dataset.count_rows(), s.field("dt").type == pa.date32(), pa.types.is_integer(s.field("hour").type),
+            dataset.count_rows(filter=ds.field("hour") < 10), dataset.count_rows(filter=ds.field("dt") == LAST_DAY),
+            None)
+
+
+def _spark(df):
+    """One Spark job per frame: counts grouped by topic (when there is one), summed here."""
+    from pyspark.sql import functions as F
+
+    types = dict(df.dtypes)
+    has_topic = "topic" in df.columns
+    aggs = [F.count(F.lit(1)).alias("n"), F.count_if(F.col("hour") < 10).alias("early"),
+            F.count_if(F.col("dt") == F.lit(LAST_DAY)).alias("last_day")]
+    rows = (df.groupBy("topic") if has_topic else df).agg(*aggs).collect()
+    return (sum(r.n for r in rows), types["dt"] == "date", types["hour"] in ("int", "bigint"),
+            sum(r.early for r in rows), sum(r.last_day for r in rows),
+            {r.topic: r.n for r in rows} if has_topic else None)
+
+
+def _rows(rows):
+    topics: dict[str, int] = {}
+    for r in rows:
+        topics[r["topic"]] = topics.get(r["topic"], 0) + 1
+    return (len(rows), all(type(r["dt"]) is datetime.date for r in rows), all(type(r["hour"]) is int for r in rows),
+            sum(r["hour"] < 10 for r in rows), sum(r["dt"] == LAST_DAY for r in rows), topics)
+
+
+ENGINES = {
+    "duckdb, Parquet": ("parquet", _duckdb), "duckdb, Avro": ("avro", _duckdb),
+    "polars, Parquet": ("parquet", _polars), "polars, Avro": ("avro", _polars),
+    "pyarrow.dataset, Parquet": ("parquet", _pyarrow), "Spark, Parquet": ("parquet", _spark),
+    "fastavro, Avro": ("avro", _rows),
+}
+
+
+def _run(name, path, spark, capsys):
+    code = WAREHOUSE_LINE.sub(f'warehouse = "{path}"', snippets()[name])
+    ns = {"__name__": "snippet", "spark": spark}
+    exec(compile(code, f"{DOC.name}: {name}", "exec"), ns)
+    capsys.readouterr()  # what the snippet prints is for the reader of the page
+    return ns
+
+
+def test_the_page_has_one_snippet_per_engine_and_format():
+    assert sorted(snippets()) == sorted(ENGINES)
+
+
+CASES = [("fresh", n) for n in sorted(ENGINES)] + [("legacy", n) for n in sorted(ENGINES) if ENGINES[n][0] == "parquet"]
+"""Every snippet on the fresh warehouse of its format; the Parquet ones on the old-layout one too."""
+
+
+@pytest.mark.parametrize(("which", "name"), CASES)
+def test_snippet_reads_exact_rows_with_typed_dt_and_hour(name, which, warehouses, spark, capsys):
+    fmt, adapt = ENGINES[name]
+    w = warehouses[fmt if which == "fresh" else "legacy"]
+    ns = _run(name, w.path, spark, capsys)
+    legacy = NLEGACY if which == "legacy" else 0
+    rows, dt_is_date, hour_is_int, early, last_day, topics = adapt(ns["views"])
+    assert (rows, dt_is_date, hour_is_int, early, last_day) == (w.expected[VIEWS], True, True, N05 + legacy, 0)
+    rows, dt_is_date, hour_is_int, early, last_day, topics = adapt(ns["everything"])
+    assert (rows, dt_is_date, hour_is_int, early, last_day) == (w.total, True, True, N05 + NCLICKS + legacy, NCLICKS)
+    assert topics in (None, w.expected)
+
+
+def test_the_warehouse_holds_every_kind_of_state(warehouses):
+    """The readers above were exact with state present: staged files (real Parquet/Avro bytes),
+    revisions, compaction records, manifests, run records and a quarantine file."""
+    import fastavro
+    import pyarrow.parquet as pq
+
+    for fmt in ("parquet", "avro"):
+        root = warehouses[fmt].path
+        staged = sorted((root / "_ingest/staging/crashed-run").rglob("*.staged"))
+        assert staged and all(not p.name.endswith((".parquet", ".avro")) for p in staged)
+        data = [p for p in staged if ".jsonl" not in p.name]
+        rows = sum(pq.read_metadata(p).num_rows if fmt == "parquet" else sum(1 for _ in fastavro.reader(open(p, "rb")))
+                   for p in data)
+        assert rows > 0  # real data bytes: a glob that matched them would count them
+        [revision] = [p.name for p in (root / "_audit/revisions").iterdir()]
+        assert re.fullmatch(r"\d{15}-audit-before-compaction\.revision", revision), revision
+        assert len(list((root / "_compaction/runs").glob("*.json"))) == 1
+        assert len(list((root / f"_ingest/quarantine/{VIEWS}").glob("*.jsonl"))) == 1
+        assert list((root / "_ingest/commits").glob("*.json")) and list((root / "_ingest/runs").glob("*.json"))
+        assert sorted(p.name for p in (root / VIEWS).glob("dt=*/hour=*")) == ["hour=13", "hour=5"]
+        assert [p.name.split(".")[1] for p in (root / VIEWS / "dt=2026-11-22/hour=13").iterdir()] == ["compacted"]
+
+
+def test_a_fresh_warehouse_needs_no_reader_option(warehouses):
+    """Since this change: duckdb types ``hour`` as an integer by default, and a ``**/*.parquet`` glob
+    from the root, of duckdb or polars, reads data only."""
+    import duckdb
+    import polars as pl
+
+    w = warehouses["parquet"]
+    rel = duckdb.sql(f"SELECT * FROM read_parquet('{w.path}/{VIEWS}/**/*.parquet')")
+    assert dict(zip(rel.columns, map(str, rel.types)))["hour"] == "BIGINT"
+    assert rel.filter("hour < 10").aggregate("count(*)").fetchone()[0] == N05
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{w.path}/**/*.parquet', union_by_name = true, "
+                   f"hive_partitioning = true)").fetchone()[0]
+    assert n == w.total
+    lf = pl.scan_parquet(f"{w.path}/**/*.parquet", hive_partitioning=True, missing_columns="insert",
+                         extra_columns="ignore")
+    assert lf.select(pl.len()).collect().item() == w.total
+
+
+def test_an_older_warehouse_reads_right_with_the_documented_options_only(warehouses):
+    """Why the page's duckdb options are needed on destinations of the old layout: without them
+    ``hour`` is text, and a ``**`` glob reads the old state files as rows."""
+    import duckdb
+
+    w = warehouses["legacy"]
+    rel = duckdb.sql(f"SELECT * FROM read_parquet('{w.path}/{VIEWS}/*/*/*.parquet')")
+    assert dict(zip(rel.columns, map(str, rel.types)))["hour"] == "VARCHAR"
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{w.path}/**/*.parquet', union_by_name = true)").fetchone()[0]
+    assert n == w.total + 6 + NLEGACY  # + the old-named revision's 6 rows + the old-named staged leftover's
+
+
+def test_this_project_reads_an_older_warehouse_unchanged(warehouses):
+    from ingest.audit import history
+    from ingest.audit.inputs import load_state
+    from ingest.loader.state import open_state
+
+    w = warehouses["legacy"]
+    state = open_state(str(w.path))
+    paths = [f.path for f in state.files(VIEWS)]
+    assert sorted(p for p in paths if "hour=07" in p) == [
+        f"{VIEWS}/dt=2026-11-21/hour=07/{VIEWS}.b0.p{p}.0-{NLEGACY // 2}.parquet" for p in (8, 9)]
+    assert sum(f.rows for f in state.files(VIEWS)) == w.expected[VIEWS]
+    assert sum(f.rows for f in state.files(CLICKS)) == NCLICKS
+    hours = {f.hour_start_ms for f in load_state(str(w.path)).files if "hour=07" in f.path}
+    assert hours == {int(datetime.datetime(2026, 11, 21, 7, tzinfo=datetime.timezone.utc).timestamp() * 1000)}
+    # both revisions (the legacy one is a renamed copy of the new one: same 6 rows, oldest first)
+    history_rows = history.read_history(str(w.path)).to_pylist()
+    assert [r["audit_run_id"] for r in history_rows] == ["audit-before-compaction"] * 12
+    assert [r["window_start_ms"] for r in history_rows[:6]] == [r["window_start_ms"] for r in history_rows[6:]]
+    assert history.run_revision(str(w.path), "legacy-run").endswith(f"{0:015d}-legacy-run.parquet")
+
+
+def test_compaction_moves_an_old_hour_to_the_new_spelling(warehouses, tmp_path):
+    import shutil
+
+    from ingest.compaction import runner
+    from ingest.compaction.config import COMPACTION_CONFIG
+    from ingest.loader.state import open_state
+
+    dest = tmp_path / "legacy"
+    shutil.copytree(warehouses["legacy"].path, dest)
+    cfg = COMPACTION_CONFIG.parse({"destination": str(dest), "compaction.grace.ms": "0",
+                                   "compaction.require.audit": "false"}, source="test")
+    start = int(datetime.datetime(2026, 11, 21, 7, tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    [outcome] = runner.run(cfg, start_ms=start, end_ms=start + 3_600_000)
+    assert (outcome["hour"], outcome["action"], outcome["files_in"], outcome["rows_out"]) == (
+        f"{VIEWS}/dt=2026-11-21/hour=7", "compacted", 2, NLEGACY)
+    [merged] = [f for f in open_state(str(dest)).files(VIEWS) if f.dt == "2026-11-21"]
+    assert merged.path.startswith(f"{VIEWS}/dt=2026-11-21/hour=7/") and merged.rows == NLEGACY
+    assert not list((dest / VIEWS / "dt=2026-11-21" / "hour=07").iterdir())  # the old files are withdrawn
