@@ -12,7 +12,9 @@
 ``slow-first-attempt=N``   the first attempt of task 0 sleeps N ms after staging its files: an
                            outlier against the other tasks' median runtime, so Spark's speculation
                            launches a second attempt that finishes first (speculative copies must
-                           never duplicate or add files)
+                           never duplicate or add files). Only on a multi-host cluster: Spark never
+                           runs two attempts of a task on one host, so on one machine it only
+                           marks the task speculatable
 
 A SIGKILL is what an OOM kill or a lost node does: no cleanup, no ``finally``, no atexit.
 The spec is parsed once per run (:func:`ingest.loader.job.run_load`) and once per task
