@@ -1,12 +1,11 @@
 """Fixtures shared by every test package: real ZooKeeper, one SparkSession, a clock."""
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
 from ingest.clock import FakeClock
-from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
+from tests.harness.zookeeper import ZooKeeperServer, fresh_chroot, zookeeper_available
 
 
 @pytest.fixture(scope="session")
@@ -22,15 +21,7 @@ def zookeeper():
 @pytest.fixture
 def zk_connect(zookeeper) -> str:
     """A connect string with a fresh chroot, so tests never see each other's znodes."""
-    chroot = f"/t-{uuid.uuid4().hex[:10]}"
-    from kazoo.client import KazooClient
-
-    c = KazooClient(hosts=zookeeper.connect)
-    c.start(timeout=15)
-    c.ensure_path(chroot)
-    c.stop()
-    c.close()
-    return zookeeper.connect + chroot
+    return fresh_chroot(zookeeper)
 
 
 @pytest.fixture

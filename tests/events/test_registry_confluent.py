@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-import uuid
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
@@ -19,6 +18,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from schema_registry.client import SchemaRegistryClient as PyClient
 
 from tests.harness.registry import RegistryProcess
+from tests.harness.zookeeper import fresh_chroot
 
 
 @pytest.fixture(scope="module", params=["directory", "zookeeper"])
@@ -27,15 +27,7 @@ def reg(request, tmp_path_factory):
         proc = RegistryProcess(tmp_path_factory.mktemp("registry"))
     else:
         zookeeper = request.getfixturevalue("zookeeper")
-        from kazoo.client import KazooClient  # deferred like every kazoo import (only this branch needs it)
-
-        chroot = f"/t-{uuid.uuid4().hex[:10]}"
-        c = KazooClient(hosts=zookeeper.connect)
-        c.start(timeout=15)
-        c.ensure_path(chroot)
-        c.stop()
-        c.close()
-        proc = RegistryProcess(zk=zookeeper.connect + chroot)
+        proc = RegistryProcess(zk=fresh_chroot(zookeeper))
     proc.start()
     yield proc
     proc.stop()

@@ -97,3 +97,21 @@ def expire_session(client, hosts: str) -> None:
     deadline = time.monotonic() + 20
     while client.client_id and client.client_id[0] == session_id and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def fresh_chroot(server: ZooKeeperServer, prefix: str = "/t") -> str:
+    """A connect string on a new, empty chroot of ``server`` (``<connect>/<prefix>-<random>``),
+    so tests and packages never see each other's znodes."""
+    import uuid
+
+    from kazoo.client import KazooClient  # deferred like every kazoo import
+
+    chroot = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    c = KazooClient(hosts=server.connect)
+    c.start(timeout=15)
+    try:
+        c.ensure_path(chroot)
+    finally:
+        c.stop()
+        c.close()
+    return server.connect + chroot

@@ -6,7 +6,6 @@ group names, so none sees another's data.
 """
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from tests.harness.brokers import BrokerProcess, broker_cluster, stop_all
 from tests.harness.py27 import Py27Unavailable, interpreter
+from tests.harness.zookeeper import fresh_chroot
 
 
 @pytest.fixture(scope="session")
@@ -41,15 +41,7 @@ class Cluster07:
 
 @pytest.fixture(scope="package")
 def cluster07(zookeeper, tmp_path_factory, py27) -> Cluster07:
-    from kazoo.client import KazooClient
-
-    chroot = f"/k07-{uuid.uuid4().hex[:10]}"
-    c = KazooClient(hosts=zookeeper.connect)
-    c.start(timeout=15)
-    c.ensure_path(chroot)
-    c.stop()
-    c.close()
-    zk_connect = zookeeper.connect + chroot
+    zk_connect = fresh_chroot(zookeeper, "/k07")
     brokers = broker_cluster(tmp_path_factory, 2, zk_connect, num_partitions=2)
     yield Cluster07(zk_connect, brokers)
     stop_all(brokers)
