@@ -15,6 +15,7 @@ from typing import Any
 
 from ingest.client.simple_consumer import SimpleConsumer
 from tests.harness.py27 import b64, run_ops, unb64
+from tests.harness.wait import wait_until
 
 
 def topic(prefix: str) -> str:
@@ -54,15 +55,32 @@ def v07_message(payload: bytes, magic: int, attributes: int = 0) -> bytes:
     return struct.pack(">iBBI", 1 + 1 + 4 + len(payload), 1, attributes, crc) + payload
 
 
-def read_partition(broker, topic_name: str, partition: int) -> list[tuple[int, bytes]]:
-    """``(offset, payload)`` of every message of one partition, read by this project's SimpleConsumer."""
-    with SimpleConsumer(broker.host, broker.port) as c:
-        end = c.latest_offset(topic_name, partition)
-        return [(m.offset, m.payload) for m in c.iter_range(topic_name, partition, 0, end)]
+def read_partition(broker, topic_name: str, partition: int, count: int = 0) -> list[tuple[int, bytes]]:
+    """``(offset, payload)`` of every message of one partition, read by this project's SimpleConsumer.
+
+    ``count``: wait (up to 30 s) until at least that many messages are there first. A 0.7 PRODUCE
+    has no response, so a client returns before the broker has appended: reads that follow a
+    fire-and-forget produce pass the number of messages sent.
+    """
+    def read():
+        with SimpleConsumer(broker.host, broker.port) as c:
+            end = c.latest_offset(topic_name, partition)
+            return [(m.offset, m.payload) for m in c.iter_range(topic_name, partition, 0, end)]
+
+    if count:
+        wait_until(lambda: len(read()) >= count, what=f"{count} messages in {topic_name}-{partition}")
+    return read()
 
 
-def raw_log(broker, topic_name: str, partition: int) -> bytes:
-    """The partition's bytes as the broker serves them (from offset 0 to the end)."""
+def raw_log(broker, topic_name: str, partition: int, size: int = 0) -> bytes:
+    """The partition's bytes as the broker serves them (from offset 0 to the end).
+
+    ``size``: wait (up to 30 s) until the partition holds at least that many bytes first (see
+    :func:`read_partition`).
+    """
     with SimpleConsumer(broker.host, broker.port) as c:
+        if size:
+            wait_until(lambda: c.latest_offset(topic_name, partition) >= size,
+                       what=f"{size} bytes in {topic_name}-{partition}")
         end = c.latest_offset(topic_name, partition)
         return c.fetch_raw(topic_name, partition, 0, max(end, 1))[:end]
