@@ -1,11 +1,42 @@
-"""Fixtures shared by every test package: real ZooKeeper, one SparkSession, a clock."""
+"""Fixtures shared by every test package: real ZooKeeper, one SparkSession, a clock, the brokers and
+the registry of the loader-style tests; and the class-data-sharing archive of the Spark JVMs."""
 from __future__ import annotations
 
+import os
 
 import pytest
 
 from ingest.clock import FakeClock
+from tests.harness import spark_cds
+from tests.harness.brokers import broker_cluster, stop_all
+from tests.harness.registry import RegistryProcess
 from tests.harness.zookeeper import ZooKeeperServer, fresh_chroot, zookeeper_available
+
+
+_cds = {"training": None, "applied": False}
+
+
+def pytest_configure(config):
+    """Start making the CDS archive of Spark's classes in the background if it does not exist yet
+    (tests/harness/spark_cds.py); the tests do not wait for it."""
+    try:
+        _cds["training"] = spark_cds.start_training()
+    except ImportError:  # no pyspark: the Spark tests skip or fail on their own
+        pass
+
+
+def pytest_runtest_setup(item):
+    """Once the archive exists, every spark-submit a test starts (they inherit ``SPARK_SUBMIT_OPTS``)
+    and the session's SparkSession map it."""
+    if not _cds["applied"]:
+        try:
+            _cds["applied"] = spark_cds.add_to_spark_submit_opts(os.environ, spark_cds.ready_options())
+        except ImportError:  # no pyspark
+            _cds["applied"] = True
+
+
+def pytest_unconfigure(config):
+    spark_cds.stop_training(_cds["training"])
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +75,23 @@ def spark():
     session = make_session()
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def registry_url(tmp_path_factory):
+    """A real schema registry process (file store) for the module's tests."""
+    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
+    yield proc.url
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def brokers(request, tmp_path_factory):
+    """Real broker processes on a static broker list for the module's tests, two partitions per topic
+    each: two brokers, or the module's ``BROKERS``."""
+    started = broker_cluster(tmp_path_factory, n=getattr(request.module, "BROKERS", 2), num_partitions=2)
+    yield started
+    stop_all(started)
 
 
 @pytest.fixture

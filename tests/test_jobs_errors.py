@@ -97,22 +97,7 @@ def test_only_the_final_exception_of_the_worker_traceback_counts(capsys):
 # --- spark-submit jobs/load.py ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def one_broker(tmp_path_factory):
-    from tests.harness.brokers import broker_cluster, stop_all
-
-    started = broker_cluster(tmp_path_factory, n=1, num_partitions=2)
-    yield started
-    stop_all(started)
-
-
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory):
-    from tests.harness.registry import RegistryProcess
-
-    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
-    yield proc.url
-    proc.stop()
+BROKERS = 1  # the module's `brokers` (tests/conftest.py): one, which a test SIGKILLs
 
 
 def _conf(tmp_path, broker, registry_url: str):
@@ -150,12 +135,12 @@ def _nothing_committed(dest) -> None:
 
 
 @pytest.mark.slow
-def test_load_with_the_registry_unreachable_is_one_line_exit_2(one_broker, registry_url, tmp_path):
+def test_load_with_the_registry_unreachable_is_one_line_exit_2(brokers, registry_url, tmp_path):
     from tests.loader.helpers import REPO, produce, spark_env
 
-    produce(one_broker, registry_url, TOPIC, 40)
+    produce(brokers, registry_url, TOPIC, 40)
     closed = f"http://127.0.0.1:{free_port()}"
-    dest, conf = _conf(tmp_path, one_broker[0], closed)
+    dest, conf = _conf(tmp_path, brokers[0], closed)
     r = subprocess.run(_submit_cmd(conf), env=spark_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
     output = r.stdout + r.stderr
     assert r.returncode == EXIT_FAILED, output[-4000:]
@@ -166,15 +151,15 @@ def test_load_with_the_registry_unreachable_is_one_line_exit_2(one_broker, regis
 
 
 @pytest.mark.slow
-def test_load_with_its_broker_killed_is_one_line_exit_2_and_commits_nothing(one_broker, registry_url, tmp_path):
+def test_load_with_its_broker_killed_is_one_line_exit_2_and_commits_nothing(brokers, registry_url, tmp_path):
     """The broker is SIGKILLed once the run has planned (its plan line is logged) and before Spark's
     tasks fetch: starting the SparkContext takes seconds, so the tasks meet a dead broker and the
     BrokerUnavailableError is raised in the executors (issue 11's escaping traceback, exit 1).
     A second run against the still-dead broker fails in the driver, the same way."""
     from tests.loader.helpers import REPO, produce, spark_env
 
-    (broker,) = one_broker
-    produce(one_broker, registry_url, TOPIC, 40, seed=3)
+    (broker,) = brokers
+    produce(brokers, registry_url, TOPIC, 40, seed=3)
     dest, conf = _conf(tmp_path, broker, registry_url)
     proc = subprocess.Popen(_submit_cmd(conf), env=spark_env(), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -18,7 +18,6 @@ from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.plan import PartitionSnapshot, TaskRange, build_plan
 from ingest.loader.records import OffsetRecord
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
-from tests.harness.registry import RegistryProcess
 from tests.harness.replication_topics import (
     create_replicated_topic,
     leader_process,
@@ -54,13 +53,6 @@ def test_tasks_of_a_replicated_partition_carry_the_brokers_to_find_the_leader():
 
 
 # --- with brokers -----------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory):
-    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
-    yield proc.url
-    proc.stop()
-
 
 def produce_events(md, registry_url, topic, partition, n, *, seed=1):
     """``n`` page views to ``topic``-``partition`` with acks=-1; returns their (session, seq) ids."""

@@ -29,22 +29,7 @@ def snippets() -> dict[str, str]:
     return {b.splitlines()[0].lstrip("# ").strip(): b for b in blocks}
 
 
-@pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    from tests.harness.brokers import broker_cluster, stop_all
-
-    started = broker_cluster(tmp_path_factory, n=1, num_partitions=2)
-    yield started
-    stop_all(started)
-
-
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory):
-    from tests.harness.registry import RegistryProcess
-
-    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
-    yield proc.url
-    proc.stop()
+BROKERS = 1  # the module's `brokers` (tests/conftest.py): the warehouses' file names say broker 0
 
 
 @pytest.fixture(scope="module")

@@ -9,22 +9,12 @@ from __future__ import annotations
 
 import collections
 
-import pytest
-
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.loader.job import run_load
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
-from tests.harness.registry import RegistryProcess
 from tests.kafka07.helpers import ok, raw_log, read_partition, samsa, topic
 from tests.loader.helpers import committed_ids, loader_config, produce
-
-
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory):
-    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
-    yield proc.url
-    proc.stop()
 
 
 def _event_bytes(cluster07, registry_url: str, scratch: str, n: int) -> tuple[list, list[bytes]]:

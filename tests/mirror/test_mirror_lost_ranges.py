@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from ingest.broker.message_set import iter_messages
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK
@@ -29,19 +27,11 @@ from ingest.mirror.tier_counts import PartitionCounter
 from ingest.mirror.tier_events import TierEventPublisher
 from tests.events.readback import read_topic
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
-from tests.harness.registry import RegistryProcess
 from tests.harness.wait import wait_until
 from tests.mirror.copier_support import produce_07, read_all
 from tests.mirror.copier_support import Mirror, target_zk_connect  # noqa: F401  (fixture)
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory):
-    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
-    yield proc.url
-    proc.stop()
 
 
 class Source:

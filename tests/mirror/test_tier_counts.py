@@ -22,20 +22,12 @@ from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import PAGE_VIEW, load_schema
 from ingest.events.serde import EventSerializer
 from ingest.mirror.tier_counts import PartitionCounter, event_id, unit_session
-from tests.harness.registry import RegistryProcess
 
 W = 60_000
 G = 60_000          # the counter's default grace
 I = 30_000          # interim interval
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % W   # a window start
 SESSION = unit_session("mirror", "dc1", "pv", 3, 1)
-
-
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory):
-    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
-    yield proc.url
-    proc.stop()
 
 
 @pytest.fixture(scope="module")

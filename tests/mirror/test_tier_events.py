@@ -17,17 +17,9 @@ from ingest.mirror.tier_counts import PartitionCounter, unit_session
 from ingest.mirror.tier_events import TierEventPublisher, lost_range_record
 from tests.events.readback import read_topic
 from tests.harness.brokers import broker_factory, broker_list  # noqa: F401  (pytest fixture)
-from tests.harness.registry import RegistryProcess
 
 W = 60_000
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % W
-
-
-@pytest.fixture(scope="module")
-def registry_url(tmp_path_factory):
-    proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
-    yield proc.url
-    proc.stop()
 
 
 def producer_config(brokers, **kw):
