@@ -55,13 +55,13 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
                             env=spark_submit_env())  # its spark-submits: C1 JIT (tests/harness/spark.py)
     reaper.watch(proc)  # stopped even if pytest itself is killed
     sessions: set[int] = set()
-    deadline = time.monotonic() + 290
+    deadline = time.monotonic() + 900  # a hang guard only: a loaded 2-core machine is slow
     while proc.poll() is None and time.monotonic() < deadline:
         sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
         time.sleep(0.5)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("demo did not finish in 290 s")
+        pytest.fail("demo did not finish in 900 s")
     out = proc.stdout.read()
     assert proc.returncode == 0, out[-5000:]
     assert "demo finished" in out and str(work / "warehouse") in out

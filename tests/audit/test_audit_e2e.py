@@ -307,7 +307,7 @@ def test_audit_end_to_end_scenarios(spark, tmp_path_factory, tmp_path):
         assert counts(idle_rows[A])[0] == counts(idle_rows[C])[0] == "COMPLETE"
         assert run.exit_code == EXIT_DATA_LOSS
 
-        stdout, stderr = submit.communicate(timeout=300)
+        stdout, stderr = submit.communicate(timeout=900)  # a hang guard only: a loaded machine is slow
         mark("spark-submit (overlapping audit 2)")
         assert submit.returncode == EXIT_DATA_LOSS, stderr[-3000:]
         assert "DATA LOSS" in stdout
