@@ -60,7 +60,7 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
         sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
         time.sleep(0.5)
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_demo(proc, sessions)
         pytest.fail("demo did not finish in 900 s")
     out = proc.stdout.read()
     assert proc.returncode == 0, out[-5000:]
@@ -93,6 +93,17 @@ def _describe(pids: set[int]) -> list[str]:
     return out
 
 
+def _kill_demo(proc, sessions: set[int]) -> None:
+    """SIGKILL a demo that overran its hang guard, and every session its children lead: they run in
+    sessions of their own, so killing the demo's group alone left its brokers and registry running."""
+    for sid in {proc.pid} | (sessions - {os.getsid(0)}):
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.wait()
+
+
 def _safe_sid(pid: int) -> bool:
     try:
         os.getsid(pid)
@@ -118,6 +129,7 @@ def test_demo_ctrl_c_stops_what_it_started(tmp_path):
                                  "--workdir", str(work)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
         reaper.watch(proc)  # stopped even if pytest itself is killed
+    sessions: set[int] = set()
     try:
         deadline = time.monotonic() + 240
         while "producers: " not in out_path.read_text():
@@ -126,7 +138,6 @@ def test_demo_ctrl_c_stops_what_it_started(tmp_path):
             time.sleep(0.2)
         text = out_path.read_text()
         expected = 6 + ("ZooKeeper: 127.0.0.1:" in text)  # 2 brokers, registry, 3 producers (+ ZooKeeper)
-        sessions: set[int] = set()
         while len(sessions - {os.getsid(0)}) < expected:  # every child is a session leader
             assert time.monotonic() < deadline, f"saw {sessions} of {expected} children"
             sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
@@ -135,8 +146,7 @@ def test_demo_ctrl_c_stops_what_it_started(tmp_path):
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _kill_demo(proc, sessions)
     out = out_path.read_text()
     assert proc.returncode == 130, out[-3000:]
     assert "interrupted" in out

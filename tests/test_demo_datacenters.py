@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.test_demo import ROOT, _children_of, _describe, _safe_sid, _sessions_alive
+from tests.test_demo import ROOT, _children_of, _describe, _kill_demo, _safe_sid, _sessions_alive
 from tests.harness import reaper
 from tests.harness.spark import spark_submit_env
 
@@ -44,7 +43,7 @@ def test_datacenters_demo_prints_latency_and_tiers_and_stops_everything(tmp_path
         sessions |= {os.getsid(p) for p in _children_of(proc.pid) if _safe_sid(p)}
         time.sleep(0.5)
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_demo(proc, sessions)
         pytest.fail("the datacenters demo did not finish in 900 s")
     out = proc.stdout.read()
     assert proc.returncode == 0, out[-6000:]
