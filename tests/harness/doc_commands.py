@@ -1,0 +1,316 @@
+"""Static checks of the commands and file references written in README.md and docs/*.md.
+
+Every command must run as written from the repo root after ``./scripts/test.sh``'s
+bootstrap. Nothing is executed that needs a cluster; each command is checked against
+the real thing it would run:
+
+- the program exists: ``.venv/bin/...``, ``./scripts/...``, ``jobs/*.py`` in the checkout, or
+  a program on PATH. ``ingest``, ``spark-submit``, ``pytest`` and ``airflow`` are NOT on
+  PATH after bootstrap (lead decision: write ``.venv/bin/ingest``, ``.venv/bin/spark-submit``);
+- ``.venv/bin/ingest ...`` is parsed by the real argparse parser (``ingest.cli.build_parser``);
+  a synopsis (``[--json]``, ``...``, ``PLACEHOLDER``) only has its subcommand and option
+  names checked;
+- ``spark-submit`` options are checked against ``.venv/bin/spark-submit --help``; it needs
+  ``PYSPARK_PYTHON`` (or ``PYSPARK_DRIVER_PYTHON``/``SPARK_HOME``) in its environment, because
+  pip's ``find-spark-home`` runs ``python3`` from PATH otherwise, which has no pyspark, and
+  fails with "Could not find valid SPARK_HOME" (measured here, pyspark 4.3.0);
+- ``jobs/*.py`` arguments against that job's ``--help`` (options and required options);
+- ``airflow ...`` by Airflow's own CLI parser in ``.venv-airflow`` (one subprocess for all);
+- ``python -m M`` that M can be imported, ``pytest`` paths exist;
+- every ``conf/``, ``docs/``, ``jobs/``, ... path and every relative Markdown link exists.
+
+Run ``.venv/bin/python -m tests.harness.doc_commands`` to print every problem as page:line.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from functools import cached_property
+from pathlib import Path
+
+from tests.harness.doc_extract import ROOT, Command, commands, pages
+
+NOT_ON_PATH = {"ingest": ".venv/bin/ingest", "spark-submit": ".venv/bin/spark-submit",
+               "pyspark": ".venv/bin/pyspark", "pytest": ".venv/bin/python -m pytest",
+               "airflow": ".venv-airflow/bin/airflow", "python": ".venv/bin/python",
+               "pip": ".venv/bin/pip", "pip3": ".venv/bin/pip"}
+BUILTINS = frozenset({"cd", "echo", "export", "set", "source", ".", "test", "true", "false", "exec",
+                      "unset", "kill", "wait", "read", "printf", "ulimit", "time"})
+SPARK_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
+# spark-submit options that take no value (from `spark-submit --help`: --help, --verbose, --version,
+# --supervise, --load-spark-defaults); every other option takes one
+SPARK_FLAGS = frozenset({"--help", "-h", "--verbose", "-v", "--version", "--supervise", "--load-spark-defaults"})
+REPO_PATH = re.compile(r"(?<![\w./~:$-])((?:conf|docs|bench|scripts|jobs|tests|ingest|airflow_dags|pyspark_ingest|"
+                       r"\.ci)/[\w./*$-]*[\w*])")
+MD_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+AIRFLOW_PARSE = """
+import json, sys, contextlib, io
+from airflow.cli.cli_parser import get_parser
+parser, out = get_parser(), []
+for argv in json.load(sys.stdin):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            parser.parse_args(argv)
+        out.append("")
+    except SystemExit as exc:
+        out.append("" if not exc.code else (err.getvalue().strip().splitlines() or ["error"])[-1])
+print(json.dumps(out))
+"""
+
+
+def _short(command: Command) -> str:
+    text = " ".join(command.text.split())
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def _help_options(text: str) -> tuple[set[str], set[str]]:
+    """(every option, the required ones) from an argparse ``--help`` text."""
+    options = set(re.findall(r"(?m)^ {2,}(-[-\w]+(?:[ ,=][^\n]*?)?)(?: {2,}|$)", text))
+    names = {n for o in options for n in re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", o.split("  ")[0])}
+    usage = text.split("\n\n", 1)[0]
+    required, depth = set(), 0
+    for token in re.findall(r"\[|\]|--?[A-Za-z][\w-]*", usage):
+        depth += 1 if token == "[" else -1 if token == "]" else 0
+        if token.startswith("-") and depth == 0:
+            required.add(token)
+    return names, required
+
+
+class Checker:
+    """Checks commands; the expensive references (spark-submit --help, Airflow's parser) run once."""
+
+    def __init__(self, root: Path = ROOT):
+        self.root = root
+        self._job_help: dict[str, tuple[set[str], set[str]] | None] = {}
+        self._airflow: dict[tuple[str, ...], str] = {}
+        self._spark = subprocess.Popen(  # started now: the JVM runs while the rest is checked
+            [str(root / ".venv/bin/spark-submit"), "--help"], cwd=root, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYSPARK_PYTHON": str(root / ".venv/bin/python")})
+
+    @cached_property
+    def ingest_parser(self) -> argparse.ArgumentParser:
+        from ingest.cli import build_parser
+        return build_parser()
+
+    @cached_property
+    def spark_options(self) -> set[str]:
+        out, _ = self._spark.communicate(timeout=300)
+        names = set(re.findall(r"(?m)^\s+(--[\w-]+|-[a-z])\b", out)) | set(re.findall(r",\s+(-\w)\b", out))
+        assert "--master" in names, f"spark-submit --help gave no options:\n{out}"
+        return names
+
+    def airflow_errors(self, argvs: list[list[str]]) -> None:
+        todo = [a for a in argvs if tuple(a) not in self._airflow]
+        if not todo:
+            return
+        home = self.root / ".venv-airflow"
+        proc = subprocess.run([str(home / "bin/python"), "-c", AIRFLOW_PARSE], input=json.dumps(todo),
+                              text=True, capture_output=True, timeout=300,
+                              env={**os.environ, "AIRFLOW_HOME": os.environ.get("DOC_AIRFLOW_HOME", "/tmp/doc-airflow")})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        for argv, error in zip(todo, json.loads(proc.stdout.strip().splitlines()[-1])):
+            self._airflow[tuple(argv)] = error
+
+    def job_help(self, script: str) -> tuple[set[str], set[str]] | None:
+        if script not in self._job_help:
+            path = self.root / script
+            proc = subprocess.run([sys.executable, str(path), "--help"], cwd=self.root, text=True,
+                                  capture_output=True, timeout=120) if path.is_file() else None
+            self._job_help[script] = _help_options(proc.stdout) if proc and proc.returncode == 0 else None
+        return self._job_help[script]
+
+    # --- per program ---------------------------------------------------------------------
+
+    def check(self, c: Command) -> list[str]:
+        program, args = c.argv[0], c.argv[1:]
+        problems: list[str] = []
+        if "/" not in program:
+            if c.mention:
+                return (self._ingest(c, args) if program == "ingest"
+                        else self._spark_submit(c, args) if program == "spark-submit" else [])
+            if program in NOT_ON_PATH:
+                problems.append(f"`{program}` is not on PATH after bootstrap: write `{NOT_ON_PATH[program]}`")
+                program = NOT_ON_PATH[program].split()[0]
+            elif program == "python3":
+                return problems + self._python(c, args, venv=False)
+            elif program not in BUILTINS and not shutil.which(program):
+                return [f"`{program}` is not installed here (not on PATH)"]
+            else:
+                return problems
+        path = self.root / program
+        if not path.exists():
+            return problems + [f"`{program}` does not exist after bootstrap"]
+        if not c.mention and not os.access(path, os.X_OK):
+            problems.append(f"`{program}` is not executable: run it as `.venv/bin/python {program}`")
+        name = program.rsplit("/", 1)[-1]
+        if program.startswith("jobs/"):
+            problems += self._job(c, program, args)
+        elif name == "ingest":
+            problems += self._ingest(c, args)
+        elif name == "spark-submit":
+            problems += self._spark_submit(c, args)
+        elif name.startswith("python"):
+            problems += self._python(c, args, venv=True)
+        elif name == "airflow":
+            self.airflow_errors([args])
+            if self._airflow[tuple(args)]:
+                problems.append(f"airflow: {self._airflow[tuple(args)]}")
+        return problems
+
+    def _ingest(self, c: Command, args: list[str]) -> list[str]:
+        parser, rest = self.ingest_parser, [a for a in args if a not in ("-v", "--verbose")]
+        while rest and not rest[0].startswith("-"):
+            sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if sub is None:
+                break
+            if rest[0] not in sub.choices:
+                return [f"`{parser.prog}` has no subcommand '{rest[0]}' (it has: {', '.join(sub.choices)})"]
+            parser = sub.choices[rest.pop(0)]
+        if c.mention:
+            return []
+        known = set(parser._option_string_actions) | set(self.ingest_parser._option_string_actions)
+        problems = [f"`{parser.prog}` has no option {o}" for o in self._options(args) if o not in known]
+        if problems or c.synopsis:
+            return problems
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                self.ingest_parser.parse_args(args)
+        except SystemExit as exc:
+            if exc.code:
+                return [f"argparse: {(err.getvalue().strip().splitlines() or ['error'])[-1]}"]
+        return []
+
+    @staticmethod
+    def _options(args: list[str]) -> list[str]:
+        return [a.split("=", 1)[0] for a in args if re.match(r"^--?[A-Za-z]", a)]
+
+    def _job(self, c: Command, script: str, args: list[str]) -> list[str]:
+        found = self.job_help(script)
+        if found is None:
+            return [f"`{script} --help` does not run"]
+        names, required = found
+        problems = [f"`{script}` has no option {o}" for o in self._options(args) if o not in names]
+        if not (c.synopsis or c.mention) and "--help" not in args and "-h" not in args:
+            problems += [f"`{script}` requires {r}" for r in sorted(required - set(self._options(args)))]
+        return problems
+
+    def _spark_submit(self, c: Command, args: list[str]) -> list[str]:
+        problems = []
+        if not any(v in c.env for v in SPARK_ENV) and not c.mention:
+            problems.append("spark-submit finds SPARK_HOME only with PYSPARK_PYTHON set (else it runs python3 "
+                            "from PATH, which has no pyspark): write `PYSPARK_PYTHON=.venv/bin/python "
+                            ".venv/bin/spark-submit ...`")
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            name = args[i].split("=", 1)[0]
+            if name not in self.spark_options:
+                problems.append(f"spark-submit has no option {name}")
+            i += 1 if name in SPARK_FLAGS or "=" in args[i] else 2
+        if i >= len(args):
+            if not (c.mention or c.synopsis or {"--help", "-h", "--version"} & set(args)):
+                problems.append("spark-submit without an application file")
+            return problems
+        app = args[i]
+        if not (self.root / app).is_file():
+            problems.append(f"spark-submit application `{app}` does not exist")
+        elif app.startswith("jobs/"):
+            problems += self._job(c, app, args[i + 1:])
+        return problems
+
+    def _python(self, c: Command, args: list[str], venv: bool) -> list[str]:
+        if not args or args[0] in ("-c", "--version", "-V"):
+            return []
+        if args[0] == "-m" and len(args) > 1:
+            module = args[1]
+            if not venv and module.split(".")[0] not in sys.stdlib_module_names:
+                return [f"`python3 -m {module}` needs the project's environment: write `.venv/bin/python -m {module}`"]
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ImportError:
+                found = False
+            if not found:
+                return [f"no module {module} in .venv"]
+            if module == "pytest":
+                return [f"pytest path `{a}` does not exist" for a in self._pytest_paths(args[2:])]
+            return []
+        script = args[0]
+        if not (self.root / script).is_file():
+            return [f"python script `{script}` does not exist"]
+        if not venv and script.startswith(("jobs/", "bench/", "tests/")):
+            return [f"`python3 {script}` needs the project's environment: write `.venv/bin/python {script}`"]
+        if script.startswith("jobs/"):
+            return self._job(c, script, args[1:])
+        return []
+
+    def _pytest_paths(self, args: list[str]) -> list[str]:
+        paths, skip = [], False
+        for a in args:
+            if skip:
+                skip = False
+            elif a in ("-k", "-m", "-p", "-n", "--dist", "-o", "--deselect", "--durations"):
+                skip = True
+            elif not a.startswith("-") and not (self.root / a.split("::")[0]).exists():
+                paths.append(a)
+        return paths
+
+
+def reference_problems(path: Path, root: Path = ROOT) -> list[str]:
+    """Repo paths (``conf/x``, ``docs/y.md``, ``jobs/*.py``) and relative links that do not exist."""
+    page = str(path.relative_to(root))
+    problems, text = [], path.read_text(encoding="utf-8")
+    # a page may show a deliberate mistake: <!-- doc-check: expect-missing conf/loader.propertes -->
+    expected_missing = set(re.findall(r"<!-- doc-check: expect-missing (\S+) -->", text))
+    for number, line in enumerate(text.splitlines(), 1):
+        for ref in REPO_PATH.findall(line):
+            ref = ref.rstrip(".")
+            if "<" in ref or "{" in ref or "$" in ref or ref in expected_missing:
+                continue
+            stem, _, attr = ref.rpartition(".")
+            if attr.isidentifier() and attr not in ("py", "md", "sh") and (root / f"{stem}.py").is_file():
+                continue  # tests/harness/zookeeper.expire_session: a function of that module
+            found = list(root.glob(ref)) if "*" in ref else [root / ref] if (root / ref).exists() else []
+            if not found:
+                problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
+        for link in MD_LINK.findall(line):
+            if "://" in link or link.startswith("mailto:"):
+                continue
+            if not (path.parent / link).exists():
+                problems.append(f"{page}:{number}: link `{link}` does not exist")
+    return problems
+
+
+def problems(root: Path = ROOT, checker: Checker | None = None) -> dict[str, list[str]]:
+    """page -> every problem on it, as 'page:line: `command`: what is wrong'."""
+    checker = checker or Checker(root)
+    found = {str(p.relative_to(root)): reference_problems(p, root) for p in pages(root)}
+    all_commands = commands(root)
+    checker.airflow_errors([c.argv[1:] for c in all_commands if c.argv[0].endswith("airflow") and not c.mention])
+    for c in all_commands:
+        for problem in checker.check(c):
+            found[c.page].append(f"{c.where}: `{_short(c)}`: {problem}")
+    return {page: sorted(set(p), key=lambda s: int(s.split(":")[1])) for page, p in found.items()}
+
+
+def main() -> int:
+    found = problems()
+    for page, page_problems in found.items():
+        for p in page_problems:
+            print(p)
+    total = sum(len(p) for p in found.values())
+    print(f"{total} problem(s) in {sum(1 for p in found.values() if p)} page(s)", file=sys.stderr)
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
