@@ -110,24 +110,34 @@ def pages_with_blocks(root: Path) -> list[Path]:
     return [p for p in candidates if p.is_file() and BLOCK.search(p.read_text(encoding="utf-8"))]
 
 
+def _with_blocks(names: list[str]) -> list[Path]:
+    """The named files that hold a generated block; the others are skipped with a note.
+
+    ``--update README.md docs/*.md`` then works on every page; naming only files without
+    a block is an error (a page that should have one is checked by the tests).
+    """
+    paths = [Path(n) for n in names]
+    found = [p for p in paths if BLOCK.search(read_text(p, "Markdown file", "a UTF-8 Markdown file"))]
+    if not found:
+        _blocks(paths[0])  # raises: says what a block looks like
+    if len(paths) > 1:
+        for path in paths:
+            if path not in found:
+                print(f"{path}: no generated config block, skipped", file=sys.stderr)
+    return found
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.check:
-        bad = {}
-        for name in args.check:
-            try:
-                found = stale(Path(name))
-            except ConfigError as exc:
-                print(exc, file=sys.stderr)
-                bad[name] = ["no block"]
-                continue
-            if found:
-                bad[name] = found
-                print(f"{name}: configuration tables out of date ({', '.join(found)}); run "
-                      f"`.venv/bin/ingest config docs --update {name}`", file=sys.stderr)
-        return 1 if bad else 0
+        bad = [(path, stale(path)) for path in _with_blocks(args.check)]
+        for path, components in bad:
+            if components:
+                print(f"{path}: configuration tables out of date ({', '.join(components)}); run "
+                      f"`.venv/bin/ingest config docs --update {path}`", file=sys.stderr)
+        return 1 if any(components for _, components in bad) else 0
     if args.update:
-        for name in args.update:
-            update(Path(name))
+        for path in _with_blocks(args.update):
+            update(path)
         return 0
     print(render(args.component) if args.component else render())
     return 0

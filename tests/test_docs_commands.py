@@ -125,4 +125,4 @@ def test_the_readme_draft_is_gone_and_nothing_refers_to_it():
     name = "_readme" + "_draft"  # not spelled out, so this file does not refer to it
     assert not (ROOT / "docs" / f"{name}.md").exists()
     hits = subprocess.run(["git", "grep", "-l", name], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    assert hits == []
+    assert [h for h in hits if h != "tests/test_docs_commands.py"] == []  # this test's own name

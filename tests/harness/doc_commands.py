@@ -50,6 +50,7 @@ SPARK_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
 SPARK_FLAGS = frozenset({"--help", "-h", "--verbose", "-v", "--version", "--supervise", "--load-spark-defaults"})
 REPO_PATH = re.compile(r"(?<![\w./~:$-])((?:conf|docs|bench|scripts|jobs|tests|ingest|airflow_dags|pyspark_ingest|"
                        r"\.ci)/[\w./*$-]*[\w*])")
+TOP_FILE = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_-]*\.md)(?![\w/])")  # README.md, ENVIRONMENT.md: at the root
 MD_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 AIRFLOW_PARSE = """
 import json, sys, contextlib, io
@@ -176,11 +177,9 @@ class Checker:
             if rest[0] not in sub.choices:
                 return [f"`{parser.prog}` has no subcommand '{rest[0]}' (it has: {', '.join(sub.choices)})"]
             parser = sub.choices[rest.pop(0)]
-        if c.mention:
-            return []
         known = set(parser._option_string_actions) | set(self.ingest_parser._option_string_actions)
         problems = [f"`{parser.prog}` has no option {o}" for o in self._options(args) if o not in known]
-        if problems or c.synopsis:
+        if problems or c.synopsis or c.mention:
             return problems
         err = io.StringIO()
         try:
@@ -281,6 +280,9 @@ def reference_problems(path: Path, root: Path = ROOT) -> list[str]:
                 continue  # tests/harness/zookeeper.expire_session: a function of that module
             found = list(root.glob(ref)) if "*" in ref else [root / ref] if (root / ref).exists() else []
             if not found:
+                problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
+        for ref in TOP_FILE.findall(line):
+            if not (root / ref).is_file() and not (path.parent / ref).is_file():
                 problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
         for link in MD_LINK.findall(line):
             if "://" in link or link.startswith("mailto:"):

@@ -11,8 +11,9 @@ What counts as a command:
   ...; see PROGRAMS), or a ``$ `` prompt line;
 - an inline code span whose first word is such a program and that has an option
   (``-x``) or a path argument: a command a reader would paste. A span without
-  either (``ingest loader status`` in prose) is a *mention*: only the subcommand's
-  existence is checked, not how it is spelled on PATH.
+  either (``ingest loader status`` in prose), and every span inside a generated block
+  (the module map), is a *mention*: its subcommand and options must exist, how it is
+  spelled on PATH is not checked.
 
 Lines ending in ``\\`` continue; a quote left open continues on the next line; heredoc
 bodies are skipped; ``# ...`` comments are dropped by the tokenizer (shlex).
@@ -35,6 +36,7 @@ REDIRECTS = frozenset({">", ">>", "<", "<<", "2>", "&>", ">&", "<<<"})
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 PLACEHOLDER_ANGLE = re.compile(r"<[A-Za-z_][\w .:/-]*>")
 PLACEHOLDER_WORD = re.compile(r"^[A-Z][A-Z0-9_]*(?:[:,][A-Z0-9_\[\],.]*)*$")
+GENERATED_BLOCK = re.compile(r"<!-- BEGIN GENERATED .*?<!-- END GENERATED [^>]*-->", re.S)
 HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
@@ -154,9 +156,9 @@ def split_commands(page: str, line: int, text: str, exported: dict[str, str], *,
     tokens = tokenize(text.replace("\\|", "|") if mention else text)
     synopsis = bool(re.search(r"(^|\s)\[|\.\.\.", text)) or "PLACEHOLDER" in " ".join(tokens)
     commands, current, depth = [], [], 0
-    for token in tokens + [";"]:
-        depth += token.count("[") - token.count("]") if token.startswith("[") or token.endswith("]]") else 0
-        if token in SEPARATORS and depth > 0:
+    for index, token in enumerate(tokens + [";"]):
+        depth = max(0, depth + token.count("[") - token.count("]"))  # local[2] nets 0
+        if token in SEPARATORS and depth > 0 and index < len(tokens):
             continue  # `[--store DIR | --zk CONNECT]`: alternatives of a synopsis, not a pipe
         if token not in SEPARATORS:
             current.append(token)
@@ -232,6 +234,7 @@ def inline_commands(path: Path, root: Path = ROOT) -> list[Command]:
     are mentions (their subcommands and options must exist)."""
     page = _rel(path, root)
     text = _strip_fences(path.read_text(encoding="utf-8"))
+    generated = [(g.start(), g.end()) for g in GENERATED_BLOCK.finditer(text)]
     out: list[Command] = []
     for m in re.finditer(r"(?<!`)`([^`\n]+)`(?!`)", text):
         span = m.group(1).strip()
@@ -241,7 +244,8 @@ def inline_commands(path: Path, root: Path = ROOT) -> list[Command]:
         program = next((w for w in words if not ENV_ASSIGNMENT.match(w)), "")
         args = words[words.index(program) + 1:] if program else []
         explicit = program.startswith((".venv", "./", "scripts/"))
-        mention = not explicit and (program in ("spark-submit",) or program.startswith(("jobs/", "bench/"))
+        in_generated = any(a <= m.start() < b for a, b in generated)  # a module map names commands
+        mention = in_generated or not explicit and (program in ("spark-submit",) or program.startswith(("jobs/", "bench/"))
                                     or not any(a.startswith("-") or "/" in a for a in args))
         if not (explicit or program in PROGRAMS or program.startswith(("jobs/", "bench/"))):
             continue
