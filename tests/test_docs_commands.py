@@ -1,4 +1,6 @@
-"""Every command in README.md and docs/*.md runs as written after bootstrap; referenced files exist.
+"""Every command in README.md, docs/*.md and conf/*.properties comments runs as written after bootstrap.
+
+Referenced files, links and their anchors exist too.
 
 Checked statically against the real programs (argparse parsers, ``spark-submit --help``, Airflow's
 CLI parser, the jobs' ``--help``): see tests/harness/doc_commands.py. Nothing that needs a cluster is
@@ -16,7 +18,7 @@ from tests.harness import doc_commands, doc_extract
 from tests.harness.doc_commands import Checker, reference_problems
 from tests.harness.doc_extract import ROOT, split_commands
 
-PAGES = [str(p.relative_to(ROOT)) for p in doc_extract.pages()]
+PAGES = [str(p.relative_to(ROOT)) for p in [*doc_extract.pages(), *doc_extract.config_examples()]]
 # wrong on purpose, to prove the checks catch each kind of mistake
 BAD_AIRFLOW = ["dags", "trigger"]  # no dag id
 
@@ -111,13 +113,19 @@ def test_missing_files_and_links_are_caught(tmp_path):
     (tmp_path / "conf" / "loader.properties").write_text("")
     page = tmp_path / "docs" / "page.md"
     page.parent.mkdir()
-    page.write_text("see conf/loader.properties and conf/lodaer.properties, [x](../README.md), [y](other.md#a)\n"
-                    "<!-- doc-check: expect-missing conf/typo.properties --> `--config conf/typo.properties`\n",
-                    encoding="utf-8")
-    (tmp_path / "README.md").write_text("")
+    page.write_text("## Running it (`conf/x`)\n"
+                    "see conf/loader.properties and conf/lodaer.properties, [x](../README.md), [y](other.md#a)\n"
+                    "<!-- doc-check: expect-missing conf/typo.properties --> `--config conf/typo.properties`\n"
+                    "[a](#running-it-confx) [b](#running-it) [c](../README.md#two-commands) [d](../README.md#tests)\n"
+                    "see ENVIRONMENT.md and README.md\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text("# ingest\n## Two commands\n```\n## Tests\n```\n")
     assert reference_problems(page, tmp_path) == [
-        "docs/page.md:1: `conf/lodaer.properties` does not exist in the repository",
-        "docs/page.md:1: link `other.md` does not exist",
+        "docs/page.md:1: `conf/x` does not exist in the repository",
+        "docs/page.md:2: `conf/lodaer.properties` does not exist in the repository",
+        "docs/page.md:2: link `other.md` does not exist",
+        "docs/page.md:4: link `#running-it`: no such heading in page.md",
+        "docs/page.md:4: link `../README.md#tests`: no such heading in README.md",
+        "docs/page.md:5: `ENVIRONMENT.md` does not exist in the repository",
     ]
 
 

@@ -36,7 +36,7 @@ import sys
 from functools import cached_property
 from pathlib import Path
 
-from tests.harness.doc_extract import ROOT, Command, commands, pages
+from tests.harness.doc_extract import ROOT, Command, commands, config_examples, pages, strip_fences
 
 NOT_ON_PATH = {"ingest": ".venv/bin/ingest", "spark-submit": ".venv/bin/spark-submit",
                "pyspark": ".venv/bin/pyspark", "pytest": ".venv/bin/python -m pytest",
@@ -51,7 +51,7 @@ SPARK_FLAGS = frozenset({"--help", "-h", "--verbose", "-v", "--version", "--supe
 REPO_PATH = re.compile(r"(?<![\w./~:$-])((?:conf|docs|bench|scripts|jobs|tests|ingest|airflow_dags|pyspark_ingest|"
                        r"\.ci)/[\w./*$-]*[\w*])")
 TOP_FILE = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_-]*\.md)(?![\w/])")  # README.md, ENVIRONMENT.md: at the root
-MD_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+MD_LINK = re.compile(r"\]\(([^)\s#]*)(?:#([^)\s]*))?\)")
 AIRFLOW_PARSE = """
 import json, sys, contextlib, io
 from airflow.cli.cli_parser import get_parser
@@ -264,6 +264,18 @@ class Checker:
         return paths
 
 
+def anchors(path: Path) -> set[str]:
+    """The heading anchors GitHub gives a Markdown page (github-slugger: lower case, punctuation dropped,
+    spaces to '-', '-1', '-2' for repeats); headings inside fenced blocks do not count."""
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"(?m)^#{1,6}\s+(.+?)\s*#*$", strip_fences(path.read_text(encoding="utf-8"))):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+        if seen[slug]:
+            seen[f"{slug}-{seen[slug]}"] = 0
+    return set(seen)
+
+
 def reference_problems(path: Path, root: Path = ROOT) -> list[str]:
     """Repo paths (``conf/x``, ``docs/y.md``, ``jobs/*.py``) and relative links that do not exist."""
     page = str(path.relative_to(root))
@@ -284,11 +296,14 @@ def reference_problems(path: Path, root: Path = ROOT) -> list[str]:
         for ref in TOP_FILE.findall(line):
             if not (root / ref).is_file() and not (path.parent / ref).is_file():
                 problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
-        for link in MD_LINK.findall(line):
-            if "://" in link or link.startswith("mailto:"):
+        for link, anchor in MD_LINK.findall(line):
+            if "://" in link or link.startswith("mailto:") or not (link or anchor):
                 continue
-            if not (path.parent / link).exists():
+            target = path.parent / link if link else path
+            if not target.exists():
                 problems.append(f"{page}:{number}: link `{link}` does not exist")
+            elif anchor and target.suffix == ".md" and anchor not in anchors(target):
+                problems.append(f"{page}:{number}: link `{link}#{anchor}`: no such heading in {target.name}")
     return problems
 
 
@@ -296,6 +311,7 @@ def problems(root: Path = ROOT, checker: Checker | None = None) -> dict[str, lis
     """page -> every problem on it, as 'page:line: `command`: what is wrong'."""
     checker = checker or Checker(root)
     found = {str(p.relative_to(root)): reference_problems(p, root) for p in pages(root)}
+    found.update({str(p.relative_to(root)): [] for p in config_examples(root)})
     all_commands = commands(root)
     checker.airflow_errors([c.argv[1:] for c in all_commands if c.argv[0].endswith("airflow") and not c.mention])
     for c in all_commands:

@@ -222,7 +222,7 @@ def block_commands(path: Path, root: Path = ROOT) -> list[Command]:
     return out
 
 
-def _strip_fences(text: str) -> str:
+def strip_fences(text: str) -> str:
     """The page with fenced blocks blanked (line numbers kept)."""
     return re.sub(r"^\s*```.*?^\s*```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M)
 
@@ -233,7 +233,7 @@ def inline_commands(path: Path, root: Path = ROOT) -> list[Command]:
     checked, and PATH applies); ``spark-submit ...``, ``jobs/x.py --opt`` and ``ingest sub`` in prose
     are mentions (their subcommands and options must exist)."""
     page = _rel(path, root)
-    text = _strip_fences(path.read_text(encoding="utf-8"))
+    text = strip_fences(path.read_text(encoding="utf-8"))
     generated = [(g.start(), g.end()) for g in GENERATED_BLOCK.finditer(text)]
     out: list[Command] = []
     for m in re.finditer(r"(?<!`)`([^`\n]+)`(?!`)", text):
@@ -260,8 +260,24 @@ def inline_commands(path: Path, root: Path = ROOT) -> list[Command]:
     return out
 
 
+def config_comment_commands(path: Path, root: Path = ROOT) -> list[Command]:
+    """Commands in a conf/*.properties comment: ``#   .venv/bin/ingest ...`` or ``# Run: ...``."""
+    out: list[Command] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        m = re.match(r"^#\s*(?:[A-Z][a-z]+:\s+)?(\S.*)$", line)
+        if m and len(m.group(1).split()) > 1 and _is_program(m.group(1).split()[0]) and "/" in m.group(1).split()[0]:
+            out.extend(split_commands(_rel(path, root), number, m.group(1), {}))
+    return out
+
+
+def config_examples(root: Path = ROOT) -> list[Path]:
+    return sorted((root / "conf").glob("*.properties"))
+
+
 def commands(root: Path = ROOT) -> list[Command]:
     out: list[Command] = []
+    for path in config_examples(root):
+        out.extend(config_comment_commands(path, root))
     for path in pages(root):
         out.extend(block_commands(path, root))
         out.extend(inline_commands(path, root))
