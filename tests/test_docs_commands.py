@@ -24,11 +24,12 @@ BAD_AIRFLOW = ["dags", "trigger"]  # no dag id
 
 
 @pytest.fixture(scope="module")
-def checker() -> Checker:
+def checker():
     checker = Checker(ROOT)
     written = [c.argv[1:] for c in doc_extract.commands(ROOT) if c.argv[0].endswith("airflow") and not c.mention]
     checker.airflow_errors(written + [BAD_AIRFLOW, ["dags", "trigger", "ingest_hourly"]])  # one Airflow start
-    return checker
+    yield checker
+    checker.close()
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +69,21 @@ def _check(checker: Checker, line: str) -> list[str]:
     ("./scripts/no_such.sh", ["`./scripts/no_such.sh` does not exist after bootstrap"]),
     ("jobs/load.py --config c", ["`jobs/load.py` is not executable: run it as `.venv/bin/python jobs/load.py`"]),
     (".venv-airflow/bin/airflow dags trigger ingest_hourly", []),
+    (".venv/bin/python bench/bench_clients.py --cnt 5", ["`bench/bench_clients.py` has no option --cnt"]),
+    ("python3 scripts/structure.py map --update", []),
+    ("python3 scripts/structure.py map --updat", ["`scripts/structure.py map` has no option --updat"]),
 ])
 def test_the_checks_catch_each_kind_of_mistake(checker, line, expected):
     assert _check(checker, line) == expected
 
 
-def test_spark_submit_without_pyspark_python_is_caught(checker):
+def test_spark_home_airflow_and_python_code_mistakes_are_caught(checker):
     (problem,) = _check(checker, ".venv/bin/spark-submit jobs/load.py --config conf/loader.properties")
     assert problem.startswith("spark-submit finds SPARK_HOME only with PYSPARK_PYTHON set")
     (problem,) = _check(checker, ".venv-airflow/bin/airflow " + " ".join(BAD_AIRFLOW))
     assert problem.startswith("airflow: ") and "dag_id" in problem
+    (problem,) = _check(checker, ".venv/bin/python -c 'print((1)'")
+    assert problem.startswith("python -c code does not compile: '(' was never closed")
 
 
 def test_commands_are_extracted_from_blocks_prompts_and_inline_spans(tmp_path):

@@ -31,11 +31,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from functools import cached_property
 from pathlib import Path
 
+from tests.harness import reaper
 from tests.harness.doc_extract import ROOT, Command, commands, config_examples, pages, strip_fences
 
 NOT_ON_PATH = {"ingest": ".venv/bin/ingest", "spark-submit": ".venv/bin/spark-submit",
@@ -77,7 +80,7 @@ def _help_options(text: str) -> tuple[set[str], set[str]]:
     """(every option, the required ones) from an argparse ``--help`` text."""
     options = set(re.findall(r"(?m)^ {2,}(-[-\w]+(?:[ ,=][^\n]*?)?)(?: {2,}|$)", text))
     names = {n for o in options for n in re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", o.split("  ")[0])}
-    usage = text.split("\n\n", 1)[0]
+    usage = re.sub(r"^usage: \S+(?: -m \S+)?", "", text.split("\n\n", 1)[0])  # not the program's name
     required, depth = set(), 0
     for token in re.findall(r"\[|\]|--?[A-Za-z][\w-]*", usage):
         depth += 1 if token == "[" else -1 if token == "]" else 0
@@ -94,9 +97,18 @@ class Checker:
         self._job_help: dict[str, tuple[set[str], set[str]] | None] = {}
         self._airflow: dict[tuple[str, ...], str] = {}
         self._spark = subprocess.Popen(  # started now: the JVM runs while the rest is checked
-            [str(root / ".venv/bin/spark-submit"), "--help"], cwd=root, text=True,
+            [str(root / ".venv/bin/spark-submit"), "--help"], cwd=root, text=True, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             env={**os.environ, "PYSPARK_PYTHON": str(root / ".venv/bin/python")})
+        reaper.watch(self._spark)
+
+    def close(self) -> None:
+        """Stop ``spark-submit --help`` if nobody read it (its JVM is in its process group)."""
+        if self._spark.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._spark.pid, signal.SIGKILL)
+        self._spark.communicate()
+        reaper.forget(self._spark)
 
     @cached_property
     def ingest_parser(self) -> argparse.ArgumentParser:
@@ -115,19 +127,26 @@ class Checker:
         if not todo:
             return
         home = self.root / ".venv-airflow"
-        proc = subprocess.run([str(home / "bin/python"), "-c", AIRFLOW_PARSE], input=json.dumps(todo),
-                              text=True, capture_output=True, timeout=300,
-                              env={**os.environ, "AIRFLOW_HOME": os.environ.get("DOC_AIRFLOW_HOME", "/tmp/doc-airflow")})
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        for argv, error in zip(todo, json.loads(proc.stdout.strip().splitlines()[-1])):
+        with tempfile.TemporaryDirectory(prefix="doc-airflow-") as airflow_home:
+            proc = subprocess.Popen([str(home / "bin/python"), "-c", AIRFLOW_PARSE], text=True,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env={**os.environ, "AIRFLOW_HOME": airflow_home})
+            reaper.watch(proc)
+            out, err = proc.communicate(json.dumps(todo), timeout=300)
+            reaper.forget(proc)
+        assert proc.returncode == 0, err[-2000:]
+        for argv, error in zip(todo, json.loads(out.strip().splitlines()[-1])):
             self._airflow[tuple(argv)] = error
 
     def job_help(self, script: str) -> tuple[set[str], set[str]] | None:
+        """(options, required options) from ``script --help`` (a path, or ``-m module``); None if it fails."""
         if script not in self._job_help:
-            path = self.root / script
-            proc = subprocess.run([sys.executable, str(path), "--help"], cwd=self.root, text=True,
-                                  capture_output=True, timeout=120) if path.is_file() else None
-            self._job_help[script] = _help_options(proc.stdout) if proc and proc.returncode == 0 else None
+            words = script.split()  # a path or -m module, then any subcommand words
+            target = words if words[0] == "-m" else [str(self.root / words[0]), *words[1:]]
+            proc = subprocess.run([sys.executable, *target, "--help"], cwd=self.root, text=True,
+                                  capture_output=True, timeout=120)
+            ok = proc.returncode == 0 and proc.stdout.startswith("usage:")
+            self._job_help[script] = _help_options(proc.stdout) if ok else None
         return self._job_help[script]
 
     # --- per program ---------------------------------------------------------------------
@@ -154,7 +173,7 @@ class Checker:
         if not c.mention and not os.access(path, os.X_OK):
             problems.append(f"`{program}` is not executable: run it as `.venv/bin/python {program}`")
         name = program.rsplit("/", 1)[-1]
-        if program.startswith("jobs/"):
+        if program.startswith("jobs/") or program.endswith(".py") and self._options(args):
             problems += self._job(c, program, args)
         elif name == "ingest":
             problems += self._ingest(c, args)
@@ -195,6 +214,8 @@ class Checker:
         return [a.split("=", 1)[0] for a in args if re.match(r"^--?[A-Za-z]", a)]
 
     def _job(self, c: Command, script: str, args: list[str]) -> list[str]:
+        while args and not args[0].startswith("-") and "/" not in args[0] and "=" not in args[0]:
+            script, args = f"{script} {args[0]}", args[1:]  # `structure.py map --update`: map's options
         found = self.job_help(script)
         if found is None:
             return [f"`{script} --help` does not run"]
@@ -228,7 +249,13 @@ class Checker:
         return problems
 
     def _python(self, c: Command, args: list[str], venv: bool) -> list[str]:
-        if not args or args[0] in ("-c", "--version", "-V"):
+        if args[:1] == ["-c"] and len(args) > 1:
+            try:
+                compile(args[1], f"{c.where} -c", "exec")
+            except SyntaxError as exc:
+                return [f"python -c code does not compile: {exc}"]
+            return []
+        if not args or args[0] in ("--version", "-V"):
             return []
         if args[0] == "-m" and len(args) > 1:
             module = args[1]
@@ -242,13 +269,15 @@ class Checker:
                 return [f"no module {module} in .venv"]
             if module == "pytest":
                 return [f"pytest path `{a}` does not exist" for a in self._pytest_paths(args[2:])]
+            if module.startswith(("tests.", "bench.", "ingest.")) and self._options(args[2:]):
+                return self._job(c, f"-m {module}", args[2:])
             return []
         script = args[0]
         if not (self.root / script).is_file():
             return [f"python script `{script}` does not exist"]
         if not venv and script.startswith(("jobs/", "bench/", "tests/")):
             return [f"`python3 {script}` needs the project's environment: write `.venv/bin/python {script}`"]
-        if script.startswith("jobs/"):
+        if script.startswith("jobs/") or self._options(args[1:]):  # a bench's options: from its --help
             return self._job(c, script, args[1:])
         return []
 
@@ -309,6 +338,7 @@ def reference_problems(path: Path, root: Path = ROOT) -> list[str]:
 
 def problems(root: Path = ROOT, checker: Checker | None = None) -> dict[str, list[str]]:
     """page -> every problem on it, as 'page:line: `command`: what is wrong'."""
+    own = checker is None
     checker = checker or Checker(root)
     found = {str(p.relative_to(root)): reference_problems(p, root) for p in pages(root)}
     found.update({str(p.relative_to(root)): [] for p in config_examples(root)})
@@ -317,6 +347,8 @@ def problems(root: Path = ROOT, checker: Checker | None = None) -> dict[str, lis
     for c in all_commands:
         for problem in checker.check(c):
             found[c.page].append(f"{c.where}: `{_short(c)}`: {problem}")
+    if own:
+        checker.close()
     return {page: sorted(set(p), key=lambda s: int(s.split(":")[1])) for page, p in found.items()}
 
 
