@@ -71,7 +71,8 @@ def _check(checker: Checker, line: str) -> list[str]:
     (".venv-airflow/bin/airflow dags trigger ingest_hourly", []),
     (".venv/bin/python bench/bench_clients.py --cnt 5", ["`bench/bench_clients.py` has no option --cnt"]),
     ("python3 scripts/structure.py map --update", []),
-    ("python3 scripts/structure.py map --updat", ["`scripts/structure.py map` has no option --updat"]),
+    ("python3 scripts/structure.py map --updat", ["`scripts/structure.py map` has no option --updat",
+                                                  "`scripts/structure.py map` requires --check or --update"]),
 ])
 def test_the_checks_catch_each_kind_of_mistake(checker, line, expected):
     assert _check(checker, line) == expected

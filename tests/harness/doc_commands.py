@@ -76,16 +76,24 @@ def _short(command: Command) -> str:
     return text if len(text) <= 90 else text[:87] + "..."
 
 
-def _help_options(text: str) -> tuple[set[str], set[str]]:
-    """(every option, the required ones) from an argparse ``--help`` text."""
+def _help_options(text: str) -> tuple[set[str], list[set[str]]]:
+    """(every option, the required ones) from an argparse ``--help`` text; a required
+    ``(--check | --update)`` group is one set: any of its options will do."""
     options = set(re.findall(r"(?m)^ {2,}(-[-\w]+(?:[ ,=][^\n]*?)?)(?: {2,}|$)", text))
     names = {n for o in options for n in re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", o.split("  ")[0])}
     usage = re.sub(r"^usage: \S+(?: -m \S+)?", "", text.split("\n\n", 1)[0])  # not the program's name
-    required, depth = set(), 0
-    for token in re.findall(r"\[|\]|--?[A-Za-z][\w-]*", usage):
-        depth += 1 if token == "[" else -1 if token == "]" else 0
-        if token.startswith("-") and depth == 0:
-            required.add(token)
+    required: list[set[str]] = []
+    depth, group = 0, None
+    for token in re.findall(r"[\[\]()]|--?[A-Za-z][\w-]*", usage):
+        if token in "[]":
+            depth += 1 if token == "[" else -1
+        elif token == "(" and depth == 0:
+            group = set()
+        elif token == ")" and group is not None:
+            required.append(group)
+            group = None
+        elif token.startswith("-") and depth == 0:
+            (group.add(token) if group is not None else required.append({token}))
     return names, required
 
 
@@ -94,7 +102,7 @@ class Checker:
 
     def __init__(self, root: Path = ROOT):
         self.root = root
-        self._job_help: dict[str, tuple[set[str], set[str]] | None] = {}
+        self._job_help: dict[str, tuple[set[str], list[set[str]]] | None] = {}
         self._airflow: dict[tuple[str, ...], str] = {}
         self._spark = subprocess.Popen(  # started now: the JVM runs while the rest is checked
             [str(root / ".venv/bin/spark-submit"), "--help"], cwd=root, text=True, start_new_session=True,
@@ -138,7 +146,7 @@ class Checker:
         for argv, error in zip(todo, json.loads(out.strip().splitlines()[-1])):
             self._airflow[tuple(argv)] = error
 
-    def job_help(self, script: str) -> tuple[set[str], set[str]] | None:
+    def job_help(self, script: str) -> tuple[set[str], list[set[str]]] | None:
         """(options, required options) from ``script --help`` (a path, or ``-m module``); None if it fails."""
         if script not in self._job_help:
             words = script.split()  # a path or -m module, then any subcommand words
@@ -222,7 +230,8 @@ class Checker:
         names, required = found
         problems = [f"`{script}` has no option {o}" for o in self._options(args) if o not in names]
         if not (c.synopsis or c.mention) and "--help" not in args and "-h" not in args:
-            problems += [f"`{script}` requires {r}" for r in sorted(required - set(self._options(args)))]
+            used = set(self._options(args))
+            problems += [f"`{script}` requires {' or '.join(sorted(r))}" for r in required if not r & used]
         return problems
 
     def _spark_submit(self, c: Command, args: list[str]) -> list[str]:
