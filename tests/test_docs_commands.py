@@ -66,6 +66,8 @@ def _check(checker: Checker, line: str) -> list[str]:
      ["`jobs/compact.py` has no option --audit-runs"]),
     (".venv/bin/python -m pytest -q tests/no_such_test.py", ["pytest path `tests/no_such_test.py` does not exist"]),
     (".venv/bin/python -m no_such_module", ["no module no_such_module in .venv"]),
+    ("cd /tmp && ./environment/bin/python -c 'import ingest'", []),  # outside the checkout: not checkable
+    ("/opt/x/bin/tool --flag", []),
     ("./scripts/no_such.sh", ["`./scripts/no_such.sh` does not exist after bootstrap"]),
     ("jobs/load.py --config c", ["`jobs/load.py` is not executable: run it as `.venv/bin/python jobs/load.py`"]),
     (".venv-airflow/bin/airflow dags trigger ingest_hourly", []),
@@ -98,6 +100,7 @@ def test_commands_are_extracted_from_blocks_prompts_and_inline_spans(tmp_path):
         ".venv/bin/spark-submit --archives env.tar.gz#environment \\\n"
         "    jobs/load.py --config conf/loader.properties   # a comment\n"
         "echo hi | .venv/bin/ingest console-producer --topic t --brokers 0:h:1 2>&1\n"
+        "cd /tmp/elsewhere && ./environment/bin/python -c 'import ingest'\n"
         "```\n"
         "```console\n$ .venv/bin/ingest config docs\noutput line\n```\n"
         "```\n   services ──► ingest mirror --config x   (a picture)\ningest topics --brokers 0:h:1\n```\n"
@@ -110,8 +113,9 @@ def test_commands_are_extracted_from_blocks_prompts_and_inline_spans(tmp_path):
              "--config", "conf/loader.properties"], ".venv/bin/python", False),
         (6, ["echo", "hi"], ".venv/bin/python", False),
         (6, [".venv/bin/ingest", "console-producer", "--topic", "t", "--brokers", "0:h:1"], ".venv/bin/python", False),
-        (9, [".venv/bin/ingest", "config", "docs"], None, False),
-        (14, ["ingest", "topics", "--brokers", "0:h:1"], None, False),
+        (7, ["./environment/bin/python", "-c", "import ingest"], ".venv/bin/python", False),
+        (10, [".venv/bin/ingest", "config", "docs"], None, False),
+        (15, ["ingest", "topics", "--brokers", "0:h:1"], None, False),
     ]
 
 

@@ -39,7 +39,7 @@ from functools import cached_property
 from pathlib import Path
 
 from tests.harness import reaper
-from tests.harness.doc_extract import ROOT, Command, commands, config_examples, pages, strip_fences
+from tests.harness.doc_extract import ELSEWHERE, ROOT, Command, commands, config_examples, pages, strip_fences
 
 NOT_ON_PATH = {"ingest": ".venv/bin/ingest", "spark-submit": ".venv/bin/spark-submit",
                "pyspark": ".venv/bin/pyspark", "pytest": ".venv/bin/python -m pytest",
@@ -175,6 +175,8 @@ class Checker:
                 return [f"`{program}` is not installed here (not on PATH)"]
             else:
                 return problems
+        if program.startswith(("/", "~", "$", '"')) or ELSEWHERE in c.env:
+            return problems  # outside the checkout (an unpacked archive, a cluster node): not checkable here
         path = self.root / program
         if not path.exists():
             return problems + [f"`{program}` does not exist after bootstrap"]

@@ -37,6 +37,7 @@ ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 PLACEHOLDER_ANGLE = re.compile(r"<[A-Za-z_][\w .:/-]*>")
 PLACEHOLDER_WORD = re.compile(r"^[A-Z][A-Z0-9_]*(?:[:,][A-Z0-9_\[\],.]*)*$")
 GENERATED_BLOCK = re.compile(r"<!-- BEGIN GENERATED .*?<!-- END GENERATED [^>]*-->", re.S)
+ELSEWHERE = "<cwd>"  # env key set once a block has left the repository root with `cd`
 HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
@@ -177,6 +178,9 @@ def split_commands(page: str, line: int, text: str, exported: dict[str, str], *,
             name, _, value = words.pop(0).partition("=")
             env[name] = value
         if not words:
+            continue
+        if words[0] == "cd":  # later relative paths are not the repo root's: not checked
+            exported[ELSEWHERE] = words[1] if len(words) > 1 else "~"
             continue
         if words[0] == "export":
             for word in words[1:]:
