@@ -19,7 +19,9 @@ the real thing it would run:
 - ``python -m M`` that M can be imported, ``pytest`` paths exist;
 - every ``conf/``, ``docs/``, ``jobs/``, ... path and every relative Markdown link exists.
 
-Run ``.venv/bin/python -m tests.harness.doc_commands`` to print every problem as page:line.
+Run ``.venv/bin/python -m tests.harness.doc_commands [CHECKOUT]`` to print every problem as page:line
+(CHECKOUT: another worktree's docs, checked against that worktree's ``ingest`` when it comes first
+on PYTHONPATH).
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ from pathlib import Path
 from tests.harness import reaper
 from tests.harness.doc_extract import ELSEWHERE, ROOT, Command, commands, config_examples, pages, strip_fences
 
+# bare names a doc must not use: not on PATH after bootstrap (ingest, spark-submit, airflow), or on PATH
+# but not the project's environment (python, pip: the system's, without pyspark or ingest)
 NOT_ON_PATH = {"ingest": ".venv/bin/ingest", "spark-submit": ".venv/bin/spark-submit",
                "pyspark": ".venv/bin/pyspark", "pytest": ".venv/bin/python -m pytest",
                "airflow": ".venv-airflow/bin/airflow", "python": ".venv/bin/python",
@@ -167,7 +171,9 @@ class Checker:
                 return (self._ingest(c, args) if program == "ingest"
                         else self._spark_submit(c, args) if program == "spark-submit" else [])
             if program in NOT_ON_PATH:
-                problems.append(f"`{program}` is not on PATH after bootstrap: write `{NOT_ON_PATH[program]}`")
+                problems.append(f"`{program}` is not on PATH after bootstrap: write `{NOT_ON_PATH[program]}`"
+                                if program not in ("python", "pip", "pip3") else
+                                f"`{program}` is not the project's environment: write `{NOT_ON_PATH[program]}`")
                 program = NOT_ON_PATH[program].split()[0]
             elif program == "python3":
                 return problems + self._python(c, args, venv=False)
@@ -199,7 +205,7 @@ class Checker:
 
     def _ingest(self, c: Command, args: list[str]) -> list[str]:
         parser, rest = self.ingest_parser, [a for a in args if a not in ("-v", "--verbose")]
-        while rest and not rest[0].startswith("-"):
+        while rest and not rest[0].startswith("-") and rest[0] != "PLACEHOLDER":  # `ingest <command>`
             sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
             if sub is None:
                 break
@@ -253,6 +259,8 @@ class Checker:
                 problems.append("spark-submit without an application file")
             return problems
         app = args[i]
+        if "://" in app:
+            return problems  # local:///opt/ingest/jobs/load.py: inside an image, not checkable here
         if not (self.root / app).is_file():
             problems.append(f"spark-submit application `{app}` does not exist")
         elif app.startswith("jobs/"):
@@ -272,10 +280,14 @@ class Checker:
             module = args[1]
             if not venv and module.split(".")[0] not in sys.stdlib_module_names:
                 return [f"`python3 -m {module}` needs the project's environment: write `.venv/bin/python -m {module}`"]
-            try:
-                found = importlib.util.find_spec(module) is not None
-            except ImportError:
-                found = False
+            local = self.root / module.replace(".", "/")
+            if module.split(".")[0] in ("tests", "bench", "ingest", "jobs"):  # this checkout's, not sys.path's
+                found = local.with_suffix(".py").is_file() or (local / "__init__.py").is_file()
+            else:
+                try:
+                    found = importlib.util.find_spec(module) is not None
+                except ImportError:
+                    found = False
             if not found:
                 return [f"no module {module} in .venv"]
             if module == "pytest":
@@ -363,8 +375,10 @@ def problems(root: Path = ROOT, checker: Checker | None = None) -> dict[str, lis
     return {page: sorted(set(p), key=lambda s: int(s.split(":")[1])) for page, p in found.items()}
 
 
-def main() -> int:
-    found = problems()
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.harness.doc_commands [CHECKOUT]``: every problem as page:line (exit 1 if any)."""
+    args = sys.argv[1:] if argv is None else argv
+    found = problems(Path(args[0]).resolve() if args else ROOT)
     for page, page_problems in found.items():
         for p in page_problems:
             print(p)

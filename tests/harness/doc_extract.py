@@ -232,10 +232,10 @@ def strip_fences(text: str) -> str:
 
 
 def inline_commands(path: Path, root: Path = ROOT) -> list[Command]:
-    """Inline spans: a bare ``ingest``/``python``/``pip``/``airflow`` with an option or a path argument,
-    or any program written as a path (``.venv/bin/ingest demo``), is a command (its options are
-    checked, and PATH applies); ``spark-submit ...``, ``jobs/x.py --opt`` and ``ingest sub`` in prose
-    are mentions (their subcommands and options must exist)."""
+    """Inline spans: a bare ``ingest``/``airflow`` with an option or a path argument, or any program
+    written as a path (``.venv/bin/ingest demo``), is a command (its options are checked, and PATH
+    applies); ``spark-submit ...``, ``python -m venv``, ``pip install -e``, ``jobs/x.py --opt`` and
+    ``ingest sub`` in prose are mentions (fragments: their subcommands and options must exist)."""
     page = _rel(path, root)
     text = strip_fences(path.read_text(encoding="utf-8"))
     generated = [(g.start(), g.end()) for g in GENERATED_BLOCK.finditer(text)]
@@ -249,8 +249,8 @@ def inline_commands(path: Path, root: Path = ROOT) -> list[Command]:
         args = words[words.index(program) + 1:] if program else []
         explicit = program.startswith((".venv", "./", "scripts/"))
         in_generated = any(a <= m.start() < b for a, b in generated)  # a module map names commands
-        mention = in_generated or not explicit and (program in ("spark-submit",) or program.startswith(("jobs/", "bench/"))
-                                    or not any(a.startswith("-") or "/" in a for a in args))
+        mention = in_generated or not explicit and (program not in ("ingest", "airflow")
+                                                    or not any(a.startswith("-") or "/" in a for a in args))
         if not (explicit or program in PROGRAMS or program.startswith(("jobs/", "bench/"))):
             continue
         line = text.count("\n", 0, m.start()) + 1
