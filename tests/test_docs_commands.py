@@ -103,7 +103,8 @@ def test_commands_are_extracted_from_blocks_prompts_and_inline_spans(tmp_path):
         "cd /tmp/elsewhere && ./environment/bin/python -c 'import ingest'\n"
         "```\n"
         "```console\n$ .venv/bin/ingest config docs\noutput line\n```\n"
-        "```\n   services ──► ingest mirror --config x   (a picture)\ningest topics --brokers 0:h:1\n```\n"
+        "```\n   services ──► ingest mirror --config x   (a picture)\ningest topics --brokers 0:h:1\n"
+        "ingest broker: error: conf/x: invalid value\n```\n"
         "```python\nimport ingest\n```\n", encoding="utf-8")
     got = [(c.line, c.argv, c.env.get("PYSPARK_PYTHON"), c.mention) for c in doc_extract.commands(tmp_path)]
     assert got == [
@@ -128,7 +129,7 @@ def test_missing_files_and_links_are_caught(tmp_path):
                     "see conf/loader.properties and conf/lodaer.properties, [x](../README.md), [y](other.md#a)\n"
                     "<!-- doc-check: expect-missing conf/typo.properties --> `--config conf/typo.properties`\n"
                     "[a](#running-it-confx) [b](#running-it) [c](../README.md#two-commands) [d](../README.md#tests)\n"
-                    "see ENVIRONMENT.md and README.md\n", encoding="utf-8")
+                    "see ENVIRONMENT.md and README.md, and delta-io/delta `PROTOCOL.md`\n", encoding="utf-8")
     (tmp_path / "README.md").write_text("# ingest\n## Two commands\n```\n## Tests\n```\n")
     assert reference_problems(page, tmp_path) == [
         "docs/page.md:1: `conf/x` does not exist in the repository",

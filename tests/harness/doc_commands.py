@@ -345,7 +345,10 @@ def reference_problems(path: Path, root: Path = ROOT) -> list[str]:
             found = list(root.glob(ref)) if "*" in ref else [root / ref] if (root / ref).exists() else []
             if not found:
                 problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
-        for ref in TOP_FILE.findall(line):
+        for m in TOP_FILE.finditer(line):
+            ref = m.group(1)
+            if re.search(r"[\w.-]+/[\w.-]+[\s`(]*$", line[:m.start()]):
+                continue  # delta-io/delta `PROTOCOL.md`: another repository's file
             if not (root / ref).is_file() and not (path.parent / ref).is_file():
                 problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
         for link, anchor in MD_LINK.findall(line):

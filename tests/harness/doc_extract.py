@@ -218,7 +218,8 @@ def block_commands(path: Path, root: Path = ROOT) -> list[Command]:
                 return stripped or None
             indent = len(raw) - len(raw.lstrip())
             words = stripped.split()
-            return stripped if words and indent <= 4 and _is_program(words[0]) else None
+            output = any(w.endswith(":") for w in words[1:3])  # `ingest broker: error: ...`
+            return stripped if words and indent <= 4 and _is_program(words[0]) and not output else None
 
         exported: dict[str, str] = {}
         for number, text in _logical_lines(body, first, select):
