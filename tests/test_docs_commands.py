@@ -10,12 +10,12 @@ problem as page:line with ``.venv/bin/python -m tests.harness.doc_commands``.
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from tests.harness import doc_commands, doc_extract
-from tests.harness.doc_commands import Checker, reference_problems
+from tests.harness.doc_commands import Checker
+from tests.harness.doc_references import reference_problems
 from tests.harness.doc_extract import ROOT, split_commands
 
 PAGES = [str(p.relative_to(ROOT)) for p in [*doc_extract.pages(), *doc_extract.config_examples()]]

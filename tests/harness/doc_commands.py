@@ -17,7 +17,8 @@ the real thing it would run:
 - ``jobs/*.py`` arguments against that job's ``--help`` (options and required options);
 - ``airflow ...`` by Airflow's own CLI parser in ``.venv-airflow`` (one subprocess for all);
 - ``python -m M`` that M can be imported, ``pytest`` paths exist;
-- every ``conf/``, ``docs/``, ``jobs/``, ... path and every relative Markdown link exists.
+- every ``conf/``, ``docs/``, ``jobs/``, ... path and every relative Markdown link exists
+  (tests/harness/doc_references.py).
 
 Run ``.venv/bin/python -m tests.harness.doc_commands [CHECKOUT]`` to print every problem as page:line
 (CHECKOUT: another worktree's docs, checked against that worktree's ``ingest`` when it comes first
@@ -40,8 +41,10 @@ import tempfile
 from functools import cached_property
 from pathlib import Path
 
+from ingest.cli import build_parser
 from tests.harness import reaper
-from tests.harness.doc_extract import ELSEWHERE, ROOT, Command, commands, config_examples, pages, strip_fences
+from tests.harness.doc_extract import ELSEWHERE, ROOT, Command, commands, config_examples, pages
+from tests.harness.doc_references import reference_problems
 
 # bare names a doc must not use: not on PATH after bootstrap (ingest, spark-submit, airflow), or on PATH
 # but not the project's environment (python, pip: the system's, without pyspark or ingest)
@@ -55,10 +58,6 @@ SPARK_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
 # spark-submit options that take no value (from `spark-submit --help`: --help, --verbose, --version,
 # --supervise, --load-spark-defaults); every other option takes one
 SPARK_FLAGS = frozenset({"--help", "-h", "--verbose", "-v", "--version", "--supervise", "--load-spark-defaults"})
-REPO_PATH = re.compile(r"(?<![\w./~:$-])((?:conf|docs|bench|scripts|jobs|tests|ingest|airflow_dags|pyspark_ingest|"
-                       r"\.ci)/[\w./*$-]*[\w*])")
-TOP_FILE = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_-]*\.md)(?![\w/])")  # README.md, ENVIRONMENT.md: at the root
-MD_LINK = re.compile(r"\]\(([^)\s#]*)(?:#([^)\s]*))?\)")
 AIRFLOW_PARSE = """
 import json, sys, contextlib, io
 from airflow.cli.cli_parser import get_parser
@@ -124,7 +123,6 @@ class Checker:
 
     @cached_property
     def ingest_parser(self) -> argparse.ArgumentParser:
-        from ingest.cli import build_parser
         return build_parser()
 
     @cached_property
@@ -314,52 +312,6 @@ class Checker:
             elif not a.startswith("-") and not (self.root / a.split("::")[0]).exists():
                 paths.append(a)
         return paths
-
-
-def anchors(path: Path) -> set[str]:
-    """The heading anchors GitHub gives a Markdown page (github-slugger: lower case, punctuation dropped,
-    spaces to '-', '-1', '-2' for repeats); headings inside fenced blocks do not count."""
-    seen: dict[str, int] = {}
-    for heading in re.findall(r"(?m)^#{1,6}\s+(.+?)\s*#*$", strip_fences(path.read_text(encoding="utf-8"))):
-        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-        seen[slug] = seen.get(slug, -1) + 1
-        if seen[slug]:
-            seen[f"{slug}-{seen[slug]}"] = 0
-    return set(seen)
-
-
-def reference_problems(path: Path, root: Path = ROOT) -> list[str]:
-    """Repo paths (``conf/x``, ``docs/y.md``, ``jobs/*.py``) and relative links that do not exist."""
-    page = str(path.relative_to(root))
-    problems, text = [], path.read_text(encoding="utf-8")
-    # a page may show a deliberate mistake: <!-- doc-check: expect-missing conf/loader.propertes -->
-    expected_missing = set(re.findall(r"<!-- doc-check: expect-missing (\S+) -->", text))
-    for number, line in enumerate(text.splitlines(), 1):
-        for ref in REPO_PATH.findall(line):
-            ref = ref.rstrip(".")
-            if "<" in ref or "{" in ref or "$" in ref or ref in expected_missing:
-                continue
-            stem, _, attr = ref.rpartition(".")
-            if attr.isidentifier() and attr not in ("py", "md", "sh") and (root / f"{stem}.py").is_file():
-                continue  # tests/harness/zookeeper.expire_session: a function of that module
-            found = list(root.glob(ref)) if "*" in ref else [root / ref] if (root / ref).exists() else []
-            if not found:
-                problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
-        for m in TOP_FILE.finditer(line):
-            ref = m.group(1)
-            if re.search(r"[\w.-]+/[\w.-]+[\s`(]*$", line[:m.start()]):
-                continue  # delta-io/delta `PROTOCOL.md`: another repository's file
-            if not (root / ref).is_file() and not (path.parent / ref).is_file():
-                problems.append(f"{page}:{number}: `{ref}` does not exist in the repository")
-        for link, anchor in MD_LINK.findall(line):
-            if "://" in link or link.startswith("mailto:") or not (link or anchor):
-                continue
-            target = path.parent / link if link else path
-            if not target.exists():
-                problems.append(f"{page}:{number}: link `{link}` does not exist")
-            elif anchor and target.suffix == ".md" and anchor not in anchors(target):
-                problems.append(f"{page}:{number}: link `{link}#{anchor}`: no such heading in {target.name}")
-    return problems
 
 
 def problems(root: Path = ROOT, checker: Checker | None = None) -> dict[str, list[str]]:
