@@ -90,11 +90,17 @@ def rewrite_path(path: str, run_id: str) -> str:
     return f"{_REWRITE_TAG.sub('', stem)}.r-{run_id}{ext}"
 
 
-def reloaded_ids(storage: Storage, added: Sequence[FileRecord], keys: set[PartitionKey]) -> set[tuple[str, int]]:
-    """The ids of every row the run staged for partitions ``keys`` (read from the staged files)."""
+def reloaded_ids(storage: Storage, added: Sequence[FileRecord], keys: set[PartitionKey],
+                 hour: tuple[str | None, int | None]) -> set[tuple[str, int]]:
+    """The ids of every row the run staged for partitions ``keys`` in ``hour`` (``(dt, hour)``).
+
+    A message's copies all have its ``header.time``, so they are all in one hour:
+    only the reloaded files of the compacted file's own hour can hold its rows,
+    which bounds the ids held at once to one hour of one topic (as compaction's).
+    """
     ids: set[tuple[str, int]] = set()
     for rec in added:
-        if rec.kind == "data" and rec.key in keys:
+        if rec.kind == "data" and rec.key in keys and (rec.dt, rec.hour) == hour:
             ids.update(message_ids(rec.format, storage.read_bytes(storage.join(rec.staging or rec.path))))
     return ids
 
@@ -113,7 +119,7 @@ def rewrite_compacted(storage: Storage, plan: LoadPlan, state: LoaderState,
     rewrites: list[FileRecord] = []
     for f in targets:
         keys = overlapping(f, ranges)
-        drop = reloaded_ids(storage, added, set(keys))
+        drop = reloaded_ids(storage, added, set(keys), (f.dt, f.hour))
         result = without_ids(f.format, storage.read_bytes(state.full_path(f)), drop)
         withdrawn.append(f.path)
         sources = trim_sources(f.sources, {k: ranges[k] for k in keys}, f.topic)

@@ -172,7 +172,8 @@ def reset_offsets(config, spec: str, topics: list[str], clock: Clock | None = No
     snaps = discover(config)
     unknown = sorted(set(topics) - {s.topic for s in snaps})
     if unknown:
-        raise IngestError(f"reset-offsets: unknown topics {unknown}; the brokers have {sorted({s.topic for s in snaps})}")
+        raise IngestError(f"reset-offsets: unknown topic(s) {', '.join(unknown)}; allowed are the brokers' topics: "
+                          f"{', '.join(sorted({s.topic for s in snaps})) or 'none'}")
     resets = resolve_resets(spec, topics, snaps, state, config)
     offsets = dict(state.offsets)
     removed = []

@@ -18,7 +18,7 @@ from ingest.loader.records import FileRecord
 from ingest.loader.replay import rewrite_compacted, rewrite_path, trim_sources
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
-from tests.compaction.helpers import encode, make_hour, record
+from tests.compaction.helpers import HOUR_START_MS, encode, make_hour, record
 from tests.compaction.test_compaction import compact
 
 TOPIC = "page-views"
@@ -46,8 +46,10 @@ def reload(st, fmt: str, run_id: str, partition: int, files: list[int]) -> FileR
     staged = commit.staging_relpath(run_id, layout.staged_name(name))
     st.mkdirs(st.join(commit.staging_relpath(run_id)))
     st.write_bytes(st.join(staged), encode(recs, fmt))
-    return FileRecord(path=f"{TOPIC}/dt=x/hour=1/{name}", topic=TOPIC, broker_id=0, partition=partition,
-                      start_offset=files[0] * 1000, end_offset=6000, rows=len(recs), format=fmt, staging=staged)
+    dt, hour = layout.hour_bucket(HOUR_START_MS)
+    return FileRecord(path=layout.data_file_path(TOPIC, dt, hour, name), topic=TOPIC, broker_id=0,
+                      partition=partition, start_offset=files[0] * 1000, end_offset=6000, rows=len(recs), format=fmt,
+                      dt=dt, hour=hour, staging=staged)
 
 
 def plan(run_id: str, seq: int, partition: int, start: int, end: int) -> LoadPlan:
@@ -70,6 +72,16 @@ def test_the_rewrite_keeps_exactly_the_rows_not_reloaded(hour):
     assert sorted(new.sources) == [(0, 0, 0, 999), (0, 1, 1000, 1999), (0, 1, 3000, 3999), (0, 1, 5000, 5999)]
     assert (new.start_offset, new.end_offset, new.broker_id, new.partition, new.dt, new.hour) == (
         0, 5999, -1, -1, compacted.dt, compacted.hour)
+
+
+def test_only_reloaded_files_of_the_compacted_files_hour_are_read(hour):
+    """Same ids staged under another hour (impossible for real copies of a message) are not taken out."""
+    import dataclasses
+
+    fmt, st, state = hour
+    elsewhere = dataclasses.replace(reload(st, fmt, "rr", 0, [2, 4]), hour=(layout.hour_bucket(HOUR_START_MS)[1] + 1) % 24)
+    withdrawn, [new] = rewrite_compacted(st, plan("rr", state.seq, 0, 2000, 6000), state, [elsewhere])
+    assert new.rows == 6 * PER_FILE and (0, 0, 2000, 2999) not in new.sources
 
 
 def test_a_deferred_tail_keeps_its_source_so_the_next_run_finds_it(hour):
