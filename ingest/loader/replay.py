@@ -52,21 +52,25 @@ def reloaded_ranges(plan: LoadPlan) -> dict[PartitionKey, tuple[int, int]]:
 
 def overlapping(f: FileRecord, ranges: dict[PartitionKey, tuple[int, int]]) -> list[PartitionKey]:
     """The partitions of ``ranges`` whose reloaded range overlaps one of the compacted file's sources."""
-    out = []
-    for key, (lo, hi) in ranges.items():
-        if key[0] == f.topic and any((s[0], s[1]) == key[1:] and s[2] < hi and lo < s[3] for s in f.sources):
+    out: list[PartitionKey] = []
+    for b, p, lo, hi in f.sources:
+        key = (f.topic, b, p)
+        cut = ranges.get(key)
+        if cut is not None and lo < cut[1] and cut[0] < hi and key not in out:
             out.append(key)
     return out
 
 
 def compacted_to_rewrite(state: LoaderState, ranges: dict[PartitionKey, tuple[int, int]]) -> list[FileRecord]:
-    """Committed compacted files holding offsets the run reloads, by path."""
-    found: dict[str, FileRecord] = {}
-    for key in ranges:
-        for f in state.files_of_partition(key):
-            if f.sources and overlapping(f, {key: ranges[key]}):
-                found[f.path] = f
-    return [found[p] for p in sorted(found)]
+    """Committed compacted files holding offsets the run reloads, by path.
+
+    One pass over the committed files of the run's topics (every load asks: after
+    ``ingest loader reset-offsets`` a plain load is a replay too).
+    """
+    out = []
+    for topic in sorted({k[0] for k in ranges}):
+        out += [f for f in state.files(topic) if f.sources and overlapping(f, ranges)]
+    return sorted(out, key=lambda f: f.path)
 
 
 def trim_sources(sources: Sequence[Source], ranges: dict[PartitionKey, tuple[int, int]], topic: str) -> tuple[Source, ...]:
