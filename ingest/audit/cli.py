@@ -47,7 +47,7 @@ def _show(args) -> int:
                               f"first, or check the destination (it must be the loader's)")
     else:
         rows = read_report(args.report)
-    rows = [r for r in rows if r["row_type"] != "producer"]
+    rows = [r for r in rows if r.get("row_type", "window") in ("window", "out_of_range")]  # not producer, verdict
     if args.topic:
         audited = sorted({r["topic"] for r in rows})
         rows = [r for r in rows if r["topic"] == args.topic]
