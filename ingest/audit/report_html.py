@@ -68,7 +68,7 @@ th.gap{color:#757575;font-style:italic}
 .verdict{padding:10px;border-radius:4px;color:#fff;display:inline-block}
 .legend span{display:inline-block;color:#fff;padding:2px 6px;margin-right:4px;font-size:11px}
 .legend span.empty{color:#424242;border:1px solid #bdbdbd}
-code{font-size:11px}pre{background:#f5f5f5;padding:8px;font-size:12px}
+code{font-size:11px}pre{background:#f5f5f5;padding:8px;font-size:12px;white-space:pre-wrap}
 """
 
 
@@ -287,7 +287,8 @@ def render(run, *, docs_url: str | None = None) -> str:
     if cols:
         span = (f"<span class='range-first'>{_e(cols[0].label.split(' … ')[0])}</span> to "
                 f"<span class='range-last'>{_e(cols[-1].label.split(' … ')[-1])}</span>")
-        grid_note = f" ({len(range(run.range_start_ms, run.range_end_ms, size))} windows of {duration(size)})"
+        grid_note = (f" ({len(range(run.range_start_ms, run.range_end_ms, size))} windows of {duration(size)}, "
+                     f"the last ending {label(run.range_end_ms, fmt)})")
     else:
         span, grid_note = f"{_e(iso(run.range_start_ms))} to {_e(iso(run.range_end_ms))}", ""
     href = docs_href(docs_url)

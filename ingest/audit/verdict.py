@@ -87,7 +87,7 @@ def verdict_line(run) -> str:
     """``OK: ...``, ``DATA LOSS: ...``, ``PROBLEMS ...`` or ``NOTHING JUDGED: <why>``, with the exit code."""
     windows = [r for r in run.rows if r["row_type"] != "producer"]
     if run.exit_code == EXIT_NOTHING_JUDGED:
-        return f"NOTHING JUDGED: {run.nothing_judged} (exit {run.exit_code})"
+        return f"NOTHING JUDGED: {run.nothing_judged or 'no window of the range was judged'} (exit {run.exit_code})"
     if run.exit_code == EXIT_OK:
         judged = sum(1 for r in windows if r["row_type"] == ROW_WINDOW and r["judged"])
         return f"OK: every judged window is complete ({judged} judged)"

@@ -71,7 +71,8 @@ def test_the_grid_has_one_column_per_window_and_the_header_names_its_first_and_l
     assert page.find_element("css selector", ".range-first").text == expected[0]
     assert page.find_element("css selector", ".range-last").text == expected[-1]
     assert page.find_element("css selector", "p.range").text.startswith(
-        f"Windows starting {expected[0]} to {expected[-1]} UTC (26 windows of 1 min)")
+        f"Windows starting {expected[0]} to {expected[-1]} UTC (26 windows of 1 min, the last ending "
+        f"{label(b.minute(END_MINUTE), MINUTES)});")
     verdict = page.find_element("css selector", ".verdict").text
     assert verdict == f"DATA LOSS: {LOSSY_ACKED - LOSSY_LOADED} acknowledged messages missing (exit 3)"
 
