@@ -308,7 +308,7 @@ def render(run, *, docs_url: str | None = None) -> str:
         f"the count drops (a dash: the topic is not mirrored).</p>{tiers_table(run.rows, fmt)}"
         f"<h2>Problem windows</h2>{problems_table(run.rows, fmt)}"
         f"<h2>Summary</h2><pre>{_e(summary(run, max_problems=50))}</pre>"
-        f"<h2>Inputs of this run</h2><table>{inputs}</table>"
+        f"<h2>Inputs of this run</h2><table class='inputs'>{inputs}</table>"
         f"<h2 id='statuses'>What the statuses mean</h2><table>{meanings}"
         f"<tr><td class='l'>empty</td><td class='l'>{_e(EMPTY_MEANING)}</td></tr></table>"
         f"<p class='docs'>How to read this report, and what to do about each status: "

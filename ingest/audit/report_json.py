@@ -3,12 +3,13 @@
 ``--report PATH`` gets one JSON object per line, one per topic window (plus
 ``row_type`` ``producer`` rows when asked and one ``out_of_range`` row per
 topic with out-of-range timestamps). Fields: ``reconcile.ROW_FIELDS`` plus
-``audit_run_id`` and ``audited_at_ms``; docs/audit.md describes each. The last
-line is the run's verdict (:func:`verdict_row`, ``row_type`` ``verdict``): the
-same line and exit code the job prints and returns, so a report with no window
-rows still says what the audit concluded. Among them
+``audit_run_id`` and ``audited_at_ms``; docs/audit.md describes each. Among them
 ``tiers`` (``{"producers", "source", "target", "warehouse"}``, source and target
 null for a single-cluster topic) and ``loss_tier`` (the first tier whose count drops).
+
+The last line is the run's verdict (:func:`verdict_row`, ``row_type`` ``verdict``):
+the same line and exit code the job prints and returns, so a report with no
+window rows still says what the audit concluded.
 """
 from __future__ import annotations
 

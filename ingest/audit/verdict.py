@@ -66,9 +66,9 @@ def nothing_judged_reason(
     span = f"{iso(range_start_ms)} .. {iso(range_end_ms)} UTC"
     if windows:
         first = min(windows, key=lambda r: r["window_end_ms"])
+        count = f"{len(windows)} topic window{'s' if len(windows) != 1 else ''}"
         why = (f"every window is still pending until {iso(first['window_end_ms'] + grace_ms)} UTC "
-               f"({len(windows)} topic windows in {span}; a window is judged grace.ms={grace_ms} "
-               f"({duration(grace_ms)}) after it ends)")
+               f"({count} in {span}; a window is judged grace.ms={grace_ms} ({duration(grace_ms)}) after it ends)")
     elif range_start_ms + window_ms + grace_ms > now_ms:
         why = (f"no closed window in {span}: the first window is judged from "
                f"{iso(range_start_ms + window_ms + grace_ms)} UTC (its end + grace.ms={grace_ms})")

@@ -1,13 +1,12 @@
 """The demo's closing summary: where things are, and one row per topic."""
 from __future__ import annotations
 
-from ingest.jobs_support import EXIT_NOTHING_JUDGED
-
 from pathlib import Path
 from typing import Any
 
 from ingest.audit.report_reader import read_report
 from ingest.errors import ConfigError
+from ingest.jobs_support import EXIT_NOTHING_JUDGED
 
 
 def audit_rows(report: Path) -> list[dict]:

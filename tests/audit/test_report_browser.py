@@ -105,7 +105,10 @@ def test_each_cell_shows_its_counts_and_empty_cells_are_in_the_legend(gap_and_lo
 def test_no_python_reprs_and_the_docs_pointer_is_a_link(report, page):
     visible = page.find_element("css selector", "body").text
     assert not REPR.findall(visible), REPR.findall(visible)[:5]
-    assert "topics rep-lossy, rep-pv" in visible.replace("\n", " ") or "rep-lossy, rep-pv" in visible
+    inputs = {tr.find_elements("css selector", "td")[0].text: tr.find_elements("css selector", "td")[1].text
+              for tr in page.find_elements("css selector", "table.inputs tr")}
+    assert (inputs["topics"], inputs["tiered_topics"], inputs["producer_window_ms"]) == ("rep-lossy, rep-pv", "-", "60000")
+    assert re.match(r"loader state [0-9.]+, monitoring [0-9.]+, ", inputs["step_seconds"]), inputs["step_seconds"]
     links = page.find_elements("css selector", "p.docs a")
     assert texts(links) == ["docs/audit.md"]
     href = links[0].get_attribute("href")

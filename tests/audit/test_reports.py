@@ -250,7 +250,7 @@ def test_nothing_judged_names_its_cause_and_exits_5_below_loss_and_problems():
     pending = _pending_rows()
     assert [(r["status"], r["judged"]) for r in pending] == [("PENDING", False)]
     why = nothing_judged_reason(pending, now_ms=T0 + 2 * W, **rng)
-    assert why == ("every window is still pending until 2025-11-22 08:40 UTC (1 topic windows in "
+    assert why == ("every window is still pending until 2025-11-22 08:40 UTC (1 topic window in "
                    "2025-11-22 08:00 .. 2025-11-22 09:00 UTC; a window is judged grace.ms=600000 (10 min) after it ends)")
     assert nothing_judged_reason([], now_ms=T0 + W, **rng) == (
         "no closed window in 2025-11-22 08:00 .. 2025-11-22 09:00 UTC: the first window is judged from "
