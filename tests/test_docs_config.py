@@ -34,7 +34,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 GENERATED = {
     "README.md": ["all"], "docs/loader.md": ["loader"], "docs/clients.md": ["producer", "consumer"],
     "docs/events.md": ["events"], "docs/log-format.md": ["log"], "docs/protocol.md": ["broker"],
-    "docs/mirroring.md": ["mirror"], "docs/spark-source.md": ["spark source"],
+    "docs/mirroring.md": ["mirror"], "docs/spark-source.md": ["spark source"], "docs/audit.md": ["audit"],
 }
 
 
