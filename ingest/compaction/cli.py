@@ -110,7 +110,7 @@ def _status(args) -> int:
         loaded = sorted({f.topic for f in state.files()})
         raise UnknownTopicError(f"--topic {', '.join(args.topic)}: no committed hours in {storage.uri}; "
                                 f"topics there: {', '.join(loaded) or 'none (nothing loaded yet)'}")
-    if not state.manifests:
+    if state.seq == 0:
         print(f"no committed load in {storage.uri} yet (nothing to compact)", file=sys.stderr)
     for hour, files in sorted(hours.items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
         if start is not None and hour.start_ms + 3_600_000 <= start or end is not None and hour.start_ms >= end:

@@ -49,14 +49,14 @@ def reconcile(storage: Any, state: Any, clock: Any) -> int:
 
     A writer step: run it after :func:`ingest.loader.commit.roll_forward`.
     """
-    committed = {m.run_id: m.seq for m in state.manifests if m.kind == "compaction"}
     settled = 0
     for record in list(read_records(storage)):
         if record["state"] != "started":
             continue
         cid = record["id"]
-        if cid in committed:
-            record.update(state="committed", manifest_seq=committed[cid], finished_ms=clock.time_ms(),
+        seq = state.commit_of_run(cid)  # the commits since the checkpoint, then its run index
+        if seq is not None:
+            record.update(state="committed", manifest_seq=seq, finished_ms=clock.time_ms(),
                           note="crashed after its commit point; the roll-forward published it")
         else:
             gc_staging(storage, [cid])
