@@ -99,7 +99,7 @@ def _run(args) -> int:
 
 def _status(args) -> int:
     from ingest.compaction.plan import committed_hours, is_compacted_set
-    from ingest.compaction.records import read_records
+    from ingest.compaction.records import ARCHIVE_DIR, archived_count, read_records
     from ingest.loader.state import LoaderState
 
     storage = existing_destination(load_config(args))
@@ -126,4 +126,7 @@ def _status(args) -> int:
             print(json.dumps({"run": record}))
         else:
             print(f"run {record['id']}: {record['state']}, {len(record['old'])} -> {len(record['new'])} files")
+    older = archived_count(storage)
+    if older and not args.json:
+        print(f"{older} older run record(s) in {storage.join(ARCHIVE_DIR)}")
     return 0

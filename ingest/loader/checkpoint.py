@@ -90,10 +90,12 @@ class Checkpoint:
 
 
 def seal(body: bytes) -> bytes:
+    """``body`` behind one line ``sha256:<hex of body>`` (every checkpoint file's form; also the audit's)."""
     return b"sha256:" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
 
-def _unseal(data: bytes, what: str) -> bytes:
+def unseal(data: bytes, what: str) -> bytes:
+    """The body of sealed ``data``. Raises :class:`CheckpointCorruptError` (naming ``what``) on a mismatch."""
     head, sep, body = data.partition(b"\n")
     if not sep or not head.startswith(b"sha256:") or hashlib.sha256(body).hexdigest().encode() != head[7:]:
         raise CheckpointCorruptError(f"{what}: checksum mismatch ({len(data)} bytes)")
@@ -111,7 +113,7 @@ def _read_sealed(storage: Storage, name: str) -> tuple[Any, str]:
     except (StorageError, OSError) as exc:
         raise CheckpointCorruptError(f"{path}: unreadable ({exc})") from exc
     try:
-        return json.loads(_unseal(data, path)), hashlib.sha256(data).hexdigest()
+        return json.loads(unseal(data, path)), hashlib.sha256(data).hexdigest()
     except ValueError as exc:
         raise CheckpointCorruptError(f"{path}: not JSON ({exc})") from exc
 
