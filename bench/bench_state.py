@@ -25,8 +25,14 @@ Rows, best of ``--repeat`` (fresh process state each time, OS page cache warm):
   (what compaction and the audit need; proportional to the live files, here
   ``partitions x commits``).
 
-Prints the ratio of each row at the largest count to the smallest. Never part
-of the test suite.
+Prints the ratio of each row at the largest count to the smallest.
+
+``--runs 100,1000`` measures instead the audit history and the compaction
+records at that many audit / compaction runs, without and with their
+checkpoints (same code; "without" is a destination whose writers never
+checkpointed, as before issue 15): ``latest_rows`` (``ingest audit show``),
+``run_revision`` of the newest run (compaction's audit gate) and
+``reconcile`` (the start of every compaction run). Never part of the test suite.
 """
 from __future__ import annotations
 
@@ -120,13 +126,59 @@ def measure(root: Path, partitions: int, repeat: int) -> dict[str, float]:
     return {name: min(timed(fn) for _ in range(repeat)) for name, fn in rows.items()}
 
 
+def measure_runs(base: Path, runs: int, repeat: int) -> dict[str, float]:
+    """Audit history and compaction records after ``runs`` runs: {row: seconds}, without then with checkpoints."""
+    from ingest.audit import history
+    from ingest.clock import FakeClock
+    from ingest.compaction import records
+
+    dest = base / f"runs{runs}"
+    st = open_storage(str(dest))
+    interval = history.INTERVAL
+    history.INTERVAL = 10**9  # as before issue 15: no checkpoint
+    try:
+        for i in range(runs):
+            rows = [{"topic": "t", "row_type": "window", "producer": None, "window_start_ms": (i + k) * 600_000,
+                     "status": "COMPLETE", "judged": True} for k in range(6)]
+            history.write_revision(str(dest), rows, run_id=f"a{i}", audited_at_ms=START_MS + i * 3_600_000,
+                                   range_start_ms=0, range_end_ms=1)
+            records.write_record(st, {"id": f"c{START_MS + i * 3_600_000:013d}-{i:08x}", "state": "committed",
+                                      "old": [f"x{i}.parquet"] * 24, "new": [f"y{i}.parquet"]})
+    finally:
+        history.INTERVAL = interval
+    state = LoaderState.load(st)
+    clock = FakeClock(START_MS)
+
+    def rows_of():
+        return {"latest_rows": lambda: history.latest_rows(str(dest)),
+                "run_revision": lambda: history.run_revision(str(dest), f"a{runs - 1}"),
+                "reconcile": lambda: [r for r in records.read_records(st) if r["state"] == "started"]}
+
+    out = {f"{k} before": min(timed(fn) for _ in range(repeat)) for k, fn in rows_of().items()}
+    history.maybe_checkpoint(st)
+    records.reconcile(st, state, clock)
+    out.update({f"{k} after": min(timed(fn) for _ in range(repeat)) for k, fn in rows_of().items()})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--commits", default="100,10000,100000")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", help="build under this directory and keep it")
+    ap.add_argument("--runs", help="measure the audit history and compaction records at these run counts instead")
     args = ap.parse_args(argv)
+    if args.runs:
+        base = Path(tempfile.mkdtemp(prefix="bench-runs-"))
+        try:
+            for n in (int(c) for c in args.runs.split(",")):
+                r = measure_runs(base, n, args.repeat)
+                print(f"{n:>6} runs: " + "  ".join(f"{k} {v * 1000:8.2f} ms" for k, v in r.items()), flush=True)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus: {os.cpu_count()}")
+        return 0
     counts = [int(c) for c in args.commits.split(",")]
     base = Path(args.keep or tempfile.mkdtemp(prefix="bench-state-"))
     results = {}
@@ -140,15 +192,22 @@ def main(argv=None) -> int:
             built = time.perf_counter() - began
             results[n] = measure(root, args.partitions, args.repeat)
             r = results[n]
+            # Mid-interval: 50 more commits after the checkpoint, which readers fold one by one.
+            for seq in range(n + 1, n + 51):
+                (root / layout.manifest_path(seq)).write_bytes(manifest(seq, args.partitions).to_bytes())
+                (root / layout.published_marker(seq)).write_bytes(b"")
+            mid = measure(root, args.partitions, args.repeat)
+            r.update({"load+50": mid["load"], "plan+50": mid["plan"]})
             print(f"{n:>7} commits (built in {built:5.1f} s): load {r['load'] * 1000:9.2f} ms  "
-                  f"plan {r['plan'] * 1000:9.2f} ms  files {r['files'] * 1000:9.2f} ms", flush=True)
+                  f"plan {r['plan'] * 1000:9.2f} ms  files {r['files'] * 1000:9.2f} ms  |  +50 commits: "
+                  f"load {mid['load'] * 1000:8.2f} ms  plan {mid['plan'] * 1000:8.2f} ms", flush=True)
             if not args.keep:
                 shutil.rmtree(root)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     lo, hi = min(counts), max(counts)
-    for name in ("load", "plan", "files"):
+    for name in ("load", "plan", "files", "load+50", "plan+50"):
         print(f"ratio {name} {hi}/{lo} commits: {results[hi][name] / results[lo][name]:.2f}x")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus: {os.cpu_count()}")
     return 0

@@ -51,9 +51,9 @@ SUFFIXES = (SUFFIX, LEGACY_SUFFIX)
 ARCHIVE_DIR = f"{AUDIT_DIR}/archive"
 CHECKPOINTS_DIR = f"{AUDIT_DIR}/checkpoints"
 CHECKPOINT_SUFFIX = ".latest"
-KEEP = 100
+KEEP = 24
 """Revisions left in ``revisions/`` after a checkpoint (``run_revision`` of a recent run lists only those)."""
-INTERVAL = 100
+INTERVAL = 24
 """A checkpoint is written once ``revisions/`` holds KEEP + INTERVAL revisions."""
 
 SCHEMA = pa.schema([

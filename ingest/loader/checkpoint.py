@@ -6,9 +6,10 @@ pointer that readers start from, and V2 checkpoints whose top-level file holds t
 small actions while "sidecar" files hold the add/remove file actions). Layout::
 
     _ingest/checkpoints/_last_checkpoint               pointer (a hint): {"seq", "sha256", "size"}
-    _ingest/checkpoints/<seq:012d>.checkpoint.json     top level: offsets, lost ranges, the parts
+    _ingest/checkpoints/<seq:012d>.checkpoint.json     top level: offsets and the parts (name, kind, sha256, count)
     _ingest/checkpoints/<seq:012d>.files.<i>.json      part: the committed files of one topic (rows of fields)
     _ingest/checkpoints/<seq:012d>.runs.json           part: run id -> commit seq of every commit
+    _ingest/checkpoints/<seq:012d>.lost.json           part: the lost ranges, in commit order
     _ingest/archive/<seq // 10000:08d>/<seq:012d>.json, .published   manifests a checkpoint covers
 
 Every file starts with one line ``sha256:<hex of the rest>``; a file whose bytes
@@ -38,8 +39,9 @@ steps that are each safe to crash after:
 
 Readers read the pointer (one small file), verify the top level, list the short
 ``commits/`` directory, and fold only the manifests after the checkpoint. The
-parts are read lazily: ``LoaderState.load`` reads offsets and lost ranges only;
-``state.files(topic)`` reads that topic's part.
+parts are read lazily: ``LoaderState.load`` reads the offsets only (the top
+level holds nothing that grows with commits); ``state.files(topic)`` reads that
+topic's part, ``state.lost_ranges()`` the lost part.
 """
 from __future__ import annotations
 
@@ -63,10 +65,15 @@ KEEP = 3
 CHECKPOINT_VERSION = 1
 
 
+FILES, RUNS, LOST = "files", "runs", "lost"
+"""Kinds of part: one topic's files, the run index, the lost ranges."""
+
+
 @dataclass(frozen=True, slots=True)
 class Part:
     name: str          # file name under CHECKPOINTS_DIR
-    topic: str | None  # the files part of this topic; None: the runs part
+    kind: str          # FILES, RUNS or LOST
+    topic: str | None  # the topic of a FILES part
     count: int
     sha256: str
 
@@ -77,16 +84,15 @@ class Checkpoint:
 
     seq: int
     offsets: tuple[OffsetRecord, ...]
-    lost_ranges: tuple[LostRange, ...]
     parts: tuple[Part, ...]
     written_at_ms: int = 0
 
     def files_parts(self, topic: str | None = None) -> list[Part]:
-        return [p for p in self.parts if p.topic is not None and (topic is None or p.topic == topic)]
+        return [p for p in self.parts if p.kind == FILES and (topic is None or p.topic == topic)]
 
     @property
     def topics(self) -> list[str]:
-        return sorted({p.topic for p in self.parts if p.topic is not None})
+        return sorted({p.topic for p in self.parts if p.kind == FILES})
 
 
 def seal(body: bytes) -> bytes:
@@ -126,8 +132,7 @@ def read_checkpoint(storage: Storage, seq: int) -> Checkpoint:
             raise CheckpointCorruptError(f"checkpoint {seq}: version {body['version']} / seq {body['seq']} unexpected")
         return Checkpoint(
             seq=seq, offsets=tuple(OffsetRecord.from_json(o) for o in body["offsets"]),
-            lost_ranges=tuple(LostRange.from_json(r) for r in body["lost_ranges"]),
-            parts=tuple(Part(p["name"], p["topic"], p["count"], p["sha256"]) for p in body["parts"]),
+            parts=tuple(Part(p["name"], p["kind"], p["topic"], p["count"], p["sha256"]) for p in body["parts"]),
             written_at_ms=body.get("written_at_ms", 0),
         )
     except (KeyError, TypeError) as exc:
@@ -135,12 +140,13 @@ def read_checkpoint(storage: Storage, seq: int) -> Checkpoint:
 
 
 def _read_part(storage: Storage, part: Part) -> Any:
-    """A files part: (field names, rows); the runs part: {run_id: seq}. Raises :class:`CheckpointCorruptError`."""
+    """A files part: (field names, rows); the runs part: {run_id: seq}; the lost part: [LostRange JSON].
+    Raises :class:`CheckpointCorruptError`."""
     body, _ = _read_sealed(storage, part.name)
-    data = body.get("rows") if part.topic is not None else body.get("runs")
+    data = body.get(part.kind)
     if not isinstance(data, (list, dict)) or len(data) != part.count:
         raise CheckpointCorruptError(f"checkpoint part {part.name}: {len(data or ())} entries, the top level says {part.count}")
-    return (body.get("fields", ()), data) if part.topic is not None else data
+    return (body.get("fields", ()), data) if part.kind == FILES else data
 
 
 FILE_FIELDS = tuple(f.name for f in fields(FileRecord))
@@ -174,9 +180,14 @@ def read_runs(storage: Storage, cp: Checkpoint) -> dict[str, int]:
     """Run id -> the seq of its (last) commit, for every commit up to ``cp.seq``."""
     out: dict[str, int] = {}
     for part in cp.parts:
-        if part.topic is None:
+        if part.kind == RUNS:
             out.update(_read_part(storage, part))
     return out
+
+
+def read_lost(storage: Storage, cp: Checkpoint) -> list[LostRange]:
+    """The lost ranges up to ``cp.seq``, in commit order."""
+    return [LostRange.from_json(r) for part in cp.parts if part.kind == LOST for r in _read_part(storage, part)]
 
 
 def pointer_seq(storage: Storage) -> int:

@@ -14,7 +14,7 @@ import logging
 from ingest.errors import IngestError, StorageError
 from ingest.loader import layout
 from ingest.loader.checkpoint import (
-    CHECKPOINT_VERSION, DEFAULT_INTERVAL, FILE_FIELDS, KEEP, Checkpoint, Part, checkpoint_seqs, dumps, file_rows,
+    CHECKPOINT_VERSION, DEFAULT_INTERVAL, FILE_FIELDS, FILES, KEEP, LOST, RUNS, Checkpoint, Part, checkpoint_seqs, dumps, file_rows,
     pointer_seq, seal,
 )
 from ingest.loader.faults import crash_point
@@ -45,30 +45,32 @@ def write_checkpoint(storage: Storage, seq: int, *, now_ms: int = 0) -> Checkpoi
     parts = []
     storage.mkdirs(storage.join(layout.CHECKPOINTS_DIR))
     for i, topic in enumerate(sorted(by_topic)):
-        parts.append(_write_part(storage, layout.checkpoint_part_name(seq, f"files.{i}"), topic,
-                                 {"fields": FILE_FIELDS, "rows": file_rows(by_topic[topic])}, len(by_topic[topic])))
+        parts.append(_write_part(storage, layout.checkpoint_part_name(seq, f"files.{i}"), FILES, topic,
+                                 {"fields": FILE_FIELDS, FILES: file_rows(by_topic[topic])}, len(by_topic[topic])))
     runs = state.runs()
-    parts.append(_write_part(storage, layout.checkpoint_part_name(seq, "runs"), None, {"runs": runs}, len(runs)))
-    cp = Checkpoint(seq, tuple(state.offsets[k] for k in sorted(state.offsets)), tuple(state.lost_ranges()),
-                    tuple(parts), now_ms)
+    parts.append(_write_part(storage, layout.checkpoint_part_name(seq, RUNS), RUNS, None, {RUNS: runs}, len(runs)))
+    lost = [r.to_json() for r in state.lost_ranges()]
+    parts.append(_write_part(storage, layout.checkpoint_part_name(seq, LOST), LOST, None, {LOST: lost}, len(lost)))
+    cp = Checkpoint(seq, tuple(state.offsets[k] for k in sorted(state.offsets)), tuple(parts), now_ms)
     top = seal(dumps({
         "version": CHECKPOINT_VERSION, "seq": seq, "written_at_ms": now_ms,
-        "offsets": [o.to_json() for o in cp.offsets], "lost_ranges": [r.to_json() for r in cp.lost_ranges],
-        "parts": [{"name": p.name, "topic": p.topic, "count": p.count, "sha256": p.sha256} for p in parts],
+        "offsets": [o.to_json() for o in cp.offsets],
+        "parts": [{"name": p.name, "kind": p.kind, "topic": p.topic, "count": p.count, "sha256": p.sha256}
+                  for p in parts],
     }))
     storage.write_atomic(storage.join(layout.CHECKPOINTS_DIR, layout.checkpoint_name(seq)), top)
     crash_point("checkpoint-written")
     pointer = {"seq": seq, "sha256": hashlib.sha256(top).hexdigest(), "size": len(top)}
     storage.write_atomic(storage.join(layout.CHECKPOINTS_DIR, layout.LAST_CHECKPOINT), seal(dumps(pointer)))
     log.info("checkpoint %d of %s: %d files in %d part(s), %d offsets, %d lost ranges", seq, storage.uri,
-             sum(p.count for p in parts if p.topic is not None), len(parts) - 1, len(cp.offsets), len(cp.lost_ranges))
+             sum(p.count for p in parts if p.kind == FILES), len(parts), len(cp.offsets), len(lost))
     return cp
 
 
-def _write_part(storage: Storage, name: str, topic: str | None, body: dict, count: int) -> Part:
+def _write_part(storage: Storage, name: str, kind: str, topic: str | None, body: dict, count: int) -> Part:
     data = seal(dumps(body))
     storage.write_atomic(storage.join(layout.CHECKPOINTS_DIR, name), data)
-    return Part(name, topic, count, hashlib.sha256(data).hexdigest())
+    return Part(name, kind, topic, count, hashlib.sha256(data).hexdigest())
 
 
 def archive(storage: Storage) -> int:

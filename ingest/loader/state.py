@@ -4,6 +4,8 @@ Layout (see :mod:`ingest.loader.layout`)::
 
     <destination>/_ingest/commits/<seq:012d>.json        commit manifests; the highest seq is current
     <destination>/_ingest/commits/<seq:012d>.published   marker: that manifest's files are in place
+    <destination>/_ingest/checkpoints/...                the state every N commits (ingest.loader.checkpoint)
+    <destination>/_ingest/archive/...                    manifests a checkpoint covers
     <destination>/_ingest/runs/<run_id>.json             run records (every run, also failed ones)
     <destination>/_ingest/staging/<run_id>/              uncommitted task output (never read it)
     <destination>/_ingest/quarantine/<topic>/...jsonl    committed quarantined messages
@@ -25,6 +27,10 @@ How to read it::
                                        #   run_id, detected_at_ms, cause, messages_exact,
                                        #   session_bounds: ((session, after_seq, before_seq), ...))]
     run_records(storage)               # [dict] every run record, oldest first (JSON of docs/loader.md)
+
+Reading cost: the newest valid checkpoint plus the manifests after it (at most
+``state.checkpoint.interval``), whatever the number of commits; the committed
+files and lost ranges are read on first use (per topic for files).
 
 Guarantees: loading only reads; it never renames, deletes or writes anything
 in the destination, so the audit, ``loader status`` and compaction's planning
@@ -83,7 +89,7 @@ class LoaderState:
         self.checkpoint_seq = cp.seq if cp else 0  # the checkpoint the state was read from (0: none)
         self._cp = cp
         self._recent = recent  # the manifests after the checkpoint, ascending
-        self._lost = tuple(cp.lost_ranges if cp else ()) + tuple(r for m in recent for r in m.lost_ranges)
+        self._lost: tuple[LostRange, ...] | None = None  # read on first use (the checkpoint's lost part)
         self._located = located  # path -> staged copy holding its bytes
         self._topics: dict[str, dict[str, FileRecord]] = {}
         self._runs: dict[str, int] | None = None
@@ -183,6 +189,16 @@ class LoaderState:
         ]
 
     def lost_ranges(self, topic: str | None = None) -> list[LostRange]:
+        """Every lost range (of ``topic``), in commit order."""
+        if self._lost is None:
+            base: list[LostRange] = []
+            if self._cp is not None:
+                try:
+                    base = checkpoint.read_lost(self.storage, self._cp)
+                except CheckpointCorruptError as exc:
+                    log.warning("ignoring checkpoint %d of %s: %s", self._cp.seq, self.storage.uri, exc)
+                    base = LoaderState.load(self.storage, upto=self._cp.seq, checkpoint_below=self._cp.seq).lost_ranges()
+            self._lost = tuple(base) + tuple(r for m in self._recent for r in m.lost_ranges)
         return [r for r in self._lost if topic is None or r.topic == topic]
 
     def topics(self) -> list[str]:

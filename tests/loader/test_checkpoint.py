@@ -120,6 +120,12 @@ def test_corrupt_or_partial_checkpoints_are_ignored_in_favour_of_an_older_one_or
     state, v = read()
     assert v == expected and state.commit_of_run("run-003") == 4
     runs.write_bytes(runs_good)
+    lost = cps / layout.checkpoint_part_name(20, "lost")
+    lost_good = lost.read_bytes()
+    _flip(lost)
+    state, v = read()
+    assert v == expected and len(state.lost_ranges()) == 3
+    lost.write_bytes(lost_good)
 
     # A garbage pointer: the newest checkpoint is found by listing.
     pointer = cps / layout.LAST_CHECKPOINT
