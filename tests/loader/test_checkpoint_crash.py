@@ -165,12 +165,14 @@ def test_checkpointed_state_through_the_hdfs_client(tmp_path):
         added = [staged(st, "over-hdfs", "clicks", 0, 5000, 5100)]
         commit.commit_files(st, kind="load", run_id="over-hdfs", offsets=list(prev.offsets.values()), added=added,
                             checkpoint_interval=4)  # 8 - 4 >= 4: checkpoint 8 written and 4..7 archived over WebHDFS
+        before = snapshot(local)
         state = LoaderState.load(st)
+        got = view(state)  # every file, lost range and run read through the client...
+        assert snapshot(local) == before  # ...without changing anything on the "HDFS" side
         assert (state.seq, state.checkpoint_seq) == (8, 8)
         assert sorted(os.listdir(local / layout.COMMITS_DIR)) == _names([8])
         assert sorted(os.listdir(local / layout.archive_shard(1))) == _names(range(1, 8))
         expected = full_fold(local, tmp_path / "oracle")
-        got = view(state)
         for key in ("seq", "offsets", "files", "lost", "runs", "topics", "partition"):
             assert got[key] == expected[key], key
         # A bit flipped in the newest checkpoint: checkpoint 4 and manifests 5..8 (5..7 from the archive).
