@@ -106,8 +106,8 @@ class LoaderState:
             checkpoint_below: use only checkpoints older than this (a newer one is corrupt).
         """
         listing = list_commits(storage)
-        below = min(x for x in (upto + 1 if upto is not None else None, checkpoint_below) if x is not None) \
-            if upto is not None or checkpoint_below is not None else None
+        bounds = [b for b in (None if upto is None else upto + 1, checkpoint_below) if b is not None]
+        below = min(bounds) if bounds else None
         cp = checkpoint.find(storage, below=below)
         latest = max(listing.latest, cp.seq if cp else 0)
         if upto is not None:
