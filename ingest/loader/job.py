@@ -248,7 +248,8 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         record["lost_ranges"] += [r.to_json() for r in corruption_losses(outcomes, run_id, clock)]
         check_quarantine(outcomes, config["max.quarantine.ratio"])
         note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
-        added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock)
+        added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock,
+                                     checkpoint_interval=config["state.checkpoint.interval"])
         faults.crash_point("before-gc")
         commit.gc_staging(storage, [run_id])
         record.update(status="committed" if seq else "nothing-to-do", commit_seq=seq)
@@ -306,7 +307,7 @@ def check_quarantine(outcomes: list[TaskOutcome], max_ratio: float) -> None:
 
 
 def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcomes: list[TaskOutcome], *,
-                    note: str, clock: Clock) -> tuple[list[FileRecord], int | None]:
+                    note: str, clock: Clock, checkpoint_interval: int = 100) -> tuple[list[FileRecord], int | None]:
     """Commit what the tasks staged, the new offsets, the lost ranges and a replay's withdrawals.
 
     Lost ranges: the plan's (retention) and the damaged ranges the tasks
@@ -332,7 +333,8 @@ def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcom
         try:
             manifest = commit.commit_files(
                 storage, kind="load", run_id=plan.run_id, offsets=offsets, added=added, removed=removed,
-                lost_ranges=lost, expected_seq=expected, clock=clock, note=note)
+                lost_ranges=lost, expected_seq=expected, clock=clock, note=note,
+                checkpoint_interval=checkpoint_interval)
             return added, manifest.seq
         except commit.CommitConflictError:
             expected = rebase_target(storage, expected, removed)

@@ -185,4 +185,5 @@ def reset_offsets(config, spec: str, topics: list[str], clock: Clock | None = No
         removed += withdrawn_by_replay(state, key, off)
     return commit.commit_files(storage, kind="reset", run_id=new_run_id(clock), offsets=list(offsets.values()),
                                removed=removed, expected_seq=state.seq, clock=clock,
-                               note=f"reset-offsets {spec} {','.join(topics)}")
+                               note=f"reset-offsets {spec} {','.join(topics)}",
+                               checkpoint_interval=config["state.checkpoint.interval"])
