@@ -100,7 +100,7 @@ class BrokerServer:
         """The registry, the counters (fsync times too) and the endpoint, before the logs are recovered,
         so that recovery's flushes are timed and a bad metrics.port fails before any slow work."""
         registry = new_registry()   # prometheus_client is imported from here on only
-        self.metrics = BrokerMetrics(registry)
+        self.metrics = BrokerMetrics()
         self.log_manager.on_flush = self.metrics.flushed
         registry.register(BrokerCollector(self))
         self.exporter = start_exporter(registry, self.config, f"broker {self.broker_id}")

@@ -22,7 +22,7 @@ from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
 from ingest.loader.reset import removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
-from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
+from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, stages_text, write_run_record
 from ingest.loader.state import LoaderState
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
@@ -226,15 +226,19 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
     run_id = run_id or new_run_id(clock)
     record = new_run_record(run_id, storage, config, clock, reset_spec, reset_topics)
     began = time.monotonic()
+    stages = StageTimes(record)
     plan = None
     try:
         state = prepare(storage, config, clock)
         write_run_record(storage, record)
+        stages.end("prepare")
         snapshots = discover.discover(config) if snapshots is None else snapshots
         resets = plan_resets(reset_spec, reset_topics, snapshots, state, config)
         plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
         record_plan(record, plan)
+        stages.end("plan")
         outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
+        stages.end("execute")
         if plan.lost_ranges:
             plan = bound_lost_ranges(storage, plan, state, outcomes)
             record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
@@ -243,6 +247,7 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         check_quarantine(outcomes, config["max.quarantine.ratio"])
         note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
         added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock)
+        stages.end("commit")
         faults.crash_point("before-gc")
         commit.gc_staging(storage, [run_id])
         record.update(status="committed" if seq else "nothing-to-do", commit_seq=seq)
@@ -364,6 +369,8 @@ def totals(record: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
         "elapsed_s": round(elapsed_s, 3),
         "messages_per_s": round(messages / elapsed_s, 1) if elapsed_s > 0 else None,
         "mb_per_s": round(loaded_bytes / elapsed_s / 1e6, 3) if elapsed_s > 0 else None,
+        "execute_messages_per_s": round(messages / execute_s, 1) if (execute_s := record.get(
+            "stage_seconds", {}).get("execute")) else None,
     }
 
 
@@ -377,6 +384,8 @@ def summary_text(record: dict[str, Any]) -> str:
         f"bytes {t.get('bytes', 0)}, files {t.get('files', 0)}, quarantined {t.get('quarantined', 0)}",
         f"  {t.get('elapsed_s', 0)} s, {t.get('messages_per_s')} msg/s, {t.get('mb_per_s')} MB/s"
         + (f", {t['deferred_bytes']} bytes deferred to the next run (max.bytes.per.run)" if t.get("deferred_bytes") else ""),
+        f"  stages: {stages_text(record)}"
+        + (f"; {t['execute_messages_per_s']} msg/s while executing" if t.get("execute_messages_per_s") else ""),
     ]
     for r in record.get("lost_ranges", []):
         lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "
