@@ -22,7 +22,7 @@ import pytest
 from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
 from tests.harness.brokers import broker_cluster, stop_all
-from tests.test_metrics_support import METRICS_LINE, metrics_url, scrape, series, value
+from tests.test_metrics_support import METRICS_LINE, metrics_url, scrape, series, undocumented, value
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "metered"
@@ -102,6 +102,12 @@ def test_log_size_and_segments_equal_the_files_on_disk_and_each_fsync_is_timed(t
     assert value(m, "ingest_broker_log_flush_latency_seconds_count") == N
     assert value(m, "ingest_broker_under_replicated_partitions") == 0
     assert value(m, "ingest_broker_offline_logs") == 0
+
+
+def test_every_series_is_documented(traffic):
+    _, _, m, _ = traffic
+    assert len({n for n, _ in m if n.startswith("ingest_broker_")}) >= 14
+    assert undocumented(m, "ingest_broker_") == []
 
 
 def test_the_endpoint_binds_loopback_by_default(traffic):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.mirror.mirror_procs import MirrorProcess
 from tests.mirror.mirror_setup import TargetCluster, chroot, produce, wait_mirrored
-from tests.test_metrics_support import metrics_url, scrape_until, series, value
+from tests.test_metrics_support import metrics_url, scrape_until, series, undocumented, value
 
 N = 30
 TOPIC = "clicks"
@@ -41,6 +41,7 @@ def test_mirror_series_after_a_real_copy(zookeeper, broker_factory, tmp_path):  
         assert value(m, "ingest_mirror_owned_partitions") == 1
         assert value(m, "ingest_mirror_lag_seconds", **unit) == 0
         assert url.startswith("http://127.0.0.1:")
+        assert undocumented(m, "ingest_mirror_") == []
         assert mirror.stop() == 0
     finally:
         mirror.kill()

@@ -21,7 +21,7 @@ import pytest
 
 from tests.harness import reaper
 from tests.harness.wait import wait_until
-from tests.test_metrics_support import metrics_url, scrape, series, value
+from tests.test_metrics_support import metrics_url, scrape, series, undocumented, value
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENT = "application/vnd.schemaregistry.v1+json"
@@ -92,3 +92,4 @@ def test_requests_errors_latency_per_endpoint_and_store_counts(registry):
     assert (value(m, "ingest_registry_subjects"), value(m, "ingest_registry_schema_versions"),
             value(m, "ingest_registry_schemas")) == (2, 2, 2)
     assert url.startswith("http://127.0.0.1:")
+    assert undocumented(m, "ingest_registry_") == []
