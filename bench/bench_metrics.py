@@ -9,8 +9,12 @@ bench/bench_broker_server.py: PRODUCE of 200-byte messages in batches of 1 and 5
 alternating off/on so that machine load hits both alike; the best round counts.
 It prints wall msg/s and the broker process's CPU microseconds per message
 (user + sys from /proc, meaningful on a loaded machine) for both, and the ratio
-on/off. Last, the time of one scrape of the metrics broker while it holds
-``--partitions`` partition logs.
+on/off. Then the time of one scrape of the metrics broker while it holds
+``--partitions`` partition logs. Last, in this process (no noise from the network
+or other processes' scheduling): the CPU cost of the metric updates of one
+one-message PRODUCE (request count and latency, messages and bytes in) with the
+broker's per-thread tallies, and with prometheus_client's own Counter and
+Histogram for comparison.
 
 Usage::
 
@@ -120,6 +124,44 @@ def scrape_seconds(broker: BrokerProcess, partitions: int) -> tuple[float, int]:
     return best, size
 
 
+def update_cost(n: int = 200_000) -> tuple[float, float]:
+    """CPU microseconds of one PRODUCE's metric updates: (the broker's tallies, prometheus_client's metrics)."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    from ingest.metrics.broker import LATENCY_BUCKETS, BrokerMetrics
+
+    class Set:
+        count, size = 1, 210
+
+    tallies, vs = BrokerMetrics(), Set()
+    reg = CollectorRegistry()
+    msgs, byts = Counter("m", "m", ["topic"], registry=reg), Counter("b", "b", ["topic"], registry=reg)
+    reqs, lat = Counter("r", "r", ["type"], registry=reg), Histogram("l", "l", ["type"], buckets=LATENCY_BUCKETS,
+                                                                      registry=reg)
+    children = (msgs.labels("bench"), byts.labels("bench"), reqs.labels("PRODUCE"), lat.labels("PRODUCE"))
+
+    def ours() -> None:
+        tallies.produced("bench", vs)
+        tallies.request(0, 0.00003)
+
+    def library() -> None:
+        children[0].inc(vs.count)
+        children[1].inc(vs.size)
+        children[2].inc()
+        children[3].observe(0.00003)
+
+    out = []
+    for fn in (ours, library):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            for _ in range(n):
+                fn()
+            best = min(best, (time.process_time() - t0) / n * 1e6)
+        out.append(best)
+    return out[0], out[1]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=100_000, help="messages per produce scenario")
@@ -161,6 +203,9 @@ def main() -> int:
         (r0, u0), (r1, u1) = best[(name, "off")], best[(name, "on")]
         print(f"{name:36} {r0:11,.0f} {r1:11,.0f} {r1 / r0:7.3f} {u0:15.2f} {u1:14.2f} {u1 / u0:7.3f}")
     print(f"one scrape with {args.partitions + 2} partition logs: {scrape_s * 1000:.1f} ms, {page:,} bytes")
+    ours, library = update_cost()
+    print(f"metric updates of one PRODUCE, CPU in process: {ours:.2f} us with the per-thread tallies, "
+          f"{library:.2f} us with prometheus_client's Counter/Histogram")
     return 0
 
 

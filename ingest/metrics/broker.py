@@ -192,6 +192,7 @@ class BrokerCollector:
         yield conns
 
     def _replication(self, replicas):
+        # deferred: prometheus_client is only imported when metrics are on
         from prometheus_client.core import GaugeMetricFamily
 
         under = GaugeMetricFamily("ingest_broker_under_replicated_partitions",
