@@ -6,7 +6,8 @@ plain socket each (the client costs almost nothing), in the scenarios of
 bench/bench_broker_server.py: PRODUCE of 200-byte messages in batches of 1 and 50
 (pipelined, no acknowledgement), PRODUCE_ACK batch 1 (round trips) and FETCH of
 ~200 KB pulls (sendfile). Each scenario runs ``--rounds`` times per broker,
-alternating off/on so that machine load hits both alike; the best round counts.
+alternating off/on (and which of the two goes first) so that machine load hits
+both alike; the best round counts.
 It prints wall msg/s and the broker process's CPU microseconds per message
 (user + sys from /proc, meaningful on a loaded machine) for both, and the ratio
 on/off. Then the time of one scrape of the metrics broker while it holds
@@ -181,8 +182,8 @@ def main() -> int:
     best: dict[tuple[str, str], tuple[float, float]] = {}   # (scenario, off|on) -> (msg/s, CPU us/msg)
     try:
         for name, run in scenarios.items():
-            for _ in range(args.rounds):
-                for key in ("off", "on"):
+            for round_ in range(args.rounds):
+                for key in (("off", "on") if round_ % 2 == 0 else ("on", "off")):   # neither always goes first
                     n, wall, cpu = run(drivers[key])
                     rate, us = n / wall, cpu * 1e6 / n
                     old = best.get((name, key))
