@@ -12,10 +12,11 @@ It prints wall msg/s and the broker process's CPU microseconds per message
 (user + sys from /proc, meaningful on a loaded machine) for both, and the ratio
 on/off. Then the time of one scrape of the metrics broker while it holds
 ``--partitions`` partition logs. Last, in this process (no noise from the network
-or other processes' scheduling): the CPU cost of the metric updates of one
-one-message PRODUCE (request count and latency, messages and bytes in) with the
-broker's per-thread tallies, and with prometheus_client's own Counter and
-Histogram for comparison.
+or other processes' scheduling): the CPU cost of dispatching one one-message
+PRODUCE through the real handlers and log with metrics off and on, and the cost
+of its metric updates alone (request count and latency, messages and bytes in)
+with the broker's per-thread tallies and with prometheus_client's own Counter
+and Histogram for comparison.
 
 Usage::
 
@@ -163,6 +164,47 @@ def update_cost(n: int = 200_000) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def dispatch_cost(rounds: int = 20, n: int = 5000) -> dict[str, tuple[float, float]]:
+    """CPU microseconds of dispatching one one-message PRODUCE in process (real handlers and log, no socket),
+    metrics off and on: ``{"off": (min, median), "on": (min, median)}`` over ``rounds`` alternating rounds."""
+    import statistics
+
+    from ingest.broker.handlers import BrokerHandlers
+    from ingest.broker.log_manager import LogManager
+    from ingest.broker.server_config import SERVER_CONFIG
+    from ingest.metrics.broker import BrokerMetrics, MeteredDispatcher
+
+    frame = p.ProduceRequest("bench", 0, encode_message_set([PAYLOAD])).encode()
+    body, kind = memoryview(frame)[6:], p.RequestType.PRODUCE
+    setups = {}
+    for key in ("off", "on"):
+        config = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.flush.interval": 500,
+                                      "log.dir": tempfile.mkdtemp(prefix="bench-dispatch-")})
+        logs = LogManager(config)
+        logs.startup()
+        handlers = BrokerHandlers(logs, config, broker_id=0, host="127.0.0.1", port=0)
+        dispatcher = handlers
+        if key == "on":
+            handlers.metrics = BrokerMetrics()
+            logs.on_flush = handlers.metrics.flushed
+            dispatcher = MeteredDispatcher(handlers, handlers.metrics)
+        dispatcher.dispatch(kind, body, "bench")          # creates the log
+        setups[key] = (logs, dispatcher)
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    try:
+        for r in range(rounds):
+            for key in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                dispatcher = setups[key][1]
+                t0 = time.process_time()
+                for _ in range(n):
+                    dispatcher.dispatch(kind, body, "bench")
+                times[key].append((time.process_time() - t0) / n * 1e6)
+    finally:
+        for logs, _ in setups.values():
+            logs.shutdown()
+    return {k: (min(v), statistics.median(v)) for k, v in times.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=100_000, help="messages per produce scenario")
@@ -204,6 +246,10 @@ def main() -> int:
         (r0, u0), (r1, u1) = best[(name, "off")], best[(name, "on")]
         print(f"{name:36} {r0:11,.0f} {r1:11,.0f} {r1 / r0:7.3f} {u0:15.2f} {u1:14.2f} {u1 / u0:7.3f}")
     print(f"one scrape with {args.partitions + 2} partition logs: {scrape_s * 1000:.1f} ms, {page:,} bytes")
+    d = dispatch_cost()
+    print(f"dispatch of one one-message PRODUCE in process (handlers + log, no socket), CPU us min/median: "
+          f"off {d['off'][0]:.2f}/{d['off'][1]:.2f}, on {d['on'][0]:.2f}/{d['on'][1]:.2f}, "
+          f"ratio {d['on'][0] / d['off'][0]:.3f}/{d['on'][1] / d['off'][1]:.3f}")
     ours, library = update_cost()
     print(f"metric updates of one PRODUCE, CPU in process: {ours:.2f} us with the per-thread tallies, "
           f"{library:.2f} us with prometheus_client's Counter/Histogram")
