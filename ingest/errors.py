@@ -420,6 +420,13 @@ class DemoError(IngestError):
     """A demo step failed (names the step, its exit code and its log file)."""
 
 
+# --- [H-state] loader state checkpoints ---
+
+class CheckpointCorruptError(StorageError):
+    """A checkpoint file of the loader state fails its checksum, does not parse, or disagrees with its
+    name (names the file). Readers catch it and fall back to an older checkpoint or the manifests."""
+
+
 # --- the wire map ----------------------------------------------------------------
 
 WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
