@@ -23,7 +23,7 @@ from ingest.loader.records import FileRecord, LostRange, OffsetRecord, Partition
 from ingest.loader.replay import rewrite_compacted
 from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
-from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
+from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, stages_text, write_run_record
 from ingest.loader.state import LoaderState
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
@@ -228,10 +228,12 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
     run_id = run_id or new_run_id(clock)
     record = new_run_record(run_id, storage, config, clock, reset_spec, reset_topics)
     began = time.monotonic()
+    stages = StageTimes(record)
     plan = None
     try:
         state = prepare(storage, config, clock)
         write_run_record(storage, record)
+        stages.end("prepare")
         snapshots = discover.discover(config) if snapshots is None else snapshots
         resets = plan_resets(reset_spec, reset_topics, snapshots, state, config)
         plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
@@ -240,7 +242,9 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
             log.info("replay: starts %s; withdraws %d committed file(s) (compacted ones are rewritten at commit)",
                      {f"{k[0]} b{k[1]}p{k[2]}": v for k, v in sorted(resets.items())},
                      len(removed_by_replay(plan, state)))
+        stages.end("plan")
         outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
+        stages.end("execute")
         if plan.lost_ranges:
             plan = bound_lost_ranges(storage, plan, state, outcomes)
             record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
@@ -250,6 +254,7 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
         added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock,
                                      checkpoint_interval=config["state.checkpoint.interval"])
+        stages.end("commit")
         faults.crash_point("before-gc")
         commit.gc_staging(storage, [run_id])
         record.update(status="committed" if seq else "nothing-to-do", commit_seq=seq)
@@ -377,6 +382,8 @@ def totals(record: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
         "elapsed_s": round(elapsed_s, 3),
         "messages_per_s": round(messages / elapsed_s, 1) if elapsed_s > 0 else None,
         "mb_per_s": round(loaded_bytes / elapsed_s / 1e6, 3) if elapsed_s > 0 else None,
+        "execute_messages_per_s": round(messages / execute_s, 1) if (execute_s := record.get(
+            "stage_seconds", {}).get("execute")) else None,
     }
 
 
@@ -390,6 +397,8 @@ def summary_text(record: dict[str, Any]) -> str:
         f"bytes {t.get('bytes', 0)}, files {t.get('files', 0)}, quarantined {t.get('quarantined', 0)}",
         f"  {t.get('elapsed_s', 0)} s, {t.get('messages_per_s')} msg/s, {t.get('mb_per_s')} MB/s"
         + (f", {t['deferred_bytes']} bytes deferred to the next run (max.bytes.per.run)" if t.get("deferred_bytes") else ""),
+        f"  stages: {stages_text(record)}"
+        + (f"; {t['execute_messages_per_s']} msg/s while executing" if t.get("execute_messages_per_s") else ""),
     ]
     for r in record.get("lost_ranges", []):
         lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "
