@@ -53,7 +53,7 @@ def main(argv=None) -> int:
 
     setup_logging(args.verbose)
     from ingest.audit.config import AUDIT_CONFIG
-    from ingest.audit.job import parse_time, run_audit
+    from ingest.audit.job import figures_text, parse_time, run_audit
     from ingest.audit.report_html import write_html
     from ingest.audit.report_json import summary, write_json_lines
     from ingest.config import parse_overrides
@@ -73,6 +73,7 @@ def main(argv=None) -> int:
         html_path = args.html or (os.path.splitext(args.report)[0] + ".html")
         write_html(run, html_path, docs_url=config["report.docs.url"] or None)
         print(summary(run))
+        print(figures_text(run))
         print(f"report: {args.report}\nhtml: {html_path}")
         return run.exit_code
     except Exception as exc:  # the product's errors, also those raised in executors and wrapped by PySpark

@@ -36,6 +36,7 @@ def verdict_row(run) -> dict:
         "exit_code": run.exit_code, "verdict": verdict_line(run), "nothing_judged": run.nothing_judged,
         "range_start_ms": run.range_start_ms, "range_end_ms": run.range_end_ms,
         "windows": len(windows), "windows_judged": sum(1 for r in windows if r["judged"]),
+        "figures": dict(getattr(run, "figures", None) or {}),  # the run's figures (ingest.audit.job.run_figures)
     }
 
 

@@ -111,6 +111,12 @@ def test_every_window_pending_exits_5_with_one_line_saying_why_in_stdout_json_an
     assert rows[-1] == {"row_type": "verdict", "status": "NOTHING_JUDGED", "exit_code": 5, "verdict": line,
                         "nothing_judged": why, "range_start_ms": b.start_ms, "range_end_ms": b.minute(END_MINUTE),
                         "windows": 7, "windows_judged": 0, "audit_run_id": "nothing-judged-1",
-                        "audited_at_ms": rows[-1]["audited_at_ms"]}
+                        "audited_at_ms": rows[-1]["audited_at_ms"], "figures": rows[-1]["figures"]}
+    figures = rows[-1]["figures"]  # the run's figures: in the verdict line and printed on stdout
+    assert figures["windows"] == 7 and figures["judged_windows"] == 0 and figures["rows_read"] > 0
+    assert [x for x in stdout.splitlines() if x.startswith("audit nothing-judged-1 read ")] == [
+        f"audit nothing-judged-1 read {figures['data_files']} data files ({figures['rows_read']} rows counted) "
+        f"and {figures['monitoring_files']} monitoring files; 7 windows, 0 judged; {figures['elapsed_s']} s "
+        + stdout.split(f"0 judged; {figures['elapsed_s']} s ", 1)[1].splitlines()[0]]
     page = (tmp / "audit.html").read_text()
     assert f"<div class='verdict' style='background:#455a64'>{html.escape(line)}</div>" in page
