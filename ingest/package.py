@@ -78,9 +78,9 @@ class Artifact:
         def size(p: Path) -> int:
             return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
 
-        paths = [self.wheel, self.wheel.parent, self.env_archive, *self.driver_files, self.out / "requirements.txt", self.dockerfile,
-                 self.build_info]
-        return {str(p.relative_to(self.out)): size(p) for p in paths}
+        paths = [self.wheel, self.wheel.parent, self.env_archive, *self.driver_files,
+                 self.out / "requirements.txt", self.dockerfile, self.build_info]
+        return {str(p.relative_to(self.out)) + ("/" if p.is_dir() else ""): size(p) for p in paths}
 
 
 def find_source(start: Path | None = None) -> Path:
@@ -269,18 +269,24 @@ def build(out: Path, source: Path | None = None, with_pyspark: bool = False) -> 
     return artifact
 
 
+def _human(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
 def summary_text(a: Artifact) -> str:
+    """What was built, each part's size, and how to ship it (the commands of docs/cluster.md)."""
     sizes = a.sizes()
     width = max(len(k) for k in sizes)
     lines = [f"built in {a.out} ({', '.join(f'{k} {v:.1f}s' for k, v in a.seconds.items())}):"]
-    lines += [f"  {name:<{width}}  {size / 1e6:8.1f} MB" for name, size in sizes.items()]
+    lines += [f"  {name:<{width}}  {_human(size):>9}" for name, size in sizes.items()]
     base = json.loads(a.build_info.read_text())["base_interpreter"]
     lines += [
-        f"every node needs the interpreter {base} (Python {sys.version_info.major}.{sys.version_info.minor}): "
-        f"the environment links to it",
-        "ship it with:",
-        f"  .venv/bin/spark-submit --archives {a.env_archive}#{ARCHIVE_ALIAS} "
-        f"--conf spark.pyspark.python=./{ARCHIVE_ALIAS}/bin/python {a.out}/jobs/load.py --config CONFIG",
+        f"every node needs the interpreter {base} (the environment links to it, see build-info.json)",
+        "ship it (docs/cluster.md): in the directory spark-submit runs from (client mode), unpack the same archive,",
+        f"  mkdir -p {ARCHIVE_ALIAS} && tar -xzf {a.env_archive.name} -C {ARCHIVE_ALIAS}",
+        f"and give spark-submit (SPARK_HOME set) PYSPARK_PYTHON=./{ARCHIVE_ALIAS}/bin/python "
+        f"PYSPARK_DRIVER_PYTHON=./{ARCHIVE_ALIAS}/bin/python",
+        f"  --archives {a.env_archive}#{ARCHIVE_ALIAS} {a.out}/jobs/load.py --config CONFIG",
     ]
     return "\n".join(lines)
 
