@@ -39,6 +39,7 @@ def main(argv: list[str]) -> int:
     load_py, config, *negative = argv
     from pyspark.sql import SparkSession
 
+    started = time.monotonic()
     spark = SparkSession.builder.appName("package-probe").getOrCreate()
     sc = spark.sparkContext
     deadline = time.monotonic() + 120
@@ -47,13 +48,20 @@ def main(argv: list[str]) -> int:
         time.sleep(0.2)
     stop = spark.stop
     spark.stop = lambda: None  # jobs/load.py stops the session it got; the probe runs on it afterwards
+    seconds = {"session and executors": time.monotonic() - started}
     try:
+        t = time.monotonic()
         rc = runpy.run_path(load_py)["main"](["--config", config])
-        report = {"load_rc": rc, "driver": next(where()),
-                  "executors": sc.parallelize(range(8), 8).mapPartitions(where).collect()}
+        seconds["load"] = time.monotonic() - t
+        t = time.monotonic()
+        report = {"load_rc": rc, "driver": next(where()), "seconds": seconds,
+                  "executors": sc.parallelize(range(4), 4).mapPartitions(where).collect()}
+        seconds["probe"] = time.monotonic() - t
         if negative:
+            t = time.monotonic()
             sc.pythonExec = negative[0]
             report["negative"] = sc.parallelize(range(2), 2).mapPartitions(where).collect()
+            seconds["negative probe"] = time.monotonic() - t
         print("PROBE-JSON " + json.dumps(report), flush=True)
     finally:
         stop()

@@ -237,7 +237,7 @@ def test_local_cluster_executors_import_ingest_only_from_the_shipped_archive(art
     dest = run / "warehouse"
     conf = run / "conf" / "loader-test.properties"
     conf.write_text(f"destination={dest}\nbrokers={','.join(f'{b.host}:{b.port}' for b in brokers)}\n"
-                    f"registry.url={registry_url}\ntopics={TOPIC}\nformat=avro\nmax.bytes.per.task=6000\n")
+                    f"registry.url={registry_url}\ntopics={TOPIC}\nformat=avro\n")
 
     cmd = [str(spark_home / "bin" / "spark-submit"), "--master", "local-cluster[2,1,1024]",
            "--archives", "ingest-env.tar.gz#environment",
@@ -248,6 +248,7 @@ def test_local_cluster_executors_import_ingest_only_from_the_shipped_archive(art
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("PROBE-JSON ")), None)
     assert r.returncode == 0 and line, out[-6000:]
     report = json.loads(line[len("PROBE-JSON "):])
+    print("seconds inside the application:", {k: round(v, 1) for k, v in report["seconds"].items()})
 
     # the real load committed every message exactly once
     assert report["load_rc"] == 0 and "COMMITTED" in r.stdout, out[-4000:]
@@ -290,3 +291,16 @@ def registry_url(tmp_path_factory):
     proc = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
     yield proc.url
     proc.stop()
+
+
+def test_package_refuses_to_build_into_the_checkout_or_without_one(tmp_path):
+    """Refused before anything is built or deleted: the command exits 2 with one line naming the value."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for out, source, says in ((REPO, REPO, f"--out {REPO}: allowed is a directory that is neither the checkout"),
+                              (REPO / "jobs" / "x", REPO, f"--out {REPO / 'jobs' / 'x'}: allowed is"),
+                              (tmp_path / "out", tmp_path, f"no ingest checkout at {tmp_path}: allowed is")):
+        r = subprocess.run([sys.executable, "-m", "ingest.cli", "package", "--out", str(out), "--source", str(source)],
+                           env=env, capture_output=True, text=True, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"ingest package: error: {says}"), r.stderr
+    assert not (REPO / "jobs" / "x").exists() and not (tmp_path / "out").exists()
