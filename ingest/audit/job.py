@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ingest.audit import counts, history, inputs, monitoring_events, reconcile
+from ingest.audit import counts, history, inputs, monitoring_events, reconcile, verdict
 from ingest.audit.attribution import Candidates
 from ingest.audit.lost_ranges import LostGap
 from ingest.audit.status import NO_PROBLEM_STATUSES
@@ -51,6 +51,7 @@ class AuditRun:
     exit_code: int
     inputs: dict[str, Any] = field(default_factory=dict)
     history_path: str | None = None
+    nothing_judged: str | None = None  # why no window was judged (exit 5), see ingest.audit.verdict
 
     def problems(self) -> list[dict]:
         return [r for r in self.rows if r["status"] not in NO_PROBLEM_STATUSES]
@@ -143,12 +144,14 @@ def _monitoring(spark, mon_files, mirror_files, window_ms):
                                     .withColumn("origin", F.lit(monitoring_events.ORIGIN_MIRROR)))
     mon_df = mon_df.cache()  # small; read once for both passes
     try:
-        snapshots = monitoring_events.rebucket(monitoring_events.latest_snapshots(mon_df), window_ms)
+        latest = monitoring_events.latest_snapshots(mon_df)
+        snapshots = monitoring_events.rebucket(latest, window_ms)
         gaps = monitoring_events.report_gaps(mon_df)
     finally:
         mon_df.unpersist()
     mirror = [s for s in snapshots if s.origin == monitoring_events.ORIGIN_MIRROR]
-    return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps
+    sizes = {s.window_end_ms - s.window_start_ms for s in latest if s.origin != monitoring_events.ORIGIN_MIRROR}
+    return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps, sizes
 
 
 def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], lo: int, hi: int) -> dict[str, Candidates]:
@@ -217,7 +220,7 @@ def run_audit(
     mirror_files = [f for f in state.files if f.topic == config["mirror.monitoring.topic"]]
     mirror_lost_files = [f for f in state.files if f.topic == config["mirror.lost.topic"]]
     with _step("monitoring", timings):
-        snapshots, mirror_snapshots, gaps = _monitoring(spark, mon_files, mirror_files, window_ms)
+        snapshots, mirror_snapshots, gaps, producer_sizes = _monitoring(spark, mon_files, mirror_files, window_ms)
         source_lost = inputs.read_mirror_lost(spark, mirror_lost_files)
 
     topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots})
@@ -255,9 +258,13 @@ def run_audit(
         samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
                                          config["sample.size"])
     reconcile.attach_samples(rows, samples)
+    nothing_judged = verdict.nothing_judged_reason(
+        rows, range_start_ms=lo, range_end_ms=hi, window_ms=window_ms, grace_ms=config["grace.ms"], now_ms=now,
+        producer_window_ms=producer_sizes,
+    )
     run = AuditRun(
         run_id=run_id, audited_at_ms=now, range_start_ms=lo, range_end_ms=hi, rows=rows,
-        exit_code=reconcile.exit_code(rows),
+        exit_code=verdict.exit_code(rows, nothing_judged), nothing_judged=nothing_judged,
         inputs={
             "destination": destination, "audit_topic": audit_topic, "loader_commit": state.commit_seq,
             "topics": topics, "data_files_read": len(data_files), "data_files_committed": len(state.files),
@@ -268,6 +275,7 @@ def run_audit(
             "lost_ranges": len(state.lost_ranges), "window_ms": window_ms, "grace_ms": config["grace.ms"],
             "threshold": config["threshold"], "future_skew_ms": config["future.skew.ms"],
             "window_lookback": config["window.lookback"], "now_ms": now, "step_seconds": timings,
+            "producer_window_ms": sorted(producer_sizes),
         },
     )
     if config["history.enabled"] if write_history is None else write_history:

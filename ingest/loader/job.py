@@ -20,7 +20,8 @@ from ingest.loader.gap_bounds import bound_lost_ranges
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
-from ingest.loader.reset import removed_by_replay, resolve_resets
+from ingest.loader.replay import rewrite_compacted
+from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
 from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
 from ingest.loader.state import LoaderState
@@ -221,6 +222,7 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
     """
     from ingest.loader import discover
 
+    check_reset_args(reset_spec, reset_topics, clock)  # a refused reset reads, starts and commits nothing
     storage = open_storage(config["destination"])
     faults = Faults.from_env()
     run_id = run_id or new_run_id(clock)
@@ -234,6 +236,10 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         resets = plan_resets(reset_spec, reset_topics, snapshots, state, config)
         plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
         record_plan(record, plan)
+        if resets:
+            log.info("replay: starts %s; withdraws %d committed file(s) (compacted ones are rewritten at commit)",
+                     {f"{k[0]} b{k[1]}p{k[2]}": v for k, v in sorted(resets.items())},
+                     len(removed_by_replay(plan, state)))
         outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
         if plan.lost_ranges:
             plan = bound_lost_ranges(storage, plan, state, outcomes)
@@ -275,7 +281,8 @@ def plan_resets(reset_spec: str | None, reset_topics: list[str] | None, snapshot
     known = {s.topic for s in snapshots}
     unknown = [t for t in reset_topics if t not in known]
     if unknown:
-        raise IngestError(f"--reset-offsets: unknown topics {unknown}; the brokers have {sorted(known)}")
+        raise IngestError(f"--reset-offsets: unknown topic(s) {', '.join(unknown)}; allowed are the brokers' topics: "
+                          f"{', '.join(sorted(known)) or 'none'}")
     return resolve_resets(reset_spec, reset_topics, snapshots, state, config)
 
 
@@ -303,13 +310,17 @@ def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcom
     """Commit what the tasks staged, the new offsets, the lost ranges and a replay's withdrawals.
 
     Lost ranges: the plan's (retention) and the damaged ranges the tasks
-    skipped (corruption), committed with the data they interrupt.
+    skipped (corruption), committed with the data they interrupt. A compacted
+    file holding offsets this run reloaded is withdrawn and replaced by a rewrite
+    without the reloaded rows (:mod:`ingest.loader.replay`), in the same commit.
 
     Returns (the files added, the commit's seq); the seq is None when nothing changed
     (no commit). A commit that conflicts only with compactions is rebased and retried.
     """
     added = unique_names(file_records(outcomes, plan.run_id), state, plan.base_seq + 1)
-    removed = removed_by_replay(plan, state)
+    rewritten, rewrites = rewrite_compacted(storage, plan, state, added)
+    removed = removed_by_replay(plan, state) + rewritten
+    added = added + rewrites
     offsets = new_offsets(plan, state, outcomes)
     lost = list(plan.lost_ranges) + corruption_losses(outcomes, plan.run_id, clock)
     changed = added or removed or lost or {o.key: o.offset for o in offsets} != {
