@@ -420,6 +420,13 @@ class DemoError(IngestError):
     """A demo step failed (names the step, its exit code and its log file)."""
 
 
+# --- [H-package] cluster artifact ---
+
+class PackageError(IngestError):
+    """``ingest package`` cannot build the cluster artifact: no checkout to build, a build step
+    (pip wheel, pip install, venv-pack) failed (names the command and its output's tail)."""
+
+
 # --- [H-state] loader state checkpoints ---
 
 class CheckpointCorruptError(StorageError):
