@@ -8,7 +8,9 @@ Settings come from Airflow Variables, rendered when a task runs (never at
 parse time). Defaults assume the project is checked out at ``ingest_home``::
 
     ingest_home                    /opt/ingest           project checkout (jobs/, conf/)
-    ingest_python                  <home>/.venv/bin/python   PYSPARK_PYTHON for driver and executors
+    ingest_python                  <home>/.venv/bin/python   the driver's python (and the executors' by default)
+    ingest_archives                (unset)               spark.archives, e.g. hdfs:///apps/ingest/ingest-env.tar.gz#environment
+    ingest_executor_python         <ingest_python>       spark.pyspark.python, e.g. ./environment/bin/python
     ingest_loader_config           <home>/conf/loader.properties
     ingest_audit_config            <home>/conf/audit.properties
     ingest_compaction_config       <home>/conf/compaction.properties
@@ -66,6 +68,14 @@ FROM = "{{ data_interval_start.in_timezone('UTC').isoformat() }}"
 TO = "{{ data_interval_end.in_timezone('UTC').isoformat() }}"
 
 SPARK_ENV = {"PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON}
+# The cluster artifact of `ingest package` (docs/cluster.md): the packed environment is shipped with
+# spark.archives (= --archives) and the executors run its python; the driver keeps ingest_python
+# (client mode: the environment unpacked on the worker). Passed as conf because the operator does not
+# template its `archives` argument; an unset Variable renders empty and IngestSubmitOperator drops it.
+EXECUTOR_PYTHON = var("ingest_executor_python", "var.value.get('ingest_python', " + HOME + " ~ '/.venv/bin/python')")
+ARCHIVES = var("ingest_archives", "''")
+SPARK_CONF = {"spark.archives": ARCHIVES, "spark.pyspark.python": EXECUTOR_PYTHON,
+              "spark.pyspark.driver.python": PYTHON}
 
 DEFAULT_ARGS: dict[str, Any] = {
     "owner": "data-eng",
@@ -108,7 +118,8 @@ def report_summary(path: str, home: str, since: float | None = None) -> str | No
                   "there?", home, exc)
         return None
     try:
-        rows = [r for r in reader.read_report(path) if r.get("row_type", "window") == "window"]
+        every = list(reader.read_report(path))
+        rows = [r for r in every if r.get("row_type", "window") == "window"]
     except Exception as exc:  # noqa: BLE001 - ConfigError of the project: unreadable or not a report
         log.error("audit report %s unreadable: %s", path, exc)
         return None
@@ -116,6 +127,10 @@ def report_summary(path: str, home: str, since: float | None = None) -> str | No
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     lines = [f"audit report {path}: {len(rows)} windows: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
+    # the report's closing verdict row (exit 3 loss, 4 problems, 5 nothing judged), first: it says why
+    verdicts = [r for r in every if r.get("row_type") == "verdict"]
+    if verdicts:
+        lines.insert(0, str(verdicts[-1].get("verdict") or verdicts[-1].get("status")))
     bad = [r for r in rows if r["status"] not in status.NO_PROBLEM_STATUSES]
     for r in bad[:10]:
         lines.append(
@@ -131,7 +146,16 @@ def report_summary(path: str, home: str, since: float | None = None) -> str | No
     return "\n".join(lines)
 
 
-class AuditSubmitOperator(SparkSubmitOperator):
+class IngestSubmitOperator(SparkSubmitOperator):
+    """spark-submit with the ingest settings: ``conf`` entries that render empty (an unset Variable such as
+    ``ingest_archives``) are left out of the command line instead of being passed as ``--conf key=``."""
+
+    def _get_hook(self) -> Any:  # the one place the provider turns the rendered conf into the command line
+        self.conf = {k: v for k, v in (self.conf or {}).items() if str(v).strip() != ""}
+        return super()._get_hook()
+
+
+class AuditSubmitOperator(IngestSubmitOperator):
     """spark-submit of ``jobs/audit.py`` that turns a data-loss verdict into a non-retried failure.
 
     The audit exits non-zero when it judges a window below the threshold and
@@ -159,7 +183,8 @@ class AuditSubmitOperator(SparkSubmitOperator):
             if summary is None:
                 raise  # no verdict: infrastructure trouble, let retries handle it
             log.error("AUDIT FAILED\n%s", summary)
-            raise AirflowFailException(f"audit judged data loss or problems; {summary}") from exc
+            # a verdict (data loss, problems, or nothing judged: exit 3, 4, 5), not a hiccup: no retry
+            raise AirflowFailException(f"audit verdict not OK; {summary}") from exc
         summary = report_summary(self.report, self.ingest_home, since=started)
         log.info("%s", summary or f"audit wrote no report at {self.report}")
         return self.report
@@ -196,11 +221,11 @@ def alert(context: Any) -> None:
 # --- task factories: the three steps every ingest DAG chains (load/reload >> audit >> compact) ---------
 
 def load_task(task_id: str, *, extra_args: tuple[str, ...] = (), name: str = "ingest-load",
-              **kwargs: Any) -> SparkSubmitOperator:
+              **kwargs: Any) -> IngestSubmitOperator:
     """``spark-submit jobs/load.py --config <loader config> [extra_args]``."""
-    return SparkSubmitOperator(task_id=task_id, conn_id=SPARK_CONN_ID, application=LOAD_APP,
-                               application_args=["--config", LOADER_CONFIG, *extra_args],
-                               env_vars=SPARK_ENV, name=name, **kwargs)
+    return IngestSubmitOperator(task_id=task_id, conn_id=SPARK_CONN_ID, application=LOAD_APP,
+                                application_args=["--config", LOADER_CONFIG, *extra_args],
+                                conf=dict(SPARK_CONF), env_vars=SPARK_ENV, name=name, **kwargs)
 
 
 def audit_task(*, from_time: str, to_time: str, name: str = "ingest-audit", **kwargs: Any) -> AuditSubmitOperator:
@@ -208,16 +233,16 @@ def audit_task(*, from_time: str, to_time: str, name: str = "ingest-audit", **kw
     return AuditSubmitOperator(task_id="audit", conn_id=SPARK_CONN_ID, application=AUDIT_APP,
                                application_args=["--config", AUDIT_CONFIG, "--from", from_time, "--to", to_time,
                                                  "--report", REPORT, "--run-id", AUDIT_RUN_ID],
-                               report=REPORT, env_vars=SPARK_ENV, name=name, **kwargs)
+                               report=REPORT, conf=dict(SPARK_CONF), env_vars=SPARK_ENV, name=name, **kwargs)
 
 
-def compact_task(**kwargs: Any) -> SparkSubmitOperator:
+def compact_task(**kwargs: Any) -> IngestSubmitOperator:
     """``spark-submit jobs/compact.py`` of the hours this run's audit judged complete.
 
     The verdict comes from the audit's revision under ``<destination>/_audit/``
     (``--audit-run``), not from the local report file.
     """
-    return SparkSubmitOperator(task_id="compact", conn_id=SPARK_CONN_ID, application=COMPACT_APP,
-                               application_args=["--config", COMPACTION_CONFIG, "--audit-run", AUDIT_RUN_ID,
-                                                 "--summary", COMPACTION_SUMMARY],
-                               env_vars=SPARK_ENV, name="ingest-compact", **kwargs)
+    return IngestSubmitOperator(task_id="compact", conn_id=SPARK_CONN_ID, application=COMPACT_APP,
+                                application_args=["--config", COMPACTION_CONFIG, "--audit-run", AUDIT_RUN_ID,
+                                                  "--summary", COMPACTION_SUMMARY],
+                                conf=dict(SPARK_CONF), env_vars=SPARK_ENV, name="ingest-compact", **kwargs)

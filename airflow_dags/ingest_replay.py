@@ -7,8 +7,12 @@ or when an outage or data loss needs a reload from the brokers' retained logs:
         --conf '{"topic": "page-views", "from_time": "2026-11-22T01:00:00Z"}'
 
 - ``reload``: ``spark-submit jobs/load.py --reset-offsets FROM --topic TOPIC``:
-  rewinds the topic's committed offsets to the first message at or after
-  ``from_time`` and reloads everything from there; in the same atomic commit the
+  rewinds the topic's committed offsets to an offset at or before ``from_time``
+  (the start of the newest segment last written at or before it, then the start
+  of the committed range holding that offset, so the reload can reach back
+  before ``from_time``; hours before ``from_time`` that it reloads are not in this
+  run's audit range and stay uncompacted until an audit covering them is given
+  to compaction) and reloads everything from there; in the same atomic commit the
   previously loaded files of those ranges are withdrawn (no duplicates, no gap).
   Then the load continues to the latest offsets, like the hourly load.
 - ``audit``: re-audits ``[from_time, to_time)`` (``to_time`` defaults to when the

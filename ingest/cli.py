@@ -42,6 +42,7 @@ COMMAND_MODULES = (
     "ingest.mirror.cli",      # mirror, mirror status
     "ingest.demo",            # demo
     "ingest.config_docs",     # config docs
+    "ingest.package",         # package (the cluster artifact)
 )
 
 # Services whose logs are their record: third-party warnings stay visible there.

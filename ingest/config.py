@@ -336,7 +336,8 @@ class ConfigDef:
         lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
         for k in self.keys:
             default = "(required)" if k.required else ("" if k.default is None else _render(k.default))
-            lines.append(f"| `{k.name}` | `{default}` | {k.type.allowed} | {k.doc} |")
+            cells = (f"`{k.name}`", f"`{default}`", k.type.allowed, k.doc)
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a | ends a cell
         return "\n".join(lines)
 
 

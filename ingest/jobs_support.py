@@ -33,6 +33,8 @@ NOISY_LOGGERS = ("py4j", "hdfs", "kazoo")
 EXIT_INTERNAL = 1
 EXIT_FAILED = 2
 EXIT_DATA_LOSS = 3
+EXIT_NOTHING_JUDGED = 5
+"""The audit judged no window (every window PENDING, or none in the range): not OK (ingest/audit/verdict.py)."""
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 PRODUCT_PACKAGE = "ingest."
 

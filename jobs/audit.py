@@ -8,10 +8,13 @@ JSON-lines report to PATH, the HTML report next to it (PATH with ``.html``)
 unless ``--html`` says otherwise, a revision under ``<destination>/_audit/``,
 and a short summary to stdout.
 
-Exit codes: 0 every judged window COMPLETE (or PENDING); 3 data loss found
-(DATA_LOSS or RETENTION_LOSS); 4 other problems without loss (MONITORING_GAP,
-NO_MONITORING, OVER_DELIVERY, DUPLICATES); 2 bad input or the audit could not run
-(one line on stderr, also for an error raised in an executor); 1 an internal error.
+Exit codes (the first that applies; docs/operations.md): 3 data loss found
+(DATA_LOSS, RETENTION_LOSS or CORRUPTION_LOSS); 4 other problems without loss
+(MONITORING_GAP, NO_MONITORING, OVER_DELIVERY, DUPLICATES); 5 nothing judged: no
+window of the range is judged yet, the summary's first line says why
+("NOTHING JUDGED: ..."); 0 every judged window COMPLETE (later ones may be
+PENDING); 2 bad input or the audit could not run (one line on stderr, also for
+an error raised in an executor); 1 an internal error.
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ def main(argv=None) -> int:
 
     setup_logging(args.verbose)
     from ingest.audit.config import AUDIT_CONFIG
-    from ingest.audit.job import parse_time, run_audit
+    from ingest.audit.job import figures_text, parse_time, run_audit
     from ingest.audit.report_html import write_html
     from ingest.audit.report_json import summary, write_json_lines
     from ingest.config import parse_overrides
@@ -68,8 +71,9 @@ def main(argv=None) -> int:
                         run_id=args.run_id)
         write_json_lines(run, args.report)
         html_path = args.html or (os.path.splitext(args.report)[0] + ".html")
-        write_html(run, html_path)
+        write_html(run, html_path, docs_url=config["report.docs.url"] or None)
         print(summary(run))
+        print(figures_text(run))
         print(f"report: {args.report}\nhtml: {html_path}")
         return run.exit_code
     except Exception as exc:  # the product's errors, also those raised in executors and wrapped by PySpark

@@ -42,8 +42,10 @@ def main(argv=None) -> int:
     from ingest.errors import IngestError
     from ingest.loader.config import LOADER_CONFIG
     from ingest.loader.job import run_load, summary_text
+    from ingest.loader.reset import check_reset_args
 
     try:
+        check_reset_args(args.reset_offsets, args.topic)  # a refused reset: one line, exit 2, nothing read or started
         config = LOADER_CONFIG.load(args.config, parse_overrides(args.set))
     except IngestError as exc:
         return report_failure(PROG, exc, verbose=args.verbose)

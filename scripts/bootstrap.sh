@@ -2,6 +2,7 @@
 # Install everything the project needs on a fresh machine; idempotent and quick when done.
 #   - ZooKeeper (Debian package `zookeeper`) when its jar is missing (needs root)
 #   - iproute2 (`ip`, for the replication tests' network namespaces) when missing (needs root)
+#   - chromium + chromium-driver (headless browser for tests/audit/test_report_browser.py) when missing (needs root)
 #   - .venv          : the project + test dependencies (pyspark, pyarrow, fastavro, kazoo, hdfs, crcmod, pytest)
 #   - .venv-airflow  : Apache Airflow + Spark provider, kept apart because the provider's
 #                      pyspark-client overwrites pyspark's Python files (see docs/operations.md)
@@ -30,6 +31,16 @@ if ! command -v ip >/dev/null 2>&1; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
     else
         log "WARNING: 'ip' missing and not root: the network-partition tests will be skipped"
+    fi
+fi
+
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        log "installing the Debian chromium and chromium-driver packages (the HTML report's browser test)"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+    else
+        log "WARNING: chromium/chromedriver missing and not root: the HTML report's browser test will be skipped"
     fi
 fi
 

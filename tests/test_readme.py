@@ -37,3 +37,11 @@ def test_readme_configuration_tables_match_the_code():
 def test_every_config_key_has_a_one_line_meaning():
     undocumented = [f"{d.name}:{k.name}" for _, d in config_docs.discover() for k in d.keys if not k.doc.strip()]
     assert undocumented == []
+
+
+def test_every_docs_page_is_in_the_documentation_table():
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("## Documentation"):]
+    table = table[: table.index("\n## ", 1)]
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+    assert [p for p in pages if f"]({p})" not in table] == [], "add a row to the README's Documentation table"

@@ -4,7 +4,7 @@ examples:
 
     ingest audit show --destination /data/events                 # every window's latest revision
     ingest audit show --destination /data/events --problems      # only windows not COMPLETE/PENDING
-    ingest audit show --report out/audit.jsonl                   # a JSON-lines report file
+    ingest audit show --report out/audit.jsonl                   # a JSON-lines report file (+ the run's verdict)
 
 The audit itself runs under Spark: ``spark-submit jobs/audit.py`` (docs/audit.md).
 """
@@ -47,7 +47,8 @@ def _show(args) -> int:
                               f"first, or check the destination (it must be the loader's)")
     else:
         rows = read_report(args.report)
-    rows = [r for r in rows if r["row_type"] != "producer"]
+    verdicts = [r.get("verdict") for r in rows if r.get("row_type") == "verdict"]  # a report's last line
+    rows = [r for r in rows if r.get("row_type", "window") in ("window", "out_of_range")]  # not producer, verdict
     if args.topic:
         audited = sorted({r["topic"] for r in rows})
         rows = [r for r in rows if r["topic"] == args.topic]
@@ -57,4 +58,6 @@ def _show(args) -> int:
     if args.problems:
         rows = [r for r in rows if r["status"] not in NO_PROBLEM_STATUSES]
     print(status_table(rows))
+    if verdicts and verdicts[-1]:
+        print(f"run verdict: {verdicts[-1]}")
     return 0 if all(r["status"] in NO_PROBLEM_STATUSES for r in rows) else 1

@@ -47,6 +47,9 @@ AUDIT_CONFIG = ConfigDef(
         Key("retention.estimate.slack", Float(0.0, 10.0), 0.1,
             "a lost range whose count is an estimate (bytes / average size) may explain this fraction more messages"),
         Key("history.enabled", Bool(), True, "keep each run's rows as a Parquet revision under <destination>/_audit/"),
+        Key("report.docs.url", Str(), "",
+            "where the HTML report's docs pointer links (e.g. your docs site's audit page); empty: docs/audit.md "
+            "of the source checkout as a file: link, or the report's own status table when there is none"),
     ),
     prefixes=("spark.",),
 )

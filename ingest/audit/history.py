@@ -2,7 +2,9 @@
 
 Layout::
 
-    <destination>/_audit/revisions/<audited_at_ms:015d>-<run_id>.revision
+    <destination>/_audit/revisions/<audited_at_ms:015d>-<run_id>.revision          the newest revisions
+    <destination>/_audit/archive/<audited_at_ms[:6]>/<...>.revision                older ones
+    <destination>/_audit/checkpoints/<audited_at_ms:015d>-<run_id>.latest          latest rows up to that revision
 
 A revision is a Parquet file; its name does not end in ``.parquet`` so that a
 ``<destination>/**/*.parquet`` glob of duckdb or polars (which, unlike Spark,
@@ -34,7 +36,8 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest.errors import ConfigError
+from ingest.errors import CheckpointCorruptError, ConfigError
+from ingest.loader.checkpoint import seal, unseal
 from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,13 @@ SUFFIX = ".revision"
 LEGACY_SUFFIX = ".parquet"
 SUFFIXES = (SUFFIX, LEGACY_SUFFIX)
 """Revision file name endings: written, and read too (revisions written before the rename)."""
+ARCHIVE_DIR = f"{AUDIT_DIR}/archive"
+CHECKPOINTS_DIR = f"{AUDIT_DIR}/checkpoints"
+CHECKPOINT_SUFFIX = ".latest"
+KEEP = 24
+"""Revisions left in ``revisions/`` after a checkpoint (``run_revision`` of a recent run lists only those)."""
+INTERVAL = 24
+"""A checkpoint is written once ``revisions/`` holds KEEP + INTERVAL revisions."""
 
 SCHEMA = pa.schema([
     ("topic", pa.string()), ("row_type", pa.string()), ("producer", pa.string()),
@@ -105,9 +115,14 @@ def is_revision_path(path: str) -> bool:
     return str(path).endswith(SUFFIXES)
 
 
-def _revision_files(storage) -> list:
-    """Revision files under ``_audit/revisions/``, oldest first (by time, then run id; both suffixes)."""
-    found = [(_stem(info.name), info) for info in storage.list(storage.join(REVISIONS_DIR))]
+def _revision_files(storage, *, archived: bool = False) -> list:
+    """Revision files under ``_audit/revisions/`` (and, with ``archived``, ``_audit/archive/``), oldest
+    first (by time, then run id; both suffixes)."""
+    infos = storage.list(storage.join(REVISIONS_DIR))
+    if archived:
+        infos = [i for shard in storage.list(storage.join(ARCHIVE_DIR)) if shard.is_dir
+                 for i in storage.list(shard.path)] + infos
+    found = [(_stem(info.name), info) for info in infos]
     return [info for stem, info in sorted((f for f in found if f[0] is not None), key=lambda f: (f[0], f[1].name))]
 
 
@@ -127,6 +142,7 @@ def write_revision(
     storage.mkdirs(storage.join(REVISIONS_DIR))
     storage.write_atomic(path, buf.getvalue())
     log.info("audit revision %s: %d rows", path, len(records))
+    maybe_checkpoint(storage)
     return path
 
 
@@ -148,10 +164,15 @@ def run_revision(destination: str, run_id: str) -> str:
     check_run_id(run_id)
     storage = open_storage(destination)
     found = [info.name for info in _revision_files(storage) if _run_of(info.name) == run_id]
+    directory = REVISIONS_DIR
+    if not found:  # an older run: its revision was archived
+        archived = [info for info in _revision_files(storage, archived=True) if _run_of(info.name) == run_id]
+        if archived:
+            return storage.spark_path(archived[-1].path)
     if not found:
         raise ConfigError(f"no audit revision of run {run_id!r} under {storage.join(REVISIONS_DIR)}: the audit run "
                           f"has not written one (did it run with history.enabled=true against this destination?)")
-    return storage.spark_path(storage.join(REVISIONS_DIR, found[-1]))  # a URI: it names its storage
+    return storage.spark_path(storage.join(directory, found[-1]))  # a URI: it names its storage
 
 
 def read_revision(uri: str) -> list[dict]:
@@ -163,20 +184,89 @@ def read_revision(uri: str) -> list[dict]:
     return rows
 
 
+def _read_table(storage, path: str) -> pa.Table:
+    return _conform(pq.read_table(io.BytesIO(storage.read_bytes(path))))
+
+
 def read_history(destination: str) -> pa.Table:
-    """Every revision's rows, oldest revision first (empty table with SCHEMA when none)."""
+    """Every revision's rows (archived ones too), oldest revision first (empty table with SCHEMA when none)."""
     storage = open_storage(destination)
-    tables = []
-    for info in _revision_files(storage):
-        tables.append(_conform(pq.read_table(io.BytesIO(storage.read_bytes(info.path)))))
+    tables = [_read_table(storage, info.path) for info in _revision_files(storage, archived=True)]
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
+def _key(row: dict) -> tuple:
+    return (row["topic"], row["row_type"], row["producer"], row["window_start_ms"])
+
+
+def _checkpoints(storage) -> list:
+    """Checkpoint files, newest first."""
+    found = [i for i in storage.list(storage.join(CHECKPOINTS_DIR))
+             if i.name.endswith(CHECKPOINT_SUFFIX) and not i.name.startswith(".")]
+    return sorted(found, key=lambda i: i.name, reverse=True)
+
+
+def _newest_checkpoint(storage, *, upto: str | None = None) -> tuple[str | None, list[dict], bool]:
+    """(stem, latest rows, a newer one was corrupt) of the newest valid checkpoint with stem <= ``upto``;
+    (None, [], ...) when none is valid."""
+    skipped = False
+    for info in _checkpoints(storage):
+        stem = info.name[: -len(CHECKPOINT_SUFFIX)]
+        if upto is not None and stem > upto:
+            continue
+        try:
+            body = unseal(storage.read_bytes(info.path), info.path)
+            return stem, _conform(pq.read_table(io.BytesIO(body))).to_pylist(), skipped
+        except (CheckpointCorruptError, OSError, pa.ArrowException) as exc:
+            log.warning("ignoring audit checkpoint %s: %s; using an older one or every revision", info.path, exc)
+            skipped = True
+    return None, [], skipped
+
+
+def _fold(storage, *, upto: str | None = None) -> dict[tuple, dict]:
+    """The latest row of every window over the revisions up to stem ``upto`` (all when None)."""
+    stem, rows, skipped = _newest_checkpoint(storage, upto=upto)
+    latest = {_key(r): r for r in rows}
+    # Revisions after the newest checkpoint are all in revisions/; after an older one some are archived.
+    for info in _revision_files(storage, archived=stem is None or skipped):
+        s = _stem(info.name)
+        if (stem is not None and s <= stem) or (upto is not None and s > upto):
+            continue  # covered by the checkpoint (maybe not yet archived), or after ``upto``
+        for row in _read_table(storage, info.path).to_pylist():
+            latest[_key(row)] = row  # rows come oldest revision first
+    return latest
 
 
 def latest_rows(destination: str) -> list[dict]:
     """The latest revision of every (topic, row_type, producer, window) ever audited."""
-    latest: dict[tuple, dict] = {}
-    for row in read_history(destination).to_pylist():
+    latest = _fold(open_storage(destination))
+    for row in latest.values():
         row["causes"] = dict(row["causes"] or [])
-        key = (row["topic"], row["row_type"], row["producer"], row["window_start_ms"])
-        latest[key] = row  # rows come oldest revision first
     return sorted(latest.values(), key=lambda r: (r["topic"], r["row_type"], r["window_start_ms"] or 0, r["producer"] or ""))
+
+
+def maybe_checkpoint(storage, *, keep: int | None = None, interval: int | None = None) -> str | None:
+    """The writer's step after a revision: checkpoint and archive when ``revisions/`` holds keep + interval
+    (default :data:`KEEP`, :data:`INTERVAL`). Returns the checkpoint's path, or None when none was due.
+    """
+    keep = KEEP if keep is None else keep
+    interval = INTERVAL if interval is None else interval
+    hot = _revision_files(storage)
+    if len(hot) < keep + interval:
+        return None
+    covered = hot[: len(hot) - keep]
+    stem = _stem(covered[-1].name)
+    rows = list(_fold(storage, upto=stem).values())
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), buf, compression="snappy")
+    path = storage.join(CHECKPOINTS_DIR, stem + CHECKPOINT_SUFFIX)
+    storage.mkdirs(storage.join(CHECKPOINTS_DIR))
+    storage.write_atomic(path, seal(buf.getvalue()))
+    for info in covered:  # after the checkpoint: readers skip covered revisions by name until they move
+        shard = storage.join(ARCHIVE_DIR, info.name[:6])
+        storage.mkdirs(shard)
+        storage.rename(info.path, storage.join(shard, info.name))
+    for old in _checkpoints(storage)[2:]:
+        storage.delete(old.path)
+    log.info("audit checkpoint %s: %d latest rows; %d revisions archived", path, len(rows), len(covered))
+    return path

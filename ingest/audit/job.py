@@ -15,6 +15,10 @@ Steps of :func:`run_audit`:
 6. ``reconcile.build_rows``: tiers, statuses, causes, completeness; missing-id samples.
 7. A revision of the rows under ``<destination>/_audit/`` (``history``).
 
+The run's figures (:attr:`AuditRun.figures`, :func:`figures_text`, logged at the end):
+data files read, loaded rows counted (every window's ``loaded_rows``), monitoring files, windows and judged windows, seconds
+per step and in total, rows read per second.
+
 Rerunning the audit over the same committed state and time gives the same rows.
 """
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ingest.audit import counts, history, inputs, monitoring_events, reconcile
+from ingest.audit import counts, history, inputs, monitoring_events, reconcile, verdict
 from ingest.audit.attribution import Candidates
 from ingest.audit.lost_ranges import LostGap
 from ingest.audit.status import NO_PROBLEM_STATUSES
@@ -51,6 +55,8 @@ class AuditRun:
     exit_code: int
     inputs: dict[str, Any] = field(default_factory=dict)
     history_path: str | None = None
+    nothing_judged: str | None = None  # why no window was judged (exit 5), see ingest.audit.verdict
+    figures: dict[str, Any] = field(default_factory=dict)
 
     def problems(self) -> list[dict]:
         return [r for r in self.rows if r["status"] not in NO_PROBLEM_STATUSES]
@@ -70,6 +76,29 @@ def _step(name: str, timings: dict[str, float]):
     yield
     timings[name] = round(time.perf_counter() - began, 3)
     log.info("audit step: %s done in %.2f s", name, timings[name])
+
+
+def run_figures(data_files, monitoring_files: int, rows: list[dict], step_seconds: dict[str, float],
+                elapsed_s: float) -> dict[str, Any]:
+    """What an audit run read and how long it took (``AuditRun.figures``)."""
+    windows = [r for r in rows if r.get("row_type") != "producer"]
+    read_rows = sum(r.get("loaded_rows") or 0 for r in windows)
+    return {
+        "data_files": len(data_files), "rows_read": read_rows, "monitoring_files": monitoring_files, "windows": len(windows),
+        "judged_windows": sum(1 for r in windows if r.get("judged")),
+        "step_seconds": dict(step_seconds), "elapsed_s": round(elapsed_s, 3),
+        "rows_per_s": round(read_rows / elapsed_s, 1) if elapsed_s > 0 else None,
+    }
+
+
+def figures_text(run: "AuditRun") -> str:
+    """One line for the terminal and the log: what the run read, per-step seconds, rows/s."""
+    f = run.figures
+    steps = ", ".join(f"{k} {v:.2f} s" for k, v in f.get("step_seconds", {}).items()) or "none"
+    return (f"audit {run.run_id} read {f.get('data_files', 0)} data files ({f.get('rows_read', 0)} rows counted) "
+            f"and {f.get('monitoring_files', 0)} monitoring files; "
+            f"{f.get('windows', 0)} windows, {f.get('judged_windows', 0)} judged; {f.get('elapsed_s', 0)} s "
+            f"({steps}); {f.get('rows_per_s')} rows/s")
 
 
 def parse_time(text: str) -> int:
@@ -143,12 +172,14 @@ def _monitoring(spark, mon_files, mirror_files, window_ms):
                                     .withColumn("origin", F.lit(monitoring_events.ORIGIN_MIRROR)))
     mon_df = mon_df.cache()  # small; read once for both passes
     try:
-        snapshots = monitoring_events.rebucket(monitoring_events.latest_snapshots(mon_df), window_ms)
+        latest = monitoring_events.latest_snapshots(mon_df)
+        snapshots = monitoring_events.rebucket(latest, window_ms)
         gaps = monitoring_events.report_gaps(mon_df)
     finally:
         mon_df.unpersist()
     mirror = [s for s in snapshots if s.origin == monitoring_events.ORIGIN_MIRROR]
-    return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps
+    sizes = {s.window_end_ms - s.window_start_ms for s in latest if s.origin != monitoring_events.ORIGIN_MIRROR}
+    return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps, sizes
 
 
 def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], lo: int, hi: int) -> dict[str, Candidates]:
@@ -201,6 +232,7 @@ def run_audit(
 ) -> AuditRun:
     """Audit the windows of the range against the destination's committed state."""
     now = clock.time_ms()
+    began = time.perf_counter()
     run_id = history.check_run_id(run_id) if run_id is not None else uuid.uuid4().hex[:12]
     window_ms = config["window.ms"]
     lo, hi = audited_range(now, window_ms, config["window.lookback"], from_ms, to_ms)
@@ -217,7 +249,7 @@ def run_audit(
     mirror_files = [f for f in state.files if f.topic == config["mirror.monitoring.topic"]]
     mirror_lost_files = [f for f in state.files if f.topic == config["mirror.lost.topic"]]
     with _step("monitoring", timings):
-        snapshots, mirror_snapshots, gaps = _monitoring(spark, mon_files, mirror_files, window_ms)
+        snapshots, mirror_snapshots, gaps, producer_sizes = _monitoring(spark, mon_files, mirror_files, window_ms)
         source_lost = inputs.read_mirror_lost(spark, mirror_lost_files)
 
     topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots})
@@ -255,9 +287,13 @@ def run_audit(
         samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
                                          config["sample.size"])
     reconcile.attach_samples(rows, samples)
+    nothing_judged = verdict.nothing_judged_reason(
+        rows, range_start_ms=lo, range_end_ms=hi, window_ms=window_ms, grace_ms=config["grace.ms"], now_ms=now,
+        producer_window_ms=producer_sizes,
+    )
     run = AuditRun(
         run_id=run_id, audited_at_ms=now, range_start_ms=lo, range_end_ms=hi, rows=rows,
-        exit_code=reconcile.exit_code(rows),
+        exit_code=verdict.exit_code(rows, nothing_judged), nothing_judged=nothing_judged,
         inputs={
             "destination": destination, "audit_topic": audit_topic, "loader_commit": state.commit_seq,
             "topics": topics, "data_files_read": len(data_files), "data_files_committed": len(state.files),
@@ -268,11 +304,14 @@ def run_audit(
             "lost_ranges": len(state.lost_ranges), "window_ms": window_ms, "grace_ms": config["grace.ms"],
             "threshold": config["threshold"], "future_skew_ms": config["future.skew.ms"],
             "window_lookback": config["window.lookback"], "now_ms": now, "step_seconds": timings,
+            "producer_window_ms": sorted(producer_sizes),
         },
     )
     if config["history.enabled"] if write_history is None else write_history:
         run.history_path = history.write_revision(
             destination, rows, run_id=run_id, audited_at_ms=now, range_start_ms=lo, range_end_ms=hi,
         )
+    run.figures = run_figures(data_files, len(mon_files), rows, timings, time.perf_counter() - began)
     log.info("audit %s: %s, exit code %d", run_id, run.status_counts(), run.exit_code)
+    log.info("%s", figures_text(run))
     return run

@@ -6,35 +6,46 @@ topic with out-of-range timestamps). Fields: ``reconcile.ROW_FIELDS`` plus
 ``audit_run_id`` and ``audited_at_ms``; docs/audit.md describes each. Among them
 ``tiers`` (``{"producers", "source", "target", "warehouse"}``, source and target
 null for a single-cluster topic) and ``loss_tier`` (the first tier whose count drops).
+
+The last line is the run's verdict (:func:`verdict_row`, ``row_type`` ``verdict``):
+the same line and exit code the job prints and returns, so a report with no
+window rows still says what the audit concluded.
 """
 from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES
+from ingest.audit.times import iso
+from ingest.audit.verdict import VERDICT_OF_EXIT, verdict_line
 
 log = logging.getLogger(__name__)
 
 
-def iso(ms: int | None) -> str:
-    """``2026-11-22 10:20`` (UTC) for a window edge, with seconds when the edge is not on a
-    whole minute (sub-minute windows must not print identical labels); ``-`` for None."""
-    if ms is None:
-        return "-"
-    fmt = "%Y-%m-%d %H:%M" if ms % 60_000 == 0 else "%Y-%m-%d %H:%M:%S"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(fmt)
+ROW_VERDICT = "verdict"
+
+
+def verdict_row(run) -> dict:
+    """The report's last line: ``status`` OK, DATA_LOSS, PROBLEMS or NOTHING_JUDGED, and why."""
+    windows = [r for r in run.rows if r["row_type"] == "window"]
+    return {
+        "row_type": ROW_VERDICT, "status": VERDICT_OF_EXIT.get(run.exit_code, str(run.exit_code)),
+        "exit_code": run.exit_code, "verdict": verdict_line(run), "nothing_judged": run.nothing_judged,
+        "range_start_ms": run.range_start_ms, "range_end_ms": run.range_end_ms,
+        "windows": len(windows), "windows_judged": sum(1 for r in windows if r["judged"]),
+        "figures": dict(getattr(run, "figures", None) or {}),  # the run's figures (ingest.audit.job.run_figures)
+    }
 
 
 def json_lines(run) -> str:
     out = []
-    for row in run.rows:
+    for row in [*run.rows, verdict_row(run)]:
         out.append(json.dumps({**row, "audit_run_id": run.run_id, "audited_at_ms": run.audited_at_ms},
                               sort_keys=False, separators=(",", ":")))
-    return "\n".join(out) + ("\n" if out else "")
+    return "\n".join(out) + "\n"
 
 
 def write_json_lines(run, path: str | Path) -> Path:
@@ -70,19 +81,9 @@ def summary(run, *, max_problems: int = 15) -> str:
     """A few lines for the terminal and the Airflow log: verdict, counts per status, worst windows."""
     counts = run.status_counts()
     windows = [r for r in run.rows if r["row_type"] != "producer"]
-    judged = sum(1 for r in windows if r["judged"])
-    lossy = [r for r in windows if r["status"] in LOSS_STATUSES]
-    loss = sum(r["missing"] for r in lossy)
-    failed = sum(r["causes"].get("producer_failed", 0) for r in lossy)
-    if run.exit_code == 0:
-        verdict = "OK: every judged window is complete"
-    elif lossy or any(r["status"] in LOSS_STATUSES for r in run.rows):
-        extra = f", {failed} failed sends never delivered" if failed else ""
-        verdict = f"DATA LOSS: {loss} acknowledged messages missing{extra} (exit {run.exit_code})"
-    else:
-        verdict = f"PROBLEMS without loss (exit {run.exit_code})"
+    judged = sum(1 for r in windows if r["row_type"] == "window" and r["judged"])
     lines = [
-        f"audit {run.run_id}: {verdict}",
+        f"audit {run.run_id}: {verdict_line(run)}",
         f"  windows {iso(run.range_start_ms)} .. {iso(run.range_end_ms)} UTC, {len(windows)} rows, {judged} judged; "
         + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
     ]

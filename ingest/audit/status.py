@@ -6,9 +6,10 @@ read back from a report (a plain ``str``) is found in these sets.
 
 Two sets answer two different questions and must not be confused:
 
-* :data:`NO_PROBLEM_STATUSES`: the audit has nothing to report (exit code 0,
-  ``ingest audit show --problems`` hides them); PENDING is here because a
-  window not judged yet is not a problem yet.
+* :data:`NO_PROBLEM_STATUSES`: the audit has nothing to report about the row
+  (``ingest audit show --problems`` hides them); PENDING is here because a
+  window not judged yet is not a problem yet. A run whose window rows are all
+  PENDING judged nothing, though: it exits 5, not 0 (ingest/audit/verdict.py).
 * :data:`COMPACTABLE_STATUSES`: compaction may rewrite the window's files;
   only a judged, COMPLETE window qualifies (never PENDING).
 
@@ -38,7 +39,7 @@ LOSS_STATUSES = frozenset({Status.DATA_LOSS, Status.RETENTION_LOSS, Status.CORRU
 """Acknowledged messages are missing (audit exit code 3)."""
 
 NO_PROBLEM_STATUSES = frozenset({Status.COMPLETE, Status.PENDING})
-"""Nothing to report (audit exit code 0); every other status is a problem."""
+"""Nothing to report about the row; every other status is a problem (exit 0, or 5 when no window is judged)."""
 
 COMPACTABLE_STATUSES = frozenset({Status.COMPLETE})
 """Compaction may merge the files of a window with this status (judged and complete)."""

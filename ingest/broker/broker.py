@@ -17,6 +17,8 @@ from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
+from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher
+from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ class BrokerServer:
         self.replicas = None
         self.controller = None
         self.network: SocketServer | None = None
+        self.metrics = None     # BrokerMetrics when metrics.port is not -1
+        self.exporter = None    # its endpoint (``exporter.url``)
         self._stopping = False
         self._stopped = threading.Event()
         self._lock = threading.Lock()
@@ -64,16 +68,26 @@ class BrokerServer:
         if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
             raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
         self.log_manager = LogManager(cfg, self.clock)
-        self.log_manager.startup()
+        registry = self._start_metrics() if metrics_enabled(cfg) else None
+        try:
+            self.log_manager.startup()
+        except BaseException:
+            self._stop_metrics()
+            raise
         try:
             self.handlers = BrokerHandlers(self.log_manager, cfg, broker_id=self.broker_id,
                                            host=self.host, port=self.port)
-            self.network = SocketServer.from_config(cfg, self.handlers, self.host, self.port)
+            dispatcher = self.handlers
+            if registry is not None:
+                self.handlers.metrics = self.metrics
+                dispatcher = MeteredDispatcher(self.handlers, self.metrics)
+            self.network = SocketServer.from_config(cfg, dispatcher, self.host, self.port)
             self.port = self.handlers.port = self.network.port
             if cfg["enable.zookeeper"]:
                 self._start_zookeeper_parts()
             self.network.start()
         except BaseException:
+            self._stop_metrics()
             if self.network is not None:
                 self.network.stop()
             self._stop_zookeeper_parts()
@@ -81,6 +95,20 @@ class BrokerServer:
             raise
         log.info("broker %d started on %s:%d (log.dir %s)", self.broker_id, self.host, self.port, cfg["log.dir"])
         return self
+
+    def _start_metrics(self):
+        """The registry, the counters (fsync times too) and the endpoint, before the logs are recovered,
+        so that recovery's flushes are timed and a bad metrics.port fails before any slow work."""
+        registry = new_registry()   # prometheus_client is imported from here on only
+        self.metrics = BrokerMetrics()
+        self.log_manager.on_flush = self.metrics.flushed
+        registry.register(BrokerCollector(self))
+        self.exporter = start_exporter(registry, self.config, f"broker {self.broker_id}")
+        return registry
+
+    def _stop_metrics(self) -> None:
+        if self.exporter is not None:
+            self.exporter.stop()
 
     def _start_zookeeper_parts(self) -> None:
         """Registry, replication view, replica manager and controller (one ZooKeeper session)."""
@@ -131,6 +159,7 @@ class BrokerServer:
             self.log_manager.shutdown()
         if self.registry is not None:
             self.registry.close()
+        self._stop_metrics()
         self._stopped.set()
         log.info("broker %d stopped", self.broker_id)
 

@@ -56,6 +56,7 @@ from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
 from ingest.broker.refusals import ProduceRefusals
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
+from ingest.metrics.broker import NO_METRICS
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.errors import (
     CorruptRangeError,
@@ -119,6 +120,7 @@ class BrokerHandlers:
         self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
         self.produce_refusals = ProduceRefusals()
         self.mirror = MirrorHandlers(self)
+        self.metrics = NO_METRICS   # counters (ingest.metrics.broker.BrokerMetrics when metrics.port is set)
         self.table: dict[int, Callable[[memoryview, str], Reply | None]] = {
             RequestType.PRODUCE: self.handle_produce,
             RequestType.FETCH: self.handle_fetch,
@@ -146,11 +148,13 @@ class BrokerHandlers:
         if handler is None:
             exc = UnknownRequestTypeError(
                 f"unknown request type {kind}; known types are {sorted(int(k) for k in self.table)}")
+            self.metrics.error(kind, exc.code.name)
             self.refusals.warning(client, exc.code.name, "client %s: %s", client, exc)
             return Reply([p.ErrorResponse(exc.code).encode()])
         try:
             return handler(body, client)
         except IngestError as exc:
+            self.metrics.error(kind, exc.code.name)
             if kind in p.RESPONSELESS:  # no response exists: log once per connection and count
                 keep = exc.code in KEEP_CONNECTION_AFTER
                 self.produce_refusals.refused(client, _name(kind), exc.code.name, str(exc), closing=not keep)
@@ -160,6 +164,7 @@ class BrokerHandlers:
             return self._error_reply(kind, exc.code)
         except Exception:  # noqa: BLE001 - a bug must not take the broker down
             log.exception("client %s: %s request failed unexpectedly", client, _name(kind))
+            self.metrics.error(kind, ErrorCode.UNKNOWN.name)
             return self._error_reply(kind, ErrorCode.UNKNOWN)
 
     def connection_closed(self, client: str) -> None:
@@ -223,10 +228,15 @@ class BrokerHandlers:
     def _append(self, req: p.ProduceRequest, acks: int = 1) -> int:
         part = self._replica(req.topic, req.partition, create=True)
         if part is not None:
-            return part.append(self._validated(req), acks, self.replicas.min_isr)[0]
-        # get_or_create_log validates the topic name and partition range
-        log_ = self._log_for_write(req.topic, req.partition)
-        return log_.append(self._validated(req))
+            vs = self._validated(req)
+            offset = part.append(vs, acks, self.replicas.min_isr)[0]
+        else:
+            # get_or_create_log validates the topic name and partition range
+            log_ = self._log_for_write(req.topic, req.partition)
+            vs = self._validated(req)
+            offset = log_.append(vs)
+        self.metrics.produced(req.topic, vs)
+        return offset
 
     # --- handlers ------------------------------------------------------------------------
 
@@ -281,11 +291,12 @@ class BrokerHandlers:
         # then every log, so a topic refused by the creation limits leaves nothing appended either
         logs = [None if rp is not None else self._log_for_write(part.topic, part.partition)
                 for part, rp in zip(req.produces, replicas)]
-        for log_, rp, vs in zip(logs, replicas, sets):
+        for log_, rp, vs, part in zip(logs, replicas, sets, req.produces):
             if rp is not None:
                 rp.append(vs, 0, 1)
             else:
                 log_.append(vs)
+            self.metrics.produced(part.topic, vs)
         return None
 
     def _read(self, f: p.FetchRequest) -> tuple[int, FileRegion | None]:
@@ -298,20 +309,18 @@ class BrokerHandlers:
         rp = self._replica(f.topic, f.partition)
         if rp is not None:
             slc = rp.log.read(f.offset, f.max_size, limit=rp.read_limit())
-            if slc.length == 0:
-                slc.release()
-                return 0, None
-            return slc.length, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)
-        log_ = self._log_for_read(f.topic, f.partition)
-        if log_ is None:
-            if f.offset == 0:
-                return 0, None
-            raise OffsetOutOfRangeError(
-                f"offset {f.offset} of {f.topic}-{f.partition} is out of range: the partition is empty")
-        slc = log_.read(f.offset, f.max_size)
+        else:
+            log_ = self._log_for_read(f.topic, f.partition)
+            if log_ is None:
+                if f.offset == 0:
+                    return 0, None
+                raise OffsetOutOfRangeError(
+                    f"offset {f.offset} of {f.topic}-{f.partition} is out of range: the partition is empty")
+            slc = log_.read(f.offset, f.max_size)
         if slc.length == 0:
             slc.release()
             return 0, None
+        self.metrics.fetched(f.topic, slc.length)
         return slc.length, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)
 
     def handle_fetch(self, body: memoryview, client: str) -> Reply:

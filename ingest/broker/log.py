@@ -42,6 +42,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,9 @@ class _View(NamedTuple):
 
 class Log(ReplicaLogOps):
     """One topic-partition's log; see the module docstring for the contract."""
+
+    on_flush: Callable[[float], None] | None = None
+    """Called (under the log's lock) with the seconds each fsync took; set by the LogManager for metrics."""
 
     def __init__(self, directory: Path, settings: LogSettings, clock: Clock, *, name: str | None = None,
                  files: OpenFiles = UNLIMITED) -> None:
@@ -271,10 +275,13 @@ class Log(ReplicaLogOps):
 
     def _flush_locked(self) -> None:
         if self._write_end != self._view.end:
+            began = time.perf_counter()
             try:
                 self._active.flush()
             except OSError as exc:
                 raise self._go_offline_locked(f"fsync of {self._active.path} failed: {exc.strerror}") from exc
+            if self.on_flush is not None:
+                self.on_flush(time.perf_counter() - began)
             v = self._view
             self._view = _View(v.segments, v.bases, self._write_end)
         self._unflushed = 0

@@ -83,6 +83,8 @@ class LogManager:
         self._threads: list[threading.Thread] = []
         self._shut = False
         self._lock_fd: int | None = None
+        self.on_flush = None
+        """Given to every log as :attr:`Log.on_flush <ingest.broker.log.Log.on_flush>` (fsync seconds; metrics)."""
 
     # --- configuration per topic --------------------------------------------------
 
@@ -97,6 +99,7 @@ class LogManager:
         return max(self.configured_partition_count(topic), self._topics.get(topic, 0))
 
     def _add_log_locked(self, topic: str, partition: int, lg: Log) -> None:
+        lg.on_flush = self.on_flush
         self._logs[(topic, partition)] = lg
         self._topics[topic] = max(self._topics.get(topic, 0), partition + 1)
 

@@ -62,8 +62,10 @@ class MirrorHandlers:
         try:
             if part is None:
                 offset = h._log_for_write(req.topic, req.partition).append(vs, req.expected_offset)
+                h.metrics.produced(req.topic, vs)
                 return Reply([_respond(ErrorCode.NONE, offset)])
             offset, end, generation = part.append(vs, req.required_acks, h.replicas.min_isr, req.expected_offset)
+            h.metrics.produced(req.topic, vs)
         except OffsetMismatchError as exc:
             log.info("client %s: APPEND_AT %s-%d at %d refused: the log end is %s", client, req.topic,
                      req.partition, req.expected_offset, exc.log_end)

@@ -52,7 +52,9 @@ class ReplicationHandlers:
             offset = self.h._append(req.produce, req.required_acks)
             return Reply([p.ProduceAckResponse(ErrorCode.NONE, offset).encode()])
         min_isr = self.replicas.min_isr
-        offset, end, generation = part.append(self.h._validated(req.produce), -1, min_isr)
+        vs = self.h._validated(req.produce)
+        offset, end, generation = part.append(vs, -1, min_isr)
+        self.h.metrics.produced(req.topic, vs)
         return self.acked_reply(part, offset, end, generation, req.timeout_ms,
                                 lambda code, off: p.ProduceAckResponse(code, off).encode())
 

@@ -465,6 +465,7 @@ class _Processor(threading.Thread):
             conn.frame_started = self.server.clock_monotonic()
 
     def _refuse(self, conn: _Connection, code: ErrorCode) -> None:
+        self.server.count_refused_frame(code)
         self._queue(conn, Reply([ErrorResponse(code).encode()], close_after=True))
 
     def _queue(self, conn: _Connection, reply: Reply) -> None:
@@ -585,6 +586,8 @@ class SocketServer:
         self.clock_monotonic = monotonic or time.monotonic
         self.refusals = RateLimitedLog(log, interval_s=LOG_INTERVAL_S, monotonic=self.clock_monotonic)
         self.budget = RequestBudget(queued_max_request_bytes, self._budget_released)
+        self._refused: dict[str, int] = {}   # frames refused here, by error code (the metrics read them)
+        self._refused_lock = threading.Lock()
         try:
             self._listener = socket.create_server((host, port), backlog=128, reuse_port=False)
         except OSError as exc:
@@ -607,6 +610,19 @@ class SocketServer:
                    queued_max_request_bytes=config["queued.max.request.bytes"],
                    idle_timeout_s=config["connections.max.idle.ms"] / 1000.0,
                    partial_timeout_s=config["request.partial.timeout.ms"] / 1000.0)
+
+    def count_refused_frame(self, code: ErrorCode) -> None:
+        with self._refused_lock:
+            self._refused[code.name] = self._refused.get(code.name, 0) + 1
+
+    def refused_frames(self) -> dict[str, int]:
+        """Frames refused by this layer since start (bad size, larger than the budget), by error code."""
+        with self._refused_lock:
+            return dict(self._refused)
+
+    def connection_count(self) -> int:
+        """Open client connections (a snapshot: processors add and remove them concurrently)."""
+        return sum(len(p.conns) for p in self._processors)
 
     def _budget_released(self) -> None:
         for p in self._processors:

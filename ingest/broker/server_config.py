@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.config import Bool, Int, Key, Str
+from ingest.metrics.keys import METRICS_KEYS
 
 SERVER_KEYS = (
     Key("brokerid", Int(0, 2**31 - 1), doc="unique id of this broker in the cluster"),
@@ -56,5 +57,5 @@ SERVER_KEYS = (
         "socket timeout of a follower's fetches from its leader"),
 )
 
-SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS)
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""

@@ -99,7 +99,7 @@ def _run(args) -> int:
 
 def _status(args) -> int:
     from ingest.compaction.plan import committed_hours, is_compacted_set
-    from ingest.compaction.records import read_records
+    from ingest.compaction.records import ARCHIVE_DIR, archived_count, read_records
     from ingest.loader.state import LoaderState
 
     storage = existing_destination(load_config(args))
@@ -110,7 +110,7 @@ def _status(args) -> int:
         loaded = sorted({f.topic for f in state.files()})
         raise UnknownTopicError(f"--topic {', '.join(args.topic)}: no committed hours in {storage.uri}; "
                                 f"topics there: {', '.join(loaded) or 'none (nothing loaded yet)'}")
-    if not state.manifests:
+    if state.seq == 0:
         print(f"no committed load in {storage.uri} yet (nothing to compact)", file=sys.stderr)
     for hour, files in sorted(hours.items(), key=lambda kv: (kv[0].topic, kv[0].start_ms)):
         if start is not None and hour.start_ms + 3_600_000 <= start or end is not None and hour.start_ms >= end:
@@ -126,4 +126,7 @@ def _status(args) -> int:
             print(json.dumps({"run": record}))
         else:
             print(f"run {record['id']}: {record['state']}, {len(record['old'])} -> {len(record['new'])} files")
+    older = archived_count(storage)
+    if older and not args.json:
+        print(f"{older} older run record(s) in {storage.join(ARCHIVE_DIR)}")
     return 0

@@ -95,12 +95,14 @@ def merge_hour(storage: Any, settings: Settings, plan: HourPlan, compaction_id: 
     return HourResult(outcome, tuple(r.path for r in plan.files), tuple(new))
 
 
-def commit(storage: Any, results: Sequence[HourResult], compaction_id: str, clock: Any) -> Any:
+def commit(storage: Any, results: Sequence[HourResult], compaction_id: str, clock: Any,
+           checkpoint_interval: int = 100) -> Any:
     """The one atomic step: withdraw every old file and add every new one (a loader manifest)."""
     crash_point("staged")
     old = [p for r in results for p in r.old]
     new = [rec for r in results for rec in r.new]
     note = f"compaction {compaction_id}: {len(results)} hour(s), {len(old)} -> {len(new)} files"
-    manifest = replace_files(storage, old, new, run_id=compaction_id, note=note, clock=clock)
+    manifest = replace_files(storage, old, new, run_id=compaction_id, note=note, clock=clock,
+                             checkpoint_interval=checkpoint_interval)
     log.info("committed %s as manifest %d", note, manifest.seq)
     return manifest

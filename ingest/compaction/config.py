@@ -20,6 +20,8 @@ COMPACTION_CONFIG = ConfigDef(
             "also compact hours not yet closed (demo and tests; in production late data would re-fragment them)"),
         Key("compaction.require.audit", Bool(), True,
             "compact only hours that an audit report judged complete (jobs/compact.py --audit-report)"),
+        Key("state.checkpoint.interval", Int(0, 1_000_000), 100,
+            "every this many commits the committer writes a checkpoint of the loader state and archives the manifests it covers, so reading the state costs the same after a year (0: never; docs/storage.md)"),
         Key("compaction.parquet.compression", Str(pattern=r"none|snappy|gzip|zstd|lz4|brotli"), "snappy",
             "Parquet codec of merged files (Avro files keep the codec of their input)"),
     ),

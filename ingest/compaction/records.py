@@ -2,7 +2,8 @@
 
 Layout::
 
-    _compaction/runs/<compaction_id>.json   one record per run
+    _compaction/runs/<compaction_id>.json                 one record per run: the newest ones
+    _compaction/archive/<id[1:5]>/<compaction_id>.json     settled records beyond the newest KEEP
 
 Record (JSON)::
 
@@ -14,6 +15,16 @@ Record (JSON)::
 loader manifest that swaps the files and the name of its staging directory, so
 :func:`reconcile` can tell after a crash whether the run committed (a manifest
 with that run id exists: ``committed``) or not (``abandoned``, staging removed).
+
+One record is written per compaction run that had work, so ``runs/`` grows per
+run, and :func:`reconcile`, which every compaction run calls first, read every
+record ever written. Like the loader's manifests (:mod:`ingest.loader.checkpoint`),
+settled records (anything but ``started``: they never change again) beyond the
+newest :data:`KEEP` are moved to ``_compaction/archive/`` by :func:`archive_settled`,
+a writer step at the end of :func:`reconcile`; a crash between two moves leaves
+some in ``runs/``, which the next run moves. Readers of recent runs
+(:func:`reconcile`, ``ingest compaction status``) read ``runs/`` only;
+``read_records(storage, archived=True)`` reads every record.
 """
 from __future__ import annotations
 
@@ -26,6 +37,9 @@ from ingest.loader.commit import gc_staging
 log = logging.getLogger(__name__)
 
 RUNS_DIR = "_compaction/runs"
+ARCHIVE_DIR = "_compaction/archive"
+KEEP = 100
+"""Settled records left in ``runs/``; older ones are archived."""
 
 
 def record_path(storage: Any, cid: str) -> str:
@@ -37,26 +51,66 @@ def write_record(storage: Any, record: dict) -> None:
     storage.write_atomic(record_path(storage, record["id"]), json.dumps(record, indent=1, sort_keys=True).encode())
 
 
-def read_records(storage: Any) -> Iterator[dict]:
-    """Every run record, oldest first (ids start with the start time in ms)."""
-    for info in storage.list(storage.join(RUNS_DIR)):
-        if info.name.endswith(".json") and not info.name.startswith("."):
-            yield json.loads(storage.read_bytes(info.path))
+def _record_files(storage: Any, directory: str) -> list:
+    return [i for i in storage.list(storage.join(directory)) if i.name.endswith(".json") and not i.name.startswith(".")]
+
+
+def _archived_files(storage: Any) -> list:
+    return [i for shard in storage.list(storage.join(ARCHIVE_DIR)) if shard.is_dir
+            for i in _record_files(storage, f"{ARCHIVE_DIR}/{shard.name}")]
+
+
+def read_records(storage: Any, *, archived: bool = False) -> Iterator[dict]:
+    """The recent run records (``runs/``; with ``archived``, every record), oldest first (ids start with
+    the start time in ms)."""
+    infos = _record_files(storage, RUNS_DIR) + (_archived_files(storage) if archived else [])
+    for info in sorted(infos, key=lambda i: i.name):
+        yield json.loads(storage.read_bytes(info.path))
+
+
+def archived_count(storage: Any) -> int:
+    """How many records the archive holds (one listing per shard)."""
+    return len(_archived_files(storage))
+
+
+def archive_shard(cid: str) -> str:
+    """``<id[1:5]>``: ids are ``c<start ms:013d>-...``, so one shard per ~11.6 days (``other`` otherwise)."""
+    return cid[1:5] if len(cid) > 5 and cid[1:5].isdigit() else "other"
+
+
+def archive_settled(storage: Any, keep: int = KEEP) -> int:
+    """Move settled records beyond the newest ``keep`` from ``runs/`` to the archive; returns how many.
+
+    A writer step (the end of :func:`reconcile`). ``started`` records are never moved.
+    """
+    infos = sorted(_record_files(storage, RUNS_DIR), key=lambda i: i.name)
+    moved = 0
+    for info in infos[: max(0, len(infos) - keep)]:
+        record = json.loads(storage.read_bytes(info.path))
+        if record.get("state") == "started":
+            continue
+        shard = storage.join(ARCHIVE_DIR, archive_shard(info.name[:-len(".json")]))
+        storage.mkdirs(shard)
+        storage.rename(info.path, storage.join(shard, info.name))
+        moved += 1
+    if moved:
+        log.info("archived %d settled compaction record(s) of %s", moved, storage.uri)
+    return moved
 
 
 def reconcile(storage: Any, state: Any, clock: Any) -> int:
-    """Settle records left ``started`` by a crash; returns how many were settled.
+    """Settle records left ``started`` by a crash, then archive old settled ones; returns how many were settled.
 
-    A writer step: run it after :func:`ingest.loader.commit.roll_forward`.
+    A writer step: run it after :func:`ingest.loader.commit.roll_forward`. Reads ``runs/`` only.
     """
-    committed = {m.run_id: m.seq for m in state.manifests if m.kind == "compaction"}
     settled = 0
     for record in list(read_records(storage)):
         if record["state"] != "started":
             continue
         cid = record["id"]
-        if cid in committed:
-            record.update(state="committed", manifest_seq=committed[cid], finished_ms=clock.time_ms(),
+        seq = state.commit_of_run(cid)  # the commits since the checkpoint, then its run index
+        if seq is not None:
+            record.update(state="committed", manifest_seq=seq, finished_ms=clock.time_ms(),
                           note="crashed after its commit point; the roll-forward published it")
         else:
             gc_staging(storage, [cid])
@@ -65,4 +119,5 @@ def reconcile(storage: Any, state: Any, clock: Any) -> int:
         log.warning("compaction %s was interrupted: now %s", cid, record["state"])
         write_record(storage, record)
         settled += 1
+    archive_settled(storage)
     return settled

@@ -83,7 +83,7 @@ def run(config: Any, *, start_ms: int | None = None, end_ms: int | None = None,
             return merge_hour(open_storage(uri), settings, plan, cid)
 
         results = map_fn(task, plans)
-        manifest = commit(storage, results, cid, clock)
+        manifest = commit(storage, results, cid, clock, config["state.checkpoint.interval"])
         record.update(state="committed", manifest_seq=manifest.seq, finished_ms=clock.time_ms(),
                       hours=[r.outcome.as_dict() for r in results],
                       old=[p for r in results for p in r.old], new=[n.path for r in results for n in r.new])

@@ -27,6 +27,7 @@ from ingest.demo.pipeline import (GRACE_MS, MIN_DURATION_FOR_TWO_LOADS_S, WINDOW
 from ingest.demo.processes import free_port
 from ingest.demo.summary import render_datacenters
 from ingest.errors import DemoError
+from ingest.jobs_support import EXIT_NOTHING_JUDGED
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class DatacentersDemo(Demo):
         say("tiered audit (spark-submit jobs/audit.py) ...")
         audit_code = self.submit("audit", "audit.py", [
             "--config", str(self.audit_config()), "--from", iso(first_ms // WINDOW_MS * WINDOW_MS),
-            "--to", iso(window_end), "--report", str(report)], ok_codes=(0, 3, 4))
+            "--to", iso(window_end), "--report", str(report)], ok_codes=(0, 3, 4, EXIT_NOTHING_JUDGED))
         say(f"audit finished in {self.step_times['audit']:.0f}s (exit {audit_code})")
         say()
         say(render_datacenters(self.work, self.warehouse, report, self.produced, self.latency,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ingest.demo.processes import Supervisor, free_port
 from ingest.errors import DemoError
+from ingest.jobs_support import EXIT_NOTHING_JUDGED
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +245,7 @@ class Demo:
         say("audit (spark-submit jobs/audit.py) ...")
         audit_code = self.submit("audit", "audit.py", [
             "--config", str(cfg["audit"]), "--from", iso(start_ms // WINDOW_MS * WINDOW_MS),
-            "--to", iso(window_end), "--report", str(report)], ok_codes=(0, 3, 4))
+            "--to", iso(window_end), "--report", str(report)], ok_codes=(0, 3, 4, EXIT_NOTHING_JUDGED))
         say(f"audit finished in {self.step_times['audit']:.0f}s (exit {audit_code})")
         files_before = _committed_files(self.warehouse)
         say("compaction (ingest compaction run: the code of jobs/compact.py without Spark's start-up) of the "

@@ -6,6 +6,7 @@ from typing import Any
 
 from ingest.audit.report_reader import read_report
 from ingest.errors import ConfigError
+from ingest.jobs_support import EXIT_NOTHING_JUDGED
 
 
 def audit_rows(report: Path) -> list[dict]:
@@ -15,6 +16,19 @@ def audit_rows(report: Path) -> list[dict]:
     except ConfigError:
         return []
     return [r for r in rows if r.get("row_type", "window") == "window"]
+
+
+def audit_verdict(audit_code: int, report: Path) -> str:
+    """The audit's outcome in words; for exit 5 the report's own "NOTHING JUDGED: <why>" line."""
+    if audit_code == EXIT_NOTHING_JUDGED:
+        try:
+            rows = read_report(report)
+        except ConfigError:
+            rows = []
+        line = next((r.get("verdict") for r in rows if r.get("row_type") == "verdict"), None)
+        return line or "NOTHING JUDGED: no window of the range was judged (exit 5)"
+    return {0: "every judged window COMPLETE", 3: "DATA LOSS found", 4: "problems found"}.get(
+        audit_code, f"exit {audit_code}")
 
 
 def loaded_rows(warehouse: Path) -> dict[str, int]:
@@ -45,7 +59,7 @@ def render(work: Path, warehouse: Path, report: Path, produced: dict[str, dict],
         st = ", ".join(f"{k} {v}" for k, v in sorted(statuses.get(t, {}).items())) or "-"
         lines.append(f"{t:<18} {acked:>8} {loaded.get(t, 0):>12} {files:>9}  {st}")
     html = report.with_suffix(".html")
-    verdict = {0: "every judged window COMPLETE", 3: "DATA LOSS found", 4: "problems found"}.get(audit_code, f"exit {audit_code}")
+    verdict = audit_verdict(audit_code, report)
     out = [
         "=" * 72,
         f"demo finished in {elapsed_s:.0f}s; audit: {verdict}",
@@ -98,8 +112,7 @@ def render_datacenters(work: Path, warehouse: Path, report: Path, produced: dict
     """The datacenters demo's summary: latency line, per-producer acks, tiers per window."""
     rows = audit_rows(report)
     loaded = loaded_rows(warehouse)
-    verdict = {0: "every judged window COMPLETE", 3: "DATA LOSS found", 4: "problems found"}.get(
-        audit_code, f"exit {audit_code}")
+    verdict = audit_verdict(audit_code, report)
     html = report.with_suffix(".html")
     acked = [f"  {name:<22} acked {p.get('acknowledged', '-')}" for name, p in sorted(produced.items())]
     out = [

@@ -20,6 +20,7 @@ REGISTRY_EXAMPLES = """\
 examples:
   ingest registry start --port 8081 --store /var/lib/ingest/registry
   ingest registry start --port 8081 --zk 127.0.0.1:2181     # state in ZooKeeper, several registries
+  ingest registry start --port 8081 --set metrics.port=9102  # Prometheus metrics on 127.0.0.1:9102
 """
 
 PRODUCE_EXAMPLES = """\
@@ -41,6 +42,9 @@ def register(subparsers: Any) -> None:
     where.add_argument("--store", default="registry-data", help="directory store (default ./registry-data)")
     where.add_argument("--zk", help="ZooKeeper connect string: keep state in ZooKeeper (shared by registries)")
     start.add_argument("--compatibility", default="BACKWARD", help="default compatibility level")
+    start.add_argument("--config", default=None, help="properties file with registry keys (metrics.port, "
+                                                      "metrics.host; `ingest config docs` lists them)")
+    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     start.set_defaults(func=_registry_start)
     reg.set_defaults(func=lambda args: (reg.print_help(), 2)[1])
 
@@ -72,6 +76,7 @@ def register(subparsers: Any) -> None:
 def _registry_start(args: argparse.Namespace) -> int:
     from ingest.events import compatibility
     from ingest.events.registry import SchemaRegistry
+    from ingest.events.registry_config import REGISTRY_CONFIG
     from ingest.events.registry_server import RegistryServer
     from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
 
@@ -80,8 +85,13 @@ def _registry_start(args: argparse.Namespace) -> int:
     level = args.compatibility.upper()
     if level not in compatibility.LEVELS:
         raise ConfigError(f"--compatibility {args.compatibility!r} is not one of {', '.join(compatibility.LEVELS)}")
+    config = REGISTRY_CONFIG.load(args.config, parse_overrides(args.set))
     store = ZooKeeperStore(args.zk) if args.zk else DirectoryStore(args.store)
-    server = RegistryServer(SchemaRegistry(store, level), args.host, args.port)
+    try:
+        server = RegistryServer(SchemaRegistry(store, level), args.host, args.port, config)
+    except BaseException:
+        store.close()
+        raise
 
     def _stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -95,8 +105,7 @@ def _registry_start(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        server._httpd.server_close()
-        store.close()
+        server.close()
     return 0
 
 

@@ -27,6 +27,9 @@ not JSON ``400``/``{"error_code": 400}`` (as Confluent's REST layer answers).
 Boolean query parameters are true when they read ``true`` in any case (Java's
 ``Boolean.parseBoolean``, what Confluent's JAX-RS resources use).
 ``ThreadingHTTPServer``: one thread per connection; the registry object is thread-safe.
+
+Metrics (``metrics.port``, :mod:`ingest.metrics.registry`): each routed request
+is counted and timed under its route name, on an endpoint of its own thread.
 """
 from __future__ import annotations
 
@@ -34,12 +37,15 @@ import json
 import logging
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ingest.errors import RegistryHttpError
 from ingest.events.registry import SchemaRegistry
+from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
+from ingest.metrics.registry import RegistryMetrics
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +119,9 @@ def _schema_id(p: dict) -> int:
 class _Api:
     """Route handlers: (path params, JSON body, query params) -> JSON-able result."""
 
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, metrics: RegistryMetrics | None = None) -> None:
         self.r = registry
+        self.metrics = metrics
 
     @staticmethod
     def _schema_field(body: Any) -> Any:
@@ -193,6 +200,7 @@ def _make_handler(api: _Api) -> type[BaseHTTPRequestHandler]:
             log.debug("%s " + fmt, self.address_string(), *args)
 
         def _send(self, status: int, value: Any) -> None:
+            self.status = status
             data = json.dumps(value).encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", CONTENT_TYPE)
@@ -208,6 +216,17 @@ def _make_handler(api: _Api) -> type[BaseHTTPRequestHandler]:
             self._send(code, {"error_code": code, "message": text})
 
         def _dispatch(self, method: str) -> None:
+            if api.metrics is None:
+                self._route(method)
+                return
+            began = time.perf_counter()
+            self.endpoint, self.status = "unknown", 500
+            try:
+                self._route(method)
+            finally:
+                api.metrics.request(self.endpoint, self.status, time.perf_counter() - began)
+
+        def _route(self, method: str) -> None:
             parts = urlsplit(self.path)
             path = parts.path
             query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
@@ -231,6 +250,7 @@ def _make_handler(api: _Api) -> type[BaseHTTPRequestHandler]:
                         allowed.append(m)
                         continue
                     params = {k: unquote(v) for k, v in match.groupdict().items()}
+                    self.endpoint = name
                     self._send(200, getattr(api, name)(params, body, query))
                     return
                 if allowed:
@@ -271,10 +291,27 @@ def _make_handler(api: _Api) -> type[BaseHTTPRequestHandler]:
 class RegistryServer:
     """The registry HTTP service on ``host:port`` (port 0 picks a free one)."""
 
-    def __init__(self, registry: SchemaRegistry, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, registry: SchemaRegistry, host: str = "127.0.0.1", port: int = 0,
+                 config: Mapping[str, Any] | None = None) -> None:
+        """``config``: the ``metrics.*`` keys (``ingest.events.registry_config``); None = metrics off.
+
+        Raises:
+            ConfigError: the metrics endpoint cannot be bound.
+        """
         self.registry = registry
-        self._httpd = _HTTPServer((host, port), _make_handler(_Api(registry)))
+        self.exporter = None
+        metrics = None
+        if config is not None and metrics_enabled(config):
+            prom = new_registry()
+            metrics = RegistryMetrics(prom, registry)
+        self._httpd = _HTTPServer((host, port), _make_handler(_Api(registry, metrics)))
         self._thread: threading.Thread | None = None
+        if metrics is not None:
+            try:
+                self.exporter = start_exporter(prom, config, "schema registry")
+            except BaseException:
+                self._httpd.server_close()
+                raise
 
     @property
     def address(self) -> tuple[str, int]:
@@ -297,5 +334,11 @@ class RegistryServer:
 
     def stop(self) -> None:
         self._httpd.shutdown()
+        self.close()
+
+    def close(self) -> None:
+        """Close the listening socket, the metrics endpoint and the store (after ``serve_forever`` returned)."""
         self._httpd.server_close()
+        if self.exporter is not None:
+            self.exporter.stop()
         self.registry.store.close()

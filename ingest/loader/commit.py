@@ -18,6 +18,9 @@ Protocol (one load run, all steps on the job's storage):
    deleted, then ``<seq>.published`` is written. Every step is idempotent: a file
    already at its final path with no staged copy is done.
 4. Staging of the run is deleted.
+5. Every ``state.checkpoint.interval`` commits the committer writes a checkpoint
+   and archives the manifests it covers (:mod:`ingest.loader.checkpoint`); a
+   crash there leaves the state readable, and the next commit retries.
 
 Every writer (the load job, ``reset-offsets``, compaction) calls :func:`roll_forward`
 before it writes, which publishes any manifest without its marker;
@@ -38,6 +41,8 @@ from typing import Iterable, Sequence
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitConflictError, CommitError, StorageError
 from ingest.loader import layout
+from ingest.loader.checkpoint import DEFAULT_INTERVAL
+from ingest.loader.checkpoint_writer import maybe_checkpoint
 from ingest.loader.faults import crash_point
 from ingest.loader.manifests import list_commits, read_manifest
 from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord
@@ -136,8 +141,9 @@ def commit_files(
     expected_seq: int | None = None,
     note: str = "",
     clock: Clock = SYSTEM_CLOCK,
+    checkpoint_interval: int = DEFAULT_INTERVAL,
 ) -> Manifest:
-    """Steps 2-3: commit one manifest after ``expected_seq`` and publish it.
+    """Steps 2-3: commit one manifest after ``expected_seq`` and publish it; then checkpoint when due.
 
     An unfinished earlier commit is rolled forward first, so publishing this one
     never races the leftovers of a crashed one.
@@ -145,6 +151,8 @@ def commit_files(
     Args:
         expected_seq: the seq the caller planned against (None: the current latest);
             if another commit happened since, :class:`CommitConflictError`.
+        checkpoint_interval: write a checkpoint once this many commits passed since the last
+            one (``state.checkpoint.interval``; 0: never), see :mod:`ingest.loader.checkpoint`.
     """
     roll_forward(storage)
     latest = list_commits(storage).latest
@@ -162,6 +170,7 @@ def commit_files(
     write_manifest(storage, manifest)
     crash_point("after-manifest")
     publish(storage, manifest)
+    maybe_checkpoint(storage, manifest.seq, checkpoint_interval, now_ms=clock.time_ms())
     return manifest
 
 
@@ -173,6 +182,7 @@ def replace_files(
     run_id: str,
     note: str = "compaction",
     clock: Clock = SYSTEM_CLOCK,
+    checkpoint_interval: int = DEFAULT_INTERVAL,
 ) -> Manifest:
     """Atomically replace committed files ``old`` (relative paths) by ``new`` (for compaction).
 
@@ -197,6 +207,7 @@ def replace_files(
     manifest = commit_files(
         storage, kind="compaction", run_id=run_id, offsets=list(state.offsets.values()),
         added=new, removed=old, expected_seq=state.seq, note=note, clock=clock,
+        checkpoint_interval=checkpoint_interval,
     )
     gc_staging(storage, [run_id])
     return manifest

@@ -31,6 +31,8 @@ LOADER_CONFIG = ConfigDef(
         Key("max.fetch.size", Int(1024, None), 64 * MB, "largest fetch size the client grows to for one big message"),
         Key("socket.timeout.ms", Int(100, None), 30_000, "broker socket timeout"),
         Key("log.retention.hours", Int(1, None), 168, "the brokers' retention, used by `ingest loader status` to estimate when unloaded data will be deleted"),
+        Key("state.checkpoint.interval", Int(0, 1_000_000), 100,
+            "every this many commits the committer writes a checkpoint of the loader state and archives the manifests it covers, so reading the state costs the same after a year (0: never; docs/storage.md)"),
         Key("staging.retention.hours", Int(0, None), 6, "staging directories of crashed runs older than this are garbage-collected"),
         Key("spark.master", Str(), "local[*]", "Spark master when the job is not given one by spark-submit"),
         Key("spark.app.name", Str(), "ingest-load", "Spark application name"),

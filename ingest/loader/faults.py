@@ -7,6 +7,8 @@
 ``mid-publish``      (driver SIGKILL) the first file of a manifest is published, the rest are not
 ``after-publish``    (driver SIGKILL) every file is in place, the ``.published`` marker is not written
 ``before-gc``        (driver SIGKILL) marker written; staging not yet removed, run record not yet final
+``checkpoint-written`` (SIGKILL) a checkpoint's files are written, ``_last_checkpoint`` not yet moved
+``mid-archive``      (SIGKILL) ``_last_checkpoint`` moved, one covered manifest archived, the others not
 ``fail-first-attempt``     every Spark task fails on its first attempt after staging its files
                            (so retries must not duplicate)
 ``slow-first-attempt=N``   the first attempt of task 0 sleeps N ms after staging its files: an
@@ -37,7 +39,8 @@ from ingest.errors import ConfigError
 log = logging.getLogger(__name__)
 
 FAULTS_ENV = "INGEST_FAULTS"
-CRASH_POINTS = ("before-manifest", "after-manifest", "mid-publish", "after-publish", "before-gc")
+CRASH_POINTS = ("before-manifest", "after-manifest", "mid-publish", "after-publish", "before-gc",
+                "checkpoint-written", "mid-archive")
 FAIL_FIRST_ATTEMPT = "fail-first-attempt"
 SLOW_FIRST_ATTEMPT = "slow-first-attempt"
 

@@ -20,9 +20,10 @@ from ingest.loader.gap_bounds import bound_lost_ranges
 from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
-from ingest.loader.reset import removed_by_replay, resolve_resets
+from ingest.loader.replay import rewrite_compacted
+from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
-from ingest.loader.runrecord import new_run_id, partition_entries, write_run_record
+from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, stages_text, write_run_record
 from ingest.loader.state import LoaderState
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
@@ -221,20 +222,29 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
     """
     from ingest.loader import discover
 
+    check_reset_args(reset_spec, reset_topics, clock)  # a refused reset reads, starts and commits nothing
     storage = open_storage(config["destination"])
     faults = Faults.from_env()
     run_id = run_id or new_run_id(clock)
     record = new_run_record(run_id, storage, config, clock, reset_spec, reset_topics)
     began = time.monotonic()
+    stages = StageTimes(record)
     plan = None
     try:
         state = prepare(storage, config, clock)
         write_run_record(storage, record)
+        stages.end("prepare")
         snapshots = discover.discover(config) if snapshots is None else snapshots
         resets = plan_resets(reset_spec, reset_topics, snapshots, state, config)
         plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
         record_plan(record, plan)
+        if resets:
+            log.info("replay: starts %s; withdraws %d committed file(s) (compacted ones are rewritten at commit)",
+                     {f"{k[0]} b{k[1]}p{k[2]}": v for k, v in sorted(resets.items())},
+                     len(removed_by_replay(plan, state)))
+        stages.end("plan")
         outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
+        stages.end("execute")
         if plan.lost_ranges:
             plan = bound_lost_ranges(storage, plan, state, outcomes)
             record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
@@ -242,7 +252,9 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         record["lost_ranges"] += [r.to_json() for r in corruption_losses(outcomes, run_id, clock)]
         check_quarantine(outcomes, config["max.quarantine.ratio"])
         note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
-        added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock)
+        added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock,
+                                     checkpoint_interval=config["state.checkpoint.interval"])
+        stages.end("commit")
         faults.crash_point("before-gc")
         commit.gc_staging(storage, [run_id])
         record.update(status="committed" if seq else "nothing-to-do", commit_seq=seq)
@@ -275,7 +287,8 @@ def plan_resets(reset_spec: str | None, reset_topics: list[str] | None, snapshot
     known = {s.topic for s in snapshots}
     unknown = [t for t in reset_topics if t not in known]
     if unknown:
-        raise IngestError(f"--reset-offsets: unknown topics {unknown}; the brokers have {sorted(known)}")
+        raise IngestError(f"--reset-offsets: unknown topic(s) {', '.join(unknown)}; allowed are the brokers' topics: "
+                          f"{', '.join(sorted(known)) or 'none'}")
     return resolve_resets(reset_spec, reset_topics, snapshots, state, config)
 
 
@@ -299,17 +312,21 @@ def check_quarantine(outcomes: list[TaskOutcome], max_ratio: float) -> None:
 
 
 def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcomes: list[TaskOutcome], *,
-                    note: str, clock: Clock) -> tuple[list[FileRecord], int | None]:
+                    note: str, clock: Clock, checkpoint_interval: int = 100) -> tuple[list[FileRecord], int | None]:
     """Commit what the tasks staged, the new offsets, the lost ranges and a replay's withdrawals.
 
     Lost ranges: the plan's (retention) and the damaged ranges the tasks
-    skipped (corruption), committed with the data they interrupt.
+    skipped (corruption), committed with the data they interrupt. A compacted
+    file holding offsets this run reloaded is withdrawn and replaced by a rewrite
+    without the reloaded rows (:mod:`ingest.loader.replay`), in the same commit.
 
     Returns (the files added, the commit's seq); the seq is None when nothing changed
     (no commit). A commit that conflicts only with compactions is rebased and retried.
     """
     added = unique_names(file_records(outcomes, plan.run_id), state, plan.base_seq + 1)
-    removed = removed_by_replay(plan, state)
+    rewritten, rewrites = rewrite_compacted(storage, plan, state, added)
+    removed = removed_by_replay(plan, state) + rewritten
+    added = added + rewrites
     offsets = new_offsets(plan, state, outcomes)
     lost = list(plan.lost_ranges) + corruption_losses(outcomes, plan.run_id, clock)
     changed = added or removed or lost or {o.key: o.offset for o in offsets} != {
@@ -321,7 +338,8 @@ def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcom
         try:
             manifest = commit.commit_files(
                 storage, kind="load", run_id=plan.run_id, offsets=offsets, added=added, removed=removed,
-                lost_ranges=lost, expected_seq=expected, clock=clock, note=note)
+                lost_ranges=lost, expected_seq=expected, clock=clock, note=note,
+                checkpoint_interval=checkpoint_interval)
             return added, manifest.seq
         except commit.CommitConflictError:
             expected = rebase_target(storage, expected, removed)
@@ -364,6 +382,8 @@ def totals(record: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
         "elapsed_s": round(elapsed_s, 3),
         "messages_per_s": round(messages / elapsed_s, 1) if elapsed_s > 0 else None,
         "mb_per_s": round(loaded_bytes / elapsed_s / 1e6, 3) if elapsed_s > 0 else None,
+        "execute_messages_per_s": round(messages / execute_s, 1) if (execute_s := record.get(
+            "stage_seconds", {}).get("execute")) else None,
     }
 
 
@@ -377,6 +397,8 @@ def summary_text(record: dict[str, Any]) -> str:
         f"bytes {t.get('bytes', 0)}, files {t.get('files', 0)}, quarantined {t.get('quarantined', 0)}",
         f"  {t.get('elapsed_s', 0)} s, {t.get('messages_per_s')} msg/s, {t.get('mb_per_s')} MB/s"
         + (f", {t['deferred_bytes']} bytes deferred to the next run (max.bytes.per.run)" if t.get("deferred_bytes") else ""),
+        f"  stages: {stages_text(record)}"
+        + (f"; {t['execute_messages_per_s']} msg/s while executing" if t.get("execute_messages_per_s") else ""),
     ]
     for r in record.get("lost_ranges", []):
         lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "

@@ -5,6 +5,10 @@
     <destination>/<topic>/dt=YYYY-MM-DD/hour=H/<topic>.b<broker>.p<partition>.<start>-<end>[.<n>].(avro|parquet)
     <destination>/_ingest/commits/<seq:012d>.json        commit manifests (the commit point: no-replace rename)
     <destination>/_ingest/commits/<seq:012d>.published   marker: every file of that manifest is in place
+    <destination>/_ingest/checkpoints/_last_checkpoint   pointer to the newest checkpoint (ingest.loader.checkpoint)
+    <destination>/_ingest/checkpoints/<seq:012d>.checkpoint.json   the state at commit seq (+ its parts:
+    <destination>/_ingest/checkpoints/<seq:012d>.<part>.json       files.<i>: one topic's files; runs)
+    <destination>/_ingest/archive/<seq//10000:08d>/<seq:012d>.json (.published)  manifests a checkpoint covers
     <destination>/_ingest/runs/<run_id>.json             one run record per run (JSON)
     <destination>/_ingest/staging/<run_id>/...<name>.staged  task output before the commit (attempt-unique names)
     <destination>/_ingest/quarantine/<topic>/<topic>.b<broker>.p<partition>.<start>-<end>.jsonl
@@ -40,6 +44,13 @@ COMMITS_DIR = f"{STATE_DIR}/commits"
 RUNS_DIR = f"{STATE_DIR}/runs"
 STAGING_DIR = f"{STATE_DIR}/staging"
 QUARANTINE_DIR = f"{STATE_DIR}/quarantine"
+CHECKPOINTS_DIR = f"{STATE_DIR}/checkpoints"
+ARCHIVE_DIR = f"{STATE_DIR}/archive"
+LAST_CHECKPOINT = "_last_checkpoint"
+"""The pointer's file name under :data:`CHECKPOINTS_DIR` (Delta Lake's name for it)."""
+CHECKPOINT_SUFFIX = ".checkpoint.json"
+ARCHIVE_SHARD = 10_000
+"""Manifests per archive directory (keeps every directory listing bounded)."""
 MANIFEST_SUFFIX = ".json"
 PUBLISHED_SUFFIX = ".published"
 SEQ_DIGITS = 12
@@ -78,6 +89,40 @@ def parse_manifest_name(name: str) -> int | None:
 def parse_published_name(name: str) -> int | None:
     """The sequence number of a ``.published`` marker's file name, None for anything else."""
     return _parse_seq_name(name, PUBLISHED_SUFFIX)
+
+
+def archive_shard(seq: int) -> str:
+    return f"{ARCHIVE_DIR}/{seq // ARCHIVE_SHARD:08d}"
+
+
+def archived_manifest_path(seq: int) -> str:
+    return f"{archive_shard(seq)}/{seq:0{SEQ_DIGITS}d}{MANIFEST_SUFFIX}"
+
+
+def archived_marker_path(seq: int) -> str:
+    return f"{archive_shard(seq)}/{seq:0{SEQ_DIGITS}d}{PUBLISHED_SUFFIX}"
+
+
+def checkpoint_name(seq: int) -> str:
+    """The top-level checkpoint file's name under :data:`CHECKPOINTS_DIR`."""
+    return f"{seq:0{SEQ_DIGITS}d}{CHECKPOINT_SUFFIX}"
+
+
+def checkpoint_part_name(seq: int, part: str) -> str:
+    return f"{seq:0{SEQ_DIGITS}d}.{part}.json"
+
+
+def parse_checkpoint_name(name: str) -> int | None:
+    """The seq of a top-level checkpoint file name, None for anything else (parts, the pointer, temp files)."""
+    return _parse_seq_name(name, CHECKPOINT_SUFFIX)
+
+
+def checkpoint_seq_of(name: str) -> int | None:
+    """The seq of any checkpoint file (top level or part), None for the pointer and temp files."""
+    stem = name[:SEQ_DIGITS]
+    if len(name) > SEQ_DIGITS and name[SEQ_DIGITS] == "." and stem.isdigit() and name.endswith(".json"):
+        return int(stem)
+    return None
 
 
 def run_record_path(run_id: str) -> str:

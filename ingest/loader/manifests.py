@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ingest.loader import layout
 from ingest.loader.records import Manifest
+from ingest.errors import StorageError
 from ingest.storage import Storage
 
 
@@ -53,7 +54,33 @@ def manifest_seqs(storage: Storage) -> list[int]:
 
 
 def read_manifest(storage: Storage, seq: int) -> Manifest:
-    return Manifest.from_bytes(storage.read_bytes(storage.join(layout.manifest_path(seq))))
+    """Manifest ``seq``, from ``commits/`` or, once a checkpoint covers it, from ``archive/``.
+
+    Raises:
+        StorageError: neither exists.
+    """
+    try:
+        return Manifest.from_bytes(storage.read_bytes(storage.join(layout.manifest_path(seq))))
+    except (StorageError, FileNotFoundError):
+        pass  # archived (maybe just now, by a writer's checkpoint)
+    try:
+        return Manifest.from_bytes(storage.read_bytes(storage.join(layout.archived_manifest_path(seq))))
+    except (StorageError, FileNotFoundError) as exc:
+        raise StorageError(f"manifest {seq} is in neither {layout.COMMITS_DIR} nor {layout.ARCHIVE_DIR} of "
+                           f"{storage.uri}: the destination was modified outside the loader") from exc
+
+
+def archived_seqs(storage: Storage, first: int = 0) -> list[int]:
+    """Seqs of the archived manifests from ``first`` on, ascending (lists the archive's shards from ``first``'s)."""
+    seqs = []
+    for shard in storage.list(storage.join(layout.ARCHIVE_DIR)):
+        if not shard.name.isdigit() or (int(shard.name) + 1) * layout.ARCHIVE_SHARD <= first:
+            continue
+        for info in storage.list(shard.path):
+            seq = layout.parse_manifest_name(info.name)
+            if seq is not None and seq >= first:
+                seqs.append(seq)
+    return sorted(seqs)
 
 
 def is_published(storage: Storage, seq: int) -> bool:

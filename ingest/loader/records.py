@@ -15,6 +15,7 @@ latest, files = union of ``added`` minus ``removed``, lost ranges = union.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -25,8 +26,13 @@ PartitionKey = tuple[str, int, int]
 """(topic, broker_id, partition)"""
 
 
+@functools.cache
+def _field_names(cls) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
 def _from_dict(cls, data: dict[str, Any]):
-    names = {f.name for f in fields(cls)}
+    names = _field_names(cls)
     return cls(**{k: v for k, v in data.items() if k in names})
 
 

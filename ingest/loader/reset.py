@@ -12,10 +12,16 @@ file is reloaded whole) unless that start is already deleted by retention, in
 which case it moves to the file's end (that file is kept whole).
 
 Which committed files a replay from offset ``s`` of a partition withdraws is
-decided in one place, :func:`withdrawn_by_replay`: every file holding offsets of
-that partition at or after ``s``. A compacted file holds the ranges of several
-partitions (``FileRecord.sources``), so withdrawing it would lose the others'
-data: a replay into a compacted range is refused.
+decided in one place, :func:`withdrawn_by_replay`: every loader file of that
+partition starting at or after ``s``. A compacted file holds the ranges of
+several partitions (``FileRecord.sources``), so it is never withdrawn whole: the
+load that reloads its ranges rewrites it without the reloaded rows, in the same
+commit (:mod:`ingest.loader.replay`). So a replay may start before, inside or
+after a compacted hour.
+
+:func:`check_reset_args` refuses a bad reset before anything is read or started
+(``jobs/load.py`` calls it right after parsing its arguments); the offsets
+themselves are resolved against the brokers before any Spark work.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Sequence
 
 from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.errors import CommitError, ConfigError, IngestError
+from ingest.errors import ConfigError, IngestError
 from ingest.loader import commit
 from ingest.loader.discover import _consumer, discover
 from ingest.loader.plan import LoadPlan, PartitionSnapshot
@@ -34,6 +40,28 @@ from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
+
+
+def check_reset_args(spec: str | None, topics: Sequence[str] | None, clock: Clock | None = None) -> str | int | None:
+    """Refuse a malformed reset before anything is read or started; returns the parsed spec (None: no reset).
+
+    Raises:
+        ConfigError: ``--topic`` without ``--reset-offsets`` or the reverse, or a bad SPEC
+            (naming what is allowed), or a time in the future (nothing to replay from there).
+    """
+    if not spec:
+        if topics:
+            raise ConfigError(f"--topic {', '.join(topics)} given without --reset-offsets: --topic names the topics "
+                              f"a replay rewinds; add --reset-offsets earliest|latest|TIME, or drop --topic")
+        return None
+    if not topics:
+        raise ConfigError(f"--reset-offsets {spec} needs --topic T (one or more topics to rewind)")
+    when = parse_reset_spec(spec)
+    now = (clock or SYSTEM_CLOCK).time_ms()
+    if isinstance(when, int) and when > now:
+        raise ConfigError(f"reset time {spec} ({when} ms) is in the future: allowed are earliest, latest, or a time "
+                          f"up to now ({datetime.fromtimestamp(now / 1000, tz=timezone.utc).isoformat()})")
+    return when
 
 
 def parse_reset_spec(spec: str) -> str | int:
@@ -79,27 +107,18 @@ def snap_to_files(offset: int, earliest: int, files: Sequence[FileRecord], key: 
 
 
 def withdrawn_by_replay(state: LoaderState, key: PartitionKey, start: int) -> list[str]:
-    """Committed files (data and quarantine) a replay of partition ``key`` from ``start`` withdraws.
+    """Committed loader files (data and quarantine) a replay of partition ``key`` from ``start`` withdraws.
 
     The one rule for every replay (a load with ``--reset-offsets`` and
     ``ingest loader reset-offsets``): a file of the partition whose range starts
-    at or after ``start``. Files wholly before ``start`` stay.
-
-    Raises:
-        CommitError: a compacted file holds offsets of ``key`` at or after ``start``
-            (withdrawing it would also withdraw the other ranges it holds).
+    at or after ``start``. Files wholly before ``start`` stay. Compacted files are
+    not withdrawn here: the load that reloads their ranges rewrites them
+    (:func:`ingest.loader.replay.rewrite_compacted`).
     """
     out = []
     for f in state.files_of_partition(key, kind=None):
-        ranges = partition_ranges(f, key)
-        if all(hi <= start for _lo, hi in ranges):
+        if f.sources or all(hi <= start for _lo, hi in partition_ranges(f, key)):
             continue
-        if f.sources:
-            resume = max(hi for _lo, hi in ranges)
-            raise CommitError(
-                f"cannot replay {key} from offset {start}: compacted file {f.path} holds offsets "
-                f"{sorted(ranges)} of it together with other ranges; reset to offset {resume} or later "
-                f"(after the compacted hour)")
         if f.start_offset >= start:
             out.append(f.path)
     return out
@@ -136,21 +155,25 @@ def resolve_resets(spec: str, topics: list[str], snapshots: list[PartitionSnapsh
 
 
 def reset_offsets(config, spec: str, topics: list[str], clock: Clock | None = None) -> Manifest:
-    """Offsets-only reset as its own commit; withdraws the files the next load will reload.
+    """Offsets-only reset as its own commit; withdraws the loader files the next load will reload.
+
+    Compacted files holding offsets at or after the new start stay until that next
+    load, which rewrites them without the rows it reloads (:mod:`ingest.loader.replay`).
 
     A writer: it rolls forward an unfinished commit before it reads the state it commits on.
 
     Returns the committed :class:`~ingest.loader.records.Manifest`.
     """
     clock = clock or SYSTEM_CLOCK
-    parse_reset_spec(spec)  # a bad --to fails before any broker or storage is touched
+    check_reset_args(spec, topics, clock)  # a bad --to fails before any broker or storage is touched
     storage = open_storage(config["destination"])
     commit.roll_forward(storage)
     state = LoaderState.load(storage)
     snaps = discover(config)
     unknown = sorted(set(topics) - {s.topic for s in snaps})
     if unknown:
-        raise IngestError(f"reset-offsets: unknown topics {unknown}; the brokers have {sorted({s.topic for s in snaps})}")
+        raise IngestError(f"reset-offsets: unknown topic(s) {', '.join(unknown)}; allowed are the brokers' topics: "
+                          f"{', '.join(sorted({s.topic for s in snaps})) or 'none'}")
     resets = resolve_resets(spec, topics, snaps, state, config)
     offsets = dict(state.offsets)
     removed = []
@@ -162,4 +185,5 @@ def reset_offsets(config, spec: str, topics: list[str], clock: Clock | None = No
         removed += withdrawn_by_replay(state, key, off)
     return commit.commit_files(storage, kind="reset", run_id=new_run_id(clock), offsets=list(offsets.values()),
                                removed=removed, expected_seq=state.seq, clock=clock,
-                               note=f"reset-offsets {spec} {','.join(topics)}")
+                               note=f"reset-offsets {spec} {','.join(topics)}",
+                               checkpoint_interval=config["state.checkpoint.interval"])

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from ingest.client.discovery import parse_broker_list
 from ingest.config import REQUIRED, Config, ConfigDef, Int, Key, Regex, Str, StrList
 from ingest.errors import ConfigError, MirrorConfigError
+from ingest.metrics.keys import METRICS_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ MIRROR_CONFIG = ConfigDef("mirror", (
         "how long to wait for the first ZooKeeper connection"),
     Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
         "socket timeout of one request to a source or target broker"),
-), prefixes=(SOURCE_PREFIX,))
+) + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ Surface used by the mirror process (H3, ``ingest/mirror/mirror_maker.py``)::
     copier.mode              # "exactly-once (one to one)" | "at-least-once (repartitioned)"
     copier.state             # "starting" | "copying" | "caught up" | "waiting: <why>" | "stopped" | "lost ownership"
                              # | "failed: <why>" (run raised MirrorError)
-    copier.stats             # copied messages/bytes/sets, lost ranges, mismatches, retries
+    copier.stats             # copied messages/bytes/sets, lost ranges, mismatches, retries, checkpoints written
     copier.close()
 
 ``make_copier(unit, *, group, zk, source_discovery, target_metadata, source_metadata=None,
@@ -91,7 +91,7 @@ class PartitionCopier:
         self.position: int | None = None
         self.target_end: int | None = None
         self.stats = {"messages": 0, "bytes": 0, "sets": 0, "lost_ranges": 0, "lost_messages": 0,
-                      "mismatches": 0, "retries": 0, "recounted_messages": 0}
+                      "mismatches": 0, "retries": 0, "recounted_messages": 0, "checkpoints": 0}
         self._cp: Checkpoint | None = None
         self._next_checkpoint = 0.0
         self._source_end: int | None = None
@@ -353,6 +353,7 @@ class PartitionCopier:
                         self.counter.state() if self.counter is not None else None, self.clock.time_ms(),
                         self._bounds_from, tuple(self._pending_lost))
         self.store.write(cp)
+        self.stats["checkpoints"] += 1
         self._cp = cp
         self._next_checkpoint = self.clock.monotonic() + self.interval_s
         self._refresh_source_end()

@@ -19,6 +19,10 @@ The copy itself is the data path's :class:`ingest.mirror.copier.PartitionCopier`
 :class:`ingest.mirror.wiring.Wiring` (the topic's mapping first, then the copier with the process's
 shared clients); ``copier_factory(unit, mirror)`` replaces that in tests. ``run(stop_event)``
 copies until the event is set, then writes its final checkpoint and returns.
+
+Metrics (``metrics.port``): the copiers' counters are kept in a
+:class:`~ingest.metrics.mirror.CopierTotals` (``mirror.totals``) and read, with
+:meth:`MirrorMaker.status`, by :class:`~ingest.metrics.mirror.MirrorCollector` at scrape time.
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ from typing import Any, Callable, Mapping, Protocol
 from ingest.client.discovery import start_kazoo
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
+from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
+from ingest.metrics.mirror import CopierTotals, MirrorCollector
 from ingest.mirror.config import SourceSpec, mirror_id, parse_mirror_config
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey, units_of
 from ingest.mirror.group import MirrorGroup
@@ -97,6 +103,8 @@ class MirrorMaker:
         self.group: MirrorGroup | None = None
         self.last_error: str | None = None
         self._wiring: Wiring | None = None
+        self.totals = CopierTotals()   # copied messages/bytes, checkpoints, failures (the metrics read them)
+        self.exporter = None           # the metrics endpoint (``exporter.url``) when metrics.port is set
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -118,6 +126,10 @@ class MirrorMaker:
                                      clock=self.clock)
             self.group.join()
             self._wiring = Wiring(self.config, self.zk, self.sources, self.target, clock=self.clock)
+            if metrics_enabled(c):
+                registry = new_registry()   # prometheus_client is imported from here on only
+                registry.register(MirrorCollector(self))
+                self.exporter = start_exporter(registry, c, f"mirror {self.mirror_id}")
         except BaseException:
             self._close_clients()
             raise
@@ -143,6 +155,8 @@ class MirrorMaker:
             except Exception:
                 log.exception("leaving the mirror group")
         self._close_clients()
+        if self.exporter is not None:
+            self.exporter.stop()
         log.info("mirror %s stopped", self.mirror_id)
 
     def __enter__(self) -> "MirrorMaker":
@@ -195,6 +209,7 @@ class MirrorMaker:
                     due[name] = now + period[name]
                 except Exception as exc:  # a source or ZooKeeper hiccup: back off this step, the others go on
                     failures[name] += 1
+                    self.totals.step_failed(name)
                     delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (failures[name] - 1))
                     due[name] = now + max(delay, min(period[name], 1.0))
                     self.last_error = f"{name}: {type(exc).__name__}: {exc}"
@@ -260,12 +275,14 @@ class MirrorMaker:
             try:
                 copier = self._factory(unit, self)
                 running.copier = copier
+                self.totals.started(unit.topic, copier)
                 copier.run(stop)
             except Exception as exc:
                 running.error = f"{type(exc).__name__}: {exc}"
                 log.warning("mirror %s: copier of %s failed: %s", self.mirror_id, unit, running.error,
                             exc_info=True)
             finally:
+                self.totals.ended(unit.topic, copier, failed=running.error is not None)
                 if copier is not None and hasattr(copier, "close"):
                     try:
                         copier.close()

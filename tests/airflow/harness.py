@@ -37,8 +37,9 @@ def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def probe(home: Path, *args: str, timeout: float = 120) -> dict:
-    proc = subprocess.run([str(AIRFLOW_PY), str(PROBE), *args], env=airflow_env(home), capture_output=True,
+def probe(home: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> dict:
+    """Run tests/airflow/airflow_probe.py in the Airflow venv; ``env`` adds variables (``AIRFLOW_VAR_*``...)."""
+    proc = subprocess.run([str(AIRFLOW_PY), str(PROBE), *args], env=airflow_env(home, **(env or {})), capture_output=True,
                           text=True, timeout=timeout, cwd=home)
     for line in proc.stdout.splitlines():
         if line.startswith("PROBE-JSON "):

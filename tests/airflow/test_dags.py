@@ -29,7 +29,7 @@ def test_hourly_graph_is_load_then_audit_then_compact(bag):
     assert tasks["audit"]["downstream"] == ["compact"]
     assert tasks["compact"]["downstream"] == []
     assert tasks["audit"]["operator"] == "AuditSubmitOperator"
-    assert {t["operator"] for n, t in tasks.items() if n != "audit"} == {"SparkSubmitOperator"}
+    assert {t["operator"] for n, t in tasks.items() if n != "audit"} == {"IngestSubmitOperator"}
     assert dag["max_active_runs"] == 1 and dag["catchup"] is False
     assert dag["schedule"] == "0 * * * *" and dag["interval"] == "1:00:00"  # data interval = the past hour
 
@@ -82,3 +82,35 @@ def test_compaction_gets_the_verdict_from_the_audit_run_not_the_local_report(bag
         assert "run_id" in run_id and compact[compact.index("--audit-run") + 1] == run_id
         report = audit[audit.index("--report") + 1]
         assert "--audit-report" not in compact and report not in compact
+
+
+SUBMITTING = ("ingest_hourly.load", "ingest_hourly.audit", "ingest_hourly.compact",
+              "ingest_replay.reload", "ingest_replay.audit", "ingest_replay.compact")
+CONNECTION = '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "client", "queue": "etl"}}'
+
+
+def test_every_spark_submit_carries_the_packed_environment_from_the_variables(tmp_path):
+    """With ``ingest_archives`` and ``ingest_executor_python`` set (docs/cluster.md), the command line the
+    operator builds ships the archive and runs the executors on its python, the driver on ``ingest_python``;
+    with them unset, no ``spark.archives`` at all and every python is ``ingest_python``."""
+    archive = "hdfs:///apps/ingest/ingest-env.tar.gz#environment"
+    base = {"AIRFLOW_VAR_INGEST_HOME": "/opt/ingest", "AIRFLOW_CONN_INGEST_SPARK": CONNECTION,
+            "AIRFLOW_VAR_INGEST_PYTHON": "/opt/ingest/dist/cluster/environment/bin/python"}
+    shipped = probe(tmp_path, "commands", str(DAGS), *SUBMITTING, env={
+        **base, "AIRFLOW_VAR_INGEST_ARCHIVES": archive, "AIRFLOW_VAR_INGEST_EXECUTOR_PYTHON": "./environment/bin/python"})
+    plain = probe(tmp_path, "commands", str(DAGS), *SUBMITTING, env=base)
+    for name in SUBMITTING:
+        cmd = shipped[name]["command"]
+        confs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"]
+        assert cmd[:3] == ["spark-submit", "--master", "yarn"], cmd
+        assert f"spark.archives={archive}" in confs, (name, cmd)
+        assert "spark.pyspark.python=./environment/bin/python" in confs, (name, cmd)
+        assert "spark.pyspark.driver.python=/opt/ingest/dist/cluster/environment/bin/python" in confs, (name, cmd)
+        assert cmd[cmd.index("--deploy-mode") + 1] == "client" and cmd[cmd.index("--queue") + 1] == "etl"
+        app = {"load": "load", "reload": "load", "audit": "audit", "compact": "compact"}[name.split(".")[1]]
+        assert f"/opt/ingest/jobs/{app}.py" in cmd
+
+        cmd = plain[name]["command"]
+        confs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"]
+        assert not [c for c in confs if c.startswith("spark.archives")] and "--archives" not in cmd, cmd
+        assert "spark.pyspark.python=/opt/ingest/dist/cluster/environment/bin/python" in confs, (name, cmd)

@@ -236,3 +236,79 @@ def test_compaction_gate_reads_the_verdict_of_a_run_revision(tmp_path):
     dt = datetime.fromtimestamp(hour / 1000, tz=timezone.utc)
     assert complete_hours([revision]) == {("pv", dt.strftime("%Y-%m-%d"), dt.hour)}
     assert report_range([revision]) == (hour, hour + 12 * W)
+
+
+def _pending_rows():
+    return build_rows(params(now=T0 + 2 * W), aggregate([snap("s", T0 + 2 * W, 4)]),
+                      [LoadedCount("pv", T0 + 2 * W, "h", 4, 4)])
+
+
+def test_nothing_judged_names_its_cause_and_exits_5_below_loss_and_problems():
+    from ingest.audit.verdict import exit_code as verdict_exit, nothing_judged_reason
+
+    rng = dict(range_start_ms=T0, range_end_ms=T0 + 6 * W, window_ms=W, grace_ms=W)
+    pending = _pending_rows()
+    assert [(r["status"], r["judged"]) for r in pending] == [("PENDING", False)]
+    why = nothing_judged_reason(pending, now_ms=T0 + 2 * W, **rng)
+    assert why == ("every window is still pending until 2025-11-22 08:40 UTC (1 topic window in "
+                   "2025-11-22 08:00 .. 2025-11-22 09:00 UTC; a window is judged grace.ms=600000 (10 min) after it ends)")
+    assert nothing_judged_reason([], now_ms=T0 + W, **rng) == (
+        "no closed window in 2025-11-22 08:00 .. 2025-11-22 09:00 UTC: the first window is judged from "
+        "2025-11-22 08:20 UTC (its end + grace.ms=600000)")
+    assert nothing_judged_reason([], now_ms=T0 + 9 * W, **rng) == (
+        "no monitoring events and no loaded data in 2025-11-22 08:00 .. 2025-11-22 09:00 UTC")
+    assert nothing_judged_reason([], now_ms=T0 + 9 * W, producer_window_ms={60_000, 30_000}, **rng).endswith(
+        "; the audit's window.ms is 600000 ms (10 min) but the producers' monitoring windows are 30000 ms (30 s), "
+        "60000 ms (1 min): set window.ms to 30000 to judge each producer window once it closes")
+    assert nothing_judged_reason([], now_ms=T0 + 9 * W, producer_window_ms={W}, **rng).endswith("UTC")
+    judged = build_rows(params(), aggregate([snap("s", T0, 10)]), [LoadedCount("pv", T0, "h", 10, 10)])
+    assert nothing_judged_reason(judged + pending, now_ms=T0 + 10 * W, **rng) is None  # one judged window is enough
+    # precedence 3 > 4 > 5 > 0: an out-of-range problem row (always judged) outranks "nothing judged"
+    assert verdict_exit(pending, why) == 5 and verdict_exit(judged, None) == EXIT_OK
+    oor = {**pending[0], "row_type": "out_of_range", "judged": True}
+    assert verdict_exit(pending + [{**oor, "status": "NO_MONITORING"}], why) == EXIT_PROBLEMS
+    assert verdict_exit(pending + [{**oor, "status": "DATA_LOSS"}], why) == EXIT_DATA_LOSS
+
+
+def test_a_nothing_judged_report_ends_with_its_verdict_and_show_ignores_that_line(tmp_path, capsys):
+    run = AuditRun("r5", T0 + 2 * W, T0, T0 + 6 * W, _pending_rows(), 5, inputs={"window_ms": W},
+                   nothing_judged="every window is still pending until X")
+    path = write_json_lines(run, tmp_path / "a.jsonl")
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert (last["row_type"], last["status"], last["exit_code"], last["windows"], last["windows_judged"]) == (
+        "verdict", "NOTHING_JUDGED", 5, 1, 0)
+    assert last["verdict"] == "NOTHING JUDGED: every window is still pending until X (exit 5)"
+    assert summary(run).splitlines()[0] == "audit r5: NOTHING JUDGED: every window is still pending until X (exit 5)"
+    assert main(["audit", "show", "--report", str(path)]) == 0  # show's codes: 1 when a listed window is a problem
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "run verdict: NOTHING JUDGED: every window is still pending until X (exit 5)"
+    assert len(out) == 4 and "PENDING" in out[2]  # header, rule, the one window row, the verdict
+    complete = build_rows(params(), aggregate([snap("s", T0, 3)]), [LoadedCount("pv", T0, "h", 3, 3)])
+    ok = json.loads(write_json_lines(make_run(complete), tmp_path / "b.jsonl").read_text().splitlines()[-1])
+    assert (ok["status"], ok["verdict"], ok["nothing_judged"]) == ("OK", "OK: every judged window is complete (1 judged)", None)
+
+
+def test_grid_columns_are_continuous_and_long_empty_runs_collapse_into_one_gap_column():
+    from ingest.audit.report_html import MAX_EMPTY_COLUMNS, columns, plain
+
+    rows = build_rows(AuditParams(**{**params().__dict__, "hi_ms": T0 + 40 * W}),
+                      aggregate([snap("s", T0, 1), snap("s", T0 + 3 * W, 1), snap("s", T0 + 39 * W, 1)]), [])
+    run = AuditRun("g", T0, T0, T0 + 40 * W, rows, 0, inputs={"window_ms": W})
+    cols = columns(run)
+    assert [(c.label, c.windows, c.empty) for c in cols[:5]] == [
+        ("2025-11-22 08:00", 1, False), ("2025-11-22 08:10", 1, True), ("2025-11-22 08:20", 1, True),
+        ("2025-11-22 08:30", 1, False), ("2025-11-22 08:40 … 2025-11-22 14:20", 35, True)]
+    assert 35 > MAX_EMPTY_COLUMNS and len(cols) == 6 and cols[-1].label == "2025-11-22 14:30"
+    sub = AuditRun("s", T0, T0, T0 + 60_000, [], 0, inputs={"window_ms": 30_000})
+    assert [c.label for c in columns(sub)] == ["2025-11-22 08:00:00", "2025-11-22 08:00:30"]  # one format for all
+    assert plain({"a": [1, 2], "b": None, "c": True}) == "a 1, 2, b -, c yes" and plain([]) == "-"
+
+
+def test_the_demo_summary_says_nothing_judged_with_the_reports_reason(tmp_path):
+    from ingest.demo.summary import audit_verdict
+
+    run = AuditRun("d", T0, T0, T0 + W, _pending_rows(), 5, nothing_judged="every window is still pending until Y")
+    report = write_json_lines(run, tmp_path / "audit.jsonl")
+    assert audit_verdict(5, report) == "NOTHING JUDGED: every window is still pending until Y (exit 5)"
+    assert audit_verdict(5, tmp_path / "absent.jsonl") == "NOTHING JUDGED: no window of the range was judged (exit 5)"
+    assert (audit_verdict(0, report), audit_verdict(3, report)) == ("every judged window COMPLETE", "DATA LOSS found")

@@ -247,3 +247,14 @@ def test_bad_time_is_one_clear_line(tmp_path, capsys):
     assert main(["compaction", "run", "--set", f"destination={tmp_path}", "--from", "yesterday"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'yesterday'" in err[0] and "ISO-8601" in err[0]
+
+
+def test_the_checkpoint_interval_key_reaches_the_committer(tmp_path):
+    """``state.checkpoint.interval`` of the compaction config decides when its commit writes a checkpoint."""
+    from ingest.loader.state import LoaderState
+    make_hour(tmp_path, "parquet")
+    before = LoaderState.load(open_storage(str(tmp_path)))
+    assert before.checkpoint_seq in (None, 0)  # the loader commits of make_hour stay under the default 100
+    compact(tmp_path, **{"state.checkpoint.interval": "1"})
+    after = LoaderState.load(open_storage(str(tmp_path)))
+    assert after.seq == before.seq + 1 and after.checkpoint_seq == after.seq
