@@ -7,6 +7,7 @@ from ingest.audit import history
 from ingest.audit.config import AUDIT_CONFIG
 from ingest.audit.job import run_audit
 from ingest.audit.reconcile import EXIT_DATA_LOSS, EXIT_OK, EXIT_PROBLEMS
+from ingest.jobs_support import EXIT_NOTHING_JUDGED
 from ingest.clock import FakeClock
 from tests.audit.synth import AUDIT_TOPIC, T0, W, Destination, events, lost_range, mon
 
@@ -105,7 +106,7 @@ def test_late_data_changes_the_next_revision_and_edges_stay_pending(spark, tmp_p
                AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=1, acked=8, seq_min=0, seq_max=7, final=False)]})
     early = audit(dest, spark, now=T0 + W + GRACE - 1)  # window T0 not yet past end + grace
     assert rows_by_window(early)[T0]["status"] == "PENDING"
-    assert early.exit_code == EXIT_OK
+    assert early.exit_code == EXIT_NOTHING_JUDGED  # every window still pending: nothing judged (exit 5), not OK
     # two late events of window T0 arrive with the next load, and the producer's revision 2
     dest.load({"pv": events("s1", [8, 9], T0 + 50),
                AUDIT_TOPIC: [mon("s1", "pv", T0, report_seq=2, acked=10, revision=2, seq_min=0, seq_max=9)]})
