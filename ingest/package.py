@@ -96,9 +96,21 @@ def find_source(start: Path | None = None) -> Path:
                        f"holding pyproject.toml and ingest/ (pass --source DIR)")
 
 
+# Variables that would let the checkout leak into pip's view of the new environment: with
+# PYTHONPATH naming the checkout, its ingest.egg-info (from the editable install) made pip answer
+# "already satisfied" and install nothing (found by a fresh-clone test run).
+_LEAKY = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PIP_TARGET", "PIP_PREFIX")
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
+
+
 def _run(cmd: list[str], what: str) -> None:
     log.debug("running %s", " ".join(cmd))
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_clean_env(), cwd=tempfile.gettempdir())
     if r.returncode != 0:
         tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
         raise PackageError(f"{what} failed (exit {r.returncode}): {' '.join(cmd)}\n{tail}")
@@ -164,6 +176,9 @@ def build_env(wheel: Path, requirements: list[str], env_dir: Path) -> list[str]:
     py = str(env_dir / "bin" / "python")
     pip = [sys.executable, "-m", "pip", "--python", py, "install", "--quiet", "--disable-pip-version-check"]
     _run([*pip, "--no-deps", str(wheel)], "installing the wheel into the environment")
+    if not list(env_dir.glob("lib/python*/site-packages/ingest/__init__.py")):
+        raise PackageError(f"installing {wheel.name} left no ingest package in {env_dir}: allowed is an "
+                           f"environment that holds the code (is the checkout on PYTHONPATH?)")
     with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="ingest-constraints-", delete=False) as f:
         f.write("\n".join(pinned_versions()) + "\n")
     try:
@@ -171,7 +186,8 @@ def build_env(wheel: Path, requirements: list[str], env_dir: Path) -> list[str]:
     finally:
         os.unlink(f.name)
     r = subprocess.run([sys.executable, "-m", "pip", "--python", py, "freeze", "--exclude", "ingest",
-                        "--disable-pip-version-check"], capture_output=True, text=True, check=False)
+                        "--disable-pip-version-check"], capture_output=True, text=True, check=False,
+                       env=_clean_env(), cwd=tempfile.gettempdir())
     if r.returncode != 0:
         raise PackageError(f"pip freeze of {env_dir} failed (exit {r.returncode}): {r.stderr.strip()[-500:]}")
     return [ln for ln in r.stdout.splitlines() if ln and not ln.startswith("#")]
