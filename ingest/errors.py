@@ -420,14 +420,14 @@ class DemoError(IngestError):
     """A demo step failed (names the step, its exit code and its log file)."""
 
 
-# --- [H-package] cluster artifact ---
+# --- cluster artifact (ingest package) ---
 
 class PackageError(IngestError):
     """``ingest package`` cannot build the cluster artifact: no checkout to build, a build step
     (pip wheel, pip install, venv-pack) failed (names the command and its output's tail)."""
 
 
-# --- [H-state] loader state checkpoints ---
+# --- loader state checkpoints ---
 
 class CheckpointCorruptError(StorageError):
     """A checkpoint file of the loader state fails its checksum, does not parse, or disagrees with its
