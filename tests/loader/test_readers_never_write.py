@@ -25,6 +25,7 @@ from ingest.loader.records import FileRecord, OffsetRecord
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 from tests.compaction.helpers import HOUR_START_MS, encode, hour_dir, record
+from tests.loader.checkpoint_helpers import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "page-views"
@@ -84,17 +85,6 @@ def _half_rolled_forward(root: Path) -> dict[str, str]:
     return {"A": a.path, "B": b.path, "C": c.path, "C2": c2.path, "D": d.path, "E": e.path}
 
 
-def _snapshot(root: Path) -> dict[str, tuple]:
-    """Every path under ``root`` with its kind, bytes (files) and mtime."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            out[str(p.relative_to(root))] = (p.is_dir(), None if p.is_dir() else p.read_bytes(), st.st_mtime_ns)
-    return out
-
-
 def _ids_of(paths) -> list[tuple[str, int]]:
     return [(r["header"]["session"], r["header"]["seq"]) for p in paths for r in pq.read_table(p).to_pylist()]
 
@@ -103,7 +93,7 @@ def _ids_of(paths) -> list[tuple[str, int]]:
 def half(tmp_path):
     root = tmp_path / "dest"
     paths = _half_rolled_forward(root)
-    return root, paths, _snapshot(root)
+    return root, paths, snapshot(root)
 
 
 def test_every_reader_leaves_the_destination_untouched_and_sees_the_commit(half, brokers, tmp_path, capsys):
@@ -148,7 +138,7 @@ def test_every_reader_leaves_the_destination_untouched_and_sees_the_commit(half,
     assert main(["loader", "status", "--config", str(conf), "--json"]) == 0
     capsys.readouterr()
 
-    assert _snapshot(root) == before  # no path, byte or mtime changed
+    assert snapshot(root) == before  # no path, byte or mtime changed
 
 
 @pytest.mark.parametrize("writer", ["roll_forward", "compaction"])
