@@ -41,7 +41,8 @@ def main(argv=None) -> int:
     from ingest.config import parse_overrides
     from ingest.errors import IngestError
     from ingest.loader.config import LOADER_CONFIG
-    from ingest.loader.job import run_load, summary_text
+    from ingest.loader.job import run_load
+    from ingest.loader.runrecord import summary_text
     from ingest.loader.reset import check_reset_args
 
     try:

@@ -15,8 +15,8 @@ import pytest
 from ingest.audit.config import AUDIT_CONFIG
 from ingest.audit.job import figures_text, run_audit
 from ingest.loader import layout
-from ingest.loader.job import run_load, summary_text
-from ingest.loader.runrecord import STAGES, StageTimes, stages_text
+from ingest.loader.job import run_load
+from ingest.loader.runrecord import STAGES, StageTimes, stages_text, summary_text
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 from tests.harness.brokers import broker_cluster, stop_all

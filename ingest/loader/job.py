@@ -23,7 +23,7 @@ from ingest.loader.records import FileRecord, LostRange, OffsetRecord, Partition
 from ingest.loader.replay import rewrite_compacted
 from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
-from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, stages_text, write_run_record
+from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, totals, write_run_record
 from ingest.loader.state import LoaderState
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
@@ -368,42 +368,3 @@ def finish_run(storage: Storage, record: dict[str, Any], clock: Clock, elapsed_s
         log.error("cannot write run record of %s: %s", record["run_id"], exc)
     if record["status"] != "failed":
         commit.gc_staging(storage, [record["run_id"]])
-
-
-def totals(record: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
-    parts = record.get("partitions", [])
-    messages = sum(p["messages"] for p in parts)
-    loaded_bytes = sum(p["bytes"] for p in parts) if record.get("status") != "failed" else 0
-    return {
-        "partitions": len(parts), "tasks": sum(p["tasks"] for p in parts), "messages": messages,
-        "bytes": loaded_bytes, "files": sum(len(p["files"]) for p in parts),
-        "quarantined": sum(p["quarantined"] for p in parts), "lost_ranges": len(record.get("lost_ranges", [])),
-        "deferred_bytes": sum(p["deferred_bytes"] for p in parts),
-        "elapsed_s": round(elapsed_s, 3),
-        "messages_per_s": round(messages / elapsed_s, 1) if elapsed_s > 0 else None,
-        "mb_per_s": round(loaded_bytes / elapsed_s / 1e6, 3) if elapsed_s > 0 else None,
-        "execute_messages_per_s": round(messages / execute_s, 1) if (execute_s := record.get(
-            "stage_seconds", {}).get("execute")) else None,
-    }
-
-
-def summary_text(record: dict[str, Any]) -> str:
-    """The human summary printed at the end of a run."""
-    t = record.get("totals", {})
-    lines = [
-        f"load run {record['run_id']}: {record['status'].upper()}"
-        + (f" (commit {record['commit_seq']})" if record.get("commit_seq") else ""),
-        f"  partitions {t.get('partitions', 0)}, tasks {t.get('tasks', 0)}, messages {t.get('messages', 0)}, "
-        f"bytes {t.get('bytes', 0)}, files {t.get('files', 0)}, quarantined {t.get('quarantined', 0)}",
-        f"  {t.get('elapsed_s', 0)} s, {t.get('messages_per_s')} msg/s, {t.get('mb_per_s')} MB/s"
-        + (f", {t['deferred_bytes']} bytes deferred to the next run (max.bytes.per.run)" if t.get("deferred_bytes") else ""),
-        f"  stages: {stages_text(record)}"
-        + (f"; {t['execute_messages_per_s']} msg/s while executing" if t.get("execute_messages_per_s") else ""),
-    ]
-    for r in record.get("lost_ranges", []):
-        lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "
-                     f"[{r['start_offset']}, {r['end_offset']}) {r['bytes']} bytes "
-                     f"{'' if r.get('messages_exact') else '~'}{r['estimated_messages']} messages")
-    if record.get("error"):
-        lines.append(f"  error: {record['error']}")
-    return "\n".join(lines)
