@@ -26,12 +26,12 @@ fast loop, and ``scan`` from that position gives the precise reason.
 from __future__ import annotations
 
 import logging
-import zlib
 from array import array
 from itertools import islice
 from typing import Iterator, NamedTuple
 
 from ingest.broker.compression import MAX_INFLATED_SIZE
+from ingest.broker.crc import crc32 as fast_crc32
 from ingest.broker.message import (
     ATTRIBUTES_OFFSET,
     CODEC_MASK,
@@ -77,7 +77,7 @@ def _plain_bounds(mv: memoryview, end: int) -> tuple[array, int]:
     bounds = array("q", [0])
     add = bounds.append
     unpack = HEADER_MA.unpack_from
-    crc32 = zlib.crc32
+    crc32 = fast_crc32
     seed2 = CRC_SEED_MA[MA_MIN]
     seed1 = CRC_SEED_MA1[MA1_MIN]
     pos = 0
@@ -248,7 +248,7 @@ class MessageBatch:
             data = memoryview(data)[:b[-1]].tobytes()  # one copy, then a bytes slice per message
         make = tuple.__new__  # MessageAndOffset without the Python-level __new__ call
         cls = MessageAndOffset
-        if self._offsets is None:
+        if hs:  # a plain set: offsets are base + bounds
             base = self.base_offset
             prev = b[0]
             for nxt in islice(b, 1, None):

@@ -19,18 +19,19 @@ through :func:`inner_messages`). Append, recovery, the index builder, the
 read-time check, :func:`ingest.broker.message_batch.iter_messages` (clients,
 the loader) and ``ingest log dump`` all call it; they walk only what it has
 validated. It keeps no per-message Python objects: one ``struct.unpack_from``
-and one ``zlib.crc32`` over a memoryview slice per message.
+and one CRC-32 (:mod:`ingest.broker.crc`: ISA-L's, zlib's values) over a
+memoryview slice per message.
 (:class:`ingest.broker.message_batch.MessageBatch` has its own copy of the
 magic-2 hot loop that records bounds as it goes, and hands anything else to
 this one; tests/broker/test_message_batch.py holds the two equal.)
 """
 from __future__ import annotations
 
-import zlib
 from typing import NamedTuple
 
 from ingest.broker import compression
 from ingest.broker.compression import MAX_INFLATED_SIZE
+from ingest.broker.crc import crc32 as fast_crc32
 from ingest.broker.message import (
     CRC_SEED_MA,
     CRC_SEED_MA1,
@@ -124,7 +125,7 @@ def scan(
     # bad message) goes to message.other_magic(), which validates magic 0 and hands
     # back -1; when it refuses, message.why_invalid() finds the precise reason.
     unpack = HEADER_MA.unpack_from
-    crc32 = zlib.crc32
+    crc32 = fast_crc32
     seed = CRC_SEED_MA
     seed1 = CRC_SEED_MA1
     top = max_message_size + OVERHEAD

@@ -55,6 +55,8 @@ def assert_same(buf, base=0):
     assert outcome(iter_messages(buf, base)) == slow
     batch = MessageBatch.of(buf, base, strict=False)
     assert outcome(iter(batch)) == slow
+    assert len(batch.offsets) == len(batch)  # the lazy arrays do not change iteration
+    assert outcome(iter(batch)) == slow
     assert (type(batch.error), str(batch.error)) == slow[1] if slow[1] else batch.error is None
     msgs = slow[0]
     assert len(batch) == len(msgs)
