@@ -9,7 +9,8 @@ the broker's from ``/proc/<pid>/stat``):
 * ``fetch_batch``: ``SimpleConsumer.fetch_batch``, one ``MessageBatch`` per pull
   (the application reads the byte count of the payloads from the batch);
 * ``fetch_batch + arrow``: the same, plus ``payloads_arrow()`` per pull (one column);
-* ``fetch_batch + payload(i)``: the same, plus one memoryview per message;
+* ``fetch_batch + payloads()``: the same, plus the list of payload memoryviews per pull;
+* ``fetch_batch + payload(i)``: the same, plus one ``payload(i)`` call per message;
 * ``fetch``: ``SimpleConsumer.fetch``, one ``MessageAndOffset`` per message (the old API);
 * ``previous fetch``: the same loop run on the previous code (``--previous``, a
   commit extracted with ``git archive`` into a temporary directory; 77fcce0 by default).
@@ -42,7 +43,8 @@ sys.path.insert(0, CODE or str(REPO))
 PAYLOAD_SIZE = 200
 PULL_BYTES = 200 * 1024
 MSG_BYTES = 10 + PAYLOAD_SIZE
-MODES = ("fetch_batch", "fetch_batch + arrow", "fetch_batch + payload(i)", "fetch", "previous fetch")
+MODES = ("fetch_batch", "fetch_batch + arrow", "fetch_batch + payloads()", "fetch_batch + payload(i)", "fetch",
+         "previous fetch")
 
 
 # --- the consumers (run as subprocesses: `bench_consumer.py --worker MODE ...`) -------------------------
@@ -76,6 +78,13 @@ def consume(mode: str, host: str, port: int, topic: str, count: int) -> dict:
                 b = c.fetch_batch(topic, 0, offset)
                 arr = b.payloads_arrow()
                 total += pc.sum(pc.binary_length(arr)).as_py() or 0
+                n += len(b)
+                offset = b.next_offset
+        elif mode == "fetch_batch + payloads()":
+            while n < count:
+                b = c.fetch_batch(topic, 0, offset)
+                for p in b.payloads():
+                    total += len(p)
                 n += len(b)
                 offset = b.next_offset
         elif mode == "fetch_batch + payload(i)":

@@ -135,12 +135,13 @@ class MessageBatch:
     """
 
     __slots__ = ("data", "bounds", "header_size", "base_offset", "next_offset", "bytes_read", "needed",
-                 "error", "_offsets", "_next_offsets")
+                 "error", "_offsets", "_next_offsets", "_view")
 
     def __init__(self, data, bounds: array, header_size: int, base_offset: int, bytes_read: int,
                  error: IngestError | None = None, offsets: array | None = None,
                  next_offsets: array | None = None, needed: int | None = None) -> None:
         self.data = data
+        self._view = data if isinstance(data, memoryview) else memoryview(data)
         self.bounds = bounds
         self.header_size = header_size
         self.base_offset = base_offset
@@ -214,10 +215,15 @@ class MessageBatch:
 
     def payload(self, i: int) -> memoryview:
         """Message ``i``'s payload, a view into :attr:`data` (no copy)."""
-        if not 0 <= i < len(self):
-            raise IndexError(f"message index {i} outside a batch of {len(self)}")
         b = self.bounds
-        return memoryview(self.data)[b[i] + self.header_size:b[i + 1]]
+        if not 0 <= i < len(b) - 1:
+            raise IndexError(f"message index {i} outside a batch of {len(self)}")
+        return self._view[b[i] + self.header_size:b[i + 1]]
+
+    def payloads(self) -> list[memoryview]:
+        """Every payload as a memoryview into :attr:`data` (no copy), in order."""
+        mv, hs, b = self._view, self.header_size, self.bounds
+        return [mv[s + hs:e] for s, e in zip(b, islice(b, 1, None))]
 
     @property
     def offsets(self) -> array:
@@ -245,7 +251,7 @@ class MessageBatch:
         """Every message as a :class:`MessageAndOffset` (``bytes`` payload); then raise :attr:`error`."""
         data, b, hs = self.data, self.bounds, self.header_size
         if not isinstance(data, bytes):
-            data = memoryview(data)[:b[-1]].tobytes()  # one copy, then a bytes slice per message
+            data = self._view[:b[-1]].tobytes()  # one copy, then a bytes slice per message
         make = tuple.__new__  # MessageAndOffset without the Python-level __new__ call
         cls = MessageAndOffset
         if hs:  # a plain set: offsets are base + bounds

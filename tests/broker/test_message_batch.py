@@ -61,6 +61,7 @@ def assert_same(buf, base=0):
     msgs = slow[0]
     assert len(batch) == len(msgs)
     assert [bytes(batch.payload(i)) for i in range(len(batch))] == [p for _, _, p in msgs]
+    assert [bytes(v) for v in batch.payloads()] == [p for _, _, p in msgs]
     assert list(batch.offsets) == [o for o, _, _ in msgs]
     assert list(batch.next_offsets) == [n for _, n, _ in msgs]
     assert batch.next_offset == (msgs[-1][1] if msgs else base)

@@ -80,8 +80,8 @@ def test_bench_consumer_runs_and_counts_exactly(tmp_path):
                           text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
-    assert set(res["results"]) == {"fetch_batch", "fetch_batch + arrow", "fetch_batch + payload(i)", "fetch",
-                                   "previous fetch"}
+    assert set(res["results"]) == {"fetch_batch", "fetch_batch + arrow", "fetch_batch + payloads()",
+                                   "fetch_batch + payload(i)", "fetch", "previous fetch"}
     for r in res["results"].values():
         assert (r["messages"], r["payload_bytes"]) == (3000, 3000 * 200)
     for row in ("| fetch_batch |", "| previous fetch |", "| physical limit"):
