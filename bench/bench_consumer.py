@@ -108,8 +108,10 @@ def machine() -> str:
                   if ln.startswith("model name")), platform.processor())
     mem = next(int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
                if ln.startswith("MemTotal"))
+    from ingest.broker.crc import IMPLEMENTATION
+
     return (f"{os.cpu_count()} CPUs ({model}), {mem / 1e6:.1f} GB RAM, Linux {platform.release()}, "
-            f"Python {platform.python_version()}")
+            f"Python {platform.python_version()}, CRC-32 by {IMPLEMENTATION}")
 
 
 def proc_cpu(pid: int) -> float:
