@@ -162,11 +162,7 @@ class SimpleConsumer:
             CorruptRangeError: ``offset`` lies in a damaged range (``next_offset``: where valid data resumes).
             OffsetOutOfRangeError, BrokerUnavailableError: as :meth:`fetch`.
         """
-        size = self.fetch_size if max_bytes is None else max_bytes
-        req = protocol.FetchRequest(topic, partition, offset, size)
-        resp = self.conn.request(req.encode(), protocol.FetchResponse)
-        check_fetch(resp, offset, f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {self.conn!r}")
-        return resp.message_set
+        return bytes(self._fetch_set(topic, partition, offset, max_bytes))  # one copy (was two)
 
     def multifetch(self, requests: Sequence[tuple[str, int, int, int]]) -> list[FetchResult]:
         """Several ``(topic, partition, offset, max_bytes)`` fetches in one round trip.
