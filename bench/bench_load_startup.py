@@ -1,7 +1,7 @@
 """The fixed cost of a small hourly load: ``spark-submit jobs/load.py`` from start to exit, and where it goes.
 
     .venv/bin/python bench/bench_load_startup.py [--count 10000] [--repeat 2] [--ref 77fcce0]
-                     [--variants before,after,after-jvm] [--cds]
+                     [--variants before,after,after-jvm] [--cds] [--json]
 
 Starts one real broker process (2 partitions) and a registry, produces ``--count``
 events, then runs ``spark-submit --master local[2] jobs/load.py --config ...`` once per
@@ -12,10 +12,14 @@ the same ``--count`` events:
 - ``after``: this tree, the same command;
 - ``after-jvm``: this tree with the driver JVM options docs/spark-source.md recommends for
   short jobs (``-XX:TieredStopAtLevel=1``; with ``--cds`` also a class-data-sharing archive
-  made first by one training load with ``-XX:ArchiveClassesAtExit``, as an operator would).
+  made first by one training load of the same tree with ``-XX:ArchiveClassesAtExit``, as an
+  operator would); ``after-c1``: the C1 option alone; ``before-jvm``, ``before-c1``: the
+  same for the ``--ref`` code.
 
 Each run's wall time is split at timestamps taken from its own output (a log4j2 profile
-with milliseconds in a temp ``SPARK_CONF_DIR``, the job's log lines) and from a
+with milliseconds, ``-Dlog4j2.configurationFile`` on every variant's driver, and the job's
+log lines; not a ``SPARK_CONF_DIR``: spark-submit puts that directory on the class path, and a
+non-empty directory there makes ``-XX:ArchiveClassesAtExit`` fail at exit) and from a
 ``sitecustomize`` that records when each Python process starts (driver, planner, worker):
 JVM start, driver Python imports + plan, SparkContext start, session/planning until the
 job is submitted, tasks, commit, SparkContext stop, JVM exit. CPU seconds are those of
@@ -68,6 +72,9 @@ if _p:
     except OSError:
         pass
 """
+
+VARIANTS = ("before", "before-c1", "before-jvm", "after", "after-c1", "after-jvm")
+C1 = "-XX:TieredStopAtLevel=1"
 
 PHASES = (
     ("jvm", "JVM start (spark-submit to driver Python)"),
@@ -170,11 +177,9 @@ def _role(cmd: str) -> str:
 def run_once(tree: Path, conf: Path, work: Path, label: str, java_opts: str, env_base: dict) -> dict:
     starts = work / f"{label}.starts"
     starts.unlink(missing_ok=True)
-    env = dict(env_base, PYTHONPATH=f"{work / 'site'}{os.pathsep}{tree}", BENCH_PY_STARTS=str(starts),
-               SPARK_CONF_DIR=str(work / "sparkconf"))
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
-    if java_opts:
-        cmd += ["--driver-java-options", java_opts]
+    env = dict(env_base, PYTHONPATH=f"{work / 'site'}{os.pathsep}{tree}", BENCH_PY_STARTS=str(starts))
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-java-options",
+           f"-Dlog4j2.configurationFile=file:{work / 'log4j2.properties'} {java_opts}".strip()]
     cmd += [str(tree / "jobs" / "load.py"), "--config", str(conf)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
@@ -205,12 +210,11 @@ def run_once(tree: Path, conf: Path, work: Path, label: str, java_opts: str, env
     }
 
 
-def train_cds(tree: Path, conf_for, work: Path, env_base: dict) -> Path | None:
+def train_cds(tree: Path, conf_for, work: Path, env_base: dict, name: str) -> Path | None:
     """One load with ``-XX:ArchiveClassesAtExit``: the archive an operator makes once (docs/spark-source.md)."""
-    archive = work / "load.jsa"
-    run_once(tree, conf_for("cds-training"), work, "cds-training",
-             f"-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off",
-             env_base)
+    archive = work / f"load-{name}.jsa"
+    run_once(tree, conf_for(f"cds-training-{name}"), work, f"cds-training-{name}",
+             f"{C1} -XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off", env_base)
     return archive if archive.exists() else None
 
 
@@ -219,8 +223,9 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--ref", default="77fcce0", help="git commit of the 'before' code")
-    ap.add_argument("--variants", default="before,after,after-jvm")
-    ap.add_argument("--cds", action="store_true", help="after-jvm also uses a CDS archive made by a training load")
+    ap.add_argument("--variants", default="before,after,after-jvm",
+                    help="comma list of before, before-c1, before-jvm, after, after-c1, after-jvm")
+    ap.add_argument("--cds", action="store_true", help="*-jvm also use a CDS archive made by a training load")
     ap.add_argument("--json", action="store_true", help="print the raw results as JSON too")
     args = ap.parse_args()
     import logging
@@ -237,10 +242,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-load-startup-"))
     (work / "site").mkdir()
     (work / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    (work / "sparkconf").mkdir()
-    (work / "sparkconf" / "log4j2.properties").write_text(LOG4J2)
-    trees = {"after": REPO, "after-jvm": REPO}
-    if "before" in variants:
+    (work / "log4j2.properties").write_text(LOG4J2)
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        ap.error(f"unknown variant(s) {bad}; known: {', '.join(VARIANTS)}")
+    trees = {"after": REPO}
+    if any(v.startswith("before") for v in variants):
         trees["before"] = extract_ref(args.ref, work / "ref")
     env_base = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     for k in ("SPARK_SUBMIT_OPTS", "PYSPARK_SUBMIT_ARGS", "INGEST_FAULTS"):
@@ -261,17 +268,19 @@ def main() -> int:
                             f"registry.url={registry.url}\ntopics=views\nformat=parquet\n")
             return path
 
-        jvm_opts = "-XX:TieredStopAtLevel=1"
-        if "after-jvm" in variants and args.cds:
-            archive = train_cds(REPO, conf_for, work, env_base)
-            if archive:
-                jvm_opts += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
-            else:
-                print("CDS training made no archive; after-jvm runs without one")
+        opts = {v: C1 if v.endswith(("-c1", "-jvm")) else "" for v in variants}
+        for v in variants:
+            if v.endswith("-jvm") and args.cds:
+                tree = v.split("-")[0]
+                archive = train_cds(trees[tree], conf_for, work, env_base, tree)
+                if archive:
+                    opts[v] += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+                else:
+                    print(f"CDS training made no archive; {v} runs without one")
         for i in range(args.repeat):
             order = variants if i % 2 == 0 else variants[::-1]
             for v in order:
-                res = run_once(trees[v], conf_for(v), work, f"{v}-{i}", jvm_opts if v == "after-jvm" else "",
+                res = run_once(trees[v.split("-")[0]], conf_for(v), work, f"{v}-{i}", opts[v],
                                env_base)
                 if res["messages"] != args.count:
                     raise RuntimeError(f"{v}: loaded {res['messages']} messages, expected {args.count}")
@@ -301,16 +310,18 @@ def main() -> int:
         print(f"{title:<44}" + "".join(f"{x:>11}" for x in row))
     if "before" in variants:
         base = med([r["wall_s"] for r in results["before"]])
+        base_cpu = med([r["cpu_s"] for r in results["before"]])
         for v in variants:
             if v != "before":
-                print(f"ratio {v}/before (wall): {med([r['wall_s'] for r in results[v]]) / base:.2f}")
+                print(f"ratio {v}/before: wall {med([r['wall_s'] for r in results[v]]) / base:.2f}, "
+                      f"CPU {med([r['cpu_s'] for r in results[v]]) / base_cpu:.2f}")
     for v in variants:
         print(f"Python processes started, {v} (s after submit): {results[v][0]['python_processes']}")
-    best = min(med([r["wall_s"] for r in results[v]]) for v in variants if v != "before") if any(
-        v != "before" for v in variants) else None
-    if best is not None:
-        print(f"aim <= 15 s wall: {'met' if best <= 15 else 'not met'} (best variant {best} s, "
-              f"load average {load_start} -> {loadavg()})")
+    for v in variants:
+        if v.startswith("after"):
+            wall = med([r["wall_s"] for r in results[v]])
+            print(f"aim <= 15 s wall, {v}: {'met' if wall <= 15 else 'not met'} ({wall} s; "
+                  f"load average {load_start} at start, {loadavg()} at end)")
     if args.json:
         print(json.dumps({"machine": info, "load_start": load_start, "load_end": loadavg(), "results": results},
                          indent=1))
