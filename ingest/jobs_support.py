@@ -53,7 +53,7 @@ logs its own progress."""
 
 
 def build_spark(config: Mapping[str, Any], default_app_name: str, *, sql: bool = True):
-    """The job's SparkSession from the config's ``spark.*`` keys (UTC session time zone).
+    """The job's SparkSession (``sql=False``: SparkContext) from the config's ``spark.*`` keys (UTC time zone).
 
     Under spark-submit the master comes from ``--master``; the config's
     ``spark.master`` is used when given explicitly or when the job runs as plain
@@ -62,9 +62,9 @@ def build_spark(config: Mapping[str, Any], default_app_name: str, *, sql: bool =
     :data:`SHORT_JOB_DEFAULTS` apply only where neither sets a key.
 
     ``sql=False`` returns a SparkContext only, for a job that runs RDD jobs and no
-    SQL: the SQL session's first use (its ``SessionState``) loads several thousand
-    JVM classes, 2-3 s of a short job's start on a quiet 2-core machine
-    (docs/performance.md, "A small hourly load's fixed cost").
+    SQL: creating the SQL session (its ``SessionState``: the SQL engine's classes)
+    took 14.7 s from a ready SparkContext in a spark-submit probe at load average
+    4.7 on the 2-core test machine (docs/performance.md, "A small hourly load's fixed cost").
     """
     from pyspark import SparkConf, SparkContext
 
@@ -80,7 +80,7 @@ def build_spark(config: Mapping[str, Any], default_app_name: str, *, sql: bool =
         conf.setMaster(config.get("spark.master") or "local[*]")
     for key, value in config.items():
         if key.startswith("spark.") and key not in ("spark.master", "spark.app.name") and value is not None:
-            conf.set(key, str(value))
+            conf.set(key, str(value).lower() if isinstance(value, bool) else str(value))
     conf.set("spark.sql.session.timeZone", "UTC")
     for key, value in SHORT_JOB_DEFAULTS:
         conf.setIfMissing(key, value)
