@@ -68,7 +68,7 @@ def validate_produced(buf: bytes | memoryview, *, max_message_size: int = _UNLIM
     top = max_message_size + OVERHEAD
     uniform = _uniform(data, top)
     if uniform is not None:
-        return ValidatedMessageSet(buf, len(uniform), uniform, max_message_size)
+        return ValidatedMessageSet(buf, len(uniform), uniform, max_message_size)  # type: ignore[arg-type]
     end = len(data)
     positions: list[int] = []
     add = positions.append
@@ -98,7 +98,7 @@ def validate_produced(buf: bytes | memoryview, *, max_message_size: int = _UNLIM
     return ValidatedMessageSet(buf, count, positions, max_message_size)
 
 
-def _uniform(data: bytes, top: int) -> list[int] | None:
+def _uniform(data: bytes, top: int) -> range | None:
     """The positions of a set of equal-length, valid magic-2 uncompressed messages, else None.
 
     One ``Struct`` reads every header and payload; the checks (every length equal and within
@@ -128,4 +128,4 @@ def _uniform(data: bytes, top: int) -> list[int] | None:
     if fields[0::4].count(length) != n or fields[1::4].count(MA_MIN) != n \
             or list(map(zlib.crc32, fields[3::4], repeat(_SEED, n))) != list(fields[2::4]):
         return None
-    return list(range(0, end, step))
+    return range(0, end, step)   # a sequence like scan's list (len, [-1], bisect), without 1 int per message
