@@ -1,4 +1,4 @@
-"""Validation of a produced message set on the broker's append path: a magic-2 fast loop, then ``scan``.
+"""Validation of a message set for append (produce, follower): magic-2 fast paths, then ``scan``.
 
 A producer of this product sends magic-2 uncompressed messages (its default
 ``message.format``); validating them is most of the broker's CPU per produced
