@@ -138,14 +138,16 @@ def encode_message(payload: bytes, codec: int = CODEC_NONE, magic: int = MAGIC) 
 _SET_STRUCTS: dict[tuple[int, int, int], struct.Struct] = {}
 """(magic, payload size, count) -> the Struct of a whole set of equal-size messages (see encode_messages)."""
 _SET_STRUCTS_MAX = 256
+_SET_STRUCT_MAX_COUNT = 1024
+"""Larger sets take the join path (a cached Struct holds a few words per field)."""
 
 
 def encode_messages(payloads: Sequence[bytes], magic: int = MAGIC) -> bytes:
     """Uncompressed messages of ``magic`` back to back: the bytes of ``encode_message(p, CODEC_NONE,
     magic)`` for every payload, joined, in one pass with no Python bytecode per message.
 
-    CRCs (and lengths) are computed by C-level ``map`` loops. A set of equal-size ``bytes`` payloads
-    (fixed-size records) is laid into one argument list by slice assignment and written by one cached
+    CRCs (and lengths) are computed by C-level ``map`` loops. A set of up to 1,024 equal-size ``bytes``
+    payloads (fixed-size records) is laid into one argument list by slice assignment and written by one cached
     ``struct.Struct`` (headers and payloads in one buffer); any other set is one ``bytes.join`` of
     the headers (packed by a ``map``) interleaved with the payloads by slice assignment.
 
@@ -167,7 +169,7 @@ def encode_messages(payloads: Sequence[bytes], magic: int = MAGIC) -> bytes:
             else map(zlib.crc32, payloads)
     middle = magic if magic == MAGIC_V0 else magic << 8
     size = sizes[0]
-    if sizes.count(size) == n and all(map(bytes.__instancecheck__, payloads)):
+    if n <= _SET_STRUCT_MAX_COUNT and sizes.count(size) == n and all(map(bytes.__instancecheck__, payloads)):
         # one Struct for the whole set (struct's "s" takes bytes only, not memoryview)
         args: list = [middle] * (4 * n)   # (length, magic[+attributes], crc, payload) per message
         args[0::4] = repeat(size + overhead, n)
