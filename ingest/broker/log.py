@@ -51,6 +51,7 @@ from typing import Callable, NamedTuple
 
 from ingest.broker.deletion_log import record_deletion
 from ingest.broker.message_set import ValidatedMessageSet
+from ingest.broker.produced_set import validate_produced
 from ingest.broker.log_replica import ReplicaLogOps
 from ingest.broker.open_files import UNLIMITED, OpenFiles
 from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
@@ -222,7 +223,8 @@ class Log(ReplicaLogOps):
         vs = message_set
         if not isinstance(vs, ValidatedMessageSet) or vs.max_message_size > s.max_message_size:
             data = vs.data if isinstance(vs, ValidatedMessageSet) else vs
-            vs = ValidatedMessageSet.of(data, max_message_size=s.max_message_size, destination=f"log {self.name}")
+            # what ValidatedMessageSet.of returns or raises, with the magic-2 fast paths (a follower's append)
+            vs = validate_produced(data, max_message_size=s.max_message_size, destination=f"log {self.name}")
         n = vs.size
         with self._lock:
             self._check_open()

@@ -261,11 +261,11 @@ class LogManager:
                 is not configured.
             StorageError: the log's directory or first segment cannot be created.
         """
-        validate_topic(topic)
         key = (topic, partition)
-        lg = self._logs.get(key)
-        if lg is not None:
+        lg = self._logs.get(key) if type(topic) is str else None
+        if lg is not None:   # its name was validated when it was created (every produce asks: no regex)
             return lg
+        validate_topic(topic)
         validate_partition(topic, partition, self.partition_count(topic))
         with self._lock:
             if self._shut:

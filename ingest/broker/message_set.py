@@ -29,6 +29,7 @@ from ingest.broker.message import (
     MAGIC,
     MAGIC_V0,
     encode_message,
+    encode_messages,
 )
 from ingest.broker.message_batch import MessageAndOffset, MessageBatch, iter_messages
 from ingest.broker.message_scan import ScanResult, first_message_size, inner_messages, scan
@@ -52,7 +53,7 @@ def encode_message_set(payloads: Sequence[bytes], codec: int = CODEC_NONE, magic
     """
     if codec != CODEC_NONE and magic == MAGIC_V0:
         encode_message(b"", codec, magic)  # raises: magic 0 has no attributes
-    plain = b"".join([encode_message(p, CODEC_NONE, magic) for p in payloads])
+    plain = encode_messages(payloads, magic)  # one pass, no Python bytecode per message
     if codec == CODEC_NONE:
         return plain
     return encode_message(compression.compress(codec, plain), codec, magic)

@@ -164,13 +164,13 @@ class Producer:
             raise IngestError("producer is closed; create a new Producer")
         if isinstance(payloads, (bytes, bytearray, memoryview)):
             payloads = [bytes(payloads)]
-        limit = self._max_message_size
-        for p in payloads:
-            if len(p) > limit:
-                raise MessageTooLargeError(
-                    f"payload of {len(p)} bytes for topic {topic!r} exceeds max.message.size {limit}")
         if not payloads:
             return
+        limit = self._max_message_size
+        if max(map(len, payloads)) > limit:   # one C-level pass; name the first offender
+            size = next(n for n in map(len, payloads) if n > limit)
+            raise MessageTooLargeError(
+                f"payload of {size} bytes for topic {topic!r} exceeds max.message.size {limit}")
         if not self._async:
             result = self._sender_of_batches.send(topic, list(payloads), key)
             self._account(result)
