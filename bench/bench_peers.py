@@ -35,7 +35,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.peers.activemq import ActiveMQ  # noqa: E402
+from bench.peers.ours import Ours  # noqa: E402
 from bench.peers.process import alive  # noqa: E402
+from bench.peers.rabbitmq import RabbitMQ  # noqa: E402
 
 PAYLOAD_SIZE = 200
 BATCH = 50
@@ -67,11 +70,30 @@ MEANING = {
 
 
 class Stop(Exception):
-    """SIGTERM received: unwind through the finally blocks that stop the servers."""
+    """SIGINT, SIGTERM or SIGHUP received: unwind through the finally blocks that stop the servers."""
 
 
-def _on_sigterm(signum, frame):
+_deferred: list[int] = []
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _on_signal(signum, frame):
     raise Stop(f"signal {signum}")
+
+
+def _defer_signal(signum, frame):
+    _deferred.append(signum)
+
+
+def _stopping_servers(stop):
+    """Run ``stop()`` with the stop signals held back (a second Ctrl-C must not cut a stop short)."""
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _defer_signal)
+    try:
+        return stop()
+    finally:
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, _on_signal)
 
 
 def machine() -> dict:
@@ -99,15 +121,7 @@ def payloads(count: int) -> list[bytes]:
 
 def run_system(key: str, count: int, msgs: list[bytes], verify: bool, workdir: str) -> dict:
     """Start one system, run its experiments, stop it; returns its rows and the PIDs it stopped."""
-    if key == "ours":
-        from bench.peers.ours import Ours  # imports ingest's client
-        system = Ours(workdir)
-    elif key == "rabbitmq":
-        from bench.peers.rabbitmq import RabbitMQ
-        system = RabbitMQ()
-    else:
-        from bench.peers.activemq import ActiveMQ
-        system = ActiveMQ()
+    system = Ours(workdir) if key == "ours" else RabbitMQ() if key == "rabbitmq" else ActiveMQ()
     result = {"system": system.name, "version": system.version, "count": count, "rows": {}, "pids": [],
               "left": []}
     ack1 = max(1, count // 10)
@@ -161,7 +175,7 @@ def run_system(key: str, count: int, msgs: list[bytes], verify: bool, workdir: s
     finally:
         t_stop = time.perf_counter()
         result["pids"] = list(dict.fromkeys(result["pids"] + list(system.server.pids)))
-        killed = system.stop()
+        killed = _stopping_servers(system.stop)
         result["killed"] = killed
         result["left"] = [p for p in result["pids"] if alive(p)]
         shutil.rmtree(getattr(system, "dir", "/nonexistent"), ignore_errors=True)
@@ -251,7 +265,10 @@ def main(argv=None) -> int:
     unknown = [s for s in only if s not in SYSTEMS]
     if unknown:
         ap.error(f"--only: unknown system(s) {unknown}; allowed: {', '.join(SYSTEMS)}")
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    # SIGINT too: a shell starts background jobs with SIGINT ignored, and Python then raises no
+    # KeyboardInterrupt; the servers must be stopped whichever way the benchmark is interrupted.
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _on_signal)
     info = {"machine": machine(), "load_start": round(os.getloadavg()[0], 2)}
     print(f"machine: {info['machine']}; load average at start {info['load_start']} (1 min)", flush=True)
     msgs = payloads(max(args.count if "ours" in only else 0, args.peer_count))
@@ -265,6 +282,8 @@ def main(argv=None) -> int:
             results[key] = run_system(key, count, msgs, args.verify, os.path.join(work, key))
             if results[key]["left"]:
                 code = 1
+            if _deferred:
+                raise Stop(f"signal {_deferred[0]} (while stopping {results[key]['system']})")
     info["load_end"] = round(os.getloadavg()[0], 2)
     print(report(results, info))
     if args.json:

@@ -87,7 +87,7 @@ class ActiveMQ:
         return self.server.stop()
 
     def connect(self, listener):
-        import stomp  # bench-only dependency, imported when the ActiveMQ run starts
+        import stomp  # test extra: imported only when ActiveMQ is benchmarked, so --only ours runs without it
         conn = stomp.Connection11([("127.0.0.1", self.port)], auto_decode=False, heartbeats=(0, 0))
         conn.set_listener("bench", listener)
         conn.connect(wait=True)
@@ -106,18 +106,18 @@ class ActiveMQ:
                     conn.send(dest, m, headers={"persistent": "true"})
                 # the broker handles a connection's frames in order: once this receipt is back,
                 # every SEND before it has been processed (an empty transaction, aborted)
-                listener.wait(conn, lambda r: conn.begin("bench-end", headers={"receipt": r}))
+                listener.wait(lambda r: conn.begin("bench-end", headers={"receipt": r}))
                 conn.abort("bench-end")
             elif batch == 1:
                 for m in msgs:
-                    listener.wait(conn, lambda r, m=m: conn.send(dest, m, headers={"persistent": "true",
+                    listener.wait(lambda r, m=m: conn.send(dest, m, headers={"persistent": "true",
                                                                                    "receipt": r}))
             else:
                 for i in range(0, len(msgs), batch):
                     tx = conn.begin()
                     for m in msgs[i:i + batch]:
                         conn.send(dest, m, headers={"persistent": "true", "transaction": tx})
-                    listener.wait(conn, lambda r, tx=tx: conn.commit(tx, headers={"receipt": r}))
+                    listener.wait(lambda r, tx=tx: conn.commit(tx, headers={"receipt": r}))
             return time.perf_counter() - t0
         finally:
             conn.disconnect()
@@ -151,7 +151,8 @@ class _Receipts:
         self.error: str | None = None
         self.seq = 0
 
-    def wait(self, conn, send, timeout: float = 60.0) -> None:
+    def wait(self, send, timeout: float = 60.0) -> None:
+        """Call ``send(receipt_id)`` and wait for that receipt (or an ERROR frame)."""
         self.seq += 1
         rid = f"r{self.seq}"
         send(rid)

@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.harness import reaper
+
 log = logging.getLogger(__name__)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -108,7 +110,6 @@ class ServerGroup:
 
     def popen(self, argv: list[str], output: Path, env: dict | None = None, cwd: str | None = None
               ) -> subprocess.Popen:
-        from tests.harness import reaper  # the benchmark's watchdog for its child processes
         out = open(output, "ab")
         try:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -122,7 +123,6 @@ class ServerGroup:
     def adopt(self, pid: int) -> None:
         """Own ``pid`` (a descendant found after start): it is signalled and waited for at stop."""
         if pid not in self.pids:
-            from tests.harness import reaper  # see popen
             reaper.watch(pid)
             self.pids.append(pid)
 

@@ -88,7 +88,7 @@ class RabbitMQ:
         return self.server.stop()
 
     def parameters(self):
-        import pika  # bench-only dependency, imported when the RabbitMQ run starts
+        import pika  # test extra: imported only when RabbitMQ is benchmarked, so --only ours runs without it
         return pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0, blocked_connection_timeout=300)
 
     def declare(self, queue: str) -> None:
