@@ -10,9 +10,10 @@ child and is stopped by its PID.
 
 Client: stomp.py, the most used Python client that speaks a protocol Debian's ActiveMQ serves
 (its package ships the STOMP transport but not the AMQP one; OpenWire has no maintained Python
-client). Messages are sent with ``persistent:true``. A "batch" of 50 is a STOMP transaction
-(BEGIN, 50 SENDs, COMMIT with a receipt the producer waits for); batch 1 acknowledged is a SEND
-with a receipt. The consumer subscribes with ``ack:client`` (cumulative) and
+client). Messages are sent with ``persistent:true``. STOMP has no producer batch; an acknowledged
+"batch" of 50 is 50 SENDs of which the last carries a receipt the producer waits for (the broker
+handles a connection's frames in order), and a transacted one is BEGIN, 50 SENDs, COMMIT with a
+receipt; batch 1 acknowledged is a SEND with a receipt. The consumer subscribes with ``ack:client`` (cumulative) and
 ``activemq.prefetchSize:1000`` and acknowledges every 100th message (see ``ACK_EVERY``).
 """
 from __future__ import annotations
@@ -93,31 +94,37 @@ class ActiveMQ:
         conn.connect(wait=True)
         return conn
 
-    def produce(self, queue: str, msgs: list[bytes], batch: int, confirm: bool) -> float:
-        """Send ``msgs`` persistently; with ``confirm``, one acknowledged unit per ``batch`` messages
-        (batch 1: a SEND with a receipt; batch > 1: a transaction committed with a receipt)."""
+    def produce(self, queue: str, msgs: list[bytes], batch: int, mode: str) -> float:
+        """Send ``msgs`` persistently. ``mode``: "none" (no receipt), "ack" (the last SEND of every
+        ``batch`` carries a receipt the producer waits for), "tx" (a transaction per ``batch``,
+        COMMIT with a receipt)."""
         listener = _Receipts()
         conn = self.connect(listener)
         dest = f"/queue/{queue}"
+        persistent = {"persistent": "true"}
         try:
             t0 = time.perf_counter()
-            if not confirm:
+            if mode == "none":
                 for m in msgs:
-                    conn.send(dest, m, headers={"persistent": "true"})
+                    conn.send(dest, m, headers=persistent)
                 # the broker handles a connection's frames in order: once this receipt is back,
                 # every SEND before it has been processed (an empty transaction, aborted)
                 listener.wait(lambda r: conn.begin("bench-end", headers={"receipt": r}))
                 conn.abort("bench-end")
-            elif batch == 1:
-                for m in msgs:
-                    listener.wait(lambda r, m=m: conn.send(dest, m, headers={"persistent": "true",
-                                                                                   "receipt": r}))
-            else:
+            elif mode == "ack":
+                for i in range(0, len(msgs), batch):
+                    group = msgs[i:i + batch]
+                    for m in group[:-1]:
+                        conn.send(dest, m, headers=persistent)
+                    listener.wait(lambda r, m=group[-1]: conn.send(dest, m, headers={**persistent, "receipt": r}))
+            elif mode == "tx":
                 for i in range(0, len(msgs), batch):
                     tx = conn.begin()
                     for m in msgs[i:i + batch]:
-                        conn.send(dest, m, headers={"persistent": "true", "transaction": tx})
+                        conn.send(dest, m, headers={**persistent, "transaction": tx})
                     listener.wait(lambda r, tx=tx: conn.commit(tx, headers={"receipt": r}))
+            else:
+                raise ValueError(f"mode {mode!r}: allowed are none, ack, tx")
             return time.perf_counter() - t0
         finally:
             conn.disconnect()

@@ -40,7 +40,7 @@ class Ours:
     def start(self) -> "Ours":
         self.broker.start()
         self.server.adopt(self.broker.pid)
-        self.has_fetch_batch = hasattr(SimpleConsumer, "fetch_batch")
+        self.has_fetch_batch = hasattr(SimpleConsumer, "fetch_batch")  # the batch API, where it has landed
         return self
 
     def server_cpu(self) -> float:
@@ -52,8 +52,11 @@ class Ours:
             log.warning("broker exited with %s", code)
         return self.server.stop()
 
-    def produce(self, topic: str, msgs: list[bytes], batch: int, confirm: bool) -> float:
-        cfg = {"broker.list": self.broker.address, "request.required.acks": 1 if confirm else 0,
+    def produce(self, topic: str, msgs: list[bytes], batch: int, mode: str) -> float:
+        """``batch`` messages per PRODUCE request; ``mode`` "ack" waits for each response (acks=1)."""
+        if mode not in ("none", "ack"):
+            raise ValueError(f"mode {mode!r}: allowed are none, ack (the broker has no transactions)")
+        cfg = {"broker.list": self.broker.address, "request.required.acks": 1 if mode == "ack" else 0,
                "producer.type": "sync", "batch.size": batch}
         with Producer(cfg) as p:
             t0 = time.perf_counter()
@@ -97,7 +100,8 @@ class Ours:
         return elapsed, n, total, kept
 
     def consume_batches(self, topic: str, count: int, keep: bool = False) -> tuple[float, int, int, list[bytes]]:
-        """The same with ``fetch_batch`` (one validated batch object per pull), when the client has it."""
+        """The same with ``fetch_batch`` (one validated ``MessageBatch`` per pull) and its ``payloads()``,
+        when the client has them (the consumer batch API of issue 16)."""
         kept: list[bytes] = []
         with SimpleConsumer(self.broker.host, self.broker.port, fetch_size=PULL_BYTES) as c:
             t0 = time.perf_counter()
@@ -107,10 +111,11 @@ class Ours:
                 k = len(b)
                 if not k:
                     raise RuntimeError(f"{topic}: empty batch at offset {offset} after {n} messages")
-                for i in range(k):
-                    total += len(b.payload(i))  # touch every message, as an application would
+                views = b.payloads()  # every payload as a memoryview into the fetched buffer
+                for p in views:
+                    total += len(p)  # touch every message, as an application would
                 if keep:
-                    kept.extend(bytes(b.payload(i)) for i in range(k))
+                    kept.extend(bytes(p) for p in views)
                 n += k
                 offset = b.next_offset
             elapsed = time.perf_counter() - t0

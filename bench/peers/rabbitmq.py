@@ -10,7 +10,8 @@ Client: pika 1.x, the client of RabbitMQ's own Python tutorials. Messages are pe
 (``delivery_mode=2``) into a durable classic queue on the default exchange, as the paper's
 RabbitMQ producer published. AMQP 0-9-1 has no producer batch; a "batch" here is the group of
 publishes after which the producer waits for the broker's publisher confirms (RabbitMQ's
-"publishing messages in batches" strategy), with pika's asynchronous ``SelectConnection``.
+"publishing messages in batches" strategy), with pika's asynchronous ``SelectConnection``; or
+the group is an AMQP transaction (``tx_select``, ``tx_commit`` per group).
 The consumer is ``basic_consume`` with ``basic_qos(prefetch_count=1000)`` and one
 ``basic_ack(multiple=True)`` per 1,000 messages.
 """
@@ -98,12 +99,30 @@ class RabbitMQ:
             ch.queue_declare(queue, durable=True)
             ch.queue_purge(queue)
 
-    def produce(self, queue: str, msgs: list[bytes], batch: int, confirm: bool) -> float:
-        """Publish ``msgs``; with ``confirm``, wait for the broker's confirms after every ``batch``."""
+    def produce(self, queue: str, msgs: list[bytes], batch: int, mode: str) -> float:
+        """Publish ``msgs``. ``mode``: "none" (no confirms), "ack" (wait for the publisher confirms
+        after every ``batch``), "tx" (``tx_select``; ``tx_commit`` after every ``batch``)."""
         self.declare(queue)
-        if not confirm:
+        if mode == "none":
             return self._publish_unconfirmed(queue, msgs)
-        return self._publish_confirmed(queue, msgs, batch)
+        if mode == "ack":
+            return self._publish_confirmed(queue, msgs, batch)
+        if mode == "tx":
+            return self._publish_transacted(queue, msgs, batch)
+        raise ValueError(f"mode {mode!r}: allowed are none, ack, tx")
+
+    def _publish_transacted(self, queue: str, msgs: list[bytes], batch: int) -> float:
+        import pika  # see parameters
+        props = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
+        with pika.BlockingConnection(self.parameters()) as conn:
+            ch = conn.channel()
+            ch.tx_select()
+            t0 = time.perf_counter()
+            for i in range(0, len(msgs), batch):
+                for m in msgs[i:i + batch]:
+                    ch.basic_publish("", queue, m, props)
+                ch.tx_commit()
+            return time.perf_counter() - t0
 
     def _publish_unconfirmed(self, queue: str, msgs: list[bytes]) -> float:
         import pika  # see parameters
