@@ -6,8 +6,10 @@ start xbean:file:DIR/conf/activemq.xml`` with a configuration written here: one 
 temporary directory, journal synced to disk periodically (``journalDiskSyncStrategy="periodic"``,
 every second) -- the paper configured every broker to flush to its store asynchronously, as this
 product's broker does (every 10,000 messages or 1 s) --, and at most 128 MB of messages cached in
-memory (with the default, 70% of Debian's 512 MB heap, the broker ran out of heap after 250,000
-queued messages). The ``java`` process is the benchmark's child and is stopped by its PID.
+memory, the rest only in the store, without producer flow control (with the default, 70% of
+Debian's 512 MB heap, the broker ran out of heap after 250,000 queued messages; with the 128 MB
+limit and flow control on, it stopped the producer for good once 200,000 unconsumed messages
+filled it). The ``java`` process is the benchmark's child and is stopped by its PID.
 
 Client: stomp.py, the most used Python client that speaks a protocol Debian's ActiveMQ serves
 (its package ships the STOMP transport but not the AMQP one; OpenWire has no maintained Python
@@ -51,6 +53,9 @@ CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
   <bean class="org.springframework.beans.factory.config.PropertyPlaceholderConfigurer"/>
   <broker xmlns="http://activemq.apache.org/schema/core" brokerName="bench" useJmx="false"
           persistent="true" advisorySupport="false" dataDirectory="${activemq.data}">
+    <destinationPolicy><policyMap><policyEntries>
+      <policyEntry queue=">" producerFlowControl="false"/>
+    </policyEntries></policyMap></destinationPolicy>
     <systemUsage><systemUsage>
       <memoryUsage><memoryUsage limit="128 mb"/></memoryUsage>
     </systemUsage></systemUsage>
