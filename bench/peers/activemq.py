@@ -8,8 +8,8 @@ every second) -- the paper configured every broker to flush to its store asynchr
 product's broker does (every 10,000 messages or 1 s) --, and at most 128 MB of messages cached in
 memory, the rest only in the store, without producer flow control (with the default, 70% of
 Debian's 512 MB heap, the broker ran out of heap after 250,000 queued messages; with the 128 MB
-limit and flow control on, it stopped the producer for good once 200,000 unconsumed messages
-filled it). The ``java`` process is the benchmark's child and is stopped by its PID.
+limit and flow control on, it held the producer -- no receipt within 60 s -- once 200,000
+unconsumed messages were queued). The ``java`` process is the benchmark's child and is stopped by its PID.
 
 Client: stomp.py, the most used Python client that speaks a protocol Debian's ActiveMQ serves
 (its package ships the STOMP transport but not the AMQP one; OpenWire has no maintained Python
