@@ -55,6 +55,16 @@ if [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || [ ! -f /usr/share/activemq/
     fi
 fi
 
+if ! command -v valgrind >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        log "installing the Debian valgrind package (instruction counts of bench/bench_produce_path.py --instructions)"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+    else
+        log "WARNING: valgrind missing and not root: bench/bench_produce_path.py --instructions prints CPU time only"
+    fi
+fi
+
 stamp() { sha256sum "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" | sha256sum | cut -c1-16; }
 STAMP=$(stamp)
 
