@@ -44,12 +44,16 @@ class RowLayout:
     ``decode(payload)`` returns the flat tuple of leaf values (raises any exception
     on a payload it does not accept); ``from_record(record)`` flattens a decoded
     dict into the same tuple; ``time_index`` is the position of ``header.time``.
+    ``decode_at(buf, start, end)`` (only for a layout compiled with its framing
+    prefix) decodes the payload ``buf[start:end]`` without cutting it out first.
     """
 
-    __slots__ = ("decode", "time_index", "width", "schema")
+    __slots__ = ("decode", "time_index", "width", "schema", "decode_at")
 
-    def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict) -> None:
+    def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict,
+                 decode_at: Callable[[bytes, int, int], tuple] | None = None) -> None:
         self.decode = decode
+        self.decode_at = decode_at
         self.time_index = time_index
         self.width = width
         self.schema = schema
@@ -181,11 +185,14 @@ class _Gen:
             raise _Unsupported(f"field {'.'.join(p)} of type {t!r}")
 
 
-def compile_row_layout(schema: Any) -> RowLayout | None:
+def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | None:
     """The generated row decoder of a writer schema, or None when the schema needs the dict path.
 
     Also None when the schema has no plain ``header.time`` (int or long): those
     records keep the dict path, so the task's quarantine message stays the same.
+    With ``prefix`` (the 5 framing bytes of one schema id) the decoder also refuses a
+    payload framed otherwise, so a whole fetch can be decoded with one layout
+    (:func:`decode_all`) without looking at each payload's schema id first.
     """
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
@@ -204,12 +211,20 @@ def compile_row_layout(schema: Any) -> RowLayout | None:
     if _prim(time_type) not in ("int", "long"):
         return None
     names = [f"v{i}" for i in range(gen.n)]
-    src = "\n".join(["def decode(p):", f"    pos = {PREFIX_SIZE}", *gen.lines,
-                     "    if pos != len(p): raise ValueError('bytes left over')",
-                     f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"])
+    check = [f"    if p[:{PREFIX_SIZE}] != _PFX: raise ValueError('framing')"] if prefix is not None else []
+    ret = f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"
+    src = "\n".join(["def decode(p):", *check, f"    pos = {PREFIX_SIZE}", *gen.lines,
+                     "    if pos != len(p): raise ValueError('bytes left over')", ret,
+                     # the same over payload p[pos:end] of a larger buffer (a whole fetch): reads
+                     # only move forward, so ending exactly at ``end`` proves none crossed it
+                     "def decode_at(p, pos, end):",
+                     f"    if p[pos:pos + {PREFIX_SIZE}] != _PFX: raise ValueError('framing')",
+                     f"    pos += {PREFIX_SIZE}", *gen.lines,
+                     "    if pos != end: raise ValueError('bytes left over')", ret])
     ns = dict(gen.consts)
+    ns["_PFX"] = prefix
     exec(compile(src, f"<row decoder {schema.get('name')}>", "exec"), ns)  # noqa: S102 - generated from a schema
-    return RowLayout(ns["decode"], time_index, gen.n, schema)
+    return RowLayout(ns["decode"], time_index, gen.n, schema, ns["decode_at"] if prefix is not None else None)
 
 
 class PayloadDecoder:
@@ -263,7 +278,7 @@ class PayloadDecoder:
         schema_id, record = self.decode(payload, topic=topic, offset=offset)
         if schema_id not in self._layouts:
             self._layouts[schema_id] = compile_row_layout(
-                self.writer_schema(schema_id, payload, topic=topic, offset=offset))
+                self.writer_schema(schema_id, payload, topic=topic, offset=offset), PREFIX.pack(MAGIC_BYTE, schema_id))
         layout = self._layouts[schema_id]
         if layout is None:
             return schema_id, record, None
