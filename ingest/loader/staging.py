@@ -19,7 +19,6 @@ import gc
 import logging
 import posixpath
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -165,8 +164,8 @@ class _Stager:
         self.put_many(hour_index, schema_id, row_layout, payloads[0], msgs[0].offset, rows, bodies, lo, hi)
 
     def chunk(self, c) -> None:
-        """A :class:`~ingest.loader.fetch.Chunk` (payload bounds in one fetched buffer): decoded
-        in place with the schema's ``decode_at`` when it applies, else one by one."""
+        """A :class:`~ingest.loader.fetch.Chunk` (payload bounds in one fetched buffer): the bulk
+        path when it applies, else one by one."""
         fast, buf, starts, ends = self.fast, c.buf, c.starts, c.ends
         i = 0
         while i < len(starts) and fast.get(buf[starts[i]:starts[i] + PREFIX_SIZE]) is None:
@@ -177,20 +176,19 @@ class _Stager:
         if i:
             starts, ends = starts[i:], ends[i:]
         row_layout, schema_id = fast[buf[starts[0]:starts[0] + PREFIX_SIZE]]
+        # payloads cut out first: the decoder's positions then stay small ints (cached, no
+        # allocation); 6% fewer instructions per row than decoding in place (cachegrind)
+        payloads = list(map(buf.__getitem__, map(slice, starts, ends)))
         try:
-            # refuses other framing (so one schema id) and any payload not read exactly to its end
-            rows = list(map(row_layout.decode_at, repeat(buf, len(starts)), starts, ends))
+            rows = list(map(row_layout.decode, payloads))  # refuses other framing, so one schema id
             lo, hi, hour_index = self.hour_of(rows, row_layout)
         except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
             for j in range(i, len(c)):
                 self.one(c.message(j))
             return
-        bodies = None
-        if self.raw:
-            mv = memoryview(buf)
-            bodies = [mv[s + PREFIX_SIZE:e] for s, e in zip(starts, ends)]
+        bodies = [p[PREFIX_SIZE:] for p in payloads] if self.raw else None
         first = c.base + starts[0] - HEADER_SIZE
-        self.put_many(hour_index, schema_id, row_layout, buf[starts[0]:ends[0]], first, rows, bodies, lo, hi)
+        self.put_many(hour_index, schema_id, row_layout, payloads[0], first, rows, bodies, lo, hi)
 
     def hour_of(self, rows: list, row_layout) -> tuple[int, int, int]:
         """(min time, max time, hour index) of rows in one hour; raises otherwise."""
