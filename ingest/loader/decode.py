@@ -36,6 +36,8 @@ from ingest.events.envelope import MAGIC_BYTE, PREFIX, PREFIX_SIZE
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+# 1 + the length of a string/bytes whose zigzag varint length is this one byte; 0 otherwise
+_ONE_BYTE_LENGTH = tuple(1 + (b >> 1) if b < 128 and not b & 1 else 0 for b in range(256))
 
 
 class RowLayout:
@@ -131,10 +133,12 @@ class _Gen:
             L.append(f"{ind}{target} = _D.unpack_from(p, pos)[0]; pos += 8")
         elif kind in ("string", "bytes"):
             conv = ".decode()" if kind == "string" else ""
-            # one-byte non-negative length (< 64 bytes, the usual case) without the general varint
-            L += [f"{ind}b = p[pos]",
-                  f"{ind}if b < 128 and not b & 1:",
-                  f"{ind}    e = pos + 1 + (b >> 1)",
+            # one-byte non-negative length (< 64 bytes, the usual case) without the general
+            # varint: _L maps that byte to 1 + length (0 for any other byte)
+            self.consts["_L"] = _ONE_BYTE_LENGTH
+            L += [f"{ind}e = _L[p[pos]]",
+                  f"{ind}if e:",
+                  f"{ind}    e += pos",
                   f"{ind}    {target} = p[pos + 1:e]{conv}; pos = e",
                   f"{ind}else:"]
             self.varint(ind + "    ", "n")
