@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 CANDIDATES = ("datafusion", "polars-avro", "jetliner", "duckdb-avro")
-TIMEOUT_S = 60
+TIMEOUT_S = 20
 
 
 def _container(schema: dict, bodies: list[bytes]) -> bytes:
