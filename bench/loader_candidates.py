@@ -172,12 +172,13 @@ def main(count: int = 100_000) -> int:
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     print(f"machine: nproc {os.cpu_count()}, {cpu_model}, {mem_gb:.0f} GB RAM; load average at start "
           f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {count:,} events per schema")
+    from importlib.metadata import PackageNotFoundError, version
+
     versions = {}
-    for mod, dist in (("datafusion", "datafusion"), ("polars_avro", "polars-avro"), ("jetliner", "jetliner"),
-                      ("duckdb", "duckdb-avro"), ("fastavro", "fastavro"), ("pyarrow", "pyarrow")):
+    for dist in ("datafusion", "polars-avro", "jetliner", "duckdb", "duckdb-ext-avro", "fastavro", "pyarrow"):
         try:
-            versions[dist] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
+            versions[dist] = version(dist)
+        except PackageNotFoundError:
             versions[dist] = "not installed"
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items())
           + f"; pyarrow has an Avro reader: {hasattr(pa, 'avro') or hasattr(__import__('pyarrow.dataset'), 'AvroFileFormat')}")
