@@ -106,6 +106,22 @@ def consume(broker: BrokerProcess, topic: str, count: int) -> tuple[float, int]:
     return elapsed, n
 
 
+def consume_batch(broker: BrokerProcess, topic: str, count: int) -> tuple[float, int]:
+    """The consumer of :func:`consume` through ``fetch_batch``: one validated MessageBatch per pull."""
+    with SimpleConsumer(broker.host, broker.port, fetch_size=PULL_BYTES) as c:
+        t0 = time.perf_counter()
+        offset, n, total = 0, 0, 0
+        while n < count:
+            b = c.fetch_batch(topic, 0, offset)
+            k = len(b)
+            total += b.bounds[k] - b.bounds[0] - b.header_size * k  # the payload bytes, from the batch
+            n += k
+            offset = b.next_offset
+        elapsed = time.perf_counter() - t0
+    assert total == count * PAYLOAD_SIZE
+    return elapsed, n
+
+
 def loopback_limit(nbytes: int) -> float:
     """Seconds to push ``nbytes`` through a loopback TCP connection (sendall 256 KB / recv_into 1 MB)."""
     srv = socket.socket()
@@ -200,6 +216,8 @@ def main(argv=None) -> int:
             mark()
             secs, n = consume(broker, "b50a", count)
             row(f"consumer, pulls of {PULL_BYTES // 1024} KB", secs, n, PAPER["consumer"])
+            secs, n = consume_batch(broker, "b50a", count)
+            row(f"consumer fetch_batch, pulls of {PULL_BYTES // 1024} KB", secs, n, PAPER["consumer"])
             limit_s = loopback_limit(total_bytes)
             limit_mbs = total_bytes / limit_s / 1e6
             rows.append(("physical limit: raw loopback TCP, same bytes", count, limit_s, count / limit_s,

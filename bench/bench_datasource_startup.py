@@ -1,11 +1,13 @@
 """First use of the loader's Python Data Source in a fresh Spark session, against an RDD job.
 
-    .venv/bin/python bench/bench_datasource_startup.py [--repeat 2] [--conf key=value ...]
+    .venv/bin/python bench/bench_datasource_startup.py [--repeat 2] [--modes rdd,loader_rdd,datasource] [--conf key=value ...]
 
 Each measurement runs in a fresh child process (fresh JVM, fresh Python workers):
 the time to a ready local[2] SparkSession, then the first action, then a second
 one. ``datasource``: ``spark.read.format("ingest_load")`` over one empty task
-range (the real data source, planner and ``run_task``, no data); ``rdd``:
+range (the real data source, planner and ``run_task``, no data); ``loader_rdd``:
+the same task through the hourly job's default runner (``ingest.loader.rdd_tasks``,
+an RDD job); ``rdd``:
 ``parallelize([1], 1).map(...).collect()``, the reference for "start a Python
 worker and run one task". ``--imports`` also times, in a fresh interpreter, the
 imports a planner worker pays to unpickle the data source.
@@ -37,8 +39,12 @@ def child(mode: str, confs: list[str]) -> dict:
             assert spark.sparkContext.parallelize([1], 1).map(lambda x: x + 1).collect() == [2]
         else:
             from ingest.loader.plan import TaskRange
-            from ingest.loader.source import execute_tasks
             from ingest.loader.task import TaskSettings
+
+            if mode == "loader_rdd":
+                from ingest.loader.rdd_tasks import execute_tasks
+            else:
+                from ingest.loader.source import execute_tasks
 
             outcomes = execute_tasks(spark, [TaskRange(0, "startup", 0, "127.0.0.1", 9, 0, 0, 0)],
                                  TaskSettings(destination=tempfile.mkdtemp(prefix="ds-startup-"), run_id="startup",
@@ -51,9 +57,9 @@ def child(mode: str, confs: list[str]) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", choices=["rdd", "datasource"])
+    ap.add_argument("--child", choices=["rdd", "datasource", "loader_rdd"])
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--modes", default="rdd,datasource")
+    ap.add_argument("--modes", default="rdd,loader_rdd,datasource")
     ap.add_argument("--conf", action="append", default=[], help="Spark conf key=value (given to spark-submit)")
     ap.add_argument("--imports", action="store_true")
     args = ap.parse_args()

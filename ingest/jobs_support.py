@@ -46,24 +46,50 @@ def setup_logging(verbose: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def build_spark(config: Mapping[str, Any], default_app_name: str):
-    """The job's SparkSession from the config's ``spark.*`` keys (UTC session time zone).
+SHORT_JOB_DEFAULTS = (("spark.ui.enabled", "false"), ("spark.ui.showConsoleProgress", "false"))
+"""Spark settings a job applies unless its config or spark-submit (``--conf``) sets them: a job
+of a few seconds has nobody watching its web UI (its Jetty costs ~0.5-1 s of the start) and
+logs its own progress."""
+
+
+def build_spark(config: Mapping[str, Any], default_app_name: str, *, sql: bool = True):
+    """The job's SparkSession (``sql=False``: SparkContext) from the config's ``spark.*`` keys (UTC time zone).
 
     Under spark-submit the master comes from ``--master``; the config's
     ``spark.master`` is used when given explicitly or when the job runs as plain
     ``python jobs/<job>.py`` (no ``PYSPARK_GATEWAY_PORT``), defaulting to ``local[*]``.
-    """
-    from pyspark.sql import SparkSession
+    The config's ``spark.*`` keys win over spark-submit's ``--conf``;
+    :data:`SHORT_JOB_DEFAULTS` apply only where neither sets a key.
 
-    builder = SparkSession.builder.appName(config.get("spark.app.name") or default_app_name)
+    ``sql=False`` returns a SparkContext only, for a job that runs RDD jobs and no
+    SQL: creating the SQL session (its ``SessionState``: the SQL engine's classes)
+    took 14.7 s from a ready SparkContext in a spark-submit probe at load average
+    4.7 on the 2-core test machine (docs/performance.md, "A small hourly load's fixed cost").
+    """
+    from pyspark import SparkConf, SparkContext
+
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Connect to spark-submit's JVM first, so that SparkConf() below holds its settings (--conf)
+        # and the defaults apply only where they are missing. Without spark-submit the JVM is started
+        # by SparkContext below, with this conf on its command line (driver memory, Java options).
+        SparkContext._ensure_initialized()
+    conf = SparkConf()
+    conf.setAppName(config.get("spark.app.name") or default_app_name)
     master_given = getattr(config, "is_set", lambda key: key in config)("spark.master")
     if master_given or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(config.get("spark.master") or "local[*]")
+        conf.setMaster(config.get("spark.master") or "local[*]")
     for key, value in config.items():
         if key.startswith("spark.") and key not in ("spark.master", "spark.app.name") and value is not None:
-            builder = builder.config(key, value)
-    builder = builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-    return builder.getOrCreate()
+            conf.set(key, str(value).lower() if isinstance(value, bool) else str(value))
+    conf.set("spark.sql.session.timeZone", "UTC")
+    for key, value in SHORT_JOB_DEFAULTS:
+        conf.setIfMissing(key, value)
+    sc = SparkContext.getOrCreate(conf)
+    if not sql:
+        return sc
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()  # over sc; its SQL conf starts from sc's (the UTC time zone)
 
 
 @dataclass(frozen=True)

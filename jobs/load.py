@@ -54,8 +54,9 @@ def main(argv=None) -> int:
 
     def spark_factory():
         # Started only when there is something to load: recovery, planning and
-        # "nothing new" runs need no Spark at all.
-        sessions.append(build_spark(config, "ingest-load"))
+        # "nothing new" runs need no Spark at all. The default task runner (rdd) needs
+        # a SparkContext only, no SQL session (docs/performance.md, "A small hourly load's fixed cost").
+        sessions.append(build_spark(config, "ingest-load", sql=config["task.runner"] == "datasource"))
         return sessions[-1]
 
     try:

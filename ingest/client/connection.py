@@ -110,6 +110,38 @@ class BrokerConnection:
                     f"bad response from {self!r}: {exc}; is that address an ingest broker of this protocol "
                     "version (docs/protocol.md)?") from exc
 
+    def request_buffer(self, frame: bytes, *, max_response_bytes: int = 1 << 31) -> bytearray:
+        """Send one request frame; its response's bytes after ``size`` (``error`` + body), undecoded.
+
+        The bytes are received straight into one new bytearray that the caller
+        owns (no copy after the socket's), for FETCH answers kept whole
+        (:meth:`ingest.client.simple_consumer.SimpleConsumer.fetch_batch`).
+
+        Raises:
+            BrokerUnavailableError: connect, send or receive failed (the socket is closed).
+            MalformedResponseError: the size field is below 2 or above ``max_response_bytes``
+                (the socket is closed).
+        """
+        with self._lock:
+            sock = self._connect()
+            try:
+                sock.sendall(frame)
+                head = bytearray(protocol.SIZE.size)
+                _recv_into(sock, head)
+                (size,) = protocol.SIZE.unpack(head)
+                if size < protocol.INT16.size or size > max_response_bytes:
+                    raise MalformedResponseError(f"response size {size} outside [2, {max_response_bytes}]")
+                body = bytearray(size)
+                _recv_into(sock, body)
+                return body
+            except (OSError, ConnectionError) as exc:
+                raise self._fail(exc, "request to") from exc
+            except MalformedResponseError as exc:
+                self._close_socket()
+                raise MalformedResponseError(
+                    f"bad response from {self!r}: {exc}; is that address an ingest broker of this protocol "
+                    "version (docs/protocol.md)?") from exc
+
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
@@ -121,6 +153,18 @@ class BrokerConnection:
     def close(self) -> None:
         with self._lock:
             self._close_socket()
+
+
+def _recv_into(sock: socket.socket, buf: bytearray) -> None:
+    """Fill ``buf`` from ``sock``; ``ConnectionError`` if the peer closes first."""
+    view = memoryview(buf)
+    n = len(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError(f"connection closed after {got} of {n} expected bytes")
+        got += k
 
 
 def check(error: int, context: str) -> None:

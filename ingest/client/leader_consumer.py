@@ -25,6 +25,7 @@ import logging
 import threading
 from typing import Callable, TypeVar
 
+from ingest.broker.message_batch import MessageBatch
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import FetchResult, SimpleConsumer
@@ -129,6 +130,11 @@ class LeaderConsumer:
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int | None = None) -> FetchResult:
         return self.call(topic, partition, lambda c: c.fetch(topic, partition, offset, max_bytes))
+
+    def fetch_batch(self, topic: str, partition: int, offset: int, max_bytes: int | None = None, *,
+                    strict: bool = True) -> MessageBatch:
+        """:meth:`SimpleConsumer.fetch_batch` from the partition's current leader."""
+        return self.call(topic, partition, lambda c: c.fetch_batch(topic, partition, offset, max_bytes, strict=strict))
 
     def fetch_raw(self, topic: str, partition: int, offset: int, max_bytes: int | None = None) -> bytes:
         return self.call(topic, partition, lambda c: c.fetch_raw(topic, partition, offset, max_bytes))

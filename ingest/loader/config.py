@@ -34,6 +34,8 @@ LOADER_CONFIG = ConfigDef(
         Key("state.checkpoint.interval", Int(0, 1_000_000), 100,
             "every this many commits the committer writes a checkpoint of the loader state and archives the manifests it covers, so reading the state costs the same after a year (0: never; docs/storage.md)"),
         Key("staging.retention.hours", Int(0, None), 6, "staging directories of crashed runs older than this are garbage-collected"),
+        Key("task.runner", Choice(("rdd", "datasource")), "rdd",
+            "how the job runs its tasks on Spark: rdd (one RDD job, one Python worker per core) or datasource (the ingest_load Python Data Source, whose first use in an application starts three planner processes first: 4-5 s more per run; docs/spark-source.md)"),
         Key("spark.master", Str(), "local[*]", "Spark master when the job is not given one by spark-submit"),
         Key("spark.app.name", Str(), "ingest-load", "Spark application name"),
     ),

@@ -96,7 +96,7 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
 
 def _progress_thread(spark, total: int, stop: threading.Event, interval_s: float = 5.0) -> threading.Thread:
     def loop() -> None:
-        tracker = spark.sparkContext.statusTracker()
+        tracker = getattr(spark, "sparkContext", spark).statusTracker()  # a SparkSession or a SparkContext
         began = time.monotonic()
         while not stop.wait(interval_s):
             done = running = 0
@@ -112,11 +112,15 @@ def _progress_thread(spark, total: int, stop: threading.Event, interval_s: float
     return t
 
 
-def execute(spark, plan: LoadPlan, settings: TaskSettings) -> list[TaskOutcome]:
-    """Run the plan's tasks on Spark; check every task reported exactly once."""
-    from ingest.loader.source import execute_tasks
+def execute(spark, plan: LoadPlan, settings: TaskSettings, runner: str = "rdd") -> list[TaskOutcome]:
+    """Run the plan's tasks on Spark (``runner``: the ``task.runner`` key); check every task reported exactly once."""
+    if runner == "datasource":
+        from ingest.loader.source import execute_tasks  # deferred: imports pyspark.sql.datasource
+    else:
+        from ingest.loader.rdd_tasks import execute_tasks
 
     tasks = plan.tasks
+    log.info("running %d task(s) on Spark (task.runner=%s)", len(tasks), runner)
     stop = threading.Event()
     if tasks:
         _progress_thread(spark, len(tasks), stop)
@@ -212,7 +216,8 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
              snapshots: list[PartitionSnapshot] | None = None) -> RunResult:
     """Plan, execute and commit one load run; returns its result (the run record is written too).
 
-    ``spark`` is a SparkSession or a zero-argument callable returning one; the callable
+    ``spark`` is a SparkSession (or, for ``task.runner=rdd``, a SparkContext) or a
+    zero-argument callable returning one; the callable
     is called only when the plan has tasks, so recovery, planning and runs with
     nothing new never start Spark.
 
@@ -243,7 +248,8 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
                      {f"{k[0]} b{k[1]}p{k[2]}": v for k, v in sorted(resets.items())},
                      len(removed_by_replay(plan, state)))
         stages.end("plan")
-        outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults)) if plan.tasks else []
+        outcomes = execute(spark_session(spark), plan, task_settings(config, run_id, faults),
+                           config["task.runner"]) if plan.tasks else []
         stages.end("execute")
         if plan.lost_ranges:
             plan = bound_lost_ranges(storage, plan, state, outcomes)
