@@ -1,6 +1,11 @@
 """Loader throughput, broker -> destination, against the physical limit in the same run.
 
     .venv/bin/python bench/bench_loader.py [--count 1000000] [--partitions 2]
+    .venv/bin/python bench/bench_loader.py --candidates [--count 100000]
+
+``--candidates`` measures the compiled Avro-to-Arrow readers that could replace the
+row decoder (see :mod:`loader_candidates` beside this file) on the real event schemas
+instead of running a load.
 
 Produces ``--count`` events of 200 bytes (framed payload) to a real broker
 process, then times a whole load run (plan, Spark tasks fetching with CRC checks,
@@ -84,7 +89,13 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--formats", default="avro,parquet")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value")
+    ap.add_argument("--candidates", action="store_true", help="measure compiled Avro readers instead of a load")
     args = ap.parse_args()
+    if args.candidates:
+        sys.path.insert(0, str(REPO / "bench"))
+        from loader_candidates import main as candidates_main
+
+        return candidates_main(min(args.count, 200_000))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     import logging
@@ -101,12 +112,18 @@ def main() -> int:
     from tests.harness.registry import RegistryProcess
     from tests.harness.spark import make_session
 
+    load0 = os.getloadavg()
+    cpu_model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line), "?")
+    results_machine = {"nproc": os.cpu_count(), "cpu": cpu_model,
+                       "ram_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
+                       "load_start": [round(x, 2) for x in load0]}
     work = Path(tempfile.mkdtemp(prefix="bench-loader-"))
     broker = BrokerProcess(0, work / "broker", overrides={
         "num.partitions": args.partitions, "log.flush.interval": 100_000, "log.default.flush.interval.ms": 200,
         "log.default.flush.scheduler.interval.ms": 100}).start()
     registry = RegistryProcess(work / "registry").start()
-    results: dict = {"count": args.count, "payload_bytes": PAYLOAD_BYTES, "partitions": args.partitions}
+    results: dict = {"count": args.count, "payload_bytes": PAYLOAD_BYTES, "partitions": args.partitions,
+                     "machine": results_machine}
     try:
         client = RegistryClient(registry.url)
         ser = EventSerializer(client, "bench-value", BENCH_SCHEMA)
@@ -164,17 +181,23 @@ def main() -> int:
                 "task_s": [round(p["duration_ms"] / 1000, 2) for p in res.record["partitions"] if p["tasks"]],
                 "task_cpu_s": [round(p.get("cpu_ms", 0) / 1000, 2) for p in res.record["partitions"] if p["tasks"]],
             }
+            results[fmt]["task_cpu_us_per_msg"] = round(sum(results[fmt]["task_cpu_s"]) / args.count * 1e6, 2)
             shutil.rmtree(dest, ignore_errors=True)
         spark.stop()
     finally:
         broker.stop()
         registry.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(results, indent=1))
-    print(f"\n{'format':<8} {'loader msg/s':>13} {'loader MB/s':>12} {'limit msg/s':>12} {'ratio':>7}")
+    results["machine"]["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    print("\n" + json.dumps(results, indent=1))
+    m = results["machine"]
+    print(f"\nmachine: nproc {m['nproc']}, {m['cpu']}, {m['ram_gb']} GB RAM; load average at start "
+          f"{m['load_start']}, at end {m['load_end']}")
+    print(f"{'format':<8} {'loader msg/s':>13} {'loader MB/s':>12} {'limit msg/s':>12} {'ratio':>7} {'task us CPU/msg':>16}")
     for fmt in args.formats.split(","):
         r = results[fmt]
-        print(f"{fmt:<8} {r['loader_msg_s']:>13,} {r['loader_mb_s']:>12} {r['limit_msg_s']:>12,} {r['ratio']:>7.1%}")
+        print(f"{fmt:<8} {r['loader_msg_s']:>13,} {r['loader_mb_s']:>12} {r['limit_msg_s']:>12,} {r['ratio']:>7.1%} "
+              f"{r['task_cpu_us_per_msg']:>16}")
     return 0
 
 

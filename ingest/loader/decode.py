@@ -36,6 +36,8 @@ from ingest.events.envelope import MAGIC_BYTE, PREFIX, PREFIX_SIZE
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+# 1 + the length of a string/bytes whose zigzag varint length is this one byte; 0 otherwise
+_ONE_BYTE_LENGTH = tuple(1 + (b >> 1) if b < 128 and not b & 1 else 0 for b in range(256))
 
 
 class RowLayout:
@@ -97,23 +99,20 @@ class _Gen:
         return f"v{self.n - 1}"
 
     def varint(self, ind: str, target: str) -> None:
-        # zigzag varint of up to 9 bytes (63 bits); a 10-byte one (huge magnitudes, where
-        # fastavro wraps to 64 bits) is left to the deserializer
-        # (the first two bytes unrolled: event ids and sequence numbers are 2-4 bytes)
-        self.lines += [
-            f"{ind}b = p[pos]",
-            f"{ind}if b < 128:",
-            f"{ind}    n = b; pos += 1",
-            f"{ind}else:",
-            f"{ind}    n = (b & 127) | (p[pos + 1] & 127) << 7; pos += 2",
-            f"{ind}    if p[pos - 1] > 127:",
-            f"{ind}        s = 14",
-            f"{ind}        while True:",
-            f"{ind}            b = p[pos]; pos += 1; n |= (b & 127) << s; s += 7",
-            f"{ind}            if b < 128: break",
-            f"{ind}            if s >= 63: raise ValueError('10-byte varint')",
-            f"{ind}{target} = (n >> 1) ^ -(n & 1)",
-        ]
+        # zigzag varint of up to 9 bytes (63 bits), unrolled (no loop: 5% fewer instructions
+        # per row than a loop after two bytes, measured with cachegrind on the bench event);
+        # a 10-byte one (huge magnitudes, where fastavro wraps to 64 bits) is left to the
+        # deserializer
+        L = self.lines
+        L += [f"{ind}b = p[pos]", f"{ind}if b < 128:", f"{ind}    n = b; pos += 1", f"{ind}else:",
+              f"{ind}    n = b & 127; b = p[pos + 1]; n |= (b & 127) << 7"]
+        depth = ind + "    "
+        for k in range(2, 9):
+            L += [f"{depth}if b < 128:", f"{depth}    pos += {k}", f"{depth}else:"]
+            depth += "    "
+            L.append(f"{depth}b = p[pos + {k}]; n |= (b & 127) << {7 * k}")
+        L += [f"{depth}if b > 127: raise ValueError('10-byte varint')", f"{depth}pos += 9",
+              f"{ind}{target} = (n >> 1) ^ -(n & 1)"]
 
     def leaf(self, kind: str, t: Any, ind: str, target: str) -> None:
         L = self.lines
@@ -134,10 +133,12 @@ class _Gen:
             L.append(f"{ind}{target} = _D.unpack_from(p, pos)[0]; pos += 8")
         elif kind in ("string", "bytes"):
             conv = ".decode()" if kind == "string" else ""
-            # one-byte non-negative length (< 64 bytes, the usual case) without the general varint
-            L += [f"{ind}b = p[pos]",
-                  f"{ind}if b < 128 and not b & 1:",
-                  f"{ind}    e = pos + 1 + (b >> 1)",
+            # one-byte non-negative length (< 64 bytes, the usual case) without the general
+            # varint: _L maps that byte to 1 + length (0 for any other byte)
+            self.consts["_L"] = _ONE_BYTE_LENGTH
+            L += [f"{ind}e = _L[p[pos]]",
+                  f"{ind}if e:",
+                  f"{ind}    e += pos",
                   f"{ind}    {target} = p[pos + 1:e]{conv}; pos = e",
                   f"{ind}else:"]
             self.varint(ind + "    ", "n")
@@ -181,11 +182,14 @@ class _Gen:
             raise _Unsupported(f"field {'.'.join(p)} of type {t!r}")
 
 
-def compile_row_layout(schema: Any) -> RowLayout | None:
+def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | None:
     """The generated row decoder of a writer schema, or None when the schema needs the dict path.
 
     Also None when the schema has no plain ``header.time`` (int or long): those
     records keep the dict path, so the task's quarantine message stays the same.
+    With ``prefix`` (the 5 framing bytes of one schema id) the decoder also refuses a
+    payload framed otherwise, so a whole fetch can be decoded with one layout
+    (:func:`decode_all`) without looking at each payload's schema id first.
     """
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
@@ -204,10 +208,12 @@ def compile_row_layout(schema: Any) -> RowLayout | None:
     if _prim(time_type) not in ("int", "long"):
         return None
     names = [f"v{i}" for i in range(gen.n)]
-    src = "\n".join(["def decode(p):", f"    pos = {PREFIX_SIZE}", *gen.lines,
-                     "    if pos != len(p): raise ValueError('bytes left over')",
-                     f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"])
+    check = [f"    if p[:{PREFIX_SIZE}] != _PFX: raise ValueError('framing')"] if prefix is not None else []
+    ret = f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"
+    src = "\n".join(["def decode(p):", *check, f"    pos = {PREFIX_SIZE}", *gen.lines,
+                     "    if pos != len(p): raise ValueError('bytes left over')", ret])
     ns = dict(gen.consts)
+    ns["_PFX"] = prefix
     exec(compile(src, f"<row decoder {schema.get('name')}>", "exec"), ns)  # noqa: S102 - generated from a schema
     return RowLayout(ns["decode"], time_index, gen.n, schema)
 
@@ -263,7 +269,7 @@ class PayloadDecoder:
         schema_id, record = self.decode(payload, topic=topic, offset=offset)
         if schema_id not in self._layouts:
             self._layouts[schema_id] = compile_row_layout(
-                self.writer_schema(schema_id, payload, topic=topic, offset=offset))
+                self.writer_schema(schema_id, payload, topic=topic, offset=offset), PREFIX.pack(MAGIC_BYTE, schema_id))
         layout = self._layouts[schema_id]
         if layout is None:
             return schema_id, record, None

@@ -16,22 +16,20 @@ broker's log the task skipped). :func:`run_task` chains them, calls the
 """
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import posixpath
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ingest.errors import EventDecodeError
-from ingest.events.envelope import PREFIX_SIZE
 from ingest.loader import layout
 from ingest.loader.faults import Faults
-from ingest.loader.quarantine import QUARANTINE_FORMAT, QuarantinedMessage, quarantine_file_bytes
+from ingest.loader.quarantine import QUARANTINE_FORMAT, quarantine_file_bytes
 from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
-from ingest.loader.tally import counted_before, task_tally
+from ingest.loader.staging import Staged, stage_messages  # noqa: F401 - stage_messages: a phase tests call
+from ingest.loader.tally import task_tally
 
 if TYPE_CHECKING:
     from ingest.loader.plan import TaskRange
@@ -44,8 +42,6 @@ if TYPE_CHECKING:
 # data source; see docs/performance.md).
 
 log = logging.getLogger(__name__)
-
-HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,30 +61,6 @@ class TaskSettings:
     faults: str = ""   # the driver's INGEST_FAULTS (ingest.loader.faults); empty in production
 
 
-class _Bucket:
-    __slots__ = ("staging", "writer", "schema_id", "min_t", "max_t", "dt", "hour")
-
-    def __init__(self, staging, writer, schema_id, dt, hour):
-        self.staging, self.writer, self.schema_id, self.dt, self.hour = staging, writer, schema_id, dt, hour
-        self.min_t = None
-        self.max_t = None
-
-
-@dataclass(slots=True)
-class Staged:
-    """What :func:`stage_messages` leaves: open data files per (hour index, schema id), the
-    quarantined messages, the damaged ranges skipped (``[start, end, time before, time after]``)
-    and the counters. ``stage_dir`` is this attempt's own directory."""
-
-    stage_dir: str
-    buckets: dict[tuple[int, int], _Bucket] = field(default_factory=dict)
-    quarantine: list[QuarantinedMessage] = field(default_factory=list)
-    damaged: list[list] = field(default_factory=list)
-    corrupt_offsets: list[int] = field(default_factory=list)  # messages that failed their CRC
-    messages: int = 0
-    last_time_ms: int | None = None
-
-
 def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, storage: Storage | None = None,
              deserializer=None, consumer=None) -> TaskOutcome:
     """Load ``task``'s range into staged files; returns what was staged (see module docstring)."""
@@ -105,9 +77,9 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
         consumer = open_consumer(task, settings)
     before = [0]  # messages consumed before task.segment_start (the tally counts the rest)
     try:
-        items = read_range(consumer, task, settings)
+        items = read_range(consumer, task, settings, chunks=True)
         if task.segment_start is not None and task.segment_start > task.start:
-            items = counted_before(items, task.segment_start, before)
+            items = counted_before_chunks(items, task.segment_start, before)
         stage_messages(items, task, settings, storage, decoder, staged)
     finally:
         if own_consumer:
@@ -162,8 +134,9 @@ def open_consumer(task: TaskRange, settings: TaskSettings):
                           fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
 
 
-def read_range(consumer, task: TaskRange, settings: TaskSettings) -> Iterator:
-    """Every message of the task's range in order; corrupt ones as :class:`~ingest.loader.fetch.Corrupt`.
+def read_range(consumer, task: TaskRange, settings: TaskSettings, *, chunks: bool = False) -> Iterator:
+    """Every message of the task's range in order; corrupt ones as :class:`~ingest.loader.fetch.Corrupt`;
+    with ``chunks`` the valid messages of each fetch as one :class:`~ingest.loader.fetch.Chunk`.
 
     A replicated partition's range end may lie above a new leader's high watermark for a
     moment after a failover: the fetch loop waits up to ``socket_timeout_s`` for it, then the
@@ -174,103 +147,30 @@ def read_range(consumer, task: TaskRange, settings: TaskSettings) -> Iterator:
 
     return iter_range(consumer, task.topic, task.partition, task.start, task.end,
                       fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size,
-                      wait_s=settings.socket_timeout_s if task.replicated else 0.0)
+                      wait_s=settings.socket_timeout_s if task.replicated else 0.0, chunks=chunks)
 
 
-def stage_messages(items: Iterable, task: TaskRange, settings: TaskSettings, storage: Storage, decoder,
-                   staged: Staged) -> Staged:
-    """Decode every message, bucket it by event hour and schema, and write it to its bucket's file.
+def counted_before_chunks(items: Iterable, boundary: int, counter: list[int]) -> Iterator:
+    """:func:`~ingest.loader.tally.counted_before` over items that may also be chunks
+    (:class:`~ingest.loader.fetch.Chunk`, :class:`~ingest.loader.fetch.MessageList`):
+    a chunk counts its messages before ``boundary``."""
+    from ingest.loader.fetch import Chunk, Damaged, MessageList
 
-    ``items`` are what :func:`read_range` yields. A message that is corrupt or does
-    not decode, or has no usable ``header.time``, goes to ``staged.quarantine``; a
-    damaged range to ``staged.damaged`` (with the event times around it). The
-    data files stay open (:func:`close_data_files` finishes them). This is the
-    per-message loop: nothing here may cost more per message than it must.
-    """
-    from ingest.loader.fetch import Corrupt, Damaged
-
-    buckets = staged.buckets                       # (hour index since epoch, schema id) -> _Bucket
-    quarantine = staged.quarantine
-    hours: dict[int, tuple[str, int]] = {}         # hour index -> (dt, hour)
-    messages = staged.messages
-    last_time = staged.last_time_ms
-    fast: dict[bytes, tuple[Any, int]] = {}  # envelope prefix (magic + schema id) -> (RowLayout, schema id)
-    prefix = PREFIX_SIZE
-    last_hour = last_sid = last_bucket = None
-    raw = settings.format == "avro"  # Avro output appends the already-encoded bodies
-    waiting: list[list] = []  # damaged ranges waiting for the event time of the next loaded message
-    # Decoded records hold no reference cycles; the cyclic collector would only rescan
-    # the growing row-group buffer again and again (measured: ~40% of a Parquet task).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for item in items:
-            if item.__class__ is Corrupt:
-                staged.corrupt_offsets.append(item.offset)
-                quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))
-                continue
-            if item.__class__ is Damaged:
-                waiting.append([item.offset, item.next_offset, last_time, None])
-                staged.damaged.append(waiting[-1])
-                continue
-            payload = item.payload
-            # Fast path: framing + schema id seen before with a generated row decoder.
-            # Anything it refuses goes through decode_row, which has the precise errors.
-            hit = fast.get(payload[:prefix])
-            record = None
-            if hit is not None:
-                row_layout, schema_id = hit
-                try:
-                    record = row_layout.decode(payload)
-                except Exception:
-                    record = None
-            try:
-                if record is None:
-                    schema_id, record, row_layout = decoder.decode_row(payload, topic=task.topic, offset=item.offset)
-                    if row_layout is not None:
-                        fast[payload[:prefix]] = (row_layout, schema_id)
-                t = record[row_layout.time_index] if row_layout is not None else record["header"]["time"]
-                hour_index = t // HOUR_MS
-                if hour_index not in hours:
-                    hours[hour_index] = layout.hour_bucket(hour_index * HOUR_MS)
-            except EventDecodeError as exc:
-                quarantine.append(_quarantined(task, item.offset, item.next_offset, payload, str(exc)))
-                continue
-            except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
-                quarantine.append(_quarantined(
-                    task, item.offset, item.next_offset, payload,
-                    f"topic {task.topic} offset {item.offset}: no usable header.time for hour bucketing: {exc!r}"))
-                continue
-            if hour_index == last_hour and schema_id == last_sid:
-                bucket = last_bucket  # events arrive mostly in time order: same bucket as the last one
-            else:
-                bucket = buckets.get((hour_index, schema_id))
-            if bucket is None:
-                schema = decoder.writer_schema(schema_id, payload, topic=task.topic, offset=item.offset)
-                bucket = buckets[(hour_index, schema_id)] = _open_bucket(
-                    staged.stage_dir, hours[hour_index], schema_id, schema, row_layout, settings, storage)
-                bucket.min_t = bucket.max_t = t
-            last_hour, last_sid, last_bucket = hour_index, schema_id, bucket
-            if raw:
-                bucket.writer.write_raw(payload[prefix:])
-            else:
-                bucket.writer.write(record)
-            if t < bucket.min_t:
-                bucket.min_t = t
-            elif t > bucket.max_t:
-                bucket.max_t = t
-            last_time = t
-            messages += 1
-            if waiting:
-                for d in waiting:
-                    d[3] = t
-                waiting.clear()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-        staged.messages = messages
-        staged.last_time_ms = last_time
-    return staged
+    it = iter(items)
+    for item in it:
+        yield item
+        cls = item.__class__
+        if cls is Chunk or cls is MessageList:
+            n = item.count_before(boundary)
+            counter[0] += n
+            if n < len(item):
+                break
+            continue
+        if item.offset >= boundary:
+            break
+        if cls is not Damaged:
+            counter[0] += 1
+    yield from it
 
 
 def damaged_ranges(staged: Staged, task: TaskRange, attempt: int) -> list[StagedFile]:
@@ -292,22 +192,6 @@ def damaged_ranges(staged: Staged, task: TaskRange, attempt: int) -> list[Staged
             partition=task.partition, start=start, end=end, estimated_messages=estimate, after_time_ms=before,
             before_time_ms=after))
     return out
-
-
-def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, schema: dict, row_layout,
-                 settings: TaskSettings, storage: Storage) -> _Bucket:
-    from ingest.loader.writers import open_writer
-
-    dt, hour = dt_hour
-    rel = posixpath.join(stage_dir_, layout.staged_name(f"{dt}-{hour:02d}-{schema_id}.{settings.format}"))
-    writer = open_writer(settings.format, storage.open_write(storage.join(rel)), schema,
-                         avro_codec=settings.avro_codec, parquet_compression=settings.parquet_compression,
-                         row_group_rows=settings.row_group_rows, layout=row_layout)
-    return _Bucket(rel, writer, schema_id, dt, hour)
-
-
-def _quarantined(task: TaskRange, offset: int, next_offset: int, raw, reason: str) -> QuarantinedMessage:
-    return QuarantinedMessage(task.topic, task.broker_id, task.partition, offset, next_offset, reason, bytes(raw))
 
 
 def close_data_files(staged: Staged, task: TaskRange, attempt: int, fmt: str, storage: Storage) -> list[StagedFile]:

@@ -172,6 +172,16 @@ class AvroRawWriter:
         if len(self._block) >= self._block_bytes:
             self._flush()
 
+    def write_raw_many(self, bodies) -> None:
+        """``write_raw`` of each body in turn (same blocks as one call per body)."""
+        block, limit = self._block, self._block_bytes
+        for body in bodies:
+            block += body
+            self._count += 1
+            if len(block) >= limit:
+                self._flush()
+                block = self._block
+
     def _flush(self) -> None:
         if not self._count:
             return

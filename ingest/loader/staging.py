@@ -1,0 +1,273 @@
+"""A task's per-message loop: decode every message, bucket it by event hour and schema, write it.
+
+:func:`stage_messages` takes what :func:`ingest.loader.fetch.iter_range` yields:
+single messages, :class:`~ingest.loader.fetch.Chunk` s (the valid messages of one
+fetch), :class:`~ingest.loader.fetch.Corrupt` messages and
+:class:`~ingest.loader.fetch.Damaged` ranges. A chunk takes the bulk path when it
+can: every payload decoded by the schema's generated row decoder in one
+``map`` (framing checked by the decoder itself), the event times read with one
+``map``, and when the whole chunk falls in one hour (events arrive mostly in time
+order) the rows go to their bucket with one ``write_many``. Anything else (a
+payload the generated decoder refuses, a schema without one, a chunk across an
+hour boundary, a time outside the calendar) goes through the per-message path,
+which has the precise errors and quarantine reasons; both paths give the same
+rows in the same order (tests/loader/test_staging_chunks.py).
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import posixpath
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ingest.broker.message import HEADER_SIZE
+from ingest.errors import EventDecodeError
+from ingest.events.envelope import PREFIX_SIZE
+from ingest.loader import layout
+from ingest.loader.quarantine import QuarantinedMessage
+
+if TYPE_CHECKING:
+    from ingest.loader.plan import TaskRange
+    from ingest.storage import Storage
+
+log = logging.getLogger(__name__)
+
+HOUR_MS = 3_600_000
+
+
+class _Bucket:
+    __slots__ = ("staging", "writer", "schema_id", "min_t", "max_t", "dt", "hour")
+
+    def __init__(self, staging, writer, schema_id, dt, hour):
+        self.staging, self.writer, self.schema_id, self.dt, self.hour = staging, writer, schema_id, dt, hour
+        self.min_t = None
+        self.max_t = None
+
+
+@dataclass(slots=True)
+class Staged:
+    """What :func:`stage_messages` leaves: open data files per (hour index, schema id), the
+    quarantined messages, the damaged ranges skipped (``[start, end, time before, time after]``)
+    and the counters. ``stage_dir`` is this attempt's own directory."""
+
+    stage_dir: str
+    buckets: dict[tuple[int, int], _Bucket] = field(default_factory=dict)
+    quarantine: list[QuarantinedMessage] = field(default_factory=list)
+    damaged: list[list] = field(default_factory=list)
+    corrupt_offsets: list[int] = field(default_factory=list)  # messages that failed their CRC
+    messages: int = 0
+    last_time_ms: int | None = None
+
+
+class _Stager:
+    """The loop's state between items (one per :func:`stage_messages` call)."""
+
+    def __init__(self, task, settings, storage, decoder, staged: Staged) -> None:
+        self.task, self.settings, self.storage, self.decoder, self.staged = task, settings, storage, decoder, staged
+        self.hours: dict[int, tuple[str, int]] = {}  # hour index -> (dt, hour)
+        self.fast: dict[bytes, tuple[Any, int]] = {}  # envelope prefix (magic + schema id) -> (RowLayout, schema id)
+        self.last_key: tuple[int, int] | None = None  # (hour index, schema id) of last_bucket
+        self.last_bucket: _Bucket | None = None
+        self.raw = settings.format == "avro"  # Avro output appends the already-encoded bodies
+        self.waiting: list[list] = []  # damaged ranges waiting for the event time of the next loaded message
+        self.first_t = self.last_t = 0  # event times of the first and last row of the rows being put
+
+    def bucket(self, hour_index: int, schema_id: int, payload, offset: int, row_layout) -> _Bucket:
+        key = (hour_index, schema_id)
+        if key == self.last_key:
+            return self.last_bucket  # events arrive mostly in time order: same bucket as the last one
+        staged = self.staged
+        bucket = staged.buckets.get(key)
+        if bucket is None:
+            schema = self.decoder.writer_schema(schema_id, payload, topic=self.task.topic, offset=offset)
+            bucket = staged.buckets[key] = _open_bucket(staged.stage_dir, self.hours[hour_index], schema_id, schema,
+                                                        row_layout, self.settings, self.storage)
+        self.last_key, self.last_bucket = key, bucket
+        return bucket
+
+    def loaded(self, first_t: int, last_t: int, n: int) -> None:
+        self.staged.last_time_ms = last_t
+        self.staged.messages += n
+        if self.waiting:
+            for d in self.waiting:
+                d[3] = first_t
+            self.waiting.clear()
+
+    def one(self, item) -> None:
+        """One valid message (``MessageAndOffset``), the per-message path."""
+        task, payload = self.task, item.payload
+        # Fast path: framing + schema id seen before with a generated row decoder.
+        # Anything it refuses goes through decode_row, which has the precise errors.
+        hit = self.fast.get(payload[:PREFIX_SIZE])
+        record = None
+        if hit is not None:
+            row_layout, schema_id = hit
+            try:
+                record = row_layout.decode(payload)
+            except Exception:
+                record = None
+        try:
+            if record is None:
+                schema_id, record, row_layout = self.decoder.decode_row(payload, topic=task.topic, offset=item.offset)
+                if row_layout is not None:
+                    self.fast[payload[:PREFIX_SIZE]] = (row_layout, schema_id)
+            t = record[row_layout.time_index] if row_layout is not None else record["header"]["time"]
+            hour_index = t // HOUR_MS
+            if hour_index not in self.hours:
+                self.hours[hour_index] = layout.hour_bucket(hour_index * HOUR_MS)
+        except EventDecodeError as exc:
+            self.staged.quarantine.append(_quarantined(task, item.offset, item.next_offset, payload, str(exc)))
+            return
+        except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
+            self.staged.quarantine.append(_quarantined(
+                task, item.offset, item.next_offset, payload,
+                f"topic {task.topic} offset {item.offset}: no usable header.time for hour bucketing: {exc!r}"))
+            return
+        self.put(self.bucket(hour_index, schema_id, payload, item.offset, row_layout), payload, record, t)
+
+    def put(self, bucket: _Bucket, payload, record, t: int) -> None:
+        if self.raw:
+            bucket.writer.write_raw(payload[PREFIX_SIZE:])
+        else:
+            bucket.writer.write(record)
+        if bucket.min_t is None:
+            bucket.min_t = bucket.max_t = t
+        elif t < bucket.min_t:
+            bucket.min_t = t
+        elif t > bucket.max_t:
+            bucket.max_t = t
+        self.loaded(t, t, 1)
+
+    def messages(self, msgs: list) -> None:
+        """A :class:`~ingest.loader.fetch.MessageList`: the bulk path when it applies, else one by one."""
+        fast = self.fast
+        i = 0
+        while i < len(msgs) and fast.get(msgs[i].payload[:PREFIX_SIZE]) is None:
+            self.one(msgs[i])  # first messages of a schema: the per-message path learns its decoder
+            i += 1
+        if i:
+            msgs = msgs[i:]
+            if not msgs:
+                return
+        payloads = [m.payload for m in msgs]
+        row_layout, schema_id = fast[payloads[0][:PREFIX_SIZE]]
+        try:
+            rows = list(map(row_layout.decode, payloads))  # refuses other framing, so one schema id
+            lo, hi, hour_index = self.hour_of(rows, row_layout)
+        except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
+            for m in msgs:
+                self.one(m)
+            return
+        bodies = [p[PREFIX_SIZE:] for p in payloads] if self.raw else None
+        self.put_many(hour_index, schema_id, row_layout, payloads[0], msgs[0].offset, rows, bodies, lo, hi)
+
+    def chunk(self, c) -> None:
+        """A :class:`~ingest.loader.fetch.Chunk` (payload bounds in one fetched buffer): the bulk
+        path when it applies, else one by one."""
+        fast, buf, starts, ends = self.fast, c.buf, c.starts, c.ends
+        i = 0
+        while i < len(starts) and fast.get(buf[starts[i]:starts[i] + PREFIX_SIZE]) is None:
+            self.one(c.message(i))  # first messages of a schema: the per-message path learns its decoder
+            i += 1
+        if i == len(starts):
+            return
+        if i:
+            starts, ends = starts[i:], ends[i:]
+        row_layout, schema_id = fast[buf[starts[0]:starts[0] + PREFIX_SIZE]]
+        # payloads cut out first: the decoder's positions then stay small ints (cached, no
+        # allocation); 6% fewer instructions per row than decoding in place (cachegrind)
+        payloads = list(map(buf.__getitem__, map(slice, starts, ends)))
+        try:
+            rows = list(map(row_layout.decode, payloads))  # refuses other framing, so one schema id
+            lo, hi, hour_index = self.hour_of(rows, row_layout)
+        except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
+            for j in range(i, len(c)):
+                self.one(c.message(j))
+            return
+        bodies = [p[PREFIX_SIZE:] for p in payloads] if self.raw else None
+        first = c.base + starts[0] - HEADER_SIZE
+        self.put_many(hour_index, schema_id, row_layout, payloads[0], first, rows, bodies, lo, hi)
+
+    def hour_of(self, rows: list, row_layout) -> tuple[int, int, int]:
+        """(min time, max time, hour index) of rows in one hour; raises otherwise."""
+        times = list(map(itemgetter(row_layout.time_index), rows))
+        lo, hi = min(times), max(times)
+        hour_index = lo // HOUR_MS
+        if hour_index != hi // HOUR_MS:
+            raise ValueError("rows across an hour boundary")
+        if hour_index not in self.hours:
+            self.hours[hour_index] = layout.hour_bucket(hour_index * HOUR_MS)
+        self.first_t, self.last_t = times[0], times[-1]
+        return lo, hi, hour_index
+
+    def put_many(self, hour_index, schema_id, row_layout, payload, offset, rows, bodies, lo, hi) -> None:
+        bucket = self.bucket(hour_index, schema_id, payload, offset, row_layout)
+        if bodies is not None:
+            bucket.writer.write_raw_many(bodies)
+        else:
+            bucket.writer.write_many(rows)
+        if bucket.min_t is None:
+            bucket.min_t, bucket.max_t = lo, hi
+        else:
+            if lo < bucket.min_t:
+                bucket.min_t = lo
+            if hi > bucket.max_t:
+                bucket.max_t = hi
+        self.loaded(self.first_t, self.last_t, len(rows))
+
+
+def stage_messages(items: Iterable, task: TaskRange, settings, storage: Storage, decoder,
+                   staged: Staged) -> Staged:
+    """Decode every message, bucket it by event hour and schema, and write it to its bucket's file.
+
+    ``items`` are what :func:`ingest.loader.task.read_range` yields. A message that is
+    corrupt or does not decode, or has no usable ``header.time``, goes to
+    ``staged.quarantine``; a damaged range to ``staged.damaged`` (with the event
+    times around it). The data files stay open
+    (:func:`ingest.loader.task.close_data_files` finishes them). This is the
+    per-message loop: nothing here may cost more per message than it must.
+    """
+    from ingest.loader.fetch import Chunk, Corrupt, Damaged, MessageList
+
+    stager = _Stager(task, settings, storage, decoder, staged)
+    # Decoded records hold no reference cycles; the cyclic collector would only rescan
+    # the growing row-group buffer again and again (measured: ~40% of a Parquet task).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for item in items:
+            cls = item.__class__
+            if cls is Chunk:
+                stager.chunk(item)
+            elif cls is MessageList:
+                stager.messages(item)
+            elif cls is Corrupt:
+                staged.corrupt_offsets.append(item.offset)
+                staged.quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))
+            elif cls is Damaged:
+                stager.waiting.append([item.offset, item.next_offset, staged.last_time_ms, None])
+                staged.damaged.append(stager.waiting[-1])
+            else:
+                stager.one(item)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return staged
+
+
+def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, schema: dict, row_layout,
+                 settings, storage: Storage) -> _Bucket:
+    from ingest.loader.writers import open_writer
+
+    dt, hour = dt_hour
+    rel = posixpath.join(stage_dir_, layout.staged_name(f"{dt}-{hour:02d}-{schema_id}.{settings.format}"))
+    writer = open_writer(settings.format, storage.open_write(storage.join(rel)), schema,
+                         avro_codec=settings.avro_codec, parquet_compression=settings.parquet_compression,
+                         row_group_rows=settings.row_group_rows, layout=row_layout)
+    return _Bucket(rel, writer, schema_id, dt, hour)
+
+
+def _quarantined(task: TaskRange, offset: int, next_offset: int, raw, reason: str) -> QuarantinedMessage:
+    return QuarantinedMessage(task.topic, task.broker_id, task.partition, offset, next_offset, reason, bytes(raw))
