@@ -47,7 +47,11 @@ def main(argv: list[str]) -> int:
     while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
         time.sleep(0.2)
     stop = spark.stop
-    spark.stop = lambda: None  # jobs/load.py stops the session it got; the probe runs on it afterwards
+    # jobs/load.py stops what it got (a SparkContext by default, a SparkSession with
+    # task.runner=datasource); the probe runs on the same context afterwards
+    spark.stop = lambda: None
+    sc_stop = sc.stop
+    sc.stop = lambda: None
     seconds = {"session and executors": time.monotonic() - started}
     try:
         t = time.monotonic()
@@ -64,6 +68,7 @@ def main(argv: list[str]) -> int:
             seconds["negative probe"] = time.monotonic() - t
         print("PROBE-JSON " + json.dumps(report), flush=True)
     finally:
+        sc.stop = sc_stop
         stop()
     return 0
 
