@@ -148,14 +148,20 @@ def count16(r: Reader, field_name: str) -> int:
 def recv_exact(sock: socket.socket, n: int) -> bytes:
     """Read exactly ``n`` bytes; ``ConnectionError`` if the peer closes first."""
     buf = bytearray(n)
+    recv_into_exact(sock, buf)
+    return bytes(buf)
+
+
+def recv_into_exact(sock: socket.socket, buf: bytearray) -> None:
+    """Fill ``buf`` from ``sock`` (no copy after the socket's); ``ConnectionError`` if the peer closes first."""
     view = memoryview(buf)
+    n = len(buf)
     got = 0
     while got < n:
         k = sock.recv_into(view[got:], n - got)
         if k == 0:
             raise ConnectionError(f"connection closed after {got} of {n} expected bytes")
         got += k
-    return bytes(buf)
 
 
 def recv_response(sock: socket.socket, max_bytes: int = 1 << 31) -> bytes:

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from ingest import errors
 from ingest.broker import protocol
+from ingest.broker.protocol_codec import recv_into_exact
 from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError, MalformedResponseError
 
 log = logging.getLogger(__name__)
@@ -127,12 +128,12 @@ class BrokerConnection:
             try:
                 sock.sendall(frame)
                 head = bytearray(protocol.SIZE.size)
-                _recv_into(sock, head)
+                recv_into_exact(sock, head)
                 (size,) = protocol.SIZE.unpack(head)
                 if size < protocol.INT16.size or size > max_response_bytes:
                     raise MalformedResponseError(f"response size {size} outside [2, {max_response_bytes}]")
                 body = bytearray(size)
-                _recv_into(sock, body)
+                recv_into_exact(sock, body)
                 return body
             except (OSError, ConnectionError) as exc:
                 raise self._fail(exc, "request to") from exc
@@ -153,18 +154,6 @@ class BrokerConnection:
     def close(self) -> None:
         with self._lock:
             self._close_socket()
-
-
-def _recv_into(sock: socket.socket, buf: bytearray) -> None:
-    """Fill ``buf`` from ``sock``; ``ConnectionError`` if the peer closes first."""
-    view = memoryview(buf)
-    n = len(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            raise ConnectionError(f"connection closed after {got} of {n} expected bytes")
-        got += k
 
 
 def check(error: int, context: str) -> None:
