@@ -20,16 +20,15 @@ import cProfile
 import io
 import os
 import pstats
-import socket
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.loopback import loopback_seconds  # noqa: E402
 from ingest.broker.message import HEADER_SIZE  # noqa: E402
 from ingest.client.producer import Producer  # noqa: E402
 from ingest.client.simple_consumer import SimpleConsumer  # noqa: E402
@@ -122,43 +121,6 @@ def consume_batch(broker: BrokerProcess, topic: str, count: int) -> tuple[float,
     return elapsed, n
 
 
-def loopback_limit(nbytes: int) -> float:
-    """Seconds to push ``nbytes`` through a loopback TCP connection (sendall 256 KB / recv_into 1 MB)."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    done = threading.Event()
-
-    def sink():
-        conn, _ = srv.accept()
-        buf = bytearray(1 << 20)
-        got = 0
-        while got < nbytes:
-            k = conn.recv_into(buf)
-            if not k:
-                break
-            got += k
-        conn.close()
-        done.set()
-
-    t = threading.Thread(target=sink)
-    t.start()
-    s = socket.create_connection(srv.getsockname())
-    chunk = os.urandom(256 * 1024)
-    t0 = time.perf_counter()
-    sent = 0
-    while sent < nbytes:
-        n = min(len(chunk), nbytes - sent)
-        s.sendall(chunk[:n] if n < len(chunk) else chunk)
-        sent += n
-    done.wait()
-    elapsed = time.perf_counter() - t0
-    s.close()
-    t.join()
-    srv.close()
-    return elapsed
-
-
 def profile(fn, top: int = 12) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -218,7 +180,7 @@ def main(argv=None) -> int:
             row(f"consumer, pulls of {PULL_BYTES // 1024} KB", secs, n, PAPER["consumer"])
             secs, n = consume_batch(broker, "b50a", count)
             row(f"consumer fetch_batch, pulls of {PULL_BYTES // 1024} KB", secs, n, PAPER["consumer"])
-            limit_s = loopback_limit(total_bytes)
+            limit_s = loopback_seconds(total_bytes)
             limit_mbs = total_bytes / limit_s / 1e6
             rows.append(("physical limit: raw loopback TCP, same bytes", count, limit_s, count / limit_s,
                          limit_mbs, None, None, None))

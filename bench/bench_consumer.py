@@ -28,11 +28,9 @@ import argparse
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -120,37 +118,10 @@ def proc_cpu(pid: int) -> float:
 
 
 def loopback_limit(nbytes: int) -> float:
-    """Seconds to push ``nbytes`` through a loopback TCP connection (sendall 256 KB / recv_into 1 MB)."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-
-    def sink():
-        conn, _ = srv.accept()
-        buf = bytearray(1 << 20)
-        got = 0
-        while got < nbytes:
-            k = conn.recv_into(buf)
-            if not k:
-                break
-            got += k
-        conn.close()
-
-    t = threading.Thread(target=sink)
-    t.start()
-    s = socket.create_connection(srv.getsockname())
-    chunk = os.urandom(256 * 1024)
-    t0 = time.perf_counter()
-    sent = 0
-    while sent < nbytes:
-        n = min(len(chunk), nbytes - sent)
-        s.sendall(chunk if n == len(chunk) else chunk[:n])
-        sent += n
-    t.join()
-    elapsed = time.perf_counter() - t0
-    s.close()
-    srv.close()
-    return elapsed
+    """Seconds for the same bytes through raw loopback TCP (bench/loopback.py)."""
+    # imported here: a worker of the previous code runs this file with that tree, not REPO, on sys.path
+    from bench.loopback import loopback_seconds
+    return loopback_seconds(nbytes)
 
 
 def extract(commit: str, into: str) -> str | None:
