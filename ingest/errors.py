@@ -17,6 +17,11 @@ Wire map (``docs/protocol.md``, "Error codes"), written out, never derived:
 
 ``tests/test_errors.py`` checks that the map round-trips and that
 ``docs/protocol.md`` lists exactly these codes.
+
+The Kafka protocol has its own numbers, which collide with the 0.7 port's
+(Kafka's 2 is CORRUPT_MESSAGE, 10 MESSAGE_TOO_LARGE, ...): :class:`KafkaError`
+holds them apart, and :func:`kafka_code` gives the Kafka code an error goes out
+with on the Kafka port (:data:`KAFKA_CODES`, nearest ancestor wins).
 """
 from __future__ import annotations
 
@@ -52,6 +57,26 @@ class ErrorCode(IntEnum):
     STALE_LEADER_EPOCH = 26
     INVALID_REQUIRED_ACKS = 27
     OFFSET_MISMATCH = 28
+
+
+class KafkaError(IntEnum):
+    """Kafka protocol error codes (Apache Kafka's ``Errors``), used only on the Kafka port.
+
+    Never mixed with :class:`ErrorCode`: the numbers collide. Only the codes the
+    product sends are listed; add a code with the code that sends it.
+    """
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    MESSAGE_TOO_LARGE = 10
+    RECORD_LIST_TOO_LARGE = 18
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    KAFKA_STORAGE_ERROR = 56
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    INVALID_RECORD = 87
 
 
 class IngestError(Exception):
@@ -97,6 +122,38 @@ class MessageTooLargeError(IngestError):
     """A message or message set exceeds the configured maximum size."""
 
     code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+# --- Kafka record formats (ingest.records; Kafka codes in KAFKA_CODES) ---------------
+
+
+class CorruptRecordError(InvalidMessageError):
+    """A Kafka record batch or legacy message fails its CRC, or its size fields contradict its bytes
+    (Kafka's CorruptRecordException: CORRUPT_MESSAGE)."""
+
+
+class InvalidRecordError(InvalidMessageError):
+    """A Kafka record batch is well framed but breaks a rule: its count, offsets or record lengths
+    lie, a varint is malformed, a client wrote a control batch (Kafka's InvalidRecordException)."""
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A batch's timestamps are outside ``message.timestamp.before/after.max.ms`` of the broker's
+    clock, or a client set LOG_APPEND_TIME (Kafka's INVALID_TIMESTAMP)."""
+
+
+class UnsupportedCompressionError(UnsupportedCodecError):
+    """A batch names a compression type Kafka does not define (5-7), or one the target format cannot
+    hold (zstd in a magic 0/1 message set)."""
+
+
+class RecordTooLargeError(MessageTooLargeError):
+    """A record batch is larger than ``max.message.bytes``, or inflates to more than the limit
+    (a decompression bomb)."""
+
+
+class RecordListTooLargeError(MessageTooLargeError):
+    """A produced record set is larger than the segment can ever hold (``segment.bytes``)."""
 
 
 # --- broker requests -------------------------------------------------------------
@@ -478,3 +535,31 @@ def error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"code {code}"
+
+
+KAFKA_CODES: dict[type[IngestError], KafkaError] = {
+    IngestError: KafkaError.UNKNOWN_SERVER_ERROR,
+    InvalidMessageError: KafkaError.CORRUPT_MESSAGE,
+    CorruptRecordError: KafkaError.CORRUPT_MESSAGE,
+    InvalidRecordError: KafkaError.INVALID_RECORD,
+    InvalidTimestampError: KafkaError.INVALID_TIMESTAMP,
+    UnsupportedCodecError: KafkaError.UNSUPPORTED_COMPRESSION_TYPE,
+    MessageTooLargeError: KafkaError.MESSAGE_TOO_LARGE,
+    RecordListTooLargeError: KafkaError.RECORD_LIST_TOO_LARGE,
+    OffsetOutOfRangeError: KafkaError.OFFSET_OUT_OF_RANGE,
+    StorageError: KafkaError.KAFKA_STORAGE_ERROR,
+    LogOfflineError: KafkaError.KAFKA_STORAGE_ERROR,
+}
+"""Error class -> the Kafka code it goes out with on the Kafka port; classes not listed take their
+nearest listed ancestor's (:func:`kafka_code`)."""
+
+
+def kafka_code(exc: BaseException | type[BaseException]) -> KafkaError:
+    """The Kafka protocol code for ``exc`` (an error or its class): the entry of its nearest
+    ancestor in :data:`KAFKA_CODES`; UNKNOWN_SERVER_ERROR for anything else."""
+    cls = exc if isinstance(exc, type) else type(exc)
+    for klass in cls.__mro__:
+        code = KAFKA_CODES.get(klass)
+        if code is not None:
+            return code
+    return KafkaError.UNKNOWN_SERVER_ERROR

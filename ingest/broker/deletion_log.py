@@ -113,8 +113,17 @@ def record_deletion(directory: Path, segment, now_ms: int, *, log_name: str = ""
         log.error("log %s: cannot count the messages of %s before deleting it (%s); recording bytes only",
                   log_name, segment.path.name, exc.strerror)
         messages, damaged = -1, True
-    line = {"start": segment.base_offset, "end": segment.base_offset + size,
-            "messages": -1 if damaged else messages, "bytes": size, "deleted_at_ms": now_ms}
+    return write_deletion(directory, segment.path.name, segment.base_offset, segment.base_offset + size,
+                          messages, size, now_ms, damaged=damaged, log_name=log_name)
+
+
+def write_deletion(directory: Path, segment_name: str, start: int, end: int, messages: int, size: int,
+                   now_ms: int, *, damaged: bool = False, log_name: str = "") -> bool:
+    """Append (and fsync) one deletion line: offsets ``[start, end)``, ``messages`` counted (before the
+    damage when ``damaged``), ``size`` bytes. The one writer of the file, for both log formats.
+    False (logged) when it could not be written."""
+    line = {"start": start, "end": end, "messages": -1 if damaged else messages, "bytes": size,
+            "deleted_at_ms": now_ms}
     if damaged:   # the count is unknown: -1, with the valid messages found before the damage
         line["counted_before_damage"] = max(messages, 0)
     path = Path(directory) / FILE_NAME
@@ -134,7 +143,7 @@ def record_deletion(directory: Path, segment, now_ms: int, *, log_name: str = ""
                 os.close(dfd)
     except OSError as exc:
         log.error("log %s: cannot record the deletion of %s in %s (%s); segment kept on disk until the next "
-                  "start", log_name, segment.path.name, path, exc.strerror)
+                  "start", log_name, segment_name, path, exc.strerror)
         return False
     _crash_point()
     return True
