@@ -42,7 +42,8 @@ from typing import NamedTuple
 
 from ingest.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordTooLargeError)
 from ingest.records.batch import (CRC, CRC_OFFSET, LENGTH, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET,
-                                  MIN_LENGTH, NO_TIMESTAMP, RECORDS_OFFSET, BatchHeader, compute_crc, read_header)
+                                  MIN_LENGTH, NO_TIMESTAMP, RECORDS_OFFSET, BatchHeader, batch_size_at, compute_crc,
+                                  read_header)
 from ingest.records.compression import NONE, check_codec, codec_name, decompress
 from ingest.records.varint import read_uvarint, read_varint, read_varlong
 
@@ -133,10 +134,11 @@ def validate_produced(buf, *, max_batch_size: int = UNBOUNDED, inflate_limit: in
         see the module docstring.
     """
     end = len(buf)
-    h = check_batch(buf, 0, end)
-    if h.size != end:
-        raise CorruptRecordError(f"the record set holds {end} bytes but its batch claims {h.size}; a produce "
+    claimed = batch_size_at(buf, 0)
+    if claimed is not None and claimed != end and claimed >= RECORDS_OFFSET:
+        raise CorruptRecordError(f"the record set holds {end} bytes but its batch claims {claimed}; a produce "
                                  "request carries exactly one record batch v2")
+    h = check_batch(buf, 0, end)
     if h.size > max_batch_size:
         raise RecordTooLargeError(f"the record batch is {h.size} bytes, more than max.message.bytes "
                                   f"{max_batch_size}")
