@@ -1,57 +1,23 @@
 """A Kafka-format partition log: logical offsets, record batches v2 as produced, offset and time indexes.
 
-The log is the sorted list of its :class:`~ingest.broker.kafka_segment.KafkaSegment`\\ s
-(``<dir>/<topic>-<partition>/<base offset, 20 digits>.log`` with ``.index`` and
-``.timeindex``; docs/log-format.md, "Kafka-format logs"). It owns the next
-offset: a leader's append (:meth:`KafkaLog.append`) validates a producer's
-batch before the lock (:func:`ingest.records.validation.validate_produced`:
-one CRC-32C per batch, a walk of the record lengths), then under the lock gives
-it the log end as base offset and the partition leader epoch (both outside the
-CRC, written without copying the batch) and writes it; a follower's or
-mirror's append (``assign_offsets=False``) keeps the offsets it was given and
-must continue the log exactly. Appends roll the active segment at
-``segment.bytes`` or ``segment.ms`` (the broker's clock, from the segment's
-creation) or when offsets would not fit the indexes' 32-bit relative offsets.
+The log is the sorted list of its :class:`~ingest.broker.kafka_segment.KafkaSegment` s and owns the
+next offset: a leader's append validates a producer's batch before the lock and gives it the log end as
+base offset; a replica's append keeps its offsets and must continue the log. Reads return whole batches
+(:class:`~ingest.broker.kafka_slice.KafkaLogSlice`, for sendfile), at least one (KIP-74). Files, indexes,
+recovery, retention and every decision: docs/log-format.md, "Kafka-format logs".
 
-Differences from :class:`ingest.broker.log.Log` (the 0.7 log), whose public
-interface this one keeps where the meaning carries over:
+The public interface is :class:`ingest.broker.log.Log`'s where the meaning carries over. It differs in:
+offsets number records, not bytes; a batch is visible once appended (``end_offset == log_end``, Kafka's
+rule; ``limit`` bounds a replicated partition's readers) and flushing is about durability only;
+``append`` returns an :class:`AppendInfo`; ``truncate_to`` takes a batch's base offset. Durability rules
+are the 0.7 log's: a failed write is cut back (nothing appended); a failed cut or fsync takes the log
+offline until the broker restarts.
 
-- offsets number records (0, 1, 2 ...), not bytes; ``read`` starts at the batch
-  holding the offset and returns whole batches (at least one, however large:
-  KIP-74), as a :class:`~ingest.broker.kafka_slice.KafkaLogSlice` whose
-  ``next_offset`` is where the next fetch starts;
-- visibility follows Kafka: a batch is readable once appended (``end_offset``
-  is ``log_end``); a replicated partition bounds readers with ``limit`` (its
-  high watermark); flushing (``flush.messages``, ``flush.ms``, roll, close) is
-  about durability only;
-- ``append`` returns an :class:`AppendInfo` (first and last offset, max timestamp,
-  log append time), not a byte offset; ``truncate_to`` takes a batch's base offset.
-
-Durability rules are the 0.7 log's (ingest/broker/log.py): a failed write is cut
-back (nothing is appended, nothing acknowledged); if that fails, or an fsync
-fails, the log goes offline (:class:`~ingest.errors.LogOfflineError`) until the
-broker restarts and recovery decides what is on disk.
-
-Recovery at start-up: the last clean point is the start of the newest segment
-(every roll fsyncs the segment it seals and saves its indexes), so the newest
-segment is scanned whole (every batch's CRC, indexes rebuilt, a torn tail
-truncated, damage followed by valid batches kept). A sealed segment with sane
-saved indexes is trusted for offsets and CRC-checked before its bytes are first
-served; one without them is scanned at start (as Kafka rebuilds missing
-indexes). Damage never strands the batches after it (:mod:`ingest.broker.kafka_scan`).
-
-Retention (:meth:`cleanup`): by time, against each segment's largest record
-timestamp (Kafka >= 0.10.1; the file's mtime when it has no timestamps), and by
-size; every deletion is recorded (fsynced) in ``deleted-segments`` before the
-unlink (:mod:`ingest.broker.deletion_log`; ``start``/``end`` are offsets,
-``messages`` the offsets the segment held).
-
-Concurrency contract (the 0.7 log's): writers (append, flush, roll, retention,
-truncation, close) serialise on the log's lock and publish an immutable
-:class:`_View` (segments, base offsets, visible end offset and position) with
-one attribute store; readers take no lock, read one view, and take a reference
-on the segment they read; a deletion publishes a view without the segment
-before unlinking it, and a reader that lost the race retries on the new view.
+Concurrency contract (the 0.7 log's): writers (append, flush, roll, retention, truncation, close)
+serialise on the log's lock and publish an immutable :class:`_View` (segments, base offsets, visible end
+offset and position) with one attribute store; readers take no lock, read one view and take a reference
+on the segment they read; a deletion publishes a view without the segment before unlinking it, and a
+reader that lost the race retries on the new view.
 """
 from __future__ import annotations
 
@@ -59,50 +25,30 @@ import errno
 import logging
 import os
 import time
-from bisect import bisect_right
-from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 from typing import Callable, NamedTuple
 
 from ingest.broker.kafka_log_offsets import KafkaLogOffsets
+from ingest.broker.kafka_log_read import KafkaLogReads
 from ingest.broker.kafka_log_replica import KafkaReplicaLogOps
 from ingest.broker.kafka_log_retention import KafkaLogRetention
+from ingest.broker.kafka_log_settings import KafkaLogSettings
 from ingest.broker.kafka_segment import SUFFIX, KafkaSegment, parse_segment_name
-from ingest.broker.kafka_slice import KafkaLogSlice
 from ingest.broker.offset_index import MAX_RELATIVE_OFFSET
 from ingest.broker.open_files import UNLIMITED, OpenFiles
 from ingest.broker.segment import storage_error
 from ingest.clock import Clock
-from ingest.errors import (DiskFullError, InvalidFetchSizeError, LogCorruptionError, LogOfflineError,
-                           OffsetMismatchError, OffsetOutOfRangeError, RecordListTooLargeError, StorageError)
-from ingest.records.batch import (ATTRIBUTES_OFFSET, CREATE_TIME, CRC, CRC_OFFSET, LOG_APPEND_TIME, NO_TIMESTAMP,
+from ingest.errors import (DiskFullError, LogOfflineError, OffsetMismatchError, RecordListTooLargeError,
+                           StorageError)
+from ingest.records.batch import (ATTRIBUTES_OFFSET, CRC, CRC_OFFSET, LOG_APPEND_TIME, NO_TIMESTAMP,
                                   TIMESTAMP_TYPE_MASK, compute_crc)
 from ingest.records.validation import check_batches, default_inflate_limit, validate_produced
 
 log = logging.getLogger(__name__)
 
-_HOUR_MS = 3_600_000
-_NEVER = 2 ** 63 - 1
 _HEAD = 17  # base_offset, batch_length, partition_leader_epoch, magic: what a leader's append rewrites
 _SIDECARS = (".index", ".timeindex", ".damaged")
-
-
-@dataclass(frozen=True)
-class KafkaLogSettings:
-    """The per-log knobs (Kafka's topic-level names in the comments), resolved for one topic."""
-
-    segment_bytes: int = 1024 * 1024 * 1024          # segment.bytes (log.segment.bytes)
-    segment_ms: int = 168 * _HOUR_MS                 # segment.ms (log.roll.ms / log.roll.hours)
-    index_interval_bytes: int = 4096                 # index.interval.bytes (log.index.interval.bytes)
-    flush_messages: int = _NEVER                     # flush.messages (log.flush.interval.messages)
-    flush_ms: int = _NEVER                           # flush.ms (log.flush.interval.ms)
-    retention_ms: int = 168 * _HOUR_MS               # retention.ms (log.retention.ms); -1: no limit
-    retention_bytes: int = -1                        # retention.bytes (log.retention.bytes); -1: no limit
-    max_message_bytes: int = 1048588                 # max.message.bytes (message.max.bytes)
-    timestamp_type: int = CREATE_TIME                # message.timestamp.type: CreateTime 0, LogAppendTime 1
-    timestamp_before_max_ms: int | None = None       # message.timestamp.before.max.ms (None: no bound)
-    timestamp_after_max_ms: int | None = None        # message.timestamp.after.max.ms (None: no bound)
 
 
 class AppendInfo(NamedTuple):
@@ -125,7 +71,7 @@ class _View(NamedTuple):
     end_position: int   # its position in the last segment
 
 
-class KafkaLog(KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogRetention):
+class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogRetention):
     """One Kafka-format topic-partition log; see the module docstring for the contract."""
 
     on_flush: Callable[[float], None] | None = None
@@ -418,99 +364,6 @@ class KafkaLog(KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogRetention):
         self._active = seg
         log.info("log %s: rolled to new segment %s", self.name, seg.path.name)
         return seg
-
-    # --- reading ----------------------------------------------------------------------------
-
-    def read(self, offset: int, max_bytes: int, limit: int | None = None) -> KafkaLogSlice:
-        """Whole batches from the one holding ``offset``: as many as fit ``max_bytes``, at least one
-        (KIP-74). Reading at the end gives an empty slice; the caller must ``release()`` the slice.
-        ``limit`` (a replicated partition's high watermark) bounds what is served: reads at or
-        past it are empty, and no batch holding it is served.
-
-        Raises:
-            OffsetOutOfRangeError: ``offset`` is before the log start or after the log end.
-            CorruptRangeError: ``offset`` was in a damaged range (``next_offset`` is where valid
-                batches start again).
-            LogOfflineError: the log is offline.
-            InvalidFetchSizeError: ``max_bytes`` is negative.
-        """
-        if max_bytes < 0:
-            raise InvalidFetchSizeError(f"fetch size {max_bytes} is negative; it must be >= 0")
-        if self._offline is not None:
-            raise self._offline_error()
-        while True:
-            v = self._view
-            if offset < v.bases[0] or offset > v.end:
-                raise OffsetOutOfRangeError(f"offset {offset} of log {self.name} is out of range: valid offsets "
-                                            f"are {v.bases[0]}..{v.end}")
-            top = v.end if limit is None else min(limit, v.end)
-            if offset >= top:
-                return KafkaLogSlice.empty(offset)
-            i = bisect_right(v.bases, offset) - 1
-            sl = self._read_from(v, i, offset, max_bytes, top)
-            if sl is not None:
-                return sl
-
-    def _read_from(self, v: _View, i: int, offset: int, max_bytes: int, top: int) -> KafkaLogSlice | None:
-        """The slice from segment ``i`` on; None when a segment was deleted under the reader (retry)."""
-        segs = v.segments
-        while i < len(segs):
-            seg = segs[i]
-            seg_end = segs[i + 1].base_offset if i + 1 < len(segs) else v.end
-            if offset >= seg_end:
-                i += 1
-                continue
-            if not seg.acquire():
-                if self._closed:
-                    raise StorageError(f"log {self.name} is closed")
-                return None
-            try:
-                d = seg.damage_at(offset, seg_end)
-                if d is not None:
-                    raise seg.corrupt_range(d, seg_end)
-                limit_pos = v.end_position if i == len(segs) - 1 else seg.size
-                if top < v.end:
-                    cut = seg.locate(top, limit_pos)
-                    if cut is not None:
-                        limit_pos = min(limit_pos, cut.position)
-                loc = seg.locate(offset, limit_pos)
-                if loc is None:  # past the segment's last batch (a gap before the next): read on
-                    seg.release()
-                    i += 1
-                    continue
-                fd = seg.fileno()
-                end = seg.end_of_batches(fd, loc.position, max_bytes, limit_pos)
-                if end == loc.position:  # the batch holding the offset is not whole in the file
-                    if seg.verified:
-                        raise LogCorruptionError(f"offset {offset} of log {self.name}: the batch at byte "
-                                                 f"{loc.position} of {seg.path.name} is not whole")
-                    seg.verify()         # a sealed segment cut short: its damage is found and recorded
-                    seg.release()
-                    continue
-                length = seg.validate_served(loc.position, end - loc.position, seg_end)
-                end = loc.position + length
-                nxt = self._offset_at(seg, fd, end, seg_end)
-            except BaseException:
-                seg.release()
-                raise
-            return KafkaLogSlice(seg, offset, loc.base_offset, nxt, loc.position, length)
-        return KafkaLogSlice.empty(offset)
-
-    @staticmethod
-    def _offset_at(seg: KafkaSegment, fd: int, position: int, seg_end: int) -> int:
-        """The offset of the batch starting at ``position`` (where a slice ending there continues)."""
-        for d in seg.damaged:
-            if d.start == position:
-                return d.first_offset
-        if position >= seg.size:
-            return seg.next_offset if seg.next_offset > seg.base_offset else seg_end
-        head = os.pread(fd, 8, position)
-        return int.from_bytes(head, "big", signed=True)
-
-    def read_bytes(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
-        """Convenience: ``read`` then copy the bytes out and release."""
-        with self.read(offset, max_bytes, limit) as sl:
-            return sl.read_bytes()
 
     # --- close ----------------------------------------------------------------------------------
 
