@@ -8,12 +8,11 @@ import socket
 
 import pytest
 
-from ingest.broker.kafka_log import KafkaLog
 from ingest.broker.kafka_log_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from ingest.clock import FakeClock
 from ingest.errors import (InvalidRecordError, OffsetMismatchError, OffsetOutOfRangeError, RecordListTooLargeError,
                            RecordTooLargeError)
-from ingest.records.batch import LOG_APPEND_TIME, iter_batches, read_header
+from ingest.records.batch import LOG_APPEND_TIME, iter_batches
 from ingest.records.builder import SimpleRecord, build_batch
 from ingest.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from tests.broker.kafka_log_support import T, batch_of, fill, open_log, read_all, records_of
@@ -309,4 +308,17 @@ def test_readers_never_see_a_torn_batch_while_appends_and_retention_run(tmp_path
             t.join(30)
     assert not errors, errors[0]
     assert log.end_offset == 3000 and log.start_offset > 0
+    log.close()
+
+
+def test_segment_descriptors_come_from_the_brokers_bounded_pool(tmp_path, clock):
+    from ingest.broker.kafka_log import KafkaLog, KafkaLogSettings
+    from ingest.broker.open_files import OpenFiles
+    files = OpenFiles(limit=2)
+    log = KafkaLog(tmp_path / "t-0", KafkaLogSettings(segment_bytes=8 * 1024, index_interval_bytes=1024), clock,
+                   files=files)
+    values = fill(log, 60, 10)
+    assert len(log.segment_bases()) > 5
+    assert [v for _, _, v in read_all(log)] == values
+    assert files.evicted > 0 and files.open_count <= 3
     log.close()

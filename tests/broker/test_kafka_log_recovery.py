@@ -220,3 +220,43 @@ def test_a_full_disk_appends_nothing_and_the_log_goes_on_once_space_is_freed(tmp
         log = open_log(d, clock, segment_bytes=4 << 20)
         assert [v for _, _, v in read_all(log)] == appended + more
         log.close()
+
+
+@pytest.fixture
+def failing_disk(tmp_path):
+    from tests.broker.test_durability import FailingDisk, _need_root_and_tools  # the 0.7 log's failing disk
+    _need_root_and_tools()
+    try:
+        disk = FailingDisk(tmp_path / "disk")
+    except (subprocess.CalledProcessError, OSError) as exc:
+        pytest.skip(f"cannot set up a loop-device ext4 here: {exc}")
+    try:
+        yield disk
+    finally:
+        disk.close()
+
+
+def test_a_failed_fsync_takes_the_log_offline_and_acknowledges_nothing_unwritten(failing_disk, clock, caplog):
+    from ingest.errors import LogOfflineError
+    d = failing_disk.mountpoint / "v-0"
+    log = open_log(d, clock, segment_bytes=16 << 20, flush_messages=1)   # every append is fsynced
+    acked = []
+    for i in range(20):                                   # > 64 KB: ext4 puts the next blocks right after
+        data, values = batch_of(f"k{i}", 4, size=4000)
+        log.append(data)
+        acked += values
+    failing_disk.fail_after(d / f"{0:020d}.log")
+    with caplog.at_level(logging.ERROR), pytest.raises(LogOfflineError, match="fsync"):
+        log.append(batch_of("lost", 8, size=4000)[0])     # written to the page cache, its fsync fails
+    assert log.offline and "is OFFLINE" in caplog.text
+    failing_disk.heal()
+    with pytest.raises(LogOfflineError):                  # never retried, never served
+        log.append(batch_of("after", 1)[0])
+    with pytest.raises(LogOfflineError):
+        log.read(0, 100)
+    log.close()                                           # no flush on close once offline
+    failing_disk.remount()
+    log = open_log(d, clock, segment_bytes=16 << 20)
+    got = [v for _, _, v in read_all(log)]
+    assert got[:len(acked)] == acked and len(got) in (len(acked), len(acked) + 8)
+    log.close()

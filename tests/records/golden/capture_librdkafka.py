@@ -7,7 +7,11 @@ batches are what librdkafka writes; nothing here checks them (tests/records/test
 
 Usage: .venv/bin/python tests/records/golden/capture_librdkafka.py 19092 tests/records/golden
 """
-import socket, struct, sys, threading, time, os
+import os
+import socket
+import struct
+import sys
+import threading
 
 captured = []
 PORT = int(sys.argv[1]) if len(sys.argv) > 1 else 19092
