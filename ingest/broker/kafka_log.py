@@ -123,11 +123,13 @@ class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogReten
             if p.name.endswith(".tmp") or p.with_suffix(SUFFIX).name not in names:
                 p.unlink(missing_ok=True)
         s = self.settings
-        segments = [KafkaSegment.open(p, base, self._clock, s.index_interval_bytes, self._files) for base, p in found]
+        segments = [KafkaSegment.open(p, base, self._clock, s.index_interval_bytes, self._files,
+                                      self._plausible_batch) for base, p in found]
         while len(segments) > 1 and segments[-1].size == 0:
             segments.pop().delete()
         if not segments:
-            return [KafkaSegment.create(self.directory, 0, self._clock, s.index_interval_bytes, self._files)]
+            return [KafkaSegment.create(self.directory, 0, self._clock, s.index_interval_bytes, self._files,
+                                        self._plausible_batch)]
         for a, b in zip(segments, segments[1:]):
             a.next_offset = b.base_offset
         for seg in segments[:-1]:
@@ -142,6 +144,12 @@ class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogReten
                             self.name, a.path.name, a.next_offset, b.base_offset)
                 a.next_offset = b.base_offset
         return segments
+
+    @property
+    def _plausible_batch(self) -> int:
+        """The largest batch recovery believes a length field about (``max.message.bytes`` with a margin:
+        a replica may hold batches its leader accepted under a larger limit)."""
+        return max(2 * self.settings.max_message_bytes, 16 << 20)
 
     # --- state ------------------------------------------------------------------------------
 
@@ -355,7 +363,7 @@ class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogReten
         self._active.seal()
         try:
             seg = KafkaSegment.create(self.directory, self._write_end, self._clock,
-                                      self.settings.index_interval_bytes, self._files)
+                                      self.settings.index_interval_bytes, self._files, self._plausible_batch)
         except OSError as exc:
             raise self._go_offline_locked(f"fsync of directory {self.directory} failed: {exc.strerror}") from exc
         seg.next_offset = self._write_end

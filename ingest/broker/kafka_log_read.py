@@ -85,7 +85,10 @@ class KafkaLogReads:
                     continue
                 length = seg.validate_served(loc.position, end - loc.position, seg_end)
                 end = loc.position + length
-                nxt = self._offset_at(seg, fd, end, seg_end)
+                if i == len(segs) - 1 and end == v.end_position:
+                    nxt = v.end  # the view's own pair: an append racing this read cannot move it
+                else:
+                    nxt = self._offset_at(seg, fd, end, seg_end)
             except BaseException:
                 seg.release()
                 raise
@@ -94,7 +97,8 @@ class KafkaLogReads:
 
     @staticmethod
     def _offset_at(seg: KafkaSegment, fd: int, position: int, seg_end: int) -> int:
-        """The offset of the batch starting at ``position`` (where a slice ending there continues)."""
+        """The offset of the batch starting at ``position`` (where a slice ending there continues), in a
+        sealed segment or before the view's end of the active one."""
         for d in seg.damaged:
             if d.start == position:
                 return d.first_offset

@@ -69,7 +69,7 @@ class KafkaReplicaLogOps:
                 seg.delete()
             try:
                 seg = KafkaSegment.create(self.directory, offset, self._clock, self.settings.index_interval_bytes,
-                                          self._files)
+                                          self._files, self._plausible_batch)
             except OSError as exc:
                 raise self._go_offline_locked(f"creating a segment at {offset} failed: {exc.strerror}") from exc
             seg.next_offset = offset

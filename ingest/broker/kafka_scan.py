@@ -19,7 +19,9 @@ positions 16 bytes before a byte 2 (the magic), found with ``bytes.find``:
 a candidate must have a plausible header (a base offset at or after the
 expected next offset and at most one offset per byte skipped beyond it), a
 matching CRC-32C, and valid batches after it up to the end of the file or for
-:data:`RESYNC_MIN_CHAIN` bytes. A record batch nested inside a record value
+:data:`RESYNC_MIN_CHAIN` bytes. A bad batch claims its extent only when its length is plausible
+(at most the log's ``max.message.bytes`` with a margin): a flipped high bit in a length field must
+not make the valid batches after it look like the inside of a torn write. A record batch nested inside a record value
 (raw Kafka batches produced as values) passes the CRC but not the offset
 bound and the chain, unless it is the file's last bytes.
 
@@ -41,6 +43,7 @@ from ingest.records.validation import check_batch
 SCAN_CHUNK = 8 * 1024 * 1024
 RESYNC_CHUNK = 1024 * 1024
 RESYNC_MIN_CHAIN = 256 * 1024
+UNBOUNDED = 1 << 62
 """A resync candidate is accepted when valid batches follow it to the file's end or for this many bytes."""
 _MAGIC_BYTE = bytes((MAGIC,))
 
@@ -109,9 +112,10 @@ def _check(buf, p: int, n: int, expected: int, base_offset: int) -> tuple[BatchH
 
 
 def scan_segment(fd: int, size: int, base_offset: int, builder: IndexBuilder | None, start: int = 0,
-                 expected: int | None = None) -> SegmentScan:
+                 expected: int | None = None, max_batch_size: int = UNBOUNDED) -> SegmentScan:
     """Validate the segment file of ``size`` bytes from ``start`` (where offset ``expected``, default the
-    base offset, comes next), stepping over damage; fills ``builder``'s indexes."""
+    base offset, comes next), stepping over damage; fills ``builder``'s indexes. A bad batch claims its
+    extent only when it is at most ``max_batch_size`` bytes (see :func:`next_valid`)."""
     pos = start
     nxt = base_offset if expected is None else expected
     batches = 0
@@ -143,7 +147,7 @@ def scan_segment(fd: int, size: int, base_offset: int, builder: IndexBuilder | N
             if need >= RECORD_BATCH_OVERHEAD and pos + need <= size:
                 want = max(SCAN_CHUNK, need)
                 continue
-        found = next_valid(fd, pos, size, nxt)
+        found = next_valid(fd, pos, size, nxt, max_batch_size)
         if found is None:
             return SegmentScan(pos, nxt, batches, damaged, why, cut)
         q, h = found
@@ -166,11 +170,14 @@ def _plausible(h: BatchHeader | None, p: int, size: int, expected: int, skipped:
             and expected <= h.base_offset <= expected + skipped and h.last_offset_delta >= 0)
 
 
-def next_valid(fd: int, bad: int, size: int, expected: int) -> tuple[int, BatchHeader] | None:
+def next_valid(fd: int, bad: int, size: int, expected: int,
+               max_batch_size: int = UNBOUNDED) -> tuple[int, BatchHeader] | None:
     """Where valid batches start again after the bad batch at ``bad`` (offset ``expected`` came next),
-    with that batch's header; None if nothing valid follows (see the module docstring)."""
+    with that batch's header; None if nothing valid follows (see the module docstring). A length above
+    ``max_batch_size`` (a flipped high bit) is no claim: the bytes after it are searched."""
     h = _header(fd, bad)
-    if h is not None and h.magic == MAGIC and h.length >= MIN_LENGTH and h.base_offset >= expected:
+    if h is not None and h.magic == MAGIC and MIN_LENGTH <= h.length and h.size <= max_batch_size \
+            and h.base_offset >= expected:
         end = bad + h.size
         if end >= size:
             return None  # the file ends inside it: a torn write, or a damaged last batch

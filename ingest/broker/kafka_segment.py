@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from ingest.broker.kafka_damage import KafkaDamage, load_damage
-from ingest.broker.kafka_scan import IndexBuilder
+from ingest.broker.kafka_scan import UNBOUNDED, IndexBuilder
 from ingest.broker.kafka_segment_recovery import KafkaSegmentRecovery
 from ingest.broker.offset_index import SUFFIX as INDEX_SUFFIX
 from ingest.broker.offset_index import OffsetIndex
@@ -100,8 +100,10 @@ class KafkaSegment(KafkaSegmentRecovery):
     def __init__(self, path: Path, base_offset: int, size: int, clock: Clock, interval: int, *,
                  files: OpenFiles = UNLIMITED, fd: int | None = None, mtime_ms: int,
                  index: OffsetIndex | None = None, time_index: TimeIndex | None = None,
-                 verified: bool = False) -> None:
+                 verified: bool = False, max_batch_size: int = UNBOUNDED) -> None:
         self.path = path
+        self.max_batch_size = max_batch_size
+        """The largest batch a valid segment can hold by configuration (recovery's plausibility bound)."""
         self.base_offset = base_offset
         self.size = size
         self.next_offset = base_offset
@@ -132,7 +134,7 @@ class KafkaSegment(KafkaSegmentRecovery):
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, clock: Clock, interval: int,
-               files: OpenFiles = UNLIMITED) -> "KafkaSegment":
+               files: OpenFiles = UNLIMITED, max_batch_size: int = UNBOUNDED) -> "KafkaSegment":
         """A new empty segment file (its directory fsynced).
 
         Raises:
@@ -159,13 +161,14 @@ class KafkaSegment(KafkaSegmentRecovery):
         finally:
             os.close(dir_fd)
         seg = cls(path, base_offset, 0, clock, interval, files=files, fd=fd, mtime_ms=clock.time_ms(),
-                  index=OffsetIndex(base_offset), time_index=TimeIndex(base_offset), verified=True)
+                  index=OffsetIndex(base_offset), time_index=TimeIndex(base_offset), verified=True,
+                  max_batch_size=max_batch_size)
         files.adopt(seg._file)
         return seg
 
     @classmethod
     def open(cls, path: Path, base_offset: int, clock: Clock, interval: int,
-             files: OpenFiles = UNLIMITED) -> "KafkaSegment":
+             files: OpenFiles = UNLIMITED, max_batch_size: int = UNBOUNDED) -> "KafkaSegment":
         """A segment found on disk with its saved indexes when they are sane; its file is opened on use."""
         try:
             st = os.stat(path)
@@ -176,7 +179,7 @@ class KafkaSegment(KafkaSegmentRecovery):
             index = OffsetIndex.load(index_path(path), base_offset, st.st_size)
             time_index = TimeIndex.load(time_index_path(path), base_offset) if index is not None else None
         seg = cls(path, base_offset, st.st_size, clock, interval, files=files, mtime_ms=st.st_mtime_ns // 1_000_000,
-                  index=index, time_index=time_index, verified=st.st_size == 0)
+                  index=index, time_index=time_index, verified=st.st_size == 0, max_batch_size=max_batch_size)
         seg.damaged = load_damage(path)
         seg._known_damage = {(d.start, d.end) for d in seg.damaged}
         return seg

@@ -50,7 +50,7 @@ class KafkaSegmentRecovery:
         index, time_index = OffsetIndex(self.base_offset), TimeIndex(self.base_offset)
         builder = IndexBuilder(index, time_index, self._interval)
         with self.pinned() as fd:
-            r = scan_segment(fd, self.size, self.base_offset, builder)
+            r = scan_segment(fd, self.size, self.base_offset, builder, max_batch_size=self.max_batch_size)
         damaged = list(r.damaged)
         dropped = 0
         if r.end < self.size:

@@ -260,3 +260,20 @@ def test_a_failed_fsync_takes_the_log_offline_and_acknowledges_nothing_unwritten
     got = [v for _, _, v in read_all(log)]
     assert got[:len(acked)] == acked and len(got) in (len(acked), len(acked) + 8)
     log.close()
+
+
+def test_a_flipped_high_bit_in_a_length_field_does_not_truncate_the_valid_batches_after_it(tmp_path, clock):
+    d = tmp_path / "t-0"
+    log = open_log(d, clock, segment_bytes=1 << 20)
+    fill(log, 30, 10)
+    log.close()
+    seg = _segment_file(d, -1)
+    pos, base, size = _batches_in(seg)[5]
+    with open(seg, "r+b") as f:
+        f.seek(pos + 8)
+        f.write(b"\x40")                                      # batch_length + 1 GB: "runs past the file"
+    log = open_log(d, clock, segment_bytes=1 << 20)
+    assert log.end_offset == 300
+    offsets, skipped = read_skipping_damage(log)
+    assert skipped == [(50, 60)] and len(offsets) == 290
+    log.close()
