@@ -125,8 +125,8 @@ def validate_produced(buf, *, max_batch_size: int = UNBOUNDED, inflate_limit: in
     Args:
         buf: the record set as the request carried it (bytes, bytearray or memoryview).
         max_batch_size: ``max.message.bytes``: the largest batch accepted, in bytes.
-        inflate_limit: most bytes a compressed batch may inflate to (default: ``max_batch_size``
-            times 64, at least 1 MB, at most 100 MB... as given by the caller when it knows better).
+        inflate_limit: most bytes a compressed batch may inflate to (default
+            :func:`default_inflate_limit` of ``max_batch_size``).
         now_ms, timestamp_before_ms, timestamp_after_ms: the broker's clock and
             ``message.timestamp.before.max.ms`` / ``after.max.ms``; None skips that bound.
 
