@@ -430,6 +430,7 @@ class KafkaSegment(KafkaSegmentRecovery):
         timestamp is at or after ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp``, batch level;
         the caller looks inside it); None when no batch of the segment qualifies."""
         self.ensure_indexed()
+        # an entry's offset is the batch where its timestamp first appeared: no record at the target is skipped
         _, ts_offset = self.time_index.lookup(timestamp)
         _, start = self.index.lookup(max(ts_offset, starting_offset))
         with self.pinned() as fd:

@@ -322,3 +322,11 @@ def test_segment_descriptors_come_from_the_brokers_bounded_pool(tmp_path, clock)
     assert [v for _, _, v in read_all(log)] == values
     assert files.evicted > 0 and files.open_count <= 3
     log.close()
+
+
+def test_a_time_lookup_finds_the_first_record_of_a_timestamp_repeated_across_batches(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, index_interval_bytes=100)
+    for i in range(40):                                        # every batch holds records at T + 7
+        log.append(build_batch([SimpleRecord(b"x" * 50, timestamp=T + 7)] * 3))
+    assert log.offset_for_timestamp(T + 7) == (0, T + 7)
+    log.close()
