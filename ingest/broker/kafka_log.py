@@ -42,7 +42,7 @@ from ingest.clock import Clock
 from ingest.errors import (DiskFullError, LogOfflineError, OffsetMismatchError, RecordListTooLargeError,
                            StorageError)
 from ingest.records.batch import (ATTRIBUTES_OFFSET, CRC, CRC_OFFSET, LOG_APPEND_TIME, NO_TIMESTAMP,
-                                  TIMESTAMP_TYPE_MASK, compute_crc)
+                                  TIMESTAMP_TYPE_MASK, BatchHeader, compute_crc)
 from ingest.records.validation import check_batches, default_inflate_limit, validate_produced
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,15 @@ class AppendInfo(NamedTuple):
     max_timestamp: int
     log_append_time: int
     size: int
+
+
+class ProducedBatch(NamedTuple):
+    """A producer's batch that :meth:`KafkaLog.validate` accepted under ``settings`` (a log trusts it
+    only with its own settings object: a changed config validates again)."""
+
+    data: object
+    header: BatchHeader
+    settings: KafkaLogSettings
 
 
 class _View(NamedTuple):
@@ -196,14 +205,29 @@ class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogReten
 
     # --- writing ----------------------------------------------------------------------------
 
+    def validate(self, records) -> ProducedBatch:
+        """A producer's batch validated against this log's settings (``max.message.bytes``, timestamps),
+        for a caller that must answer per partition before appending: :meth:`append` then trusts it.
+
+        Raises:
+            the validation errors of :meth:`append`.
+        """
+        s = self.settings
+        info = validate_produced(records, max_batch_size=s.max_message_bytes,
+                                 inflate_limit=default_inflate_limit(s.max_message_bytes),
+                                 now_ms=self._clock.time_ms(), timestamp_before_ms=s.timestamp_before_max_ms,
+                                 timestamp_after_ms=s.timestamp_after_max_ms)
+        return ProducedBatch(records, info.header, s)
+
     def append(self, records, *, assign_offsets: bool = True, leader_epoch: int | None = None,
                expected: int | None = None) -> AppendInfo:
         """Append record batches v2; see the module docstring.
 
         Args:
-            records: bytes, bytearray or memoryview. A leader's append (``assign_offsets``): one
-                producer batch, validated here before the lock. A replica's: whole batches carrying
-                their offsets, CRC-checked here, the first starting at the log end.
+            records: bytes, bytearray or memoryview, or a :class:`ProducedBatch` from :meth:`validate`.
+                A leader's append (``assign_offsets``): one producer batch, validated here before the
+                lock unless it is a ProducedBatch validated under these settings. A replica's: whole
+                batches carrying their offsets, CRC-checked here, the first starting at the log end.
             leader_epoch: written into a leader's batch as its partition leader epoch (kept as is when None).
             expected: append only if the log end equals it (checked under the lock).
 
@@ -216,16 +240,16 @@ class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogReten
             LogOfflineError: the log is offline, or went offline during this append.
         """
         s = self.settings
+        pb = None
+        if isinstance(records, ProducedBatch):
+            pb = records if records.settings is s else None  # validated under other settings: again
+            records = records.data
         n = len(records)
         if n > s.segment_bytes:
             raise RecordListTooLargeError(f"log {self.name}: {n} bytes of records exceed segment.bytes "
                                           f"{s.segment_bytes}")
         if assign_offsets:
-            info = validate_produced(records, max_batch_size=s.max_message_bytes,
-                                     inflate_limit=default_inflate_limit(s.max_message_bytes),
-                                     now_ms=self._clock.time_ms(), timestamp_before_ms=s.timestamp_before_max_ms,
-                                     timestamp_after_ms=s.timestamp_after_max_ms)
-            headers = [info.header]
+            headers = [(pb or self.validate(records)).header]
         else:
             headers = check_batches(records)
             if not headers:

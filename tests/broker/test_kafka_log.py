@@ -330,3 +330,17 @@ def test_a_time_lookup_finds_the_first_record_of_a_timestamp_repeated_across_bat
         log.append(build_batch([SimpleRecord(b"x" * 50, timestamp=T + 7)] * 3))
     assert log.offset_for_timestamp(T + 7) == (0, T + 7)
     log.close()
+
+
+def test_a_batch_validated_by_the_log_is_appended_without_validating_again(tmp_path, clock, monkeypatch):
+    import ingest.broker.kafka_log as kafka_log_module
+    log = open_log(tmp_path / "t-0", clock)
+    produced = log.validate(batch_of("a", 4)[0])
+    calls = []
+    real = kafka_log_module.validate_produced
+    monkeypatch.setattr(kafka_log_module, "validate_produced", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert log.append(produced).first_offset == 0 and calls == []
+    log.settings = type(log.settings)(**{**log.settings.__dict__, "max_message_bytes": 100})
+    with pytest.raises(RecordTooLargeError):                 # validated under other settings: checked again
+        log.append(produced)
+    log.close()
