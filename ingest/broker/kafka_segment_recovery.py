@@ -56,8 +56,10 @@ class KafkaSegmentRecovery:
         if r.end < self.size:
             if truncate_tail:
                 dropped = self.size - r.end
-                kind = "torn tail" if r.cut_off else "invalid batch"
-                level = logging.WARNING if r.cut_off else logging.ERROR
+                zeros = not r.cut_off and self._all_zero(r.end, self.size)
+                kind = "torn tail" if r.cut_off else "zero-filled tail" if zeros else "invalid batch"
+                # a torn write or the zeroed pages a crash leaves are the expected traces of a crash
+                level = logging.WARNING if r.cut_off or zeros else logging.ERROR
                 log.log(level, "recovery of %s: %s: %s; nothing valid follows it; truncating %d bytes "
                         "(keeping %d bytes, %d batches, offsets %d..%d)", self.path, kind, r.tail_error, dropped,
                         r.end, r.batches, self.base_offset, r.next_offset)
@@ -76,6 +78,15 @@ class KafkaSegmentRecovery:
             self.next_offset = max(self.next_offset, r.next_offset)
         self._record_damage(damaged)
         return dropped
+
+    def _all_zero(self, start: int, end: int) -> bool:
+        with self.pinned() as fd:
+            while start < end:
+                chunk = os.pread(fd, min(1 << 20, end - start), start)
+                if not chunk or chunk.strip(b"\0"):
+                    return not chunk
+                start += len(chunk)
+        return True
 
     def _record_damage(self, damaged: list[KafkaDamage]) -> None:
         self.damaged = sorted(damaged)

@@ -71,7 +71,7 @@ def test_a_torn_last_batch_is_truncated_and_appends_go_on_from_there(tmp_path, c
     log.close()
 
 
-def test_zeros_after_the_last_batch_are_truncated(tmp_path, clock):
+def test_zeros_after_the_last_batch_are_truncated_as_a_crash_trace(tmp_path, clock, caplog):
     d = tmp_path / "t-0"
     log = open_log(d, clock, segment_bytes=1 << 20)
     fill(log, 5)
@@ -80,8 +80,10 @@ def test_zeros_after_the_last_batch_are_truncated(tmp_path, clock):
     size = os.path.getsize(seg)
     with open(seg, "ab") as f:
         f.write(bytes(8192))                                   # pages the crash left allocated, not written
-    log = open_log(d, clock, segment_bytes=1 << 20)
+    with caplog.at_level(logging.WARNING):
+        log = open_log(d, clock, segment_bytes=1 << 20)
     assert log.end_offset == 50 and os.path.getsize(seg) == size
+    assert "zero-filled tail" in caplog.text and not [r for r in caplog.records if r.levelno >= logging.ERROR]
     log.close()
 
 
