@@ -17,9 +17,11 @@ from ingest.errors import InvalidFetchSizeError, LogCorruptionError, OffsetOutOf
 class KafkaLogReads:
     """The read path of a :class:`~ingest.broker.kafka_log.KafkaLog` (mixed into it)."""
 
-    def read(self, offset: int, max_bytes: int, limit: int | None = None) -> KafkaLogSlice:
+    def read(self, offset: int, max_bytes: int, limit: int | None = None, *, min_one: bool = True) -> KafkaLogSlice:
         """Whole batches from the one holding ``offset``: as many as fit ``max_bytes``, at least one
-        (KIP-74). Reading at the end gives an empty slice; the caller must ``release()`` the slice.
+        (KIP-74) unless ``min_one`` is False (Kafka's ``minOneMessage``, true for the first partition of a
+        fetch only: later ones get nothing when their first batch does not fit). Reading at the end gives
+        an empty slice; the caller must ``release()`` the slice.
         ``limit`` (a replicated partition's high watermark) bounds what is served: reads at or
         past it are empty, and no batch holding it is served.
 
@@ -43,11 +45,11 @@ class KafkaLogReads:
             if offset >= top:
                 return KafkaLogSlice.empty(offset)
             i = bisect_right(v.bases, offset) - 1
-            sl = self._read_from(v, i, offset, max_bytes, top)
+            sl = self._read_from(v, i, offset, max_bytes, top, min_one)
             if sl is not None:
                 return sl
 
-    def _read_from(self, v, i: int, offset: int, max_bytes: int, top: int) -> KafkaLogSlice | None:
+    def _read_from(self, v, i: int, offset: int, max_bytes: int, top: int, min_one: bool) -> KafkaLogSlice | None:
         """The slice from segment ``i`` on; None when a segment was deleted under the reader (retry)."""
         segs = v.segments
         while i < len(segs):
@@ -76,6 +78,9 @@ class KafkaLogReads:
                     continue
                 fd = seg.fileno()
                 end = seg.end_of_batches(fd, loc.position, max_bytes, limit_pos)
+                if not min_one and end - loc.position > max_bytes:
+                    seg.release()
+                    return KafkaLogSlice.empty(offset)
                 if end == loc.position:  # the batch holding the offset is not whole in the file
                     if seg.verified:
                         raise LogCorruptionError(f"offset {offset} of log {self.name}: the batch at byte "

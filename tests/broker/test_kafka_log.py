@@ -57,6 +57,8 @@ def test_a_read_returns_whole_batches_and_at_least_one_however_large(tmp_path, c
     fill(log, 10)
     with log.read(0, 10) as sl:                               # KIP-74: the first batch whole, max_bytes 10
         assert sl.length == len(big) and (sl.first_offset, sl.next_offset) == (0, 50)
+    with log.read(0, 10, min_one=False) as sl:                # a later partition of a fetch: nothing
+        assert sl.length == 0 and sl.next_offset == 0
     with log.read(50, 2500) as sl:
         data = sl.read_bytes()
         sizes = [h.size for _, h in iter_batches(data)]
