@@ -139,13 +139,15 @@ def _snappy_declared(block) -> int:
 
 
 def _check_snappy_size(declared: int, compressed: int, limit: int) -> None:
-    if declared > limit:
-        raise RecordTooLargeError(f"snappy payload declares {declared} inflated bytes; the limit is {limit}; refused "
-                                  "(a decompression bomb, or a batch above the broker's limits)")
+    """A declared length no snappy block of that size can reach is corruption (checked first: random
+    bytes often declare huge lengths); a reachable one above the limit is a bomb."""
     num, den = SNAPPY_MAX_EXPANSION
     if declared * den > compressed * num + 64:
         raise CorruptRecordError(f"snappy block of {compressed} bytes declares {declared} inflated bytes, more than "
                                  f"a snappy block can expand to ({num}/{den} of its size)")
+    if declared > limit:
+        raise RecordTooLargeError(f"snappy payload declares {declared} inflated bytes; the limit is {limit}; refused "
+                                  "(a decompression bomb, or a batch above the broker's limits)")
 
 
 def _unsnappy_raw(data, limit: int) -> bytearray:
