@@ -44,8 +44,9 @@ AUDIT_CONFIG = ConfigDef(
         Key("sample.size", Int(0, 10_000), 20, "missing message ids listed per problem window"),
         Key("producer.failures.are.loss", Bool(), True,
             "judge messages a producer attempted but could not deliver (count_failed, never loaded) as DATA_LOSS"),
-        Key("retention.estimate.slack", Float(0.0, 10.0), 0.1,
-            "a lost range whose count is an estimate (bytes / average size) may explain this fraction more messages"),
+        Key("retention.estimate.slack", Float(0.0, 10.0), 0.0,
+            "deprecated, ignored (a warning when set): a lost range whose count is an estimate explains at most "
+            "that estimate"),
         Key("history.enabled", Bool(), True, "keep each run's rows as a Parquet revision under <destination>/_audit/"),
         Key("report.docs.url", Str(), "",
             "where the HTML report's docs pointer links (e.g. your docs site's audit page); empty: docs/audit.md "

@@ -9,8 +9,10 @@ loaded) and broker offsets ``[earliest, latest)`` fixed when the run starts:
 
 - ``c is None``: start at ``earliest`` (``new.partition.start=earliest``; if
   ``earliest > 0`` the range ``[0, earliest)`` is recorded as lost) or at ``latest``.
-- ``c < earliest``: retention deleted ``[c, earliest)`` before it was loaded: a
-  :class:`~ingest.loader.records.LostRange`; with ``fail.on.data.loss`` the run fails.
+- ``c < earliest``: ``[c, earliest)`` was deleted before it was loaded: one
+  :class:`~ingest.loader.records.LostRange` per part, cause ``retention`` where the
+  broker's deletion records cover it, ``missing_segments`` where none does
+  (:mod:`ingest.loader.lost_ranges`); with ``fail.on.data.loss`` the run fails.
 - ``c > latest``: the broker's log is behind what was committed: the run fails
   (the broker lost data or was replaced); ``--reset-offsets`` resolves it. For a
   replicated partition (``latest`` = its leader's high watermark, which lags for a
@@ -31,7 +33,7 @@ from typing import Callable, Mapping, Sequence
 
 from ingest.client.deleted_segments import DeletedSegment
 from ingest.errors import DataLossError, IngestError
-from ingest.loader.lost_ranges import Probe, retention_loss
+from ingest.loader.lost_ranges import Probe, gap_losses
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,7 @@ class PartitionPlan:
     committed: int | None          # committed offset before this run (None: never loaded)
     start: int                     # where this run starts
     end: int                       # where this run stops (<= latest; < latest when capped)
-    lost: LostRange | None = None
+    lost: tuple[LostRange, ...] = ()  # the gap before ``start``, one range per part (offset order)
     replay: bool = False           # start < committed: replaced files are withdrawn
     tasks: tuple[TaskRange, ...] = ()
 
@@ -132,7 +134,7 @@ class LoadPlan:
 
     @property
     def lost_ranges(self) -> list[LostRange]:
-        return [p.lost for p in self.partitions if p.lost is not None]
+        return [r for p in self.partitions for r in p.lost]
 
     @property
     def total_bytes(self) -> int:
@@ -241,7 +243,7 @@ class StartDecision:
     snapshot: PartitionSnapshot
     committed: int | None          # committed offset before this run (None: never loaded)
     start: int
-    lost: LostRange | None = None
+    lost: tuple[LostRange, ...] = ()
     replay: bool = False
 
 
@@ -251,7 +253,7 @@ def decide_starts(
     probe: Callable[[PartitionSnapshot, int], Probe], new_partition_start: str, run_id: str, now_ms: int,
     deleted_segments: DeletedSegmentsOf = lambda snap, start, end: None,
 ) -> list[StartDecision]:
-    """The start of every partition (by key) and what retention lost before it.
+    """The start of every partition (by key) and what was lost before it.
 
     Raises:
         IngestError: a committed offset is beyond the broker's latest offset.
@@ -261,7 +263,7 @@ def decide_starts(
         prev = committed.get(snap.key)
         c = prev.offset if prev else None
         replay = False
-        lost = None
+        lost: tuple[LostRange, ...] = ()
         if snap.key in resets:
             start = resets[snap.key]
             replay = c is not None and start < c
@@ -274,12 +276,12 @@ def decide_starts(
             else:
                 start = snap.earliest
                 if snap.earliest > 0:
-                    lost = retention_loss(snap.key, 0, snap.earliest, None, None, probe(snap, snap.earliest),
-                                          deleted_segments(snap, 0, snap.earliest), run_id, now_ms)
+                    lost = gap_losses(snap.key, 0, snap.earliest, None, None, probe(snap, snap.earliest),
+                                      deleted_segments(snap, 0, snap.earliest), run_id, now_ms)
         elif c_eff < snap.earliest:
             avg = avg_message_bytes(committed_files(snap.key))
-            lost = retention_loss(snap.key, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest),
-                                  deleted_segments(snap, c_eff, snap.earliest), run_id, now_ms)
+            lost = gap_losses(snap.key, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest),
+                              deleted_segments(snap, c_eff, snap.earliest), run_id, now_ms)
             start = snap.earliest
         elif c_eff > snap.latest and snap.replicated and snap.key not in resets:
             # a new leader's high watermark lags the old one's until its followers fetch again
@@ -303,13 +305,14 @@ def decide_starts(
 
 def check_data_loss(decisions: Sequence[StartDecision]) -> None:
     """Raise :class:`DataLossError` listing every lost range, if any (``fail.on.data.loss``)."""
-    lost_all = [d.lost for d in decisions if d.lost is not None]
+    lost_all = [r for d in decisions for r in d.lost]
     if lost_all:
         raise DataLossError(
-            "retention deleted data before it was loaded:\n  " + "\n  ".join(r.describe() for r in lost_all)
+            "data was deleted from the brokers before it was loaded:\n  " + "\n  ".join(r.describe() for r in lost_all)
             + "\nThe data cannot be recovered from the brokers. To record the loss and continue from the earliest "
-            "retained offsets, rerun with --set fail.on.data.loss=false (the lost ranges go into the run record and "
-            "the audit reports them as RETENTION_LOSS).",
+            "retained offsets, rerun with --set fail.on.data.loss=false (the lost ranges go into the run record; "
+            "the audit reports ranges deleted by retention as RETENTION_LOSS, and missing_segments ranges, which "
+            "the broker's retention did not delete, as DATA_LOSS).",
             lost_ranges=lost_all,
         )
 

@@ -86,7 +86,7 @@ def partition_entries(plan, outcomes: list[TaskOutcome] | None = None) -> list[d
             "committed_before": p.committed, "start_offset": p.start, "end_offset": p.end,
             "earliest_offset": snap.earliest, "latest_offset": snap.latest, "deferred_bytes": p.deferred_bytes,
             "replay": p.replay, "messages": 0, "bytes": p.end - p.start, "files": [], "quarantined": 0,
-            "lost_ranges": [p.lost.to_json()] if p.lost else [], "errors": [], "tasks": len(p.tasks),
+            "lost_ranges": [r.to_json() for r in p.lost], "errors": [], "tasks": len(p.tasks),
             "duration_ms": 0,
         }
     for outcome in outcomes or ():

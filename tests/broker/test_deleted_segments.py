@@ -15,7 +15,7 @@ from ingest.broker.message import CODEC_GZIP
 from ingest.broker.message_set import encode_message_set
 from ingest.broker.protocol_mirror import DeletionRecord
 from ingest.broker.segment import parse_segment_name
-from ingest.client.deleted_segments import DeletedSegment, SegmentTally, gap_message_count
+from ingest.client.deleted_segments import DeletedSegment, SegmentTally, gap_message_count, split_gap
 from ingest.client.simple_consumer import SimpleConsumer
 from tests.harness.brokers import BrokerStartError, RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until
@@ -59,6 +59,21 @@ def test_gaps_the_records_do_not_cover_exactly_are_not_counted():
 def test_duplicate_records_of_one_start_are_collapsed():
     again = DeletedSegment(1000, 1800, 20, 800, 99)
     assert gap_message_count([A, B, again, C, A], 0, 3000, None) == (90, True)
+
+
+def test_a_gap_is_retention_only_where_the_records_cover_it():
+    R, M = "retention", "missing_segments"
+    parts = lambda deleted, start, end, tally=None: [  # noqa: E731
+        (p.start, p.end, p.cause, p.messages) for p in split_gap(deleted, start, end, tally)]
+    assert parts([A, B, C], 400, 3000, SegmentTally(0, 12)) == [(400, 3000, R, 78)]
+    assert parts([A, C], 400, 3000, SegmentTally(0, 12)) == [(400, 1000, R, 18), (1000, 1800, M, None),
+                                                             (1800, 3000, R, 40)]
+    assert parts([B], 0, 3000) == [(0, 1000, M, None), (1000, 1800, R, 20), (1800, 3000, M, None)]
+    assert parts([], 0, 3000) == parts(None, 0, 3000) == [(0, 3000, M, None)]  # none, or the broker could not say
+    assert parts([A, B, C], 0, 2500) == [(0, 2500, R, None)]     # covered, but the count stops inside C
+    overlapping = DeletedSegment(500, 1300, 25, 800, 4)          # e.g. records of another replica's segments
+    assert parts([A, overlapping], 0, 1300) == [(0, 1300, R, None)]
+    assert parts([A], 3000, 3000) == []
 
 
 def test_deleted_segment_json_round_trip_and_broker_lines():

@@ -68,6 +68,7 @@ def test_retention_gap_fails_or_is_recorded():
     (lost,) = plan.lost_ranges
     assert (lost.start_offset, lost.end_offset, lost.estimated_messages, lost.after_time_ms, lost.before_time_ms,
             lost.detected_at_ms, lost.run_id) == (200, 600, 4, 111, 222, 5, "r")
+    assert lost.cause == "missing_segments"  # no deletion records were asked for: not known to be retention
     assert plan.partitions[0].start == 600
 
 
