@@ -15,7 +15,8 @@ background verifier, docs/log-format.md) is overwritten with the leader's bytes 
 offsets once the follower has caught up, and checked again (every 30 s while any is left).
 
 A fetch that lands below the leader's log start (retention, or a new empty replica) resets
-the follower's log to start at the leader's log start. A fetch the leader refuses because
+the follower's log to start at the leader's log start, after copying the leader's records of
+the segments its retention deleted below it (:func:`ingest.broker.deletion_log.adopt_deletions`). A fetch the leader refuses because
 the epochs differ waits for the replica manager, which replaces this fetcher when the
 partition's state changes.
 
@@ -29,7 +30,9 @@ import threading
 import time
 
 from ingest.broker import protocol as p
+from ingest.broker.deletion_log import adopt_deletions
 from ingest.broker.message_set import message_bounds, valid_prefix
+from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
 from ingest.client.connection import BrokerConnection
 from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError
 
@@ -181,6 +184,7 @@ class ReplicaFetcher(threading.Thread):
         if resp.log_start > pos:
             log.warning("%s: offset %d is below the leader's log start %d; restarting the local log there",
                         self.part, pos, resp.log_start)
+            self._adopt_leader_deletions(resp.log_start)
             lg.reset_to(resp.log_start)
             self.part.truncated(resp.log_start)
             return resp.log_start
@@ -196,9 +200,28 @@ class ReplicaFetcher(threading.Thread):
                     self.part, pos, self.leader_id)
         start = max(lg.start_offset, resp.log_start)
         if start > lg.start_offset:
+            self._adopt_leader_deletions(start)
             lg.reset_to(start)
         self.part.truncated(start)
         return start
+
+
+    def _adopt_leader_deletions(self, upto: int) -> None:
+        """Before the local log restarts at ``upto`` (the leader's log start): keep the leader's records of
+        the segments its retention deleted from the local start up to there (DELETED_SEGMENTS)."""
+        part, lg = self.part, self.part.log
+        req = DeletedSegmentsRequest(part.topic, part.partition, lg.start_offset, upto)
+        try:
+            resp = self._conn.request(req.encode(), DeletedSegmentsResponse)
+            failed = None if resp.error == ErrorCode.NONE else f"error code {resp.error}"
+        except IngestError as exc:
+            failed = str(exc)
+        if failed:
+            log.warning("%s: the leader's deletion records below %d could not be read (%s): a reader that asks "
+                        "this replica will see that range as missing segments, not retention", part, upto, failed)
+            return
+        n = adopt_deletions(lg.directory, resp.records, leader=self.leader_id, log_name=lg.name)
+        log.info("%s: kept %d of the leader's deletion record(s) below %d", part, n, upto)
 
 
 def _read_upto(lg, offset: int, n: int) -> bytes:
