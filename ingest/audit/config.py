@@ -25,7 +25,8 @@ AUDIT_CONFIG = ConfigDef(
         Key("mirror.monitoring.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_MONITORING_TOPIC,
             "topic the mirror publishes its tier counts to (source read, target acked; never audited itself)"),
         Key("mirror.lost.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_LOST_TOPIC,
-            "topic of the mirror's lost ranges (source retention before mirroring; never audited itself)"),
+            "topic of the mirror's lost ranges (source data gone before mirroring: retention or missing segments; never "
+            "audited itself)"),
         Key("registry.url", Str(), "",
             "schema registry URL (informational: the audit reads decoded files and needs no schema lookups)"),
         Key("threshold", Float(0.0, 1.0), 0.999,
