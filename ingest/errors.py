@@ -270,14 +270,17 @@ class CorruptRangeError(LogCorruptionError):
     broker recorded them as damaged (docs/log-format.md, "Damaged ranges"). On
     the wire the FETCH answer's body is ``next_offset:int64`` (docs/protocol.md).
     ``start_offset`` is -1 when unknown (a client knows only where it fetched).
+    ``messages`` is how many messages the range held, -1 when the broker cannot
+    count them exactly (docs/log-format.md, "Damaged ranges").
     """
 
     code = ErrorCode.CORRUPT_RANGE
 
-    def __init__(self, message: str, *, start_offset: int = -1, next_offset: int = -1) -> None:
+    def __init__(self, message: str, *, start_offset: int = -1, next_offset: int = -1, messages: int = -1) -> None:
         super().__init__(message)
         self.start_offset = start_offset
         self.next_offset = next_offset
+        self.messages = messages
 
 
 # --- client side ---------------------------------------------------------------

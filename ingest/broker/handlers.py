@@ -332,7 +332,7 @@ class BrokerHandlers:
         except CorruptRangeError as exc:
             log.warning("client %s: FETCH %s-%d@%d in a damaged range: answered CORRUPT_RANGE, next offset %d",
                         client, f.topic, f.partition, f.offset, exc.next_offset)
-            return Reply([p.FetchResponse.corrupt_range(exc.next_offset).encode()])
+            return Reply([p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).encode()])
         parts: list = [p.FetchResponse.header(ErrorCode.NONE, length)]
         if region is not None:
             parts.append(region)
@@ -351,7 +351,7 @@ class BrokerHandlers:
                 except CorruptRangeError as exc:
                     log.warning("client %s: MULTIFETCH part %s-%d@%d in a damaged range: answered CORRUPT_RANGE, "
                                 "next offset %d", client, f.topic, f.partition, f.offset, exc.next_offset)
-                    body = p.FetchResponse.corrupt_range(exc.next_offset).message_set
+                    body = p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).message_set
                     length, region, code = len(body), None, exc.code
                 except IngestError as exc:
                     self.refusals.warning(client, f"MULTIFETCH part {exc.code.name}",

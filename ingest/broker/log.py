@@ -160,9 +160,17 @@ class Log(ReplicaLogOps):
         if dropped:
             log.warning("log %s: recovery dropped %d bytes from the newest segment", self.name, dropped)
         for a, b in zip(segments, segments[1:]):
-            if a.end_offset != b.base_offset:
-                log.error("log %s: segment %s ends at %d but the next starts at %d; reads across the gap fail",
-                          self.name, a.path.name, a.end_offset, b.base_offset)
+            if a.end_offset < b.base_offset:
+                # a sealed segment cut short: its valid messages are served, the missing bytes are a
+                # damaged range whose next valid offset is the next segment's base
+                log.error("log %s: segment %s ends at %d but the next starts at %d: %d bytes are missing; "
+                          "they are recorded as a damaged range when the segment is verified, and fetches "
+                          "there answer CORRUPT_RANGE with next offset %d", self.name, a.path.name,
+                          a.end_offset, b.base_offset, b.base_offset - a.end_offset, b.base_offset)
+                a.note_gap(b.base_offset - a.base_offset)
+            elif a.end_offset > b.base_offset:
+                log.error("log %s: segment %s ends at %d but the next starts at %d: they overlap; reads past "
+                          "%d in it fail", self.name, a.path.name, a.end_offset, b.base_offset, b.base_offset)
         return segments
 
     # --- state ------------------------------------------------------------------

@@ -53,7 +53,7 @@ from ingest.broker.message_set import scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_damage import Damage, damaged_path, load_damaged, save_damaged
 from ingest.broker.segment_index import delete_index, load_index, save_index
-from ingest.broker.segment_scan import UNLIMITED_SIZE, scan_segment
+from ingest.broker.segment_scan import UNLIMITED_SIZE, damaged_messages, scan_segment
 from ingest.clock import Clock
 from ingest.errors import CorruptRangeError, DiskFullError, OffsetOutOfRangeError, StorageError
 
@@ -93,6 +93,9 @@ class Segment:
         self.damaged: list[Damage] = []
         """Damaged ranges (file positions, sorted), from the last validating scan or a read-time check."""
         self._known_damage: set[tuple[int, int]] = set()  # recorded in the sidecar: logged at ERROR before
+        self.extent: int | None = None
+        """File position where the next segment starts, when that lies past this file's end (a sealed
+        segment cut short: :meth:`note_gap`); None otherwise."""
         self.created_ms = clock.time_ms()
         self.last_modified_ms = mtime_ms
         self._file = FileHandle(path, fd)
@@ -154,6 +157,14 @@ class Segment:
                   max_message_size=max_message_size)
         seg._known_damage = {(d.start, d.end) for d in load_damaged(path, base_offset)}
         return seg
+
+    def note_gap(self, extent: int) -> None:
+        """The next segment starts at file position ``extent``, past this file's end: the bytes
+        in between are lost. The next validating scan records ``[last valid message, extent)``
+        as one damaged range, so reads there answer CORRUPT_RANGE with the next segment's base
+        as the next valid offset; the saved index is not trusted (the file changed after it)."""
+        self.extent = extent
+        self.indexed = self.verified = False
 
     @property
     def corrupt_at(self) -> int | None:
@@ -230,6 +241,7 @@ class Segment:
         """After :meth:`truncate_to` of a replica's log: this segment becomes the active one again,
         so its saved index and the damaged ranges past its new end are dropped."""
         delete_index(self.path)
+        self.extent = None
         kept = [d for d in self.damaged if d.end <= self.size]
         if len(kept) != len(self.damaged):
             self.damaged = kept
@@ -361,7 +373,8 @@ class Segment:
 
         Damaged ranges are recorded and logged at ERROR (see the module
         docstring); a sealed segment is never truncated, so damage reaching
-        the end of the file is a damaged range too.
+        the end of the file is a damaged range too, and so are the bytes
+        missing up to the next segment (:meth:`note_gap`).
         """
         with self._index_lock:
             if not self.verified:
@@ -370,8 +383,18 @@ class Segment:
                     r = scan_segment(fd, self.size, index, self._interval, self.base_offset,
                                      self._max_message_size)
                 damaged = list(r.damaged)
-                if r.end < self.size:
-                    damaged.append(Damage(r.end, self.size, r.tail_error or "damaged"))
+                end = max(self.size, self.extent or 0)
+                if r.end < end:
+                    if r.end < self.size:
+                        why = r.tail_error or "damaged"
+                    else:
+                        why = f"the file ends at offset {self.end_offset}, before the next segment"
+                    if end > self.size:
+                        why += (f"; {end - self.size} bytes missing up to the next segment at offset "
+                                f"{self.base_offset + end}")
+                    with self._pinned() as fd:
+                        count = damaged_messages(fd, r.end, end, self.size)
+                    damaged.append(Damage(r.end, end, why, count))
                 self._record_damage(damaged)
                 self.index = index
                 self.indexed = self.verified = True
@@ -410,16 +433,22 @@ class Segment:
         Raises:
             CorruptRangeError: ``pos`` lies in a damaged range.
         """
+        self._check_damage(pos)
+        for d in self.damaged:
+            if d.start > pos:
+                return min(limit, d.start) - pos
+        return limit - pos
+
+    def _check_damage(self, pos: int) -> None:
+        """Raise CorruptRangeError when file position ``pos`` lies in a damaged range."""
         for d in self.damaged:
             if d.start <= pos < d.end:
                 raise CorruptRangeError(
                     f"offset {self.base_offset + pos} lies in damaged range {self.base_offset + d.start}.."
                     f"{self.base_offset + d.end} of segment {self.path.name} ({d.reason}); the next valid "
                     f"offset is {self.base_offset + d.end}; 'ingest log dump {self.path}' shows it",
-                    start_offset=self.base_offset + d.start, next_offset=self.base_offset + d.end)
-            if d.start > pos:
-                return min(limit, d.start) - pos
-        return limit - pos
+                    start_offset=self.base_offset + d.start, next_offset=self.base_offset + d.end,
+                    messages=d.messages)
 
     def check_boundary(self, pos: int, visible: int) -> int:
         """Check that file position ``pos`` starts a message; return bytes readable from it.
@@ -429,6 +458,8 @@ class Segment:
             CorruptRangeError: ``pos`` lies in a damaged range of this segment.
         """
         self.ensure_index()
+        if pos >= 0:
+            self._check_damage(pos)  # a damaged range may run past the file's end (note_gap)
         if pos > visible or pos < 0:
             raise OffsetOutOfRangeError(f"offset {self.base_offset + pos} is past the end of segment {self.path.name}")
         if pos == visible:

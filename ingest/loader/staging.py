@@ -49,7 +49,8 @@ class _Bucket:
 @dataclass(slots=True)
 class Staged:
     """What :func:`stage_messages` leaves: open data files per (hour index, schema id), the
-    quarantined messages, the damaged ranges skipped (``[start, end, time before, time after]``)
+    quarantined messages, the damaged ranges skipped (``[start, end, time before, time after,
+    messages]``, messages -1 when the broker could not count them)
     and the counters. ``stage_dir`` is this attempt's own directory."""
 
     stage_dir: str
@@ -247,7 +248,7 @@ def stage_messages(items: Iterable, task: TaskRange, settings, storage: Storage,
                 staged.corrupt_offsets.append(item.offset)
                 staged.quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))
             elif cls is Damaged:
-                stager.waiting.append([item.offset, item.next_offset, staged.last_time_ms, None])
+                stager.waiting.append([item.offset, item.next_offset, staged.last_time_ms, None, item.messages])
                 staged.damaged.append(stager.waiting[-1])
             else:
                 stager.one(item)
