@@ -7,6 +7,8 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /brokers/topics/[topic]  (replicated topic)              -> {"version":1,"partitions":{"0":[1,2,3],...}}
     /brokers/topics/[topic]/partitions/[p]/state             -> {"controller_epoch":E,"leader":L,
                                                                  "leader_epoch":N,"isr":[...],"version":1}
+    /brokers/topics/[topic]/partitions/[p]/stalled/[broker]  -> {"offset":O,"leader":L,"reason":...,
+                                                                 "version":1,...}     ephemeral
     /controller                                              -> {"version":1,"brokerid":B,"timestamp":ms} ephemeral
     /controller_epoch                                        -> "<epoch>"                 persistent
     /admin/preferred_replica_election                        -> {"version":1,"partitions":[{"topic":T,
@@ -130,6 +132,32 @@ def partitions_dir(topic: str) -> str:
 def partition_state_path(topic: str, partition: int) -> str:
     """``/brokers/topics/[topic]/partitions/[p]/state``: leader, leader epoch, in-sync set."""
     return f"{partitions_dir(topic)}/{partition}/state"
+
+
+def replica_stalls_dir(topic: str, partition: int) -> str:
+    """``/brokers/topics/[topic]/partitions/[p]/stalled``: one ephemeral child per follower that
+    cannot copy past a range of the leader's log (ingest.broker.replica_stalls)."""
+    return f"{partitions_dir(topic)}/{partition}/stalled"
+
+
+def replica_stall_path(topic: str, partition: int, broker_id: int) -> str:
+    """``.../partitions/[p]/stalled/[broker_id]``: that follower's stall (ephemeral, its own session)."""
+    return f"{replica_stalls_dir(topic, partition)}/{broker_id}"
+
+
+def replica_stall_value(stall: dict) -> bytes:
+    """The data of a stall node: the stall's JSON object (``offset``, ``leader``, ``reason``, ...)."""
+    return json.dumps({"version": 1, **stall}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_replica_stall(data: bytes) -> dict:
+    """A stall node's object (without ``version``). Raises ValueError on anything else."""
+    try:
+        obj = json.loads(data.decode("utf-8"))
+        obj.pop("version")
+        return {**obj, "offset": int(obj["offset"]), "leader": int(obj["leader"])}
+    except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a replica stall: {data[:200]!r}") from exc
 
 
 def assignment_value(assignment: dict[int, list[int]]) -> bytes:

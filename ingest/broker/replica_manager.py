@@ -14,7 +14,13 @@ Its other threads:
   and the state node is rewritten with a conditional (versioned) write; a refused write
   (another writer, a lost session, no ZooKeeper) leaves the set as it was;
 - the high-watermark checkpointer (:mod:`ingest.broker.hw_checkpoint`), every
-  ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown.
+  ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown;
+- the leader's repair of damaged ranges from in-sync followers (:mod:`ingest.broker.leader_repair`),
+  asked for by the request handlers and when an in-sync set grows.
+
+Followers that cannot copy past their leader's damaged bytes report it on the
+:class:`~ingest.broker.replica_stalls.StallBoard`; the in-sync-set thread publishes it in
+ZooKeeper after its writes (``ingest topics describe`` shows it).
 
 Stale decisions: every state change of a controller is written in a ZooKeeper transaction
 that also checks the controller epoch, so a deposed controller's writes fail in ZooKeeper;
@@ -34,8 +40,10 @@ from ingest import znodes
 from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
+from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.broker.replica_fetcher import ReplicaFetcher
+from ingest.broker.replica_stalls import StallBoard
 from ingest.errors import IngestError, LeaderNotAvailableError, NotLeaderForPartitionError, WrongPartitionError
 
 log = logging.getLogger(__name__)
@@ -71,6 +79,10 @@ class ReplicaManager:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self.stalls = StallBoard(broker_id, on_change=self._isr_wanted.set)
+        self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), lambda: dict(self.view.brokers),
+                                   timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
+                                   max_bytes=config["replica.fetch.max.bytes"])
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -80,6 +92,7 @@ class ReplicaManager:
             t = threading.Thread(target=target, name=f"{name}-{self.broker_id}", daemon=True)
             t.start()
             self._threads.append(t)
+        self.repair.start()
         self.view.on_topic(lambda topic, assignment: self._enqueue_topic(topic, assignment))
         self.view.on_state(lambda topic, p, _state: self._work.put((topic, p)))
         self.view.on_brokers(lambda _brokers: self._work.put("brokers"))
@@ -94,6 +107,7 @@ class ReplicaManager:
         self._isr_wanted.set()
         for f in list(self.fetchers.values()):
             f.stop()
+        self.repair.stop()
         self.purgatory.close()
         for t in self._threads:
             t.join(10)
@@ -167,7 +181,8 @@ class ReplicaManager:
             f = ReplicaFetcher(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
-                               socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0)
+                               socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
+                               on_stall=self.stalls.report)
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:
@@ -223,6 +238,10 @@ class ReplicaManager:
     def wants_isr_check(self) -> None:
         self._isr_wanted.set()
 
+    def request_repair(self, key: tuple[str, int]) -> None:
+        """Ask the repair thread to look at ``key``'s damaged ranges (never blocks: network threads call it)."""
+        self.repair.request(key)
+
     def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
         """Write a replicated topic's assignment (a produce auto-created it); the controller then
         elects its leaders. Never raises for a topic created meanwhile by someone else."""
@@ -256,6 +275,10 @@ class ReplicaManager:
                         self._write_isr(part)
                     except Exception:  # noqa: BLE001
                         log.exception("%s: in-sync set update failed", part)
+            try:
+                self.stalls.publish(self.client)
+            except Exception:  # noqa: BLE001 - the in-sync sets matter more than this report
+                log.exception("publishing the stalled replicas failed")
 
     def _write_isr(self, part: ReplicatedPartition) -> None:
         change = part.isr_change(self.lag_ms)
@@ -282,7 +305,10 @@ class ReplicaManager:
             log.warning("%s: cannot write the in-sync set %s to ZooKeeper (%s); keeping %s", part,
                         list(new_isr), exc, list(part.isr))
             return
+        joined = set(new_isr) - set(part.isr)
         part.isr_written(new_isr, epoch, stat.version)
+        if joined and part.log.damaged_ranges():
+            self.repair.request(part.key)   # a replica joined: it may hold good bytes for our damage
 
     # --- high watermarks ---------------------------------------------------------------------------
 

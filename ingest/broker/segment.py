@@ -48,12 +48,12 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
-from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD_V0
+from ingest.broker.message import HEADER_SIZE, LENGTH, LENGTH_SIZE, MIN_MESSAGE_SIZE, OVERHEAD_V0
 from ingest.broker.message_set import scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_damage import Damage, damaged_path, load_damaged, save_damaged
 from ingest.broker.segment_index import delete_index, load_index, save_index
-from ingest.broker.segment_scan import UNLIMITED_SIZE, damaged_messages, scan_segment
+from ingest.broker.segment_scan import UNLIMITED_SIZE, damaged_messages, next_valid, scan_segment
 from ingest.clock import Clock
 from ingest.errors import CorruptRangeError, DiskFullError, OffsetOutOfRangeError, StorageError
 
@@ -252,14 +252,24 @@ class Segment:
 
     def repair(self, pos: int, data: bytes) -> bool:
         """Overwrite damaged bytes at file position ``pos`` with a healthy replica's copy of them
-        (the same offsets hold the same bytes on every replica), fsync, and validate the segment
-        again. True when no damaged range is left. Raises OSError."""
+        (the same offsets hold the same bytes on every replica; the caller checked that ``data`` is
+        whole valid messages), fsync, read them back, and drop the damaged ranges they cover. Only
+        the rewritten bytes are checked again: a sealed segment is not rescanned under the log's
+        lock. True when no damaged range is left. Raises OSError."""
+        end = pos + len(data)
         with self._index_lock:
             with self._pinned() as fd:
                 os.pwrite(fd, data, pos)
                 os.fsync(fd)
-            self.verified = False
-        return self.verify()
+                landed = os.pread(fd, len(data), pos)
+            if landed != data or scan(landed).end != len(data):
+                raise OSError(errno.EIO, f"the repaired bytes at {self.base_offset + pos} did not read back")
+            kept = [d for d in self.damaged if not (pos <= d.start and d.end <= end)]
+            if len(kept) != len(self.damaged):
+                self.damaged = kept
+                save_damaged(self.path, self.base_offset, kept, self._clock.time_ms())
+                self._known_damage = {(d.start, d.end) for d in kept}
+            return not self.damaged
 
     def seal(self) -> None:
         """Save the index of a segment that will not grow any more (after roll)."""
@@ -401,6 +411,59 @@ class Segment:
                 if save:
                     self.seal()
             return not self.damaged
+
+    def check_first(self, pos: int, length: int, limit: int) -> int:
+        """CRC-check the first message at ``pos`` before serving ``length`` bytes from it (a
+        follower's fetch from a verified segment), so that bytes damaged after the segment was
+        verified are found where a follower stops: it appends the valid messages a fetch
+        returns and asks again at the first one that fails, which is then the first message
+        of its next fetch. One message per fetch (the follower grows its fetch for a message
+        larger than it); cost: one ``pread`` and one CRC.
+
+        Returns ``length``.
+
+        Raises:
+            CorruptRangeError: the message at ``pos`` fails validation; its damaged range is
+                recorded first (:meth:`mark_damaged`).
+        """
+        with self._pinned() as fd:
+            head = os.pread(fd, min(length, HEADER_SIZE), pos)
+            if len(head) < LENGTH_SIZE:
+                return length
+            n = LENGTH_SIZE + LENGTH.unpack_from(head)[0]
+            data = head  # a length that cannot be right (too small, or past the end) fails the header's scan
+            if MIN_MESSAGE_SIZE <= n <= limit - pos:
+                if n > length:
+                    return length  # cut by the fetch size: the follower asks again for the whole message
+                data = os.pread(fd, n, pos)
+        r = scan(data, origin=self.base_offset + pos)
+        if r.error is None and r.end == n:
+            return length
+        self.mark_damaged(pos, r.error or "message runs past the segment's end")
+        self._check_damage(pos)
+        return length
+
+    def mark_damaged(self, pos: int, reason: str) -> None:
+        """Record the damaged range starting at file position ``pos`` (the message there failed
+        validation after the segment was verified: bytes changed on disk): up to the next valid
+        message (:func:`~ingest.broker.segment_scan.next_valid`), or the end of the file. It is
+        logged at ERROR once, saved in the sidecar, and its next valid offset indexed, as for
+        damage a full scan finds; the rest of the segment is not scanned again (a sealed segment
+        may be 1 GB, and this runs on a network thread)."""
+        with self._index_lock:
+            if any(d.start <= pos < d.end for d in self.damaged):
+                return
+            size = self.size
+            with self._pinned() as fd:
+                nxt = next_valid(fd, pos, size, self._max_message_size)
+                end = max(size, self.extent or 0) if nxt is None else nxt
+                count = damaged_messages(fd, pos, end, size)
+            if nxt is not None:
+                i = bisect_right(self.index, nxt)
+                if i == 0 or self.index[i - 1] != nxt:
+                    self.index.insert(i, nxt)
+            why = f"{reason}; found while serving a replica, the bytes changed on disk after the segment was verified"
+            self._record_damage(self.damaged + [Damage(pos, end, why, count)])
 
     def validate_range(self, pos: int, length: int, limit: int) -> int:
         """CRC-check ``length`` bytes at ``pos`` of a not yet verified segment before serving them.
