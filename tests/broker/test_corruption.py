@@ -313,3 +313,10 @@ def test_a_short_middle_segment_strands_nothing_after_it(tmp_path, cut, lost_sta
                 b.restart()
     finally:
         b.stop()
+
+
+def test_a_corrupt_range_answer_names_the_range_and_an_older_brokers_short_body_still_reads():
+    new = p.FetchResponse.decode(p.FetchResponse.corrupt_range(1300, 1200, 1).encode()[4:])
+    assert (new.error, new.damaged_range(), new.next_valid_offset) == (ErrorCode.CORRUPT_RANGE, (1300, 1200, 1), 1300)
+    old = p.FetchResponse(ErrorCode.CORRUPT_RANGE, (1300).to_bytes(8, "big"))  # next_offset alone
+    assert old.damaged_range() == (1300, -1, -1)
