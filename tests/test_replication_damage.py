@@ -41,11 +41,12 @@ def _fetches(url: str) -> float:
     return value(scrape(url), "ingest_broker_requests_total", type="REPLICA_FETCH") or 0.0
 
 
-def _describe(zk_connect: str) -> dict:
+def _describe(zk_connect: str, *, text: bool = False) -> dict | str:
     out = subprocess.run([sys.executable, "-m", "ingest.cli", "topics", "describe", "--zookeeper", zk_connect,
-                          "--topic", TOPIC, "--json"], cwd=REPO, capture_output=True, text=True, timeout=90)
+                          "--topic", TOPIC, *(() if text else ("--json",))], cwd=REPO, capture_output=True,
+                         text=True, timeout=90)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.splitlines()[0])
+    return out.stdout if text else json.loads(out.stdout.splitlines()[0])
 
 
 def test_a_replacement_replica_backs_off_on_a_leaders_damaged_bytes_and_catches_up_after_the_repair(
@@ -94,6 +95,8 @@ def test_a_replacement_replica_backs_off_on_a_leaders_damaged_bytes_and_catches_
     stalled = rec["stalled_replicas"]
     assert [(s["broker"], s["offset"], s["damaged_start"], s["leader"]) for s in stalled] == [(1, victim, victim, 0)]
     assert "damaged" in stalled[0]["reason"]
+    assert f"{TOPIC}-0: replica 1 stalled at offset {victim}: the leader's bytes there are damaged (leader 0, " \
+           f"range {victim}..{stalled[0]['damaged_end']})" in _describe(zk_connect, text=True)
     warned = [line for line in replacement.output().splitlines() if "WARNING" in line and f"{victim}" in line
               and "damaged" in line]
     assert len(warned) == 1, warned

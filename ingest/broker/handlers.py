@@ -310,7 +310,11 @@ class BrokerHandlers:
             raise OffsetOutOfRangeError(f"offset {f.offset} of {f.topic}-{f.partition} is negative")
         rp = self._replica(f.topic, f.partition)
         if rp is not None:
-            slc = rp.log.read(f.offset, f.max_size, limit=rp.read_limit())
+            try:
+                slc = rp.log.read(f.offset, f.max_size, limit=rp.read_limit())
+            except CorruptRangeError:
+                self.replicas.request_repair(rp.key)  # an in-sync follower may have good bytes (no wait here)
+                raise
         else:
             log_ = self._log_for_read(f.topic, f.partition)
             if log_ is None:
