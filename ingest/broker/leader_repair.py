@@ -35,6 +35,7 @@ from typing import Callable
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import valid_prefix
+from ingest.broker.partition import Role
 from ingest.client.connection import BrokerConnection
 from ingest.errors import ErrorCode, IngestError, OffsetOutOfRangeError, error_name
 
@@ -117,7 +118,7 @@ class LeaderRepair:
                     log.exception("%s: repairing damaged ranges failed", part)
 
     def _repair(self, part) -> None:
-        if part.role.name != "LEADER" or not part.log.damaged_ranges():
+        if part.role is not Role.LEADER or not part.log.damaged_ranges():
             return
         self._last_try[part.key] = time.monotonic()
         with part.lock:

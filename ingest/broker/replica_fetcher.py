@@ -119,7 +119,11 @@ class ReplicaFetcher(threading.Thread):
                 return
             try:
                 if resp.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    pos = self._out_of_range(pos, resp)
+                    moved = self._out_of_range(pos, resp)
+                    if moved == pos:   # a leader that refuses the very offset it pointed us to: never spin
+                        self._halt.wait(backoff)
+                        backoff = min(MAX_BACKOFF_S, backoff * 2)
+                    pos = moved
                     continue
                 if resp.error == ErrorCode.CORRUPT_RANGE:
                     self._stalled(pos, *_damaged_range(resp), "the leader's bytes there are damaged")

@@ -67,6 +67,7 @@ class StallBoard:
         self._stalls: dict[Key, Stall] = {}
         self._published: dict[Key, Stall] = {}
         self._session: object = None
+        self._failing = False   # the last publish failed: its WARNING is written, repeats go to DEBUG
 
     def report(self, key: Key, stall: Stall | None) -> None:
         """Set (or, with None, clear) partition ``key``'s stall."""
@@ -98,9 +99,11 @@ class StallBoard:
             try:
                 self._write(client, key, stall)
             except (KazooException, KazooTimeoutError) as exc:
-                log.warning("cannot publish the replica state of %s-%d in ZooKeeper (%s); tried again on the "
-                            "next pass", *key, exc)
+                log.log(logging.DEBUG if self._failing else logging.WARNING, "cannot publish the replica state "
+                        "of %s-%d in ZooKeeper (%s); tried again on each pass", *key, exc)
+                self._failing = True
                 return
+            self._failing = False
             if stall is None:
                 self._published.pop(key, None)
             else:
