@@ -144,9 +144,14 @@ def legacy_partitions_dir(topic: str) -> str:
     return f"{topic_dir(topic)}/{LEGACY_PARTITIONS}"
 
 
+def legacy_partition_dir(topic: str, partition: int | str) -> str:
+    """``/brokers/topics/[topic]/partitions/[p]``: the directory of one moved state, removed after."""
+    return f"{legacy_partitions_dir(topic)}/{partition}"
+
+
 def legacy_partition_state_path(topic: str, partition: int) -> str:
     """``/brokers/topics/[topic]/partitions/[p]/state``: a state an earlier version wrote, to be moved."""
-    return f"{legacy_partitions_dir(topic)}/{partition}/state"
+    return f"{legacy_partition_dir(topic, partition)}/state"
 
 
 def assignment_value(assignment: dict[int, list[int]]) -> bytes:

@@ -215,7 +215,7 @@ class Controller:
         old_dir = znodes.legacy_partitions_dir(topic)
         try:
             for child in c.retry(c.get_children, old_dir):
-                c.retry(c.delete, f"{old_dir}/{child}")   # refused (NotEmptyError) while a state is left
+                c.retry(c.delete, znodes.legacy_partition_dir(topic, child))   # NotEmptyError while a state is left
             c.retry(c.delete, old_dir)
             log.info("topic %s: removed %s (its states moved)", topic, old_dir)
         except NoNodeError:
