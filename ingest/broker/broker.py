@@ -15,6 +15,7 @@ import threading
 from ingest.broker.handlers import BrokerHandlers
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
+from ingest.broker.server_config import check_replication_keys
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
 from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher
@@ -67,6 +68,7 @@ class BrokerServer:
         cfg = self.config
         if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
             raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
+        check_replication_keys(cfg)
         self.log_manager = LogManager(cfg, self.clock)
         registry = self._start_metrics() if metrics_enabled(cfg) else None
         try:

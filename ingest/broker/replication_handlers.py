@@ -19,7 +19,8 @@ from ingest.broker.delayed import DelayedOp
 from ingest.broker.partition import Role
 from ingest.broker.reply import FileRegion, Reply
 from ingest.errors import (CorruptRangeError, ErrorCode, IngestError, InvalidRequiredAcksError,
-                           LeaderNotAvailableError, NotLeaderForPartitionError, StaleLeaderEpochError)
+                           LeaderNotAvailableError, NotLeaderForPartitionError, StaleLeaderEpochError,
+                           TopicCreationRefusedError)
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,13 @@ class ReplicationHandlers:
         rf = cfg.get("default.replication.factor", 1)
         if rf <= 1 or not cfg.get("auto.create.topics.enable", True) or self.h.logs.has_topic(topic):
             return False
+        live = len(self.replicas.view.brokers)
+        if 0 < live < rf and live < self.replicas.min_isr:
+            # the factor is capped by the live brokers and stays so: acks=-1 could never succeed on it
+            raise TopicCreationRefusedError(
+                f"cannot auto-create topic {topic!r}: with {live} live broker(s) it would get replication factor "
+                f"{live} (default.replication.factor={rf}), below min.insync.replicas={self.replicas.min_isr}, so "
+                "every acks=-1 write would be refused; start more brokers or create it with `ingest topics create`")
         self.replicas.create_topic(topic, cfg["num.partitions"], rf)
         raise LeaderNotAvailableError(
             f"topic {topic!r} was just created with replication factor {rf}; its leaders are being elected, retry")
