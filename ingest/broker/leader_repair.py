@@ -33,11 +33,10 @@ import threading
 import time
 from typing import Callable
 
-from ingest.broker import protocol as p
-from ingest.broker.message_set import valid_prefix
 from ingest.broker.partition import Role
+from ingest.broker.repair_read import read_range
 from ingest.client.connection import BrokerConnection
-from ingest.errors import ErrorCode, IngestError, OffsetOutOfRangeError, error_name
+from ingest.errors import IngestError, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
 
@@ -172,23 +171,7 @@ class LeaderRepair:
         if addr is None:
             return None, "not registered"
         conn = BrokerConnection(addr[0], addr[1], broker_id=replica, timeout_s=self._timeout_s)
-        out = bytearray()
         try:
-            while start + len(out) < end:   # the replica's segments may end elsewhere than ours
-                off = start + len(out)
-                req = p.ReplicaFetchRequest(-1, epoch, 0, p.FetchRequest(part.topic, part.partition, off,
-                                                                          min(end - off, self._max_bytes)))
-                resp = conn.request(req.encode(), p.ReplicaFetchResponse)
-                if resp.error != ErrorCode.NONE:
-                    return None, f"answered {error_name(resp.error)} at {off}"
-                if not resp.message_set:
-                    return None, f"has nothing at {off} (its high watermark is {resp.high_watermark})"
-                out += resp.message_set[:end - off]
-        except IngestError as exc:
-            return None, str(exc)
+            return read_range(conn, part.topic, part.partition, epoch, start, end, self._max_bytes)
         finally:
             conn.close()
-        data = bytes(out)
-        if valid_prefix(data) != len(data):
-            return None, "its bytes are not whole valid messages ending at the range's end"
-        return data, ""

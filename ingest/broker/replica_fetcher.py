@@ -41,6 +41,7 @@ from typing import Callable
 
 from ingest.broker import protocol as p
 from ingest.broker.message_set import message_bounds, scan, valid_prefix
+from ingest.broker.repair_read import read_range
 from ingest.broker.replica_stalls import Stall
 from ingest.client.connection import BrokerConnection
 from ingest.clock import SYSTEM_CLOCK, Clock
@@ -219,20 +220,15 @@ class ReplicaFetcher(threading.Thread):
         for start, end in lg.damaged_ranges():
             if self._halt.is_set():
                 return
-            need = end - start
-            req = p.ReplicaFetchRequest(-1, self.epoch, 0, p.FetchRequest(part.topic, part.partition, start,
-                                                                           max(need, self.max_bytes)))
-            try:
-                resp = self._conn.request(req.encode(), p.ReplicaFetchResponse)
-            except IngestError as exc:
-                log.warning("%s: cannot fetch %d..%d from the leader to repair it: %s", part, start, end, exc)
-                return
-            data = resp.message_set[:need]
-            if resp.error != ErrorCode.NONE or len(data) < need or valid_prefix(data) != need:
-                log.warning("%s: the leader cannot supply whole messages for the damaged range %d..%d (%s); "
-                            "it stays damaged here", part, start, end, ErrorCode(resp.error).name)
+            data, why = read_range(self._conn, part.topic, part.partition, self.epoch, start, end, self.max_bytes)
+            if data is None:
+                log.warning("%s: the leader cannot supply the damaged range %d..%d (%s); it stays damaged here "
+                            "and is tried again in %.0f s", part, start, end, why, REPAIR_INTERVAL_S)
                 continue
-            lg.repair(start, data)
+            try:
+                lg.repair(start, data)
+            except IngestError as exc:   # e.g. past a segment file's end (cut short): not in place
+                log.warning("%s: the damaged range %d..%d cannot be overwritten (%s)", part, start, end, exc)
 
     def _read_local(self, pos: int, n: int) -> bytes:
         lg = self.part.log
