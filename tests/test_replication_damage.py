@@ -19,6 +19,7 @@ log line on either broker), and it never joined the in-sync set.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.test_metrics_support import METRICS_LINE, metrics_url, scrape, scrape_until, value
 
+log = logging.getLogger(__name__)
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 TOPIC = "damaged"
@@ -84,6 +86,8 @@ def test_a_replacement_replica_backs_off_on_a_leaders_damaged_bytes_and_catches_
     before = _fetches(urls[0])
     time.sleep(WINDOW_S)
     fetches = _fetches(urls[0]) - before
+    log.info("replica fetches answered by the leader in %.0f s while the replacement was stalled: %d", WINDOW_S,
+             fetches)
     assert fetches <= 20, f"{fetches} replica fetches in {WINDOW_S} s while stalled on the damaged range"
     assert r.log_end(replacement, TOPIC, 0) == victim
     scrape_until(urls[1], lambda s: value(s, "ingest_broker_replica_fetch_stalled", topic=TOPIC, partition=0,
@@ -107,7 +111,10 @@ def test_a_replacement_replica_backs_off_on_a_leaders_damaged_bytes_and_catches_
     # A replica with good bytes rejoins the in-sync set: the leader repairs the range from it, and the
     # replacement copies past it and joins.
     third.start(timeout=60)
+    began = time.monotonic()
     r.wait_for_state(zk, TOPIC, 0, lambda s: set(s.isr) == {0, 1, 2}, 120, "the replacement in the isr")
+    log.info("the replacement joined the in-sync set %.1f s after the third replica was started",
+             time.monotonic() - began)
     r.assert_replicas_identical(brokers, TOPIC, 0, end)
     assert [r.payload_id(m[2]) for m in r.read_committed(leader, TOPIC, 0)] == list(range(200))
     assert "repaired" in leader.output()
