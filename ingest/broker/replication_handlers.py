@@ -1,6 +1,7 @@
 """The request handlers that exist because of replication: PRODUCE_ACKS (acks -1 waits for the
 in-sync replicas), REPLICA_FETCH (followers copying the leader's log), TOPIC_METADATA (where each
-replicated partition is led), and the replicated side of OFFSETS and auto-creation.
+replicated partition is led), and the replicated side of OFFSETS and auto-creation (which writes to
+ZooKeeper, so it runs on the handlers' coordination thread, never on a network thread).
 
 Waiting requests do not block a network thread: the handler returns a deferred
 :class:`~ingest.broker.reply.Reply` and registers a :class:`~ingest.broker.delayed.DelayedOp` in
@@ -178,6 +179,6 @@ class ReplicationHandlers:
         rf = cfg.get("default.replication.factor", 1)
         if rf <= 1 or not cfg.get("auto.create.topics.enable", True) or self.h.logs.has_topic(topic):
             return False
-        self.replicas.create_topic(topic, cfg["num.partitions"], rf)
+        self.replicas.create_topic(topic, cfg["num.partitions"], rf, self.h.zookeeper_deadline())
         raise LeaderNotAvailableError(
             f"topic {topic!r} was just created with replication factor {rf}; its leaders are being elected, retry")
