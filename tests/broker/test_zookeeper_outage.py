@@ -22,7 +22,7 @@ from ingest.broker import protocol_mirror as pm
 from ingest.broker.message_set import encode_message_set
 from ingest.client.producer import Producer
 from ingest.errors import ErrorCode
-from ingest.znodes import topic_path
+from ingest.znodes import parse_assignment, topic_dir, topic_path
 from tests.harness.brokers import BrokerProcess, RawClient
 from tests.harness.wait import wait_until
 from tests.harness.wire import WireClient
@@ -48,10 +48,15 @@ def zk_server():
         server.stop()
 
 
-@pytest.fixture
-def broker(zk_server, tmp_path):
+@pytest.fixture(params=[1, 2], ids=["0.7-topics", "replicated-topics"])
+def broker(request, zk_server, tmp_path):
+    """default.replication.factor 1: a new topic is a Kafka 0.7 topic once ZooKeeper says it is not a
+    replicated one; 2: the broker writes a new topic's assignment to ZooKeeper (replicated, on the one
+    live broker)."""
     b = BrokerProcess(0, tmp_path / "broker", zk_connect=zk_server.connect,
-                      overrides={"num.threads": 2, "zk.connectiontimeout.ms": ZK_WAIT_MS, "num.partitions": 1}).start()
+                      overrides={"num.threads": 2, "zk.connectiontimeout.ms": ZK_WAIT_MS, "num.partitions": 1,
+                                 "default.replication.factor": request.param}).start()
+    b.replication_factor = request.param
     try:
         yield b
     finally:
@@ -108,10 +113,19 @@ def _new_topic_requests():
     }
 
 
+def _acked(broker, topic: str, payload: bytes) -> None:
+    """PRODUCE_ACK until acknowledged (a replicated topic just created answers LEADER_NOT_AVAILABLE,
+    and ZooKeeper just back may answer COORDINATION_UNAVAILABLE, appending nothing)."""
+    def produced():
+        with WireClient(broker.host, broker.port) as c:
+            return c.produce_ack(topic, [payload]).error == ErrorCode.NONE
+
+    wait_until(produced, 60, f"a produce to {topic} acknowledged", interval=0.2)
+
+
 def test_a_zookeeper_outage_answers_new_topics_retriably_and_stalls_no_other_client(zk_server, broker):
-    with WireClient(broker.host, broker.port) as c:
-        assert c.produce_ack("old", [b"before"]).error == ErrorCode.NONE
-        assert c.produce_ack("old2", [b"before"]).error == ErrorCode.NONE
+    _acked(broker, "old", b"before")
+    _acked(broker, "old2", b"before")
     stop = threading.Event()
     bystanders = [Bystander(broker, stop) for _ in range(BYSTANDERS)]
     for t in bystanders:
@@ -164,12 +178,8 @@ def test_a_zookeeper_outage_answers_new_topics_retriably_and_stalls_no_other_cli
         for t in bystanders:
             t.join(ANSWER_WITHIN_S)
 
-    # ZooKeeper is back: the same produce creates the topic, registered as a Kafka 0.7 topic
-    def produced():
-        with WireClient(broker.host, broker.port) as c:
-            return c.produce_ack("brandnew-1", [b"after"]).error == ErrorCode.NONE
-
-    wait_until(produced, 60, "a produce to brandnew-1 acknowledged once ZooKeeper is back", interval=0.5)
+    # ZooKeeper is back: the same produce creates the topic
+    _acked(broker, "brandnew-1", b"after")
     with WireClient(broker.host, broker.port) as c:
         assert c.fetch_all("brandnew-1") == [b"after"]
         assert c.fetch_all("old2") == [b"before"]      # the refused MULTIPRODUCE appended nothing
@@ -181,7 +191,10 @@ def test_a_zookeeper_outage_answers_new_topics_retriably_and_stalls_no_other_cli
     zk = KazooClient(hosts=zk_server.connect)
     zk.start(timeout=15)
     try:
-        wait_until(lambda: zk.exists(topic_path("brandnew-1", 0)) is not None, 30, "brandnew-1 registered")
+        if broker.replication_factor == 1:   # a Kafka 0.7 topic, registered by the broker
+            wait_until(lambda: zk.exists(topic_path("brandnew-1", 0)) is not None, 30, "brandnew-1 registered")
+        else:                                # a replicated topic: its assignment
+            assert parse_assignment(zk.get(topic_dir("brandnew-1"))[0]) == {0: (0,)}
     finally:
         zk.stop()
         zk.close()
