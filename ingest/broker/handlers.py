@@ -37,10 +37,22 @@ completed ``log.flush.interval`` messages, fsynced. A write or flush that
 fails answers the error instead (``LOG_OFFLINE`` once the log went offline),
 and an offline log acknowledges nothing more.
 
+ZooKeeper is never called on a network thread. A produce (any kind, APPEND_AT
+too) naming a topic this broker has neither a log nor a replicated assignment
+for needs it (is the topic replicated? create it replicated?): the handler
+raises :class:`~ingest.errors.NeedsZooKeeperError` before doing anything, and
+``dispatch`` hands the request to the coordination thread
+(:mod:`ingest.broker.coordinated`), which runs the same handler again with
+ZooKeeper calls bounded by the request's deadline (``zk.connectiontimeout.ms``;
+COORDINATION_UNAVAILABLE after it). The network thread gets a deferred reply
+that holds the connection until then; a held connection is not read either, so
+its close is noticed only after that answer (its refusals are all counted when
+``connection_closed`` summarizes them).
+
 Thread-safety: handlers hold no mutable state of their own besides the set of
 topics already announced to ZooKeeper (guarded by a lock); they may run
-concurrently on several network threads. The LogManager and Log guard their
-own state.
+concurrently on several network threads and the coordination thread. The
+LogManager and Log guard their own state.
 """
 from __future__ import annotations
 

@@ -198,3 +198,32 @@ def test_a_zookeeper_outage_answers_new_topics_retriably_and_stalls_no_other_cli
     finally:
         zk.stop()
         zk.close()
+
+
+def test_clients_that_leave_while_their_request_waits_for_zookeeper_leave_nothing_behind(zk_server, tmp_path):
+    """Each of 20 connections sends a PRODUCE (no response) to a new topic during the outage and closes at
+    once: its refusal is counted, and once answered no per-connection state of it remains (a held
+    connection is not read, so its close is noticed after the answer, never before)."""
+    from ingest.broker.broker import BrokerServer
+    from ingest.broker.server_config import SERVER_CONFIG
+
+    cfg = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.dir": str(tmp_path / "l"), "num.partitions": 1,
+                               "enable.zookeeper": "true", "zk.connect": zk_server.connect,
+                               "zk.connectiontimeout.ms": ZK_WAIT_MS})
+    b = BrokerServer(cfg).start()
+    try:
+        zk_server.kill()
+        clients = []
+        for i in range(20):
+            with RawClient(b.host, b.port) as c:
+                c.send(p.ProduceRequest(f"left-{i}", 0, encode_message_set([b"x"])))
+                clients.append("%s:%d" % c.sock.getsockname()[:2])
+        refusals = b.handlers.produce_refusals
+        wait_until(lambda: refusals.totals().get("PRODUCE COORDINATION_UNAVAILABLE") == 20, 60,
+                   "every request answered")
+        wait_until(lambda: [refusals.on_connection(c) for c in clients] == [{}] * 20, 30,
+                   "no refusal counts kept for the closed connections")
+        with WireClient(b.host, b.port) as c:   # the broker still serves known topics meanwhile
+            assert c.ask(p.MetadataRequest(()), p.MetadataResponse).error == ErrorCode.NONE
+    finally:
+        b.stop()
