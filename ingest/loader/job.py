@@ -17,7 +17,8 @@ from ingest.errors import CommitError, IngestError
 from ingest.loader import commit, layout, manifests
 from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.gap_bounds import bound_lost_ranges
-from ingest.loader.plan import LeftOut, LoadPlan, PartitionSnapshot, build_plan, select_topics, waiting_partitions
+from ingest.loader.plan import (LeftOut, LoadPlan, PartitionSnapshot, build_plan, select_topics, topic_filter,
+                                waiting_partitions)
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
 from ingest.loader.replay import rewrite_compacted
@@ -83,8 +84,6 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
 
     chosen, skipped = select_topics([s.topic for s in snapshots], config["topics"], config["topics.blacklist"])
     chosen_set = set(chosen)
-    committed_chosen = set(select_topics([k[0] for k in state.offsets], config["topics"],
-                                         config["topics.blacklist"])[0])
     plan = build_plan(
         run_id=run_id, base_seq=state.seq, snapshots=[s for s in snapshots if s.topic in chosen_set],
         committed=state.offsets, committed_files=lambda key: state.files_of_partition(key),
@@ -94,7 +93,8 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
         max_bytes_per_task=config["max.bytes.per.task"], max_bytes_per_run=config["max.bytes.per.run"],
         fail_on_data_loss=config["fail.on.data.loss"], now_ms=clock.time_ms(),
     )
-    waiting = waiting_partitions(left_out, state.offsets, snapshots, committed_chosen.__contains__)
+    waiting = waiting_partitions(left_out, state.offsets, snapshots,
+                                 topic_filter(config["topics"], config["topics.blacklist"]))
     return LoadPlan(plan.run_id, plan.base_seq, plan.partitions, tuple(skipped), waiting)
 
 

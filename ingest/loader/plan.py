@@ -107,12 +107,15 @@ class LeftOut:
 
 def waiting_partitions(left_out: Sequence[LeftOut], committed: Mapping[PartitionKey, OffsetRecord],
                        snapshots: Sequence[PartitionSnapshot], chosen: Callable[[str], bool]) -> tuple[LeftOut, ...]:
-    """``left_out`` with each silent broker's committed partitions (of topics ``chosen`` by the filters)
-    that no snapshot covers: what its absence keeps from this run."""
+    """``left_out`` without the partitions of topics the filters do not choose, and with each silent
+    broker's committed partitions (of chosen topics) that no snapshot covers: what its absence keeps
+    from this run."""
     planned = {s.key for s in snapshots} | {(lo.topic, lo.broker_id, lo.partition) for lo in left_out
                                              if lo.topic is not None}   # those have an entry of their own
     out = []
     for lo in left_out:
+        if lo.topic is not None and not chosen(lo.topic):
+            continue
         if lo.topic is None and lo.broker_id is not None:
             keys = tuple(sorted(k for k in committed if k[1] == lo.broker_id and k not in planned and chosen(k[0])))
             lo = LeftOut(lo.reason, lo.broker_id, lo.broker, partitions=keys)
@@ -191,16 +194,19 @@ class LoadPlan:
         return sum(t.bytes for t in self.tasks)
 
 
-def select_topics(topics: Sequence[str], whitelist: str, blacklist: str) -> tuple[list[str], list[str]]:
-    """(selected, skipped): whole-name regex match of the whitelist and not the blacklist."""
+def topic_filter(whitelist: str, blacklist: str) -> Callable[[str], bool]:
+    """Whether a topic is loaded: whole-name regex match of the whitelist and not the blacklist."""
     wl = re.compile(whitelist)
     bl = re.compile(blacklist) if blacklist else None
+    return lambda t: bool(wl.fullmatch(t)) and not (bl and bl.fullmatch(t))
+
+
+def select_topics(topics: Sequence[str], whitelist: str, blacklist: str) -> tuple[list[str], list[str]]:
+    """(selected, skipped) by :func:`topic_filter`."""
+    keep = topic_filter(whitelist, blacklist)
     chosen, skipped = [], []
     for t in sorted(set(topics)):
-        if wl.fullmatch(t) and not (bl and bl.fullmatch(t)):
-            chosen.append(t)
-        else:
-            skipped.append(t)
+        (chosen if keep(t) else skipped).append(t)
     return chosen, skipped
 
 
