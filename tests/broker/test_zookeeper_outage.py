@@ -143,6 +143,8 @@ def test_a_zookeeper_outage_answers_new_topics_retriably_and_stalls_no_other_cli
     sent = time.monotonic()
     for t in askers:
         t.start()
+    # new connections meanwhile (round robin over both network threads) are served too
+    new_connections = [broker.ping(timeout=10.0) for _ in range(4)]
     for t in askers:
         t.join(ANSWER_WITHIN_S + 10)
     answered = time.monotonic()
@@ -168,6 +170,7 @@ def test_a_zookeeper_outage_answers_new_topics_retriably_and_stalls_no_other_cli
         assert got == {"PRODUCE_ACK brandnew-1": coordination, "PRODUCE_ACK brandnew-2": coordination,
                        "PRODUCE_ACKS brandnew-3": coordination, "APPEND_AT brandnew-4": coordination,
                        "PRODUCE brandnew-5": "closed", "MULTIPRODUCE old2+brandnew-6": "closed"}
+        assert new_connections == [True] * 4
         # every other client was served while those requests waited for ZooKeeper
         for t in bystanders:
             assert t.failure is None, t.failure
