@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     STALE_LEADER_EPOCH = 26
     INVALID_REQUIRED_ACKS = 27
     OFFSET_MISMATCH = 28
+    COORDINATION_UNAVAILABLE = 30
 
 
 class IngestError(Exception):
@@ -326,6 +327,20 @@ class CoordinationError(IngestError):
     retriable = True
 
 
+class CoordinationUnavailableError(CoordinationError):
+    """A broker needed ZooKeeper to serve a request (a produce naming a topic it does not know yet) and
+    ZooKeeper did not answer within ``zk.connectiontimeout.ms``; nothing was done: retry."""
+
+    code = ErrorCode.COORDINATION_UNAVAILABLE
+    retriable = True
+
+
+class NeedsZooKeeperError(CoordinationUnavailableError):
+    """Raised by a request handler on a broker network thread when serving the request needs ZooKeeper,
+    before anything was done: the handlers serve the request again on their coordination thread (a
+    network thread never waits for ZooKeeper). Should one escape, it goes out as COORDINATION_UNAVAILABLE."""
+
+
 class BrokerIdTakenError(CoordinationError):
     """Another live broker already registered this ``brokerid`` in ZooKeeper."""
 
@@ -463,6 +478,7 @@ WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
     ErrorCode.STALE_LEADER_EPOCH: StaleLeaderEpochError,
     ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
     ErrorCode.OFFSET_MISMATCH: OffsetMismatchError,
+    ErrorCode.COORDINATION_UNAVAILABLE: CoordinationUnavailableError,
 }
 """Wire code -> the class a client raises for it (NONE is success, not an error)."""
 

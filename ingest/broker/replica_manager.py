@@ -44,6 +44,7 @@ from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.broker.replica_fetcher import ReplicaFetcher
 from ingest.broker.replica_stalls import StallBoard
+from ingest.broker.zk_deadline import DeadlineCalls
 from ingest.errors import IngestError, LeaderNotAvailableError, NotLeaderForPartitionError, WrongPartitionError
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], ReplicatedPartition] = {}
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
         self._hws = hw_checkpoint.read(config["log.dir"])
+        self.zk = DeadlineCalls(client)   # for requests a client waits on (never client.retry's endless wait)
         self._work: queue.SimpleQueue = queue.SimpleQueue()
         self._isr_wanted = threading.Event()
         self._stop = threading.Event()
@@ -220,19 +222,24 @@ class ReplicaManager:
     def is_replicated(self, topic: str) -> bool:
         return topic in self.view.assignments
 
-    def replicated_in_zookeeper(self, topic: str) -> bool:
+    def replicated_in_zookeeper(self, topic: str, deadline: float) -> bool:
         """Ask ZooKeeper itself (not the watched view) whether ``topic`` is replicated: before this
-        broker creates a 0.7 log for a topic it has never seen. False when ZooKeeper cannot say."""
+        broker creates a 0.7 log for a topic it has never seen. An unreadable node counts as a 0.7 topic.
+
+        Raises:
+            CoordinationUnavailableError: ZooKeeper did not answer by ``deadline`` (monotonic); a
+                topic ZooKeeper cannot vouch for is not created (it may be replicated).
+        """
         if topic in self.view.assignments:
             return True
         try:
-            data, _ = self.client.retry(self.client.get, znodes.topic_dir(topic))
+            data, _ = self.zk.call(deadline, self.client.get_async, znodes.topic_dir(topic),
+                                   what=f"is topic {topic} replicated")
             return znodes.parse_assignment(data) is not None
         except NoNodeError:
             return False
-        except (KazooException, KazooTimeoutError, ValueError) as exc:
-            log.warning("cannot check in ZooKeeper whether topic %s is replicated (%s); treating it as a "
-                        "0.7 topic", topic, exc)
+        except (KazooException, ValueError) as exc:
+            log.warning("cannot read topic %s in ZooKeeper (%s); treating it as a 0.7 topic", topic, exc)
             return False
 
     def wants_isr_check(self) -> None:
@@ -242,9 +249,14 @@ class ReplicaManager:
         """Ask the repair thread to look at ``key``'s damaged ranges (never blocks: network threads call it)."""
         self.repair.request(key)
 
-    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
+    def create_topic(self, topic: str, partitions: int, replication_factor: int, deadline: float) -> None:
         """Write a replicated topic's assignment (a produce auto-created it); the controller then
-        elects its leaders. Never raises for a topic created meanwhile by someone else."""
+        elects its leaders. Never raises for a topic created meanwhile by someone else.
+
+        Raises:
+            CoordinationUnavailableError: ZooKeeper did not answer by ``deadline`` (monotonic); the
+                write may still land (a retry then finds the topic).
+        """
         live = sorted(self.view.brokers)
         try:
             assignment = assign(live, partitions, min(replication_factor, len(live)))
@@ -252,12 +264,12 @@ class ReplicaManager:
             log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
             return
         try:
-            self.client.retry(self.client.create, znodes.topic_dir(topic), znodes.assignment_value(assignment),
-                              makepath=True)
+            self.zk.call(deadline, self.client.create_async, znodes.topic_dir(topic),
+                         znodes.assignment_value(assignment), makepath=True, what=f"create topic {topic}")
             log.info("auto-created replicated topic %s: %s", topic, assignment)
         except NodeExistsError:
             pass
-        except (KazooException, KazooTimeoutError) as exc:
+        except KazooException as exc:
             log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
 
     # --- in-sync sets ----------------------------------------------------------------------------

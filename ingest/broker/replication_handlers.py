@@ -1,7 +1,8 @@
 """The request handlers that exist because of replication: PRODUCE_ACKS (acks -1 waits for the
 in-sync replicas), REPLICA_FETCH (followers copying the leader's log; replica id -1: a leader's
 repair read of a range damaged in its own log, answered by its followers), TOPIC_METADATA (where each
-replicated partition is led), and the replicated side of OFFSETS and auto-creation.
+replicated partition is led), and the replicated side of OFFSETS and auto-creation (which writes to
+ZooKeeper, so it runs on the handlers' coordination thread, never on a network thread).
 
 Waiting requests do not block a network thread: the handler returns a deferred
 :class:`~ingest.broker.reply.Reply` and registers a :class:`~ingest.broker.delayed.DelayedOp` in
@@ -215,6 +216,6 @@ class ReplicationHandlers:
                 f"cannot auto-create topic {topic!r}: with {live} live broker(s) it would get replication factor "
                 f"{live} (default.replication.factor={rf}), below min.insync.replicas={self.replicas.min_isr}, so "
                 "every acks=-1 write would be refused; start more brokers or create it with `ingest topics create`")
-        self.replicas.create_topic(topic, cfg["num.partitions"], rf)
+        self.replicas.create_topic(topic, cfg["num.partitions"], rf, self.h.zookeeper_deadline())
         raise LeaderNotAvailableError(
             f"topic {topic!r} was just created with replication factor {rf}; its leaders are being elected, retry")

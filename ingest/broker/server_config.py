@@ -17,7 +17,9 @@ SERVER_KEYS = (
     Key("port", Int(0, 65535), 9092, "TCP port to listen on (0 = any free port, for tests)"),
     Key("enable.zookeeper", Bool(), False, "register the broker and its topics in ZooKeeper"),
     Key("zk.connect", Str(), "", "ZooKeeper connect string host:port[,host:port][/chroot]"),
-    Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "how long to wait for the first ZooKeeper connection"),
+    Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000,
+        "how long to wait for the first ZooKeeper connection, and how long a request that needs ZooKeeper (a"
+        " produce to a topic this broker does not know) waits for it before COORDINATION_UNAVAILABLE (30)"),
     Key("zk.sessiontimeout.ms", Int(1000, 600_000), 6000, "ZooKeeper session timeout; ephemeral nodes vanish this long after a crash"),
     Key("max.socket.request.bytes", Int(64, 2**31 - 1), 100 * 1024 * 1024,
         "largest request frame accepted; larger frames get REQUEST_TOO_LARGE and the connection is closed"),
