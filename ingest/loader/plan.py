@@ -72,6 +72,60 @@ class PartitionSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOut:
+    """What a run could not plan, and why. Its committed offsets stay, and a later run loads it.
+
+    Either a broker that did not answer (``broker``: its ``host:port``; all its Kafka 0.7
+    partitions are left out: ``partitions`` lists those that have a committed offset), or one
+    replicated partition without a reachable leader (``topic``, ``partition``, named by its home
+    broker ``broker_id``).
+    """
+
+    reason: str
+    broker_id: int | None = None       # None: a broker from a static ``brokers`` list, id unknown
+    broker: str = ""
+    topic: str | None = None
+    partition: int | None = None
+    partitions: tuple[PartitionKey, ...] = ()
+
+    def describe(self) -> str:
+        if self.topic is not None:
+            what = f"{self.topic} b{self.broker_id} p{self.partition}"
+        else:
+            what = f"broker {self.broker_id} ({self.broker})" if self.broker_id is not None else f"broker {self.broker}"
+        waiting = "; committed partitions waiting: " + ", ".join(f"{t} b{b} p{p}" for t, b, p in self.partitions) \
+            if self.partitions else ""
+        return f"{what}: {self.reason}{waiting}"
+
+    def to_json(self) -> dict:
+        return {"reason": self.reason, "broker_id": self.broker_id, "broker": self.broker, "topic": self.topic,
+                "partition": self.partition, "partitions": [list(k) for k in self.partitions]}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "LeftOut":
+        return cls(d["reason"], d.get("broker_id"), d.get("broker", ""), d.get("topic"), d.get("partition"),
+                   tuple(tuple(k) for k in d.get("partitions", ())))
+
+
+def waiting_partitions(left_out: Sequence[LeftOut], committed: Mapping[PartitionKey, OffsetRecord],
+                       snapshots: Sequence[PartitionSnapshot], chosen: Callable[[str], bool]) -> tuple[LeftOut, ...]:
+    """``left_out`` without the partitions of topics the filters do not choose, and with each silent
+    broker's committed partitions (of chosen topics) that no snapshot covers: what its absence keeps
+    from this run."""
+    planned = {s.key for s in snapshots} | {(lo.topic, lo.broker_id, lo.partition) for lo in left_out
+                                             if lo.topic is not None}   # those have an entry of their own
+    out = []
+    for lo in left_out:
+        if lo.topic is not None and not chosen(lo.topic):
+            continue
+        if lo.topic is None and lo.broker_id is not None:
+            keys = tuple(sorted(k for k in committed if k[1] == lo.broker_id and k not in planned and chosen(k[0])))
+            lo = LeftOut(lo.reason, lo.broker_id, lo.broker, partitions=keys)
+        out.append(lo)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class TaskRange:
     """One Spark task: fetch ``[start, end)`` of one partition from one broker (a replicated
     partition: from its current leader, found through ``metadata_brokers``; see PartitionSnapshot)."""
@@ -127,6 +181,7 @@ class LoadPlan:
     base_seq: int                   # the commit this plan was built on (conflict check)
     partitions: tuple[PartitionPlan, ...]
     skipped_topics: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()   # what discovery could not reach (offsets kept)
 
     @property
     def tasks(self) -> list[TaskRange]:
@@ -141,16 +196,19 @@ class LoadPlan:
         return sum(t.bytes for t in self.tasks)
 
 
-def select_topics(topics: Sequence[str], whitelist: str, blacklist: str) -> tuple[list[str], list[str]]:
-    """(selected, skipped): whole-name regex match of the whitelist and not the blacklist."""
+def topic_filter(whitelist: str, blacklist: str) -> Callable[[str], bool]:
+    """Whether a topic is loaded: whole-name regex match of the whitelist and not the blacklist."""
     wl = re.compile(whitelist)
     bl = re.compile(blacklist) if blacklist else None
+    return lambda t: bool(wl.fullmatch(t)) and not (bl and bl.fullmatch(t))
+
+
+def select_topics(topics: Sequence[str], whitelist: str, blacklist: str) -> tuple[list[str], list[str]]:
+    """(selected, skipped) by :func:`topic_filter`."""
+    keep = topic_filter(whitelist, blacklist)
     chosen, skipped = [], []
     for t in sorted(set(topics)):
-        if wl.fullmatch(t) and not (bl and bl.fullmatch(t)):
-            chosen.append(t)
-        else:
-            skipped.append(t)
+        (chosen if keep(t) else skipped).append(t)
     return chosen, skipped
 
 
