@@ -25,8 +25,10 @@ class RegistryProcess:
     """One registry process; ``store`` directory (default: a fresh temp dir) or ``zk`` connect string."""
 
     def __init__(self, store: str | Path | None = None, *, zk: str | None = None, port: int | None = None,
-                 compatibility: str = "BACKWARD") -> None:
+                 compatibility: str = "BACKWARD", overrides: dict[str, object] | None = None) -> None:
+        """``overrides``: registry config keys passed as ``--set key=value``."""
         self.zk = zk
+        self.overrides = dict(overrides or {})
         self.store = None if zk else Path(store or tempfile.mkdtemp(prefix="registry-"))
         self.port = port or free_port()
         self.compatibility = compatibility
@@ -41,6 +43,8 @@ class RegistryProcess:
         cmd = [sys.executable, "-m", "ingest.cli", "registry", "start", "--port", str(self.port),
                "--compatibility", self.compatibility]
         cmd += ["--zk", self.zk] if self.zk else ["--store", str(self.store)]
+        for key, value in self.overrides.items():
+            cmd += ["--set", f"{key}={value}"]
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
