@@ -1,4 +1,4 @@
-"""The registry's HTTP server: waitress serving :class:`~ingest.events.registry_api.RegistryApp`.
+"""The registry's HTTP server: waitress serving the REST API (``registry_api.RegistryApp``), with limits.
 
 Concurrency model (waitress): one thread runs an event loop (``poll``) that
 accepts connections and reads requests without blocking; a request is handed to
@@ -13,8 +13,9 @@ Limits (``conf`` keys, :mod:`ingest.events.registry_config`):
 - ``max.connections``: open connections. Past it a new connection is answered at
   once with ``503`` and ``{"error_code": 50302, "message": "... max.connections ..."}``
   and closed (clients retry a 5xx later), instead of waiting unseen in the kernel's
-  backlog. The process raises its descriptor limit to fit, or lowers the cap to fit
-  the limit (logged).
+  backlog; at most ``REFUSING_AT_ONCE`` are being refused at a time (beyond, new
+  connections wait in the backlog). The process raises its descriptor limit to fit,
+  or lowers the cap to fit the limit (logged).
 - ``connections.max.idle.ms``: a connection with no bytes in either direction for
   this long is closed, whether idle between requests or stopped in the middle of
   one (the read timeout of a request); checked every half of it (at most 30 s).
@@ -60,6 +61,9 @@ LISTEN_BACKLOG = 1024
 RESERVED_DESCRIPTORS = 64
 REFUSED_ERROR_CODE = 50302
 REFUSAL_LINGER_S = 5.0
+# Connections being refused at once; past them waitress stops accepting until one closes (new ones wait
+# in the backlog), so refusals never take the descriptors of the connections being served.
+REFUSING_AT_ONCE = 32
 ACCEPTS_PER_TURN = 256
 LOOP_TIMEOUT_S = 0.2
 
@@ -216,7 +220,7 @@ class RegistryServer:
             prom = new_registry()
             metrics = RegistryMetrics(prom, registry)
         wanted = int(keys["max.connections"])
-        room = _descriptor_room(wanted + RESERVED_DESCRIPTORS)
+        room = _descriptor_room(wanted + REFUSING_AT_ONCE + RESERVED_DESCRIPTORS) - REFUSING_AT_ONCE
         self.max_connections = max(1, min(wanted, room))
         if self.max_connections < wanted:
             log.warning("max.connections=%d lowered to %d: the process may open only %d descriptors",
@@ -224,8 +228,8 @@ class RegistryServer:
         idle_s = max(1, -(-int(keys["connections.max.idle.ms"]) // 1000))
         adj = Adjustments(
             host=host, port=port, threads=int(keys["num.io.threads"]),
-            # waitress itself would stop accepting at its own limit; ours answers 503 first
-            connection_limit=self.max_connections + 1 + LISTEN_BACKLOG,
+            # waitress stops accepting at its own limit: ours answers 503 first, a few at a time
+            connection_limit=self.max_connections + REFUSING_AT_ONCE,
             channel_timeout=idle_s, cleanup_interval=max(1, min(30, idle_s // 2)),
             backlog=LISTEN_BACKLOG, asyncore_use_poll=True, asyncore_loop_timeout=1,
             max_request_body_size=MAX_BODY, ident="ingest-schema-registry", expose_tracebacks=False,

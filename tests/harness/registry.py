@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -58,7 +59,7 @@ class RegistryProcess:
                 with urllib.request.urlopen(self.url + "/config", timeout=1) as r:
                     r.read()
                 return self
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not up yet, or another process answers on the port
                 if time.monotonic() > deadline:
                     self.kill()
                     raise TimeoutError(f"registry on {self.url} not up after {timeout_s}s: "
