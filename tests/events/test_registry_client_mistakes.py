@@ -18,6 +18,7 @@ from schema_registry.client import SchemaRegistryClient as PyClient
 from schema_registry.client.errors import ClientError
 
 from tests.harness.registry import RegistryProcess
+from tests.harness.zookeeper import fresh_chroot
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,18 @@ def _arrays_nested(depth: int) -> str:
 def test_a_subject_longer_than_a_file_name_is_served_like_any_other(reg):
     # 300 ASCII characters, and 120 'é' that percent-encode to 720 bytes: both beyond the 255 bytes
     # of a file name, which once answered 500 "File name too long"
+    _long_subjects(reg)
+
+
+def test_a_long_subject_in_the_zookeeper_store(zookeeper):
+    reg = RegistryProcess(zk=fresh_chroot(zookeeper)).start()
+    try:
+        _long_subjects(reg)
+    finally:
+        reg.stop()
+
+
+def _long_subjects(reg: RegistryProcess) -> None:
     sr = _sr(reg)
     for subject in ("a" * 300, "é" * 120 + "-value"):
         sid = sr.register_schema(subject, _record("Long"))
