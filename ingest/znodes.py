@@ -20,6 +20,7 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /schema-registry/hashes/[sha256]                         -> schema id                 persistent
     /schema-registry/subjects/[subject key]/[version]        -> schema id                 persistent
     /schema-registry/config/[_global | subject key]          -> compatibility level       persistent
+    /schema-registry/mode/[_global | subject key]            -> mode (READWRITE...)       persistent
     /schema-registry/lock                                    -> kazoo Lock recipe
 
 The replicated-topic nodes follow Kafka 0.8's layout (docs/replication.md) but for
@@ -60,7 +61,7 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONSUMERS = "/consumers"
 SCHEMA_REGISTRY = "/schema-registry"
-SCHEMA_REGISTRY_DIRS = ("ids", "hashes", "subjects", "config")
+SCHEMA_REGISTRY_DIRS = ("ids", "hashes", "subjects", "config", "mode")
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 ADMIN = "/admin"
@@ -361,6 +362,11 @@ def registry_version_path(subject_key: str, version: int | str) -> str:
 def registry_config_path(name: str) -> str:
     """``/schema-registry/config/[name]``."""
     return f"{SCHEMA_REGISTRY}/config/{name}"
+
+
+def registry_mode_path(name: str) -> str:
+    """``/schema-registry/mode/[name]``: the global mode (``_global``) or a subject's."""
+    return f"{SCHEMA_REGISTRY}/mode/{name}"
 
 
 def registry_lock_path() -> str:
