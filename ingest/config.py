@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -25,6 +26,37 @@ REQUIRED: Any = object()
 
 
 # --- value types -------------------------------------------------------------------
+
+# Numbers are written in ASCII, as Java's properties readers expect: Python's int() and float()
+# would also take other scripts' digits ("４" is 4), "_" separators and "nan"/"inf".
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_int(raw: Any) -> int:
+    """An int from an int or from text of ASCII digits with an optional sign (blanks around ignored).
+
+    Raises:
+        ValueError: anything else (other scripts' digits, ``_``, a fraction, a bool).
+    """
+    if isinstance(raw, bool):
+        raise ValueError("booleans are not integers")
+    if isinstance(raw, int):
+        return raw
+    text = str(raw).strip()
+    if not _INT_TEXT.fullmatch(text):
+        raise ValueError(f"{text!r} is not an integer written with ASCII digits")
+    return int(text)
+
+
+def non_ascii_note(raw: Any) -> str:
+    """``"; it contains U+FF14 FULLWIDTH DIGIT FOUR, ..."`` for text with non-ASCII characters, else ``""``."""
+    odd = list(dict.fromkeys(c for c in str(raw) if ord(c) > 127))
+    if not odd:
+        return ""
+    names = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in odd[:3])
+    return f"; it contains {names}{' ...' if len(odd) > 3 else ''} (write numbers with ASCII digits 0-9)"
+
 
 
 class KeyType:
@@ -48,9 +80,7 @@ class Int(KeyType):
         return f"an integer in [{lo}, {hi}]"
 
     def parse(self, raw: Any) -> int:
-        if isinstance(raw, bool):
-            raise ValueError("booleans are not integers")
-        value = raw if isinstance(raw, int) else int(str(raw).strip().replace("_", ""))
+        value = parse_int(raw)
         if self.lo is not None and value < self.lo:
             raise ValueError(f"{value} < {self.lo}")
         if self.hi is not None and value > self.hi:
@@ -68,7 +98,16 @@ class Float(KeyType):
         return f"a number in [{self.lo if self.lo is not None else '-inf'}, {self.hi if self.hi is not None else '+inf'}]"
 
     def parse(self, raw: Any) -> float:
-        value = float(raw)
+        if isinstance(raw, bool):
+            raise ValueError("booleans are not numbers")
+        if isinstance(raw, (int, float)):
+            value = float(raw)
+        elif _FLOAT_TEXT.fullmatch(str(raw).strip()):
+            value = float(str(raw).strip())
+        else:
+            raise ValueError(f"{str(raw).strip()!r} is not a number written with ASCII digits")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{value} is not a finite number")
         if self.lo is not None and value < self.lo or self.hi is not None and value > self.hi:
             raise ValueError(f"{value} out of range")
         return value
@@ -311,7 +350,7 @@ class ConfigDef:
                 except (ValueError, TypeError, re.error) as exc:
                     raise ConfigError(
                         f"{source}: invalid value {str(value)!r} for '{name}': "
-                        f"allowed is {key.type.allowed}"
+                        f"allowed is {key.type.allowed}{non_ascii_note(value)}"
                     ) from exc
                 explicit.add(name)
             elif key.required:

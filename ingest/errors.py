@@ -57,6 +57,7 @@ class ErrorCode(IntEnum):
     STALE_LEADER_EPOCH = 26
     INVALID_REQUIRED_ACKS = 27
     OFFSET_MISMATCH = 28
+    COORDINATION_UNAVAILABLE = 30
 
 
 class KafkaError(IntEnum):
@@ -327,14 +328,17 @@ class CorruptRangeError(LogCorruptionError):
     broker recorded them as damaged (docs/log-format.md, "Damaged ranges"). On
     the wire the FETCH answer's body is ``next_offset:int64`` (docs/protocol.md).
     ``start_offset`` is -1 when unknown (a client knows only where it fetched).
+    ``messages`` is how many messages the range held, -1 when the broker cannot
+    count them exactly (docs/log-format.md, "Damaged ranges").
     """
 
     code = ErrorCode.CORRUPT_RANGE
 
-    def __init__(self, message: str, *, start_offset: int = -1, next_offset: int = -1) -> None:
+    def __init__(self, message: str, *, start_offset: int = -1, next_offset: int = -1, messages: int = -1) -> None:
         super().__init__(message)
         self.start_offset = start_offset
         self.next_offset = next_offset
+        self.messages = messages
 
 
 # --- client side ---------------------------------------------------------------
@@ -378,6 +382,20 @@ class CoordinationError(IngestError):
     """A ZooKeeper operation failed: registry conflict, session loss, rebalance."""
 
     retriable = True
+
+
+class CoordinationUnavailableError(CoordinationError):
+    """A broker needed ZooKeeper to serve a request (a produce naming a topic it does not know yet) and
+    ZooKeeper did not answer within ``zk.connectiontimeout.ms``; nothing was done: retry."""
+
+    code = ErrorCode.COORDINATION_UNAVAILABLE
+    retriable = True
+
+
+class NeedsZooKeeperError(CoordinationUnavailableError):
+    """Raised by a request handler on a broker network thread when serving the request needs ZooKeeper,
+    before anything was done: the handlers serve the request again on their coordination thread (a
+    network thread never waits for ZooKeeper). Should one escape, it goes out as COORDINATION_UNAVAILABLE."""
 
 
 class BrokerIdTakenError(CoordinationError):
@@ -517,6 +535,7 @@ WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
     ErrorCode.STALE_LEADER_EPOCH: StaleLeaderEpochError,
     ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
     ErrorCode.OFFSET_MISMATCH: OffsetMismatchError,
+    ErrorCode.COORDINATION_UNAVAILABLE: CoordinationUnavailableError,
 }
 """Wire code -> the class a client raises for it (NONE is success, not an error)."""
 

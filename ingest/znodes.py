@@ -4,9 +4,11 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
 
     /brokers/ids/[broker_id]                                 -> "creator:host:port"       ephemeral
     /brokers/topics/[topic]/[broker_id]                      -> "<partition count>"       ephemeral
-    /brokers/topics/[topic]  (replicated topic)              -> {"version":1,"partitions":{"0":[1,2,3],...}}
-    /brokers/topics/[topic]/partitions/[p]/state             -> {"controller_epoch":E,"leader":L,
+    /brokers/topics/[topic]  (replicated topic, no children) -> {"version":1,"partitions":{"0":[1,2,3],...}}
+    /brokers/partition_states/[topic]/[p]                    -> {"controller_epoch":E,"leader":L,
                                                                  "leader_epoch":N,"isr":[...],"version":1}
+    /brokers/replica_stalls/[topic]/[p]/[broker_id]          -> {"offset":O,"leader":L,"reason":...,
+                                                                 "version":1,...}     ephemeral
     /controller                                              -> {"version":1,"brokerid":B,"timestamp":ms} ephemeral
     /controller_epoch                                        -> "<epoch>"                 persistent
     /admin/preferred_replica_election                        -> {"version":1,"partitions":[{"topic":T,
@@ -18,15 +20,22 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /schema-registry/hashes/[sha256]                         -> schema id                 persistent
     /schema-registry/subjects/[subject key]/[version]        -> schema id                 persistent
     /schema-registry/config/[_global | subject key]          -> compatibility level       persistent
+    /schema-registry/mode/[_global | subject key]            -> mode (READWRITE...)       persistent
     /schema-registry/lock                                    -> kazoo Lock recipe
 
-The replicated-topic nodes follow Kafka 0.8's layout (docs/replication.md): a
-topic's assignment is the data of ``/brokers/topics/[topic]`` (written once, by
-``ingest topics create`` or a broker auto-creating it), its partitions' states
-are written by the controller (elections) and by each partition's leader (in-sync
-set changes), always with a conditional (versioned) write. A legacy (Kafka 0.7,
-unreplicated) topic's node has no data and one ephemeral child per broker; the
-two kinds never share a name.
+The replicated-topic nodes follow Kafka 0.8's layout (docs/replication.md) but for
+one move: a topic's assignment is the data of ``/brokers/topics/[topic]`` (written
+once, by ``ingest topics create`` or a broker auto-creating it); its partitions'
+states are written by the controller (elections) and by each partition's leader
+(in-sync set changes), always with a conditional (versioned) write, under
+``/brokers/partition_states`` and not, as in Kafka 0.8, under
+``/brokers/topics/[topic]/partitions``: Kafka 0.7 clients (samsa, brod, Kafka's own)
+read every child of ``/brokers/topics/[topic]`` as a broker id, and crashed on
+``partitions``. A replicated topic's node therefore has no children: 0.7 clients see
+a topic that no broker registered. States an earlier version wrote at the 0.8 place
+(:func:`legacy_partition_state_path`) are moved by the controller
+(:mod:`ingest.broker.controller`). A legacy (Kafka 0.7, unreplicated) topic's node
+has no data and one ephemeral child per broker; the two kinds never share a name.
 
 Brokers write ``/brokers`` (:mod:`ingest.broker.zk_registry`); producers and
 consumers read it (:mod:`ingest.client.discovery`). A consumer group's members
@@ -52,12 +61,14 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONSUMERS = "/consumers"
 SCHEMA_REGISTRY = "/schema-registry"
-SCHEMA_REGISTRY_DIRS = ("ids", "hashes", "subjects", "config")
+SCHEMA_REGISTRY_DIRS = ("ids", "hashes", "subjects", "config", "mode")
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 ADMIN = "/admin"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
-PARTITIONS = "partitions"
+PARTITION_STATES = "/brokers/partition_states"
+REPLICA_STALLS = "/brokers/replica_stalls"
+LEGACY_PARTITIONS = "partitions"
 
 
 # --- /brokers -----------------------------------------------------------------------------
@@ -122,14 +133,56 @@ def parse_partition_count(data: bytes) -> int:
 
 # --- replication (Kafka 0.8 layout) -------------------------------------------------------
 
-def partitions_dir(topic: str) -> str:
-    """``/brokers/topics/[topic]/partitions``: one child per partition of a replicated topic."""
-    return f"{topic_dir(topic)}/{PARTITIONS}"
+def partition_states_dir(topic: str) -> str:
+    """``/brokers/partition_states/[topic]``: one child per partition of a replicated topic."""
+    return f"{PARTITION_STATES}/{topic}"
 
 
 def partition_state_path(topic: str, partition: int) -> str:
-    """``/brokers/topics/[topic]/partitions/[p]/state``: leader, leader epoch, in-sync set."""
-    return f"{partitions_dir(topic)}/{partition}/state"
+    """``/brokers/partition_states/[topic]/[p]``: leader, leader epoch, in-sync set."""
+    return f"{partition_states_dir(topic)}/{partition}"
+
+
+def legacy_partitions_dir(topic: str) -> str:
+    """``/brokers/topics/[topic]/partitions``: where earlier versions (and Kafka 0.8) kept the states."""
+    return f"{topic_dir(topic)}/{LEGACY_PARTITIONS}"
+
+
+def legacy_partition_dir(topic: str, partition: int | str) -> str:
+    """``/brokers/topics/[topic]/partitions/[p]``: the directory of one moved state, removed after."""
+    return f"{legacy_partitions_dir(topic)}/{partition}"
+
+
+def legacy_partition_state_path(topic: str, partition: int) -> str:
+    """``/brokers/topics/[topic]/partitions/[p]/state``: a state an earlier version wrote, to be moved."""
+    return f"{legacy_partition_dir(topic, partition)}/state"
+
+
+def replica_stalls_dir(topic: str, partition: int) -> str:
+    """``/brokers/replica_stalls/[topic]/[p]``: one ephemeral child per follower that cannot copy
+    past a range of the leader's log (ingest.broker.replica_stalls). Not under
+    ``/brokers/topics/[topic]``, whose children Kafka 0.7 clients read as broker ids."""
+    return f"{REPLICA_STALLS}/{topic}/{partition}"
+
+
+def replica_stall_path(topic: str, partition: int, broker_id: int) -> str:
+    """``/brokers/replica_stalls/[topic]/[p]/[broker_id]``: that follower's stall (ephemeral, its own session)."""
+    return f"{replica_stalls_dir(topic, partition)}/{broker_id}"
+
+
+def replica_stall_value(stall: dict) -> bytes:
+    """The data of a stall node: the stall's JSON object (``offset``, ``leader``, ``reason``, ...)."""
+    return json.dumps({"version": 1, **stall}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_replica_stall(data: bytes) -> dict:
+    """A stall node's object (without ``version``). Raises ValueError on anything else."""
+    try:
+        obj = json.loads(data.decode("utf-8"))
+        obj.pop("version")
+        return {**obj, "offset": int(obj["offset"]), "leader": int(obj["leader"])}
+    except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a replica stall: {data[:200]!r}") from exc
 
 
 def assignment_value(assignment: dict[int, list[int]]) -> bytes:
@@ -309,6 +362,11 @@ def registry_version_path(subject_key: str, version: int | str) -> str:
 def registry_config_path(name: str) -> str:
     """``/schema-registry/config/[name]``."""
     return f"{SCHEMA_REGISTRY}/config/{name}"
+
+
+def registry_mode_path(name: str) -> str:
+    """``/schema-registry/mode/[name]``: the global mode (``_global``) or a subject's."""
+    return f"{SCHEMA_REGISTRY}/mode/{name}"
 
 
 def registry_lock_path() -> str:

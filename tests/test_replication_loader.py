@@ -54,8 +54,9 @@ def test_tasks_of_a_replicated_partition_carry_the_brokers_to_find_the_leader():
 
 # --- with brokers -----------------------------------------------------------------------------
 
-def produce_events(md, registry_url, topic, partition, n, *, seed=1):
-    """``n`` page views to ``topic``-``partition`` with acks=-1; returns their (session, seq) ids."""
+def encoded_events(registry_url, topic, n, *, seed=1):
+    """``n`` page views for ``topic`` as framed Avro payloads, in batches of up to 50, and their
+    (session, seq) ids."""
     from ingest.events.envelope import HeaderFactory, ProducerIdentity
     from ingest.events.loadgen import EventGenerator
     from ingest.events.registry_client import RegistryClient
@@ -65,14 +66,34 @@ def produce_events(md, registry_url, topic, partition, n, *, seed=1):
     ser = EventSerializer(RegistryClient(registry_url), subject_for_topic(topic), load_schema(schema_for_topic(topic)))
     headers = HeaderFactory(ProducerIdentity.new("replication-test"))
     gen = EventGenerator(seed=seed)
-    ids = []
+    batches, ids = [], []
     for i in range(0, n, 50):
         batch = []
         for record in gen.batch(min(50, n - i)):
             h = headers.next()
             batch.append(ser.serialize({**record, "header": h}))
             ids.append((h["session"], h["seq"]))
+        batches.append(batch)
+    return batches, ids
+
+
+def produce_events(md, registry_url, topic, partition, n, *, seed=1):
+    """``n`` page views to ``topic``-``partition`` with acks=-1; returns their (session, seq) ids."""
+    batches, ids = encoded_events(registry_url, topic, n, seed=seed)
+    for batch in batches:
         produce_acked(md, topic, partition, batch)
+    return ids
+
+
+def produce_legacy_events(broker, registry_url, topic, n, *, seed=1):
+    """``n`` page views to partition 0 of the Kafka 0.7 topic ``topic`` of ``broker`` (PRODUCE_ACK); their ids."""
+    from ingest.errors import ErrorCode
+    from tests.harness.wire import WireClient
+
+    batches, ids = encoded_events(registry_url, topic, n, seed=seed)
+    with WireClient(broker.host, broker.port) as c:
+        for batch in batches:
+            assert c.produce_ack(topic, batch).error == ErrorCode.NONE
     return ids
 
 
@@ -174,3 +195,56 @@ def test_an_hourly_load_across_a_leader_failover_commits_every_message_exactly_o
     got = committed_ids(dest, topic)
     assert set(got) == set(ids) | set(more) and max(got.values()) == 1
     assert run_load(cfg, spark).status == "nothing-to-do"
+
+
+@pytest.mark.slow
+def test_a_load_right_after_a_broker_is_killed_loads_every_partition_with_a_leader_and_reports_the_rest(
+        spark, broker_factory, zk, zk_connect, registry_url, tmp_path):
+    """Broker 2 is SIGKILLed and the hourly load starts at once, while ZooKeeper still lists it (its session
+    lasts 10 s). It follows both partitions of the replicated topic (each keeps its live leader) and alone
+    holds a Kafka 0.7 topic. The load commits every new message of the replicated topic and reports broker 2
+    as left out; its 0.7 partition keeps its committed offset and the run after its restart loads the rest."""
+    from ingest.loader.job import run_load
+    from ingest.loader.runrecord import summary_text
+
+    topic, legacy = "rl-kill", "rl-kill-07"
+    brokers = broker_factory(n=3, zk_connect=zk_connect, overrides={**REPLICATION, "zk.sessiontimeout.ms": 10_000})
+    create_replicated_topic(zk, topic, {0: [0, 1, 2], 1: [1, 0, 2]})   # broker 2 leads nothing
+    md = metadata_of(brokers)
+    wait_for_leaders(md, topic, 2, isr=3)
+    ids = produce_events(md, registry_url, topic, 0, 300) + produce_events(md, registry_url, topic, 1, 200, seed=2)
+    legacy_ids = produce_legacy_events(brokers[2], registry_url, legacy, 100, seed=3)
+    dest = tmp_path / "out"
+    cfg = config_for(dest, zk_connect, registry_url, "rl-kill.*")
+    assert run_load(cfg, spark).status == "committed"
+    more = produce_events(md, registry_url, topic, 0, 100, seed=4) + produce_events(md, registry_url, topic, 1, 50,
+                                                                                     seed=5)
+    more_legacy = produce_legacy_events(brokers[2], registry_url, legacy, 50, seed=6)
+    victim = brokers[2]
+    committed_legacy = {k: o.offset for k, o in _committed(dest).items() if k[0] == legacy}
+    victim.kill()
+
+    result = run_load(cfg, spark)   # at once: broker 2 is still registered in ZooKeeper
+    assert result.status == "committed"
+    got = committed_ids(dest, topic)
+    assert set(got) == set(ids) | set(more) and max(got.values()) == 1
+    assert {r.key for r in result.plan.partitions} == {(topic, 0, 0), (topic, 1, 1)}
+    (left,) = result.record["left_out"]
+    assert (left["broker_id"], left["broker"]) == (2, f"{victim.host}:{victim.port}"), left
+    assert left["partitions"] == [[legacy, 2, 0]]     # its committed Kafka 0.7 partition waits
+    assert "LEFT OUT: broker 2" in summary_text(result.record)
+    assert {k: o.offset for k, o in _committed(dest).items() if k[0] == legacy} == committed_legacy
+
+    victim.start()
+    again = run_load(cfg, spark)
+    assert again.status == "committed"
+    got = committed_ids(dest, legacy)
+    assert set(got) == set(legacy_ids) | set(more_legacy) and max(got.values()) == 1
+    assert not again.record["left_out"]
+
+
+def _committed(dest):
+    from ingest.loader.state import LoaderState
+    from ingest.storage import open_storage
+
+    return LoaderState.load(open_storage(str(dest))).offsets

@@ -3,20 +3,25 @@ written (only the ``warehouse = ...`` line replaced) against a real load, with s
 
 Engines: duckdb (Parquet; Avro through the ``duckdb-ext-avro`` package), polars, pyarrow.dataset,
 Spark (the session ``spark``) and fastavro. Each snippet leaves ``views`` (one topic) and
-``everything`` (the root); the test counts rows exactly, checks that ``dt`` is a date and ``hour``
-an integer, filters numerically on both, and compares per-topic counts where the snippet gives a
-``topic`` column. A second warehouse is that one plus what the code before this change left
-(``hour=05``, a ``.parquet`` revision, a ``.parquet`` staged leftover).
+``everything`` (every topic, ``audit-monitoring`` included). The tests count rows exactly, check
+that ``dt`` is a date and ``hour`` an integer, filter numerically on both, and compare every column's
+values, row by row, with what the producers wrote: no data column may be dropped (a topic's or a
+schema version's), duplicated or overwritten by a column taken from the path (``audit-monitoring``
+rows have a ``topic`` field of their own; the path's topic is ``_topic``). A second warehouse is the
+Parquet one plus what the code before the ``hour=H`` layout left (``hour=05``, a ``.parquet``
+revision, a ``.parquet`` staged leftover).
 """
 from __future__ import annotations
 
+import collections
 import datetime
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.warehouse_build import CLICKS, N05, NCLICKS, NLEGACY, VIEWS, add_legacy, build
+from tests.warehouse_build import CLICKS, MONITORING, NCLICKS, NLEGACY, VIEWS, Written, add_legacy, build
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "reading-the-warehouse.md"
 WAREHOUSE_LINE = re.compile(r'^warehouse = "/data/warehouse".*$', re.M)
@@ -40,15 +45,20 @@ def warehouses(spark, brokers, registry_url, tmp_path_factory):
     return built
 
 
-# -- engine adapters: (rows, dt is a date, hour is an integer, rows with hour < 10, rows of the last day, per topic)
+# -- engine adapters: (rows, dt is a date, hour is an integer, rows with hour < 10, rows of the last day,
+#    rows per _topic or None) and (column names, rows as dicts)
 
 def _duckdb(rel):
     def n(where):
         return rel.filter(where).aggregate("count(*)").fetchone()[0]
     types = dict(zip(rel.columns, (str(t) for t in rel.types)))
-    topics = dict(rel.aggregate("topic, count(*)").fetchall()) if "topic" in rel.columns else None
+    topics = dict(rel.aggregate("_topic, count(*)").fetchall()) if "_topic" in rel.columns else None
     return (n("true"), types["dt"] == "DATE", types["hour"] in ("INTEGER", "BIGINT"), n("hour < 10"),
             n(f"dt = DATE '{LAST_DAY}'"), topics)
+
+
+def _duckdb_rows(rel):
+    return rel.columns, [dict(zip(rel.columns, row)) for row in rel.fetchall()]
 
 
 def _polars(frame):
@@ -59,9 +69,14 @@ def _polars(frame):
 
     def n(expr):
         return lf.filter(expr).select(pl.len()).collect().item()
-    topics = (dict(lf.group_by("topic").len().collect().iter_rows()) if "topic" in schema else None)
+    topics = (dict(lf.group_by("_topic").len().collect().iter_rows()) if "_topic" in schema else None)
     return (n(pl.lit(True)), schema["dt"] == pl.Date, schema["hour"].is_integer(), n(pl.col("hour") < 10),
             n(pl.col("dt") == LAST_DAY), topics)
+
+
+def _polars_rows(frame):
+    df = frame.lazy().collect()
+    return df.columns, df.to_dicts()
 
 
 def _pyarrow(dataset):
@@ -69,38 +84,52 @@ def _pyarrow(dataset):
     import pyarrow.dataset as ds
 
     s = dataset.schema
+    topics = (dict(collections.Counter(dataset.to_table(columns=["_topic"]).column("_topic").to_pylist()))
+              if "_topic" in s.names else None)
     return (dataset.count_rows(), s.field("dt").type == pa.date32(), pa.types.is_integer(s.field("hour").type),
             dataset.count_rows(filter=ds.field("hour") < 10), dataset.count_rows(filter=ds.field("dt") == LAST_DAY),
-            None)
+            topics)
+
+
+def _pyarrow_rows(dataset):
+    table = dataset.to_table()
+    return table.column_names, table.to_pylist()
 
 
 def _spark(df):
-    """One Spark job per frame: counts grouped by topic (when there is one), summed here."""
+    """One Spark job per frame: counts grouped by _topic (when there is one), summed here."""
     from pyspark.sql import functions as F
 
     types = dict(df.dtypes)
-    has_topic = "topic" in df.columns
+    has_topic = "_topic" in df.columns
     aggs = [F.count(F.lit(1)).alias("n"), F.count_if(F.col("hour") < 10).alias("early"),
             F.count_if(F.col("dt") == F.lit(LAST_DAY)).alias("last_day")]
-    rows = (df.groupBy("topic") if has_topic else df).agg(*aggs).collect()
+    rows = (df.groupBy("_topic") if has_topic else df).agg(*aggs).collect()
     return (sum(r.n for r in rows), types["dt"] == "date", types["hour"] in ("int", "bigint"),
             sum(r.early for r in rows), sum(r.last_day for r in rows),
-            {r.topic: r.n for r in rows} if has_topic else None)
+            {r._topic: r.n for r in rows} if has_topic else None)
+
+
+def _spark_rows(df):
+    return df.columns, [r.asDict(recursive=True) for r in df.collect()]
 
 
 def _rows(rows):
-    topics: dict[str, int] = {}
-    for r in rows:
-        topics[r["topic"]] = topics.get(r["topic"], 0) + 1
+    topics = dict(collections.Counter(r["_topic"] for r in rows)) if all("_topic" in r for r in rows) else None
     return (len(rows), all(type(r["dt"]) is datetime.date for r in rows), all(type(r["hour"]) is int for r in rows),
             sum(r["hour"] < 10 for r in rows), sum(r["dt"] == LAST_DAY for r in rows), topics)
 
 
+def _rows_rows(rows):
+    columns = list(dict.fromkeys(c for r in rows for c in r))
+    return columns, rows
+
+
 ENGINES = {
-    "duckdb, Parquet": ("parquet", _duckdb), "duckdb, Avro": ("avro", _duckdb),
-    "polars, Parquet": ("parquet", _polars), "polars, Avro": ("avro", _polars),
-    "pyarrow.dataset, Parquet": ("parquet", _pyarrow), "Spark, Parquet": ("parquet", _spark),
-    "fastavro, Avro": ("avro", _rows),
+    "duckdb, Parquet": ("parquet", _duckdb, _duckdb_rows), "duckdb, Avro": ("avro", _duckdb, _duckdb_rows),
+    "polars, Parquet": ("parquet", _polars, _polars_rows), "polars, Avro": ("avro", _polars, _polars_rows),
+    "pyarrow.dataset, Parquet": ("parquet", _pyarrow, _pyarrow_rows),
+    "Spark, Parquet": ("parquet", _spark, _spark_rows), "fastavro, Avro": ("avro", _rows, _rows_rows),
 }
 
 
@@ -120,17 +149,85 @@ CASES = [("fresh", n) for n in sorted(ENGINES)] + [("legacy", n) for n in sorted
 """Every snippet on the fresh warehouse of its format; the Parquet ones on the old-layout one too."""
 
 
+def _warehouse(warehouses, name, which):
+    return warehouses[ENGINES[name][0] if which == "fresh" else "legacy"]
+
+
+def _counts(written: list[Written]) -> tuple[int, int, int]:
+    """(rows, rows with hour < 10, rows of the last day)."""
+    return len(written), sum(w.hour < 10 for w in written), sum(w.dt == LAST_DAY for w in written)
+
+
 @pytest.mark.parametrize(("which", "name"), CASES)
 def test_snippet_reads_exact_rows_with_typed_dt_and_hour(name, which, warehouses, spark, capsys):
-    fmt, adapt = ENGINES[name]
-    w = warehouses[fmt if which == "fresh" else "legacy"]
+    adapt = ENGINES[name][1]
+    w = _warehouse(warehouses, name, which)
     ns = _run(name, w.path, spark, capsys)
-    legacy = NLEGACY if which == "legacy" else 0
+    views = _counts([x for x in w.written if x.topic == VIEWS])
     rows, dt_is_date, hour_is_int, early, last_day, topics = adapt(ns["views"])
-    assert (rows, dt_is_date, hour_is_int, early, last_day) == (w.expected[VIEWS], True, True, N05 + legacy, 0)
+    assert ((rows, early, last_day), dt_is_date, hour_is_int) == (views, True, True)
+    assert topics in (None, {VIEWS: views[0]})
     rows, dt_is_date, hour_is_int, early, last_day, topics = adapt(ns["everything"])
-    assert (rows, dt_is_date, hour_is_int, early, last_day) == (w.total, True, True, N05 + NCLICKS + legacy, NCLICKS)
-    assert topics in (None, w.expected)
+    assert ((rows, early, last_day), dt_is_date, hour_is_int) == (_counts(w.written), True, True)
+    assert topics == w.expected  # every topic, audit-monitoring included, named by the path's _topic
+
+
+def _expected_rows(written: list[Written], *, with_topic: bool) -> list[dict]:
+    """The rows a reader must return: every written field, dt and hour of the directory, and _topic."""
+    return [{**w.record, "dt": w.dt, "hour": w.hour, **({"_topic": w.topic} if with_topic else {})} for w in written]
+
+
+def _canonical(row: dict, columns) -> str:
+    """One row over ``columns`` (a column a row's schema does not have is null), as comparable text."""
+    return json.dumps({c: row.get(c) for c in columns}, sort_keys=True, default=str)
+
+
+def _first_difference(got: list[dict], want: list[dict], columns) -> str:
+    """The first written row the reader did not return as written: which columns differ, and how."""
+    def ident(row):
+        h = row.get("header") or {}
+        return h.get("session"), h.get("seq")
+    read = collections.defaultdict(list)
+    for r in got:
+        read[ident(r)].append(r)
+    left = collections.Counter(_canonical(r, columns) for r in got)
+    for row in want:
+        key = _canonical(row, columns)
+        if left[key]:
+            left[key] -= 1
+            continue
+        diffs = [{c: (row.get(c), r.get(c)) for c in columns if row.get(c) != r.get(c)} for r in read[ident(row)]]
+        return (f"the row of header.session, header.seq = {ident(row)} in {row.get('_topic', row.get('topic'))} "
+                f"was read as (written, read) per column: {diffs or 'no row'}")
+    return f"rows read that were never written: {[k for k, n in left.items() if n][:3]}"
+
+
+@pytest.mark.parametrize(("which", "name"), CASES)
+def test_snippet_returns_every_column_with_the_written_values(name, which, warehouses, spark, capsys):
+    """Row for row and column for column, what the readers return is what the producers wrote, plus
+    ``dt``, ``hour`` and ``_topic`` from the path: ``topic`` of audit-monitoring rows is the counted
+    topic, page views keep ``page_key`` and ``member_id`` and their second version's field, and no
+    column name appears twice."""
+    to_rows = ENGINES[name][2]
+    w = _warehouse(warehouses, name, which)
+    ns = _run(name, w.path, spark, capsys)
+    wrong = []
+    for frame, written in (("everything", w.written), ("views", [x for x in w.written if x.topic == VIEWS])):
+        columns, got = to_rows(ns[frame])
+        twice = sorted(c for c, n in collections.Counter(columns).items() if n > 1)
+        want = _expected_rows(written, with_topic=frame == "everything" or "_topic" in columns)
+        wanted = {c for r in want for c in r}
+        if twice or set(columns) != wanted:
+            wrong.append(f"{frame}: columns named twice {twice}, missing {sorted(wanted - set(columns))}, "
+                         f"not written {sorted(set(columns) - wanted)}")
+        shared = sorted(wanted.intersection(columns).difference(twice))  # the values of what is there
+        if sorted(_canonical(r, shared) for r in got) != sorted(_canonical(r, shared) for r in want):
+            wrong.append(f"{frame}: " + _first_difference(got, want, shared))
+        elif frame == "everything" and not wrong:
+            monitoring = sorted(r["topic"] for r in got if r["_topic"] == MONITORING)
+            assert monitoring == sorted(x.record["topic"] for x in written if x.topic == MONITORING)
+            assert set(monitoring) == {VIEWS, CLICKS}  # the topics counted, not the path's topic
+    assert not wrong, "\n".join(wrong)
 
 
 def test_the_warehouse_holds_every_kind_of_state(warehouses):
@@ -163,9 +260,10 @@ def test_a_fresh_warehouse_needs_no_reader_option(warehouses):
     import polars as pl
 
     w = warehouses["parquet"]
-    rel = duckdb.sql(f"SELECT * FROM read_parquet('{w.path}/{VIEWS}/**/*.parquet')")
+    rel = duckdb.sql(f"SELECT * FROM read_parquet('{w.path}/{VIEWS}/**/*.parquet', union_by_name = true)")
     assert dict(zip(rel.columns, map(str, rel.types)))["hour"] == "BIGINT"
-    assert rel.filter("hour < 10").aggregate("count(*)").fetchone()[0] == N05
+    assert rel.filter("hour < 10").aggregate("count(*)").fetchone()[0] == _counts(
+        [x for x in w.written if x.topic == VIEWS])[1]
     n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{w.path}/**/*.parquet', union_by_name = true, "
                    f"hive_partitioning = true)").fetchone()[0]
     assert n == w.total
@@ -180,7 +278,7 @@ def test_an_older_warehouse_reads_right_with_the_documented_options_only(warehou
     import duckdb
 
     w = warehouses["legacy"]
-    rel = duckdb.sql(f"SELECT * FROM read_parquet('{w.path}/{VIEWS}/*/*/*.parquet')")
+    rel = duckdb.sql(f"SELECT * FROM read_parquet('{w.path}/{VIEWS}/*/*/*.parquet', union_by_name = true)")
     assert dict(zip(rel.columns, map(str, rel.types)))["hour"] == "VARCHAR"
     n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{w.path}/**/*.parquet', union_by_name = true)").fetchone()[0]
     assert n == w.total + 6 + NLEGACY  # + the old-named revision's 6 rows + the old-named staged leftover's

@@ -3,8 +3,8 @@
 The question: of the messages a window lost at one tier, how many can lie in
 the recorded lost ranges (gaps) of that tier, and in which? Facts used:
 
-* a gap explains at most its capacity (exact message count, or estimate +
-  slack) — :meth:`LostGap.capacity`;
+* a gap explains at most its capacity (its exact message count, or its
+  estimate: never more) — :attr:`LostGap.capacity`;
 * a gap can hold messages of a window only if the window overlaps the gap's
   event-time span;
 * a *bounded* gap (``session_bounds``) can hold a session's message only if its
@@ -21,10 +21,19 @@ The network, per tier::
     S -> window (its loss at this tier) -> (window, session) -> atom -> bounded gap -> T (capacity)
          window -------------------------------------------------> unbounded gap (time overlap only)
 
-Windows are added earliest first, each augmented to its maximum before the next
-(so earlier windows are served first, and the result is still a maximum flow);
-breadth-first search visits gaps in offset order, so the result is
-deterministic. Whatever no gap can hold stays unexplained (DATA_LOSS). Tiers
+Strong evidence first: the network is first built only with the edges from
+atoms to gaps that *close* the atom's session (the session was loaded on both
+sides of the gap, so its missing seqs between the bounds are its messages in
+the gap, or lost elsewhere). Then the weak edges are added: atoms of sessions
+open on a side of the gap (a session that ended, or began, next to it: its
+missing seqs may as well be an acknowledged tail a crash lost), and windows to
+gaps without bounds. So a gap with an exact count is filled by what it surely
+held before an open session's unrelated loss can take its capacity.
+
+In each phase windows are added earliest first, each augmented to its maximum
+before the next (so earlier windows are served first, and the result is still
+a maximum flow); breadth-first search visits gaps in offset order, so the
+result is deterministic. Whatever no gap can hold stays unexplained (DATA_LOSS). Tiers
 are allocated upstream first; candidate seqs a source gap took are no longer
 available to the target tier.
 """
@@ -102,7 +111,6 @@ def allocate(
     gaps: Sequence[LostGap],
     window_ms: int,
     *,
-    slack: float,
     candidates: Candidates | None = None,
     capacity: dict[str, int] | None = None,
 ) -> dict[int, dict[str, int]]:
@@ -113,13 +121,13 @@ def allocate(
         gaps: the topic's gaps of this tier.
         candidates: atoms and per-session bounds; consumed in place (what this
             tier explains is no longer available to the next tier).
-        capacity: remaining capacity per gap ident (default: :meth:`LostGap.capacity`); updated in place.
+        capacity: remaining capacity per gap ident (default: :attr:`LostGap.capacity`); updated in place.
     """
     cand = candidates or Candidates()
     gaps = sorted(gaps, key=lambda g: (g.order, g.ident))
     caps = capacity if capacity is not None else {}
     for g in gaps:
-        caps.setdefault(g.ident, g.capacity(slack))
+        caps.setdefault(g.ident, g.capacity)
     f = _Flow()
     S, T = ("S",), ("T",)
     for g in gaps:
@@ -128,15 +136,17 @@ def allocate(
     windows = sorted(ws for ws, n in demand.items() if n > 0)
     atom_edges: list[tuple] = []
     session_edges: list[tuple] = []
-    for ws in windows:
+    weak: dict[int, list[tuple]] = {}
+    for ws in windows:  # strong evidence first: sessions the gap closes on both sides
         we = ws + window_ms
         near = [g for g in gaps if caps[g.ident] > 0 and g.overlaps(ws, we)]
         if not near:
             continue
         W = ("W", ws)
+        later = weak.setdefault(ws, [])
         for g in near:
             if not g.bounded:
-                f.edge(W, ("G", g.ident), INF)
+                later.append((W, ("G", g.ident)))
         by_id = {g.ident: g for g in near if g.bounded}
         for (aws, session), atoms in sorted(cand.atoms.items()):
             if aws != ws:
@@ -151,12 +161,20 @@ def allocate(
                 f.edge(WS, A, n)
                 atom_edges.append((WS, A, ws, session, i))
                 for gid in held:
-                    f.edge(A, ("G", gid), INF)
+                    if by_id[gid].closes(session):
+                        f.edge(A, ("G", gid), INF)
+                    else:
+                        later.append((A, ("G", gid)))
             if WS in f.adj:
                 f.edge(W, WS, INF if limit is None else max(0, limit))
                 session_edges.append((W, WS, ws, session))
-        if W in f.adj:
+        if W in f.adj or later:
             f.edge(S, W, demand[ws])
+            f.augment(S, T)
+    for ws in windows:  # then what the gaps may hold: sessions open on a side, gaps without bounds
+        for u, v in weak.get(ws, ()):
+            f.edge(u, v, INF)
+        if weak.get(ws):
             f.augment(S, T)
     out: dict[int, dict[str, int]] = {}
     for g in gaps:

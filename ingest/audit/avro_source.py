@@ -47,7 +47,8 @@ MONITORING_FIELDS: tuple[tuple[str, str], ...] = (
 MIRROR_LOST_FIELDS: tuple[tuple[str, str], ...] = (
     ("event_id", "string"), ("source_cluster", "string"), ("topic", "string"), ("broker_id", "long"),
     ("partition", "long"), ("start_offset", "long"), ("end_offset", "long"), ("bytes", "long"),
-    ("messages", "long"), ("messages_exact", "boolean"), ("after_time_ms", "long"), ("before_time_ms", "long"),
+    ("messages", "long"), ("messages_exact", "boolean"), ("cause", "string"), ("after_time_ms", "long"),
+    ("before_time_ms", "long"),
     ("session_bounds", "string"), ("detected_at_ms", "long"),
 )
 """MirrorLostRange records (conf/schemas/mirror_lost_range.avsc); ``session_bounds`` as JSON text."""

@@ -25,7 +25,8 @@ AUDIT_CONFIG = ConfigDef(
         Key("mirror.monitoring.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_MONITORING_TOPIC,
             "topic the mirror publishes its tier counts to (source read, target acked; never audited itself)"),
         Key("mirror.lost.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_LOST_TOPIC,
-            "topic of the mirror's lost ranges (source retention before mirroring; never audited itself)"),
+            "topic of the mirror's lost ranges (source data gone before mirroring: retention or missing segments; never "
+            "audited itself)"),
         Key("registry.url", Str(), "",
             "schema registry URL (informational: the audit reads decoded files and needs no schema lookups)"),
         Key("threshold", Float(0.0, 1.0), 0.999,
@@ -44,8 +45,9 @@ AUDIT_CONFIG = ConfigDef(
         Key("sample.size", Int(0, 10_000), 20, "missing message ids listed per problem window"),
         Key("producer.failures.are.loss", Bool(), True,
             "judge messages a producer attempted but could not deliver (count_failed, never loaded) as DATA_LOSS"),
-        Key("retention.estimate.slack", Float(0.0, 10.0), 0.1,
-            "a lost range whose count is an estimate (bytes / average size) may explain this fraction more messages"),
+        Key("retention.estimate.slack", Float(0.0, 10.0), 0.0,
+            "deprecated, ignored (a warning when set): a lost range whose count is an estimate explains at most "
+            "that estimate"),
         Key("history.enabled", Bool(), True, "keep each run's rows as a Parquet revision under <destination>/_audit/"),
         Key("report.docs.url", Str(), "",
             "where the HTML report's docs pointer links (e.g. your docs site's audit page); empty: docs/audit.md "

@@ -34,7 +34,8 @@ MONITORING_PARQUET_SCHEMA = ", ".join(
 """Parquet read schemas: the loader writes Avro ``int`` as int32 (``revision``), ``long`` as int64."""
 MIRROR_LOST_PARQUET_SCHEMA = (
     "event_id string, source_cluster string, topic string, broker_id int, partition int, start_offset long, "
-    "end_offset long, bytes long, messages long, messages_exact boolean, after_time_ms long, before_time_ms long, "
+    "end_offset long, bytes long, messages long, messages_exact boolean, cause string, after_time_ms long, "
+    "before_time_ms long, "
     "session_bounds array<struct<session: string, after_seq: long, before_seq: long>>, detected_at_ms long"
 )
 """The fields of MirrorLostRange records (conf/schemas/mirror_lost_range.avsc) the audit reads."""

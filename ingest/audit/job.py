@@ -240,6 +240,9 @@ def run_audit(
     by_producer = config["report.by.producer"] if by_producer is None else by_producer
     destination = config["destination"]
     log.info("audit %s of %s: windows [%d, %d), now %d", run_id, destination, lo, hi, now)
+    if config.is_set("retention.estimate.slack"):
+        log.warning("retention.estimate.slack is deprecated and ignored: a lost range whose count is an estimate "
+                    "now explains at most that estimate; remove the key from the audit's configuration")
 
     timings: dict[str, float] = {}
     with _step("loader state", timings):
@@ -269,7 +272,6 @@ def run_audit(
         window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
         lo_ms=lo, hi_ms=hi, plausible_hi_ms=plausible_hi,
         producer_failures_are_loss=config["producer.failures.are.loss"],
-        retention_slack=config["retention.estimate.slack"],
     )
     per_window = monitoring_events.aggregate(snapshots)
     lost = [r for r in state.lost_ranges if r.topic in set(topics)] + [r for r in source_lost if r.topic in set(topics)]

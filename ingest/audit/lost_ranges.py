@@ -3,12 +3,18 @@
 Two producers of lost ranges exist:
 
 * the loader (``ingest.loader.records.LostRange``, in the committed state):
-  ranges of the cluster it loads from that retention deleted before loading,
-  or that were damaged on a broker's disk (cause ``corruption``). In a tiered
-  deployment that cluster is the mirror's target: tier ``target``;
+  ranges of the cluster it loads from that retention deleted before loading
+  (cause ``retention``), that left the broker's log without a retention record
+  (cause ``missing_segments``: deleted by hand, lost on disk), or that were
+  damaged on a broker's disk (cause ``corruption``). In a tiered deployment that
+  cluster is the mirror's target: tier ``target``;
 * the mirror (``MirrorLostRange`` records, conf/schemas/mirror_lost_range.avsc,
-  loaded from the ``mirror.lost.topic`` topic): source partition ranges that
-  retention deleted before the mirror copied them: tier ``source``.
+  loaded from the ``mirror.lost.topic`` topic): source partition ranges gone
+  before the mirror copied them (cause ``retention`` or ``missing_segments``, as
+  for the loader): tier ``source``.
+
+A gap explains at most its message count: the exact count, or the estimate
+(bytes / average message size) itself, never more.
 
 Both may carry an exact message count (``messages_exact``: the broker recorded
 how many messages each deleted segment held) and ``session_bounds``: per
@@ -24,15 +30,16 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from dataclasses import dataclass
+
+from ingest.loader.records import CORRUPTION, MISSING_SEGMENTS, RETENTION
 
 log = logging.getLogger(__name__)
 
 TIER_SOURCE = "source"
 TIER_TARGET = "target"
-RETENTION = "retention"
-CORRUPTION = "corruption"
+CAUSES = (RETENTION, MISSING_SEGMENTS, CORRUPTION)
+"""Every cause a gap can have; only retention and corruption make a loss expected (not DATA_LOSS)."""
 
 Bound = tuple[str, "int | None", "int | None"]
 """(session, after_seq, before_seq); None = open on that side."""
@@ -45,7 +52,7 @@ class LostGap:
     ident: str             # unique per audit run; names the range in the allocation
     topic: str
     tier: str              # TIER_SOURCE (mirror) or TIER_TARGET (loader)
-    cause: str             # RETENTION or CORRUPTION
+    cause: str             # RETENTION, MISSING_SEGMENTS or CORRUPTION
     order: tuple           # (cluster, broker_id, partition, start_offset): deterministic allocation order
     messages: int          # exact count when ``exact``, else an estimate (bytes / average message size)
     exact: bool
@@ -58,11 +65,17 @@ class LostGap:
         """Whether any session is bounded (otherwise: time overlap and count only)."""
         return bool(self.bounds)
 
-    def capacity(self, slack: float) -> int:
-        """The most missing messages this range can explain: its exact count, or the estimate + slack."""
-        if self.exact:
-            return max(0, self.messages)
-        return max(0, math.ceil(self.messages * (1.0 + slack)))
+    @property
+    def capacity(self) -> int:
+        """The most missing messages this range can explain: its count, exact or estimated (never more)."""
+        return max(0, self.messages)
+
+    def closes(self, session: str) -> bool:
+        """Whether the range is bounded on both sides for ``session`` (seen before and after it): then the
+        session's missing seqs strictly between the bounds are exactly its messages in the range, or lost
+        elsewhere; a session open on a side (ended, or not yet started) may have lost others there."""
+        bound = next((b for b in self.bounds if b[0] == session), None)
+        return bound is not None and bound[1] is not None and bound[2] is not None
 
     def overlaps(self, window_start_ms: int, window_end_ms: int) -> bool:
         """The window [start, end) overlaps the range's event-time span (open ends when unknown)."""
@@ -121,13 +134,14 @@ def from_loader(obj, *, tier: str = TIER_TARGET, index: int = 0) -> LostGap:
 
 
 def from_mirror(rec, *, index: int = 0) -> LostGap:
-    """A MirrorLostRange record (dict or row) as a source-tier LostGap (always cause retention)."""
+    """A MirrorLostRange record (dict or row) as a source-tier LostGap (records without a cause: retention)."""
     cluster = str(_field(rec, "source_cluster", "") or "")
     broker, partition = int(_field(rec, "broker_id", 0) or 0), int(_field(rec, "partition", 0) or 0)
     start, end = int(_field(rec, "start_offset", 0) or 0), int(_field(rec, "end_offset", 0) or 0)
+    cause = str(_field(rec, "cause", RETENTION) or RETENTION)
     return LostGap(
-        ident=f"{TIER_SOURCE}#{index}:{cluster}:b{broker}p{partition}:{start}-{end}", topic=str(_field(rec, "topic")),
-        tier=TIER_SOURCE, cause=RETENTION, order=(cluster, broker, partition, start),
+        ident=f"{TIER_SOURCE}#{index}:{cluster}:b{broker}p{partition}:{start}-{end}:{cause}",
+        topic=str(_field(rec, "topic")), tier=TIER_SOURCE, cause=cause, order=(cluster, broker, partition, start),
         messages=int(_field(rec, "messages", 0) or 0), exact=bool(_field(rec, "messages_exact", False)),
         after_time_ms=_opt_int(_field(rec, "after_time_ms")), before_time_ms=_opt_int(_field(rec, "before_time_ms")),
         bounds=parse_bounds(_field(rec, "session_bounds")),

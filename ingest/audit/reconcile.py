@@ -15,7 +15,9 @@ readers of the report):
   RETENTION_LOSS (completeness below threshold and lost ranges recorded by the
   loader explain every missing message); CORRUPTION_LOSS (the same, and some of
   those ranges were damaged on the broker's disk: cause ``corruption``); DATA_LOSS (below threshold otherwise,
-  or producer failures never delivered when ``producer.failures.are.loss``);
+  including messages held by ranges of cause ``missing_segments``, which left the
+  broker without a retention record, or producer failures never delivered when
+  ``producer.failures.are.loss``);
   MONITORING_GAP (a lost monitoring event may have described the window);
   OVER_DELIVERY (more distinct ids than acknowledged); DUPLICATES (an id loaded
   more than once); COMPLETE.
@@ -67,7 +69,6 @@ class AuditParams:
     hi_ms: int
     plausible_hi_ms: int
     producer_failures_are_loss: bool = True
-    retention_slack: float = 0.1
 
 
 @dataclass
@@ -226,7 +227,7 @@ def _attribute(accs: dict[tuple, _Acc], lost: Sequence[LostGap], params: AuditPa
             if not tier_gaps:
                 continue
             demand = {ws: x[tier] for ws, x in d.items()}
-            assigned = allocate(demand, tier_gaps, params.window_ms, slack=params.retention_slack, candidates=cand)
+            assigned = allocate(demand, tier_gaps, params.window_ms, candidates=cand)
             for ws, per_gap in assigned.items():
                 by_ws[ws].explained[tier] = explained_by_cause(per_gap, tier_gaps)
 

@@ -12,7 +12,12 @@ Tiers, in pipeline order:
 
 A topic with no mirror monitoring event at all is single-cluster: two tiers
 (producers, warehouse) and the cause names of the single-cluster audit
-(``retention``, ``corruption``, ``unexplained_loss``, ``duplicates``).
+(``retention``, ``missing_segments``, ``corruption``, ``unexplained_loss``,
+``duplicates``).
+
+Messages held by a gap of cause ``missing_segments`` (gone from the broker
+without a retention record) are counted under that cause, and the tier's status
+is DATA_LOSS: only retention and corruption are expected losses.
 
 The drop at each tier is measured against the level before it, clamped so
 that intermediate levels lie between the warehouse count and the previous
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import logging
 
-from ingest.audit.lost_ranges import CORRUPTION, RETENTION, TIER_SOURCE, TIER_TARGET
+from ingest.audit.lost_ranges import CAUSES, CORRUPTION, MISSING_SEGMENTS, RETENTION, TIER_SOURCE, TIER_TARGET
 from ingest.audit.status import Status
 
 log = logging.getLogger(__name__)
@@ -42,15 +47,18 @@ GAP_TIER = {TIER_SOURCE: SOURCE, TIER_TARGET: WAREHOUSE}
 
 # cause names: (tier, kind) -> name; kind is a gap cause or "unexplained"
 TIERED_CAUSES = {
-    (SOURCE, RETENTION): "source_retention", (SOURCE, "unexplained"): "lost_before_source",
+    (SOURCE, RETENTION): "source_retention", (SOURCE, MISSING_SEGMENTS): "source_missing_segments",
+    (SOURCE, "unexplained"): "lost_before_source",
     (TARGET, "unexplained"): "lost_in_mirroring",
-    (WAREHOUSE, RETENTION): "target_retention", (WAREHOUSE, CORRUPTION): "corruption",
-    (WAREHOUSE, "unexplained"): "lost_at_loader",
+    (WAREHOUSE, RETENTION): "target_retention", (WAREHOUSE, MISSING_SEGMENTS): "target_missing_segments",
+    (WAREHOUSE, CORRUPTION): "corruption", (WAREHOUSE, "unexplained"): "lost_at_loader",
 }
 SINGLE_CAUSES = {
-    (WAREHOUSE, RETENTION): "retention", (WAREHOUSE, CORRUPTION): "corruption",
-    (WAREHOUSE, "unexplained"): "unexplained_loss",
+    (WAREHOUSE, RETENTION): "retention", (WAREHOUSE, MISSING_SEGMENTS): "missing_segments",
+    (WAREHOUSE, CORRUPTION): "corruption", (WAREHOUSE, "unexplained"): "unexplained_loss",
 }
+EXPECTED_CAUSES = (RETENTION, CORRUPTION)
+"""Gap causes whose losses are expected (RETENTION_LOSS, CORRUPTION_LOSS); any other makes DATA_LOSS."""
 DUPLICATES_CAUSE = {True: "duplicated", False: "duplicates"}
 
 
@@ -87,9 +95,9 @@ def loss_causes(d: dict[str, int], explained: dict[str, dict[str, int]], *, tier
     for tier in DROP_TIERS:
         lost = d.get(tier, 0)
         by_cause = explained.get(tier, {})
-        for cause in (RETENTION, CORRUPTION):
+        for cause in CAUSES:
             n = min(by_cause.get(cause, 0), lost)
-            if n:
+            if n and (tier, cause) in names:
                 out[names[(tier, cause)]] = out.get(names[(tier, cause)], 0) + n
                 lost -= n
         if lost > 0:
@@ -98,14 +106,15 @@ def loss_causes(d: dict[str, int], explained: dict[str, dict[str, int]], *, tier
 
 
 def tier_status(d: dict[str, int], explained: dict[str, dict[str, int]]) -> dict[str, Status]:
-    """Per dropping tier: DATA_LOSS (something no gap holds), CORRUPTION_LOSS or RETENTION_LOSS."""
+    """Per dropping tier: DATA_LOSS (something no gap holds, or held by missing segments), CORRUPTION_LOSS or
+    RETENTION_LOSS."""
     out = {}
     for tier in DROP_TIERS:
         lost = d.get(tier, 0)
         if lost <= 0:
             continue
         by_cause = explained.get(tier, {})
-        held = by_cause.get(RETENTION, 0) + by_cause.get(CORRUPTION, 0)
+        held = sum(by_cause.get(c, 0) for c in EXPECTED_CAUSES)
         if held < lost:
             out[tier] = Status.DATA_LOSS
         elif by_cause.get(CORRUPTION, 0):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
+from ingest.config import parse_int
 from ingest.errors import ReplicationConfigError
 
 MAX_PARTITIONS = 10_000
@@ -72,7 +73,7 @@ def parse_manual(text: str) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for i, group in enumerate(text.split(",")):
         try:
-            out[i] = [int(x) for x in group.strip().split(":")]
+            out[i] = [parse_int(x) for x in group.strip().split(":")]   # ASCII digits only
         except ValueError:
             raise ReplicationConfigError(
                 f"replica assignment {text!r}: group {group!r} is not broker ids joined by ':' "

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 
+from ingest.broker.coordinated import CoordinatedRequests
 from ingest.broker.handlers import BrokerHandlers
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
+from ingest.broker.server_config import check_replication_keys
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
 from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher
@@ -51,6 +53,7 @@ class BrokerServer:
         self.view = None
         self.replicas = None
         self.controller = None
+        self.coordinated = None
         self.network: SocketServer | None = None
         self.metrics = None     # BrokerMetrics when metrics.port is not -1
         self.exporter = None    # its endpoint (``exporter.url``)
@@ -67,6 +70,7 @@ class BrokerServer:
         cfg = self.config
         if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
             raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
+        check_replication_keys(cfg)
         self.log_manager = LogManager(cfg, self.clock)
         registry = self._start_metrics() if metrics_enabled(cfg) else None
         try:
@@ -130,12 +134,18 @@ class BrokerServer:
             if not self.view.is_replicated(topic):   # replica logs are not Kafka 0.7 topics
                 self.registry.register_topic(topic, count)
         self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view).start()
-        self.handlers.attach_replicas(self.replicas)
+        # requests that need ZooKeeper are served on a thread of their own, never a network thread
+        self.coordinated = CoordinatedRequests(cfg["zk.connectiontimeout.ms"] / 1000.0,
+                                               cfg["queued.max.request.bytes"],
+                                               name=f"coordinated-requests-{self.broker_id}").start()
+        self.handlers.attach_replicas(self.replicas, self.coordinated)
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
                                      unclean=cfg["unclean.leader.election.enable"]).start()
 
     def _stop_zookeeper_parts(self) -> None:
+        if self.coordinated is not None:
+            self.coordinated.stop()
         if self.controller is not None:
             self.controller.close()
         if self.replicas is not None:

@@ -8,7 +8,8 @@ transaction that first checks that epoch node's version: a controller that was r
 (its session expired while it was paused or cut off) has its writes refused by ZooKeeper
 itself, so its stale decisions never land.
 
-What it decides, always by a conditional write of ``.../partitions/[p]/state``:
+What it decides, always by a conditional write of the partition's state node
+(``/brokers/partition_states/[topic]/[p]``, :mod:`ingest.znodes`):
 
 - a new partition (an assignment without states): leader = the first live replica in
   assignment order, in-sync set = the live replicas, leader epoch 0;
@@ -24,6 +25,13 @@ What it decides, always by a conditional write of ``.../partitions/[p]/state``:
 
 All of it runs on one thread (events queued by watches), and every pass re-reads each
 state with its version, so a pass is always safe to repeat.
+
+States an earlier version wrote under ``/brokers/topics/[topic]/partitions`` (where Kafka 0.7
+clients misread them as broker ids) are moved: a partition without a state at its place now
+whose old state exists is decided from that old state (so a replica that restarted since it was
+written is still treated as restarted), and the decision, or the old state unchanged, is
+created at the new place in the same transaction that deletes the old node; the emptied
+directories are removed after.
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ import logging
 import queue
 import threading
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
@@ -165,19 +173,55 @@ class Controller:
         """Look at every replicated partition once; fix what the live brokers require."""
         live = set(self.view.brokers)
         for topic, assignment in sorted(self.view.assignments.items()):
+            legacy = self.client.retry(self.client.exists, znodes.legacy_partitions_dir(topic)) is not None
             for p, replicas in sorted(assignment.items()):
                 if not self.active:
                     return
-                self._handle(topic, p, replicas, live)
+                self._handle(topic, p, replicas, live, legacy)
+            if legacy:
+                self._remove_legacy_dirs(topic)
 
-    def _handle(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int]) -> None:
+    def _handle(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int], legacy: bool = False) -> None:
         for _ in range(5):
             state = self.view.read_state(topic, p)
-            new = self._decide(topic, p, replicas, live, state)
+            old = self._legacy_state(topic, p) if legacy and state is None else None
+            new = self._decide(topic, p, replicas, live, state or old)
+            if old is not None:
+                new = new or old
+                log.info("%s-%d: moving its state from %s to %s", topic, p,
+                         znodes.legacy_partition_state_path(topic, p), znodes.partition_state_path(topic, p))
             if new is None:
                 return
-            if self._write(topic, p, new, None if state is None else state.zk_version):
+            if self._write(topic, p, new, None if state is None else state.zk_version,
+                           legacy_version=None if old is None else old.zk_version):
                 return
+
+    def _legacy_state(self, topic: str, p: int) -> PartitionState | None:
+        """The state an earlier version wrote at the old place, with its version and zxid, or None."""
+        c = self.client
+        try:
+            data, stat = c.retry(c.get, znodes.legacy_partition_state_path(topic, p))
+        except NoNodeError:
+            return None
+        try:
+            return PartitionState.parse(data, stat.version, stat.mzxid)
+        except ValueError as exc:
+            log.error("%s-%d: unreadable state at the old place (%s); electing anew", topic, p, exc)
+            return None
+
+    def _remove_legacy_dirs(self, topic: str) -> None:
+        """Delete ``/brokers/topics/[topic]/partitions`` once no state is left in it (kept otherwise)."""
+        c = self.client
+        old_dir = znodes.legacy_partitions_dir(topic)
+        try:
+            for child in c.retry(c.get_children, old_dir):
+                c.retry(c.delete, znodes.legacy_partition_dir(topic, child))   # NotEmptyError while a state is left
+            c.retry(c.delete, old_dir)
+            log.info("topic %s: removed %s (its states moved)", topic, old_dir)
+        except NoNodeError:
+            pass
+        except NotEmptyError:
+            log.warning("topic %s: %s still holds a state; left for the next pass", topic, old_dir)
 
     def _decide(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int],
                 state: PartitionState | None) -> PartitionState | None:
@@ -217,12 +261,15 @@ class Controller:
                   "it waits for one of them to return", topic, p, list(state.isr))
         return PartitionState(-1, state.leader_epoch + 1, state.isr, self.epoch)
 
-    def _write(self, topic: str, p: int, state: PartitionState, version: int | None) -> bool:
-        """Conditional write, fenced by the controller epoch; False when the state changed meanwhile."""
+    def _write(self, topic: str, p: int, state: PartitionState, version: int | None,
+               legacy_version: int | None = None) -> bool:
+        """Conditional write, fenced by the controller epoch; False when the state changed meanwhile.
+        With ``legacy_version``, the old-place state node of that version is deleted in the same
+        transaction."""
         c = self.client
         path = znodes.partition_state_path(topic, p)
         if version is None:
-            c.retry(c.ensure_path, path.rsplit("/", 1)[0])
+            c.retry(c.ensure_path, znodes.partition_states_dir(topic))
 
         def commit():
             tx = c.transaction()
@@ -231,6 +278,8 @@ class Controller:
                 tx.create(path, state.encode())
             else:
                 tx.set_data(path, state.encode(), version=version)
+            if legacy_version is not None:
+                tx.delete(znodes.legacy_partition_state_path(topic, p), version=legacy_version)
             return tx.commit()
 
         results = c.retry(commit)

@@ -37,10 +37,22 @@ completed ``log.flush.interval`` messages, fsynced. A write or flush that
 fails answers the error instead (``LOG_OFFLINE`` once the log went offline),
 and an offline log acknowledges nothing more.
 
+ZooKeeper is never called on a network thread. A produce (any kind, APPEND_AT
+too) naming a topic this broker has neither a log nor a replicated assignment
+for needs it (is the topic replicated? create it replicated?): the handler
+raises :class:`~ingest.errors.NeedsZooKeeperError` before doing anything, and
+``dispatch`` hands the request to the coordination thread
+(:mod:`ingest.broker.coordinated`), which runs the same handler again with
+ZooKeeper calls bounded by the request's deadline (``zk.connectiontimeout.ms``;
+COORDINATION_UNAVAILABLE after it). The network thread gets a deferred reply
+that holds the connection until then; a held connection is not read either, so
+its close is noticed only after that answer (its refusals are all counted when
+``connection_closed`` summarizes them).
+
 Thread-safety: handlers hold no mutable state of their own besides the set of
 topics already announced to ZooKeeper (guarded by a lock); they may run
-concurrently on several network threads. The LogManager and Log guard their
-own state.
+concurrently on several network threads and the coordination thread. The
+LogManager and Log guard their own state.
 """
 from __future__ import annotations
 
@@ -66,6 +78,7 @@ from ingest.errors import (
     InvalidFetchSizeError,
     LeaderNotAvailableError,
     MalformedRequestError,
+    NeedsZooKeeperError,
     NotLeaderForPartitionError,
     OffsetOutOfRangeError,
     UnknownRequestTypeError,
@@ -102,12 +115,11 @@ class BrokerHandlers:
     """
 
     def __init__(self, log_manager, config, *, broker_id: int, host: str, port: int,
-                 on_new_topic: Callable[[str, int], None] | None = None, replicas=None) -> None:
+                 on_new_topic: Callable[[str, int], None] | None = None) -> None:
         self.logs = log_manager
         self.replicas = None       # the ReplicaManager (ZooKeeper on), or None
+        self.coordinated = None    # the CoordinatedRequests serving requests that need ZooKeeper (ZooKeeper on)
         self.replication: ReplicationHandlers | None = None
-        if replicas is not None:
-            self.attach_replicas(replicas)
         self.config = config
         self.broker_id = broker_id
         self.host = host
@@ -137,9 +149,11 @@ class BrokerHandlers:
             RequestType.DELETED_SEGMENTS: self.mirror.deleted_segments,
         }
 
-    def attach_replicas(self, replicas) -> None:
-        """Serve replicated topics through ``replicas`` (a ReplicaManager), set before serving."""
+    def attach_replicas(self, replicas, coordinated) -> None:
+        """Serve replicated topics through ``replicas`` (a ReplicaManager), set before serving; requests
+        that need ZooKeeper go to ``coordinated`` (a started CoordinatedRequests)."""
         self.replicas = replicas
+        self.coordinated = coordinated
         self.replication = ReplicationHandlers(self)
 
     # --- dispatch ----------------------------------------------------------------------
@@ -154,19 +168,42 @@ class BrokerHandlers:
             return Reply([p.ErrorResponse(exc.code).encode()])
         try:
             return handler(body, client)
+        except NeedsZooKeeperError:
+            # raised before anything was done: the coordination thread serves the request again
+            data = memoryview(bytes(body))
+            try:
+                return self.coordinated.submit(lambda: self._serve(kind, handler, data, client),
+                                               lambda exc: self._refused(kind, exc, client), len(data))
+            except IngestError as exc:
+                return self._refused(kind, exc, client)
         except IngestError as exc:
-            self.metrics.error(kind, exc.code.name)
-            if kind in p.RESPONSELESS:  # no response exists: log once per connection and count
-                keep = exc.code in KEEP_CONNECTION_AFTER
-                self.produce_refusals.refused(client, _name(kind), exc.code.name, str(exc), closing=not keep)
-                return None if keep else Reply([], close_after=True)
-            self.refusals.warning(client, f"{_name(kind)} {exc.code.name}", "client %s: %s request refused (%s): %s",
-                                  client, _name(kind), exc.code.name, exc)
-            return self._error_reply(kind, exc.code)
+            return self._refused(kind, exc, client)
         except Exception:  # noqa: BLE001 - a bug must not take the broker down
-            log.exception("client %s: %s request failed unexpectedly", client, _name(kind))
-            self.metrics.error(kind, ErrorCode.UNKNOWN.name)
-            return self._error_reply(kind, ErrorCode.UNKNOWN)
+            return self._failed(kind, client)
+
+    def _serve(self, kind: int, handler, body: memoryview, client: str) -> Reply | None:
+        """``handler`` with every failure answered (on the coordination thread)."""
+        try:
+            return handler(body, client)
+        except IngestError as exc:
+            return self._refused(kind, exc, client)
+        except Exception:  # noqa: BLE001 - a bug must not take the broker down
+            return self._failed(kind, client)
+
+    def _refused(self, kind: int, exc: IngestError, client: str) -> Reply | None:
+        self.metrics.error(kind, exc.code.name)
+        if kind in p.RESPONSELESS:  # no response exists: log once per connection and count
+            keep = exc.code in KEEP_CONNECTION_AFTER
+            self.produce_refusals.refused(client, _name(kind), exc.code.name, str(exc), closing=not keep)
+            return None if keep else Reply([], close_after=True)
+        self.refusals.warning(client, f"{_name(kind)} {exc.code.name}", "client %s: %s request refused (%s): %s",
+                              client, _name(kind), exc.code.name, exc)
+        return self._error_reply(kind, exc.code)
+
+    def _failed(self, kind: int, client: str) -> Reply:
+        log.exception("client %s: %s request failed unexpectedly", client, _name(kind))
+        self.metrics.error(kind, ErrorCode.UNKNOWN.name)
+        return self._error_reply(kind, ErrorCode.UNKNOWN)
 
     def connection_closed(self, client: str) -> None:
         """The network layer closed the connection from ``client``: summarize its refusals."""
@@ -186,12 +223,26 @@ class BrokerHandlers:
         """Partitions this broker has (or would create) for ``topic``: the log manager's one rule."""
         return self.logs.partition_count(topic)
 
+    def zookeeper_deadline(self) -> float:
+        """The deadline (monotonic) of the ZooKeeper calls serving the current request.
+
+        Raises:
+            NeedsZooKeeperError: on a network thread, which never calls ZooKeeper; the request is
+                served on the coordination thread instead (see ``dispatch``).
+        """
+        if not self.coordinated.on_worker():
+            raise NeedsZooKeeperError("this request needs ZooKeeper; it is served off the network thread")
+        return self.coordinated.deadline
+
     def _log_for_write(self, topic: str, partition: int):
-        if self.replicas is not None and not self.logs.has_topic(topic) \
-                and self.replicas.replicated_in_zookeeper(topic):
-            # created in ZooKeeper a moment ago, before this broker's watch saw it: never a 0.7 log
-            raise LeaderNotAvailableError(f"topic {topic!r} is a replicated topic this broker is still learning "
-                                          "about; retry")
+        if self.replicas is not None and not self.logs.has_topic(topic):
+            # a bad name or partition is refused here, without asking ZooKeeper
+            validate_partition(validate_topic(topic), partition, self.partition_count(topic))
+            if self.replicas.is_replicated(topic) \
+                    or self.replicas.replicated_in_zookeeper(topic, self.zookeeper_deadline()):
+                # created in ZooKeeper a moment ago, before this broker's watch saw it: never a 0.7 log
+                raise LeaderNotAvailableError(f"topic {topic!r} is a replicated topic this broker is still "
+                                              "learning about; retry")
         log_ = self.logs.get_or_create_log(topic, partition)
         if self.on_new_topic is not None and topic not in self._announced:
             with self._announce_lock:
@@ -310,7 +361,11 @@ class BrokerHandlers:
             raise OffsetOutOfRangeError(f"offset {f.offset} of {f.topic}-{f.partition} is negative")
         rp = self._replica(f.topic, f.partition)
         if rp is not None:
-            slc = rp.log.read(f.offset, f.max_size, limit=rp.read_limit())
+            try:
+                slc = rp.log.read(f.offset, f.max_size, limit=rp.read_limit())
+            except CorruptRangeError:
+                self.replicas.request_repair(rp.key)  # an in-sync follower may have good bytes (no wait here)
+                raise
         else:
             log_ = self._log_for_read(f.topic, f.partition)
             if log_ is None:
@@ -332,7 +387,7 @@ class BrokerHandlers:
         except CorruptRangeError as exc:
             log.warning("client %s: FETCH %s-%d@%d in a damaged range: answered CORRUPT_RANGE, next offset %d",
                         client, f.topic, f.partition, f.offset, exc.next_offset)
-            return Reply([p.FetchResponse.corrupt_range(exc.next_offset).encode()])
+            return Reply([p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).encode()])
         parts: list = [p.FetchResponse.header(ErrorCode.NONE, length)]
         if region is not None:
             parts.append(region)
@@ -351,7 +406,7 @@ class BrokerHandlers:
                 except CorruptRangeError as exc:
                     log.warning("client %s: MULTIFETCH part %s-%d@%d in a damaged range: answered CORRUPT_RANGE, "
                                 "next offset %d", client, f.topic, f.partition, f.offset, exc.next_offset)
-                    body = p.FetchResponse.corrupt_range(exc.next_offset).message_set
+                    body = p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).message_set
                     length, region, code = len(body), None, exc.code
                 except IngestError as exc:
                     self.refusals.warning(client, f"MULTIFETCH part {exc.code.name}",

@@ -160,9 +160,17 @@ class Log(ReplicaLogOps):
         if dropped:
             log.warning("log %s: recovery dropped %d bytes from the newest segment", self.name, dropped)
         for a, b in zip(segments, segments[1:]):
-            if a.end_offset != b.base_offset:
-                log.error("log %s: segment %s ends at %d but the next starts at %d; reads across the gap fail",
-                          self.name, a.path.name, a.end_offset, b.base_offset)
+            if a.end_offset < b.base_offset:
+                # a sealed segment cut short: its valid messages are served, the missing bytes are a
+                # damaged range whose next valid offset is the next segment's base
+                log.error("log %s: segment %s ends at %d but the next starts at %d: %d bytes are missing; "
+                          "they are recorded as a damaged range when the segment is verified, and fetches "
+                          "there answer CORRUPT_RANGE with next offset %d", self.name, a.path.name,
+                          a.end_offset, b.base_offset, b.base_offset - a.end_offset, b.base_offset)
+                a.note_gap(b.base_offset - a.base_offset)
+            elif a.end_offset > b.base_offset:
+                log.error("log %s: segment %s ends at %d but the next starts at %d: they overlap; reads past "
+                          "%d in it fail", self.name, a.path.name, a.end_offset, b.base_offset, b.base_offset)
         return segments
 
     # --- state ------------------------------------------------------------------
@@ -329,7 +337,7 @@ class Log(ReplicaLogOps):
 
     # --- reading ----------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, limit: int | None = None) -> LogSlice:
+    def read(self, offset: int, max_bytes: int, limit: int | None = None, *, check_first: bool = False) -> LogSlice:
         """Whole visible messages from ``offset``, at most ``max_bytes`` (the last may be cut).
 
         A read never crosses a segment end; reading at ``end_offset`` gives an
@@ -337,6 +345,9 @@ class Log(ReplicaLogOps):
         the flushed end as the upper bound (a replicated partition's high
         watermark for consumers, its log end for followers); it is capped at
         :attr:`log_end`, and a read between ``limit`` and the log end is empty.
+        ``check_first`` (a follower's fetch): CRC-check the first message served even from a
+        verified segment (:meth:`Segment.check_first <ingest.broker.segment.Segment.check_first>`),
+        so that bytes damaged on disk since are never handed to a replica as valid.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is before the start, after the
@@ -380,6 +391,8 @@ class Log(ReplicaLogOps):
                 if not seg.verified and length:
                     # A saved index let us skip the start-up scan; check what we serve instead.
                     length = seg.validate_range(pos, length, pos + avail)
+                elif check_first and length:
+                    length = seg.check_first(pos, length, pos + avail)
             except BaseException:
                 seg.release()
                 raise

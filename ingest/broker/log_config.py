@@ -34,7 +34,9 @@ LOG_CONFIG = ConfigDef(
         Key("log.flush.interval", Int(1, _INT32_MAX), 500, "fsync after this many appended messages"),
         Key("log.default.flush.interval.ms", Int(1, _INT32_MAX), 3000, "fsync a log with unflushed messages at least this often"),
         Key("topic.flush.intervals.ms", IntMap(1, _INT32_MAX), {}, "per-topic flush intervals, topic:ms,..."),
-        Key("log.default.flush.scheduler.interval.ms", Int(1, _INT32_MAX), 3000, "how often the flusher thread checks flush intervals"),
+        Key("log.default.flush.scheduler.interval.ms", Int(1, _INT32_MAX), 3000,
+            "longest time between two checks of the flusher thread (it wakes at the smallest flush interval "
+            "when that is shorter, not below 10 ms)"),
         Key("log.retention.hours", Int(1, 1_000_000), 24 * 7, "delete segments last modified longer ago than this"),
         Key("topic.log.retention.hours", IntMap(1, 1_000_000), {}, "per-topic retention hours, topic:hours,..."),
         Key("log.retention.size", Int(-1, _INT64_MAX), -1, "keep at most this many bytes per partition log (-1: no limit)"),

@@ -9,8 +9,8 @@ before they reach a path; directories under ``log.dir`` that do not parse as
 Concurrency contract: every public method is thread-safe. The map of logs is
 guarded by the manager's lock (held only to look up or insert); each
 :class:`~ingest.broker.log.Log` guards itself. Two daemon threads run after
-:meth:`startup`: the flusher (every ``log.default.flush.scheduler.interval.ms``
-it flushes logs whose flush interval elapsed) and the retention thread
+:meth:`startup`: the flusher (every :meth:`flush_check_interval_ms` it flushes
+logs whose flush interval elapsed) and the retention thread
 (every ``log.cleanup.interval.mins``, or ``log.retention.check.interval.ms``
 when set). Decisions use the injected clock; the threads only sleep on real time, and tests call :meth:`flush_due` /
 :meth:`cleanup` directly with a fake clock. A log that an I/O error took
@@ -47,6 +47,7 @@ from ingest.errors import LogOfflineError, StorageError, TopicCreationRefusedErr
 log = logging.getLogger(__name__)
 
 _HOUR_MS = 3_600_000
+_MIN_FLUSH_CHECK_MS = 10   # a flush interval below this still wakes the flusher only this often
 _AUTO_OPEN_FILES = (16, 10_000)
 
 
@@ -130,7 +131,9 @@ class LogManager:
         except BaseException:
             self.shutdown()  # closes what was loaded and releases the directory lock
             raise
-        self._start_thread("log-flusher", self.config["log.default.flush.scheduler.interval.ms"] / 1000.0, self.flush_due)
+        check_ms = self.flush_check_interval_ms()
+        log.info("the flusher checks the flush intervals every %d ms", check_ms)
+        self._start_thread("log-flusher", check_ms / 1000.0, self.flush_due)
         self._start_thread("log-retention", self.retention_period_s(), self.cleanup)
         verifier = threading.Thread(target=self.verify_old_segments, name="log-verifier", daemon=True)
         verifier.start()
@@ -207,6 +210,15 @@ class LogManager:
                 "give each broker its own log.dir"
             ) from None
         self._lock_fd = fd
+
+    def flush_check_interval_ms(self) -> int:
+        """How often the flusher wakes: ``log.default.flush.scheduler.interval.ms``, or the smallest flush
+        interval (``log.default.flush.interval.ms``, ``topic.flush.intervals.ms``) when that is smaller,
+        but not below 10 ms. A message is visible once flushed, so a topic's interval must not wait for
+        a longer scheduler tick."""
+        c = self.config
+        smallest = min([c["log.default.flush.interval.ms"], *c["topic.flush.intervals.ms"].values()])
+        return min(c["log.default.flush.scheduler.interval.ms"], max(_MIN_FLUSH_CHECK_MS, smallest))
 
     def retention_period_s(self) -> float:
         """Seconds between retention passes: ``log.retention.check.interval.ms`` when set, else

@@ -86,7 +86,7 @@ class ReplicaLogOps:
                 healed = seg.repair(pos, data)
             except OSError as exc:
                 raise storage_error(f"cannot repair {seg.path} at {offset}", exc) from exc
-        log.warning("log %s: damaged range at %d overwritten with %d bytes from the leader; segment %s",
+        log.warning("log %s: damaged range at %d overwritten with %d bytes from another replica; segment %s",
                     self.name, offset, len(data), "intact again" if healed else "still has damage")
         return healed
 

@@ -164,9 +164,11 @@ class ReplicatedPartition:
         with self.lock:
             self.check_leader()
             if acks == -1 and len(self.isr) < min_isr:
+                never = (f"; it has only {len(self.replicas)} replica(s), so no acks=-1 write can succeed until "
+                         f"min.insync.replicas is at most {len(self.replicas)}") if len(self.replicas) < min_isr else ""
                 raise NotEnoughReplicasError(
                     f"{self.topic}-{self.partition}: {len(self.isr)} in-sync replica(s) {list(self.isr)}, "
-                    f"min.insync.replicas={min_isr}; acks=-1 write refused, nothing appended")
+                    f"min.insync.replicas={min_isr}; acks=-1 write refused, nothing appended{never}")
             generation = self.generation
         offset = self.log.append(message_set, expected)
         end = offset + len(getattr(message_set, "data", message_set))

@@ -9,7 +9,8 @@ Full grammar, error codes and the server's handling of bad input are in
 
     0  PRODUCE        topic:string partition:int32 set_size:int32 message_set    (no response)
     1  FETCH          topic:string partition:int32 offset:int64 max_size:int32
-                      -> message_set (sent with sendfile from the segment file)
+                      -> message_set (sent with sendfile from the segment file); error 20
+                         CORRUPT_RANGE: next_offset:int64 start_offset:int64 messages:int32
     2  MULTIFETCH     count:int16 then count FETCH bodies
                       -> per fetch, in order: size:int32 error:int16 message_set
                          (size counts the error field and the set)
@@ -69,6 +70,8 @@ from ingest.broker.protocol_codec import (  # noqa: F401  (re-exported: callers 
 from ingest.broker.protocol_mirror import (  # noqa: F401  (re-exported)
     AppendAtRequest, AppendAtResponse, DeletedSegmentsRequest, DeletedSegmentsResponse, DeletionRecord)
 from ingest.errors import ErrorCode, MalformedRequestError, MalformedResponseError, UnknownRequestTypeError
+
+CORRUPT_RANGE_TAIL = struct.Struct(">qi")  # start_offset, messages: after next_offset in a CORRUPT_RANGE body
 
 
 # --- requests -------------------------------------------------------------------------
@@ -386,15 +389,27 @@ class FetchResponse:
         return cls(error, r.raw(r.remaining(), "message_set"))
 
     @classmethod
-    def corrupt_range(cls, next_offset: int) -> "FetchResponse":
+    def corrupt_range(cls, next_offset: int, start_offset: int = -1, messages: int = -1) -> "FetchResponse":
         """The answer to a fetch at or inside a damaged range: error CORRUPT_RANGE, body
-        ``next_offset:int64`` (the next valid message) instead of a message set."""
-        return cls(ErrorCode.CORRUPT_RANGE, INT64.pack(next_offset))
+        ``next_offset:int64 start_offset:int64 messages:int32`` (the next valid message, where the
+        damaged range starts, how many messages it held or -1) instead of a message set. Brokers
+        before the last two fields sent ``next_offset`` alone."""
+        return cls(ErrorCode.CORRUPT_RANGE, INT64.pack(next_offset) + CORRUPT_RANGE_TAIL.pack(start_offset, messages))
 
     @property
     def next_valid_offset(self) -> int:
         """The ``next_offset`` of a CORRUPT_RANGE answer (see :meth:`corrupt_range`)."""
-        return Reader(self.message_set, "FetchResponse(CORRUPT_RANGE)", MalformedResponseError).int64("next_offset")
+        return self.damaged_range()[0]
+
+    def damaged_range(self) -> tuple[int, int, int]:
+        """``(next_offset, start_offset, messages)`` of a CORRUPT_RANGE answer; -1 for the two
+        fields a broker did not send."""
+        r = Reader(self.message_set, "FetchResponse(CORRUPT_RANGE)", MalformedResponseError)
+        nxt = r.int64("next_offset")
+        if r.remaining() < CORRUPT_RANGE_TAIL.size:
+            return nxt, -1, -1
+        start, messages = r.unpack(CORRUPT_RANGE_TAIL, "start_offset+messages")
+        return nxt, start, messages
 
 
 @dataclass(frozen=True, slots=True)

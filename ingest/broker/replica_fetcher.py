@@ -15,9 +15,20 @@ background verifier, docs/log-format.md) is overwritten with the leader's bytes 
 offsets once the follower has caught up, and checked again (every 30 s while any is left).
 
 A fetch that lands below the leader's log start (retention, or a new empty replica) resets
-the follower's log to start at the leader's log start. A fetch the leader refuses because
+the follower's log to start at the leader's log start, after copying the leader's records of
+the segments its retention deleted below it (:func:`ingest.broker.deletion_log.adopt_deletions`). A fetch the leader refuses because
 the epochs differ waits for the replica manager, which replaces this fetcher when the
 partition's state changes.
+
+Damaged leader data: when the leader answers CORRUPT_RANGE (its bytes at the fetch offset
+are damaged; it repairs them from another in-sync replica when one has good bytes,
+:mod:`ingest.broker.leader_repair`), or serves bytes that are not valid messages (a leader
+that does not check them), the follower cannot copy past them. It never asks again at once:
+it backs off (:data:`STALL_BACKOFF_S` doubling to :data:`STALL_MAX_BACKOFF_S`), logs the
+state once at WARNING (repeats are counted, :mod:`ingest.ratelimited_log`), reports it
+(:class:`~ingest.broker.replica_stalls.Stall`: metrics, ``ingest topics describe``), and
+goes on by itself once a fetch there returns valid bytes. No path of the loop asks again
+without waiting unless the last fetch made progress or asked for a larger fetch.
 
 Concurrency: one thread per followed partition; ``stop`` may be called from any thread and
 returns once the thread has finished (the log is never touched after that).
@@ -27,11 +38,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import message_bounds, valid_prefix
+from ingest.broker.deletion_log import adopt_deletions
+from ingest.broker.message_set import message_bounds, scan, valid_prefix
+from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
+from ingest.broker.repair_read import read_range
+from ingest.broker.replica_stalls import Stall
 from ingest.client.connection import BrokerConnection
-from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError
+from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError, MalformedResponseError
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +57,22 @@ REPAIR_INTERVAL_S = 30.0
 """How often a follower looks for damaged ranges (found at recovery or by the verifier) to repair."""
 BACKOFF_S = 0.1
 MAX_BACKOFF_S = 1.0
+STALL_BACKOFF_S = 1.0
+"""First wait after the leader's bytes at the fetch offset could not be copied (Kafka's
+``replica.fetch.backoff.ms`` default); doubled up to :data:`STALL_MAX_BACKOFF_S`."""
+STALL_MAX_BACKOFF_S = 30.0
+STALL_LOG_INTERVAL_S = 600.0
+"""A stall is logged once when it starts; while it lasts, one line per this interval counts the retries."""
+
+_stall_log = RateLimitedLog(log, interval_s=STALL_LOG_INTERVAL_S)
 
 
 class ReplicaFetcher(threading.Thread):
     """Follows ``part`` (a :class:`~ingest.broker.partition.ReplicatedPartition`) from ``leader``."""
 
     def __init__(self, part, leader: tuple[int, str, int], epoch: int, *, max_bytes: int, wait_ms: int,
-                 socket_timeout_s: float) -> None:
+                 socket_timeout_s: float, on_stall: Callable[[tuple[str, int], Stall | None], None] | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(name=f"replica-fetcher-{part.topic}-{part.partition}", daemon=True)
         self.part = part
         self.leader_id, self.host, self.port = leader
@@ -57,12 +84,20 @@ class ReplicaFetcher(threading.Thread):
                                       timeout_s=socket_timeout_s + wait_ms / 1000.0)
         self.fetches = 0
         self._next_repair = 0.0
+        self.stall: Stall | None = None
+        """Why this fetcher cannot copy past its position now (None while it copies)."""
+        self._on_stall = on_stall or (lambda key, stall: None)
+        self._clock = clock
+        self._stall_backoff = STALL_BACKOFF_S
 
     def stop(self) -> None:
         self._halt.set()
         self._conn.close()
         if self is not threading.current_thread() and self.is_alive():
             self.join(30)
+        if self.stall is not None:
+            self.stall = None
+            self._on_stall(self.part.key, None)
 
     def run(self) -> None:
         part, lg = self.part, self.part.log
@@ -88,7 +123,14 @@ class ReplicaFetcher(threading.Thread):
                 return
             try:
                 if resp.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    pos = self._out_of_range(pos, resp)
+                    moved = self._out_of_range(pos, resp)
+                    if moved == pos:   # a leader that refuses the very offset it pointed us to: never spin
+                        self._halt.wait(backoff)
+                        backoff = min(MAX_BACKOFF_S, backoff * 2)
+                    pos = moved
+                    continue
+                if resp.error == ErrorCode.CORRUPT_RANGE:
+                    self._stalled(pos, *_damaged_range(resp), "the leader's bytes there are damaged")
                     continue
                 if resp.error != ErrorCode.NONE:
                     log.debug("%s: leader %d answered %s", part, self.leader_id, ErrorCode(resp.error).name)
@@ -102,7 +144,13 @@ class ReplicaFetcher(threading.Thread):
                     if len(data) >= max_bytes:   # one message larger than a fetch: ask for more
                         max_bytes *= 2
                         log.info("%s: raising the replica fetch size to %d bytes", part, max_bytes)
+                        continue
+                    # not a valid message, and not cut by the fetch size: bytes a leader served unchecked
+                    self._stalled(pos, -1, -1, -1, f"the leader served bytes that are not a valid message "
+                                                   f"({scan(data).error})")
                     continue
+                if data:
+                    self._resumed(pos)
                 data = data[:whole]
                 if pos < lg.log_end:
                     pos = self._agree(pos, data, resp.log_end)
@@ -117,6 +165,34 @@ class ReplicaFetcher(threading.Thread):
                 log.error("%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
                 self._halt.wait(MAX_BACKOFF_S)
                 pos = min(pos, lg.log_end)
+
+    def _stalled(self, pos: int, next_offset: int, start: int, messages: int, why: str) -> None:
+        """The leader's bytes at ``pos`` cannot be copied: report, log once per state, back off."""
+        part = self.part
+        stall = Stall(pos, self.leader_id, self.epoch, why, start, next_offset, self._clock.time_ms())
+        if not stall.same_state(self.stall):
+            self._stall_backoff = STALL_BACKOFF_S
+            self.stall = stall
+            self._on_stall(part.key, stall)
+        where = f"{start}..{next_offset}" if start >= 0 and next_offset >= 0 else f"{pos}"
+        held = f", {messages} message(s)" if messages >= 0 else ""
+        _stall_log.warning(f"broker {self.leader_id}", f"{part.topic}-{part.partition} stalled at {where}",
+                           "%s: cannot copy past offset %d from leader %d: %s (damaged range %s%s); retrying "
+                           "every %.0f-%.0f s until the leader repairs it from another in-sync replica or "
+                           "leadership moves; this replica stays out of the in-sync set meanwhile",
+                           part, pos, self.leader_id, why, where, held, STALL_BACKOFF_S, STALL_MAX_BACKOFF_S)
+        self._halt.wait(self._stall_backoff)
+        self._stall_backoff = min(STALL_MAX_BACKOFF_S, self._stall_backoff * 2)
+
+    def _resumed(self, pos: int) -> None:
+        """A fetch returned valid bytes: a stall, if any, is over."""
+        if self.stall is None:
+            return
+        stall, self.stall = self.stall, None
+        self._stall_backoff = STALL_BACKOFF_S
+        self._on_stall(self.part.key, None)
+        log.info("%s: copying again from leader %d at offset %d (stalled at %d for %d ms)", self.part,
+                    self.leader_id, pos, stall.offset, self._clock.time_ms() - stall.since_ms)
 
     def _agree(self, pos: int, data: bytes, leader_end: int) -> int:
         """Compare ``data`` (the leader's bytes at ``pos``) with the local log; truncate where they
@@ -147,20 +223,15 @@ class ReplicaFetcher(threading.Thread):
         for start, end in lg.damaged_ranges():
             if self._halt.is_set():
                 return
-            need = end - start
-            req = p.ReplicaFetchRequest(-1, self.epoch, 0, p.FetchRequest(part.topic, part.partition, start,
-                                                                           max(need, self.max_bytes)))
-            try:
-                resp = self._conn.request(req.encode(), p.ReplicaFetchResponse)
-            except IngestError as exc:
-                log.warning("%s: cannot fetch %d..%d from the leader to repair it: %s", part, start, end, exc)
-                return
-            data = resp.message_set[:need]
-            if resp.error != ErrorCode.NONE or len(data) < need or valid_prefix(data) != need:
-                log.warning("%s: the leader cannot supply whole messages for the damaged range %d..%d (%s); "
-                            "it stays damaged here", part, start, end, ErrorCode(resp.error).name)
+            data, why = read_range(self._conn, part.topic, part.partition, self.epoch, start, end, self.max_bytes)
+            if data is None:
+                log.warning("%s: the leader cannot supply the damaged range %d..%d (%s); it stays damaged here "
+                            "and is tried again in %.0f s", part, start, end, why, REPAIR_INTERVAL_S)
                 continue
-            lg.repair(start, data)
+            try:
+                lg.repair(start, data)
+            except IngestError as exc:   # e.g. past a segment file's end (cut short): not in place
+                log.warning("%s: the damaged range %d..%d cannot be overwritten (%s)", part, start, end, exc)
 
     def _read_local(self, pos: int, n: int) -> bytes:
         lg = self.part.log
@@ -181,6 +252,7 @@ class ReplicaFetcher(threading.Thread):
         if resp.log_start > pos:
             log.warning("%s: offset %d is below the leader's log start %d; restarting the local log there",
                         self.part, pos, resp.log_start)
+            self._adopt_leader_deletions(resp.log_start)
             lg.reset_to(resp.log_start)
             self.part.truncated(resp.log_start)
             return resp.log_start
@@ -196,9 +268,36 @@ class ReplicaFetcher(threading.Thread):
                     self.part, pos, self.leader_id)
         start = max(lg.start_offset, resp.log_start)
         if start > lg.start_offset:
+            self._adopt_leader_deletions(start)
             lg.reset_to(start)
         self.part.truncated(start)
         return start
+
+
+    def _adopt_leader_deletions(self, upto: int) -> None:
+        """Before the local log restarts at ``upto`` (the leader's log start): keep the leader's records of
+        the segments its retention deleted from the local start up to there (DELETED_SEGMENTS)."""
+        part, lg = self.part, self.part.log
+        req = DeletedSegmentsRequest(part.topic, part.partition, lg.start_offset, upto)
+        try:
+            resp = self._conn.request(req.encode(), DeletedSegmentsResponse)
+            failed = None if resp.error == ErrorCode.NONE else f"error code {resp.error}"
+        except IngestError as exc:
+            failed = str(exc)
+        if failed:
+            log.warning("%s: the leader's deletion records below %d could not be read (%s): a reader that asks "
+                        "this replica will see that range as missing segments, not retention", part, upto, failed)
+            return
+        n = adopt_deletions(lg.directory, resp.records, leader=self.leader_id, log_name=lg.name)
+        log.info("%s: kept %d of the leader's deletion record(s) below %d", part, n, upto)
+
+
+def _damaged_range(resp: p.ReplicaFetchResponse) -> tuple[int, int, int]:
+    """``(next_offset, start_offset, messages)`` a CORRUPT_RANGE answer names; -1 for what it does not."""
+    try:
+        return p.FetchResponse(resp.error, resp.message_set).damaged_range()
+    except MalformedResponseError:   # a leader that sent no body
+        return -1, -1, -1
 
 
 def _read_upto(lg, offset: int, n: int) -> bytes:

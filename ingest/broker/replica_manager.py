@@ -14,7 +14,13 @@ Its other threads:
   and the state node is rewritten with a conditional (versioned) write; a refused write
   (another writer, a lost session, no ZooKeeper) leaves the set as it was;
 - the high-watermark checkpointer (:mod:`ingest.broker.hw_checkpoint`), every
-  ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown.
+  ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown;
+- the leader's repair of damaged ranges from in-sync followers (:mod:`ingest.broker.leader_repair`),
+  asked for by the request handlers and when an in-sync set grows.
+
+Followers that cannot copy past their leader's damaged bytes report it on the
+:class:`~ingest.broker.replica_stalls.StallBoard`; the in-sync-set thread publishes it in
+ZooKeeper after its writes (``ingest topics describe`` shows it).
 
 Stale decisions: every state change of a controller is written in a ZooKeeper transaction
 that also checks the controller epoch, so a deposed controller's writes fail in ZooKeeper;
@@ -34,8 +40,11 @@ from ingest import znodes
 from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
+from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.broker.replica_fetcher import ReplicaFetcher
+from ingest.broker.replica_stalls import StallBoard
+from ingest.broker.zk_deadline import DeadlineCalls
 from ingest.errors import IngestError, LeaderNotAvailableError, NotLeaderForPartitionError, WrongPartitionError
 
 log = logging.getLogger(__name__)
@@ -66,11 +75,16 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], ReplicatedPartition] = {}
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
         self._hws = hw_checkpoint.read(config["log.dir"])
+        self.zk = DeadlineCalls(client)   # for requests a client waits on (never client.retry's endless wait)
         self._work: queue.SimpleQueue = queue.SimpleQueue()
         self._isr_wanted = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self.stalls = StallBoard(broker_id, on_change=self._isr_wanted.set)
+        self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), lambda: dict(self.view.brokers),
+                                   timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
+                                   max_bytes=config["replica.fetch.max.bytes"])
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -80,6 +94,7 @@ class ReplicaManager:
             t = threading.Thread(target=target, name=f"{name}-{self.broker_id}", daemon=True)
             t.start()
             self._threads.append(t)
+        self.repair.start()
         self.view.on_topic(lambda topic, assignment: self._enqueue_topic(topic, assignment))
         self.view.on_state(lambda topic, p, _state: self._work.put((topic, p)))
         self.view.on_brokers(lambda _brokers: self._work.put("brokers"))
@@ -94,6 +109,7 @@ class ReplicaManager:
         self._isr_wanted.set()
         for f in list(self.fetchers.values()):
             f.stop()
+        self.repair.stop()
         self.purgatory.close()
         for t in self._threads:
             t.join(10)
@@ -167,7 +183,8 @@ class ReplicaManager:
             f = ReplicaFetcher(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
-                               socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0)
+                               socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
+                               on_stall=self.stalls.report)
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:
@@ -205,27 +222,41 @@ class ReplicaManager:
     def is_replicated(self, topic: str) -> bool:
         return topic in self.view.assignments
 
-    def replicated_in_zookeeper(self, topic: str) -> bool:
+    def replicated_in_zookeeper(self, topic: str, deadline: float) -> bool:
         """Ask ZooKeeper itself (not the watched view) whether ``topic`` is replicated: before this
-        broker creates a 0.7 log for a topic it has never seen. False when ZooKeeper cannot say."""
+        broker creates a 0.7 log for a topic it has never seen. An unreadable node counts as a 0.7 topic.
+
+        Raises:
+            CoordinationUnavailableError: ZooKeeper did not answer by ``deadline`` (monotonic); a
+                topic ZooKeeper cannot vouch for is not created (it may be replicated).
+        """
         if topic in self.view.assignments:
             return True
         try:
-            data, _ = self.client.retry(self.client.get, znodes.topic_dir(topic))
+            data, _ = self.zk.call(deadline, self.client.get_async, znodes.topic_dir(topic),
+                                   what=f"is topic {topic} replicated")
             return znodes.parse_assignment(data) is not None
         except NoNodeError:
             return False
-        except (KazooException, KazooTimeoutError, ValueError) as exc:
-            log.warning("cannot check in ZooKeeper whether topic %s is replicated (%s); treating it as a "
-                        "0.7 topic", topic, exc)
+        except (KazooException, ValueError) as exc:
+            log.warning("cannot read topic %s in ZooKeeper (%s); treating it as a 0.7 topic", topic, exc)
             return False
 
     def wants_isr_check(self) -> None:
         self._isr_wanted.set()
 
-    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
+    def request_repair(self, key: tuple[str, int]) -> None:
+        """Ask the repair thread to look at ``key``'s damaged ranges (never blocks: network threads call it)."""
+        self.repair.request(key)
+
+    def create_topic(self, topic: str, partitions: int, replication_factor: int, deadline: float) -> None:
         """Write a replicated topic's assignment (a produce auto-created it); the controller then
-        elects its leaders. Never raises for a topic created meanwhile by someone else."""
+        elects its leaders. Never raises for a topic created meanwhile by someone else.
+
+        Raises:
+            CoordinationUnavailableError: ZooKeeper did not answer by ``deadline`` (monotonic); the
+                write may still land (a retry then finds the topic).
+        """
         live = sorted(self.view.brokers)
         try:
             assignment = assign(live, partitions, min(replication_factor, len(live)))
@@ -233,12 +264,12 @@ class ReplicaManager:
             log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
             return
         try:
-            self.client.retry(self.client.create, znodes.topic_dir(topic), znodes.assignment_value(assignment),
-                              makepath=True)
+            self.zk.call(deadline, self.client.create_async, znodes.topic_dir(topic),
+                         znodes.assignment_value(assignment), makepath=True, what=f"create topic {topic}")
             log.info("auto-created replicated topic %s: %s", topic, assignment)
         except NodeExistsError:
             pass
-        except (KazooException, KazooTimeoutError) as exc:
+        except KazooException as exc:
             log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
 
     # --- in-sync sets ----------------------------------------------------------------------------
@@ -256,6 +287,10 @@ class ReplicaManager:
                         self._write_isr(part)
                     except Exception:  # noqa: BLE001
                         log.exception("%s: in-sync set update failed", part)
+            try:
+                self.stalls.publish(self.client)
+            except Exception:  # noqa: BLE001 - the in-sync sets matter more than this report
+                log.exception("publishing the stalled replicas failed")
 
     def _write_isr(self, part: ReplicatedPartition) -> None:
         change = part.isr_change(self.lag_ms)
@@ -282,7 +317,10 @@ class ReplicaManager:
             log.warning("%s: cannot write the in-sync set %s to ZooKeeper (%s); keeping %s", part,
                         list(new_isr), exc, list(part.isr))
             return
+        joined = set(new_isr) - set(part.isr)
         part.isr_written(new_isr, epoch, stat.version)
+        if joined and part.log.damaged_ranges():
+            self.repair.request(part.key)   # a replica joined: it may hold good bytes for our damage
 
     # --- high watermarks ---------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """The request handlers that exist because of replication: PRODUCE_ACKS (acks -1 waits for the
-in-sync replicas), REPLICA_FETCH (followers copying the leader's log), TOPIC_METADATA (where each
-replicated partition is led), and the replicated side of OFFSETS and auto-creation.
+in-sync replicas), REPLICA_FETCH (followers copying the leader's log; replica id -1: a leader's
+repair read of a range damaged in its own log, answered by its followers), TOPIC_METADATA (where each
+replicated partition is led), and the replicated side of OFFSETS and auto-creation (which writes to
+ZooKeeper, so it runs on the handlers' coordination thread, never on a network thread).
 
 Waiting requests do not block a network thread: the handler returns a deferred
 :class:`~ingest.broker.reply.Reply` and registers a :class:`~ingest.broker.delayed.DelayedOp` in
@@ -17,8 +19,9 @@ from ingest.broker import protocol as p
 from ingest.broker.delayed import DelayedOp
 from ingest.broker.partition import Role
 from ingest.broker.reply import FileRegion, Reply
-from ingest.errors import (ErrorCode, IngestError, InvalidRequiredAcksError, LeaderNotAvailableError,
-                           NotLeaderForPartitionError)
+from ingest.errors import (CorruptRangeError, ErrorCode, IngestError, InvalidRequiredAcksError,
+                           LeaderNotAvailableError, NotLeaderForPartitionError, StaleLeaderEpochError,
+                           TopicCreationRefusedError)
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,8 @@ class ReplicationHandlers:
         part = self.h._replica(f.topic, f.partition)
         if part is None:
             raise NotLeaderForPartitionError(f"topic {f.topic!r} is not replicated")
+        if req.replica_id < 0 and part.role is Role.FOLLOWER:
+            return self._repair_read(part, req)
         hw, start, end, wants = part.on_follower_fetch(req.replica_id, req.leader_epoch, f.offset)
         if wants:
             self.replicas.wants_isr_check()
@@ -119,9 +124,20 @@ class ReplicationHandlers:
                            DelayedOp(time.monotonic() + min(req.max_wait_ms, 60_000) / 1000.0, attempt, expire))
         return reply
 
-    def _replica_data(self, part, f: p.FetchRequest) -> Reply:
+    def _replica_data(self, part, f: p.FetchRequest, limit: int | None = None) -> Reply:
+        """Up to ``limit`` (default: the log end) of the log from ``f.offset``; the first message
+        CRC-checked (``Log.read(check_first=True)``). A damaged range there is answered
+        CORRUPT_RANGE with the FETCH body naming it (docs/protocol.md), and on the leader the
+        repair of the range from another in-sync replica is asked for."""
         try:
-            slc = part.log.read(f.offset, f.max_size, limit=part.log.log_end)
+            slc = part.log.read(f.offset, f.max_size, limit=part.log.log_end if limit is None else limit,
+                                check_first=True)
+        except CorruptRangeError as exc:
+            if part.role is Role.LEADER:
+                self.replicas.request_repair(part.key)
+            body = p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).message_set
+            return Reply([p.ReplicaFetchResponse(exc.code, part.hw, part.log.start_offset, part.log.log_end,
+                                                 body).encode()])
         except IngestError as exc:
             return Reply([p.ReplicaFetchResponse(exc.code, part.hw, part.log.start_offset, part.log.log_end).encode()])
         head = p.ReplicaFetchResponse.header(ErrorCode.NONE, part.hw, part.log.start_offset, part.log.log_end,
@@ -130,6 +146,21 @@ class ReplicationHandlers:
             slc.release()
             return Reply([head])
         return Reply([head, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)])
+
+    def _repair_read(self, part, req: p.ReplicaFetchRequest) -> Reply:
+        """A repair read (replica id -1) at a follower: the leader of ``req.leader_epoch`` asks for
+        bytes of a range damaged in its own log. Served from this replica's log up to its high
+        watermark (committed: the same bytes on every in-sync replica); the leader checks them."""
+        f = req.fetch
+        with part.lock:
+            epoch, hw = part.epoch, part.hw
+        if req.leader_epoch != epoch:
+            raise StaleLeaderEpochError(f"{part.topic}-{part.partition}: a repair read in leader epoch "
+                                        f"{req.leader_epoch}; this follower is in epoch {epoch}")
+        start = part.log.start_offset
+        if not start <= f.offset <= hw:
+            return Reply([p.ReplicaFetchResponse(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, part.log.log_end).encode()])
+        return self._replica_data(part, f, limit=hw)
 
     # --- reads -------------------------------------------------------------------------------------
 
@@ -178,6 +209,13 @@ class ReplicationHandlers:
         rf = cfg.get("default.replication.factor", 1)
         if rf <= 1 or not cfg.get("auto.create.topics.enable", True) or self.h.logs.has_topic(topic):
             return False
-        self.replicas.create_topic(topic, cfg["num.partitions"], rf)
+        live = len(self.replicas.view.brokers)
+        if 0 < live < rf and live < self.replicas.min_isr:
+            # the factor is capped by the live brokers and stays so: acks=-1 could never succeed on it
+            raise TopicCreationRefusedError(
+                f"cannot auto-create topic {topic!r}: with {live} live broker(s) it would get replication factor "
+                f"{live} (default.replication.factor={rf}), below min.insync.replicas={self.replicas.min_isr}, so "
+                "every acks=-1 write would be refused; start more brokers or create it with `ingest topics create`")
+        self.replicas.create_topic(topic, cfg["num.partitions"], rf, self.h.zookeeper_deadline())
         raise LeaderNotAvailableError(
             f"topic {topic!r} was just created with replication factor {rf}; its leaders are being elected, retry")

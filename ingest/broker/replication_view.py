@@ -2,7 +2,7 @@
 
 What it watches (layout in :mod:`ingest.znodes`): the live brokers (``/brokers/ids``),
 every replicated topic's assignment (the data of ``/brokers/topics/[topic]``) and every
-replicated partition's state (``.../partitions/[p]/state``). The replica manager, the
+replicated partition's state (``/brokers/partition_states/[topic]/[p]``). The replica manager, the
 controller and the TOPIC_METADATA handler read it; listeners hear about changes.
 
 Listeners run on kazoo's event thread and must not block: they hand work to their own

@@ -34,7 +34,10 @@ class Reply:
     in the connection's response order, but written only after another thread
     calls :meth:`complete` (an acks=-1 produce waiting for the followers, a
     follower's fetch waiting for data). ``complete`` runs at most once; the
-    network layer installs ``on_complete`` to be woken.
+    network layer installs ``on_complete`` to be woken. A deferred reply that
+    ``hold`` s its connection (a request served on another thread, which the
+    connection's later requests may depend on) stops the network layer from
+    dispatching that connection's later requests until it is complete.
     """
 
     parts: list = field(default_factory=list)     # bytes | FileRegion
@@ -42,10 +45,11 @@ class Reply:
     pending: bool = False
     on_complete: Callable[[], None] | None = None
     accounted: bool = True
+    hold: bool = False
 
     @classmethod
-    def deferred(cls) -> "Reply":
-        return cls(pending=True, accounted=False)
+    def deferred(cls, *, hold: bool = False) -> "Reply":
+        return cls(pending=True, accounted=False, hold=hold)
 
     def complete(self, parts: list, close_after: bool = False) -> bool:
         """Fill a deferred reply and wake its connection; False if it was completed already."""

@@ -48,12 +48,12 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
-from ingest.broker.message import LENGTH, LENGTH_SIZE, OVERHEAD_V0
+from ingest.broker.message import HEADER_SIZE, LENGTH, LENGTH_SIZE, MIN_MESSAGE_SIZE, OVERHEAD_V0
 from ingest.broker.message_set import scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_damage import Damage, damaged_path, load_damaged, save_damaged
 from ingest.broker.segment_index import delete_index, load_index, save_index
-from ingest.broker.segment_scan import UNLIMITED_SIZE, scan_segment
+from ingest.broker.segment_scan import UNLIMITED_SIZE, damaged_messages, next_valid, scan_segment
 from ingest.clock import Clock
 from ingest.errors import CorruptRangeError, DiskFullError, OffsetOutOfRangeError, StorageError
 
@@ -93,6 +93,9 @@ class Segment:
         self.damaged: list[Damage] = []
         """Damaged ranges (file positions, sorted), from the last validating scan or a read-time check."""
         self._known_damage: set[tuple[int, int]] = set()  # recorded in the sidecar: logged at ERROR before
+        self.extent: int | None = None
+        """File position where the next segment starts, when that lies past this file's end (a sealed
+        segment cut short: :meth:`note_gap`); None otherwise."""
         self.created_ms = clock.time_ms()
         self.last_modified_ms = mtime_ms
         self._file = FileHandle(path, fd)
@@ -154,6 +157,14 @@ class Segment:
                   max_message_size=max_message_size)
         seg._known_damage = {(d.start, d.end) for d in load_damaged(path, base_offset)}
         return seg
+
+    def note_gap(self, extent: int) -> None:
+        """The next segment starts at file position ``extent``, past this file's end: the bytes
+        in between are lost. The next validating scan records ``[last valid message, extent)``
+        as one damaged range, so reads there answer CORRUPT_RANGE with the next segment's base
+        as the next valid offset; the saved index is not trusted (the file changed after it)."""
+        self.extent = extent
+        self.indexed = self.verified = False
 
     @property
     def corrupt_at(self) -> int | None:
@@ -230,6 +241,7 @@ class Segment:
         """After :meth:`truncate_to` of a replica's log: this segment becomes the active one again,
         so its saved index and the damaged ranges past its new end are dropped."""
         delete_index(self.path)
+        self.extent = None
         kept = [d for d in self.damaged if d.end <= self.size]
         if len(kept) != len(self.damaged):
             self.damaged = kept
@@ -240,14 +252,24 @@ class Segment:
 
     def repair(self, pos: int, data: bytes) -> bool:
         """Overwrite damaged bytes at file position ``pos`` with a healthy replica's copy of them
-        (the same offsets hold the same bytes on every replica), fsync, and validate the segment
-        again. True when no damaged range is left. Raises OSError."""
+        (the same offsets hold the same bytes on every replica; the caller checked that ``data`` is
+        whole valid messages), fsync, read them back, and drop the damaged ranges they cover. Only
+        the rewritten bytes are checked again: a sealed segment is not rescanned under the log's
+        lock. True when no damaged range is left. Raises OSError."""
+        end = pos + len(data)
         with self._index_lock:
             with self._pinned() as fd:
                 os.pwrite(fd, data, pos)
                 os.fsync(fd)
-            self.verified = False
-        return self.verify()
+                landed = os.pread(fd, len(data), pos)
+            if landed != data or scan(landed).end != len(data):
+                raise OSError(errno.EIO, f"the repaired bytes at {self.base_offset + pos} did not read back")
+            kept = [d for d in self.damaged if not (pos <= d.start and d.end <= end)]
+            if len(kept) != len(self.damaged):
+                self.damaged = kept
+                save_damaged(self.path, self.base_offset, kept, self._clock.time_ms())
+                self._known_damage = {(d.start, d.end) for d in kept}
+            return not self.damaged
 
     def seal(self) -> None:
         """Save the index of a segment that will not grow any more (after roll)."""
@@ -361,7 +383,8 @@ class Segment:
 
         Damaged ranges are recorded and logged at ERROR (see the module
         docstring); a sealed segment is never truncated, so damage reaching
-        the end of the file is a damaged range too.
+        the end of the file is a damaged range too, and so are the bytes
+        missing up to the next segment (:meth:`note_gap`).
         """
         with self._index_lock:
             if not self.verified:
@@ -370,14 +393,77 @@ class Segment:
                     r = scan_segment(fd, self.size, index, self._interval, self.base_offset,
                                      self._max_message_size)
                 damaged = list(r.damaged)
-                if r.end < self.size:
-                    damaged.append(Damage(r.end, self.size, r.tail_error or "damaged"))
+                end = max(self.size, self.extent or 0)
+                if r.end < end:
+                    if r.end < self.size:
+                        why = r.tail_error or "damaged"
+                    else:
+                        why = f"the file ends at offset {self.end_offset}, before the next segment"
+                    if end > self.size:
+                        why += (f"; {end - self.size} bytes missing up to the next segment at offset "
+                                f"{self.base_offset + end}")
+                    with self._pinned() as fd:
+                        count = damaged_messages(fd, r.end, end, self.size)
+                    damaged.append(Damage(r.end, end, why, count))
                 self._record_damage(damaged)
                 self.index = index
                 self.indexed = self.verified = True
                 if save:
                     self.seal()
             return not self.damaged
+
+    def check_first(self, pos: int, length: int, limit: int) -> int:
+        """CRC-check the first message at ``pos`` before serving ``length`` bytes from it (a
+        follower's fetch from a verified segment), so that bytes damaged after the segment was
+        verified are found where a follower stops: it appends the valid messages a fetch
+        returns and asks again at the first one that fails, which is then the first message
+        of its next fetch. One message per fetch (the follower grows its fetch for a message
+        larger than it); cost: one ``pread`` and one CRC.
+
+        Returns ``length``.
+
+        Raises:
+            CorruptRangeError: the message at ``pos`` fails validation; its damaged range is
+                recorded first (:meth:`mark_damaged`).
+        """
+        with self._pinned() as fd:
+            head = os.pread(fd, min(length, HEADER_SIZE), pos)
+            if len(head) < LENGTH_SIZE:
+                return length
+            n = LENGTH_SIZE + LENGTH.unpack_from(head)[0]
+            data = head  # a length that cannot be right (too small, or past the end) fails the header's scan
+            if MIN_MESSAGE_SIZE <= n <= limit - pos:
+                if n > length:
+                    return length  # cut by the fetch size: the follower asks again for the whole message
+                data = os.pread(fd, n, pos)
+        r = scan(data, origin=self.base_offset + pos)
+        if r.error is None and r.end == n:
+            return length
+        self.mark_damaged(pos, r.error or "message runs past the segment's end")
+        self._check_damage(pos)
+        return length
+
+    def mark_damaged(self, pos: int, reason: str) -> None:
+        """Record the damaged range starting at file position ``pos`` (the message there failed
+        validation after the segment was verified: bytes changed on disk): up to the next valid
+        message (:func:`~ingest.broker.segment_scan.next_valid`), or the end of the file. It is
+        logged at ERROR once, saved in the sidecar, and its next valid offset indexed, as for
+        damage a full scan finds; the rest of the segment is not scanned again (a sealed segment
+        may be 1 GB, and this runs on a network thread)."""
+        with self._index_lock:
+            if any(d.start <= pos < d.end for d in self.damaged):
+                return
+            size = self.size
+            with self._pinned() as fd:
+                nxt = next_valid(fd, pos, size, self._max_message_size)
+                end = max(size, self.extent or 0) if nxt is None else nxt
+                count = damaged_messages(fd, pos, end, size)
+            if nxt is not None:
+                i = bisect_right(self.index, nxt)
+                if i == 0 or self.index[i - 1] != nxt:
+                    self.index.insert(i, nxt)
+            why = f"{reason}; found while serving a replica, the bytes changed on disk after the segment was verified"
+            self._record_damage(self.damaged + [Damage(pos, end, why, count)])
 
     def validate_range(self, pos: int, length: int, limit: int) -> int:
         """CRC-check ``length`` bytes at ``pos`` of a not yet verified segment before serving them.
@@ -410,16 +496,22 @@ class Segment:
         Raises:
             CorruptRangeError: ``pos`` lies in a damaged range.
         """
+        self._check_damage(pos)
+        for d in self.damaged:
+            if d.start > pos:
+                return min(limit, d.start) - pos
+        return limit - pos
+
+    def _check_damage(self, pos: int) -> None:
+        """Raise CorruptRangeError when file position ``pos`` lies in a damaged range."""
         for d in self.damaged:
             if d.start <= pos < d.end:
                 raise CorruptRangeError(
                     f"offset {self.base_offset + pos} lies in damaged range {self.base_offset + d.start}.."
                     f"{self.base_offset + d.end} of segment {self.path.name} ({d.reason}); the next valid "
                     f"offset is {self.base_offset + d.end}; 'ingest log dump {self.path}' shows it",
-                    start_offset=self.base_offset + d.start, next_offset=self.base_offset + d.end)
-            if d.start > pos:
-                return min(limit, d.start) - pos
-        return limit - pos
+                    start_offset=self.base_offset + d.start, next_offset=self.base_offset + d.end,
+                    messages=d.messages)
 
     def check_boundary(self, pos: int, visible: int) -> int:
         """Check that file position ``pos`` starts a message; return bytes readable from it.
@@ -429,6 +521,8 @@ class Segment:
             CorruptRangeError: ``pos`` lies in a damaged range of this segment.
         """
         self.ensure_index()
+        if pos >= 0:
+            self._check_damage(pos)  # a damaged range may run past the file's end (note_gap)
         if pos > visible or pos < 0:
             raise OffsetOutOfRangeError(f"offset {self.base_offset + pos} is past the end of segment {self.path.name}")
         if pos == visible:

@@ -3,9 +3,9 @@
 A damaged range is ``[start, end)`` in file positions: the bytes from a message
 that failed validation up to the next valid message (or the end of the file).
 The sidecar ``<base>.damaged`` next to the segment holds one JSON object per
-range (``start_offset``, ``end_offset``, ``bytes``, ``reason``,
-``found_at_ms``; offsets are log offsets), written atomically; see
-docs/log-format.md, "Damaged ranges".
+range (``start_offset``, ``end_offset``, ``bytes``, ``messages``, ``reason``,
+``found_at_ms``; offsets are log offsets; ``messages`` -1 when unknown), written
+atomically; see docs/log-format.md, "Damaged ranges".
 """
 from __future__ import annotations
 
@@ -22,11 +22,15 @@ DAMAGED_SUFFIX = ".damaged"
 
 class Damage(NamedTuple):
     """A damaged range of a segment: file positions ``[start, end)`` failed validation; ``end`` is
-    the next valid message (or the end of the file)."""
+    the next valid message, the end of the file, or, for a file cut short, where the next segment
+    starts (then ``end`` lies past the file's end). ``messages``: how many messages the range held
+    when the damaged bytes' own headers say it exactly
+    (:func:`ingest.broker.segment_scan.damaged_messages`), else -1."""
 
     start: int
     end: int
     reason: str
+    messages: int = -1
 
 
 def damaged_path(segment_path: Path) -> Path:
@@ -50,7 +54,8 @@ def load_damaged(segment_path: Path, base_offset: int) -> list[Damage]:
     for line in text.splitlines():
         try:
             d = json.loads(line)
-            out.append(Damage(int(d["start_offset"]) - base, int(d["end_offset"]) - base, str(d.get("reason", ""))))
+            out.append(Damage(int(d["start_offset"]) - base, int(d["end_offset"]) - base, str(d.get("reason", "")),
+                              int(d.get("messages", -1))))
         except (ValueError, KeyError, TypeError):
             log.warning("ignoring a bad line of %s: %r", path, line[:200])
     return out
@@ -65,7 +70,8 @@ def save_damaged(segment_path: Path, base_offset: int, damaged: list[Damage], no
             path.unlink(missing_ok=True)
             return
         lines = [json.dumps({"start_offset": base_offset + d.start, "end_offset": base_offset + d.end,
-                             "bytes": d.end - d.start, "reason": d.reason, "found_at_ms": now_ms},
+                             "bytes": d.end - d.start, "messages": d.messages, "reason": d.reason,
+                             "found_at_ms": now_ms},
                             sort_keys=True) for d in damaged]
         tmp = path.with_suffix(DAMAGED_SUFFIX + ".tmp")
         with open(tmp, "w") as f:

@@ -17,8 +17,8 @@ import re
 from array import array
 from typing import NamedTuple
 
-from ingest.broker.message import (HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC_OFFSET, MAGICS, MIN_MESSAGE_SIZE, check_header,
-                                   min_length, read_header)
+from ingest.broker.message import (CODEC_MASK, CODEC_NONE, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC_OFFSET, MAGICS,
+                                   MIN_MESSAGE_SIZE, check_header, min_length, read_header)
 from ingest.broker.message_set import ScanResult, scan
 from ingest.broker.segment_damage import Damage
 
@@ -116,10 +116,34 @@ def scan_segment(fd: int, size: int, index: array | None, interval: int, origin:
         nxt = next_valid(fd, r.end, size, max_message_size)
         if nxt is None:
             return SegmentScan(r.end, count, damaged, r.error, r.cut_off)
-        damaged.append(Damage(r.end, nxt, r.error))
+        damaged.append(Damage(r.end, nxt, r.error, damaged_messages(fd, r.end, nxt, size)))
         if index is not None:
             index.append(nxt)
         pos = nxt
+
+
+def damaged_messages(fd: int, start: int, end: int, size: int) -> int:
+    """How many messages the damaged range ``[start, end)`` held, when its bytes say it exactly; else -1.
+
+    Exact when the range's own headers chain from ``start`` to exactly ``end``:
+    each plausible (:func:`_plausible`) and uncompressed (a damaged wrapper's
+    inner messages cannot be counted), its length leading to the next. A damaged
+    payload or CRC leaves its header intact: one message. A file cut short
+    inside its last message leaves that header, whose length reaches ``end``
+    (the next segment's base): one message. A damaged length field, or a range
+    whose headers are missing (a file cut on a message boundary), gives -1.
+    """
+    p = start
+    count = 0
+    while p < end:
+        if p + MIN_MESSAGE_SIZE > size:
+            return -1
+        h = _plausible(os.pread(fd, HEADER_SIZE, p), 0)
+        if h is None or h.attributes & CODEC_MASK != CODEC_NONE:
+            return -1
+        p += LENGTH_SIZE + h.length
+        count += 1
+    return count if p == end else -1
 
 
 def next_valid(fd: int, bad: int, size: int, max_message_size: int = UNLIMITED_SIZE) -> int | None:

@@ -10,6 +10,13 @@ frames (``size:int32`` + ``type:int16`` + body) and hands each to the
 dispatcher (``handlers.py``) inline; the reply is a list of byte strings and
 :class:`FileRegion` s that the processor writes with ``send`` and
 ``os.sendfile`` (zero copy from the segment file) as the socket drains.
+A handler never waits on a network thread: work that waits (an acks=-1
+produce, a follower's fetch, a request that needs ZooKeeper) comes back as a
+*deferred* reply that another thread completes; it keeps its place in the
+connection's response order. One that *holds* its connection (a request
+served on the handlers' coordination thread) also stops the connection's
+later requests from being dispatched (or read) until it is complete, so they
+never overtake it; the processor serves its other connections meanwhile.
 The only state shared between threads is the request-byte budget (below,
 guarded by its own lock) and the rate-limited log.
 
@@ -148,7 +155,7 @@ class _Connection:
     """One client socket owned by one processor thread (never shared)."""
 
     __slots__ = ("sock", "addr", "inbuf", "start", "replies", "part", "sent", "closing", "mask",
-                 "pending_bytes", "reserved", "muted", "complete", "frame_started", "last_active")
+                 "pending_bytes", "reserved", "muted", "complete", "frame_started", "last_active", "held")
 
     def __init__(self, sock: socket.socket, addr: str, now: float) -> None:
         self.sock = sock
@@ -166,6 +173,7 @@ class _Connection:
         self.complete = False   # a complete frame starts at ``start``
         self.frame_started: float | None = None   # when we began waiting for the rest of a frame
         self.last_active = now  # last byte received or sent
+        self.held = False       # a deferred reply that holds the connection is pending: dispatch nothing
 
 
 class _Processor(threading.Thread):
@@ -259,6 +267,7 @@ class _Processor(threading.Thread):
             except queue.Empty:
                 return
             if self.conns.get(conn.sock.fileno()) is conn:
+                conn.held = any(r.pending and r.hold for r in conn.replies)
                 for reply in conn.replies:
                     if not reply.pending and not reply.accounted:
                         reply.accounted = True
@@ -307,7 +316,7 @@ class _Processor(threading.Thread):
     # --- state ---------------------------------------------------------------------------
 
     def _can_dispatch(self, conn: _Connection) -> bool:
-        return (not conn.closing and conn.pending_bytes < MAX_PENDING_REPLY_BYTES
+        return (not conn.closing and not conn.held and conn.pending_bytes < MAX_PENDING_REPLY_BYTES
                 and len(conn.replies) < MAX_PENDING_REPLIES)
 
     def _wants_read(self, conn: _Connection) -> bool:
@@ -475,6 +484,7 @@ class _Processor(threading.Thread):
                 self.wakeup()
             reply.on_complete = wake
             conn.replies.append(reply)
+            conn.held = conn.held or reply.hold
             if not reply.pending:  # completed between the check and the hook: nobody woke us
                 wake()
             return

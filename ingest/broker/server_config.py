@@ -6,7 +6,8 @@ validates; a value out of range fails at start-up naming key, value and range.
 from __future__ import annotations
 
 from ingest.broker.log_config import LOG_CONFIG
-from ingest.config import Bool, Int, Key, Str
+from ingest.config import Bool, Config, Int, Key, Str
+from ingest.errors import ConfigError
 from ingest.metrics.keys import METRICS_KEYS
 
 SERVER_KEYS = (
@@ -16,7 +17,9 @@ SERVER_KEYS = (
     Key("port", Int(0, 65535), 9092, "TCP port to listen on (0 = any free port, for tests)"),
     Key("enable.zookeeper", Bool(), False, "register the broker and its topics in ZooKeeper"),
     Key("zk.connect", Str(), "", "ZooKeeper connect string host:port[,host:port][/chroot]"),
-    Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "how long to wait for the first ZooKeeper connection"),
+    Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000,
+        "how long to wait for the first ZooKeeper connection, and how long a request that needs ZooKeeper (a"
+        " produce to a topic this broker does not know) waits for it before COORDINATION_UNAVAILABLE (30)"),
     Key("zk.sessiontimeout.ms", Int(1000, 600_000), 6000, "ZooKeeper session timeout; ephemeral nodes vanish this long after a crash"),
     Key("max.socket.request.bytes", Int(64, 2**31 - 1), 100 * 1024 * 1024,
         "largest request frame accepted; larger frames get REQUEST_TOO_LARGE and the connection is closed"),
@@ -59,3 +62,22 @@ SERVER_KEYS = (
 
 SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
+
+
+def check_replication_keys(config: Config) -> None:
+    """Refuse ``min.insync.replicas`` above ``default.replication.factor`` when that factor is above 1.
+
+    Such a broker would auto-create replicated topics on which every acks=-1 write is refused
+    (NOT_ENOUGH_REPLICAS). With factor 1 auto-created topics are unreplicated (acks=-1 acts as
+    acks=1 there), so a larger ``min.insync.replicas`` only governs topics created with more
+    replicas (``ingest topics create`` checks those).
+
+    Raises:
+        ConfigError: naming both keys, their values and what is allowed.
+    """
+    rf, min_isr = config["default.replication.factor"], config["min.insync.replicas"]
+    if rf > 1 and min_isr > rf:
+        raise ConfigError(
+            f"min.insync.replicas={min_isr} exceeds default.replication.factor={rf}: every acks=-1 write to an "
+            f"auto-created topic would be refused (NOT_ENOUGH_REPLICAS); allowed is min.insync.replicas 1..{rf}, "
+            "or a larger default.replication.factor")

@@ -5,7 +5,7 @@ import argparse
 import sys
 from contextlib import contextmanager
 
-from ingest.config import parse_overrides
+from ingest.config import non_ascii_note, parse_int, parse_overrides
 from ingest.errors import ConfigError, ReplicationConfigError
 
 PRODUCER_EXAMPLES = """examples:
@@ -177,9 +177,9 @@ def _int(flag: str, text: str | None, allowed: str) -> int | None:
     if text is None:
         return None
     try:
-        return int(text)
+        return parse_int(text)
     except ValueError:
-        raise ConfigError(f"{flag} {text!r} is not an integer: allowed is {allowed}") from None
+        raise ConfigError(f"{flag} {text!r} is not an integer: allowed is {allowed}{non_ascii_note(text)}") from None
 
 
 def _server_config(path: str | None):
@@ -246,7 +246,8 @@ def _create(args) -> int:
             "(num.partitions partitions)")
     with _zk_session(connect) as client:
         plan = topics_admin.create_topic(client, args.topic, partitions=partitions, replication_factor=rf,
-                                         manual=manual)
+                                         manual=manual,
+                                         min_insync_replicas=server["min.insync.replicas"] if server else None)
     print(f"created topic {args.topic!r}: {len(plan)} partition(s), replication factor {len(plan[0])}, "
           f"replicas {topics_admin.describe_assignment(plan)} (the controller elects the leaders)")
     return 0

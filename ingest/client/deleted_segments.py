@@ -19,6 +19,12 @@ Shared by the loader and the mirror; both keep a tally per partition. A reader l
 bases from OFFSETS (a time of now and a large ``max_offsets`` lists every segment's base offset,
 newest first): the segment holding position ``pos`` starts at the largest base <= ``pos``, and the
 tally restarts at 0 each time the reader's position crosses a base.
+
+Only what the records cover is retention. A log start that moved past offsets no record covers
+(segment files deleted by hand, lost to a disk fault, or a broker that could not say) did not move
+by retention: :func:`split_gap` cuts a gap into the parts the records cover (cause
+:data:`RETENTION`) and the parts they do not (cause :data:`MISSING_SEGMENTS`), so that readers
+never report a loss as expected when the broker cannot vouch for it.
 """
 from __future__ import annotations
 
@@ -28,6 +34,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
 log = logging.getLogger(__name__)
+
+RETENTION = "retention"
+"""Cause of a gap part the broker's deletion records cover: its retention deleted it."""
+MISSING_SEGMENTS = "missing_segments"
+"""Cause of a gap part no deletion record covers: the segments are gone, but not by retention."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +110,50 @@ def gap_message_count(deleted: Iterable[DeletedSegment], start: int, end: int,
     if pos != end:
         return None, False              # the records stop short of the gap's end, or overshoot it
     return total, True
+
+
+@dataclass(frozen=True, slots=True)
+class GapPart:
+    """One part ``[start, end)`` of a gap: ``cause`` :data:`RETENTION` (deletion records cover it) or
+    :data:`MISSING_SEGMENTS` (none does); ``messages`` its exact count, None when not exact."""
+
+    start: int
+    end: int
+    cause: str
+    messages: int | None
+
+
+def split_gap(deleted: Iterable[DeletedSegment] | None, start: int, end: int,
+              tally: SegmentTally | None) -> list[GapPart]:
+    """The gap ``[start, end)`` cut into parts by what the deletion records cover, in offset order.
+
+    A part the records cover (records chained or overlapping, merged) is :data:`RETENTION`, counted
+    by :func:`gap_message_count` (``tally`` applies to the part that begins at ``start``; a later
+    part begins at a record's start); a part between or beyond them is :data:`MISSING_SEGMENTS`,
+    never counted. ``deleted`` None (the broker could not say): one missing part. An empty gap: [].
+    """
+    if start >= end:
+        return []
+    if deleted is None:
+        return [GapPart(start, end, MISSING_SEGMENTS, None)]
+    records = list(deleted)
+    covered: list[list[int]] = []
+    for seg in sorted(records, key=lambda s: (s.start, s.end)):
+        a, b = max(seg.start, start), min(seg.end, end)
+        if a >= b:
+            continue
+        if covered and a <= covered[-1][1]:
+            covered[-1][1] = max(covered[-1][1], b)
+        else:
+            covered.append([a, b])
+    parts: list[GapPart] = []
+    pos = start
+    for a, b in covered:
+        if a > pos:
+            parts.append(GapPart(pos, a, MISSING_SEGMENTS, None))
+        count, exact = gap_message_count(records, a, b, tally if a == start else None)
+        parts.append(GapPart(a, b, RETENTION, count if exact else None))
+        pos = b
+    if pos < end:
+        parts.append(GapPart(pos, end, MISSING_SEGMENTS, None))
+    return parts

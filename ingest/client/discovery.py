@@ -33,7 +33,7 @@ from kazoo.exceptions import NoNodeError
 
 from ingest import znodes
 from ingest.clock import Clock
-from ingest.config import Int, Key, Str
+from ingest.config import Int, Key, Str, parse_int
 from ingest.errors import ConfigError, CoordinationError
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def parse_broker_list(text: str) -> list[BrokerAddress]:
         try:
             if len(parts) != 3 or not parts[1]:
                 raise ValueError
-            broker_id, port = int(parts[0]), int(parts[2])
+            broker_id, port = parse_int(parts[0]), parse_int(parts[2])   # ASCII digits only
             if broker_id < 0 or not 0 < port < 65536:
                 raise ValueError
         except ValueError:

@@ -146,7 +146,7 @@ class Fetcher(threading.Thread):
                                      f"{ErrorCode(error).name}")
                 failed = True
                 continue
-            if error == ErrorCode.CORRUPT_RANGE and result is not None:
+            if error == ErrorCode.CORRUPT_RANGE and result is not None and result.next_offset > state.fetch_offset:
                 # damaged bytes on the broker: skip to the next valid message, as the loader does
                 log.error("%s/%d-%d: offsets %d..%d are damaged on the broker (CORRUPT_RANGE); skipping them",
                           state.topic, state.broker_id, state.partition, state.fetch_offset, result.next_offset)

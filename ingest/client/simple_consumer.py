@@ -71,10 +71,12 @@ class BrokerMetadata:
 def check_fetch(resp: protocol.FetchResponse, offset: int, context: str) -> None:
     """Raise the fetch's error; CORRUPT_RANGE as :class:`CorruptRangeError` with its next valid offset."""
     if resp.error == ErrorCode.CORRUPT_RANGE:
-        nxt = resp.next_valid_offset
+        nxt, start, messages = resp.damaged_range()
+        held = f" ({messages} message(s) lost)" if messages >= 0 else ""
         raise CorruptRangeError(f"broker answered CORRUPT_RANGE ({int(ErrorCode.CORRUPT_RANGE)}) to {context}: "
-                                f"offset {offset} lies in damaged data; the next valid offset is {nxt}",
-                                start_offset=offset, next_offset=nxt)
+                                f"offset {offset} lies in damaged data{held}; the next valid offset is {nxt}",
+                                start_offset=start if 0 <= start <= offset else offset, next_offset=nxt,
+                                messages=messages)
     check(resp.error, context)
 
 

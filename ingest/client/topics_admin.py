@@ -193,16 +193,36 @@ def exists_message(topics: Topics, topic: str) -> str:
 
 # --- create --------------------------------------------------------------------------------
 
-def create_topic(client, topic: str, *, partitions: int | None, replication_factor: int | None,
-                 manual: str | None) -> dict[int, list[int]]:
-    """Plan and write a new replicated topic; returns the assignment written.
+def check_min_insync(plan: Assignment, min_insync_replicas: int | None) -> None:
+    """Refuse a plan with a partition of fewer replicas than ``min.insync.replicas`` (None: not known).
 
     Raises:
-        ReplicationConfigError: a bad request (see :func:`plan_assignment`) or the topic exists;
-            ZooKeeper is unchanged then.
+        ReplicationConfigError: every acks=-1 write to such a partition would be refused.
+    """
+    if min_insync_replicas is None:
+        return
+    rf = min(len(r) for r in plan.values())
+    if rf < min_insync_replicas:
+        raise ReplicationConfigError(
+            f"replication factor {rf} is below the brokers' min.insync.replicas={min_insync_replicas}: every "
+            f"acks=-1 write to the topic would be refused (NOT_ENOUGH_REPLICAS); allowed is a replication factor of "
+            f"at least {min_insync_replicas}; nothing was written")
+
+
+def create_topic(client, topic: str, *, partitions: int | None, replication_factor: int | None,
+                 manual: str | None, min_insync_replicas: int | None = None) -> dict[int, list[int]]:
+    """Plan and write a new replicated topic; returns the assignment written.
+
+    ``min_insync_replicas``: the brokers' ``min.insync.replicas`` when known (from their config);
+    a plan with fewer replicas per partition is refused.
+
+    Raises:
+        ReplicationConfigError: a bad request (see :func:`plan_assignment` and :func:`check_min_insync`)
+            or the topic exists; ZooKeeper is unchanged then.
     """
     live = read_brokers(client)
     plan = plan_assignment(live, partitions=partitions, replication_factor=replication_factor, manual=manual)
+    check_min_insync(plan, min_insync_replicas)
     current = read_all_topics(client, only=topic)
     if topic in current.replicated or topic in current.legacy or topic in current.unreadable:
         raise ReplicationConfigError(exists_message(current, topic))

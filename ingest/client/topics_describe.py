@@ -5,6 +5,10 @@ works while brokers are down); the high watermark is asked of each partition's
 current leader over the wire (OFFSETS latest, -1, which a leader answers with its
 high watermark). A leader that cannot be reached shows ``-`` (JSON ``null``).
 Unreplicated (Kafka 0.7) topics get one line with their partition count per broker.
+A follower that cannot copy past a range of its leader's log (the leader's bytes
+there are damaged) says so in an ephemeral node of its own
+(:mod:`ingest.broker.replica_stalls`); each partition's record lists them as
+``stalled_replicas`` and the text output adds one line per stalled replica.
 """
 from __future__ import annotations
 
@@ -12,6 +16,9 @@ import json
 import logging
 from typing import Iterable, Mapping, Sequence, TextIO
 
+from kazoo.exceptions import NoNodeError
+
+from ingest import znodes
 from ingest.client.discovery import BrokerAddress, read_brokers, read_topics
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.client.topics_admin import cell, read_all_topics, read_state
@@ -45,6 +52,22 @@ def high_watermarks(partitions: Iterable[tuple[str, int, int]], brokers: Mapping
     return out
 
 
+def read_stalls(client, topic: str, partition: int) -> list[dict]:
+    """The stalled followers of one partition (``broker`` plus the node's fields), by broker id."""
+    try:
+        children = client.retry(client.get_children, znodes.replica_stalls_dir(topic, partition))
+    except NoNodeError:
+        return []
+    out = []
+    for child in children:
+        try:
+            data, _ = client.retry(client.get, znodes.replica_stall_path(topic, partition, int(child)))
+            out.append({"broker": int(child), **znodes.parse_replica_stall(data)})
+        except (NoNodeError, ValueError) as exc:   # gone meanwhile (the stall ended), or not ours
+            log.debug("stall node %s of %s-%d: %s", child, topic, partition, exc)
+    return sorted(out, key=lambda x: x["broker"])
+
+
 def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0) -> list[dict]:
     """One record per replicated partition and per unreplicated topic (sorted by topic).
 
@@ -69,7 +92,7 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
                         "replicas": replicas, "isr": list(s.isr) if s is not None else [],
                         "leader_epoch": s.leader_epoch if s is not None else None,
                         "high_watermark": hws.get((t, p)), "preferred_replica": replicas[0],
-                        "leader_is_preferred": leader == replicas[0]})
+                        "leader_is_preferred": leader == replicas[0], "stalled_replicas": read_stalls(client, t, p)})
     for t, counts in topics.legacy.items():
         records.append({"topic": t, "replicated": False,
                         "partitions_per_broker": {str(b): n for b, n in sorted(counts.items())}})
@@ -97,6 +120,13 @@ def format_records(records: Sequence[dict], controller: tuple[int | None, int | 
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+    for r in records:
+        for st in r.get("stalled_replicas") or ():
+            where = (f"{st['damaged_start']}..{st['damaged_end']}" if st.get("damaged_start", -1) >= 0
+                     else str(st["offset"]))
+            out.write(f"{r['topic']}-{r['partition']}: replica {st['broker']} stalled at offset {st['offset']}: "
+                      f"{st.get('reason', '?')} (leader {st['leader']}, range {where}); it stays out of the "
+                      f"in-sync set until the leader repairs the range (docs/operations.md)\n")
     for r in records:
         if r["replicated"] is False:
             per = ", ".join(f"{b} ({n} partition{'s' if n != 1 else ''})"

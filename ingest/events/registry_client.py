@@ -29,6 +29,7 @@ from urllib.parse import quote
 
 from ingest.errors import (IncompatibleSchemaError, RegistryUnavailableError, SchemaError,
                            SchemaNotFoundError)
+from ingest.events.registry_references import inline, named_definitions
 from ingest.events.schemas import canonical
 
 log = logging.getLogger(__name__)
@@ -114,18 +115,35 @@ class RegistryClient:
         return schema_id
 
     def get_schema(self, schema_id: int) -> dict:
-        """The schema with this id, parsed; fetched once, cached forever.
+        """The schema with this id, parsed and self-contained; fetched once, cached forever.
+
+        A schema with references (named types defined in other subjects' versions) comes
+        back with those definitions inlined, so any Avro reader decodes with it alone.
 
         Raises:
-            SchemaNotFoundError: no schema has this id.
+            SchemaNotFoundError: no schema has this id (or a version it refers to is gone).
         """
         cached = self._by_id.get(schema_id)
         if cached is not None:
             return cached
         result = self._request("GET", f"/schemas/ids/{int(schema_id)}")
-        schema = json.loads(result["schema"])
+        schema = self._resolve(json.loads(result["schema"]), result.get("references") or [], set())
         self._by_id[schema_id] = schema
         return schema
+
+    def _resolve(self, schema: Any, references: list[dict], seen: set[tuple[str, int]]) -> Any:
+        """``schema`` with the definitions of its ``references`` inlined (each fetched once per call)."""
+        definitions: dict[str, Any] = {}
+        for ref in references:
+            key = (str(ref["subject"]), int(ref["version"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            r = self._request("GET", f"/subjects/{quote(key[0], safe='')}/versions/{key[1]}?deleted=true")
+            referenced = self._resolve(json.loads(r["schema"]), r.get("references") or [], seen)
+            for name, definition in named_definitions(referenced).items():
+                definitions.setdefault(name, definition)
+        return inline(schema, definitions) if definitions else schema
 
     def subjects(self) -> list[str]:
         return list(self._request("GET", "/subjects"))

@@ -1,291 +1,205 @@
-"""HTTP front of the schema registry: the REST subset Confluent's clients call, JSON in and out.
+"""The registry's HTTP server: waitress serving the REST API (``registry_api.RegistryApp``), with limits.
 
-Routes (bodies, query parameters and errors as Confluent's Schema Registry, so its clients work)::
+Concurrency model (waitress): one thread runs an event loop (``poll``) that
+accepts connections and reads requests without blocking; a request is handed to
+one of ``num.io.threads`` worker threads only once it has arrived whole. A client
+that sends half a request, or nothing, holds a socket and a few KB, never a
+thread, so slow clients cannot starve the others of workers
+(docs/dependencies.md has the measurements that chose waitress).
 
-    POST   /subjects/{s}/versions                 {"schema": "<schema JSON string>"} -> {"id": N}
-    POST   /subjects/{s}[?deleted=true]           {"schema": ...} -> {"subject", "version", "id", "schema"}
-    GET    /subjects[?subjectPrefix=P&deleted=true&deletedOnly=true&offset=&limit=] -> ["s", ...]
-    GET    /subjects/{s}/versions[?deleted=true&deletedOnly=true]      -> [1, 2, ...]
-    GET    /subjects/{s}/versions/{v|latest}[?deleted=true]  -> {"subject", "version", "id", "schema"}
-    GET    /subjects/{s}/versions/{v|latest}/schema          -> the schema itself
-    DELETE /subjects/{s}/versions/{v|latest}[?permanent=true]    -> v
-    DELETE /subjects/{s}[?permanent=true]                        -> [versions deleted]
-    GET    /schemas/ids/{id}                      -> {"schema": "<schema JSON string>"}
-    GET    /schemas/ids/{id}/versions[?deleted=true]  -> [{"subject", "version"}, ...]
-    GET    /schemas/ids/{id}/subjects[?deleted=true]  -> ["s", ...]
-    GET    /schemas/types                         -> ["AVRO"]
-    POST   /compatibility/subjects/{s}/versions/{v|latest}[?verbose=true] -> {"is_compatible": bool[, "messages"]}
-    POST   /compatibility/subjects/{s}/versions[?verbose=true]            -> the same, against the level's versions
-    GET    /config  |  /config/{s}[?defaultToGlobal=true]  -> {"compatibilityLevel": "BACKWARD"}
-    PUT    /config  |  /config/{s}                {"compatibility": "FULL"} -> {"compatibility": "FULL"}
-    DELETE /config/{s}                            -> {"compatibilityLevel": <the level it had>}
+Limits (``conf`` keys, :mod:`ingest.events.registry_config`):
 
-Errors: HTTP status with body ``{"error_code": N, "message": "..."}`` (codes in
-:mod:`ingest.events.registry`); an unknown path is ``404``/``{"error_code": 404}``,
-a known path with another method ``405``/``{"error_code": 405}``, a body that is
-not JSON ``400``/``{"error_code": 400}`` (as Confluent's REST layer answers).
-Boolean query parameters are true when they read ``true`` in any case (Java's
-``Boolean.parseBoolean``, what Confluent's JAX-RS resources use).
-``ThreadingHTTPServer``: one thread per connection; the registry object is thread-safe.
+- ``num.io.threads``: worker threads; a request waits for a free one.
+- ``max.connections``: open connections. Past it a new connection is answered at
+  once with ``503`` and ``{"error_code": 50302, "message": "... max.connections ..."}``
+  and closed (clients retry a 5xx later), instead of waiting unseen in the kernel's
+  backlog; at most ``REFUSING_AT_ONCE`` are being refused at a time (beyond, new
+  connections wait in the backlog). The process raises its descriptor limit to fit,
+  or lowers the cap to fit the limit (logged).
+- ``connections.max.idle.ms``: a connection with no bytes in either direction for
+  this long is closed, whether idle between requests or stopped in the middle of
+  one (the read timeout of a request); checked every half of it (at most 30 s).
+- Request bodies larger than :data:`~ingest.events.registry_api.MAX_BODY` are refused
+  with 413 by waitress before they are read; bodies over 512 KB are spooled to a
+  temporary file while they arrive, so memory stays bounded by connections, not bytes.
 
-Metrics (``metrics.port``, :mod:`ingest.metrics.registry`): each routed request
-is counted and timed under its route name, on an endpoint of its own thread.
+Logs: a client that closes its connection in the middle of a request, and a request
+that stops arriving until the idle timeout, are each one line per client host per
+minute (:class:`~ingest.ratelimited_log.RateLimitedLog`); refusals at
+``max.connections`` likewise.
 """
 from __future__ import annotations
 
 import json
 import logging
-import re
+import resource
+import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from ingest.errors import RegistryHttpError
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
+
 from ingest.events.registry import SchemaRegistry
+from ingest.events.registry_api import CONTENT_TYPE, MAX_BODY, RegistryApp
+from ingest.events.registry_config import REGISTRY_DEFAULTS
 from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
 from ingest.metrics.registry import RegistryMetrics
+from ingest.ratelimited_log import RateLimitedLog, flush_all
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-MAX_BODY = 16 * 1024 * 1024
 # The listen backlog: connections the kernel completes while the accept loop is busy.
 # socketserver's default of 5 reset registrations under 20 concurrent clients; the kernel
 # caps this at net.core.somaxconn (4096 on current Linux).
 LISTEN_BACKLOG = 1024
+# Descriptors kept free of connections: the store, the log, ZooKeeper, the metrics endpoint.
+RESERVED_DESCRIPTORS = 64
+REFUSED_ERROR_CODE = 50302
+REFUSAL_LINGER_S = 5.0
+# Connections being refused at once; past them waitress stops accepting until one closes (new ones wait
+# in the backlog), so refusals never take the descriptors of the connections being served.
+REFUSING_AT_ONCE = 32
+ACCEPTS_PER_TURN = 256
+LOOP_TIMEOUT_S = 0.2
+
+_events = RateLimitedLog(log)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    request_queue_size = LISTEN_BACKLOG
-    daemon_threads = True
-
-_S = r"(?P<subject>[^/]+)"
-_V = r"(?P<version>[^/]+)"
-_ID = r"(?P<id>[^/]+)"
-ROUTES: list[tuple[str, re.Pattern, str]] = [(m, re.compile(f"^{p}/?$"), name) for m, p, name in [
-    ("GET", "", "root"),
-    ("POST", f"/subjects/{_S}/versions", "register"),
-    ("POST", f"/subjects/{_S}", "lookup"),
-    ("DELETE", f"/subjects/{_S}", "delete_subject"),
-    ("GET", f"/schemas/ids/{_ID}", "schema_by_id"),
-    ("GET", f"/schemas/ids/{_ID}/versions", "schema_versions"),
-    ("GET", f"/schemas/ids/{_ID}/subjects", "schema_subjects"),
-    ("GET", "/schemas/types", "schema_types"),
-    ("GET", "/subjects", "subjects"),
-    ("GET", f"/subjects/{_S}/versions", "versions"),
-    ("GET", f"/subjects/{_S}/versions/{_V}", "version"),
-    ("DELETE", f"/subjects/{_S}/versions/{_V}", "delete_version"),
-    ("GET", f"/subjects/{_S}/versions/{_V}/schema", "version_schema"),
-    ("POST", f"/compatibility/subjects/{_S}/versions/{_V}", "compatibility"),
-    ("POST", f"/compatibility/subjects/{_S}/versions", "compatibility"),
-    ("GET", "/config", "get_config"),
-    ("PUT", "/config", "put_config"),
-    ("GET", f"/config/{_S}", "get_config"),
-    ("PUT", f"/config/{_S}", "put_config"),
-    ("DELETE", f"/config/{_S}", "delete_config"),
-]]
+def _refusal(limit: int) -> bytes:
+    body = (b'{"error_code": %d, "message": "HTTP 503 Service Unavailable: the registry holds max.connections=%d '
+            b'connections; retry later"}' % (REFUSED_ERROR_CODE, limit))
+    return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)) + body
 
 
-def _flag(q: dict, name: str) -> bool:
-    """A boolean query parameter: true iff it reads ``true`` in any case (Java's parseBoolean)."""
-    return q.get(name, "").lower() == "true"
+class _JsonErrorTask(ErrorTask):
+    """Requests waitress refuses before the application (bad request line, body too large...):
+    a JSON error body like every other answer, not waitress's text page."""
+
+    def execute(self) -> None:
+        e = self.request.error
+        body = json.dumps({"error_code": e.code, "message": f"HTTP {e.code} {e.reason}: {e.body}"}).encode()
+        self.status = f"{e.code} {e.reason}"
+        self.response_headers.append(("Content-Type", CONTENT_TYPE))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
 
 
-def _deleted_only(q: dict) -> bool:
-    """``deletedOnly``, Confluent's name, or ``deleted_only``, the name confluent-kafka's client sends."""
-    return _flag(q, "deletedOnly") or _flag(q, "deleted_only")
+class _Channel(HTTPChannel):
+    """A waitress connection that refuses itself past ``max.connections`` and reports aborts."""
+
+    error_task_class = _JsonErrorTask
+    timed_out = False  # closed by the idle timeout (logged there, not as an abort)
+    refused_until = 0.0  # refused: drain what the client sends until then, so the close sends no reset
+
+    def __init__(self, server: "_Server", sock: Any, addr: Any, adj: Adjustments, map: Any = None) -> None:
+        super().__init__(server, sock, addr, adj, map=map)
+        if len(server.active_channels) > server.max_connections:
+            self._refuse(server)
+
+    def _refuse(self, server: "_Server") -> None:
+        # An answer of a few hundred bytes fits the empty send buffer of a new socket. The request the
+        # client may already have sent is read and dropped until it closes (or REFUSAL_LINGER_S): closing
+        # with unread bytes would reset the connection, and the client might lose the 503 with it.
+        self.refused_until = time.monotonic() + REFUSAL_LINGER_S
+        _events.warning(self._client(), "refused", "refused a connection from %s: max.connections=%d "
+                        "connections are open (answered 503)", self._client(), server.max_connections)
+        try:
+            self.socket.send(server.refusal)
+            self.socket.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.handle_close()
+
+    def readable(self) -> bool:
+        return True if self.refused_until else super().readable()
+
+    def writable(self) -> bool:
+        return False if self.refused_until else super().writable()
+
+    def handle_read(self) -> None:
+        if not self.refused_until:
+            super().handle_read()
+            return
+        try:
+            data = self.socket.recv(65536)
+        except OSError:
+            data = b""
+        if not data or time.monotonic() > self.refused_until:
+            self.handle_close()
+
+    def _client(self) -> str:
+        addr = self.addr if isinstance(self.addr, tuple) else ("?", 0)
+        return f"{addr[0]}:{addr[1]}"
+
+    def handle_close(self) -> None:
+        request = self.request
+        if request is not None and not request.completed and not self.timed_out and request.header_bytes_received:
+            _events.warning(self._client(), "aborted", "client %s closed the connection in the middle of a request "
+                            "(%d header and %d of %d body bytes received); request dropped", self._client(),
+                            request.header_bytes_received, request.body_bytes_received, request.content_length)
+        super().handle_close()
 
 
-def _page(q: dict, items: list) -> list:
-    """Confluent's ``offset`` / ``limit`` (negative limit: no limit) over a list."""
-    try:
-        offset, limit = int(q.get("offset", 0)), int(q.get("limit", -1))
-    except ValueError:
-        raise RegistryHttpError(400, 400, f"offset={q.get('offset')!r} limit={q.get('limit')!r}: "
-                                          "both must be integers") from None
-    items = items[max(offset, 0):]
-    return items if limit < 0 else items[:limit]
+class _Server(TcpWSGIServer):
+    channel_class = _Channel
 
+    def __init__(self, app: RegistryApp, adj: Adjustments, max_connections: int, sock_map: dict) -> None:
+        self.max_connections = max_connections
+        self.refusal = _refusal(max_connections)
+        super().__init__(app, map=sock_map, adj=adj)
 
-def _schema_id(p: dict) -> int:
-    try:
-        return int(p["id"])
-    except ValueError:
-        raise RegistryHttpError(404, 40403, f"Schema {p['id']} not found") from None
-
-
-class _Api:
-    """Route handlers: (path params, JSON body, query params) -> JSON-able result."""
-
-    def __init__(self, registry: SchemaRegistry, metrics: RegistryMetrics | None = None) -> None:
-        self.r = registry
-        self.metrics = metrics
-
-    @staticmethod
-    def _schema_field(body: Any) -> Any:
-        if not isinstance(body, dict) or "schema" not in body:
-            raise RegistryHttpError(422, 42201, "request body must be a JSON object with a 'schema' string")
-        if str(body.get("schemaType") or "AVRO").upper() != "AVRO":
-            raise RegistryHttpError(422, 42201, f"schemaType {body['schemaType']!r} is not supported; only AVRO")
-        return body["schema"]
-
-    def root(self, p: dict, body: Any, q: dict) -> Any:
-        return {}
-
-    def register(self, p: dict, body: Any, q: dict) -> Any:
-        return {"id": self.r.register(p["subject"], self._schema_field(body))}
-
-    def lookup(self, p: dict, body: Any, q: dict) -> Any:
-        return self.r.lookup(p["subject"], self._schema_field(body), _flag(q, "deleted"))
-
-    def delete_subject(self, p: dict, body: Any, q: dict) -> Any:
-        return self.r.delete_subject(p["subject"], _flag(q, "permanent"))
-
-    def schema_by_id(self, p: dict, body: Any, q: dict) -> Any:
-        return {"schema": self.r.schema_by_id(_schema_id(p))}
-
-    def schema_versions(self, p: dict, body: Any, q: dict) -> Any:
-        return _page(q, self.r.schema_versions(_schema_id(p), _flag(q, "deleted")))
-
-    def schema_subjects(self, p: dict, body: Any, q: dict) -> Any:
-        return _page(q, self.r.schema_subjects(_schema_id(p), _flag(q, "deleted")))
-
-    def schema_types(self, p: dict, body: Any, q: dict) -> Any:
-        return ["AVRO"]
-
-    def subjects(self, p: dict, body: Any, q: dict) -> Any:
-        prefix = q.get("subjectPrefix", "")
-        prefix = "" if prefix == ":*:" else prefix  # Confluent's default: every context
-        return _page(q, self.r.subjects(prefix, _flag(q, "deleted"), _deleted_only(q)))
-
-    def versions(self, p: dict, body: Any, q: dict) -> Any:
-        return _page(q, self.r.versions(p["subject"], _flag(q, "deleted"), _deleted_only(q)))
-
-    def version(self, p: dict, body: Any, q: dict) -> Any:
-        return self.r.version(p["subject"], p["version"], _flag(q, "deleted"))
-
-    def delete_version(self, p: dict, body: Any, q: dict) -> Any:
-        return self.r.delete_version(p["subject"], p["version"], _flag(q, "permanent"))
-
-    def version_schema(self, p: dict, body: Any, q: dict) -> Any:
-        return json.loads(self.r.version(p["subject"], p["version"], _flag(q, "deleted"))["schema"])
-
-    def compatibility(self, p: dict, body: Any, q: dict) -> Any:
-        return self.r.test_compatibility(p["subject"], self._schema_field(body), p.get("version"),
-                                         _flag(q, "verbose"))
-
-    def get_config(self, p: dict, body: Any, q: dict) -> Any:
-        subject = p.get("subject")
-        if subject is None or _flag(q, "defaultToGlobal"):
-            return {"compatibilityLevel": self.r.level(subject)}
-        return {"compatibilityLevel": self.r.subject_level(subject)}
-
-    def put_config(self, p: dict, body: Any, q: dict) -> Any:
-        if not isinstance(body, dict) or "compatibility" not in body:
-            raise RegistryHttpError(422, 42203, "request body must be {\"compatibility\": LEVEL}")
-        return {"compatibility": self.r.set_level(p.get("subject"), body["compatibility"])}
-
-    def delete_config(self, p: dict, body: Any, q: dict) -> Any:
-        return {"compatibilityLevel": self.r.delete_level(p["subject"])}
-
-
-def _make_handler(api: _Api) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "ingest-schema-registry"
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug("%s " + fmt, self.address_string(), *args)
-
-        def _send(self, status: int, value: Any) -> None:
-            self.status = status
-            data = json.dumps(value).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":  # HEAD: GET's status and headers, no body
-                self.wfile.write(data)
-
-        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-            """Requests refused before routing (bad request line, unknown method...): a JSON body too."""
-            self.close_connection = True
-            text = f"HTTP {code} {self.responses.get(code, ('',))[0]}" + (f": {message}" if message else "")
-            self._send(code, {"error_code": code, "message": text})
-
-        def _dispatch(self, method: str) -> None:
-            if api.metrics is None:
-                self._route(method)
-                return
-            began = time.perf_counter()
-            self.endpoint, self.status = "unknown", 500
+    def handle_accept(self) -> None:
+        """Accept up to ``ACCEPTS_PER_TURN`` connections per loop turn (waitress accepts one: with
+        thousands of open connections a turn takes milliseconds, and a burst would wait minutes)."""
+        for _ in range(ACCEPTS_PER_TURN):
             try:
-                self._route(method)
-            finally:
-                api.metrics.request(self.endpoint, self.status, time.perf_counter() - began)
-
-        def _route(self, method: str) -> None:
-            parts = urlsplit(self.path)
-            path = parts.path
-            query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            try:
-                body = None
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    raise RegistryHttpError(413, 41301, f"request body of {length} bytes exceeds {MAX_BODY}")
-                if length:
-                    raw = self.rfile.read(length)
-                    try:
-                        body = json.loads(raw)
-                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                        raise RegistryHttpError(400, 400, f"request body is not JSON: {exc}") from exc
-                allowed = []
-                for m, pattern, name in ROUTES:
-                    match = pattern.match(path)
-                    if not match:
-                        continue
-                    if m != method:
-                        allowed.append(m)
-                        continue
-                    params = {k: unquote(v) for k, v in match.groupdict().items()}
-                    self.endpoint = name
-                    self._send(200, getattr(api, name)(params, body, query))
+                accepted = self.accept()
+                if accepted is None:  # no connection left in the backlog
                     return
-                if allowed:
-                    raise RegistryHttpError(405, 405, f"HTTP 405 Method Not Allowed: {method} {path}; "
-                                                      f"allowed: {', '.join(sorted(set(allowed)))}")
-                raise RegistryHttpError(404, 404, f"HTTP 404 Not Found: no endpoint {method} {path}")
-            except RegistryHttpError as exc:
-                self._send(exc.status, {"error_code": exc.error_code, "message": exc.message})
-            except Exception as exc:  # the store failed: report, keep serving
-                log.exception("registry request %s %s failed", method, path)
-                self._send(500, {"error_code": 50001, "message": f"Error in the backend data store: {exc}"})
+                conn, addr = accepted
+                self.set_socket_options(conn)
+            except OSError as exc:  # e.g. EMFILE, or a peer that reset before accept
+                _events.warning("*", "accept failed", "accept() failed: %s", exc)
+                return
+            self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
 
-        def do_GET(self) -> None:
-            self._dispatch("GET")
+    def maintenance(self, now: float) -> None:
+        """Close connections idle past the timeout; a request cut off that way is logged."""
+        cutoff = now - self.adj.channel_timeout
+        for channel in list(self.active_channels.values()):
+            if channel.refused_until:
+                if channel.refused_until < time.monotonic():
+                    channel.handle_close()
+                continue
+            if not channel.requests and channel.last_activity < cutoff:
+                channel.timed_out = True
+                request = channel.request
+                if request is not None and not request.completed:
+                    _events.warning(channel._client(), "timed out", "closed the connection of %s: its request "
+                                    "stopped arriving for %d s (connections.max.idle.ms; %d body bytes of %d)",
+                                    channel._client(), self.adj.channel_timeout, request.body_bytes_received,
+                                    request.content_length)
+        super().maintenance(now)
+        flush_all()
 
-        def do_POST(self) -> None:
-            self._dispatch("POST")
 
-        def do_PUT(self) -> None:
-            self._dispatch("PUT")
-
-        def do_DELETE(self) -> None:
-            self._dispatch("DELETE")
-
-        def do_HEAD(self) -> None:
-            self._dispatch("GET")
-
-        def __getattr__(self, name: str) -> Any:
-            # any other method (PATCH, OPTIONS, TRACE, made-up ones) is routed like the rest and
-            # answered with a JSON 405 (known path) or 404, where http.server would send HTML 501
-            if name.startswith("do_"):
-                return lambda: self._dispatch(name[3:])
-            raise AttributeError(name)
-
-    return Handler
+def _descriptor_room(wanted: int) -> int:
+    """Raise the soft descriptor limit towards ``wanted``; returns the descriptors connections may use."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, new, exc)
+    return (wanted if soft == resource.RLIM_INFINITY else soft) - RESERVED_DESCRIPTORS
 
 
 class RegistryServer:
@@ -293,30 +207,48 @@ class RegistryServer:
 
     def __init__(self, registry: SchemaRegistry, host: str = "127.0.0.1", port: int = 0,
                  config: Mapping[str, Any] | None = None) -> None:
-        """``config``: the ``metrics.*`` keys (``ingest.events.registry_config``); None = metrics off.
+        """``config``: the keys of ``ingest.events.registry_config`` (None: their defaults, metrics off).
 
         Raises:
             ConfigError: the metrics endpoint cannot be bound.
         """
+        keys = {**REGISTRY_DEFAULTS, **(config or {})}
         self.registry = registry
         self.exporter = None
         metrics = None
         if config is not None and metrics_enabled(config):
             prom = new_registry()
             metrics = RegistryMetrics(prom, registry)
-        self._httpd = _HTTPServer((host, port), _make_handler(_Api(registry, metrics)))
+        wanted = int(keys["max.connections"])
+        room = _descriptor_room(wanted + REFUSING_AT_ONCE + RESERVED_DESCRIPTORS) - REFUSING_AT_ONCE
+        self.max_connections = max(1, min(wanted, room))
+        if self.max_connections < wanted:
+            log.warning("max.connections=%d lowered to %d: the process may open only %d descriptors",
+                        wanted, self.max_connections, room + RESERVED_DESCRIPTORS)
+        idle_s = max(1, -(-int(keys["connections.max.idle.ms"]) // 1000))
+        adj = Adjustments(
+            host=host, port=port, threads=int(keys["num.io.threads"]),
+            # waitress stops accepting at its own limit: ours answers 503 first, a few at a time
+            connection_limit=self.max_connections + REFUSING_AT_ONCE,
+            channel_timeout=idle_s, cleanup_interval=max(1, min(30, idle_s // 2)),
+            backlog=LISTEN_BACKLOG, asyncore_use_poll=True, asyncore_loop_timeout=1,
+            max_request_body_size=MAX_BODY, ident="ingest-schema-registry", expose_tracebacks=False,
+            log_socket_errors=False)
+        self._map: dict = {}
+        self._stopping = threading.Event()
+        self._httpd = _Server(RegistryApp(registry, metrics), adj, self.max_connections, self._map)
         self._thread: threading.Thread | None = None
+        self._closed = False
         if metrics is not None:
             try:
                 self.exporter = start_exporter(prom, config, "schema registry")
             except BaseException:
-                self._httpd.server_close()
+                self._close_sockets()
                 raise
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._httpd.server_address[:2]
-        return str(host), int(port)
+        return str(self._httpd.effective_host), int(self._httpd.effective_port)
 
     @property
     def url(self) -> str:
@@ -324,7 +256,9 @@ class RegistryServer:
         return f"http://{host}:{port}"
 
     def serve_forever(self) -> None:
-        self._httpd.serve_forever(poll_interval=0.2)
+        """Run the event loop until :meth:`stop` (or an exception, e.g. KeyboardInterrupt)."""
+        while not self._stopping.is_set():
+            wasyncore.loop(timeout=LOOP_TIMEOUT_S, map=self._map, use_poll=True, count=1)
 
     def start(self) -> "RegistryServer":
         """Serve from a background thread (in-process use)."""
@@ -333,12 +267,31 @@ class RegistryServer:
         return self
 
     def stop(self) -> None:
-        self._httpd.shutdown()
+        self._stopping.set()
+        self._httpd.pull_trigger()
+        if self._thread is not None:
+            self._thread.join(10)
         self.close()
 
+    def _close_sockets(self) -> None:
+        for dispatcher in list(self._map.values()):
+            try:
+                dispatcher.close()
+            except OSError:
+                pass
+        self._httpd.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+
     def close(self) -> None:
-        """Close the listening socket, the metrics endpoint and the store (after ``serve_forever`` returned)."""
-        self._httpd.server_close()
+        """Close the listening socket, every connection, the workers, the metrics endpoint and the store
+        (after ``serve_forever`` returned)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping.set()
+        began = time.monotonic()
+        self._close_sockets()
         if self.exporter is not None:
             self.exporter.stop()
         self.registry.store.close()
+        log.debug("registry server closed in %.2fs", time.monotonic() - began)
+

@@ -14,6 +14,9 @@ only, and fetches (FETCH requests are reads; no consumer group, no offsets znode
 A message that fails its CRC, a damaged range of the broker's log, or a payload
 that does not decode fails the read, naming the partition, the offset and why
 (as Spark's Kafka source fails on data it cannot deliver, ``failOnDataLoss``).
+With ``failOnDataLoss=false`` the first two are skipped with a WARNING (the
+fetch loop goes on at the broker's next valid offset), so every intact message
+is read; a payload that does not decode still fails the read.
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ class ReadSettings:
     fetch_size: int
     max_fetch_size: int
     start_strategy: str = "error"   # startingOffsetsByTimestampStrategy
+    fail_on_data_loss: bool = True  # failOnDataLoss
 
 
 def event_time(ms: int | None) -> _dt.datetime | None:
@@ -114,12 +118,14 @@ def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[in
                        max_fetch_size=settings.max_fetch_size,
                        wait_s=settings.socket_timeout_s if r.part.replicated else 0.0)
     for item in _named(items, topic, name, r.start):
-        if isinstance(item, Corrupt):
-            raise InvalidMessageError(f"{topic} partition {name}: message at offset {item.offset} is corrupt "
-                                      f"({item.reason}); nothing after it is read")
-        if isinstance(item, Damaged):
-            raise InvalidMessageError(f"{topic} partition {name}: the broker's log is damaged at offsets "
-                                      f"{item.offset}..{item.next_offset} ({item.reason})")
+        if isinstance(item, (Corrupt, Damaged)):
+            what = (f"message at offset {item.offset} is corrupt ({item.reason})" if isinstance(item, Corrupt)
+                    else f"the broker's log is damaged at offsets {item.offset}..{item.next_offset} ({item.reason})")
+            if settings.fail_on_data_loss:
+                raise InvalidMessageError(f"{topic} partition {name}: {what}; nothing after it is read "
+                                          "(failOnDataLoss=false skips it and reads on)")
+            log.warning("%s partition %s: %s; skipped (failOnDataLoss=false)", topic, name, what)
+            continue
         try:
             record = decoder.decode(item.payload, topic, item.offset)
         except EventDecodeError as exc:

@@ -122,7 +122,8 @@ class IngestReader(DataSourceReader):
         self.settings = ReadSettings(
             registry_url=self.cfg["registry.url"], reader_schema=avro, reader_schema_id=schema_id,
             socket_timeout_s=self.cfg["socket.timeout.ms"] / 1000.0, fetch_size=self.cfg["fetch.size"],
-            max_fetch_size=self.cfg["max.fetch.size"], start_strategy=self.cfg["startingOffsetsByTimestampStrategy"])
+            max_fetch_size=self.cfg["max.fetch.size"], start_strategy=self.cfg["startingOffsetsByTimestampStrategy"],
+            fail_on_data_loss=self.cfg["failOnDataLoss"])
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = plan_ranges(self.cfg, topic_partitions(self.cfg))

@@ -10,14 +10,14 @@ allowed). The offset and timestamp options are JSON or keywords whose grammar is
 Names follow Spark's Kafka source where it has one (``startingOffsets``,
 ``endingOffsets``, ``startingTimestamp``, ``startingOffsetsByTimestamp``,
 ``endingTimestamp``, ``endingOffsetsByTimestamp``,
-``startingOffsetsByTimestampStrategy``); the rest are this product's client keys.
+``startingOffsetsByTimestampStrategy``, ``failOnDataLoss``); the rest are this product's client keys.
 """
 from __future__ import annotations
 
 import logging
 from typing import Mapping
 
-from ingest.config import Choice, Config, ConfigDef, Int, Key, Str, StrList
+from ingest.config import Bool, Choice, Config, ConfigDef, Int, Key, Str, StrList
 from ingest.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ SOURCE_CONFIG = ConfigDef(
         Key("socket.timeout.ms", Int(100, None), 30_000, "broker socket timeout"),
         Key("fetch.size", Int(1024, None), 1 * MB, "bytes per fetch request"),
         Key("max.fetch.size", Int(1024, None), 64 * MB, "largest fetch size the reader grows to for one big message"),
+        Key("failOnDataLoss", Bool(), True, "a damaged range of a broker's log or a message failing its CRC: fail the query (true), or skip it with a WARNING and read every intact message (false)"),
     ),
 )
 

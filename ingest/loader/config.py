@@ -19,7 +19,8 @@ LOADER_CONFIG = ConfigDef(
         Key("topics.blacklist", Regex(), "", "topics whose whole name matches this regex are skipped (empty: none)"),
         Key("format", Choice(("avro", "parquet")), "avro", "output file format"),
         Key("registry.url", Str(nonempty=True), doc="schema registry base URL, e.g. http://127.0.0.1:8081"),
-        Key("fail.on.data.loss", Bool(), True, "fail the run when retention deleted unloaded data (false: record it and continue from earliest)"),
+        Key("fail.on.data.loss", Bool(), True, "fail the run when unloaded data is gone from a broker: deleted by retention, or missing segments (false: record "
+            "it and continue from earliest)"),
         Key("new.partition.start", Choice(("earliest", "latest")), "earliest", "where a partition never loaded before starts"),
         Key("max.bytes.per.task", Int(1024, None), 128 * MB, "split a partition's range into tasks of at most this many bytes (at segment boundaries)"),
         Key("max.bytes.per.run", Int(0, None), 0, "cap on bytes loaded by one run, the rest waits for the next run (0: no cap)"),

@@ -11,46 +11,78 @@ brokers). Each partition is named by its home broker (its first replica) and its
 offsets are asked of its current leader (:class:`~ingest.client.leader_consumer.LeaderConsumer`,
 which follows a failover): earliest, and latest = the high watermark, so a run
 loads only what every in-sync replica has. The snapshot carries the brokers'
-``host:port`` list, from which a task finds the leader again. A partition that
-has no leader within ``socket.timeout.ms`` is left out of the run (logged; its
-committed offset stays and the next run loads it); so is one without a leader
-when the run plans.
+``host:port`` list, from which a task finds the leader again.
+
+What cannot be reached is left out of the run, not fatal to it (as Camus skips a
+partition whose leader is not available): a broker that does not answer METADATA
+(one SIGKILLed moments ago stays registered in ZooKeeper until its session
+expires), with all its Kafka 0.7 partitions; a replicated partition that has no
+leader when the run plans, or none reachable within ``socket.timeout.ms``. Each
+is logged and returned as a :class:`~ingest.loader.plan.LeftOut` (the run record
+and summary list them); committed offsets stay, and the next run loads them. Only
+when no broker answers does discovery fail (``BrokerUnavailableError``).
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Sequence
 
 from ingest import znodes
 from ingest.client.discovery import read_brokers, start_kazoo
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
-from ingest.loader.plan import PartitionSnapshot, Probe
+from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
 
 log = logging.getLogger(__name__)
 
 
-def broker_addresses(config) -> list[tuple[str, int]]:
-    """``(host, port)`` of every broker, from ``brokers`` or ZooKeeper."""
+@dataclass(frozen=True)
+class Discovery:
+    """What discovery found: the partitions a run can plan, and what it left out (and why)."""
+
+    snapshots: list[PartitionSnapshot]
+    left_out: list[LeftOut]
+
+    def complete(self, what: str) -> list[PartitionSnapshot]:
+        """The snapshots, when nothing was left out.
+
+        Raises:
+            BrokerUnavailableError: ``what`` (a replay) must see every partition, and some were left out.
+        """
+        if self.left_out:
+            raise BrokerUnavailableError(
+                f"{what} needs every partition, and these cannot be reached now: "
+                + "; ".join(lo.describe() for lo in self.left_out) + ". Retry once they are back")
+        return self.snapshots
+
+
+def registered_brokers(config) -> list[tuple[int | None, str, int]]:
+    """``(id, host, port)`` of every broker, from ZooKeeper, or from ``brokers`` (id None: unknown)."""
     if config["brokers"]:
-        out = []
+        out: list[tuple[int | None, str, int]] = []
         for item in config["brokers"]:
             host, sep, port = item.rpartition(":")
             if not sep or not port.isdigit() or not host:
                 raise ConfigError(f"brokers: {item!r} is not host:port")
-            out.append((host, int(port)))
+            out.append((None, host, int(port)))
         return out
     if config["zk.connect"]:
         zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
         try:
-            addrs = [(a.host, a.port) for _, a in sorted(read_brokers(zk).items())]
+            found = [(bid, a.host, a.port) for bid, a in sorted(read_brokers(zk).items())]
         finally:
             zk.stop()
             zk.close()
-        if not addrs:
+        if not found:
             raise BrokerUnavailableError(f"no broker registered under {znodes.BROKER_IDS} in {config['zk.connect']}")
-        return addrs
+        return found
     raise ConfigError("loader config needs 'brokers' (host:port list) or 'zk.connect'")
+
+
+def broker_addresses(config) -> list[tuple[str, int]]:
+    """``(host, port)`` of every broker, from ``brokers`` or ZooKeeper."""
+    return [(host, port) for _, host, port in registered_brokers(config)]
 
 
 def _consumer(host: str, port: int, config):
@@ -78,29 +110,33 @@ def _snapshot_consumer(snap: PartitionSnapshot, config):
     return _consumer(snap.host, snap.port, config)
 
 
-def replicated_partitions(config, addresses: list[tuple[str, int]]) -> list[PartitionSnapshot]:
-    """Every partition of every replicated topic, named by its home broker, offsets from its leader."""
+def replicated_partitions(config, addresses: list[tuple[str, int]]) -> tuple[list[PartitionSnapshot], list[LeftOut]]:
+    """Every partition of every replicated topic, named by its home broker, offsets from its leader;
+    and those left out (no leader, none reachable). ``addresses``: those that answer first."""
     from ingest.client.discovery import BrokerAddress
     from ingest.client.leader_consumer import static_metadata
 
     shipped = ",".join(f"{h}:{p}" for h, p in addresses)
     metadata = static_metadata(shipped, timeout_s=config["socket.timeout.ms"] / 1000.0)
     out: list[PartitionSnapshot] = []
+    left_out: list[LeftOut] = []
     try:
         topics = metadata.topics()
     except BrokerUnavailableError as exc:
         # every broker just answered METADATA: these cannot answer TOPIC_METADATA (a broker
         # of a version before replication); a replicated topic's data waits for a run that sees it
         log.warning("no replicated topic is loaded in this run: %s", exc)
-        return []
+        return [], [LeftOut(f"every replicated topic: no broker answered TOPIC_METADATA ({exc})")]
     with _leader_consumer(metadata, config) as lc:
         for topic in topics:
             t = metadata.topic(topic)
             for part in (t.partitions if t is not None else ()):
                 p = part.partition
                 if part.leader < 0:
-                    log.warning("replicated %s-%d (home broker %d) has no leader now (in-sync %s): left out of "
-                                "this run", topic, p, part.home, list(part.isr))
+                    reason = f"no leader now (in-sync {list(part.isr)})"
+                    log.warning("replicated %s-%d (home broker %d): %s: left out of this run", topic, p, part.home,
+                                reason)
+                    left_out.append(LeftOut(reason, part.home, topic=topic, partition=p))
                     continue
                 try:
                     earliest = lc.earliest_offset(topic, p)
@@ -108,28 +144,54 @@ def replicated_partitions(config, addresses: list[tuple[str, int]]) -> list[Part
                     leader: BrokerAddress = metadata.leader(topic, p)
                 except (LeaderNotAvailableError, NotLeaderForPartitionError, BrokerUnavailableError) as exc:
                     log.warning("replicated %s-%d (home broker %d) left out of this run: %s", topic, p, part.home, exc)
+                    left_out.append(LeftOut(f"no reachable leader: {exc}", part.home, topic=topic, partition=p))
                     continue
                 out.append(PartitionSnapshot(topic, part.home, leader.host, leader.port, p, earliest, latest, shipped))
-    return out
+    return out, left_out
 
 
-def discover(config) -> list[PartitionSnapshot]:
-    """Every partition of every broker with its earliest and latest offsets (all topics), then
-    every partition of every replicated topic (see the module docstring)."""
+def discover_all(config) -> Discovery:
+    """Every partition of every broker that answers, with its earliest and latest offsets (all
+    topics), then every partition of every replicated topic, and what was left out (see the module
+    docstring).
+
+    Raises:
+        BrokerUnavailableError: no broker answered.
+        ConfigError: one broker id answered at two addresses.
+    """
     out: list[PartitionSnapshot] = []
+    left_out: list[LeftOut] = []
     seen: set[int] = set()
-    addresses = broker_addresses(config)
-    for host, port in addresses:
-        with _consumer(host, port, config) as c:
-            md = c.metadata()
+    answered: list[tuple[str, int]] = []
+    silent: list[tuple[str, int]] = []
+    for bid, host, port in registered_brokers(config):
+        try:
+            with _consumer(host, port, config) as c:
+                md = c.metadata()
+        except IngestError as exc:
+            if not exc.retriable:
+                raise
+            log.warning("broker %s at %s:%d did not answer METADATA (%s): its Kafka 0.7 partitions are left out "
+                        "of this run", "?" if bid is None else bid, host, port, exc)
+            left_out.append(LeftOut(f"did not answer METADATA ({exc})", bid, f"{host}:{port}"))
+            silent.append((host, port))
+            continue
         if md.broker_id in seen:
             raise ConfigError(f"broker id {md.broker_id} answered at two addresses (second: {host}:{port})")
         seen.add(md.broker_id)
+        answered.append((host, port))
         for topic, parts in md.topics.items():
             for p in parts:
                 out.append(PartitionSnapshot(topic, md.broker_id, host, port, p.partition, p.earliest, p.latest))
-    out.extend(replicated_partitions(config, addresses))
-    return out
+    if not answered:
+        raise BrokerUnavailableError("no broker answered METADATA: " + "; ".join(lo.describe() for lo in left_out))
+    replicated, unreachable = replicated_partitions(config, answered + silent)
+    return Discovery(out + replicated, left_out + unreachable)
+
+
+def discover(config) -> list[PartitionSnapshot]:
+    """The partitions :func:`discover_all` finds (what it leaves out is logged)."""
+    return discover_all(config).snapshots
 
 
 def segment_starts(config):

@@ -50,11 +50,14 @@ class Corrupt:
 
 @dataclass(frozen=True, slots=True)
 class Damaged:
-    """A damaged range ``[offset, next_offset)`` of the broker's log, skipped (CORRUPT_RANGE)."""
+    """A damaged range ``[offset, next_offset)`` of the broker's log, skipped (CORRUPT_RANGE);
+    ``messages``: how many messages it held when the broker counted them exactly for exactly this
+    range, else -1."""
 
     offset: int
     next_offset: int
     reason: str
+    messages: int = -1
 
 
 def raw_fetch(consumer, topic: str, partition: int, offset: int, size: int) -> bytes:
@@ -136,9 +139,11 @@ def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
             if exc.next_offset <= offset:  # a broker that does not move us on: never loop
                 raise
             nxt = min(exc.next_offset, end)
+            # the broker's count is for its whole range: exact here only when we skip exactly that range
+            messages = exc.messages if exc.start_offset == offset and nxt == exc.next_offset else -1
             log.error("%s/%d: offsets %d..%d are damaged on %r (CORRUPT_RANGE); skipping them, recorded as a "
                       "corruption loss", topic, partition, offset, nxt, consumer)
-            yield Damaged(offset, nxt, str(exc))
+            yield Damaged(offset, nxt, str(exc), messages)
             offset = nxt
             size = fetch_size
             continue

@@ -1,4 +1,4 @@
-"""Session bounds of a retention gap: which producer seqs the gap can have held.
+"""Session bounds of a gap found at planning: which producer seqs the gap can have held.
 
 Within one partition each producer session's ``header.seq`` only increases. So for
 a gap ``[start, end)`` of partition ``p``:
@@ -28,7 +28,7 @@ import io
 import logging
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from ingest.loader.records import RETENTION, LostRange
+from ingest.loader.records import LostRange
 
 if TYPE_CHECKING:
     from ingest.loader.plan import LoadPlan
@@ -86,28 +86,33 @@ def session_bounds(after: SessionSeqs | None, before: SessionSeqs | None) -> tup
 
 
 def bound_lost_ranges(storage: Storage, plan: LoadPlan, state: LoaderState, outcomes: Sequence[TaskOutcome]) -> LoadPlan:
-    """``plan`` with the session bounds set on its retention lost ranges (see the module docstring)."""
+    """``plan`` with the session bounds set on its lost ranges (see the module docstring).
+
+    A gap cut into parts (retention and missing segments) is bounded as a whole: the
+    files next to the gap bound every part, since each part lies inside it.
+    """
     staged = [f for o in outcomes for f in o.staged_files if f.kind == "data"]
     partitions = []
     for p in plan.partitions:
-        r = p.lost
-        if r is not None and r.cause == RETENTION and not p.replay:
+        if p.lost and not p.replay:
+            first, last = p.lost[0], p.lost[-1]
             after_files = [(state.full_path(f), f.format) for f in state.files_of_partition(p.key)
-                           if (f.broker_id, f.partition) == (r.broker_id, r.partition)
-                           and f.end_offset == r.start_offset]
+                           if (f.broker_id, f.partition) == (first.broker_id, first.partition)
+                           and f.end_offset == first.start_offset]
             before_files = [(storage.join(f.staging), f.format) for f in staged
-                            if f.key == p.key and f.start_offset == r.end_offset]
-            r = _bounded(storage, r, after_files, before_files)
-            p = dataclasses.replace(p, lost=r)
+                            if f.key == p.key and f.start_offset == last.end_offset]
+            bounds = _bounds(storage, first, last, after_files, before_files)
+            p = dataclasses.replace(p, lost=tuple(dataclasses.replace(r, session_bounds=bounds) for r in p.lost))
         partitions.append(p)
     return dataclasses.replace(plan, partitions=tuple(partitions))
 
 
-def _bounded(storage: Storage, r: LostRange, after_files: list[tuple[str, str]],
-             before_files: list[tuple[str, str]]) -> LostRange:
+def _bounds(storage: Storage, first: LostRange, last: LostRange, after_files: list[tuple[str, str]],
+            before_files: list[tuple[str, str]]) -> tuple[tuple[str, int | None, int | None], ...]:
     after = merged_seqs(storage, after_files) if after_files else None
     before = merged_seqs(storage, before_files) if before_files else None
     bounds = session_bounds(after, before)
-    log.info("%s b%d p%d lost range [%d, %d): session bounds from %d file(s) before and %d after: %s", r.topic,
-             r.broker_id, r.partition, r.start_offset, r.end_offset, len(after_files), len(before_files), bounds)
-    return dataclasses.replace(r, session_bounds=bounds)
+    log.info("%s b%d p%d gap [%d, %d): session bounds from %d file(s) before and %d after: %s", first.topic,
+             first.broker_id, first.partition, first.start_offset, last.end_offset, len(after_files),
+             len(before_files), bounds)
+    return bounds

@@ -10,14 +10,15 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
 from ingest.loader import commit, layout, manifests
 from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.gap_bounds import bound_lost_ranges
-from ingest.loader.plan import LoadPlan, PartitionSnapshot, build_plan, select_topics
+from ingest.loader.plan import (LeftOut, LoadPlan, PartitionSnapshot, build_plan, select_topics, topic_filter,
+                                waiting_partitions)
 from ingest.loader.quarantine import check_ratio
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
 from ingest.loader.replay import rewrite_compacted
@@ -76,8 +77,9 @@ def gc_stale_staging(storage: Storage, hours: int, clock: Clock) -> None:
 
 def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], run_id: str, clock: Clock, *,
               resets: Mapping[PartitionKey, int] | None = None, segment_starts=None, probe=None,
-              deleted_segments=None) -> LoadPlan:
-    """Filter topics and build the plan (network callables default to the real brokers)."""
+              deleted_segments=None, left_out: Sequence[LeftOut] = ()) -> LoadPlan:
+    """Filter topics and build the plan (network callables default to the real brokers); ``left_out``:
+    what discovery could not reach, completed with the committed partitions it keeps from this run."""
     from ingest.loader import discover
 
     chosen, skipped = select_topics([s.topic for s in snapshots], config["topics"], config["topics.blacklist"])
@@ -91,7 +93,9 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
         max_bytes_per_task=config["max.bytes.per.task"], max_bytes_per_run=config["max.bytes.per.run"],
         fail_on_data_loss=config["fail.on.data.loss"], now_ms=clock.time_ms(),
     )
-    return LoadPlan(plan.run_id, plan.base_seq, plan.partitions, tuple(skipped))
+    waiting = waiting_partitions(left_out, state.offsets, snapshots,
+                                 topic_filter(config["topics"], config["topics.blacklist"]))
+    return LoadPlan(plan.run_id, plan.base_seq, plan.partitions, tuple(skipped), waiting)
 
 
 def _progress_thread(spark, total: int, stop: threading.Event, interval_s: float = 5.0) -> threading.Thread:
@@ -239,9 +243,11 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         state = prepare(storage, config, clock)
         write_run_record(storage, record)
         stages.end("prepare")
-        snapshots = discover.discover(config) if snapshots is None else snapshots
+        found = discover.discover_all(config) if snapshots is None else discover.Discovery(snapshots, [])
+        # a replay must rewind every partition of its topics: none may be left out
+        snapshots = found.complete("--reset-offsets") if reset_spec else found.snapshots
         resets = plan_resets(reset_spec, reset_topics, snapshots, state, config)
-        plan = make_plan(config, state, snapshots, run_id, clock, resets=resets)
+        plan = make_plan(config, state, snapshots, run_id, clock, resets=resets, left_out=found.left_out)
         record_plan(record, plan)
         if resets:
             log.info("replay: starts %s; withdraws %d committed file(s) (compacted ones are rewritten at commit)",
@@ -279,7 +285,7 @@ def new_run_record(run_id: str, storage: Storage, config, clock: Clock, reset_sp
         "run_id": run_id, "status": "running", "started_at_ms": clock.time_ms(), "destination": storage.uri,
         "format": config["format"], "topics": config["topics"], "topics_blacklist": config["topics.blacklist"],
         "reset": {"spec": reset_spec, "topics": reset_topics} if reset_spec else None,
-        "commit_seq": None, "error": None, "partitions": [], "lost_ranges": [],
+        "commit_seq": None, "error": None, "partitions": [], "lost_ranges": [], "left_out": [],
     }
 
 
@@ -301,6 +307,7 @@ def plan_resets(reset_spec: str | None, reset_topics: list[str] | None, snapshot
 def record_plan(record: dict[str, Any], plan: LoadPlan) -> None:
     record["partitions"] = partition_entries(plan)
     record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
+    record["left_out"] = [lo.to_json() for lo in plan.left_out]
     log.info("run %s: %d partitions, %d tasks, %d bytes to load (%d topics skipped by the filters)",
              plan.run_id, len(plan.partitions), len(plan.tasks), plan.total_bytes, len(plan.skipped_topics))
 

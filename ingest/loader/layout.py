@@ -55,6 +55,12 @@ MANIFEST_SUFFIX = ".json"
 PUBLISHED_SUFFIX = ".published"
 SEQ_DIGITS = 12
 
+PATH_COLUMNS = ("_topic", "dt", "hour")
+"""Columns readers take from a data file's path, not from the file: ``dt`` and ``hour`` (every
+Hive-style reader) and ``_topic`` (the topic directory, in the documented reads of the whole
+warehouse). A reader replaces a top-level data field of one of these names without a word, so the
+loader refuses a schema that has one (:func:`path_columns_in`)."""
+
 FORMATS = ("avro", "parquet")
 STAGED_SUFFIX = ".staged"
 """Appended to every file written under ``_ingest/staging/``: staged bytes never look like data to a glob."""
@@ -131,6 +137,11 @@ def run_record_path(run_id: str) -> str:
 
 def staging_dir(run_id: str) -> str:
     return f"{STAGING_DIR}/{run_id}"
+
+
+def path_columns_in(schema: dict) -> list[str]:
+    """The top-level fields of an event schema named like a :data:`PATH_COLUMNS` column, sorted."""
+    return sorted(f["name"] for f in schema.get("fields", ()) if f.get("name") in PATH_COLUMNS)
 
 
 def hour_bucket(time_ms: int) -> tuple[str, int]:

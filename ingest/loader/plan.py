@@ -9,8 +9,10 @@ loaded) and broker offsets ``[earliest, latest)`` fixed when the run starts:
 
 - ``c is None``: start at ``earliest`` (``new.partition.start=earliest``; if
   ``earliest > 0`` the range ``[0, earliest)`` is recorded as lost) or at ``latest``.
-- ``c < earliest``: retention deleted ``[c, earliest)`` before it was loaded: a
-  :class:`~ingest.loader.records.LostRange`; with ``fail.on.data.loss`` the run fails.
+- ``c < earliest``: ``[c, earliest)`` was deleted before it was loaded: one
+  :class:`~ingest.loader.records.LostRange` per part, cause ``retention`` where the
+  broker's deletion records cover it, ``missing_segments`` where none does
+  (:mod:`ingest.loader.lost_ranges`); with ``fail.on.data.loss`` the run fails.
 - ``c > latest``: the broker's log is behind what was committed: the run fails
   (the broker lost data or was replaced); ``--reset-offsets`` resolves it. For a
   replicated partition (``latest`` = its leader's high watermark, which lags for a
@@ -31,7 +33,7 @@ from typing import Callable, Mapping, Sequence
 
 from ingest.client.deleted_segments import DeletedSegment
 from ingest.errors import DataLossError, IngestError
-from ingest.loader.lost_ranges import Probe, retention_loss
+from ingest.loader.lost_ranges import Probe, gap_losses
 from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,60 @@ class PartitionSnapshot:
     @property
     def key(self) -> PartitionKey:
         return (self.topic, self.broker_id, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """What a run could not plan, and why. Its committed offsets stay, and a later run loads it.
+
+    Either a broker that did not answer (``broker``: its ``host:port``; all its Kafka 0.7
+    partitions are left out: ``partitions`` lists those that have a committed offset), or one
+    replicated partition without a reachable leader (``topic``, ``partition``, named by its home
+    broker ``broker_id``).
+    """
+
+    reason: str
+    broker_id: int | None = None       # None: a broker from a static ``brokers`` list, id unknown
+    broker: str = ""
+    topic: str | None = None
+    partition: int | None = None
+    partitions: tuple[PartitionKey, ...] = ()
+
+    def describe(self) -> str:
+        if self.topic is not None:
+            what = f"{self.topic} b{self.broker_id} p{self.partition}"
+        else:
+            what = f"broker {self.broker_id} ({self.broker})" if self.broker_id is not None else f"broker {self.broker}"
+        waiting = "; committed partitions waiting: " + ", ".join(f"{t} b{b} p{p}" for t, b, p in self.partitions) \
+            if self.partitions else ""
+        return f"{what}: {self.reason}{waiting}"
+
+    def to_json(self) -> dict:
+        return {"reason": self.reason, "broker_id": self.broker_id, "broker": self.broker, "topic": self.topic,
+                "partition": self.partition, "partitions": [list(k) for k in self.partitions]}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "LeftOut":
+        return cls(d["reason"], d.get("broker_id"), d.get("broker", ""), d.get("topic"), d.get("partition"),
+                   tuple(tuple(k) for k in d.get("partitions", ())))
+
+
+def waiting_partitions(left_out: Sequence[LeftOut], committed: Mapping[PartitionKey, OffsetRecord],
+                       snapshots: Sequence[PartitionSnapshot], chosen: Callable[[str], bool]) -> tuple[LeftOut, ...]:
+    """``left_out`` without the partitions of topics the filters do not choose, and with each silent
+    broker's committed partitions (of chosen topics) that no snapshot covers: what its absence keeps
+    from this run."""
+    planned = {s.key for s in snapshots} | {(lo.topic, lo.broker_id, lo.partition) for lo in left_out
+                                             if lo.topic is not None}   # those have an entry of their own
+    out = []
+    for lo in left_out:
+        if lo.topic is not None and not chosen(lo.topic):
+            continue
+        if lo.topic is None and lo.broker_id is not None:
+            keys = tuple(sorted(k for k in committed if k[1] == lo.broker_id and k not in planned and chosen(k[0])))
+            lo = LeftOut(lo.reason, lo.broker_id, lo.broker, partitions=keys)
+        out.append(lo)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +162,7 @@ class PartitionPlan:
     committed: int | None          # committed offset before this run (None: never loaded)
     start: int                     # where this run starts
     end: int                       # where this run stops (<= latest; < latest when capped)
-    lost: LostRange | None = None
+    lost: tuple[LostRange, ...] = ()  # the gap before ``start``, one range per part (offset order)
     replay: bool = False           # start < committed: replaced files are withdrawn
     tasks: tuple[TaskRange, ...] = ()
 
@@ -125,6 +181,7 @@ class LoadPlan:
     base_seq: int                   # the commit this plan was built on (conflict check)
     partitions: tuple[PartitionPlan, ...]
     skipped_topics: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()   # what discovery could not reach (offsets kept)
 
     @property
     def tasks(self) -> list[TaskRange]:
@@ -132,23 +189,26 @@ class LoadPlan:
 
     @property
     def lost_ranges(self) -> list[LostRange]:
-        return [p.lost for p in self.partitions if p.lost is not None]
+        return [r for p in self.partitions for r in p.lost]
 
     @property
     def total_bytes(self) -> int:
         return sum(t.bytes for t in self.tasks)
 
 
-def select_topics(topics: Sequence[str], whitelist: str, blacklist: str) -> tuple[list[str], list[str]]:
-    """(selected, skipped): whole-name regex match of the whitelist and not the blacklist."""
+def topic_filter(whitelist: str, blacklist: str) -> Callable[[str], bool]:
+    """Whether a topic is loaded: whole-name regex match of the whitelist and not the blacklist."""
     wl = re.compile(whitelist)
     bl = re.compile(blacklist) if blacklist else None
+    return lambda t: bool(wl.fullmatch(t)) and not (bl and bl.fullmatch(t))
+
+
+def select_topics(topics: Sequence[str], whitelist: str, blacklist: str) -> tuple[list[str], list[str]]:
+    """(selected, skipped) by :func:`topic_filter`."""
+    keep = topic_filter(whitelist, blacklist)
     chosen, skipped = [], []
     for t in sorted(set(topics)):
-        if wl.fullmatch(t) and not (bl and bl.fullmatch(t)):
-            chosen.append(t)
-        else:
-            skipped.append(t)
+        (chosen if keep(t) else skipped).append(t)
     return chosen, skipped
 
 
@@ -241,7 +301,7 @@ class StartDecision:
     snapshot: PartitionSnapshot
     committed: int | None          # committed offset before this run (None: never loaded)
     start: int
-    lost: LostRange | None = None
+    lost: tuple[LostRange, ...] = ()
     replay: bool = False
 
 
@@ -251,7 +311,7 @@ def decide_starts(
     probe: Callable[[PartitionSnapshot, int], Probe], new_partition_start: str, run_id: str, now_ms: int,
     deleted_segments: DeletedSegmentsOf = lambda snap, start, end: None,
 ) -> list[StartDecision]:
-    """The start of every partition (by key) and what retention lost before it.
+    """The start of every partition (by key) and what was lost before it.
 
     Raises:
         IngestError: a committed offset is beyond the broker's latest offset.
@@ -261,7 +321,7 @@ def decide_starts(
         prev = committed.get(snap.key)
         c = prev.offset if prev else None
         replay = False
-        lost = None
+        lost: tuple[LostRange, ...] = ()
         if snap.key in resets:
             start = resets[snap.key]
             replay = c is not None and start < c
@@ -274,12 +334,12 @@ def decide_starts(
             else:
                 start = snap.earliest
                 if snap.earliest > 0:
-                    lost = retention_loss(snap.key, 0, snap.earliest, None, None, probe(snap, snap.earliest),
-                                          deleted_segments(snap, 0, snap.earliest), run_id, now_ms)
+                    lost = gap_losses(snap.key, 0, snap.earliest, None, None, probe(snap, snap.earliest),
+                                      deleted_segments(snap, 0, snap.earliest), run_id, now_ms)
         elif c_eff < snap.earliest:
             avg = avg_message_bytes(committed_files(snap.key))
-            lost = retention_loss(snap.key, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest),
-                                  deleted_segments(snap, c_eff, snap.earliest), run_id, now_ms)
+            lost = gap_losses(snap.key, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest),
+                              deleted_segments(snap, c_eff, snap.earliest), run_id, now_ms)
             start = snap.earliest
         elif c_eff > snap.latest and snap.replicated and snap.key not in resets:
             # a new leader's high watermark lags the old one's until its followers fetch again
@@ -303,13 +363,14 @@ def decide_starts(
 
 def check_data_loss(decisions: Sequence[StartDecision]) -> None:
     """Raise :class:`DataLossError` listing every lost range, if any (``fail.on.data.loss``)."""
-    lost_all = [d.lost for d in decisions if d.lost is not None]
+    lost_all = [r for d in decisions for r in d.lost]
     if lost_all:
         raise DataLossError(
-            "retention deleted data before it was loaded:\n  " + "\n  ".join(r.describe() for r in lost_all)
+            "data was deleted from the brokers before it was loaded:\n  " + "\n  ".join(r.describe() for r in lost_all)
             + "\nThe data cannot be recovered from the brokers. To record the loss and continue from the earliest "
-            "retained offsets, rerun with --set fail.on.data.loss=false (the lost ranges go into the run record and "
-            "the audit reports them as RETENTION_LOSS).",
+            "retained offsets, rerun with --set fail.on.data.loss=false (the lost ranges go into the run record; "
+            "the audit reports ranges deleted by retention as RETENTION_LOSS, and missing_segments ranges, which "
+            "the broker's retention did not delete, as DATA_LOSS).",
             lost_ranges=lost_all,
         )
 

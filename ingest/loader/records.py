@@ -7,7 +7,8 @@ A commit manifest (``_ingest/commits/<seq>.json``) is one JSON object::
      "offsets": [OffsetRecord...],      # FULL snapshot after this commit
      "added":   [FileRecord...],        # files this commit publishes (with their staging path)
      "removed": ["<relative path>"...], # files this commit withdraws (replay, compaction)
-     "lost_ranges": [LostRange...],     # ranges lost in this run: deleted by retention, or damaged on the broker
+     "lost_ranges": [LostRange...],     # ranges lost in this run: deleted by retention, segments gone
+                                        # without a retention record, or damaged on the broker
      "note": "free text"}
 
 The current state is the fold of every manifest in ``seq`` order: offsets from the
@@ -19,6 +20,8 @@ import functools
 import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from ingest.client.deleted_segments import MISSING_SEGMENTS, RETENTION
 
 MANIFEST_VERSION = 1
 
@@ -113,9 +116,8 @@ class FileRecord:
         return rec
 
 
-RETENTION = "retention"
 CORRUPTION = "corruption"
-LOSS_CAUSES = (RETENTION, CORRUPTION)
+LOSS_CAUSES = (RETENTION, MISSING_SEGMENTS, CORRUPTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,11 @@ class LostRange:
     """Offsets ``[start_offset, end_offset)`` that were never loaded, and why (``cause``).
 
     ``cause`` :data:`RETENTION`: deleted by retention before they were loaded
-    (the plan finds these). :data:`CORRUPTION`: damaged on the broker's disk
+    (the plan finds these; the broker's deletion records cover them).
+    :data:`MISSING_SEGMENTS`: below the broker's log start too, but no deletion
+    record covers them (segments deleted by hand, lost to a disk fault, or a
+    broker that could not say): a loss retention does not explain (the plan
+    finds these; ``estimated_messages`` from sizes). :data:`CORRUPTION`: damaged on the broker's disk
     and skipped (a task finds these: the broker answered CORRUPT_RANGE;
     ``estimated_messages`` from the task's average message size,
     ``after_time_ms``/``before_time_ms`` the event times of the loaded messages

@@ -32,7 +32,7 @@ from typing import Sequence
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import ConfigError, IngestError
 from ingest.loader import commit
-from ingest.loader.discover import _consumer, discover
+from ingest.loader.discover import _consumer, discover_all
 from ingest.loader.plan import LoadPlan, PartitionSnapshot
 from ingest.loader.records import FileRecord, Manifest, OffsetRecord, PartitionKey
 from ingest.loader.runrecord import new_run_id
@@ -169,7 +169,7 @@ def reset_offsets(config, spec: str, topics: list[str], clock: Clock | None = No
     storage = open_storage(config["destination"])
     commit.roll_forward(storage)
     state = LoaderState.load(storage)
-    snaps = discover(config)
+    snaps = discover_all(config).complete("reset-offsets")   # every partition of the topics rewinds, or none
     unknown = sorted(set(topics) - {s.topic for s in snaps})
     if unknown:
         raise IngestError(f"reset-offsets: unknown topic(s) {', '.join(unknown)}; allowed are the brokers' topics: "

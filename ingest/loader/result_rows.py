@@ -22,7 +22,7 @@ RESULT_FIELDS: tuple[tuple[str, str], ...] = (
     ("kind", "string"), ("task_id", "int"), ("attempt", "int"), ("path", "string"), ("staging", "string"),
     ("topic", "string"), ("broker_id", "int"), ("partition", "int"), ("start_offset", "long"),
     ("end_offset", "long"), ("rows", "long"), ("bytes", "long"), ("format", "string"), ("dt", "string"),
-    ("hour", "int"), ("schema_id", "int"), ("min_time_ms", "long"), ("max_time_ms", "long"),
+    ("hour", "int"), ("schema_id", "int"), ("min_time_ms", "long"), ("max_time_ms", "long"), ("messages_exact", "boolean"),
     ("messages", "long"), ("quarantined", "long"), ("duration_ms", "long"), ("last_time_ms", "long"), ("cpu_ms", "long"),
     ("tally_start", "long"), ("tally_messages", "long"),
 )

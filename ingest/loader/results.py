@@ -31,7 +31,8 @@ class StagedFile:
     schema or event times), or :data:`CORRUPTION`: not a file, a damaged range
     of the broker's log the task skipped (the broker answered CORRUPT_RANGE):
     ``start_offset``/``end_offset`` the range, ``bytes`` its size, ``rows`` the
-    estimated messages in it, ``min_time_ms``/``max_time_ms`` the event times of
+    messages in it (``messages_exact``: the broker's exact count, else an
+    estimate), ``min_time_ms``/``max_time_ms`` the event times of
     the loaded messages just before and after it; no path. The driver commits it
     as a :class:`~ingest.loader.records.LostRange` with cause ``corruption``
     (:meth:`to_lost_range`), never as a file.
@@ -55,6 +56,7 @@ class StagedFile:
     schema_id: int | None = None
     min_time_ms: int | None = None
     max_time_ms: int | None = None
+    messages_exact: bool | None = None   # CORRUPTION entries only
 
     @property
     def key(self) -> PartitionKey:
@@ -63,12 +65,12 @@ class StagedFile:
     @classmethod
     def damaged_range(cls, *, task_id: int, attempt: int, topic: str, broker_id: int, partition: int, start: int,
                       end: int, estimated_messages: int, after_time_ms: int | None,
-                      before_time_ms: int | None) -> "StagedFile":
+                      before_time_ms: int | None, messages_exact: bool = False) -> "StagedFile":
         """The :data:`CORRUPTION` entry of a damaged range ``[start, end)`` a task skipped."""
         return cls(task_id=task_id, attempt=attempt, topic=topic, broker_id=broker_id, partition=partition,
                    start_offset=start, end_offset=end, kind=CORRUPTION, path="", staging="",
                    rows=estimated_messages, bytes=end - start, format="", min_time_ms=after_time_ms,
-                   max_time_ms=before_time_ms)
+                   max_time_ms=before_time_ms, messages_exact=messages_exact)
 
     def to_lost_range(self, run_id: str, detected_at_ms: int) -> LostRange:
         """The lost range a :data:`CORRUPTION` entry commits."""
@@ -76,7 +78,7 @@ class StagedFile:
             topic=self.topic, broker_id=self.broker_id, partition=self.partition, start_offset=self.start_offset,
             end_offset=self.end_offset, bytes=self.bytes, estimated_messages=self.rows,
             after_time_ms=self.min_time_ms, before_time_ms=self.max_time_ms, run_id=run_id,
-            detected_at_ms=detected_at_ms, cause=CORRUPTION_CAUSE)
+            detected_at_ms=detected_at_ms, cause=CORRUPTION_CAUSE, messages_exact=bool(self.messages_exact))
 
     def to_file_record(self, run_id: str) -> FileRecord:
         """The manifest entry committing this file for run ``run_id``."""

@@ -14,7 +14,12 @@ with its ``run_id``) or not at all. Shape::
                      "latest_offset", "earliest_offset", "deferred_bytes", "replay", "messages", "bytes",
                      "files": [path...], "quarantined", "lost_ranges": [LostRange...], "errors": [...],
                      "tasks", "duration_ms"}],
-     "lost_ranges": [LostRange...]}
+     "lost_ranges": [LostRange...],
+     "left_out": [{"reason", "broker_id", "broker", "topic", "partition", "partitions": [[topic, broker, p]...]}]}
+
+``left_out``: what discovery could not reach (a broker that did not answer, with its committed
+Kafka 0.7 partitions; a replicated partition without a reachable leader): not loaded by this run,
+its committed offsets kept (:class:`~ingest.loader.plan.LeftOut`).
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from typing import Any
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.loader import layout
+from ingest.loader.plan import LeftOut
 from ingest.loader.results import TaskOutcome
 from ingest.storage import Storage
 
@@ -86,7 +92,7 @@ def partition_entries(plan, outcomes: list[TaskOutcome] | None = None) -> list[d
             "committed_before": p.committed, "start_offset": p.start, "end_offset": p.end,
             "earliest_offset": snap.earliest, "latest_offset": snap.latest, "deferred_bytes": p.deferred_bytes,
             "replay": p.replay, "messages": 0, "bytes": p.end - p.start, "files": [], "quarantined": 0,
-            "lost_ranges": [p.lost.to_json()] if p.lost else [], "errors": [], "tasks": len(p.tasks),
+            "lost_ranges": [r.to_json() for r in p.lost], "errors": [], "tasks": len(p.tasks),
             "duration_ms": 0,
         }
     for outcome in outcomes or ():
@@ -136,6 +142,8 @@ def summary_text(record: dict[str, Any]) -> str:
         lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "
                      f"[{r['start_offset']}, {r['end_offset']}) {r['bytes']} bytes "
                      f"{'' if r.get('messages_exact') else '~'}{r['estimated_messages']} messages")
+    for lo in record.get("left_out", []):
+        lines.append(f"  LEFT OUT: {LeftOut.from_json(lo).describe()} (offsets kept: a later run loads it)")
     if record.get("error"):
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ingest.broker.message import HEADER_SIZE
-from ingest.errors import EventDecodeError
+from ingest.errors import EventDecodeError, SchemaError
 from ingest.events.envelope import PREFIX_SIZE
 from ingest.loader import layout
 from ingest.loader.quarantine import QuarantinedMessage
@@ -49,7 +49,8 @@ class _Bucket:
 @dataclass(slots=True)
 class Staged:
     """What :func:`stage_messages` leaves: open data files per (hour index, schema id), the
-    quarantined messages, the damaged ranges skipped (``[start, end, time before, time after]``)
+    quarantined messages, the damaged ranges skipped (``[start, end, time before, time after,
+    messages]``, messages -1 when the broker could not count them)
     and the counters. ``stage_dir`` is this attempt's own directory."""
 
     stage_dir: str
@@ -82,6 +83,7 @@ class _Stager:
         bucket = staged.buckets.get(key)
         if bucket is None:
             schema = self.decoder.writer_schema(schema_id, payload, topic=self.task.topic, offset=offset)
+            refuse_path_columns(self.task.topic, schema_id, schema)
             bucket = staged.buckets[key] = _open_bucket(staged.stage_dir, self.hours[hour_index], schema_id, schema,
                                                         row_layout, self.settings, self.storage)
         self.last_key, self.last_bucket = key, bucket
@@ -247,7 +249,7 @@ def stage_messages(items: Iterable, task: TaskRange, settings, storage: Storage,
                 staged.corrupt_offsets.append(item.offset)
                 staged.quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))
             elif cls is Damaged:
-                stager.waiting.append([item.offset, item.next_offset, staged.last_time_ms, None])
+                stager.waiting.append([item.offset, item.next_offset, staged.last_time_ms, None, item.messages])
                 staged.damaged.append(stager.waiting[-1])
             else:
                 stager.one(item)
@@ -255,6 +257,22 @@ def stage_messages(items: Iterable, task: TaskRange, settings, storage: Storage,
         if gc_was_enabled:
             gc.enable()
     return staged
+
+
+def refuse_path_columns(topic: str, schema_id: int, schema: dict) -> None:
+    """Raise :class:`SchemaError` when a top-level field has the name of a column readers take from the path.
+
+    Written, such a field's values would be replaced by the directory's in every reader, so the
+    run fails instead (nothing committed; the events wait on the brokers), as for a schema the
+    output format cannot hold.
+    """
+    taken = layout.path_columns_in(schema)
+    if taken:
+        raise SchemaError(
+            f"topic {topic}, schema id {schema_id}: top-level field(s) {', '.join(taken)} have the name of a "
+            f"column that readers take from the warehouse's paths ({', '.join(layout.PATH_COLUMNS)}) and would "
+            f"replace without a word; nothing of this run is committed. Register a schema version without them "
+            f"(rename the field), or leave the topic out with topics.blacklist until its producers do")
 
 
 def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, schema: dict, row_layout,

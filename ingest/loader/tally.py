@@ -76,7 +76,7 @@ def partition_tally(p: PartitionPlan, prev: OffsetRecord | None,
     if not p.tasks:
         if continues:
             return prev.tally
-        return (p.start, 0) if p.lost is not None else None  # start = earliest: a segment start
+        return (p.start, 0) if p.lost else None  # start = earliest: a segment start
     last = max((s for s in summaries if s.key == p.key), key=lambda s: s.end_offset, default=None)
     if last is None or last.end_offset != p.end or last.tally_messages is None:
         return None

@@ -176,21 +176,23 @@ def counted_before_chunks(items: Iterable, boundary: int, counter: list[int]) ->
 def damaged_ranges(staged: Staged, task: TaskRange, attempt: int) -> list[StagedFile]:
     """The damaged ranges the task skipped, as CORRUPTION entries (see :mod:`ingest.loader.results`).
 
-    The messages a range held are estimated from the task's average message
-    size (its other bytes over its other messages); at least one.
+    The messages a range held are the broker's exact count when it sent one
+    (docs/log-format.md, "Damaged ranges"), else estimated from the task's
+    average message size (its other bytes over its other messages); at least one.
     """
     if not staged.damaged:
         return []
-    lost_bytes = sum(end - start for start, end, _, _ in staged.damaged)
+    lost_bytes = sum(d[1] - d[0] for d in staged.damaged)
     seen = staged.messages + len(staged.quarantine)
     avg = (task.end - task.start - lost_bytes) / seen if seen else 0
     out = []
-    for start, end, before, after in staged.damaged:
+    for start, end, before, after, counted in staged.damaged:
         estimate = max(1, math.ceil((end - start) / avg)) if avg > 0 else 1
         out.append(StagedFile.damaged_range(
             task_id=task.task_id, attempt=attempt, topic=task.topic, broker_id=task.broker_id,
-            partition=task.partition, start=start, end=end, estimated_messages=estimate, after_time_ms=before,
-            before_time_ms=after))
+            partition=task.partition, start=start, end=end,
+            estimated_messages=counted if counted >= 0 else estimate, after_time_ms=before,
+            before_time_ms=after, messages_exact=counted >= 0))
     return out
 
 

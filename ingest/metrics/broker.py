@@ -195,16 +195,23 @@ class BrokerCollector:
         segments = GaugeMetricFamily("ingest_broker_log_segments", "Segment files of the partition",
                                      labels=["topic", "partition"])
         offline = GaugeMetricFamily("ingest_broker_offline_logs", "Partition logs an I/O error took offline")
+        damaged = GaugeMetricFamily("ingest_broker_log_damaged_ranges", "Damaged ranges known in the partition's "
+                                    "log (bytes that failed validation on disk; only partitions with some)",
+                                    labels=["topic", "partition"])
         n_offline = 0
         if b.log_manager is not None:
             for (topic, partition), lg in sorted(b.log_manager.logs().items()):
                 size.add_metric([topic, str(partition)], lg.size)
                 segments.add_metric([topic, str(partition)], len(lg.segments()))
                 n_offline += lg.offline
+                n_damaged = len(lg.damaged_ranges())
+                if n_damaged:
+                    damaged.add_metric([topic, str(partition)], n_damaged)
         offline.add_metric([], n_offline)
         yield size
         yield segments
         yield offline
+        yield damaged
         yield from self._replication(b.replicas)
         yield self._refusals(CounterMetricFamily)
         conns = GaugeMetricFamily("ingest_broker_connections", "Open client connections")
@@ -219,6 +226,10 @@ class BrokerCollector:
                                   "Partitions this broker leads whose in-sync set is smaller than their replica set")
         isr = GaugeMetricFamily("ingest_broker_partition_in_sync_replicas", "In-sync replicas of a partition this "
                                 "broker leads", labels=["topic", "partition"])
+        stalled = GaugeMetricFamily("ingest_broker_replica_fetch_stalled", "1 for each partition this broker "
+                                    "follows whose fetcher cannot copy past its position (the leader's bytes there "
+                                    "are damaged); ingest topics describe says why", labels=["topic", "partition",
+                                                                                             "leader"])
         count = 0
         if replicas is not None:
             for (topic, partition), part in sorted(dict(replicas.partitions).items()):
@@ -227,8 +238,10 @@ class BrokerCollector:
                 in_sync = len(part.isr)
                 isr.add_metric([topic, str(partition)], in_sync)
                 count += in_sync < len(part.replicas)
+            for (topic, partition), stall in sorted(replicas.stalls.stalls().items()):
+                stalled.add_metric([topic, str(partition), str(stall.leader)], 1)
         under.add_metric([], count)
-        return under, isr
+        return under, isr, stalled
 
     def _refusals(self, family):
         refused = family("ingest_broker_refused_requests", "Requests refused by the broker: responseless produce "

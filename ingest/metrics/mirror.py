@@ -23,8 +23,9 @@ COUNTERS = (
     ("messages", "ingest_mirror_messages_copied", "Messages copied to the target (re-reads for counting excluded)"),
     ("bytes", "ingest_mirror_bytes_copied", "Message-set bytes copied to the target"),
     ("checkpoints", "ingest_mirror_checkpoint_writes", "Checkpoints written (source offset, target offset, counts)"),
-    ("lost_messages", "ingest_mirror_lost_messages", "Messages the source's retention deleted before they were "
-                                                    "copied (estimated when not exact; see the lost-range records)"),
+    ("lost_messages", "ingest_mirror_lost_messages", "Messages gone from the source before they were copied: "
+                                                    "deleted by retention or missing segments (estimated when not "
+                                                    "exact; see the lost-range records)"),
     ("retries", "ingest_mirror_retries", "Transient errors retried by the copiers (a broker away, a leader change)"),
 )
 """(copier stats key, series name, help) of the per-topic counters."""

@@ -1,8 +1,8 @@
 """The schema registry's series: requests, errors and latency per endpoint; subjects and schemas at scrape time.
 
-:class:`RegistryMetrics` is fed by the HTTP handler (``registry_server.py``) once
-per routed request with the endpoint's name (the route names of
-:data:`ingest.events.registry_server.ROUTES`: ``register``, ``schema_by_id``...;
+:class:`RegistryMetrics` is fed by the WSGI application (``registry_api.py``) once
+per request with the endpoint's name (the route names of
+:data:`ingest.events.registry_api.ROUTES`: ``register``, ``schema_by_id``...;
 ``unknown`` for a path no route matches), the HTTP status it answered and the
 seconds it took. :class:`RegistryCollector` counts subjects, versions and schemas
 in the store when scraped (one listing of the store per scrape).

@@ -71,7 +71,8 @@ MIRROR_CONFIG = ConfigDef("mirror", (
     Key("monitoring.topic", Str(pattern=NAME_PATTERN), "audit-mirror",
         "target topic of the mirror's monitoring events (what it read and what the target acknowledged)"),
     Key("lost.topic", Str(pattern=NAME_PATTERN), "audit-mirror-lost",
-        "target topic of the lost-range records (source data deleted by retention before it was mirrored)"),
+        "target topic of the lost-range records (source data gone before it was mirrored: retention or missing "
+        "segments)"),
     Key("monitoring.window.ms", Int(1000, 86_400_000), 600_000,
         "event-time window of the mirror's counts (like the producers' monitoring.window.ms)"),
     Key("monitoring.interval.ms", Int(100, 86_400_000), 60_000,

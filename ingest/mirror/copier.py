@@ -294,7 +294,7 @@ class PartitionCopier:
     # --- lost ranges -----------------------------------------------------------------------
 
     def _lost_range(self, earliest: int) -> None:
-        from ingest.client.deleted_segments import SegmentTally, gap_message_count
+        from ingest.client.deleted_segments import MISSING_SEGMENTS, SegmentTally, split_gap
 
         pos = self.position
         record = lr.find_lost_range(self.store.zk, self.group, self.unit, pos)
@@ -308,29 +308,37 @@ class PartitionCopier:
         except TRANSIENT:
             raise
         except IngestError as exc:
-            log.warning("%s: DELETED_SEGMENTS failed (%s): the gap's count is an estimate", self.unit, exc)
-            deleted = []
+            log.warning("%s: DELETED_SEGMENTS failed (%s): the source cannot vouch that retention deleted %d..%d; "
+                        "recorded as missing segments, estimated", self.unit, exc, pos, earliest)
+            deleted = None
         tally = SegmentTally(None, 0)
-        st = lr.straddling(deleted, pos)
+        st = lr.straddling(deleted or (), pos)
         if st is not None:
             n = lr.messages_since(self._recent, st.start, None if self.unit.fallback else self.target,
                                   self.position, self.target_end)
             tally = SegmentTally(st.start, n) if n is not None else SegmentTally(None, 0)
-        count, exact = gap_message_count(deleted, pos, earliest, tally)
-        if count is None or (st is not None and tally.segment_start is None):
-            count, exact = lr.estimate_messages(earliest - pos, self.stats["bytes"], self.stats["messages"]), False
         after = lr.after_scan(self._recent, self.header_reader, None if self.unit.fallback else self.target,
                               self._bounds_from, self.target_end)
         first = self.source.fetch_set(earliest)
         before = lr.scan_headers(first, self.header_reader, earliest)
-        record = lr.lost_range_record(group=self.group, unit=self.unit, mirror_server=self.mirror_server, start=pos,
-                                      end=earliest, messages=count, exact=exact, after=after, before=before, target_offset=self.target_end,
-                                      detected_at_ms=self.clock.time_ms())
-        lr.record_lost_range(self.store.zk, self.group, record)
-        log.warning("%s: source offsets %d..%d were deleted by retention before the mirror copied them: %d "
-                    "message(s)%s lost to source retention", self.unit, pos, earliest, count,
-                    "" if exact else " (estimated)")
-        self._past_gap(record)
+        for part in split_gap(deleted, pos, earliest, tally):  # retention parts and missing parts, in order
+            count, exact = part.messages, part.messages is not None
+            if not exact:
+                count = lr.estimate_messages(part.end - part.start, self.stats["bytes"], self.stats["messages"])
+            record = lr.lost_range_record(group=self.group, unit=self.unit, mirror_server=self.mirror_server,
+                                          start=part.start, end=part.end, messages=count, exact=exact, after=after,
+                                          before=before, target_offset=self.target_end, cause=part.cause,
+                                          detected_at_ms=self.clock.time_ms())
+            lr.record_lost_range(self.store.zk, self.group, record)
+            if part.cause == MISSING_SEGMENTS:
+                log.warning("%s: source offsets %d..%d are gone but the source's retention recorded no deletion of "
+                            "them (segments deleted by hand or lost on disk): ~%d message(s) lost, not by "
+                            "retention", self.unit, part.start, part.end, count)
+            else:
+                log.warning("%s: source offsets %d..%d were deleted by retention before the mirror copied them: %d "
+                            "message(s)%s lost to source retention", self.unit, part.start, part.end, count,
+                            "" if exact else " (estimated)")
+            self._past_gap(record)
 
     def _past_gap(self, record: dict) -> None:
         self.stats["lost_ranges"] += 1

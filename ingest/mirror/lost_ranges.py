@@ -1,21 +1,26 @@
-"""Lost ranges: source bytes deleted by retention before the mirror copied them.
+"""Lost ranges: source bytes gone before the mirror copied them, by retention or not.
 
 When a unit's source position ``pos`` lies below the source's earliest offset
 ``E``, ``[pos, E)`` is gone. The mirror records it, exactly as the loader records
-its own gaps (docs/loader.md), as one ``MirrorLostRange`` record
-(``conf/schemas/mirror_lost_range.avsc``):
+its own gaps (docs/loader.md), as ``MirrorLostRange`` records
+(``conf/schemas/mirror_lost_range.avsc``), one per part of the gap:
 
-* **messages**: exact from the source broker's DELETED_SEGMENTS records
+* **cause**: ``retention`` where the source broker's DELETED_SEGMENTS records
+  cover the part, ``missing_segments`` where none does (segment files deleted by
+  hand or lost on disk, or a source that could not say):
+  :func:`ingest.client.deleted_segments.split_gap`. The audit reports the second
+  as DATA_LOSS (``source_missing_segments``), never as expected retention.
+* **messages**: exact for a retention part from the records
   (:func:`ingest.client.deleted_segments.gap_message_count`); the segment that
   straddles ``pos`` is corrected by the messages of it already copied, counted by
-  reading them back from the target (identical bytes). When the records do not
-  cover the gap exactly: ``bytes / average message size`` of the unit,
+  reading them back from the target (identical bytes). Otherwise (a missing part,
+  records without exact counts): ``bytes / average message size`` of the unit,
   ``messages_exact`` false.
 * **session bounds**: per producer session, the highest seq in the last <= 1 MiB
   copied before the gap (read back from the target just below the target
   position) and the lowest seq in the first fetch after the gap. Within a
-  partition a session's seqs only increase, so the gap can hold a session's
-  messages only strictly between its bounds.
+  partition a session's seqs only increase, so the gap (and each of its parts)
+  can hold a session's messages only strictly between its bounds.
 
 The record goes to ZooKeeper (a sequential child of ``znodes.mirror_lost_dir``;
 a record whose ``event_id`` is there already is not written twice) and to the
@@ -30,6 +35,7 @@ from typing import Iterable
 
 from ingest import znodes
 from ingest.broker.message_set import iter_messages
+from ingest.client.deleted_segments import RETENTION
 from ingest.mirror import tier_events
 from ingest.mirror.copier_io import read_target
 
@@ -92,7 +98,8 @@ def estimate_messages(gap_bytes: int, copied_bytes: int, copied_messages: int) -
 
 
 def lost_range_record(*, group: str, unit, mirror_server: str, start: int, end: int, messages: int, exact: bool,
-                      after: HeaderScan, before: HeaderScan, target_offset: int | None, detected_at_ms: int) -> dict:
+                      after: HeaderScan, before: HeaderScan, target_offset: int | None, detected_at_ms: int,
+                      cause: str = RETENTION) -> dict:
     """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap; its ``event_id`` is
     deterministic over the unit and ``[start, end)`` (:func:`ingest.mirror.tier_events.lost_range_record`)."""
     bounds = [(b["session"], b["after_seq"], b["before_seq"]) for b in session_bounds(after, before)]
@@ -101,7 +108,7 @@ def lost_range_record(*, group: str, unit, mirror_server: str, start: int, end: 
         start_offset=start, end_offset=end, bytes=end - start, messages=messages, messages_exact=exact,
         detected_at_ms=detected_at_ms, mirror_server=mirror_server, after_time_ms=after.last_time,
         before_time_ms=before.first_time, session_bounds=bounds, target_partition=unit.target_partition,
-        target_offset=target_offset)
+        target_offset=target_offset, cause=cause)
 
 
 def recorded_lost_ranges(zk, group: str) -> list[dict]:

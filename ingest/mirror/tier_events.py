@@ -11,7 +11,7 @@ publishes them again later: they carry deterministic ``event_id`` s, and the aud
 the copies.
 
 :func:`lost_range_record` builds a MirrorLostRange record from what the copier knows of
-a source retention gap; its ``event_id`` is a function of the unit and the gap's offsets,
+a part of a source gap (cause ``retention`` or ``missing_segments``); its ``event_id`` is a function of the unit and the gap's offsets,
 so a gap re-detected or re-published after a crash is the same record for the audit.
 
 Concurrency contract: thread-safe; one publisher may serve every copier thread of a mirror
@@ -24,6 +24,7 @@ import threading
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
+from ingest.client.deleted_segments import RETENTION
 from ingest.client.producer import Producer
 from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.config import Config
@@ -46,7 +47,8 @@ def lost_range_record(*, group: str, source: str, topic: str, broker_id: int, pa
                       detected_at_ms: int, mirror_server: str, after_time_ms: int | None = None,
                       before_time_ms: int | None = None,
                       session_bounds: Iterable[Sequence[Any] | Mapping[str, Any]] = (),
-                      target_partition: int | None = None, target_offset: int | None = None) -> dict:
+                      target_partition: int | None = None, target_offset: int | None = None,
+                      cause: str = RETENTION) -> dict:
     """A MirrorLostRange record (field meanings in ``conf/schemas/mirror_lost_range.avsc``).
 
     ``session_bounds``: ``(session, after_seq, before_seq)`` tuples or dicts with those keys;
@@ -68,7 +70,7 @@ def lost_range_record(*, group: str, source: str, topic: str, broker_id: int, pa
         "event_id": str(uuid.uuid5(EVENT_ID_NAMESPACE, f"lost/{session}/{int(start_offset)}/{int(end_offset)}")),
         "mirror_group": group, "source_cluster": source, "topic": topic, "broker_id": int(broker_id),
         "partition": int(partition), "start_offset": int(start_offset), "end_offset": int(end_offset),
-        "bytes": int(bytes), "messages": int(messages), "messages_exact": bool(messages_exact),
+        "bytes": int(bytes), "messages": int(messages), "messages_exact": bool(messages_exact), "cause": cause,
         "after_time_ms": after_time_ms, "before_time_ms": before_time_ms, "session_bounds": bounds,
         "target_partition": target_partition, "target_offset": target_offset, "detected_at_ms": int(detected_at_ms),
     }

@@ -56,14 +56,14 @@ def mon(session: str, topic: str, window_start: int, *, report_seq: int, acked: 
 
 
 def mirror_lost(topic: str, messages: int, after: int | None, before: int | None, bounds=(), *, exact=True,
-                start: int = 0, event_id: str | None = None, cluster: str = "dc1") -> dict:
+                start: int = 0, event_id: str | None = None, cluster: str = "dc1", cause: str = "retention") -> dict:
     """A MirrorLostRange record (conf/schemas/mirror_lost_range.avsc); bounds = [(session, after, before)]."""
     return {
         "header": {"time": before or 1, "server": "mirror-host", "service": f"mirror:{cluster}",
                    "session": "mirror-lost", "seq": start},
         "event_id": event_id or f"lost-{next(_event_ids)}", "mirror_group": "mirror", "source_cluster": cluster,
         "topic": topic, "broker_id": 0, "partition": 0, "start_offset": start, "end_offset": start + 100 * messages,
-        "bytes": 100 * messages, "messages": messages, "messages_exact": exact, "after_time_ms": after,
+        "bytes": 100 * messages, "messages": messages, "messages_exact": exact, "cause": cause, "after_time_ms": after,
         "before_time_ms": before,
         "session_bounds": [{"session": s, "after_seq": a, "before_seq": b} for s, a, b in bounds],
         "target_partition": 0, "target_offset": None, "detected_at_ms": 1,

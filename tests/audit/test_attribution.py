@@ -75,10 +75,11 @@ def test_crash_lost_tail_then_retention_gap_is_exactly_n_data_loss_plus_m_retent
 
 
 def test_without_bounds_the_same_gap_falls_back_to_time_overlap_and_blames_retention_for_the_crash():
-    """The rule before bounds (and for records without them): estimate 20 + 10 % slack = 22, earliest window first."""
+    """The rule before bounds (and for records without them): the estimate of 20, never more, earliest window
+    first (an estimate once explained 10 % more: 22)."""
     rows = crash_then_gap_rows(TIER_TARGET, bounded=False)
     assert (rows[A]["status"], rows[A]["causes"]) == ("RETENTION_LOSS", {"retention": 10})
-    assert (rows[B]["status"], rows[B]["causes"]) == ("DATA_LOSS", {"retention": 12, "unexplained_loss": 8})
+    assert (rows[B]["status"], rows[B]["causes"]) == ("DATA_LOSS", {"retention": 10, "unexplained_loss": 10})
 
 
 def test_the_same_at_the_source_tier_lost_before_source_and_source_retention():
@@ -145,7 +146,44 @@ def test_a_session_the_gap_does_not_list_is_unbounded():
     missing = {(A, "s1"): [100, 101, 102, 103], (A, "other"): [5, 15]}  # other:5 lies outside (10, 20)
     atoms = atoms_of(missing, [g])
     assert atoms == {(A, "other"): [(frozenset({"g1"}), 1)], (A, "s1"): [(frozenset({"g1"}), 4)]}
-    assert allocate({A: 6}, [g], W, slack=0.1, candidates=Candidates(atoms)) == {A: {"g1": 4}}
+    assert allocate({A: 6}, [g], W, candidates=Candidates(atoms)) == {A: {"g1": 4}}
+
+
+def ended_session_rows(cause: str = "retention", *, exact: bool = True, tier: str = TIER_TARGET, tiered=False):
+    """A crash loses the acknowledged tail (seqs 10..12) of session s2 in window A, and s2 ends; later the
+    segments holding s1's seqs 20..39 (window B) are deleted before they are loaded. The gap's time span
+    overlaps both windows; s1 is closed by its bounds (19, 40), s2 is open above (9, None): s2's tail is
+    a candidate of the gap as well, and the earliest window comes first."""
+    g = gap("g1", tier, 20, A + 300_000, B + 400_000, [("s1", 19, 40), ("s2", 9, None)], exact=exact, cause=cause)
+    mon = aggregate([snap("s1", A, 20, 0, 19), snap("s2", A, 13, 0, 12), snap("s1", B, 30, 20, 49)])
+    loaded = [LoadedCount("pv", A, "h", 30, 30), LoadedCount("pv", B, "h", 10, 10)]
+    atoms = atoms_of({(A, "s2"): [10, 11, 12], (B, "s1"): list(range(20, 40))}, [g])
+    cand = {"pv": Candidates(atoms, {(A, "s1"): 0, (A, "s2"): 3, (B, "s1"): 20})}
+    mirror = aggregate([snap("m1", A, 30, None, None), snap("m1", B, 10, None, None)]) if tiered else None
+    kw = {"lost_ranges": [g]} if tier == TIER_TARGET else {"source_lost": [g]}
+    return by_window(build_rows(params(), mon, loaded, mirror=mirror, candidates=cand, **kw))
+
+
+def test_a_gap_fills_with_the_sessions_it_closes_before_an_ended_sessions_crash_tail():
+    rows = ended_session_rows()
+    assert (rows[A]["status"], rows[A]["missing"], rows[A]["causes"]) == ("DATA_LOSS", 3, {"unexplained_loss": 3})
+    assert (rows[B]["status"], rows[B]["missing"], rows[B]["causes"], rows[B]["retention_lost"]) == \
+        ("RETENTION_LOSS", 20, {"retention": 20}, 20)
+
+
+def test_missing_segments_hold_messages_but_are_data_loss_and_an_estimate_is_a_ceiling():
+    rows = ended_session_rows("missing_segments", exact=False)
+    assert (rows[A]["status"], rows[A]["causes"]) == ("DATA_LOSS", {"unexplained_loss": 3})
+    assert (rows[B]["status"], rows[B]["causes"], rows[B]["retention_lost"]) == \
+        ("DATA_LOSS", {"missing_segments": 20}, 0)
+    src = ended_session_rows("missing_segments", exact=False, tier=TIER_SOURCE, tiered=True)
+    assert (src[B]["status"], src[B]["loss_tier"], src[B]["causes"]) == \
+        ("DATA_LOSS", "source", {"source_missing_segments": 20})
+    g = gap("g1", TIER_TARGET, 5, None, None, cause="missing_segments", exact=False)  # unbounded, estimated 5
+    assert allocate({A: 8, B: 8}, [g], W) == {A: {"g1": 5}}
+    m = from_mirror({"topic": "pv", "source_cluster": "dc1", "start_offset": 0, "end_offset": 9, "messages": 2,
+                     "messages_exact": False, "cause": "missing_segments"})
+    assert (m.cause, m.capacity) == ("missing_segments", 2)
 
 
 def test_allocation_is_a_maximum_flow_not_greedy():
@@ -154,7 +192,7 @@ def test_allocation_is_a_maximum_flow_not_greedy():
     g1 = gap("g1", TIER_TARGET, 1, None, None, [("s1", 0, 10)], order=1)
     g2 = gap("g2", TIER_TARGET, 1, None, None, [("s1", 4, 30)], order=2)
     cand = Candidates(atoms_of({(A, "s1"): [5], (B, "s1"): [3]}, [g1, g2]))
-    assert allocate({A: 1, B: 1}, [g1, g2], W, slack=0.0, candidates=cand) == {A: {"g2": 1}, B: {"g1": 1}}
+    assert allocate({A: 1, B: 1}, [g1, g2], W, candidates=cand) == {A: {"g2": 1}, B: {"g1": 1}}
     # the candidates were consumed: a later tier cannot take those seqs again
     assert all(n == 0 for items in cand.atoms.values() for _, n in items)
 
@@ -163,15 +201,15 @@ def test_per_session_missing_bounds_the_candidates():
     """Seq ranges can over-report candidates (seqs of other topics share the range); acked - loaded caps them."""
     g = gap("g1", TIER_TARGET, 10, None, None, [("s1", None, None)])
     cand = Candidates(atoms_of({(A, "s1"): range(0, 10)}, [g]), session_missing={(A, "s1"): 3})
-    assert allocate({A: 10}, [g], W, slack=0.0, candidates=cand) == {A: {"g1": 3}}
+    assert allocate({A: 10}, [g], W, candidates=cand) == {A: {"g1": 3}}
 
 
 def test_old_single_cluster_rules_hold_corruption_and_retention_and_records_read_tolerantly():
     old = LostRange("pv", 0, 0, 0, 300, 300, 3, A + 1, A + 50, "r", 0, "corruption")
     g = from_loader(old)
-    assert (g.tier, g.cause, g.exact, g.bounds, g.capacity(0.1)) == (TIER_TARGET, "corruption", False, (), 4)
+    assert (g.tier, g.cause, g.exact, g.bounds, g.capacity) == (TIER_TARGET, "corruption", False, (), 3)
     new = {**old.to_json(), "cause": "retention", "messages_exact": True, "session_bounds": [["s1", 3, None]]}
-    assert (from_loader(new).exact, from_loader(new).bounds, from_loader(new).capacity(0.1)) == (True, (("s1", 3, None),), 3)
+    assert (from_loader(new).exact, from_loader(new).bounds, from_loader(new).capacity) == (True, (("s1", 3, None),), 3)
     m = from_mirror({"topic": "pv", "source_cluster": "dc1", "broker_id": 1, "partition": 0, "start_offset": 5,
                      "end_offset": 9, "messages": 2, "messages_exact": True,
                      "session_bounds": '[{"session": "s", "after_seq": 1, "before_seq": 4}]'})

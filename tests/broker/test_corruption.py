@@ -266,3 +266,57 @@ def test_messages_inside_a_compressed_wrapper_are_never_taken_for_the_log(tmp_pa
                 assert got == plain + [(o, payload(i + 3)) for i, o in enumerate(after)]
         finally:
             lg.close()
+
+
+@pytest.mark.parametrize("cut, lost_start, messages", [
+    (100, 5850, 1),    # inside the last message: its header names its end, the next segment's base
+    (150, 5850, -1),   # exactly the last message: nothing of it is left to count
+])
+def test_a_short_middle_segment_strands_nothing_after_it(tmp_path, cut, lost_start, messages):
+    """A sealed segment cut short while the broker is stopped: every intact message after it stays
+    readable. The skip target of the damaged tail is the next segment's base offset, a fetch in the
+    missing bytes answers CORRUPT_RANGE with that target too (it answered STORAGE_ERROR, so
+    ``iter_range`` served 39 of 49 intact messages and then raised), and the damaged range is
+    recorded with its exact message count when the bytes left say it."""
+    size, n = 150, 50
+    b = BrokerProcess(0, tmp_path / "broker", overrides={"num.partitions": 1, "log.file.size": size * 20,
+                                                          "log.flush.interval": 1})
+    b.start()
+    try:
+        with socket.create_connection((b.host, b.port), timeout=30) as s:
+            for i in range(n):
+                body = b"m%05d-" % i
+                s.sendall(p.ProduceAckRequest("t", 0, encode_message_set([body + b"x" * (size - 10 - len(body))])).encode())
+                assert p.ProduceAckResponse.decode(p.recv_response(s)).error == ErrorCode.NONE
+        b.stop()
+        d = b.log_dir / "t-0"
+        assert sorted(f.name for f in d.glob("*.kafka")) == [segment_name(o) for o in (0, 3000, 6000)]
+        with open(d / segment_name(3000), "r+b") as f:  # the middle segment: messages 20..39
+            f.truncate(3000 - cut)
+        b.start()
+        intact = [(i * size, b"m%05d-" % i) for i in range(n) if i * size != 5850]
+        for attempt in range(2):  # and again after a restart (the sidecar is read back)
+            with SimpleConsumer(b.host, b.port, fetch_size=1000) as c:
+                end = c.latest_offset("t", 0)
+                assert end == n * size
+                got = [(m.offset, bytes(m.payload[:7])) for m in c.iter_range("t", 0, 0, end)]
+                assert got == intact
+                assert c.skipped == [("t", 0, lost_start, 6000)]
+                for at in (lost_start, 6000 - 30):  # at the damage, and in the bytes the file lost
+                    with pytest.raises(CorruptRangeError) as info:
+                        c.fetch("t", 0, at)
+                    assert (info.value.start_offset, info.value.next_offset, info.value.messages) == \
+                        (lost_start, 6000, messages)
+            rec = json.loads((d / segment_name(3000)).with_suffix(".damaged").read_text())
+            assert (rec["start_offset"], rec["end_offset"], rec["messages"]) == (lost_start, 6000, messages)
+            if attempt == 0:
+                b.restart()
+    finally:
+        b.stop()
+
+
+def test_a_corrupt_range_answer_names_the_range_and_an_older_brokers_short_body_still_reads():
+    new = p.FetchResponse.decode(p.FetchResponse.corrupt_range(1300, 1200, 1).encode()[4:])
+    assert (new.error, new.damaged_range(), new.next_valid_offset) == (ErrorCode.CORRUPT_RANGE, (1300, 1200, 1), 1300)
+    old = p.FetchResponse(ErrorCode.CORRUPT_RANGE, (1300).to_bytes(8, "big"))  # next_offset alone
+    assert old.damaged_range() == (1300, -1, -1)

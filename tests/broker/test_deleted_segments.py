@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from ingest.broker.message import CODEC_GZIP
 from ingest.broker.message_set import encode_message_set
 from ingest.broker.protocol_mirror import DeletionRecord
 from ingest.broker.segment import parse_segment_name
-from ingest.client.deleted_segments import DeletedSegment, SegmentTally, gap_message_count
+from ingest.client.deleted_segments import DeletedSegment, SegmentTally, gap_message_count, split_gap
 from ingest.client.simple_consumer import SimpleConsumer
 from tests.harness.brokers import BrokerStartError, RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until
@@ -59,6 +60,21 @@ def test_gaps_the_records_do_not_cover_exactly_are_not_counted():
 def test_duplicate_records_of_one_start_are_collapsed():
     again = DeletedSegment(1000, 1800, 20, 800, 99)
     assert gap_message_count([A, B, again, C, A], 0, 3000, None) == (90, True)
+
+
+def test_a_gap_is_retention_only_where_the_records_cover_it():
+    R, M = "retention", "missing_segments"
+    parts = lambda deleted, start, end, tally=None: [  # noqa: E731
+        (p.start, p.end, p.cause, p.messages) for p in split_gap(deleted, start, end, tally)]
+    assert parts([A, B, C], 400, 3000, SegmentTally(0, 12)) == [(400, 3000, R, 78)]
+    assert parts([A, C], 400, 3000, SegmentTally(0, 12)) == [(400, 1000, R, 18), (1000, 1800, M, None),
+                                                             (1800, 3000, R, 40)]
+    assert parts([B], 0, 3000) == [(0, 1000, M, None), (1000, 1800, R, 20), (1800, 3000, M, None)]
+    assert parts([], 0, 3000) == parts(None, 0, 3000) == [(0, 3000, M, None)]  # none, or the broker could not say
+    assert parts([A, B, C], 0, 2500) == [(0, 2500, R, None)]     # covered, but the count stops inside C
+    overlapping = DeletedSegment(500, 1300, 25, 800, 4)          # e.g. records of another replica's segments
+    assert parts([A, overlapping], 0, 1300) == [(0, 1300, R, None)]
+    assert parts([A], 3000, 3000) == []
 
 
 def test_deleted_segment_json_round_trip_and_broker_lines():
@@ -195,3 +211,52 @@ def test_retention_records_every_deleted_segment_with_its_exact_message_count(br
     assert recs[4].messages == _expected(placed, *bounds[4])
     with SimpleConsumer(b.host, b.port, timeout_s=10) as c:
         assert c.earliest_offset("d", 0) == bounds[5][0]
+
+
+def test_a_follower_restarted_at_the_leaders_log_start_keeps_the_leaders_deletion_records(broker_factory, zk_connect,
+                                                                                        zk):
+    """A follower is stopped; the leader's retention deletes past the follower's log end; the follower comes back,
+    its fetch falls below the leader's log start and it restarts its log there. Its log start moved by the
+    leader's retention, not its own: it copies the leader's records first, so a reader that asks it (after a
+    failover) learns that retention deleted everything below, with the exact count. (Before: the follower
+    answered no record, and a loader reading from it after a failover reported missing segments.)"""
+    from tests.harness import replicated as r
+
+    overrides = {**r.replication_overrides(min_isr=1), "log.file.size": 1024, "log.retention.size": 4096,
+                 "log.retention.check.interval.ms": 100}
+    brokers = broker_factory(n=2, zk_connect=zk_connect, overrides=overrides)
+    r.create_topic(zk, "rd", {0: [0, 1]})
+    leader = r.by_id(brokers, r.wait_for_leader_state(zk, "rd", 0).leader)
+    follower = next(b for b in brokers if b is not leader)
+    client = r.AcksClient(brokers)
+    ids = iter(range(1_000_000))
+
+    def send(batches: int) -> None:
+        for _ in range(batches):
+            assert client.send("rd", 0, [r.payload(next(ids)) for _ in range(4)], acks=1).status == r.ACKED
+
+    def earliest(b) -> int:
+        return r.request(b.host, b.port, p.OffsetsRequest("rd", 0, p.EARLIEST_TIME, 1), p.OffsetsResponse).offsets[0]
+
+    send(4)
+    wait_until(lambda: r.log_end(follower, "rd", 0) == r.log_end(leader, "rd", 0), 30, "the follower to catch up")
+    follower_end = r.log_end(follower, "rd", 0)
+    follower.stop()
+    while earliest(leader) <= follower_end:   # the leader's retention deletes what the follower holds, and more
+        send(4)
+    follower.start()
+    def restarted() -> int | None:   # the follower's own line (its retention may go on from there)
+        found = re.search(r"log rd-0: reset to start empty at offset (\d+)", follower.output())
+        return int(found.group(1)) if found else None
+
+    start = wait_until(restarted, 60, "the follower to restart its log at the leader's log start")
+    assert start > follower_end
+    with SimpleConsumer(follower.host, follower.port) as c:
+        kept = c.deleted_segments("rd", 0, 0, start)
+    with SimpleConsumer(leader.host, leader.port) as c:
+        truth = c.deleted_segments("rd", 0, 0, start)
+    assert [(x.start, x.end, x.cause, x.messages) for x in split_gap(kept, 0, start, None)] == \
+        [(0, start, "retention", gap_message_count(truth, 0, start, None)[0])]
+    assert gap_message_count(truth, 0, start, None)[1]
+    lines = [json.loads(x) for x in (follower.log_dir / "rd-0" / FILE_NAME).read_text().splitlines()]
+    assert {x.get("copied_from") for x in lines if x["start"] < start} == {leader.broker_id}

@@ -202,3 +202,15 @@ def test_fetches_are_fenced_by_the_leader_epoch_and_lost_leadership_answers_not_
     assert isinstance(part.ack_outcome(end, gen, 1), RequestTimedOutError)   # appended: "maybe", never NOT_LEADER
     with pytest.raises(NotLeaderForPartitionError, match="leader: broker 2"):
         part.read_limit()
+
+
+def test_min_insync_above_the_replica_count_says_the_write_can_never_succeed(leader):
+    """A topic created with fewer replicas than the brokers' min.insync.replicas (without the checks of
+    `topics create --config`, or before min.insync.replicas was raised): the refusal says it is for good."""
+    part, _ = leader
+    with pytest.raises(NotEnoughReplicasError, match=r"only 3 replica\(s\), so no acks=-1 write can succeed"):
+        part.append(encode_message_set([b"x"]), -1, 4)
+    with pytest.raises(NotEnoughReplicasError) as err:                    # a shrunk isr: the usual refusal
+        part.isr_written((1,), 4, 1)
+        part.append(encode_message_set([b"x"]), -1, 2)
+    assert "never" not in str(err.value) and "only" not in str(err.value)

@@ -127,3 +127,53 @@ def test_messages_in_kafka_0_7_s_own_formats_are_read_like_ours(read, cluster):
     assert [r["header"]["time"] - T0 for r in rows] == [0, 1000, 2000, 3000, 4000, 5000, 6000]
     assert {(r["broker_id"], r["partition"]) for r in rows} == {(1, 1)}
     assert len({r["offset"] for r in rows}) == 5  # magic 0 x2, magic 1 x2, one wrapper of 3
+
+
+def test_a_middle_segment_cut_short_fails_the_query_or_with_fail_on_data_loss_false_is_skipped(
+        spark, cluster, tmp_path):
+    """A sealed segment cut short while its broker was stopped (a broker of its own: the package cluster
+    stays intact). By default the query fails naming the damaged range (Spark's Kafka source's
+    ``failOnDataLoss``); with ``failOnDataLoss=false`` every intact message is read, the messages in
+    the segments after the cut included. On the code before, the option did not exist, and the fetch
+    after the damaged tail answered STORAGE_ERROR."""
+    from pyspark.errors import PythonException
+
+    from ingest.explore import register
+    from ingest.broker.segment import parse_segment_name
+    from tests.explore.helpers import as_compared, events, send
+    from tests.harness.brokers import BrokerProcess
+    from tests.harness.wire import WireClient
+
+    topic = "sx-cut"
+    b = BrokerProcess(7, tmp_path / "broker", overrides={"num.partitions": 1, "log.file.size": 1500})
+    b.start()
+    try:
+        sent = []
+        with WireClient(b.host, b.port) as w:
+            for i in range(20):  # one message per set: several segments
+                sent += send(w, topic, 0, "7-0", events(cluster.registry_url, topic, [T0 + i * 1000], seed=i, v2=True))
+        b.stop()
+        d = b.log_dir / f"{topic}-0"
+        bases = sorted(x for x in (parse_segment_name(f.name) for f in d.iterdir()) if x is not None)
+        assert len(bases) >= 3
+        victim = max((s for s in sent if s.offset < bases[1]), key=lambda s: s.offset)
+        with open(d / f"{bases[0]:020d}.kafka", "r+b") as f:
+            f.truncate(victim.offset - bases[0] + 20)
+        b.start()
+
+        register(spark)
+
+        def load(**options):
+            r = (spark.read.format("ingest").option("topic", topic).option("registry.url", cluster.registry_url)
+                 .option("brokers", f"{b.host}:{b.port}"))
+            for k, v in options.items():
+                r = r.option(k, v)
+            return sorted((as_compared(x) for x in r.load().collect()), key=key)
+
+        with pytest.raises(PythonException, match=f"damaged at offsets {victim.offset}..{bases[1]}"):
+            load()
+        rows = load(failOnDataLoss="false")
+        assert [r["offset"] for r in rows] == [s.offset for s in sent if s is not victim]
+        assert rows == sorted((expected_row(s, topic, 0, 7) for s in sent if s is not victim), key=key)
+    finally:
+        b.stop()

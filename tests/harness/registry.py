@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -25,8 +26,10 @@ class RegistryProcess:
     """One registry process; ``store`` directory (default: a fresh temp dir) or ``zk`` connect string."""
 
     def __init__(self, store: str | Path | None = None, *, zk: str | None = None, port: int | None = None,
-                 compatibility: str = "BACKWARD") -> None:
+                 compatibility: str = "BACKWARD", overrides: dict[str, object] | None = None) -> None:
+        """``overrides``: registry config keys passed as ``--set key=value``."""
         self.zk = zk
+        self.overrides = dict(overrides or {})
         self.store = None if zk else Path(store or tempfile.mkdtemp(prefix="registry-"))
         self.port = port or free_port()
         self.compatibility = compatibility
@@ -41,6 +44,8 @@ class RegistryProcess:
         cmd = [sys.executable, "-m", "ingest.cli", "registry", "start", "--port", str(self.port),
                "--compatibility", self.compatibility]
         cmd += ["--zk", self.zk] if self.zk else ["--store", str(self.store)]
+        for key, value in self.overrides.items():
+            cmd += ["--set", f"{key}={value}"]
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -54,7 +59,7 @@ class RegistryProcess:
                 with urllib.request.urlopen(self.url + "/config", timeout=1) as r:
                     r.read()
                 return self
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not up yet, or another process answers on the port
                 if time.monotonic() > deadline:
                     self.kill()
                     raise TimeoutError(f"registry on {self.url} not up after {timeout_s}s: "

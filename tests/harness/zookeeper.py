@@ -69,6 +69,13 @@ class ZooKeeperServer:
         wait_for_port(self.port, host=self.host, timeout=60)
         return self
 
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash. Its port and data dir stay: ``start()`` brings the same
+        server back, with the znodes and sessions its transaction log holds."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)

@@ -155,3 +155,50 @@ def test_a_lost_range_written_before_causes_existed_reads_as_retention():
     rec = lost(0, 10, 1, None, None, "retention").to_json()
     del rec["cause"]
     assert LostRange.from_json(rec).cause == "retention"
+
+
+def test_a_load_across_a_middle_segment_cut_short_commits_every_intact_message(spark, tmp_path_factory, tmp_path):
+    """A sealed segment file cut short inside its last message while the broker is stopped: the load
+    commits every other message once (the messages after the cut, in later segments, included) and
+    records the cut message as a corruption range up to the next segment's base, with the exact count 1.
+    On the code before, the fetch after the damaged tail answered STORAGE_ERROR and the run failed."""
+    registry = RegistryProcess(tmp_path_factory.mktemp("registry")).start()
+    broker = BrokerProcess(0, tmp_path / "broker", overrides={"num.partitions": 1, "log.file.size": 2048,
+                                                              "log.flush.interval": 1})
+    broker.start()
+    try:
+        clock = FakeClock(A + 1000)
+        ep = EventProducer({"broker.list": f"0:127.0.0.1:{broker.port}", "producer.type": "sync", "batch.size": 1},
+                           RegistryClient(registry.url), clock=clock, background=False,
+                           monitoring_interval_ms=86_400_000)
+        ids = []
+        for i in range(40):
+            ids += [(h["session"], h["seq"]) for h in ep.send(TOPIC, [page(i)])]
+        ep.close()
+        with SimpleConsumer(broker.host, broker.port) as c:
+            msgs = list(c.iter_range(TOPIC, 0, 0, c.latest_offset(TOPIC, 0)))
+        assert len(msgs) == 40
+        log_dir = broker.log_dir / f"{TOPIC}-0"
+        broker.stop()
+        bases = sorted(b for b in (parse_segment_name(p.name) for p in log_dir.iterdir()) if b is not None)
+        assert len(bases) >= 3
+        victim = max(m for m in msgs if m.next_offset == bases[1])  # the last message of the first sealed segment
+        path = log_dir / f"{bases[0]:020d}.kafka"
+        with open(path, "r+b") as f:
+            f.truncate(victim.offset - bases[0] + 20)  # inside the victim: its header is left, its payload cut
+        broker.start()
+
+        cfg = LOADER_CONFIG.parse({"destination": str(tmp_path / "dest"), "brokers": f"127.0.0.1:{broker.port}",
+                                   "registry.url": registry.url, "format": "parquet"})
+        result = run_load(cfg, spark)
+        assert result.status == "committed"
+        lost_id = tuple(ids[msgs.index(victim)])
+        assert committed_ids(tmp_path / "dest", TOPIC) == collections.Counter({i: 1 for i in ids if i != lost_id})
+        state = LoaderState.load(open_storage(str(tmp_path / "dest")))
+        ranges = [(r.start_offset, r.end_offset, r.cause, r.estimated_messages, r.messages_exact)
+                  for r in state.lost_ranges(TOPIC)]
+        assert ranges == [(victim.offset, bases[1], CORRUPTION, 1, True)]
+        assert " 1 messages" in summary_text(result.record)  # exact: no "~"
+    finally:
+        broker.stop()
+        registry.stop()

@@ -31,3 +31,27 @@ def test_no_broker_source_is_a_config_error(zk_connect):
         broker_addresses(LOADER_CONFIG.parse({"destination": "/x", "registry.url": "http://r"}))
     with pytest.raises(BrokerUnavailableError, match="no broker registered"):
         broker_addresses(LOADER_CONFIG.parse({"destination": "/x", "registry.url": "http://r", "zk.connect": zk_connect}))
+
+
+def test_a_broker_that_does_not_answer_is_left_out_and_only_no_answer_at_all_fails(tmp_path_factory):
+    from ingest.loader.discover import discover_all
+    from tests.harness.net import free_port
+    from tests.harness.wire import WireClient
+
+    brokers = broker_cluster(tmp_path_factory, n=1, num_partitions=1)
+    dead = f"127.0.0.1:{free_port()}"     # nothing listens there
+    try:
+        with WireClient(brokers[0].host, brokers[0].port) as c:
+            assert c.produce_ack("static-topic", [b"a"]).error == 0
+        cfg = LOADER_CONFIG.parse({"destination": "/tmp/unused", "registry.url": "http://127.0.0.1:1",
+                                   "brokers": f"{dead},{brokers[0].host}:{brokers[0].port}"})
+        found = discover_all(cfg)
+        assert [(s.topic, s.partition) for s in found.snapshots] == [("static-topic", 0)]
+        (left,) = found.left_out
+        assert (left.broker, left.broker_id, left.topic) == (dead, None, None) and "METADATA" in left.reason
+        with pytest.raises(BrokerUnavailableError, match=f"reset-offsets needs every partition.*broker {dead}"):
+            found.complete("reset-offsets")
+    finally:
+        stop_all(brokers)
+    with pytest.raises(BrokerUnavailableError, match="no broker answered METADATA"):
+        discover_all(cfg)

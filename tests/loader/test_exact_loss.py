@@ -14,7 +14,9 @@ smaller, so nothing is deleted before it whatever the timing:
   range's count equals the produced-but-never-loaded messages exactly,
   ``messages_exact`` is true, and the session bounds are the seqs next to the gap;
 - ``ex-norec``: the broker's records file is removed before the second load: the
-  count falls back to the size estimate, ``messages_exact`` false (bounds still exact).
+  broker no longer vouches that retention deleted the gap, so it is cause
+  ``missing_segments``, counted by the size estimate, ``messages_exact`` false
+  (bounds still exact).
 """
 from __future__ import annotations
 
@@ -98,10 +100,10 @@ def test_retention_gap_count_is_exact_with_session_bounds(spark, registry_url, t
             for s, after, before in r.session_bounds:  # every missing message lies strictly inside its bounds
                 assert all(after < q < before for ss, q in missing if ss == s)
             if t == "ex-norec":
-                assert r.messages_exact is False
+                assert (r.cause, r.messages_exact) == ("missing_segments", False)
                 assert abs(r.estimated_messages - len(missing)) <= max(3, len(missing) // 4)  # sizes only
             else:
-                assert (r.estimated_messages, r.messages_exact) == (len(missing), True), (t, len(missing))
+                assert (r.cause, r.estimated_messages, r.messages_exact) == ("retention", len(missing), True), t
         counts = collections.Counter(r.messages_exact for r in lost.values())
         assert counts == {True: 2, False: 1}
     finally:

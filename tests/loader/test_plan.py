@@ -68,6 +68,7 @@ def test_retention_gap_fails_or_is_recorded():
     (lost,) = plan.lost_ranges
     assert (lost.start_offset, lost.end_offset, lost.estimated_messages, lost.after_time_ms, lost.before_time_ms,
             lost.detected_at_ms, lost.run_id) == (200, 600, 4, 111, 222, 5, "r")
+    assert lost.cause == "missing_segments"  # no deletion records were asked for: not known to be retention
     assert plan.partitions[0].start == 600
 
 
@@ -109,3 +110,21 @@ def test_plan_phases_share_a_run_budget_round_robin_and_merge_pieces_into_tasks(
         (0, 100, [(0, 0, 100)]), (100, 200, [(1, 100, 200)])]
     merged = assign_tasks(decisions, pieces, 200)
     assert [[(t.start, t.end) for t in p.tasks] for p in merged] == [[(0, 200), (200, 300)], [(100, 300)]]
+
+
+def test_left_out_names_a_silent_brokers_committed_partitions_of_chosen_topics_only():
+    from ingest.loader.plan import LeftOut, topic_filter, waiting_partitions
+    from ingest.loader.records import OffsetRecord
+
+    committed = {k: OffsetRecord(*k, 10, None) for k in [("views", 2, 0), ("views", 2, 1), ("views", 1, 0),
+                                                           ("test-x", 2, 0), ("rt", 2, 0)]}
+    snaps = [PartitionSnapshot("rt", 2, "h", 1, 0, 0, 20, "h:1")]   # replicated, home 2: planned (leader alive)
+    left = [LeftOut("did not answer METADATA (refused)", 2, "h:9"),
+            LeftOut("no leader now (in-sync [])", 2, topic="rt", partition=1),
+            LeftOut("no leader now (in-sync [])", 3, topic="test-x", partition=4)]
+    out = waiting_partitions(left, committed, snaps, topic_filter(".*", "test-.*"))
+    assert [lo.partitions for lo in out] == [(("views", 2, 0), ("views", 2, 1)), ()]   # test-x filtered out
+    assert out[0].describe() == ("broker 2 (h:9): did not answer METADATA (refused); committed partitions "
+                                 "waiting: views b2 p0, views b2 p1")
+    assert out[1].describe() == "rt b2 p1: no leader now (in-sync [])"
+    assert [LeftOut.from_json(lo.to_json()) for lo in out] == list(out)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.broker.log_config import LOG_CONFIG
+from ingest.broker.log_manager import LogManager
 from ingest.errors import DataLossError
 from ingest.loader.job import run_load
 from ingest.loader.state import LoaderState, run_records
@@ -12,12 +14,18 @@ from tests.loader.helpers import committed_ids, loader_config, produce
 
 
 def _delete_oldest_segments(broker, topic, keep):
-    seg_dir = broker.log_dir / f"{topic}-0"
-    segments = sorted(seg_dir.glob("*.kafka"))
-    assert len(segments) > keep, f"{topic}: only {len(segments)} segments"
-    for seg in segments[:-keep]:
-        seg.unlink()
-    return int(segments[-keep].stem)
+    """Retention on the stopped broker: its own ``Log.delete_segments`` (recorded in ``deleted-segments``, as
+    its retention thread does) deletes all but the newest ``keep`` segments; returns the new log start."""
+    lm = LogManager(LOG_CONFIG.parse({"log.dir": str(broker.log_dir), "log.file.size": 4096}))
+    lm.startup()
+    try:
+        lg = lm.get_log(topic, 0)
+        assert len(lg.segment_bases()) > keep, f"{topic}: only {len(lg.segment_bases())} segments"
+        cut = lg.segment_bases()[-keep]
+        lg.delete_segments(lambda seg: seg.base_offset < cut)
+        return cut
+    finally:
+        lm.shutdown()
 
 
 @pytest.mark.slow
@@ -39,7 +47,7 @@ def test_retention_loss_fails_by_default_and_is_recorded_when_allowed(spark, reg
         with pytest.raises(DataLossError) as err:
             run_load(cfg, spark)
         msg = str(err.value)
-        assert f"ret-a broker 0 partition 0: offsets [{committed}, {earliest_a})" in msg
+        assert f"ret-a broker 0 partition 0: offsets [{committed}, {earliest_a})" in msg and "(retention)" in msg
         assert f"ret-b broker 0 partition 0: offsets [0, {earliest_b})" in msg
         assert "fail.on.data.loss=false" in msg
         st = LoaderState.load(open_storage(str(dest)))
@@ -61,9 +69,11 @@ def test_retention_loss_fails_by_default_and_is_recorded_when_allowed(spark, reg
         survived_a = [i for i in later if i in ids]
         assert set(loaded) <= set(ids) and 0 < len(survived_a) < len(later)
         missing_a = len(later) - len(survived_a)
-        assert abs(a.estimated_messages - missing_a) <= max(3, missing_a // 4)  # an estimate from sizes
+        assert (a.cause, a.estimated_messages, a.messages_exact) == ("retention", missing_a, True)  # recorded
         survived_b = [i for i in fresh if i in ids]
         assert 0 < len(survived_b) < len(fresh)
+        b = lost["ret-b"]
+        assert (b.cause, b.estimated_messages, b.messages_exact) == ("retention", len(fresh) - len(survived_b), True)
         assert {r["topic"] for r in run_records(st.storage)[-1]["lost_ranges"]} == {"ret-a", "ret-b"}
     finally:
         stop_all(brokers)

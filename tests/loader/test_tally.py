@@ -1,4 +1,5 @@
-"""The loader's side of exact loss counts, without brokers: records, the tally, exact vs estimated gaps, bounds."""
+"""The loader's side of exact loss counts, without brokers: records, the tally, exact vs estimated gaps, retention
+vs missing segments, bounds."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,8 +8,10 @@ import io
 import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from ingest.client.deleted_segments import DeletedSegment
+from ingest.errors import DataLossError
 from ingest.loader.fetch import Corrupt, Damaged
 from ingest.loader.gap_bounds import file_session_seqs, session_bounds
 from ingest.loader.plan import PartitionSnapshot, Probe, build_plan, last_segment_start
@@ -98,17 +101,40 @@ def test_a_gap_is_exact_from_the_deleted_segment_records_and_estimated_without_t
     def lost_with(deleted, committed=committed):
         plan = build_plan(run_id="r", base_seq=1, snapshots=[s], committed=committed, fail_on_data_loss=False,
                           probe=lambda _s, _o: Probe(100.0, 222), deleted_segments=lambda _s, a, b: deleted)
-        return plan.lost_ranges[0]
+        return [(r.start_offset, r.end_offset, r.cause, r.estimated_messages, r.messages_exact)
+                for r in plan.lost_ranges]
 
-    exact = lost_with(records)
-    assert (exact.start_offset, exact.end_offset, exact.estimated_messages, exact.messages_exact) == (250, 600, 11, True)
-    assert lost_with(records[1:2]).messages_exact is False                      # records miss [400, 600)
-    fallback = lost_with(None)
-    assert (fallback.estimated_messages, fallback.messages_exact) == (4, False)  # 350 bytes / 100 per message
+    assert lost_with(records) == [(250, 600, "retention", 11, True)]
     no_tally = {s.key: OffsetRecord("t", 0, 0, 250, 111, None)}
-    assert lost_with(records, no_tally).messages_exact is False                 # straddling, tally unknown
+    assert lost_with(records, no_tally) == [(250, 600, "retention", 4, False)]   # straddling, tally unknown
     at_boundary = {s.key: OffsetRecord("t", 0, 0, 400, 111, None)}
-    assert (lost_with(records, at_boundary).estimated_messages, lost_with(records, at_boundary).messages_exact) == (6, True)
+    assert lost_with(records, at_boundary) == [(400, 600, "retention", 6, True)]
+
+
+def test_offsets_no_deletion_record_covers_are_missing_segments_not_retention():
+    """A log start that moved past offsets the broker's retention never recorded (segment files deleted by hand,
+    lost on disk, or a broker that could not say) is a loss of its own: cause missing_segments, estimated."""
+    s = _snap(earliest=600, latest=900)
+    committed = {s.key: OffsetRecord("t", 0, 0, 250, 111, (200, 3))}
+
+    def lost_with(deleted):
+        plan = build_plan(run_id="r", base_seq=1, snapshots=[s], committed=committed, fail_on_data_loss=False,
+                          probe=lambda _s, _o: Probe(50.0, 222), deleted_segments=lambda _s, a, b: deleted)
+        return [(r.start_offset, r.end_offset, r.cause, r.estimated_messages, r.messages_exact,
+                 r.after_time_ms, r.before_time_ms) for r in plan.lost_ranges]
+
+    assert lost_with([]) == [(250, 600, "missing_segments", 7, False, 111, 222)]     # no record at all
+    assert lost_with(None) == [(250, 600, "missing_segments", 7, False, 111, 222)]   # the broker could not say
+    # retention deleted [200, 400); [400, 600) vanished without a record: two ranges, each its own count
+    assert lost_with([DeletedSegment(200, 400, 8, 200, 1)]) == [
+        (250, 400, "retention", 5, True, 111, 222), (400, 600, "missing_segments", 4, False, 111, 222)]
+    # a hole in the middle: retention parts around a missing one
+    assert lost_with([DeletedSegment(200, 300, 4, 100, 1), DeletedSegment(500, 600, 3, 100, 1)]) == [
+        (250, 300, "retention", 1, True, 111, 222), (300, 500, "missing_segments", 4, False, 111, 222),
+        (500, 600, "retention", 3, True, 111, 222)]
+    with pytest.raises(DataLossError, match=r"\(missing_segments\)(.|\n)*as DATA_LOSS"):
+        build_plan(run_id="r", base_seq=1, snapshots=[s], committed=committed, probe=lambda _s, _o: Probe(50.0, 222),
+                   deleted_segments=lambda _s, a, b: [])
 
 
 def _avro(rows):

@@ -141,3 +141,54 @@ def test_source_retention_gives_lost_ranges_with_exact_counts_and_bounds(broker_
     finally:
         publisher.close()
         m.close()
+
+
+def test_source_segments_deleted_by_hand_are_a_missing_segments_range_not_retention(
+        broker_factory, zk_connect, target_zk_connect, registry_url):
+    """The source broker is stopped, its oldest segment files are deleted by hand (no deletion record), and it
+    is started again: the mirror records the gap with cause ``missing_segments``, estimated from sizes, and
+    publishes it so; the audit then reports it as DATA_LOSS (``source_missing_segments``)."""
+    (src,) = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1, log_file_size=4096)
+    targets = broker_factory(n=1, zk_connect=target_zk_connect)
+    registry = RegistryClient(registry_url)
+    reader = HeaderReader(registry)
+    source = Source(src, registry)
+    m = Mirror(zk_connect, target_zk_connect)
+    publisher = TierEventPublisher({"zk.connect": target_zk_connect, "request.required.acks": 1}, registry)
+    try:
+        (unit,) = ensure_mapping(m.zk, "g", "lr", ["dc1"], {"dc1": [(0, 0)]}).units
+
+        def copier():
+            return make_copier(unit, group="g", zk=m.zk, source_discovery=m.source, target_metadata=m.target_md,
+                               counter_factory=lambda state: PartitionCounter(
+                                   session=unit.session("g"), topic="lr", source="dc1", mirror_server="mx",
+                                   window_ms=60_000, interval_ms=1000, header_reader=reader, clock=SYSTEM_CLOCK,
+                                   state=state),
+                               publisher=publisher, header_reader=reader, fetch_size=1024,
+                               checkpoint_interval_ms=100, mirror_server="mx")
+
+        source.send(0, 3)
+        _, first = source.log(0)
+        copy_until(copier(), len(first))
+        source.send(0, 40)
+        src.stop()
+        files = sorted((src.log_dir / "lr-0").glob("*.kafka"))
+        gone = b"".join(p.read_bytes() for p in files[:-2])[len(first):]
+        for path in files[:-2]:        # an operator (or a disk fault) removes the oldest segments
+            path.unlink()
+        src.start()
+        earliest, rest = source.log(0)
+        assert earliest == int(files[-2].stem) > len(first)
+        c = copy_until(copier(), earliest + len(rest))
+        (r,) = lr.recorded_lost_ranges(m.zk, "g")
+        assert c.stats["lost_ranges"] == 1
+        assert (r["start_offset"], r["end_offset"], r["cause"], r["messages_exact"]) == \
+            (len(first), earliest, "missing_segments", False)
+        held = sum(1 for _ in iter_messages(gone))
+        assert held // 2 <= r["messages"] <= 2 * held    # bytes / the unit's average size (gzip sets skew it)
+        published, failures = read_topic(targets, "audit-mirror-lost", registry)
+        assert not failures and [(x["cause"], x["event_id"]) for x in published] == [("missing_segments",
+                                                                                      r["event_id"])]
+    finally:
+        publisher.close()
+        m.close()

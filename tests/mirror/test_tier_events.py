@@ -53,7 +53,7 @@ def test_counts_and_lost_range_read_back_exactly(broker_factory, registry_url):
                    "session": "mirror:g1:dc2:clicks:4-0", "seq": 1000},
         "event_id": lost["event_id"], "mirror_group": "g1", "source_cluster": "dc2", "topic": "clicks",
         "broker_id": 4, "partition": 0, "start_offset": 1000, "end_offset": 5000, "bytes": 4000, "messages": 37,
-        "messages_exact": True, "after_time_ms": T0 - 5, "before_time_ms": None,
+        "messages_exact": True, "cause": "retention", "after_time_ms": T0 - 5, "before_time_ms": None,
         "session_bounds": [{"session": "s1", "after_seq": 4, "before_seq": None},
                            {"session": "s2", "after_seq": None, "before_seq": 9}],
         "target_partition": 2, "target_offset": 777, "detected_at_ms": T0 + 99,

@@ -1,4 +1,7 @@
-"""Run Kafka 0.7 requests with the real brod 0.4.3 client (``brod.Kafka``) under Python 2.7; JSON in, JSON out.
+"""Run Kafka 0.7 requests with the real brod 0.4.3 client under Python 2.7; JSON in, JSON out.
+
+``brod.Kafka`` (the plain socket client) serves produce/fetch/offsets; ``brod.zk`` (its ZooKeeper
+producer and consumer, over zc.zk and ZooKeeper's C client) the ``zk_*`` operations.
 
 Same contract as samsa_ops.py: a JSON list of operations on stdin, one JSON list of results
 on stdout, ``{"error": ...}`` for an operation that raised. brod 0.4.3 writes magic-0
@@ -48,6 +51,43 @@ def op_fetch(op):
 
 def op_offsets(op):
     return [int(o) for o in kafka(op).offsets(op["topic"].encode("ascii"), op["time"], op.get("max", 1), partition=op["partition"])]
+
+
+def op_zk_partitions(op):
+    """The broker-partitions brod's ZooKeeper layer finds for a topic, as its ZKConsumer reads them
+    (``ZKUtil.broker_partitions_for``: the children of /brokers/topics/<topic>, then each count)."""
+    from brod.zk import ZKUtil
+
+    util = ZKUtil(op["zk"])
+    try:
+        return sorted([bp.broker_id, bp.partition] for bp in util.broker_partitions_for(op["topic"]))
+    finally:
+        util.close()
+
+
+def op_zk_produce(op):
+    """brod's ZKProducer: discovers the brokers and the topic's partitions in ZooKeeper, sends one set
+    to a random one of them; returns ``[broker id, partition]`` it chose."""
+    from brod.zk import ZKProducer
+
+    producer = ZKProducer(op["zk"], op["topic"])
+    try:
+        bp = producer.send([base64.b64decode(p) for p in op["payloads"]])
+        return [bp.broker_id, bp.partition]
+    finally:
+        producer.close()
+
+
+def op_zk_consumer(op):
+    """brod's ZKConsumer joins a group on a topic (registers, rebalances over the partitions it finds
+    in ZooKeeper); returns the broker-partitions it owns."""
+    from brod.zk import ZKConsumer
+
+    consumer = ZKConsumer(op["zk"], op["group"], op["topic"])
+    try:
+        return sorted([bp.broker_id, bp.partition] for bp in consumer.broker_partitions)
+    finally:
+        consumer.close()
 
 
 OPS = dict((name[3:], fn) for name, fn in globals().items() if name.startswith("op_"))
