@@ -9,6 +9,8 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
                                                                  "leader_epoch":N,"isr":[...],"version":1}
     /brokers/replica_stalls/[topic]/[p]/[broker_id]          -> {"offset":O,"leader":L,"reason":...,
                                                                  "version":1,...}     ephemeral
+    /brokers/storage_failures/[broker_id]                    -> {"version":1,"partitions":[{"topic":T,
+                                                                 "partition":P,"error":E},...]}  ephemeral
     /controller                                              -> {"version":1,"brokerid":B,"timestamp":ms} ephemeral
     /controller_epoch                                        -> "<epoch>"                 persistent
     /admin/preferred_replica_election                        -> {"version":1,"partitions":[{"topic":T,
@@ -69,6 +71,7 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 PARTITION_STATES = "/brokers/partition_states"
 REPLICA_STALLS = "/brokers/replica_stalls"
 LEGACY_PARTITIONS = "partitions"
+STORAGE_FAILURES = "/brokers/storage_failures"
 
 
 # --- /brokers -----------------------------------------------------------------------------
@@ -266,6 +269,28 @@ def parse_preferred_election(data: bytes) -> list[tuple[str, int]]:
         return [(str(x["topic"]), int(x["partition"])) for x in json.loads(data.decode("utf-8"))["partitions"]]
     except (KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ValueError(f"not a preferred replica election request: {data[:200]!r}") from exc
+
+
+def storage_failures_path(broker_id: int) -> str:
+    """``/brokers/storage_failures/[broker_id]``: the replicas of that broker that cannot write now (ephemeral,
+    present only while there is one; the controller moves their leadership and in-sync membership)."""
+    return f"{STORAGE_FAILURES}/{broker_id}"
+
+
+def storage_failures_value(failures: dict[tuple[str, int], str]) -> bytes:
+    """The data of a broker's storage-failures node: each failed replica with its error's name."""
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "error": e}
+                                                    for (t, p), e in sorted(failures.items())]},
+                      separators=(",", ":")).encode()
+
+
+def parse_storage_failures(data: bytes) -> dict[tuple[str, int], str]:
+    """``{(topic, partition): error name}`` of a storage-failures node (ValueError if malformed)."""
+    try:
+        return {(str(x["topic"]), int(x["partition"])): str(x.get("error", "STORAGE_ERROR"))
+                for x in json.loads(data.decode("utf-8"))["partitions"]}
+    except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a storage failures node: {data[:200]!r}") from exc
 
 
 # --- /consumers ---------------------------------------------------------------------------

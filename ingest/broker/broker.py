@@ -117,7 +117,7 @@ class BrokerServer:
     def _start_zookeeper_parts(self) -> None:
         """Registry, replication view, replica manager and controller (one ZooKeeper session)."""
         # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
-        from ingest.broker.controller import Controller
+        from ingest.broker.controller import Controller, Rebalance
         from ingest.broker.replica_manager import ReplicaManager
         from ingest.broker.replication_view import ReplicationView
         from ingest.broker.zk_registry import BrokerRegistry
@@ -141,7 +141,8 @@ class BrokerServer:
         self.handlers.attach_replicas(self.replicas, self.coordinated)
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
-                                     unclean=cfg["unclean.leader.election.enable"]).start()
+                                     unclean=cfg["unclean.leader.election.enable"],
+                                     rebalance=Rebalance.from_config(cfg)).start()
 
     def _stop_zookeeper_parts(self) -> None:
         if self.coordinated is not None:

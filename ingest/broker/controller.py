@@ -20,8 +20,21 @@ What it decides, always by a conditional write of the partition's state node
   unless ``unclean.leader.election.enable`` lets a live replica outside the set lead;
 - a follower that died leaves the in-sync set (leader epoch grows);
 - a returning broker that was in the in-sync set of an offline partition becomes its leader;
+- a replica that cannot write (its broker listed it in ``/brokers/storage_failures/[id]``: disk full,
+  a failed write or fsync, its log offline) is treated like a dead one while another in-sync
+  replica can write: a leader that cannot write is replaced by the first in-sync replica that
+  can, and such a replica leaves the in-sync set (its leader lets it back once it writes again
+  and has caught up). With no in-sync replica that can write, the leader stays (it still serves
+  reads) and, if it is gone, one that cannot write is elected rather than none;
 - preferred-replica election (``/admin/preferred_replica_election``): each named partition
-  whose first replica is alive and in sync gets it back as leader; the node is deleted after.
+  whose first replica is alive, in sync and able to write gets it back as leader; the node is
+  deleted after;
+- automatic preferred-replica election (Kafka's ``auto.leader.rebalance.enable``): every
+  ``leader.imbalance.check.interval.seconds``, for each broker whose share of partitions it
+  prefers but does not lead is above ``leader.imbalance.per.broker.percentage``, those partitions
+  get it back as leader where it is alive, in sync and able to write. This is how a leader that
+  gave up leadership (a failure, a restart, a full disk) takes it back once it has recovered
+  and caught up.
 
 All of it runs on one thread (events queued by watches), and every pass re-reads each
 state with its version, so a pass is always safe to repeat.
@@ -38,6 +51,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -45,6 +59,7 @@ from kazoo.protocol.states import KazooState
 
 from ingest import znodes
 from ingest.errors import StaleControllerError
+from ingest.ratelimited_log import RateLimitedLog
 from ingest.znodes import PartitionState
 
 log = logging.getLogger(__name__)
@@ -52,33 +67,56 @@ log = logging.getLogger(__name__)
 ZK_ERRORS = (KazooException, KazooTimeoutError)
 
 
+@dataclass(frozen=True)
+class Rebalance:
+    """Automatic preferred-replica election (Kafka's keys and defaults)."""
+
+    enable: bool = True                 # auto.leader.rebalance.enable
+    interval_s: float = 300.0           # leader.imbalance.check.interval.seconds
+    imbalance_percent: int = 10         # leader.imbalance.per.broker.percentage
+
+    @classmethod
+    def from_config(cls, config) -> "Rebalance":
+        return cls(config["auto.leader.rebalance.enable"], float(config["leader.imbalance.check.interval.seconds"]),
+                   config["leader.imbalance.per.broker.percentage"])
+
+
 class Controller:
     """Competes for ``/controller`` and, while it holds it, elects leaders (module docstring)."""
 
-    def __init__(self, broker_id: int, client, view, *, unclean: bool = False) -> None:
+    def __init__(self, broker_id: int, client, view, *, unclean: bool = False,
+                 rebalance: Rebalance = Rebalance()) -> None:
         self.broker_id = broker_id
         self.client = client
         self.view = view
         self.unclean = unclean
+        self.rebalance = rebalance
         self.active = False
         self.epoch = 0
         self._epoch_version = -1
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
         self._closed = False
+        self._stop = threading.Event()
+        self._errors = RateLimitedLog(log, interval_s=60.0)
         self.elections = 0
 
     def start(self) -> "Controller":
         self._thread.start()
+        if self.rebalance.enable:
+            threading.Thread(target=self._rebalance_timer, name=f"leader-rebalance-{self.broker_id}",
+                             daemon=True).start()
         self.client.add_listener(self._on_session)
         self.client.DataWatch(znodes.CONTROLLER, self._on_controller_node)
         self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._on_preferred)
         self.view.on_brokers(lambda _b: self._events.put("pass"))
         self.view.on_topic(lambda _t, _a: self._events.put("pass"))
+        self.view.on_storage_failures(lambda: self._events.put("pass"))
         return self
 
     def close(self) -> None:
         self._closed = True
+        self._stop.set()
         self.active = False
         self._events.put(None)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
@@ -119,11 +157,14 @@ class Controller:
                     self._pass()
                 elif self.active and event == "preferred":
                     self._preferred()
+                elif self.active and event == "rebalance":
+                    self._rebalance()
             except StaleControllerError as exc:
                 self.active = False
                 log.warning("broker %d: %s; stepping down as controller", self.broker_id, exc)
             except ZK_ERRORS as exc:
-                log.warning("controller %d: ZooKeeper failed during %s (%s); retrying", self.broker_id, event, exc)
+                self._errors.warning("zookeeper", event, "controller %d: ZooKeeper failed during %s (%s); retrying",
+                                     self.broker_id, event, exc)
                 threading.Timer(0.5, self._events.put, (event,)).start()
             except Exception:  # noqa: BLE001 - the controller thread must survive a bug in one pass
                 log.exception("controller %d: %s failed", self.broker_id, event)
@@ -234,17 +275,26 @@ class Controller:
         # restart look "alive" all along): it may have lost unflushed data, so it is treated as a
         # failure followed by a start: it leaves the in-sync set and rejoins by catching up.
         restarted = {r for r in replicas if r in live and self.view.predates(state, r)}
+        # Replicas whose storage cannot write (their broker says so) count as failed while another
+        # in-sync replica can write; with none that can, they are still better than no leader.
+        failed = self.view.cannot_write(topic, p)
         live_isr = tuple(r for r in state.isr if r in live)
         fresh_isr = tuple(r for r in live_isr if r not in restarted)
-        if state.leader >= 0 and state.leader in live and state.leader not in restarted:
-            if fresh_isr != state.isr:  # a follower died or restarted: it leaves the in-sync set
-                return PartitionState(state.leader, state.leader_epoch + 1, fresh_isr, self.epoch)
+        healthy_isr = tuple(r for r in fresh_isr if r not in failed)
+        if state.leader >= 0 and state.leader in live and state.leader not in restarted \
+                and (state.leader not in failed or not healthy_isr):
+            # a follower died, restarted or cannot write: it leaves the in-sync set
+            keep = tuple(r for r in fresh_isr if r not in failed or r == state.leader)
+            if keep != state.isr:
+                return PartitionState(state.leader, state.leader_epoch + 1, keep, self.epoch)
             return None
-        candidates = [r for r in replicas if r in fresh_isr] or [r for r in replicas if r in live_isr]
+        groups = (healthy_isr, tuple(r for r in live_isr if r not in failed), fresh_isr, live_isr)
+        candidates = next(([r for r in replicas if r in g] for g in groups if g), [])
         if candidates:
             leader = candidates[0]
-            isr = fresh_isr if leader in fresh_isr else (leader,) + fresh_isr
-            why = "restarted" if state.leader in restarted else "gone"
+            isr = healthy_isr if leader in healthy_isr else (leader,) + healthy_isr
+            why = ("restarted" if state.leader in restarted else
+                   "cannot write" if state.leader in failed and state.leader in live else "gone")
             log.info("%s-%d: electing broker %d (in-sync %s; previous leader %d %s)", topic, p, leader,
                      list(isr), state.leader, why)
             return PartitionState(leader, state.leader_epoch + 1, isr, self.epoch)
@@ -308,20 +358,58 @@ class Controller:
             if not replicas:
                 log.warning("preferred replica election: %s-%d is not a replicated partition", topic, p)
                 continue
-            for _ in range(5):
-                state = self.view.read_state(topic, p)
-                preferred = replicas[0]
-                if state is None or state.leader == preferred:
-                    break
-                if preferred not in live or preferred not in state.isr:
-                    log.warning("preferred replica election: broker %d is not alive and in sync for %s-%d "
-                                "(in-sync %s); leader stays %d", preferred, topic, p, list(state.isr), state.leader)
-                    break
-                new = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
-                if self._write(topic, p, new, state.zk_version):
-                    log.info("%s-%d: leadership moved back to the preferred replica %d", topic, p, preferred)
-                    break
+            self._elect_preferred(topic, p, replicas, live, requested=True)
         try:
             c.retry(c.delete, znodes.PREFERRED_REPLICA_ELECTION)
         except NoNodeError:
             pass
+
+    def _elect_preferred(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int], *,
+                         requested: bool) -> bool:
+        """Make the first replica the leader if it is alive, in sync and able to write; True if it
+        leads now. ``requested``: an operator asked (an ineligible replica is logged at WARNING)."""
+        preferred = replicas[0]
+        for _ in range(5):
+            state = self.view.read_state(topic, p)
+            if state is None or state.leader == preferred:
+                return state is not None
+            if preferred not in live or preferred not in state.isr or self.view.predates(state, preferred) \
+                    or preferred in self.view.cannot_write(topic, p):
+                if requested:
+                    log.warning("preferred replica election: broker %d is not alive, in sync and able to write "
+                                "for %s-%d (in-sync %s); leader stays %d", preferred, topic, p, list(state.isr),
+                                state.leader)
+                return False
+            new = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
+            if self._write(topic, p, new, state.zk_version):
+                log.info("%s-%d: leadership moved back to the preferred replica %d%s", topic, p, preferred,
+                         "" if requested else " (auto.leader.rebalance.enable)")
+                return True
+        return False
+
+    # --- automatic preferred-replica election ----------------------------------------------------
+
+    def _rebalance_timer(self) -> None:
+        while not self._stop.wait(self.rebalance.interval_s):
+            if self.active:
+                self._events.put("rebalance")
+
+    def _rebalance(self) -> None:
+        """Kafka's leader imbalance check: per preferred broker, the share of its partitions led by
+        another broker; above ``leader.imbalance.per.broker.percentage``, move those back."""
+        live = set(self.view.brokers)
+        preferred_by: dict[int, list[tuple[str, int, tuple[int, ...]]]] = {}
+        for topic, assignment in sorted(self.view.assignments.items()):
+            for p, replicas in sorted(assignment.items()):
+                preferred_by.setdefault(replicas[0], []).append((topic, p, replicas))
+        for broker, parts in sorted(preferred_by.items()):
+            if broker not in live:
+                continue
+            elsewhere = [(t, p, r) for t, p, r in parts
+                         if (s := self.view.state(t, p)) is not None and s.leader != broker]
+            if not elsewhere or len(elsewhere) * 100 <= self.rebalance.imbalance_percent * len(parts):
+                continue
+            for topic, p, replicas in elsewhere:
+                if not self.active:
+                    return
+                self._elect_preferred(topic, p, replicas, live, requested=False)

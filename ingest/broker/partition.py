@@ -22,6 +22,13 @@ Follower side: the HW is the leader's (as reported in fetch answers), capped at 
 log end; it is what a replica that becomes leader starts from, and where a follower starts
 comparing its log with a new leader's (docs/replication.md, "Failover").
 
+Storage failures: an append that fails for the storage's sake (disk full, a failed write or
+fsync, the log offline) marks the replica *storage-failed* (:attr:`storage_failure`, the
+error's name); the next append that succeeds clears it (an offline log never does: it serves
+again only after a restart). ``on_storage`` hears both changes; the replica manager publishes
+them in ZooKeeper, and the controller then treats the replica as unable to lead or stay in
+sync (docs/replication.md, "A replica that cannot write").
+
 Concurrency: every field is guarded by ``lock``; log I/O happens outside it (the log has its
 own lock). Waiters in the purgatory are woken with :meth:`wake` after changes.
 """
@@ -34,12 +41,23 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ingest.broker.delayed import Purgatory
-from ingest.errors import (IngestError, LeaderNotAvailableError, NotEnoughReplicasAfterAppendError,
-                           NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError,
-                           StaleLeaderEpochError)
+from ingest.errors import (IngestError, LeaderNotAvailableError, LogCorruptionError, LogOfflineError,
+                           NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
+                           NotLeaderForPartitionError, RequestTimedOutError, StaleLeaderEpochError,
+                           StorageError)
+from ingest.ratelimited_log import RateLimitedLog
 from ingest.znodes import PartitionState
 
 log = logging.getLogger(__name__)
+
+_storage_log = RateLimitedLog(log, interval_s=60.0)
+"""Storage failures and recoveries: a disk that is nearly full can flip them with every write."""
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the replica's storage cannot write (disk full, I/O error, log offline);
+    damaged bytes (a CRC failure) are the log's content, not its storage, and do not count."""
+    return isinstance(exc, (StorageError, LogOfflineError)) and not isinstance(exc, LogCorruptionError)
 
 
 class Role(enum.Enum):
@@ -79,6 +97,8 @@ class ReplicatedPartition:
         self.hw = max(0, min(hw, log_.log_end))
         self.followers: dict[int, FollowerProgress] = {}
         self.isr_pending = False
+        self.storage_failure: str | None = None   # the error name while the replica cannot write
+        self.on_storage: Callable[["ReplicatedPartition"], None] | None = None
         self._purgatory = purgatory
         self._now_ms = now_ms
 
@@ -170,7 +190,14 @@ class ReplicatedPartition:
                     f"{self.topic}-{self.partition}: {len(self.isr)} in-sync replica(s) {list(self.isr)}, "
                     f"min.insync.replicas={min_isr}; acks=-1 write refused, nothing appended{never}")
             generation = self.generation
-        offset = self.log.append(message_set, expected)
+        try:
+            offset = self.log.append(message_set, expected)
+        except IngestError as exc:
+            if is_storage_failure(exc):
+                self.storage_failed(exc)
+            raise
+        if self.storage_failure is not None:
+            self.storage_recovered()
         end = offset + len(getattr(message_set, "data", message_set))
         with self.lock:
             self._advance_hw_locked()
@@ -257,17 +284,22 @@ class ReplicatedPartition:
 
     # --- in-sync set changes (leader side; written by the replica manager) --------------------------
 
-    def isr_change(self, lag_ms: float) -> tuple[tuple[int, ...], int, int, int] | None:
+    def isr_change(self, lag_ms: float, cannot_write: frozenset[int] = frozenset()
+                   ) -> tuple[tuple[int, ...], int, int, int] | None:
         """The in-sync set this leader wants now, if it differs: ``(new_isr, epoch, zk_version,
-        controller_epoch)``; marks a change pending (one at a time). None if nothing to change."""
+        controller_epoch)``; marks a change pending (one at a time). None if nothing to change.
+        A follower in ``cannot_write`` (its storage failed) does not join, however caught up."""
         with self.lock:
-            if self.role is not Role.LEADER or self.isr_pending:
+            # a leader that cannot write changes nothing: its followers' lag is its own doing (they
+            # cannot read an offline log), and the controller is moving its leadership
+            if self.role is not Role.LEADER or self.isr_pending or self.storage_failure is not None:
                 return None
             now = self._now_ms()
             keep = [r for r in self.isr if r == self.broker_id
                     or now - self.followers.get(r, FollowerProgress()).caught_up_ms <= lag_ms]
             join = [r for r, f in self.followers.items()
-                    if r not in self.isr and f.leo >= self.hw and now - f.caught_up_ms <= lag_ms]
+                    if r not in self.isr and r not in cannot_write and f.leo >= self.hw
+                    and now - f.caught_up_ms <= lag_ms]
             new = tuple(sorted(set(keep) | set(join)))
             if new == tuple(sorted(self.isr)):
                 return None
@@ -288,6 +320,32 @@ class ReplicatedPartition:
                 log.info("%s: in-sync set changed (left: %s, joined: %s)", self, sorted(dropped) or "-",
                          sorted(added) or "-")
         self.wake()
+
+    # --- storage failures ------------------------------------------------------------------------
+
+    def storage_failed(self, exc: IngestError) -> None:
+        """An append (or a follower's copy) failed for the storage's sake: mark the replica."""
+        name = exc.code.name
+        with self.lock:
+            changed = self.storage_failure != name
+            self.storage_failure = name
+        if changed:
+            _storage_log.warning(f"{self.topic}-{self.partition}", "storage failed",
+                                 "%s: this replica cannot write (%s); it gives up leadership and the in-sync set "
+                                 "to replicas that can, until a write succeeds here again", self, name)
+            if self.on_storage is not None:
+                self.on_storage(self)
+
+    def storage_recovered(self) -> None:
+        """A write succeeded again: the replica may rejoin the in-sync set (and lead) once caught up."""
+        with self.lock:
+            if self.storage_failure is None or self.log.offline:
+                return
+            self.storage_failure = None
+        _storage_log.warning(f"{self.topic}-{self.partition}", "storage recovered",
+                             "%s: this replica writes again; it rejoins the in-sync set once it has caught up", self)
+        if self.on_storage is not None:
+            self.on_storage(self)
 
     # --- follower side -----------------------------------------------------------------------------
 

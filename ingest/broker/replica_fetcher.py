@@ -43,6 +43,7 @@ from typing import Callable
 from ingest.broker import protocol as p
 from ingest.broker.deletion_log import adopt_deletions
 from ingest.broker.message_set import message_bounds, scan, valid_prefix
+from ingest.broker.partition import is_storage_failure
 from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
 from ingest.broker.repair_read import read_range
 from ingest.broker.replica_stalls import Stall
@@ -52,6 +53,9 @@ from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError, Malfor
 from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_failures = RateLimitedLog(log, interval_s=60.0)
+"""A copy that keeps failing (a full disk) is logged once a minute per partition and cause, then counted."""
 
 REPAIR_INTERVAL_S = 30.0
 """How often a follower looks for damaged ranges (found at recovery or by the verifier) to repair."""
@@ -152,6 +156,7 @@ class ReplicaFetcher(threading.Thread):
                 if data:
                     self._resumed(pos)
                 data = data[:whole]
+                before = lg.log_end
                 if pos < lg.log_end:
                     pos = self._agree(pos, data, resp.log_end)
                 elif data:
@@ -161,8 +166,13 @@ class ReplicaFetcher(threading.Thread):
                     self._next_repair = time.monotonic() + REPAIR_INTERVAL_S
                     self._repair_damage()
                 part.follower_hw(resp.high_watermark)
+                if part.storage_failure is not None and lg.log_end > before:
+                    part.storage_recovered()
             except IngestError as exc:
-                log.error("%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
+                if is_storage_failure(exc):
+                    part.storage_failed(exc)
+                _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", exc.code.name,
+                              "%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
                 self._halt.wait(MAX_BACKOFF_S)
                 pos = min(pos, lg.log_end)
 

@@ -16,11 +16,18 @@ Its other threads:
 - the high-watermark checkpointer (:mod:`ingest.broker.hw_checkpoint`), every
   ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown;
 - the leader's repair of damaged ranges from in-sync followers (:mod:`ingest.broker.leader_repair`),
-  asked for by the request handlers and when an in-sync set grows.
+  asked for by the request handlers and when an in-sync set grows;
+- the storage-failure publisher (:mod:`ingest.broker.storage_failures`): the replicas whose
+  log cannot write (an append failed, or the flusher took the log offline) are published in
+  ZooKeeper, where the controller moves their leadership and in-sync membership to replicas
+  that can; a leader does not let such a follower rejoin its in-sync set.
 
 Followers that cannot copy past their leader's damaged bytes report it on the
 :class:`~ingest.broker.replica_stalls.StallBoard`; the in-sync-set thread publishes it in
 ZooKeeper after its writes (``ingest topics describe`` shows it).
+
+Repeated failures of these loops (ZooKeeper away, a full disk under the checkpoint) are
+logged through a :class:`~ingest.ratelimited_log.RateLimitedLog`: once a minute per cause.
 
 Stale decisions: every state change of a controller is written in a ZooKeeper transaction
 that also checks the controller epoch, so a deposed controller's writes fail in ZooKeeper;
@@ -44,10 +51,15 @@ from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.broker.replica_fetcher import ReplicaFetcher
 from ingest.broker.replica_stalls import StallBoard
+from ingest.broker.storage_failures import StorageFailurePublisher
 from ingest.broker.zk_deadline import DeadlineCalls
-from ingest.errors import IngestError, LeaderNotAvailableError, NotLeaderForPartitionError, WrongPartitionError
+from ingest.errors import (IngestError, LeaderNotAvailableError, LogOfflineError, NotLeaderForPartitionError,
+                           WrongPartitionError)
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+LOG_INTERVAL_S = 60.0
 
 
 def _now_ms() -> float:
@@ -85,6 +97,8 @@ class ReplicaManager:
         self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), lambda: dict(self.view.brokers),
                                    timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
                                    max_bytes=config["replica.fetch.max.bytes"])
+        self.storage_failures = StorageFailurePublisher(client, broker_id)
+        self._errors = RateLimitedLog(log, interval_s=LOG_INTERVAL_S)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -95,6 +109,8 @@ class ReplicaManager:
             t.start()
             self._threads.append(t)
         self.repair.start()
+        self.storage_failures.start()
+        self.view.on_storage_failures(self._isr_wanted.set)   # a follower that writes again may rejoin
         self.view.on_topic(lambda topic, assignment: self._enqueue_topic(topic, assignment))
         self.view.on_state(lambda topic, p, _state: self._work.put((topic, p)))
         self.view.on_brokers(lambda _brokers: self._work.put("brokers"))
@@ -113,6 +129,7 @@ class ReplicaManager:
         self.purgatory.close()
         for t in self._threads:
             t.join(10)
+        self.storage_failures.stop()
         self.checkpoint()
 
     def _enqueue_topic(self, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
@@ -147,6 +164,7 @@ class ReplicaManager:
             lg = self.logs.get_or_create_replica_log(topic, partition)
             part = ReplicatedPartition(topic, partition, self.broker_id, lg, replicas,
                                        self._hws.get((topic, partition), 0), self.purgatory, _now_ms)
+            part.on_storage = self._storage_changed
             with self._lock:
                 self.partitions[(topic, partition)] = part
         if state is None:
@@ -272,6 +290,19 @@ class ReplicaManager:
         except KazooException as exc:
             log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
 
+    # --- storage failures --------------------------------------------------------------------------
+
+    def _storage_changed(self, _part: ReplicatedPartition) -> None:
+        """A replica's storage failed or recovered: publish the broker's set (never waits on ZooKeeper)."""
+        self.storage_failures.update({key: part.storage_failure for key, part in list(self.partitions.items())
+                                      if part.storage_failure is not None})
+
+    def _check_offline_logs(self) -> None:
+        """A log the flusher took offline fails no append until one is tried: mark its replica now."""
+        for part in list(self.partitions.values()):
+            if part.storage_failure is None and part.log.offline:
+                part.storage_failed(LogOfflineError(f"log {part.log.name} is offline"))
+
     # --- in-sync sets ----------------------------------------------------------------------------
 
     def _isr_loop(self) -> None:
@@ -281,6 +312,7 @@ class ReplicaManager:
             self._isr_wanted.clear()
             if self._stop.is_set():
                 return
+            self._check_offline_logs()
             for part in list(self.partitions.values()):
                 if part.role is Role.LEADER:
                     try:
@@ -293,7 +325,7 @@ class ReplicaManager:
                 log.exception("publishing the stalled replicas failed")
 
     def _write_isr(self, part: ReplicatedPartition) -> None:
-        change = part.isr_change(self.lag_ms)
+        change = part.isr_change(self.lag_ms, self.view.cannot_write(part.topic, part.partition))
         if change is None:
             return
         new_isr, epoch, version, controller_epoch = change
@@ -314,8 +346,9 @@ class ReplicaManager:
             return
         except (KazooException, KazooTimeoutError, NoNodeError) as exc:
             part.isr_written(None, epoch, version)
-            log.warning("%s: cannot write the in-sync set %s to ZooKeeper (%s); keeping %s", part,
-                        list(new_isr), exc, list(part.isr))
+            self._errors.warning("zookeeper", "in-sync set write failed",
+                                 "%s: cannot write the in-sync set %s to ZooKeeper (%s); keeping %s", part,
+                                 list(new_isr), exc, list(part.isr))
             return
         joined = set(new_isr) - set(part.isr)
         part.isr_written(new_isr, epoch, stat.version)
@@ -334,4 +367,5 @@ class ReplicaManager:
         try:
             hw_checkpoint.write(self.config["log.dir"], hws)
         except OSError as exc:
-            log.warning("cannot save the high-watermark checkpoint: %s", exc)
+            self._errors.warning(self.config["log.dir"], f"checkpoint {exc.strerror}",
+                                 "cannot save the high-watermark checkpoint: %s", exc)

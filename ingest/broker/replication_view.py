@@ -1,8 +1,9 @@
 """A broker's view of the replication state in ZooKeeper, kept current by watches.
 
 What it watches (layout in :mod:`ingest.znodes`): the live brokers (``/brokers/ids``),
-every replicated topic's assignment (the data of ``/brokers/topics/[topic]``) and every
-replicated partition's state (``/brokers/partition_states/[topic]/[p]``). The replica manager, the
+every replicated topic's assignment (the data of ``/brokers/topics/[topic]``), every
+replicated partition's state (``/brokers/partition_states/[topic]/[p]``) and each broker's
+replicas that cannot write (``/brokers/storage_failures/[id]``). The replica manager, the
 controller and the TOPIC_METADATA handler read it; listeners hear about changes.
 
 Listeners run on kazoo's event thread and must not block: they hand work to their own
@@ -37,12 +38,15 @@ class ReplicationView:
         self.sessions: dict[int, int] = {}     # broker id -> czxid of its /brokers/ids node (its registration)
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
+        self.storage_failures: dict[int, dict[tuple[str, int], str]] = {}   # broker id -> failed replicas
         self._lock = threading.Lock()
         self._watched_topics: set[str] = set()
         self._watched_states: set[tuple[str, int]] = set()
         self._state_listeners: list[StateListener] = []
         self._broker_listeners: list[Callable[[dict[int, tuple[str, int]]], None]] = []
         self._topic_listeners: list[Callable[[str, dict[int, tuple[int, ...]]], None]] = []
+        self._failure_listeners: list[Callable[[], None]] = []
+        self._watched_failures: set[int] = set()
         self._closed = False
 
     # --- listeners -------------------------------------------------------------------------
@@ -55,6 +59,10 @@ class ReplicationView:
 
     def on_topic(self, fn: Callable[[str, dict[int, tuple[int, ...]]], None]) -> None:
         self._topic_listeners.append(fn)
+
+    def on_storage_failures(self, fn: Callable[[], None]) -> None:
+        """``fn()`` after any broker's set of replicas that cannot write changed."""
+        self._failure_listeners.append(fn)
 
     def _call(self, listeners, *args) -> None:
         for fn in list(listeners):
@@ -71,6 +79,8 @@ class ReplicationView:
         c.retry(c.ensure_path, znodes.BROKER_TOPICS)
         c.ChildrenWatch(znodes.BROKER_IDS, self._on_ids)
         c.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
+        c.retry(c.ensure_path, znodes.STORAGE_FAILURES)
+        c.ChildrenWatch(znodes.STORAGE_FAILURES, self._on_failure_nodes)
         return self
 
     def close(self) -> None:
@@ -151,6 +161,43 @@ class ReplicationView:
             return True
         return watch
 
+    def _on_failure_nodes(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        for child in children:
+            try:
+                bid = int(child)
+            except ValueError:
+                continue
+            with self._lock:
+                new = bid not in self._watched_failures
+                self._watched_failures.add(bid)
+            if new:
+                self.client.DataWatch(znodes.storage_failures_path(bid), self._failure_watcher(bid))
+        return True
+
+    def _failure_watcher(self, broker_id: int):
+        def watch(data, _stat) -> bool:
+            if self._closed:
+                return False
+            failed: dict[tuple[str, int], str] = {}
+            if data:
+                try:
+                    failed = znodes.parse_storage_failures(data)
+                except ValueError as exc:
+                    log.error("broker %d: unreadable storage failures node (%s); ignoring it", broker_id, exc)
+                    return True
+            with self._lock:
+                if self.storage_failures.get(broker_id, {}) == failed:
+                    return True
+                current = {b: f for b, f in self.storage_failures.items() if b != broker_id}
+                if failed:
+                    current[broker_id] = failed
+                self.storage_failures = current
+            self._call(self._failure_listeners)
+            return True
+        return watch
+
     # --- reads -----------------------------------------------------------------------------
 
     def state(self, topic: str, partition: int) -> PartitionState | None:
@@ -172,3 +219,7 @@ class ReplicationView:
 
     def is_replicated(self, topic: str) -> bool:
         return topic in self.assignments
+
+    def cannot_write(self, topic: str, partition: int) -> frozenset[int]:
+        """The brokers whose replica of ``topic``-``partition`` reported a storage failure."""
+        return frozenset(b for b, failed in self.storage_failures.items() if (topic, partition) in failed)

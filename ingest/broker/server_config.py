@@ -58,6 +58,15 @@ SERVER_KEYS = (
         " consistency: acknowledged writes it lacks are lost)"),
     Key("replica.socket.timeout.ms", Int(100, 600_000), 10_000,
         "socket timeout of a follower's fetches from its leader"),
+    Key("auto.leader.rebalance.enable", Bool(), True,
+        "the controller gives each partition back to its preferred replica (the first of its assignment)"
+        " once that replica is alive, in sync and able to write, when a broker's share of preferred"
+        " partitions led elsewhere is above leader.imbalance.per.broker.percentage"),
+    Key("leader.imbalance.check.interval.seconds", Int(1, 86_400), 300,
+        "how often the controller checks the leader imbalance (auto.leader.rebalance.enable)"),
+    Key("leader.imbalance.per.broker.percentage", Int(0, 100), 10,
+        "the share of a broker's preferred partitions that may be led elsewhere before the controller"
+        " moves them back (auto.leader.rebalance.enable)"),
 )
 
 SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + METRICS_KEYS)

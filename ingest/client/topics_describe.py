@@ -9,6 +9,9 @@ A follower that cannot copy past a range of its leader's log (the leader's bytes
 there are damaged) says so in an ephemeral node of its own
 (:mod:`ingest.broker.replica_stalls`); each partition's record lists them as
 ``stalled_replicas`` and the text output adds one line per stalled replica.
+Replicas whose broker reported that they cannot write (``/brokers/storage_failures/[id]``:
+disk full, a failed write or fsync, the log offline) are listed after the table,
+and in JSON as ``cannot_write`` (``{broker id: error name}``) per partition.
 """
 from __future__ import annotations
 
@@ -68,6 +71,23 @@ def read_stalls(client, topic: str, partition: int) -> list[dict]:
     return sorted(out, key=lambda x: x["broker"])
 
 
+def read_storage_failures(client) -> dict[tuple[str, int], dict[int, str]]:
+    """``{(topic, partition): {broker id: error name}}`` of every replica that cannot write now."""
+    try:
+        children = client.retry(client.get_children, znodes.STORAGE_FAILURES)
+    except NoNodeError:
+        return {}
+    out: dict[tuple[str, int], dict[int, str]] = {}
+    for child in children:
+        try:
+            data, _ = client.retry(client.get, znodes.storage_failures_path(int(child)))
+            for key, error in znodes.parse_storage_failures(data).items():
+                out.setdefault(key, {})[int(child)] = error
+        except (NoNodeError, ValueError) as exc:   # gone meanwhile, or not a broker's node
+            log.debug("storage failures of %s: %s", child, exc)
+    return out
+
+
 def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0) -> list[dict]:
     """One record per replicated partition and per unreplicated topic (sorted by topic).
 
@@ -84,6 +104,7 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
     brokers = read_brokers(client)
     led = [(t, p, s.leader) for (t, p), s in states.items() if s is not None and s.leader >= 0]
     hws = high_watermarks(led, brokers, timeout_s)
+    failures = read_storage_failures(client)
     records: list[dict] = []
     for (t, p), s in sorted(states.items()):
         replicas = list(topics.replicated[t][p])
@@ -92,7 +113,8 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
                         "replicas": replicas, "isr": list(s.isr) if s is not None else [],
                         "leader_epoch": s.leader_epoch if s is not None else None,
                         "high_watermark": hws.get((t, p)), "preferred_replica": replicas[0],
-                        "leader_is_preferred": leader == replicas[0], "stalled_replicas": read_stalls(client, t, p)})
+                        "leader_is_preferred": leader == replicas[0], "stalled_replicas": read_stalls(client, t, p),
+                        "cannot_write": {str(b): e for b, e in sorted(failures.get((t, p), {}).items())}})
     for t, counts in topics.legacy.items():
         records.append({"topic": t, "replicated": False,
                         "partitions_per_broker": {str(b): n for b, n in sorted(counts.items())}})
@@ -120,6 +142,10 @@ def format_records(records: Sequence[dict], controller: tuple[int | None, int | 
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+    failed = [f"{r['topic']}-{r['partition']} on broker {b} ({e})" for r in records if r["replicated"]
+              for b, e in r.get("cannot_write", {}).items()]
+    if failed:
+        out.write(f"replicas that cannot write: {', '.join(failed)}\n")
     for r in records:
         for st in r.get("stalled_replicas") or ():
             where = (f"{st['damaged_start']}..{st['damaged_end']}" if st.get("damaged_start", -1) >= 0

@@ -10,12 +10,13 @@ import pytest
 from ingest import znodes
 from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign, check_manual, parse_manual
+from ingest.broker.controller import Controller
 from ingest.broker.delayed import DelayedOp, Purgatory
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.clock import SYSTEM_CLOCK
-from ingest.errors import (NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderForPartitionError,
+from ingest.errors import (DiskFullError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderForPartitionError,
                            OffsetOutOfRangeError, ReplicationConfigError, RequestTimedOutError,
                            StaleLeaderEpochError)
 
@@ -214,3 +215,62 @@ def test_min_insync_above_the_replica_count_says_the_write_can_never_succeed(lea
         part.isr_written((1,), 4, 1)
         part.append(encode_message_set([b"x"]), -1, 2)
     assert "never" not in str(err.value) and "only" not in str(err.value)
+
+
+# --- replicas that cannot write ----------------------------------------------------------------------
+
+def test_a_storage_failure_marks_the_replica_until_a_write_succeeds_and_blocks_isr_joins(leader):
+    part, clock = leader
+    heard = []
+    part.on_storage = lambda p: heard.append(p.storage_failure)
+    part.storage_failed(DiskFullError("no space"))
+    part.storage_failed(DiskFullError("no space"))         # the same failure again: no new notice
+    assert part.storage_failure == "DISK_FULL" and heard == ["DISK_FULL"]
+    assert part.isr_change(lag_ms=0) is None               # a failed leader shrinks nothing
+    part.append(encode_message_set([b"x"]), 1, 1)          # a write that succeeds clears it
+    assert part.storage_failure is None and heard == ["DISK_FULL", None]
+    part.isr_written((1, 2), 4, 1)
+    end = part.log.log_end
+    part.on_follower_fetch(2, 4, end)
+    part.on_follower_fetch(3, 4, end)                      # 3 caught up, but its storage failed
+    assert part.isr_change(lag_ms=1000, cannot_write=frozenset({3})) is None
+    assert part.isr_change(lag_ms=1000)[0] == (1, 2, 3)
+
+
+class _View:
+    """What the controller's decisions read of the replication view: live brokers and failures."""
+
+    def __init__(self, brokers, failed=()) -> None:
+        self.brokers = {b: ("h", 1) for b in brokers}
+        self.failed = {("t", 0): frozenset(failed)}
+
+    def predates(self, state, broker_id) -> bool:
+        return False
+
+    def cannot_write(self, topic, partition) -> frozenset[int]:
+        return self.failed.get((topic, partition), frozenset())
+
+
+@pytest.mark.parametrize("live, failed, state, expected", [
+    # a follower that cannot write leaves the in-sync set; the leader stays
+    ({1, 2, 3}, {3}, (1, (1, 2, 3)), (1, (1, 2))),
+    # a leader that cannot write gives way to the first in-sync replica that can
+    ({1, 2, 3}, {1}, (1, (1, 2, 3)), (2, (2, 3))),
+    ({1, 2, 3}, {1, 2}, (1, (1, 2, 3)), (3, (3,))),
+    # no in-sync replica can write: the leader stays (it serves reads) and the others leave
+    ({1, 2, 3}, {1, 2}, (1, (1, 2)), (1, (1,))),
+    ({1, 2, 3}, {1}, (1, (1,)), None),
+    # the leader died and only a replica that cannot write is in sync: it leads rather than none
+    ({2, 3}, {2}, (1, (1, 2)), (2, (2,))),
+    # nobody failed: the decisions of before
+    ({1, 2, 3}, set(), (1, (1, 2, 3)), None),
+    ({2, 3}, set(), (1, (1, 2, 3)), (2, (2, 3))),
+])
+def test_the_controller_moves_leadership_and_isr_away_from_replicas_that_cannot_write(live, failed, state,
+                                                                                     expected):
+    c = Controller(0, None, _View(live, failed))
+    leader, isr = state
+    decided = c._decide("t", 0, (1, 2, 3), set(live), znodes.PartitionState(leader, 7, isr, 1, zk_version=3))
+    assert (None if decided is None else (decided.leader, decided.isr)) == expected
+    if decided is not None:
+        assert decided.leader_epoch == 8
