@@ -72,12 +72,13 @@ class RateLimitedLog:
         with _LIVE_LOCK:
             _LIVE.add(self)
 
-    def warning(self, client: str, reason: str, msg: str, *args: object) -> None:
+    def warning(self, client: str, reason: str, msg: str, *args: object, exc_info: bool = False) -> None:
         """``logger.warning(msg % args)`` unless ``(host of client, reason)`` was logged this interval."""
-        self.log(logging.WARNING, client, reason, msg, *args)
+        self.log(logging.WARNING, client, reason, msg, *args, exc_info=exc_info)
 
-    def log(self, level: int, client: str, reason: str, msg: str, *args: object) -> None:
-        """Like :meth:`warning` at ``level``; ``reason`` is a short fixed label, not the message."""
+    def log(self, level: int, client: str, reason: str, msg: str, *args: object, exc_info: bool = False) -> None:
+        """Like :meth:`warning` at ``level``; ``reason`` is a short fixed label, not the message.
+        ``exc_info``: the line that is written carries the current exception's traceback."""
         if not self.logger.isEnabledFor(level):
             return
         host = client_host(client)
@@ -98,7 +99,7 @@ class RateLimitedLog:
             self._windows[key] = _Window(now, level)
         if summary is not None:
             self._summary(level, key, *summary)
-        self.logger.log(level, msg, *args)
+        self.logger.log(level, msg, *args, exc_info=exc_info)
 
     def flush(self) -> None:
         """Write the summary of every pair whose interval has ended, and forget quiet pairs."""

@@ -41,8 +41,12 @@ from ingest.broker.message import (ATTRIBUTES_OFFSET, CODEC_MASK, HEADER_SIZE, L
                                    MAGIC_V0, MIN_MESSAGE_SIZE, OVERHEAD, OVERHEAD_V0)
 from ingest.broker.protocol_mirror import DeletionRecord
 from ingest.errors import IngestError
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_failures = RateLimitedLog(log, interval_s=60.0)
+"""A full disk fails every record of a retention pass: logged once a minute per log and cause."""
 
 FILE_NAME = "deleted-segments"
 CRASH_ENV = "INGEST_BROKER_CRASH_AT"
@@ -116,8 +120,9 @@ def record_deletion(directory: Path, segment, now_ms: int, *, log_name: str = ""
         messages, damaged = count_messages(segment.path, size)
         damaged = damaged or bool(segment.damaged)   # recorded damage: lengths may walk over bad bytes
     except OSError as exc:
-        log.error("log %s: cannot count the messages of %s before deleting it (%s); recording bytes only",
-                  log_name, segment.path.name, exc.strerror)
+        _failures.log(logging.ERROR, log_name, "count before deletion",
+                      "log %s: cannot count the messages of %s before deleting it (%s); recording bytes only",
+                      log_name, segment.path.name, exc.strerror)
         messages, damaged = -1, True
     return write_deletion(directory, segment.path.name, segment.base_offset, segment.base_offset + size,
                           messages, size, now_ms, damaged=damaged, log_name=log_name)
@@ -135,8 +140,9 @@ def write_deletion(directory: Path, segment_name: str, start: int, end: int, mes
     try:
         _append(directory, [line])
     except OSError as exc:
-        log.error("log %s: cannot record the deletion of %s in %s (%s); segment kept on disk until the next "
-                  "start", log_name, segment_name, Path(directory) / FILE_NAME, exc.strerror)
+        _failures.log(logging.ERROR, log_name, "record deletion",
+                      "log %s: cannot record the deletion of %s in %s (%s); segment kept on disk until the next "
+                      "start", log_name, segment_name, Path(directory) / FILE_NAME, exc.strerror)
         return False
     _crash_point()
     return True

@@ -23,7 +23,8 @@ request (not an ``IngestError``) closes the connection too. Every other failure 
 error response and the connection stays usable. A FETCH (or MULTIFETCH part)
 at or inside a damaged range of a log is answered CORRUPT_RANGE with the next
 valid offset as its body (``FetchResponse.corrupt_range``, docs/protocol.md),
-so that a consumer can skip the damage. Nothing is appended unless
+so that a consumer can skip the damage (logged like a refusal: once per client
+host per 30 s, then counted). Nothing is appended unless
 the whole request is valid: MULTIPRODUCE validates every topic, partition and
 message set, and gets (or creates) every log, before appending the first. A
 log is created on a topic's first produce within the limits of the
@@ -385,8 +386,9 @@ class BrokerHandlers:
         try:
             length, region = self._read(f)
         except CorruptRangeError as exc:
-            log.warning("client %s: FETCH %s-%d@%d in a damaged range: answered CORRUPT_RANGE, next offset %d",
-                        client, f.topic, f.partition, f.offset, exc.next_offset)
+            self.refusals.warning(client, "FETCH CORRUPT_RANGE", "client %s: FETCH %s-%d@%d in a damaged range: "
+                                  "answered CORRUPT_RANGE, next offset %d", client, f.topic, f.partition, f.offset,
+                                  exc.next_offset)
             return Reply([p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).encode()])
         parts: list = [p.FetchResponse.header(ErrorCode.NONE, length)]
         if region is not None:
@@ -404,8 +406,9 @@ class BrokerHandlers:
                     length, region = self._read(f)
                     code = ErrorCode.NONE
                 except CorruptRangeError as exc:
-                    log.warning("client %s: MULTIFETCH part %s-%d@%d in a damaged range: answered CORRUPT_RANGE, "
-                                "next offset %d", client, f.topic, f.partition, f.offset, exc.next_offset)
+                    self.refusals.warning(client, "MULTIFETCH part CORRUPT_RANGE", "client %s: MULTIFETCH part "
+                                          "%s-%d@%d in a damaged range: answered CORRUPT_RANGE, next offset %d",
+                                          client, f.topic, f.partition, f.offset, exc.next_offset)
                     body = p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).message_set
                     length, region, code = len(body), None, exc.code
                 except IngestError as exc:

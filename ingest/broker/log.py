@@ -18,7 +18,9 @@ last successful flush left it, and refuses appends, flushes, rolls and reads
 with :class:`~ingest.errors.LogOfflineError` until the broker restarts and
 recovery decides what is on disk. A failed write is cut back to the append's
 start (nothing is appended, no hole is left for the next append to cover);
-if even that fails, the log goes offline too.
+if even that fails, the log goes offline too. A failed write is logged at
+ERROR once a minute per log and cause, the repeats counted (a full disk
+refuses every write, and its log lines would land on the same disk).
 
 Segment files are not held open: their descriptors come from an
 :class:`~ingest.broker.open_files.OpenFiles` pool (the broker's, shared by
@@ -58,6 +60,7 @@ from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name,
 from ingest.broker.segment_damage import DAMAGED_SUFFIX
 from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
 from ingest.clock import Clock
+from ingest.ratelimited_log import RateLimitedLog
 from ingest.errors import (
     DiskFullError,
     InvalidFetchSizeError,
@@ -69,6 +72,8 @@ from ingest.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+_write_failures = RateLimitedLog(log, interval_s=60.0)
 
 LATEST_TIME = -1
 EARLIEST_TIME = -2
@@ -304,7 +309,8 @@ class Log(ReplicaLogOps):
             seg.truncate_to(seg.size)
         except OSError as exc2:
             raise self._go_offline_locked(f"{what}, and cutting its partial bytes off failed: {exc2.strerror}") from exc2
-        log.error("log %s: %s; the partial write was cut back, nothing was appended", self.name, what)
+        _write_failures.log(logging.ERROR, self.name, errno.errorcode.get(exc.errno, "write failed"),
+                            "log %s: %s; the partial write was cut back, nothing was appended", self.name, what)
         if exc.errno == errno.ENOSPC:
             raise DiskFullError(f"log {self.name}: {what} (disk full); nothing was appended") from exc
         raise StorageError(f"log {self.name}: {what}; nothing was appended") from exc

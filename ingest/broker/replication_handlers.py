@@ -22,8 +22,13 @@ from ingest.broker.reply import FileRegion, Reply
 from ingest.errors import (CorruptRangeError, ErrorCode, IngestError, InvalidRequiredAcksError,
                            LeaderNotAvailableError, NotLeaderForPartitionError, StaleLeaderEpochError,
                            TopicCreationRefusedError)
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_unacknowledged = RateLimitedLog(log, interval_s=60.0)
+"""acks=-1 writes that end unacknowledged (followers away, the in-sync set too small) fail in
+series: logged once a minute per partition and outcome, the repeats counted."""
 
 MAX_ACK_TIMEOUT_MS = 300_000
 
@@ -81,12 +86,14 @@ class ReplicationHandlers:
             code = ErrorCode.NONE if o is True else o.code
             reply.complete([respond(code, offset if o is True else -1)])
             if o is not True:
-                log.warning("%s: acks=-1 write at %d not acknowledged: %s", part, offset, o)
+                _unacknowledged.warning(f"{part.topic}-{part.partition}", o.code.name,
+                                        "%s: acks=-1 write at %d not acknowledged: %s", part, offset, o)
             return True
 
         def expire() -> None:
-            log.warning("%s: acks=-1 write at %d..%d timed out after %d ms (hw %d, in-sync %s)", part, offset, end,
-                        timeout_ms, part.hw, list(part.isr))
+            _unacknowledged.warning(f"{part.topic}-{part.partition}", "timed out",
+                                    "%s: acks=-1 write at %d..%d timed out after %d ms (hw %d, in-sync %s)", part,
+                                    offset, end, timeout_ms, part.hw, list(part.isr))
             reply.complete([respond(ErrorCode.REQUEST_TIMED_OUT, -1)])
 
         timeout_ms = max(0, min(timeout_ms, MAX_ACK_TIMEOUT_MS))

@@ -47,8 +47,13 @@ from ingest.mirror.fallback import FallbackSender
 from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, MirrorUnit
 from ingest.mirror.source_reader import SourceReader
 from ingest.mirror.target_writer import TargetWriter
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_waits = RateLimitedLog(log, interval_s=60.0)
+"""A step that keeps failing (a target whose disk is full, a source away) is logged once a minute
+per unit and cause; the repeats are counted into one summary line."""
 
 
 class Lag(NamedTuple):
@@ -137,8 +142,8 @@ class PartitionCopier:
                 except TRANSIENT as exc:
                     self.stats["retries"] += 1
                     self.state = f"waiting: {exc}"
-                    level = logging.WARNING if backoff == 0.05 or self.stats["retries"] % 20 == 0 else logging.DEBUG
-                    log.log(level, "%s: %s; retrying in %.2f s", self.unit, exc, backoff)
+                    _waits.warning(str(self.unit), type(exc).__name__, "%s: %s; retrying in %.2f s", self.unit, exc,
+                                   backoff)
                     self._refresh_source_end()
                     stop_event.wait(backoff)
                     backoff = min(self.max_backoff_s, backoff * 2)

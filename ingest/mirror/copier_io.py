@@ -21,8 +21,11 @@ from ingest.errors import (
     RequestTimedOutError,
     StorageError,
 )
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_publish_failures = RateLimitedLog(log, interval_s=60.0)
 
 TRANSIENT = (
     BrokerUnavailableError, NotLeaderForPartitionError, LeaderNotAvailableError, NotEnoughReplicasError,
@@ -72,5 +75,7 @@ def publish_safely(copier, what: str, fn: Callable[[], object]) -> bool:
         fn()
         return True
     except (IngestError, OSError) as exc:
-        log.warning("%s: publishing %s failed (%s); kept pending, published again later", copier.unit, what, exc)
+        _publish_failures.warning(str(copier.unit), f"publishing {what}",
+                                  "%s: publishing %s failed (%s); kept pending, published again later",
+                                  copier.unit, what, exc)
         return False

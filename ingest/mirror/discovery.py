@@ -33,8 +33,12 @@ from ingest.client.topics_admin import read_all_topics
 from ingest.config import Config
 from ingest.errors import IngestError, MirrorConfigError
 from ingest.mirror.config import SourceSpec, excluded_topics, source_specs
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_unreadable = RateLimitedLog(log, interval_s=60.0)
+"""A source that stays unreadable is asked again every refresh: logged once a minute per source and cause."""
 
 
 class UnitKey(NamedTuple):
@@ -115,7 +119,8 @@ class SourceCluster:
     def _zk_partitions(self) -> dict[str, list[tuple[int, int]]]:
         topics = read_all_topics(self.zk)
         for name, why in topics.unreadable.items():
-            log.warning("source %s: topic %s skipped: %s", self.name, name, why)
+            _unreadable.warning(self.name, f"topic {name} skipped", "source %s: topic %s skipped: %s",
+                                self.name, name, why)
         out = {t: sorted((replicas[0], p) for p, replicas in plan.items() if replicas)
                for t, plan in topics.replicated.items()}
         for t, counts in topics.legacy.items():
@@ -132,7 +137,8 @@ class SourceCluster:
                     replicated.add(name)
                     out[name] = sorted((p.home, p.partition) for p in t.partitions)
         except IngestError as exc:
-            log.warning("source %s: no broker answered TOPIC_METADATA: %s", self.name, exc)
+            _unreadable.warning(self.name, "TOPIC_METADATA", "source %s: no broker answered TOPIC_METADATA: %s",
+                                self.name, exc)
         for addr in self.discovery.brokers().values():
             try:
                 with SimpleConsumer(addr.host, addr.port, timeout_s=self.timeout_s) as c:
@@ -140,8 +146,9 @@ class SourceCluster:
                 self._listed[addr.broker_id] = {t: [(addr.broker_id, p.partition) for p in parts]
                                                 for t, parts in answer.topics.items()}
             except (IngestError, OSError) as exc:   # keep its last answer: a blip must not stop its copiers
-                log.warning("source %s: broker %s did not answer METADATA (its last answer is used): %s",
-                            self.name, addr, exc)
+                _unreadable.warning(self.name, f"METADATA of broker {addr.broker_id}",
+                                    "source %s: broker %s did not answer METADATA (its last answer is used): %s",
+                                    self.name, addr, exc)
             for topic, parts in self._listed.get(addr.broker_id, {}).items():
                 if topic not in replicated:
                     out.setdefault(topic, []).extend(parts)
@@ -198,7 +205,8 @@ class SourceDiscovery:
             try:
                 self._last[name] = cluster.partitions()
             except (IngestError, KazooException) as exc:   # ZooKeeper away: the last answer holds (no copier stops for a blip)
-                log.warning("source %s: topics unreadable now (the last answer is used): %s", name, exc)
+                _unreadable.warning(name, "topics", "source %s: topics unreadable now (the last answer is used): %s",
+                                    name, exc)
             for topic, parts in self._last.get(name, {}).items():
                 if self.filter.accepts(topic):
                     out.setdefault(topic, {})[name] = parts

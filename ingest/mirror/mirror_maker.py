@@ -41,8 +41,13 @@ from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey, uni
 from ingest.mirror.group import MirrorGroup
 from ingest.mirror.wiring import Wiring
 from ingest.mirror.status import NOT_STARTED, read_checkpoint, unit_status
+from ingest.ratelimited_log import RateLimitedLog, flush_all
 
 log = logging.getLogger(__name__)
+
+LOG_INTERVAL_S = 60.0
+"""A failure that repeats (a copier started again and again, a control step failing) is logged
+once per this interval per unit (or step) and cause; the repeats are counted into a summary line."""
 
 MAX_BACKOFF_S = 30.0
 STOP_TIMEOUT_S = 60.0
@@ -104,6 +109,7 @@ class MirrorMaker:
         self.last_error: str | None = None
         self._wiring: Wiring | None = None
         self.totals = CopierTotals()   # copied messages/bytes, checkpoints, failures (the metrics read them)
+        self._failures = RateLimitedLog(log, interval_s=LOG_INTERVAL_S, monotonic=clock.monotonic)
         self.exporter = None           # the metrics endpoint (``exporter.url``) when metrics.port is set
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -213,12 +219,13 @@ class MirrorMaker:
                     delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (failures[name] - 1))
                     due[name] = now + max(delay, min(period[name], 1.0))
                     self.last_error = f"{name}: {type(exc).__name__}: {exc}"
-                    log.log(logging.WARNING if failures[name] <= 3 or failures[name] % 20 == 0 else logging.DEBUG,
-                            "mirror %s: %s failed (%d in a row; next try in %.1f s): %s", self.mirror_id, name,
-                            failures[name], due[name] - now, self.last_error,
-                            exc_info=log.isEnabledFor(logging.DEBUG))
+                    self._failures.warning(name, type(exc).__name__,
+                                           "mirror %s: %s failed (%d in a row; next try in %.1f s): %s",
+                                           self.mirror_id, name, failures[name], due[name] - now, self.last_error,
+                                           exc_info=log.isEnabledFor(logging.DEBUG))
             if not any(failures.values()):
                 self.last_error = None
+            flush_all()   # the counts of repeated failures that stopped reach the log
             wake_at = min(list(due.values()) + [at for at, _ in self._retry_at.values()])
             self._wake.wait(max(0.01, wake_at - self.clock.monotonic()))
 
@@ -263,8 +270,8 @@ class MirrorMaker:
             failures = (r.failures if now - r.started < MAX_BACKOFF_S * 2 else 0) + 1
             delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (failures - 1))
             self._retry_at[u] = (now + delay, failures)
-            log.warning("mirror %s: copier of %s ended (%s); starting it again in %.1f s", self.mirror_id, u,
-                        r.error or "no error", delay)
+            self._failures.warning(str(u), "copier ended", "mirror %s: copier of %s ended (%s); starting it again "
+                                   "in %.1f s", self.mirror_id, u, r.error or "no error", delay)
 
     def _start_unit(self, unit: UnitKey, failures: int) -> None:
         stop = threading.Event()
@@ -279,8 +286,9 @@ class MirrorMaker:
                 copier.run(stop)
             except Exception as exc:
                 running.error = f"{type(exc).__name__}: {exc}"
-                log.warning("mirror %s: copier of %s failed: %s", self.mirror_id, unit, running.error,
-                            exc_info=True)
+                self._failures.warning(str(unit), f"copier failed: {type(exc).__name__}",
+                                       "mirror %s: copier of %s failed: %s", self.mirror_id, unit, running.error,
+                                       exc_info=True)
             finally:
                 self.totals.ended(unit.topic, copier, failed=running.error is not None)
                 if copier is not None and hasattr(copier, "close"):

@@ -25,8 +25,12 @@ from ingest.errors import IngestError
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
 from ingest.mirror.mapping import MirrorUnit, TopicMapping, ensure_mapping
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_waiting = RateLimitedLog(log, interval_s=60.0)
+"""A topic whose mapping cannot be made is tried again each round: logged once a minute per topic and cause."""
 
 Partitions = dict[str, list[tuple[int, int]]]
 
@@ -75,8 +79,8 @@ class Wiring:
                 mapping = ensure_mapping(self.zk, self.group, topic, list(self.sources.sources), parts,
                                          replication_factor=self.config["target.replication.factor"],
                                          reserve=self.config["target.partitions.reserve"], clock=self.clock)
-            except IngestError as exc:   # this topic waits (logged each round); the others go on
-                log.warning("topic %s: no mapping now: %s", topic, exc)
+            except IngestError as exc:   # this topic waits (logged once a minute); the others go on
+                _waiting.warning(topic, type(exc).__name__, "topic %s: no mapping now: %s", topic, exc)
                 continue
             if mapping.fallback_reason:
                 log.warning("topic %s: %s", topic, mapping.fallback_reason)

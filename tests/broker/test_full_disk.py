@@ -117,3 +117,23 @@ def test_the_producer_retries_disk_full_and_counts_the_failures(small_disk, tmp_
     finally:
         producer.close()
         b.kill()
+
+
+def test_refused_writes_on_a_full_disk_are_logged_once_then_counted(small_disk, tmp_path):
+    """Each refused write used to log its own ERROR line, onto the same full disk: 200 refusals,
+    200 lines. Now the first failure of a log is logged, the repeats are counted (one line per
+    minute per log and cause), and each refused request still gets DISK_FULL."""
+    b = BrokerProcess(0, tmp_path / "broker", overrides={"log.dir": str(small_disk / "logs"), "num.partitions": 1})
+    b.start()
+    try:
+        assert produce_ack(b, "flood", [b"first"]).error == ErrorCode.NONE
+        _fill(small_disk, PAGE)
+        batch = [_payload("R", 0, i) for i in range(REFUSED)]
+        codes = {produce_ack(b, "flood", batch).error for _ in range(200)}
+        assert codes == {ErrorCode.DISK_FULL}
+        out = b.output().splitlines()
+        errors = [line for line in out if " ERROR " in line]
+        assert len(errors) == 1 and "No space left on device" in errors[0], (len(errors), errors[:3])
+        assert len(out) < 20, f"{len(out)} log lines for 200 refused writes: {out[-5:]}"
+    finally:
+        b.kill()

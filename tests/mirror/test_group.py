@@ -152,3 +152,38 @@ def test_a_failing_copier_is_started_again_with_a_doubling_back_off(zookeeper, b
     # 0.5 s, 1 s, 2 s at least between attempts (a slow machine only makes them longer)
     assert [g >= want for g, want in zip(gaps, (0.5, 1.0, 2.0))] == [True, True, True], gaps
     assert mirror.last_error is None and mirror.owned() == []
+
+
+def test_a_copier_that_keeps_failing_is_logged_once_not_at_every_restart(zookeeper, broker_factory,  # noqa: F811
+                                                                        caplog):
+    """Each restart of a failing copier used to log two WARNINGs (its failure, with a traceback, and
+    its restart): thousands of lines a day per unit. Now each is logged once a minute per unit and
+    cause, and the repeats are counted."""
+    import logging
+    import time
+
+    from ingest.errors import MirrorError
+    from ingest.mirror.mirror_maker import MirrorMaker
+
+    dc1_zk, target_zk = chroot(zookeeper, "dc1"), chroot(zookeeper, "target")
+    (dc1,) = broker_factory(1, zk_connect=dc1_zk, num_partitions=1)
+    broker_factory(1, zk_connect=target_zk)
+    produce(dc1, "clicks", 0, [b"x"])
+    calls: list[float] = []
+
+    def failing(unit, mirror):
+        calls.append(time.monotonic())
+        raise MirrorError(f"{unit}: cannot be copied (test)")
+
+    with caplog.at_level(logging.WARNING, logger="ingest.mirror"):
+        mirror = MirrorMaker({"sources": "dc1", "source.dc1.zk.connect": dc1_zk, "target.zk.connect": target_zk,
+                              "topic.refresh.ms": 100, "checkpoint.interval.ms": 100},
+                             copier_factory=failing).start()
+        try:
+            wait_until(lambda: len(calls) >= 4, what="four attempts")
+        finally:
+            mirror.stop()
+    lines = [r.getMessage() for r in caplog.records if "clicks" in r.getMessage()]
+    failed = [m for m in lines if "failed" in m]
+    restarted = [m for m in lines if "starting it again" in m]
+    assert len(failed) == 1 and len(restarted) == 1, lines
