@@ -42,6 +42,7 @@ from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.failing_disk import failing_disk  # noqa: F401  (fixture)
 from tests.harness.limits import tmpfs
+from tests.test_metrics_support import metrics_url, scrape_until, value
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +104,8 @@ class Writes:
 def _cluster(broker_factory, zk_connect, zk, log_dir: Path, **overrides):
     """Broker 0 with ``log_dir``, brokers 1 and 2 on ordinary disks; broker 0 leads ``TOPIC``-0."""
     over = r.replication_overrides(min_isr=2, lag_ms=1500, session_ms=3000, **REBALANCE, **overrides)
-    b0 = broker_factory(n=1, zk_connect=zk_connect, overrides={**over, "log.dir": str(log_dir)})[0]
+    b0 = broker_factory(n=1, zk_connect=zk_connect,
+                        overrides={**over, "log.dir": str(log_dir), "metrics.port": 0})[0]
     b0.log_dir = log_dir   # where the harness reads its segment files
     brokers = [b0, *broker_factory(n=2, zk_connect=zk_connect, overrides=over)]
     r.create_topic(zk, TOPIC, {0: [0, 1, 2]})
@@ -161,9 +163,13 @@ def test_a_leader_on_a_full_disk_hands_over_leadership_and_takes_it_back(broker_
             assert held.leader == moved.leader and 0 not in held.isr, \
                 f"broker 0 led or rejoined the in-sync set while its disk was full: {held}"
             assert _describe(zk_connect)["cannot_write"] == {"0": "DISK_FULL"}
+            url = metrics_url(b0.output)
+            scrape_until(url, lambda m: value(m, "ingest_broker_storage_failed_replicas") == 1,
+                         "broker 0's metrics to count its replica that cannot write")
 
             filler.unlink()
             served = _taken_back(zk, zk_connect, w, brokers, moved)
+            assert value(scrape_until(url, lambda m: True, "a scrape"), "ingest_broker_storage_failed_replicas") == 0
             assert not set(refused_ids) & set(served), "messages of the refused set are served"
 
             out = b0.output().splitlines()

@@ -290,13 +290,14 @@ class ReplicatedPartition:
         controller_epoch)``; marks a change pending (one at a time). None if nothing to change.
         A follower in ``cannot_write`` (its storage failed) does not join, however caught up."""
         with self.lock:
-            # a leader that cannot write changes nothing: its followers' lag is its own doing (they
-            # cannot read an offline log), and the controller is moving its leadership
-            if self.role is not Role.LEADER or self.isr_pending or self.storage_failure is not None:
+            if self.role is not Role.LEADER or self.isr_pending:
                 return None
             now = self._now_ms()
-            keep = [r for r in self.isr if r == self.broker_id
-                    or now - self.followers.get(r, FollowerProgress()).caught_up_ms <= lag_ms]
+            # a leader that cannot write drops nobody: its followers' lag is its own doing (they cannot
+            # read an offline log); a caught-up follower still joins, and may then take over
+            keep = list(self.isr) if self.storage_failure is not None else [
+                r for r in self.isr if r == self.broker_id
+                or now - self.followers.get(r, FollowerProgress()).caught_up_ms <= lag_ms]
             join = [r for r, f in self.followers.items()
                     if r not in self.isr and r not in cannot_write and f.leo >= self.hw
                     and now - f.caught_up_ms <= lag_ms]

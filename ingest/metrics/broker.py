@@ -230,9 +230,13 @@ class BrokerCollector:
                                     "follows whose fetcher cannot copy past its position (the leader's bytes there "
                                     "are damaged); ingest topics describe says why", labels=["topic", "partition",
                                                                                              "leader"])
-        count = 0
+        failed = GaugeMetricFamily("ingest_broker_storage_failed_replicas", "Replicas on this broker that cannot "
+                                   "write (disk full, a failed write or fsync, the log offline); they lead nothing "
+                                   "and are out of the in-sync sets")
+        count = n_failed = 0
         if replicas is not None:
             for (topic, partition), part in sorted(dict(replicas.partitions).items()):
+                n_failed += part.storage_failure is not None
                 if part.role.name != "LEADER":
                     continue
                 in_sync = len(part.isr)
@@ -241,7 +245,8 @@ class BrokerCollector:
             for (topic, partition), stall in sorted(replicas.stalls.stalls().items()):
                 stalled.add_metric([topic, str(partition), str(stall.leader)], 1)
         under.add_metric([], count)
-        return under, isr, stalled
+        failed.add_metric([], n_failed)
+        return under, isr, stalled, failed
 
     def _refusals(self, family):
         refused = family("ingest_broker_refused_requests", "Requests refused by the broker: responseless produce "

@@ -223,16 +223,23 @@ def test_a_storage_failure_marks_the_replica_until_a_write_succeeds_and_blocks_i
     part, clock = leader
     heard = []
     part.on_storage = lambda p: heard.append(p.storage_failure)
+    part.append(encode_message_set([b"x"]), 1, 1)
+    end = part.log.log_end
+    part.isr_written((1, 2), 4, 1)
     part.storage_failed(DiskFullError("no space"))
     part.storage_failed(DiskFullError("no space"))         # the same failure again: no new notice
     assert part.storage_failure == "DISK_FULL" and heard == ["DISK_FULL"]
-    assert part.isr_change(lag_ms=0) is None               # a failed leader shrinks nothing
-    part.append(encode_message_set([b"x"]), 1, 1)          # a write that succeeds clears it
+    clock["ms"] = 5000
+    assert part.isr_change(lag_ms=1000) is None            # a failed leader drops nobody for lagging
+    part.on_follower_fetch(3, 4, end)                      # but a caught-up follower joins (it may take over)
+    new_isr, epoch, version, _ = part.isr_change(lag_ms=1000)
+    assert new_isr == (1, 2, 3)
+    part.isr_written(None, epoch, version)                 # (not written)
+    part.append(encode_message_set([b"y"]), 1, 1)          # a write that succeeds clears the mark
     assert part.storage_failure is None and heard == ["DISK_FULL", None]
-    part.isr_written((1, 2), 4, 1)
     end = part.log.log_end
     part.on_follower_fetch(2, 4, end)
-    part.on_follower_fetch(3, 4, end)                      # 3 caught up, but its storage failed
+    part.on_follower_fetch(3, 4, end)                      # 3 caught up, but its own storage failed
     assert part.isr_change(lag_ms=1000, cannot_write=frozenset({3})) is None
     assert part.isr_change(lag_ms=1000)[0] == (1, 2, 3)
 
