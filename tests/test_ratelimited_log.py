@@ -109,3 +109,16 @@ def test_flush_all_writes_the_summaries_of_every_live_limiter(logger, caplog):
         "2 more 'frames' from 10.0.0.9 in the last 5 s (last: client 10.0.0.9:1: frames)",
         "2 more 'requests' from 10.0.0.9 in the last 5 s (last: client 10.0.0.9:1: requests)",
     ]
+
+
+def test_the_written_line_can_carry_the_traceback_the_counted_ones_do_not(logger, caplog):
+    clock = FakeClock()
+    limited = RateLimitedLog(logger, interval_s=10, monotonic=clock.monotonic)
+    for _ in range(3):
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            limited.warning("unit-1", "ValueError", "copier of %s failed", "unit-1", exc_info=True)
+    records = [r for r in caplog.records if r.name == "test.ratelimited"]
+    assert [r.getMessage() for r in records] == ["copier of unit-1 failed"]
+    assert records[0].exc_info is not None and records[0].exc_info[0] is ValueError
