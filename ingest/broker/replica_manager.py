@@ -98,6 +98,7 @@ class ReplicaManager:
                                    timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
                                    max_bytes=config["replica.fetch.max.bytes"])
         self.storage_failures = StorageFailurePublisher(client, broker_id)
+        self._storage_lock = threading.Lock()   # the last update publishes the latest set
         self._errors = RateLimitedLog(log, interval_s=LOG_INTERVAL_S)
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -294,8 +295,9 @@ class ReplicaManager:
 
     def _storage_changed(self, _part: ReplicatedPartition) -> None:
         """A replica's storage failed or recovered: publish the broker's set (never waits on ZooKeeper)."""
-        self.storage_failures.update({key: part.storage_failure for key, part in list(self.partitions.items())
-                                      if part.storage_failure is not None})
+        with self._storage_lock:
+            self.storage_failures.update({key: part.storage_failure for key, part in list(self.partitions.items())
+                                          if part.storage_failure is not None})
 
     def _check_offline_logs(self) -> None:
         """A log the flusher took offline fails no append until one is tried: mark its replica now."""
