@@ -315,6 +315,11 @@ class DiskFullError(StorageError):
     code = ErrorCode.DISK_FULL
 
 
+class LogWriteError(StorageError):
+    """A write to a partition log failed with an I/O error other than a full disk; it was cut back,
+    nothing appended (STORAGE_ERROR on the wire)."""
+
+
 class LogCorruptionError(StorageError):
     """Corrupt bytes found in a log segment that recovery may not truncate."""
 

@@ -64,6 +64,7 @@ from ingest.ratelimited_log import RateLimitedLog
 from ingest.errors import (
     DiskFullError,
     InvalidFetchSizeError,
+    LogWriteError,
     LogCorruptionError,
     LogOfflineError,
     OffsetMismatchError,
@@ -228,7 +229,9 @@ class Log(ReplicaLogOps):
         Raises:
             InvalidMessageError: a bad or cut-off message (nothing is written).
             MessageTooLargeError: a message above ``max.message.size``.
-            StorageError: the write failed and was cut back (nothing is appended).
+            DiskFullError / LogWriteError: the write failed (ENOSPC / another I/O error) and was
+                cut back (nothing is appended).
+            StorageError: no descriptor to open the segment with, or the log is closed.
             LogOfflineError: the log is offline, or went offline during this
                 append (its write could not be cut back, or its flush failed).
         """
@@ -313,7 +316,7 @@ class Log(ReplicaLogOps):
                             "log %s: %s; the partial write was cut back, nothing was appended", self.name, what)
         if exc.errno == errno.ENOSPC:
             raise DiskFullError(f"log {self.name}: {what} (disk full); nothing was appended") from exc
-        raise StorageError(f"log {self.name}: {what}; nothing was appended") from exc
+        raise LogWriteError(f"log {self.name}: {what}; nothing was appended") from exc
 
     def _go_offline_locked(self, why: str) -> LogOfflineError:
         """Stop serving this log after an I/O error; returns the error for the caller to raise."""

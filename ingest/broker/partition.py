@@ -41,10 +41,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ingest.broker.delayed import Purgatory
-from ingest.errors import (IngestError, LeaderNotAvailableError, LogCorruptionError, LogOfflineError,
+from ingest.errors import (DiskFullError, IngestError, LeaderNotAvailableError, LogOfflineError, LogWriteError,
                            NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
-                           NotLeaderForPartitionError, RequestTimedOutError, StaleLeaderEpochError,
-                           StorageError)
+                           NotLeaderForPartitionError, RequestTimedOutError, StaleLeaderEpochError)
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.znodes import PartitionState
 
@@ -54,10 +53,15 @@ _storage_log = RateLimitedLog(log, interval_s=60.0)
 """Storage failures and recoveries: a disk that is nearly full can flip them with every write."""
 
 
+STORAGE_FAILURES = (DiskFullError, LogWriteError, LogOfflineError)
+"""What says that a replica's log cannot write: a full disk, a write that failed with an I/O error,
+the log offline (a failed fsync or cut-back). Damaged bytes (a CRC failure) are the log's content,
+and a failed read or open is not a write: neither counts."""
+
+
 def is_storage_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` says the replica's storage cannot write (disk full, I/O error, log offline);
-    damaged bytes (a CRC failure) are the log's content, not its storage, and do not count."""
-    return isinstance(exc, (StorageError, LogOfflineError)) and not isinstance(exc, LogCorruptionError)
+    """Whether ``exc`` is one of :data:`STORAGE_FAILURES`."""
+    return isinstance(exc, STORAGE_FAILURES)
 
 
 class Role(enum.Enum):

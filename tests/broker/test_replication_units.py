@@ -14,11 +14,12 @@ from ingest.broker.controller import Controller
 from ingest.broker.delayed import DelayedOp, Purgatory
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.message_set import encode_message_set, iter_messages
-from ingest.broker.partition import ReplicatedPartition, Role
+from ingest.broker.partition import ReplicatedPartition, Role, is_storage_failure
 from ingest.clock import SYSTEM_CLOCK
-from ingest.errors import (DiskFullError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderForPartitionError,
+from ingest.errors import (CorruptRangeError, DiskFullError, LogCorruptionError, LogOfflineError, LogWriteError,
+                           NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderForPartitionError,
                            OffsetOutOfRangeError, ReplicationConfigError, RequestTimedOutError,
-                           StaleLeaderEpochError)
+                           StaleLeaderEpochError, StorageError)
 
 
 # --- assignment -------------------------------------------------------------------------------
@@ -242,6 +243,13 @@ def test_a_storage_failure_marks_the_replica_until_a_write_succeeds_and_blocks_i
     part.on_follower_fetch(3, 4, end)                      # 3 caught up, but its own storage failed
     assert part.isr_change(lag_ms=1000, cannot_write=frozenset({3})) is None
     assert part.isr_change(lag_ms=1000)[0] == (1, 2, 3)
+
+
+def test_only_failed_writes_count_as_a_storage_failure():
+    assert all(is_storage_failure(e) for e in (DiskFullError("x"), LogWriteError("x"), LogOfflineError("x")))
+    # damaged bytes, a read that could not open its segment, a closed log: no failed write
+    assert not any(is_storage_failure(e) for e in (CorruptRangeError("x"), LogCorruptionError("x"),
+                                                    StorageError("x"), NotLeaderForPartitionError("x")))
 
 
 class _View:
