@@ -166,8 +166,9 @@ def adopt_deletions(directory: Path, records, *, leader: int, log_name: str = ""
     try:
         _append(directory, lines)
     except OSError as exc:
-        log.error("log %s: cannot record the leader's %d deletion record(s) in %s (%s)", log_name, len(lines),
-                  Path(directory) / FILE_NAME, exc.strerror)
+        _failures.log(logging.ERROR, log_name, "record the leader's deletions",
+                      "log %s: cannot record the leader's %d deletion record(s) in %s (%s)", log_name, len(lines),
+                      Path(directory) / FILE_NAME, exc.strerror)
         return 0
     return len(lines)
 

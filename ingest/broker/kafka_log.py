@@ -39,13 +39,17 @@ from ingest.broker.offset_index import MAX_RELATIVE_OFFSET
 from ingest.broker.open_files import UNLIMITED, OpenFiles
 from ingest.broker.segment import storage_error
 from ingest.clock import Clock
-from ingest.errors import (DiskFullError, LogOfflineError, OffsetMismatchError, RecordListTooLargeError,
-                           StorageError)
+from ingest.errors import (DiskFullError, LogOfflineError, LogWriteError, OffsetMismatchError,
+                           RecordListTooLargeError, StorageError)
+from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.batch import (ATTRIBUTES_OFFSET, CRC, CRC_OFFSET, LOG_APPEND_TIME, NO_TIMESTAMP,
                                   TIMESTAMP_TYPE_MASK, BatchHeader, compute_crc)
 from ingest.records.validation import check_batches, default_inflate_limit, validate_produced
 
 log = logging.getLogger(__name__)
+
+_write_failures = RateLimitedLog(log, interval_s=60.0)
+"""A full disk refuses every write: logged once a minute per log and cause, the repeats counted."""
 
 _HEAD = 17  # base_offset, batch_length, partition_leader_epoch, magic: what a leader's append rewrites
 _SIDECARS = (".index", ".timeindex", ".damaged")
@@ -236,7 +240,8 @@ class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogReten
                 RecordTooLargeError: the batch is refused (nothing is written).
             RecordListTooLargeError: the records exceed ``segment.bytes``.
             OffsetMismatchError: ``expected`` (or a replica batch's base offset) is not the log end.
-            StorageError: the write failed and was cut back (nothing appended; DiskFullError on ENOSPC).
+            DiskFullError / LogWriteError: the write failed (ENOSPC / another I/O error) and was cut
+                back (nothing appended).
             LogOfflineError: the log is offline, or went offline during this append.
         """
         s = self.settings
@@ -366,10 +371,11 @@ class KafkaLog(KafkaLogReads, KafkaReplicaLogOps, KafkaLogOffsets, KafkaLogReten
             seg.cut_to(start)
         except OSError as exc2:
             raise self._go_offline_locked(f"{what}, and cutting its partial bytes off failed: {exc2.strerror}") from exc2
-        log.error("log %s: %s; the partial write was cut back, nothing was appended", self.name, what)
+        _write_failures.log(logging.ERROR, self.name, errno.errorcode.get(exc.errno, "write failed"),
+                            "log %s: %s; the partial write was cut back, nothing was appended", self.name, what)
         if exc.errno == errno.ENOSPC:
             raise DiskFullError(f"log {self.name}: {what} (disk full); nothing was appended") from exc
-        raise StorageError(f"log {self.name}: {what}; nothing was appended") from exc
+        raise LogWriteError(f"log {self.name}: {what}; nothing was appended") from exc
 
     def _go_offline_locked(self, why: str) -> LogOfflineError:
         self._offline = why

@@ -18,6 +18,7 @@ from ingest.clock import FakeClock
 from ingest.errors import CorruptRangeError, DiskFullError
 from ingest.records.batch import iter_batches
 from tests.broker.kafka_log_support import T, batch_of, fill, open_log, read_all, records_of
+from tests.harness.failing_disk import failing_disk  # noqa: F401  (fixture: the 0.7 log's failing disk)
 from tests.harness.limits import tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,20 +223,6 @@ def test_a_full_disk_appends_nothing_and_the_log_goes_on_once_space_is_freed(tmp
         log = open_log(d, clock, segment_bytes=4 << 20)
         assert [v for _, _, v in read_all(log)] == appended + more
         log.close()
-
-
-@pytest.fixture
-def failing_disk(tmp_path):
-    from tests.broker.test_durability import FailingDisk, _need_root_and_tools  # the 0.7 log's failing disk
-    _need_root_and_tools()
-    try:
-        disk = FailingDisk(tmp_path / "disk")
-    except (subprocess.CalledProcessError, OSError) as exc:
-        pytest.skip(f"cannot set up a loop-device ext4 here: {exc}")
-    try:
-        yield disk
-    finally:
-        disk.close()
 
 
 def test_a_failed_fsync_takes_the_log_offline_and_acknowledges_nothing_unwritten(failing_disk, clock, caplog):
