@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ingest import errors
 from ingest.errors import DataLossError, IngestError
 
 log = logging.getLogger(__name__)
@@ -137,9 +138,7 @@ def _product_class(qualified: str) -> type[IngestError] | None:
     module_name, _, class_name = qualified.rpartition(".")
     if not module_name.startswith(PRODUCT_PACKAGE):
         return None  # a builtin (ValueError: ...), a library's or a Java exception
-    import ingest.errors
-
-    cls = getattr(ingest.errors, class_name, None) if module_name == "ingest.errors" else None
+    cls = getattr(errors, class_name, None) if module_name == "ingest.errors" else None
     if cls is None:
         try:  # an error class defined next to its concept (ingest.loader.commit.CommitConflictError)
             cls = getattr(importlib.import_module(module_name), class_name, None)

@@ -42,6 +42,7 @@ from email.parser import Parser
 from importlib import metadata
 from pathlib import Path
 
+import ingest
 from ingest.errors import PackageError
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,6 @@ class Artifact:
 def find_source(start: Path | None = None) -> Path:
     """The checkout to build: ``start``, else the directory above the imported ``ingest`` package
     (an editable install imports it from the checkout), else the current directory."""
-    import ingest
-
     candidates = [start] if start is not None else [Path(ingest.__file__).resolve().parents[1], Path.cwd()]
     for c in candidates:
         if (c / "pyproject.toml").is_file() and (c / "ingest" / "__init__.py").is_file():

@@ -27,6 +27,8 @@ from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ingest.storage import open_storage
+
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "ingest_audit_avro"
@@ -63,8 +65,6 @@ def ddl(fields: Sequence[tuple[str, str]]) -> str:
 
 def read_file_bytes(storage_uri: str, path: str) -> bytes:
     """Bytes of a loaded file: the storage is re-opened from its URI (clients do not pickle)."""
-    from ingest.storage import open_storage
-
     return open_storage(storage_uri).read_bytes(path)
 
 

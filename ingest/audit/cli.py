@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ingest.audit.report_json import status_table
 from ingest.audit.report_reader import read_report
 from ingest.audit.status import NO_PROBLEM_STATUSES
 from ingest.errors import IngestError, UnknownTopicError
@@ -36,8 +37,6 @@ def register(subparsers: Any) -> None:
 
 
 def _show(args) -> int:
-    from ingest.audit.report_json import status_table
-
     if args.destination:
         from ingest.audit.history import latest_rows  # deferred: history needs pyarrow
 

@@ -23,6 +23,8 @@ from typing import Iterable, Sequence
 from ingest.audit import avro_source
 from ingest.audit.lost_ranges import LostGap, from_loader, from_mirror
 from ingest.errors import ConfigError
+from ingest.loader.state import open_state
+from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +100,6 @@ def load_state(destination: str) -> LoadState:
     Reads only: a commit a crashed load left half-published is read as committed
     (its files where they are now), and the destination is left as it is.
     """
-    from ingest.loader.state import open_state
-    from ingest.storage import open_storage
-
     storage = open_storage(destination)
     if not storage.exists(storage.root):
         # A mistyped destination must not pass as "nothing to audit, all complete".

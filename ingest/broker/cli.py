@@ -11,6 +11,8 @@ import logging
 import signal
 import threading
 
+from ingest.broker.broker import BrokerServer
+from ingest.broker.server_config import SERVER_CONFIG
 from ingest.config import parse_overrides
 
 log = logging.getLogger(__name__)
@@ -35,9 +37,6 @@ def register(subparsers) -> None:
 
 
 def start_command(args: argparse.Namespace) -> int:
-    from ingest.broker.broker import BrokerServer
-    from ingest.broker.server_config import SERVER_CONFIG
-
     config = SERVER_CONFIG.load(args.config, parse_overrides(args.set))
     stop = threading.Event()
 

@@ -5,6 +5,8 @@ import argparse
 import sys
 from contextlib import contextmanager
 
+from ingest.broker.server_config import SERVER_CONFIG
+from ingest.broker.topics import validate_topic
 from ingest.config import non_ascii_note, parse_int, parse_overrides
 from ingest.errors import ConfigError, ReplicationConfigError
 
@@ -150,14 +152,14 @@ def _add_zk_args(p: argparse.ArgumentParser) -> None:
 
 
 def _producer(args) -> int:
-    from ingest.client.console import console_producer
+    from ingest.client.console import console_producer  # deferred: imports kazoo
 
     return console_producer(brokers=args.brokers, zk=args.zk, topic=args.topic, lines=sys.stdin.buffer,
                             key=args.key, overrides=parse_overrides(args.set))
 
 
 def _consumer(args) -> int:
-    from ingest.client.console import console_consumer
+    from ingest.client.console import console_consumer  # deferred: imports kazoo
 
     return console_consumer(brokers=args.brokers, zk=args.zk, topic=args.topic, group=args.group,
                             from_beginning=args.from_beginning, max_messages=args.max_messages,
@@ -166,7 +168,7 @@ def _consumer(args) -> int:
 
 
 def _topics(args) -> int:
-    from ingest.client.console import list_topics
+    from ingest.client.console import list_topics  # deferred: imports kazoo
 
     return list_topics(brokers=args.brokers, zk=args.zk, topics=args.topic, as_json=args.json)
 
@@ -183,8 +185,6 @@ def _int(flag: str, text: str | None, allowed: str) -> int | None:
 
 
 def _server_config(path: str | None):
-    from ingest.broker.server_config import SERVER_CONFIG
-
     return SERVER_CONFIG.load(path) if path else None
 
 
@@ -203,7 +203,7 @@ def _zk_connect(zookeeper: str | None, server, command: str) -> str | None:
 
 @contextmanager
 def _zk_session(connect: str):
-    from ingest.client.discovery import start_kazoo
+    from ingest.client.discovery import start_kazoo  # deferred: imports kazoo
 
     client = start_kazoo(connect)
     try:
@@ -214,8 +214,7 @@ def _zk_session(connect: str):
 
 
 def _create(args) -> int:
-    from ingest.broker.topics import validate_topic
-    from ingest.client import topics_admin
+    from ingest.client import topics_admin  # deferred: imports kazoo
 
     validate_topic(args.topic)
     server = _server_config(args.config)
@@ -254,8 +253,7 @@ def _create(args) -> int:
 
 
 def _describe(args) -> int:
-    from ingest.broker.topics import validate_topic
-    from ingest.client import topics_admin, topics_describe
+    from ingest.client import topics_admin, topics_describe  # deferred: imports kazoo
 
     if args.topic is not None:
         validate_topic(args.topic)
@@ -271,8 +269,7 @@ def _describe(args) -> int:
 
 
 def _preferred(args) -> int:
-    from ingest.broker.topics import validate_topic
-    from ingest.client import topics_admin
+    from ingest.client import topics_admin  # deferred: imports kazoo
 
     if args.topic is not None:
         validate_topic(args.topic)

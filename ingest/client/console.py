@@ -15,11 +15,13 @@ import uuid
 from typing import BinaryIO, Iterable, TextIO
 
 from ingest.client.consumer_config import CONSUMER_CONFIG
+from ingest.client.consumer_group import ConsumerConnector, ConsumerTimeoutError
 from ingest.client.discovery import (Discovery, make_discovery, read_topic_partition_counts, read_topics,
                                      start_kazoo)
+from ingest.client.group_registry import replicated_assignment
+from ingest.client.leader_consumer import LeaderConsumer
 from ingest.client.producer import Producer, SendResult
 from ingest.client.producer_config import PRODUCER_CONFIG
-from ingest.client.leader_consumer import LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import BrokerUnavailableError, ConfigError, IngestError, UnknownTopicError
@@ -104,8 +106,6 @@ def _check_topic_registered(zk: str, topic: str) -> None:
     client = start_kazoo(zk, session_timeout_ms=config["zk.sessiontimeout.ms"],
                          connection_timeout_ms=config["zk.connectiontimeout.ms"])
     try:
-        from ingest.client.group_registry import replicated_assignment
-
         if not read_topic_partition_counts(client, topic) and replicated_assignment(client, topic) is None:
             raise _unknown_topics([topic], f"any broker registered in ZooKeeper at {zk}", read_topics(client))
     finally:
@@ -114,8 +114,6 @@ def _check_topic_registered(zk: str, topic: str) -> None:
 
 
 def _group_consumer(zk, topic, group, from_beginning, max_messages, timeout_ms, print_offsets, overrides, out):
-    from ingest.client.consumer_group import ConsumerConnector, ConsumerTimeoutError
-
     raw = {"zk.connect": zk, "groupid": group or f"console-consumer-{uuid.uuid4().hex[:8]}",
            "autooffset.reset": "smallest" if from_beginning else "largest",
            "consumer.timeout.ms": str(timeout_ms), "autocommit.interval.ms": "1000", **overrides}

@@ -10,8 +10,13 @@ import json
 import logging
 import sys
 
+from ingest.compaction.config import COMPACTION_CONFIG
+from ingest.compaction.plan import committed_hours, is_compacted_set
+from ingest.compaction.records import ARCHIVE_DIR, archived_count, read_records
 from ingest.config import parse_overrides
 from ingest.errors import IngestError, UnknownTopicError
+from ingest.loader.state import LoaderState
+from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +59,17 @@ def register(subparsers) -> None:
 
 
 def load_config(args):
-    from ingest.compaction.config import COMPACTION_CONFIG
-
     return COMPACTION_CONFIG.load(args.config, parse_overrides(args.set))
 
 
 def _range(args):
-    from ingest.compaction.runner import parse_time_ms
+    from ingest.compaction.runner import parse_time_ms  # deferred: imports pyarrow
 
     return (parse_time_ms(args.start) if args.start else None, parse_time_ms(args.end) if args.end else None)
 
 
 def existing_destination(config):
     """The storage of ``config["destination"]``; IngestError when it does not exist (a typo would list nothing)."""
-    from ingest.storage import open_storage
-
     storage = open_storage(config["destination"])
     if not storage.exists(storage.root):
         raise IngestError(f"destination {storage.uri} does not exist: set destination= (or --set destination=URI) "
@@ -78,13 +79,13 @@ def existing_destination(config):
 
 def audit_sources(config, reports: list[str], runs: list[str]) -> list[str]:
     """The verdicts compaction gates on: report files as given, plus the revision of each named audit run."""
-    from ingest.audit.history import run_revision
+    from ingest.audit.history import run_revision  # deferred: imports pyarrow
 
     return list(reports) + [run_revision(config["destination"], run_id) for run_id in runs]
 
 
 def _run(args) -> int:
-    from ingest.compaction.runner import run, summary_table, write_summary
+    from ingest.compaction.runner import run, summary_table, write_summary  # deferred: imports pyarrow
 
     start, end = _range(args)
     config = load_config(args)
@@ -98,10 +99,6 @@ def _run(args) -> int:
 
 
 def _status(args) -> int:
-    from ingest.compaction.plan import committed_hours, is_compacted_set
-    from ingest.compaction.records import ARCHIVE_DIR, archived_count, read_records
-    from ingest.loader.state import LoaderState
-
     storage = existing_destination(load_config(args))
     state = LoaderState.load(storage)  # reads only: status never changes the destination
     start, end = _range(args)

@@ -16,13 +16,13 @@ import io
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 from ingest.errors import CompactionError
+from ingest.loader.row_ids import AVRO, PARQUET, message_id
 
 log = logging.getLogger(__name__)
 
-AVRO, PARQUET = "avro", "parquet"
 FORMATS = (AVRO, PARQUET)
 
 
@@ -71,14 +71,6 @@ def _split(n: int, per_file: int) -> list[tuple[int, int]]:
     return [(i, min(n, i + size)) for i in range(0, n, size)]
 
 
-def _message_id(record: dict[str, Any]) -> tuple[str, int]:
-    try:
-        header = record["header"]
-        return header["session"], header["seq"]
-    except (KeyError, TypeError) as exc:
-        raise CompactionError(f"record has no header.session/header.seq: {str(record)[:200]}") from exc
-
-
 def _merge_avro(inputs: Sequence[bytes], target_bytes: int) -> MergeResult:
     import fastavro
 
@@ -94,7 +86,7 @@ def _merge_avro(inputs: Sequence[bytes], target_bytes: int) -> MergeResult:
             codec = reader.codec or "null"
         for record in reader:
             result.rows_in += 1
-            mid = _message_id(record)
+            mid = message_id(record)
             if mid in seen:
                 result.duplicates += 1
                 continue
@@ -140,57 +132,3 @@ def _merge_parquet(inputs: Sequence[bytes], target_bytes: int, compression: str)
         result.files.append(out.getvalue())
         result.rows.append(hi - lo)
     return result
-
-
-def message_ids(fmt: str, data: bytes) -> list[tuple[str, int]]:
-    """The ``(header.session, header.seq)`` of every row of one file, in file order."""
-    if fmt == AVRO:
-        import fastavro  # deferred: heavy, and only the formats' users need it
-
-        return [_message_id(r) for r in fastavro.reader(io.BytesIO(data))]
-    import pyarrow.compute as pc  # deferred: heavy, and only the formats' users need it
-    import pyarrow.parquet as pq
-
-    header = pq.read_table(io.BytesIO(data), columns=["header"]).column("header")
-    return list(zip(pc.struct_field(header, "session").to_pylist(), pc.struct_field(header, "seq").to_pylist()))
-
-
-@dataclass
-class Filtered:
-    """A file re-written without some rows: its bytes, the rows kept and the rows dropped."""
-
-    data: bytes
-    kept: int
-    dropped: int
-
-
-def without_ids(fmt: str, data: bytes, drop: set[tuple[str, int]]) -> Filtered:
-    """Re-write one file without the rows whose ``(header.session, header.seq)`` is in ``drop``.
-
-    Every other row is kept as it is, in order, with the file's own writer schema
-    and codec (Avro) or compression (Parquet): the replay of a compacted range
-    (:mod:`ingest.loader.replay`) takes out exactly the rows it reloads.
-    """
-    if fmt == AVRO:
-        import fastavro  # deferred: heavy, and only the formats' users need it
-
-        reader = fastavro.reader(io.BytesIO(data))
-        schema, codec = reader.writer_schema, reader.codec or "null"
-        rows = list(reader)
-        kept = [r for r in rows if _message_id(r) not in drop]
-        out = io.BytesIO()
-        fastavro.writer(out, fastavro.parse_schema(schema), kept, codec=codec)
-        return Filtered(out.getvalue(), len(kept), len(rows) - len(kept))
-    import pyarrow as pa  # deferred: heavy, and only the formats' users need it
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(io.BytesIO(data))
-    meta = pf.metadata
-    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "snappy"
-    table = pf.read()
-    ids = message_ids(PARQUET, data)
-    mask = pa.array([i not in drop for i in ids], pa.bool_())
-    kept = table.filter(mask)
-    out = io.BytesIO()
-    pq.write_table(kept, out, compression=None if codec == "uncompressed" else codec)
-    return Filtered(out.getvalue(), kept.num_rows, table.num_rows - kept.num_rows)

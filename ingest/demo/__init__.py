@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from ingest.demo.pipeline import Demo, DemoOptions, run_demo
 from ingest.errors import ConfigError
 
 TOPOLOGIES = ("single", "datacenters")
@@ -45,8 +46,6 @@ def _positive(flag: str, value: float, unit: str) -> None:
 
 
 def _run(args) -> int:
-    from ingest.demo.pipeline import Demo, DemoOptions, run_demo
-
     # refused before the work directory is replaced or anything is started
     _positive("--duration", args.duration, "seconds")
     _positive("--rate", args.rate, "events per second")
@@ -55,7 +54,7 @@ def _run(args) -> int:
                           "(a chroot per cluster, the mirrors' checkpoints); allowed: drop --no-zookeeper")
     demo_class = Demo
     if args.topology == "datacenters":
-        from ingest.demo.datacenters import DatacentersDemo
+        from ingest.demo.datacenters import DatacentersDemo  # deferred: imports fastavro
 
         demo_class = DatacentersDemo
     return run_demo(DemoOptions(workdir=args.workdir, duration_s=args.duration, rate=args.rate,

@@ -23,9 +23,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import ingest
 from ingest.demo.processes import Supervisor, free_port
+from ingest.demo.summary import render
 from ingest.errors import DemoError
 from ingest.jobs_support import EXIT_NOTHING_JUDGED
+from ingest.loader.state import LoaderState
+from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +62,6 @@ def say(text: str = "") -> None:
 
 def project_root() -> Path:
     """The checkout holding ``jobs/`` (the package is installed editable from it)."""
-    import ingest
-
     root = Path(ingest.__file__).resolve().parents[1]
     if not (root / "jobs" / "load.py").exists():
         raise DemoError(f"jobs/load.py not found next to the ingest package ({root}); run the demo from a "
@@ -254,7 +256,6 @@ class Demo:
         self.sup.run("compact", [self.py, "-m", "ingest.cli", "compaction", "run", "--config", str(cfg["compaction"]),
                                  "--summary", str(summary_path)], timeout_s=SPARK_TIMEOUT_S)
         files_after = _committed_files(self.warehouse)
-        from ingest.demo.summary import render
 
         say()
         say(render(self.work, self.warehouse, report, self.produced, files_before, files_after,
@@ -270,9 +271,6 @@ def _last_json(path: Path) -> dict:
 
 
 def _committed_files(warehouse: Path) -> dict[str, int]:
-    from ingest.loader.state import LoaderState
-    from ingest.storage import open_storage
-
     state = LoaderState.load(open_storage(str(warehouse)))
     out: dict[str, int] = {}
     for f in state.files():

@@ -7,6 +7,8 @@ from typing import Any
 from ingest.audit.report_reader import read_report
 from ingest.errors import ConfigError
 from ingest.jobs_support import EXIT_NOTHING_JUDGED
+from ingest.loader.state import LoaderState
+from ingest.storage import open_storage
 
 
 def audit_rows(report: Path) -> list[dict]:
@@ -32,9 +34,6 @@ def audit_verdict(audit_code: int, report: Path) -> str:
 
 
 def loaded_rows(warehouse: Path) -> dict[str, int]:
-    from ingest.loader.state import LoaderState
-    from ingest.storage import open_storage
-
     out: dict[str, int] = {}
     for f in LoaderState.load(open_storage(str(warehouse))).files():
         out[f.topic] = out.get(f.topic, 0) + f.rows

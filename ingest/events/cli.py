@@ -8,9 +8,14 @@ import signal
 import sys
 from typing import Any
 
+from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK
 from ingest.config import parse_overrides, read_properties
 from ingest.errors import ConfigError, IngestError
+from ingest.events import compatibility
+from ingest.events.event_producer_config import split_config
+from ingest.events.registry_config import REGISTRY_CONFIG
+from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +79,8 @@ def register(subparsers: Any) -> None:
 
 
 def _registry_start(args: argparse.Namespace) -> int:
-    from ingest.events import compatibility
-    from ingest.events.registry import SchemaRegistry
-    from ingest.events.registry_config import REGISTRY_CONFIG
+    from ingest.events.registry import SchemaRegistry  # deferred: imports fastavro (and the server waitress)
     from ingest.events.registry_server import RegistryServer
-    from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: allowed is a TCP port 0-65535 (0 picks a free one)")
@@ -111,8 +113,6 @@ def _registry_start(args: argparse.Namespace) -> int:
 
 def resolve_broker_list(text: str) -> str:
     """``host:port`` entries get their broker id from the broker's METADATA answer."""
-    from ingest.client.simple_consumer import SimpleConsumer
-
     out = []
     for entry in (e.strip() for e in text.split(",") if e.strip()):
         parts = entry.split(":")
@@ -128,7 +128,7 @@ def resolve_broker_list(text: str) -> str:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from ingest.events.event_producer_config import split_config
+    # deferred: these import fastavro (and the producer kazoo)
     from ingest.events.event_producer import EventProducer
     from ingest.events.loadgen import EventGenerator
     from ingest.events.registry_client import RegistryClient

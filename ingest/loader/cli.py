@@ -5,6 +5,9 @@ import argparse
 import json
 import logging
 
+from ingest.config import parse_overrides
+from ingest.loader.config import LOADER_CONFIG
+
 log = logging.getLogger(__name__)
 
 STATUS_EXAMPLES = """\
@@ -43,14 +46,11 @@ def register(subparsers) -> None:
 
 
 def _config(args):
-    from ingest.config import parse_overrides
-    from ingest.loader.config import LOADER_CONFIG
-
     return LOADER_CONFIG.load(args.config, parse_overrides(args.set))
 
 
 def _status(args) -> int:
-    from ingest.loader.status import as_json, render, status
+    from ingest.loader.status import as_json, render, status  # deferred: imports kazoo
 
     rows = status(_config(args))
     print(json.dumps(as_json(rows), indent=1) if args.json else render(rows))
@@ -58,7 +58,7 @@ def _status(args) -> int:
 
 
 def _reset(args) -> int:
-    from ingest.loader.reset import reset_offsets
+    from ingest.loader.reset import reset_offsets  # deferred: imports kazoo
 
     manifest = reset_offsets(_config(args), args.to, args.topic)
     print(f"reset {', '.join(args.topic)} to {args.to}: commit {manifest.seq}, "

@@ -29,9 +29,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ingest import znodes
+from ingest.broker.message_set import iter_messages
 from ingest.client.discovery import read_brokers, start_kazoo
+from ingest.client.discovery import BrokerAddress
+from ingest.client.leader_consumer import LeaderConsumer, static_metadata
+from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
+from ingest.loader.fetch import raw_fetch
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
 
 log = logging.getLogger(__name__)
@@ -86,15 +91,11 @@ def broker_addresses(config) -> list[tuple[str, int]]:
 
 
 def _consumer(host: str, port: int, config):
-    from ingest.client.simple_consumer import SimpleConsumer
-
     return SimpleConsumer(host, port, timeout_s=config["socket.timeout.ms"] / 1000.0,
                           fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"])
 
 
 def _leader_consumer(metadata, config):
-    from ingest.client.leader_consumer import LeaderConsumer
-
     timeout_s = config["socket.timeout.ms"] / 1000.0
     return LeaderConsumer(metadata, timeout_s=timeout_s, fetch_size=config["fetch.size"],
                           max_fetch_size=config["max.fetch.size"], leader_wait_s=timeout_s)
@@ -103,8 +104,6 @@ def _leader_consumer(metadata, config):
 def _snapshot_consumer(snap: PartitionSnapshot, config):
     """A consumer of ``snap``'s partition: its broker's, or its current leader's (replicated)."""
     if snap.replicated:
-        from ingest.client.leader_consumer import static_metadata
-
         return _leader_consumer(static_metadata(snap.metadata_brokers,
                                                 timeout_s=config["socket.timeout.ms"] / 1000.0), config)
     return _consumer(snap.host, snap.port, config)
@@ -113,9 +112,6 @@ def _snapshot_consumer(snap: PartitionSnapshot, config):
 def replicated_partitions(config, addresses: list[tuple[str, int]]) -> tuple[list[PartitionSnapshot], list[LeftOut]]:
     """Every partition of every replicated topic, named by its home broker, offsets from its leader;
     and those left out (no leader, none reachable). ``addresses``: those that answer first."""
-    from ingest.client.discovery import BrokerAddress
-    from ingest.client.leader_consumer import static_metadata
-
     shipped = ",".join(f"{h}:{p}" for h, p in addresses)
     metadata = static_metadata(shipped, timeout_s=config["socket.timeout.ms"] / 1000.0)
     out: list[PartitionSnapshot] = []
@@ -228,9 +224,6 @@ def prober(config):
     """A callable: average message size and first event time at an offset (lost-range estimates)."""
 
     def probe(snap: PartitionSnapshot, offset: int) -> Probe:
-        from ingest.broker.message_set import iter_messages
-        from ingest.loader.fetch import raw_fetch
-
         try:
             with _snapshot_consumer(snap, config) as c:
                 buf = raw_fetch(c, snap.topic, snap.partition, offset, 256 * 1024)
@@ -244,6 +237,7 @@ def prober(config):
         avg = (msgs[-1].next_offset - offset) / len(msgs) if outer else None
         first_time = None
         try:
+            # deferred: fastavro, needed only when a gap is probed
             from ingest.events.registry_client import RegistryClient
             from ingest.events.serde import EventDeserializer
 

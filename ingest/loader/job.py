@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
-from ingest.loader import commit, layout, manifests
+from ingest.loader import commit, discover, layout, manifests, rdd_tasks
 from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.gap_bounds import bound_lost_ranges
 from ingest.loader.plan import (LeftOut, LoadPlan, PartitionSnapshot, build_plan, select_topics, topic_filter,
@@ -25,7 +25,7 @@ from ingest.loader.replay import rewrite_compacted
 from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
 from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, totals, write_run_record
-from ingest.loader.state import LoaderState
+from ingest.loader.state import LoaderState, read_run_record
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
 from ingest.storage import Storage, open_storage
@@ -63,8 +63,6 @@ def prepare(storage: Storage, config, clock: Clock) -> LoaderState:
 
 def gc_stale_staging(storage: Storage, hours: int, clock: Clock) -> None:
     """Delete staging directories of runs that finished, or started more than ``hours`` ago."""
-    from ingest.loader.state import read_run_record
-
     now = clock.time_ms()
     for info in storage.list(storage.join(layout.STAGING_DIR)):
         rec = read_run_record(storage, info.name)
@@ -80,8 +78,6 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
               deleted_segments=None, left_out: Sequence[LeftOut] = ()) -> LoadPlan:
     """Filter topics and build the plan (network callables default to the real brokers); ``left_out``:
     what discovery could not reach, completed with the committed partitions it keeps from this run."""
-    from ingest.loader import discover
-
     chosen, skipped = select_topics([s.topic for s in snapshots], config["topics"], config["topics.blacklist"])
     chosen_set = set(chosen)
     plan = build_plan(
@@ -118,10 +114,9 @@ def _progress_thread(spark, total: int, stop: threading.Event, interval_s: float
 
 def execute(spark, plan: LoadPlan, settings: TaskSettings, runner: str = "rdd") -> list[TaskOutcome]:
     """Run the plan's tasks on Spark (``runner``: the ``task.runner`` key); check every task reported exactly once."""
+    execute_tasks = rdd_tasks.execute_tasks
     if runner == "datasource":
         from ingest.loader.source import execute_tasks  # deferred: imports pyspark.sql.datasource
-    else:
-        from ingest.loader.rdd_tasks import execute_tasks
 
     tasks = plan.tasks
     log.info("running %d task(s) on Spark (task.runner=%s)", len(tasks), runner)
@@ -229,8 +224,6 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
         DataLossError: retention deleted unloaded data and ``fail.on.data.loss`` (run record written).
         QuarantineLimitError, CommitError, IngestError: the run failed; nothing was committed.
     """
-    from ingest.loader import discover
-
     check_reset_args(reset_spec, reset_topics, clock)  # a refused reset reads, starts and commits nothing
     storage = open_storage(config["destination"])
     faults = Faults.from_env()

@@ -23,7 +23,7 @@ from typing import Iterable, Iterator, Sequence
 from ingest.loader.plan import TaskRange
 from ingest.loader.result_rows import RESULT_FIELDS, outcome_rows, outcomes_from_rows
 from ingest.loader.results import TaskOutcome
-from ingest.loader.task import TaskSettings
+from ingest.loader.task import TaskSettings, run_task
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,6 @@ def run_partition(settings: TaskSettings, tasks: Iterable[TaskRange]) -> Iterato
     """Run the task(s) of one RDD partition (one, as :func:`execute_tasks` slices); their rows."""
     from pyspark import TaskContext  # deferred: the worker has pyspark loaded already, the driver needs none here
 
-    from ingest.loader.task import run_task
 
     ctx = TaskContext.get()
     attempt = ctx.attemptNumber() if ctx is not None else 0

@@ -32,10 +32,10 @@ import posixpath
 import re
 from typing import Sequence
 
-from ingest.compaction.formats import message_ids, without_ids
 from ingest.loader import commit, layout
 from ingest.loader.plan import LoadPlan
 from ingest.loader.records import FileRecord, PartitionKey
+from ingest.loader.row_ids import message_ids, without_ids
 from ingest.loader.state import LoaderState
 from ingest.storage import Storage
 

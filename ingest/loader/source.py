@@ -31,7 +31,7 @@ from ingest.loader.result_rows import (  # noqa: F401  (the row shape, re-export
     RESULT_FIELDS, RESULT_SCHEMA, SUMMARY_KIND, outcome_rows, outcomes_from_rows,
 )
 from ingest.loader.results import TaskOutcome
-from ingest.loader.task import TaskSettings
+from ingest.loader.task import TaskSettings, run_task
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,6 @@ class LoadReader(DataSourceReader):
     def read(self, partition: TaskPartition) -> Iterator[tuple]:
         from pyspark import TaskContext
 
-        from ingest.loader.task import run_task
 
         ctx = TaskContext.get()
         attempt = ctx.attemptNumber() if ctx is not None else 0

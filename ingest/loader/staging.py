@@ -26,6 +26,7 @@ from ingest.broker.message import HEADER_SIZE
 from ingest.errors import EventDecodeError, SchemaError
 from ingest.events.envelope import PREFIX_SIZE
 from ingest.loader import layout
+from ingest.loader.fetch import Chunk, Corrupt, Damaged, MessageList
 from ingest.loader.quarantine import QuarantinedMessage
 
 if TYPE_CHECKING:
@@ -231,8 +232,6 @@ def stage_messages(items: Iterable, task: TaskRange, settings, storage: Storage,
     (:func:`ingest.loader.task.close_data_files` finishes them). This is the
     per-message loop: nothing here may cost more per message than it must.
     """
-    from ingest.loader.fetch import Chunk, Corrupt, Damaged, MessageList
-
     stager = _Stager(task, settings, storage, decoder, staged)
     # Decoded records hold no reference cycles; the cyclic collector would only rescan
     # the growing row-group buffer again and again (measured: ~40% of a Parquet task).
@@ -277,7 +276,7 @@ def refuse_path_columns(topic: str, schema_id: int, schema: dict) -> None:
 
 def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, schema: dict, row_layout,
                  settings, storage: Storage) -> _Bucket:
-    from ingest.loader.writers import open_writer
+    from ingest.loader.writers import open_writer  # deferred: imports pyarrow and fastavro (tasks only)
 
     dt, hour = dt_hour
     rel = posixpath.join(stage_dir_, layout.staged_name(f"{dt}-{hour:02d}-{schema_id}.{settings.format}"))

@@ -28,6 +28,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
+from ingest.loader.fetch import Damaged
+
 if TYPE_CHECKING:
     from ingest.loader.plan import PartitionPlan
     from ingest.loader.records import OffsetRecord
@@ -42,8 +44,6 @@ def counted_before(items: Iterable, boundary: int, counter: list[int]) -> Iterat
     Damaged ranges are not messages and are not counted. Past ``boundary`` the
     rest is passed through without looking at it.
     """
-    from ingest.loader.fetch import Damaged
-
     it = iter(items)
     for item in it:
         yield item

@@ -24,12 +24,15 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from ingest.client.simple_consumer import SimpleConsumer
 from ingest.loader import layout
 from ingest.loader.faults import Faults
+from ingest.loader.fetch import Chunk, Damaged, MessageList, iter_range
 from ingest.loader.quarantine import QUARANTINE_FORMAT, quarantine_file_bytes
 from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
 from ingest.loader.staging import Staged, stage_messages  # noqa: F401 - stage_messages: a phase tests call
 from ingest.loader.tally import task_tally
+from ingest.storage import open_storage
 
 if TYPE_CHECKING:
     from ingest.loader.plan import TaskRange
@@ -64,8 +67,6 @@ class TaskSettings:
 def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, storage: Storage | None = None,
              deserializer=None, consumer=None) -> TaskOutcome:
     """Load ``task``'s range into staged files; returns what was staged (see module docstring)."""
-    from ingest.storage import open_storage
-
     began = time.monotonic()
     cpu_began = time.process_time()
     faults = Faults.parse(settings.faults)
@@ -110,6 +111,7 @@ def stage_dir(run_id: str, task: TaskRange, attempt: int) -> str:
 
 def new_decoder(settings: TaskSettings, deserializer=None):
     """The task's :class:`~ingest.loader.decode.PayloadDecoder` (over the registry unless ``deserializer``)."""
+    # deferred: fastavro, which the driver (it imports TaskSettings from here) does not need
     from ingest.events.registry_client import RegistryClient
     from ingest.events.serde import EventDeserializer
     from ingest.loader.decode import PayloadDecoder
@@ -123,12 +125,11 @@ def open_consumer(task: TaskRange, settings: TaskSettings):
     the task's own ``metadata_brokers`` (executors have no driver state) and follows failovers,
     waiting up to ``socket_timeout_s`` for a new leader."""
     if task.replicated:
-        from ingest.client.leader_consumer import LeaderConsumer, static_metadata
+        from ingest.client.leader_consumer import LeaderConsumer, static_metadata  # deferred: imports kazoo
 
         return LeaderConsumer(static_metadata(task.metadata_brokers, timeout_s=settings.socket_timeout_s),
                               timeout_s=settings.socket_timeout_s, fetch_size=settings.fetch_size,
                               max_fetch_size=settings.max_fetch_size, leader_wait_s=settings.socket_timeout_s)
-    from ingest.client.simple_consumer import SimpleConsumer
 
     return SimpleConsumer(task.host, task.port, timeout_s=settings.socket_timeout_s,
                           fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
@@ -143,8 +144,6 @@ def read_range(consumer, task: TaskRange, settings: TaskSettings, *, chunks: boo
     task fails (the run commits nothing; the next run plans again). Nothing above the high
     watermark is ever read.
     """
-    from ingest.loader.fetch import iter_range
-
     return iter_range(consumer, task.topic, task.partition, task.start, task.end,
                       fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size,
                       wait_s=settings.socket_timeout_s if task.replicated else 0.0, chunks=chunks)
@@ -154,8 +153,6 @@ def counted_before_chunks(items: Iterable, boundary: int, counter: list[int]) ->
     """:func:`~ingest.loader.tally.counted_before` over items that may also be chunks
     (:class:`~ingest.loader.fetch.Chunk`, :class:`~ingest.loader.fetch.MessageList`):
     a chunk counts its messages before ``boundary``."""
-    from ingest.loader.fetch import Chunk, Damaged, MessageList
-
     it = iter(items)
     for item in it:
         yield item

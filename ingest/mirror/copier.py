@@ -37,6 +37,7 @@ import threading
 from collections import deque
 from typing import Callable, NamedTuple
 
+from ingest.client.deleted_segments import MISSING_SEGMENTS, SegmentTally, split_gap
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, OffsetMismatchError,
                            OffsetOutOfRangeError)
@@ -299,8 +300,6 @@ class PartitionCopier:
     # --- lost ranges -----------------------------------------------------------------------
 
     def _lost_range(self, earliest: int) -> None:
-        from ingest.client.deleted_segments import MISSING_SEGMENTS, SegmentTally, split_gap
-
         pos = self.position
         record = lr.find_lost_range(self.store.zk, self.group, self.unit, pos)
         if record is not None and record["end_offset"] <= earliest:

@@ -11,6 +11,8 @@ from urllib.parse import urlparse
 
 from ingest.errors import StorageError
 from ingest.storage.base import FileInfo, Storage
+from ingest.storage.local import LocalStorage
+from ingest.storage.webhdfs import WebHdfsStorage
 
 __all__ = ["FileInfo", "Storage", "open_storage", "SCHEMES"]
 
@@ -28,11 +30,7 @@ def open_storage(uri: str, **options) -> Storage:
         raise StorageError("empty storage URI; give a path, file:///path, hdfs://host/path or webhdfs://host:port/path")
     parsed = urlparse(text)
     if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and text[1:3] in (":\\", ":/")):
-        from ingest.storage.local import LocalStorage
-
         return LocalStorage(parsed.path if parsed.scheme == "file" else text)
     if parsed.scheme in ("webhdfs", "hdfs"):
-        from ingest.storage.webhdfs import WebHdfsStorage
-
         return WebHdfsStorage(text, **options)
     raise StorageError(f"unsupported storage URI scheme {parsed.scheme!r} in {text!r}: allowed are {', '.join(SCHEMES)}")

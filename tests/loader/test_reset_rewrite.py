@@ -11,7 +11,7 @@ import io
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.compaction.formats import message_ids, without_ids
+from ingest.loader.row_ids import message_ids, without_ids
 from ingest.loader import commit, layout
 from ingest.loader.plan import LoadPlan, PartitionPlan, PartitionSnapshot
 from ingest.loader.records import FileRecord
