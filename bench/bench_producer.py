@@ -1,6 +1,6 @@
 """Producer batch 50 against a real broker process: this code beside the previous code, in one run.
 
-Issue 16's producer aim: batch 50 (one PRODUCE request = one set of 50 messages
+The producer's aim: batch 50 (one PRODUCE request = one set of 50 messages
 to one partition), 200-byte messages, a real broker process over loopback,
 >= 1,000,000 msg/s. Every experiment runs in a worker subprocess that starts
 its own broker (``ingest broker start``, 1 network thread, flush every 10,000
@@ -14,7 +14,7 @@ messages or 1 s, as bench/bench_clients.py) and publishes through
   equal-length ones.
 
 The reference is the previous code: ``--reference COMMIT`` (default
-``77fcce0``, the base of issue 16) is extracted with ``git archive`` into a
+``77fcce0``, the code before the produce fast paths) is extracted with ``git archive`` into a
 temporary directory and the same worker runs with that tree first on
 ``PYTHONPATH`` (client AND broker from it); rounds alternate the order. Each
 worker checks that the broker's log holds exactly the bytes it sent. Printed

@@ -30,7 +30,7 @@ Prints the ratio of each row at the largest count to the smallest.
 ``--runs 100,1000`` measures instead the audit history and the compaction
 records at that many audit / compaction runs, without and with their
 checkpoints (same code; "without" is a destination whose writers never
-checkpointed, as before issue 15): ``latest_rows`` (``ingest audit show``),
+checkpointed, as before checkpoints existed): ``latest_rows`` (``ingest audit show``),
 ``run_revision`` of the newest run (compaction's audit gate) and
 ``reconcile`` (the start of every compaction run). Never part of the test suite.
 """
@@ -135,7 +135,7 @@ def measure_runs(base: Path, runs: int, repeat: int) -> dict[str, float]:
     dest = base / f"runs{runs}"
     st = open_storage(str(dest))
     interval = history.INTERVAL
-    history.INTERVAL = 10**9  # as before issue 15: no checkpoint
+    history.INTERVAL = 10**9  # as before checkpoints existed
     try:
         for i in range(runs):
             rows = [{"topic": "t", "row_type": "window", "producer": None, "window_start_ms": (i + k) * 600_000,

@@ -444,7 +444,6 @@ def mirror_lost_dir(group: str) -> str:
     return f"{mirror_group_path(group)}/lost"
 
 
-# [H2] mirror data path
 def mirror_lost_range_prefix(group: str) -> str:
     """``/mirrors/[group]/lost/range-``: prefix of the sequential lost-range children (JSON MirrorLostRange)."""
     return f"{mirror_lost_dir(group)}/range-"

@@ -101,7 +101,7 @@ class Ours:
 
     def consume_batches(self, topic: str, count: int, keep: bool = False) -> tuple[float, int, int, list[bytes]]:
         """The same with ``fetch_batch`` (one validated ``MessageBatch`` per pull) and its ``payloads()``,
-        when the client has them (the consumer batch API of issue 16)."""
+        when the client has them (the consumer batch API)."""
         kept: list[bytes] = []
         with SimpleConsumer(self.broker.host, self.broker.port, fetch_size=PULL_BYTES) as c:
             t0 = time.perf_counter()

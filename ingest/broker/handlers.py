@@ -1,7 +1,7 @@
 """Request handlers: one table from request type to handler, over a LogManager.
 
 ``BrokerHandlers.dispatch(kind, body, client)`` is what the network layer
-(``server.py``) calls for every frame. Each handler decodes its request with
+(``processor.py``) calls for every frame. Each handler decodes its request with
 ``protocol.py``, acts on the :class:`~ingest.broker.log_manager.LogManager`
 and returns a :class:`~ingest.broker.reply.Reply` (or ``None`` for PRODUCE
 and MULTIPRODUCE, which have no response).

@@ -17,7 +17,7 @@ when set). Decisions use the injected clock; the threads only sleep on real time
 offline (see :mod:`ingest.broker.log`) stays in the map: the flusher and
 retention skip it, requests to it fail with ``LOG_OFFLINE``, the others serve.
 
-Bounds (issue 11): a topic is created on its first produce only while
+Bounds, so that a flood of new topic names cannot exhaust the broker: a topic is created on its first produce only while
 ``auto.create.topics.enable`` is true (otherwise only topics on disk or in
 ``topic.partition.count.map``), and never beyond ``max.topics`` topics or
 ``max.broker.partitions`` partition logs (:class:`TopicCreationRefusedError`).

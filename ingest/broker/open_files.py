@@ -1,8 +1,8 @@
 """Bounded open segment files: descriptors opened on use, least recently used idle ones closed.
 
 A broker with thousands of partitions must not hold one descriptor per
-segment (issue 11: auto-created topics reached ``RLIMIT_NOFILE``, then
-produces, accepts and even a restart failed). Each segment file has a
+segment (auto-created topics would reach ``RLIMIT_NOFILE``, and then
+produces, accepts and even a restart fail). Each segment file has a
 :class:`FileHandle`; :class:`OpenFiles` opens its descriptor when it is used
 and keeps at most ``limit`` descriptors open across the broker
 (``log.max.open.files``), closing the least recently used *idle* ones first.

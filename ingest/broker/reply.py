@@ -1,6 +1,6 @@
 """What a request handler hands the network layer to write back: byte parts and file regions.
 
-The contract between ``handlers.py`` (which builds replies) and ``server.py``
+The contract between ``handlers.py`` (which builds replies) and ``processor.py``
 (which writes them with ``send`` and ``os.sendfile``); neither imports the other.
 
 Ownership: a :class:`Reply` belongs to the one processor thread that writes

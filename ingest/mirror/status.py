@@ -56,7 +56,7 @@ class UnitStatus:
 
 
 def read_checkpoint(zk, group: str, unit: UnitKey) -> dict | None:
-    """The unit's checkpoint JSON (H2's format, docs/mirroring-data-path.md), None if none or unreadable."""
+    """The unit's checkpoint JSON (the copier's format, docs/mirroring-data-path.md), None if none or unreadable."""
     path = znodes.mirror_checkpoint_path(group, unit.source, unit.topic, unit.broker_id, unit.partition)
     try:
         data, _ = zk.retry(zk.get, path)

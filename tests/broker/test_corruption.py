@@ -84,7 +84,7 @@ def test_flipped_bytes_in_a_sealed_and_the_active_segment_cost_only_those_messag
     for f in d.glob("*.index"):
         f.unlink()  # make the first read scan the sealed segment (the saved-index path is in test_recovery)
 
-    with caplog.at_level(logging.INFO, logger="ingest.broker.segment"):
+    with caplog.at_level(logging.INFO, logger="ingest.broker.segment_recovery"):
         m = manager(tmp_path, fake_clock)
         m.startup()
         try:
@@ -108,7 +108,7 @@ def test_flipped_bytes_in_a_sealed_and_the_active_segment_cost_only_those_messag
         rec = json.loads(lines[0])
         assert len(lines) == 1 and (rec["start_offset"], rec["end_offset"], rec["bytes"]) == (start, start + SIZE, SIZE)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="ingest.broker.segment"):
+    with caplog.at_level(logging.INFO, logger="ingest.broker.segment_recovery"):
         m = manager(tmp_path, fake_clock)
         m.startup()
         try:
@@ -120,7 +120,7 @@ def test_flipped_bytes_in_a_sealed_and_the_active_segment_cost_only_those_messag
             assert lg.append(encode_message_set([b"after"])) == offsets[-1] + SIZE  # appends go on at the end
         finally:
             m.shutdown()
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "ingest.broker.segment"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "ingest.broker.segment_recovery"]
     assert "already recorded" in caplog.text
 
 

@@ -60,7 +60,7 @@ def test_every_corrupt_byte_of_the_last_message_is_truncated(written, fake_clock
         bad = bytearray(original)
         bad[i] ^= 0x5A
         path.write_bytes(bytes(bad))
-        with caplog.at_level(logging.WARNING, logger="ingest.broker.segment"):
+        with caplog.at_level(logging.WARNING, logger="ingest.broker.segment_recovery"):
             caplog.clear()
             lg = open_log(d, fake_clock)
         assert lg.end_offset == last, i
