@@ -1,34 +1,9 @@
 """PartitionCopier: copies one source partition to its target partition, exactly once.
 
-Surface used by the mirror process (H3, ``ingest/mirror/mirror_maker.py``)::
-
-    copier = PartitionCopier(unit, group=..., zk=target_kazoo, source=SourceReader(...),
-                             target=TargetWriter(...) | None, fallback=FallbackSender(...) | None,
-                             counter_factory=lambda state: PartitionCounter(..., state=state) | None,
-                             publisher=TierEventPublisher | None, header_reader=HeaderReader | None,
-                             checkpoint_interval_ms=1000, mirror_server=host)
-    copier.run(stop_event)   # blocks until stop_event is set (final checkpoint written) or ownership is lost
-    copier.lag()             # Lag(bytes, seconds): None while unknown
-    copier.mode              # "exactly-once (one to one)" | "at-least-once (repartitioned)"
-    copier.state             # "starting" | "copying" | "caught up" | "waiting: <why>" | "stopped" | "lost ownership"
-                             # | "failed: <why>" (run raised MirrorError)
-    copier.stats             # copied messages/bytes/sets, lost ranges, mismatches, retries, checkpoints written
-    copier.close()
-
-``make_copier(unit, *, group, zk, source_discovery, target_metadata, source_metadata=None,
-fallback_producer=None, counter_factory=None, publisher=None, header_reader=None, fetch_size, acks,
-timeout_ms, checkpoint_interval_ms, mirror_server)`` in :mod:`ingest.mirror.copier_factory` builds one.
-
-The cycle (one fetch in flight, at most one set of ``fetch.size`` bytes buffered: a slow target
-just slows the loop): fetch whole messages from the source position -> ``APPEND_AT(expected =
-target end)`` -> count the acknowledged set -> every ``checkpoint.interval.ms``: ``due_events()``,
-write the checkpoint (offsets + counter state, conditional on its znode version), publish the
-events, ``published()``. Resume (exactly once): ``position = source_offset + (L - target_offset)``
-with L the target's log end (APPEND_AT query); the messages of ``[source_offset, position)`` are
-re-read from the source for counting only. OFFSET_MISMATCH(L') re-reads the checkpoint: moved by
-someone else -> stop (:class:`~ingest.errors.MirrorOwnershipLostError`); else re-derive the same way
-(a lost ack, a failover). Source retention: :mod:`ingest.mirror.lost_ranges` (the checkpoint moves
-past the gap before anything after it is appended, so the rule stays true).
+One thread per unit runs :meth:`PartitionCopier.run`;
+:func:`ingest.mirror.copier_factory.make_copier` builds a copier from the mirror process's shared
+parts. The copy cycle, the checkpoint, the resume rule, its states and what happens at a source's
+retention gap: docs/mirroring-data-path.md.
 """
 from __future__ import annotations
 
