@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ingest.broker import protocol as p  # noqa: E402
-from ingest.broker.message_set import encode_message_set  # noqa: E402
+from ingest.records.message_set import encode_message_set  # noqa: E402
 from tests.harness.brokers import BrokerProcess  # noqa: E402
 
 PAYLOAD = b"x" * 200
@@ -120,7 +120,7 @@ def main() -> int:
         msg_size = len(encode_message_set([PAYLOAD]))
         c0, t0 = cpu_seconds(broker.pid), time.perf_counter()
         offset = 0
-        from ingest.broker.message_set import valid_prefix
+        from ingest.records.message_set import valid_prefix
         while offset < end:
             s.sendall(p.FetchRequest("bench", 0, offset, PULL).encode())
             data = p.recv_response(s)

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest.broker.log import Log, LogSettings  # noqa: E402
-from ingest.broker.message_set import encode_message_set  # noqa: E402
 from ingest.clock import SystemClock  # noqa: E402
+from ingest.records.message_set import encode_message_set  # noqa: E402
 
 
 def fill(lg: Log, message_size: int, total: int) -> list[int]:

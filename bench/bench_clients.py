@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.loopback import loopback_seconds  # noqa: E402
-from ingest.broker.message import HEADER_SIZE  # noqa: E402
 from ingest.client.producer import Producer  # noqa: E402
 from ingest.client.simple_consumer import SimpleConsumer  # noqa: E402
+from ingest.records.message import HEADER_SIZE  # noqa: E402
 from tests.harness.brokers import BrokerProcess  # noqa: E402
 
 PAYLOAD_SIZE = 200

@@ -106,7 +106,10 @@ def machine() -> str:
                   if ln.startswith("model name")), platform.processor())
     mem = next(int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
                if ln.startswith("MemTotal"))
-    from ingest.broker.crc import IMPLEMENTATION
+    try:
+        from ingest.records.crc import CRC32_IMPLEMENTATION as IMPLEMENTATION
+    except ImportError:   # a reference tree from before the 0.7 formats moved to ingest/records
+        from ingest.broker.crc import IMPLEMENTATION
 
     return (f"{os.cpu_count()} CPUs ({model}), {mem / 1e6:.1f} GB RAM, Linux {platform.release()}, "
             f"Python {platform.python_version()}, CRC-32 by {IMPLEMENTATION}")

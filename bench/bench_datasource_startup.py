@@ -46,7 +46,7 @@ def child(mode: str, confs: list[str]) -> dict:
             else:
                 from ingest.loader.source import execute_tasks
 
-            outcomes = execute_tasks(spark, [TaskRange(0, "startup", 0, "127.0.0.1", 9, 0, 0, 0)],
+            outcomes = execute_tasks(spark, [TaskRange("startup", 0, 0, "127.0.0.1", 9, task_id=0, start=0, end=0)],
                                  TaskSettings(destination=tempfile.mkdtemp(prefix="ds-startup-"), run_id="startup",
                                               format="parquet", registry_url="http://127.0.0.1:9"))
             assert [(o.task_id, o.files) for o in outcomes] == [(0, ())], outcomes

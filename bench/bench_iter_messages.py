@@ -28,10 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest.broker.message import CRC_SEED, HEADER, HEADER_SIZE, HEADER_SIZE_V0, LENGTH_SIZE  # noqa: E402
-from ingest.broker.message import LENGTH  # noqa: E402
-from ingest.broker.message_batch import MessageBatch  # noqa: E402
-from ingest.broker.message_set import encode_message_set, iter_messages  # noqa: E402
+from ingest.records.message import CRC_SEED, HEADER, HEADER_SIZE, HEADER_SIZE_V0, LENGTH, LENGTH_SIZE  # noqa: E402
+from ingest.records.message_batch import MessageBatch, iter_messages  # noqa: E402
+from ingest.records.message_set import encode_message_set  # noqa: E402
 
 CRC_FIELD = struct.Struct(">I")
 

@@ -29,9 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest.broker.log import Log, LogSettings  # noqa: E402
-from ingest.broker.message_set import encode_message_set, iter_messages, scan  # noqa: E402
 from ingest.clock import SystemClock  # noqa: E402
 from ingest.errors import OffsetOutOfRangeError  # noqa: E402
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set, scan  # noqa: E402
 
 MSG = 200
 FETCH = 300 * 1024

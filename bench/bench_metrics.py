@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ingest.broker import protocol as p  # noqa: E402
-from ingest.broker.message_set import encode_message_set, valid_prefix  # noqa: E402
+from ingest.records.message_set import encode_message_set, valid_prefix  # noqa: E402
 from tests.harness.brokers import BrokerProcess  # noqa: E402
 
 PAYLOAD = b"x" * 200

@@ -39,11 +39,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest.broker.message import HEADER_SIZE  # noqa: E402
 from ingest.client.discovery import start_kazoo  # noqa: E402
 from ingest.client.producer import Producer  # noqa: E402
 from ingest.client.simple_consumer import SimpleConsumer  # noqa: E402
 from ingest.mirror.mirror_maker import MirrorMaker  # noqa: E402
+from ingest.records.message import HEADER_SIZE  # noqa: E402
 from replication_cluster import busy_processes, machine  # noqa: E402
 from tests.harness.brokers import BrokerProcess  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402

@@ -56,7 +56,10 @@ def _payloads(shape: str) -> list[bytes]:
 
 def worker(part: str, shape: str, batches: int) -> float:
     """CPU seconds of ``batches`` iterations of ``part`` (set-up excluded)."""
-    from ingest.broker.message_set import encode_message_set
+    try:
+        from ingest.records.message_set import encode_message_set
+    except ImportError:   # a reference tree from before the 0.7 formats moved to ingest/records
+        from ingest.broker.message_set import encode_message_set
 
     payloads = _payloads(shape)
     if part == "encode":

@@ -93,7 +93,7 @@ def main() -> None:
                 st = open_storage(str(work))
                 state = LoaderState.load(st)
                 added, reloaded = stage_reload(work, fmt, per_file, "replay")
-                snap = PartitionSnapshot(TOPIC, 0, "h", 1, 0, 0, args.files * SPAN)
+                snap = PartitionSnapshot(TOPIC, 0, 0, "h", 1, earliest=0, latest=args.files * SPAN)
                 plan = LoadPlan("replay", state.seq, (PartitionPlan(snap, args.files * SPAN, 4 * SPAN,
                                                                     args.files * SPAN, replay=True),))
                 t = time.perf_counter()

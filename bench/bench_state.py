@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest.loader import layout  # noqa: E402
 from ingest.loader.plan import PartitionSnapshot, build_plan  # noqa: E402
-from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord  # noqa: E402
+from ingest.loader.records import FileRecord, Manifest, OffsetRecord
+from ingest.lost_ranges import LostRange  # noqa: E402
 from ingest.loader.state import LoaderState  # noqa: E402
 from ingest.storage import open_storage  # noqa: E402
 
@@ -111,7 +112,7 @@ def timed(fn) -> float:
 
 def measure(root: Path, partitions: int, repeat: int) -> dict[str, float]:
     storage = open_storage(str(root))
-    snaps = [PartitionSnapshot(TOPIC, 0, "127.0.0.1", 9092, p, 0, 10**12) for p in range(partitions)]
+    snaps = [PartitionSnapshot(TOPIC, 0, p, "127.0.0.1", 9092, earliest=0, latest=10**12) for p in range(partitions)]
 
     def plan():
         state = LoaderState.load(storage)

@@ -26,8 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fastavro  # noqa: E402
 
-from ingest.broker.message import CODEC_GZIP, CODEC_NONE  # noqa: E402
-from ingest.broker.message_set import encode_message_set, iter_messages  # noqa: E402
 from ingest.clock import FakeClock  # noqa: E402
 from ingest.events.header_reader import HeaderReader  # noqa: E402
 from ingest.events.loadgen import EventGenerator  # noqa: E402
@@ -38,6 +36,9 @@ from ingest.events.registry_store import DirectoryStore  # noqa: E402
 from ingest.events.schemas import load_schema  # noqa: E402
 from ingest.events.serde import EventSerializer  # noqa: E402
 from ingest.mirror.tier_counts import PartitionCounter  # noqa: E402
+from ingest.records.message import CODEC_GZIP, CODEC_NONE  # noqa: E402
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set  # noqa: E402
 
 T0 = 1_763_800_000_000
 SESSION = "0b7f2a36-5b0e-4c55-9d8b-6a1f0c0e9a11"

@@ -27,8 +27,8 @@ import pytest
 
 from ingest import znodes
 from ingest.broker import protocol as p
-from ingest.broker.message_set import encode_message_set
 from ingest.errors import ErrorCode, LeaderNotAvailableError
+from ingest.records.message_set import encode_message_set
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.replicated_load import ProducerThread

@@ -33,7 +33,7 @@ REPLICATION = {"min.insync.replicas": 2}
 # --- planning (no brokers) ------------------------------------------------------------------
 
 def _snap(latest, replicated=True):
-    return PartitionSnapshot("rt", 0, "127.0.0.1", 9, 0, 0, latest, "127.0.0.1:9,127.0.0.1:10" if replicated else "")
+    return PartitionSnapshot("rt", 0, 0, "127.0.0.1", 9, "127.0.0.1:9,127.0.0.1:10" if replicated else "", earliest=0, latest=latest)
 
 
 def test_a_lagging_high_watermark_defers_a_replicated_partition_but_fails_a_legacy_one():
@@ -119,7 +119,8 @@ def test_a_task_reading_its_range_goes_on_at_the_same_offset_after_the_leader_is
     from ingest.events.serde import EventDeserializer
     from ingest.loader import discover
     from ingest.loader.job import task_settings
-    from ingest.loader.task import open_consumer, read_range
+    from ingest.client.partition_reader import open_consumer
+    from ingest.loader.task import read_range
 
     topic = "rl-task"
     brokers, md = _cluster(broker_factory, zk, zk_connect, topic, {0: [1, 2, 0]})
@@ -134,7 +135,7 @@ def test_a_task_reading_its_range_goes_on_at_the_same_offset_after_the_leader_is
     settings = task_settings(cfg, "r")
     decode = EventDeserializer(RegistryClient(registry_url)).deserialize
     got = []
-    consumer = open_consumer(task, settings)
+    consumer = open_consumer(task, settings.fetch)
     try:
         for item in read_range(consumer, task, settings):
             if not got:

@@ -172,7 +172,7 @@ def _stage_uncommitted(dest: Path, brokers, registry_url, fmt: str) -> None:
     state = open_state(str(dest))
     (topic, broker_id, partition), rec = sorted((k, v) for k, v in state.offsets.items() if k[0] == VIEWS)[0]
     b = next(b for b in brokers if b.broker_id == broker_id)
-    task = TaskRange(0, topic, broker_id, b.host, b.port, partition, 0, rec.offset)
+    task = TaskRange(topic, broker_id, partition, b.host, b.port, task_id=0, start=0, end=rec.offset)
     run_task(task, TaskSettings(str(dest), "crashed-run", fmt, registry_url))
 
 

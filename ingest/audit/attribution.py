@@ -4,7 +4,7 @@ The question: of the messages a window lost at one tier, how many can lie in
 the recorded lost ranges (gaps) of that tier, and in which? Facts used:
 
 * a gap explains at most its capacity (its exact message count, or its
-  estimate: never more) — :attr:`LostGap.capacity`;
+  estimate: never more) — :attr:`~ingest.lost_ranges.LostRange.capacity`;
 * a gap can hold messages of a window only if the window overlaps the gap's
   event-time span;
 * a *bounded* gap (``session_bounds``) can hold a session's message only if its
@@ -44,7 +44,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ingest.audit.lost_ranges import LostGap
+from ingest.lost_ranges import LostRange
+
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class _Flow:
 
 def allocate(
     demand: dict[int, int],
-    gaps: Sequence[LostGap],
+    gaps: Sequence[LostRange],
     window_ms: int,
     *,
     candidates: Candidates | None = None,
@@ -121,7 +122,7 @@ def allocate(
         gaps: the topic's gaps of this tier.
         candidates: atoms and per-session bounds; consumed in place (what this
             tier explains is no longer available to the next tier).
-        capacity: remaining capacity per gap ident (default: :attr:`LostGap.capacity`); updated in place.
+        capacity: remaining capacity per gap ident (default: :attr:`~ingest.lost_ranges.LostRange.capacity`); updated in place.
     """
     cand = candidates or Candidates()
     gaps = sorted(gaps, key=lambda g: (g.order, g.ident))
@@ -200,7 +201,7 @@ def allocate(
     return out
 
 
-def explained_by_cause(assigned: dict[str, int], gaps: Iterable[LostGap]) -> dict[str, int]:
+def explained_by_cause(assigned: dict[str, int], gaps: Iterable[LostRange]) -> dict[str, int]:
     """Sum a window's per-gap explanation by the gaps' causes."""
     cause = {g.ident: g.cause for g in gaps}
     out: dict[str, int] = {}
@@ -209,19 +210,19 @@ def explained_by_cause(assigned: dict[str, int], gaps: Iterable[LostGap]) -> dic
     return out
 
 
-def gaps_holding(session: str, seq: int, gaps: Iterable[LostGap]) -> frozenset[str]:
+def gaps_holding(session: str, seq: int, gaps: Iterable[LostRange]) -> frozenset[str]:
     """Idents of the bounded gaps that can hold ``session``'s ``seq`` (strictly between its bounds, or unlisted)."""
     out = []
     for g in gaps:
         if not g.bounded:
             continue
-        bound = next((b for b in g.bounds if b[0] == session), None)
+        bound = next((b for b in g.session_bounds if b[0] == session), None)
         if bound is None or ((bound[1] is None or seq > bound[1]) and (bound[2] is None or seq < bound[2])):
             out.append(g.ident)
     return frozenset(out)
 
 
-def atoms_of(missing: dict[tuple[int, str], Iterable[int]], gaps: Sequence[LostGap]) -> Atoms:
+def atoms_of(missing: dict[tuple[int, str], Iterable[int]], gaps: Sequence[LostRange]) -> Atoms:
     """The atoms of candidate seqs ``{(window_start, session): seqs}`` (what ``counts.gap_atoms`` computes in Spark)."""
     out: Atoms = {}
     for key, seqs in sorted(missing.items()):

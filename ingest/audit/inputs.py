@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ingest.audit import avro_source
-from ingest.audit.lost_ranges import LostGap, from_loader, from_mirror
 from ingest.errors import ConfigError
 from ingest.loader.state import open_state
+from ingest.lost_ranges import TIER_SOURCE, TIER_TARGET, LostRange
 from ingest.storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class LoadState:
     """What the loader has committed, as the audit sees it."""
 
     files: tuple[LoadedFile, ...]
-    lost_ranges: tuple[LostGap, ...]  # the loader's, as the audit attributes them (tier ``target``)
+    lost_ranges: tuple[LostRange, ...]  # the loader's, as the audit attributes them (tier ``target``)
     commit_seq: int  # the loader commit this snapshot reflects (0 = nothing committed)
 
 
@@ -85,13 +85,13 @@ def _field(obj, name, default=None):
     return getattr(obj, name, default)
 
 
-def lost_range_from(obj, index: int = 0) -> LostGap:
-    """The loader's lost-range record (dict or object) as a LostGap of tier ``target``.
+def lost_range_from(obj, index: int = 0) -> LostRange:
+    """The loader's lost-range record (dict or object) as the audit attributes it (tier ``target``).
 
     Tolerant of records written before ``messages_exact``/``session_bounds``
     (an estimate without bounds) and before ``cause`` (retention).
     """
-    return from_loader(obj, index=index)
+    return LostRange.from_record(obj, tier=TIER_TARGET, index=index)
 
 
 def load_state(destination: str) -> LoadState:
@@ -204,7 +204,7 @@ def read_monitoring(spark, files: Sequence[LoadedFile]):
     return out
 
 
-def read_mirror_lost(spark, files: Sequence[LoadedFile]) -> list[LostGap]:
+def read_mirror_lost(spark, files: Sequence[LoadedFile]) -> list[LostRange]:
     """The mirror's lost ranges (MirrorLostRange records) from the loaded files of ``mirror.lost.topic``.
 
     Re-published copies (same ``event_id``) count once. Session bounds travel
@@ -228,7 +228,7 @@ def read_mirror_lost(spark, files: Sequence[LoadedFile]) -> list[LostGap]:
         out = out.unionByName(df)
     rows = sorted(out.dropDuplicates(["event_id"]).collect(),
                   key=lambda r: (r.source_cluster or "", r.topic, r.broker_id, r.partition, r.start_offset))
-    return [from_mirror(r.asDict(), index=i) for i, r in enumerate(rows)]
+    return [LostRange.from_record(r.asDict(), tier=TIER_SOURCE, index=i) for i, r in enumerate(rows)]
 
 
 def _read_avro(spark, files: list[tuple[str, str, str]], projection: str):

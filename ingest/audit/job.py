@@ -34,11 +34,11 @@ from typing import Any
 
 from ingest.audit import counts, history, inputs, monitoring_events, reconcile, verdict
 from ingest.audit.attribution import Candidates
-from ingest.audit.lost_ranges import LostGap
 from ingest.audit.status import NO_PROBLEM_STATUSES
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import ConfigError
+from ingest.lost_ranges import LostRange
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def _monitoring(spark, mon_files, mirror_files, window_ms):
     return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps, sizes
 
 
-def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], lo: int, hi: int) -> dict[str, Candidates]:
+def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostRange], lo: int, hi: int) -> dict[str, Candidates]:
     """Per topic: missing seqs inside bounded lost ranges, and per-session acked - loaded (exact attribution).
 
     Only windows that miss messages, of topics with a bounded lost range, are looked at.
@@ -200,7 +200,7 @@ def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostGap], 
     if not need:
         return {}
     ranges = [(t, ws, s, lo, hi) for (t, ws) in sorted(need) for s, lo, hi in per_window[(t, ws)].seq_ranges]
-    atoms = counts.gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.bounds) for g in bounded])
+    atoms = counts.gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.session_bounds) for g in bounded])
     if not atoms:
         return {}  # no missing seq lies in a bounded gap: nothing for the per-session bound to refine
     per_session = counts.session_distinct(ids, sorted({(t, ws) for t, ws, _ in atoms}))

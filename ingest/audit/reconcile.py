@@ -37,9 +37,9 @@ from typing import Iterable, Sequence
 from ingest.audit import tiers as tiers_mod
 from ingest.audit.attribution import Candidates, allocate, explained_by_cause
 from ingest.audit.counts import LoadedCount
-from ingest.audit.lost_ranges import TIER_SOURCE, TIER_TARGET, LostGap, from_loader, from_mirror
 from ingest.audit.monitoring_events import ReportGap, WindowMonitoring, gap_touches
 from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
+from ingest.lost_ranges import TIER_SOURCE, TIER_TARGET, LostRange
 
 EXIT_OK = 0
 EXIT_DATA_LOSS = 3
@@ -117,12 +117,12 @@ def build_rows(
     Args:
         monitoring: per ``(topic, window_start)`` (from monitoring.aggregate).
         loaded: per (topic, window, server) counts; window None = out of range.
-        lost_ranges: the loader's lost ranges (``LostRange`` records or :class:`LostGap`).
+        lost_ranges: the loader's lost ranges (``LostRange`` records, or as the audit read them).
         by_producer_monitoring: per ``(topic, window_start, server)``; when given,
             producer rows are added after each topic's rows.
         mirror: the mirror's monitoring per ``(topic, window_start)``, summed over
             mirror sessions (``attempted`` = read from the source, ``acked`` = acked by the target).
-        source_lost: the mirror's lost ranges (``MirrorLostRange`` records or :class:`LostGap`).
+        source_lost: the mirror's lost ranges (``MirrorLostRange`` records, or as the audit read them).
         candidates: per topic, the session bounds of missing messages (see attribution).
         tiered_topics: topics with any mirror monitoring event (default: the topics of ``mirror``).
     """
@@ -143,10 +143,11 @@ def build_rows(
     return rows
 
 
-def as_gaps(ranges: Sequence, tier: str) -> list[LostGap]:
-    """Lost ranges of one tier as :class:`LostGap` (records of the loader or the mirror, or gaps already)."""
-    convert = from_loader if tier == TIER_TARGET else from_mirror
-    return [r if isinstance(r, LostGap) else convert(r, index=i) for i, r in enumerate(ranges)]
+def as_gaps(ranges: Sequence, tier: str) -> list[LostRange]:
+    """Lost ranges of one tier as the audit attributes them (records of the loader or the mirror,
+    or ranges the audit already named)."""
+    return [r if isinstance(r, LostRange) and r.ident else LostRange.from_record(r, tier=tier, index=i)
+            for i, r in enumerate(ranges)]
 
 
 def _accumulate(params, monitoring, loaded, by, mirror=None) -> dict[tuple, _Acc]:
@@ -203,7 +204,7 @@ def _missing(a: _Acc) -> int:
     return max(0, (a.mon.acked if a.mon else 0) - a.distinct) if a.mon else 0
 
 
-def _attribute(accs: dict[tuple, _Acc], lost: Sequence[LostGap], params: AuditParams,
+def _attribute(accs: dict[tuple, _Acc], lost: Sequence[LostRange], params: AuditParams,
                candidates: dict[str, Candidates]) -> None:
     """Match each window's loss at each tier to the lost ranges of that tier (attribution.allocate).
 

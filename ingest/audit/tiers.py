@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import logging
 
-from ingest.audit.lost_ranges import CAUSES, CORRUPTION, MISSING_SEGMENTS, RETENTION, TIER_SOURCE, TIER_TARGET
 from ingest.audit.status import Status
+from ingest.lost_ranges import CAUSES, CORRUPTION, MISSING_SEGMENTS, RETENTION, TIER_SOURCE, TIER_TARGET
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ For each message: offset (base offset from the file name + position), size on
 disk, magic, codec, stored CRC, the CRC rule it satisfies (``crc(payload)``:
 magic 0 and Kafka 0.7's magic 1; ``crc(attributes+payload)``: magic 2 and the
 legacy magic 1 this product wrote before magic 2; see
-:mod:`ingest.broker.message`), whether it is valid, payload size, and the
+:mod:`ingest.records.message`), whether it is valid, payload size, and the
 reason when it is not. ``--deep`` also lists the messages inside compressed
 wrappers. ``--json`` prints one JSON object per line (fields ``offset``,
 ``position``, ``size``, ``magic``, ``codec``, ``crc``, ``rule``, ``valid``,
@@ -25,11 +25,11 @@ import sys
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from ingest.broker import compression
-from ingest.broker.message import CODEC_MASK, LENGTH_SIZE, crc_rule, min_length, read_header
-from ingest.broker.message_set import inner_messages, message_bounds
 from ingest.broker.segment import parse_segment_name
 from ingest.errors import InvalidMessageError, MessageTooLargeError, StorageError
+from ingest.records import message_codecs
+from ingest.records.message import CODEC_MASK, LENGTH_SIZE, crc_rule, min_length, read_header
+from ingest.records.message_set import inner_messages, message_bounds
 
 EXIT_OK, EXIT_INVALID = 0, 1
 
@@ -113,7 +113,7 @@ def _records(buf: memoryview, base: int, deep: bool) -> Iterator[dict]:
             yield rec
             return
         length, magic, attributes, crc, _hs = h
-        rec.update(size=LENGTH_SIZE + length, magic=magic, codec=compression.codec_name(attributes & CODEC_MASK),
+        rec.update(size=LENGTH_SIZE + length, magic=magic, codec=message_codecs.codec_name(attributes & CODEC_MASK),
                    crc=crc, rule=None, payload_size=length - min_length(magic), valid=False, error=r.error)
         if r.cut_off or length < min_length(magic):
             rec["error"] = ("torn tail: " if r.cut_off else "") + r.error + "; cannot find the next message"
@@ -139,7 +139,7 @@ def _valid(buf: memoryview, base: int, p: int, nxt: int, deep: bool) -> Iterator
                 if deep:
                     inner = [_inner_record(data, base + p, q, e) for q, e in zip(positions, positions[1:] + [len(data)])]
     yield {"offset": base + p, "position": p, "size": LENGTH_SIZE + length, "magic": magic,
-           "codec": compression.codec_name(codec), "crc": crc, "rule": rule, "payload_size": length - min_length(magic),
+           "codec": message_codecs.codec_name(codec), "crc": crc, "rule": rule, "payload_size": length - min_length(magic),
            "valid": error is None, "error": error}
     yield from inner
 

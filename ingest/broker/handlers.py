@@ -30,7 +30,7 @@ message set, and gets (or creates) every log, before appending the first. A
 log is created on a topic's first produce within the limits of the
 LogManager (``auto.create.topics.enable``, ``max.topics``,
 ``max.broker.partitions``: ``TOPIC_CREATION_REFUSED`` beyond them). Each set is validated once, here,
-outside the log lock (:class:`~ingest.broker.message_set.ValidatedMessageSet`).
+outside the log lock (:meth:`~ingest.records.message_batch.MessageBatch.for_append`).
 
 What PRODUCE_ACK's success promises: the set was written to its log (the
 page cache: it survives a broker crash, not a machine crash) and, if it
@@ -62,16 +62,12 @@ import threading
 from typing import Callable
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import MAX_INFLATED_SIZE, ValidatedMessageSet
-from ingest.broker.produced_set import validate_produced
 from ingest.broker.mirror_handlers import MirrorHandlers
 from ingest.broker.protocol import RequestType
-from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
 from ingest.broker.refusals import ProduceRefusals
+from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
-from ingest.metrics.broker import NO_METRICS
-from ingest.ratelimited_log import RateLimitedLog
 from ingest.errors import (
     CorruptRangeError,
     ErrorCode,
@@ -84,6 +80,10 @@ from ingest.errors import (
     OffsetOutOfRangeError,
     UnknownRequestTypeError,
 )
+from ingest.metrics.broker import NO_METRICS
+from ingest.ratelimited_log import RateLimitedLog
+from ingest.records.message_batch import MessageBatch
+from ingest.records.message_codecs import MAX_INFLATED_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -261,12 +261,11 @@ class BrokerHandlers:
             validate_partition(topic, partition, self.partition_count(topic))
         return log_
 
-    def _validated(self, req: p.ProduceRequest) -> ValidatedMessageSet:
-        # Once per produced set, outside the log lock; Log.append trusts the result. The same
-        # checks as ValidatedMessageSet.of, with a fast loop for magic-2 messages (produced_set.py).
-        return validate_produced(req.message_set, max_message_size=self._max_message_size,
-                                 max_inflated_size=self._max_inflated_size,
-                                 destination=f"{req.topic}-{req.partition}")
+    def _validated(self, req: p.ProduceRequest) -> MessageBatch:
+        # Once per produced set, outside the log lock; Log.append trusts the result.
+        return MessageBatch.for_append(req.message_set, max_message_size=self._max_message_size,
+                                       max_inflated_size=self._max_inflated_size,
+                                       destination=f"{req.topic}-{req.partition}")
 
     def _replica(self, topic: str, partition: int, *, create: bool = False):
         """The replica of a replicated partition (None for a Kafka 0.7 topic); with ``create``, a

@@ -28,8 +28,8 @@ every log and bounded by ``log.max.open.files``; unbounded for a Log used on
 its own).
 
 Validation happens before the lock: :meth:`Log.append` takes a
-:class:`~ingest.broker.message_set.ValidatedMessageSet` (what the request
-handlers make, once per produced set) or validates raw bytes itself.
+:class:`~ingest.records.message_batch.MessageBatch` made for append (what the
+request handlers make, once per produced set) or validates raw bytes itself.
 
 Concurrency contract: writers (append, flush, roll, retention, close)
 serialise on the log's lock. Readers take no lock: they read one immutable
@@ -52,15 +52,12 @@ from threading import Lock
 from typing import Callable, NamedTuple
 
 from ingest.broker.deletion_log import record_deletion
-from ingest.broker.message_set import ValidatedMessageSet
-from ingest.broker.produced_set import validate_produced
 from ingest.broker.log_replica import ReplicaLogOps
 from ingest.broker.open_files import UNLIMITED, OpenFiles
 from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
 from ingest.broker.segment_damage import DAMAGED_SUFFIX
 from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
 from ingest.clock import Clock
-from ingest.ratelimited_log import RateLimitedLog
 from ingest.errors import (
     DiskFullError,
     InvalidFetchSizeError,
@@ -71,6 +68,8 @@ from ingest.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
+from ingest.ratelimited_log import RateLimitedLog
+from ingest.records.message_batch import MessageBatch
 
 log = logging.getLogger(__name__)
 
@@ -215,16 +214,16 @@ class Log(ReplicaLogOps):
 
     # --- writing ----------------------------------------------------------------
 
-    def append(self, message_set: ValidatedMessageSet | bytes | memoryview, expected: int | None = None) -> int:
+    def append(self, message_set: MessageBatch | bytes | memoryview, expected: int | None = None) -> int:
         """Append a message set; returns the offset of its first message.
 
         With ``expected`` (APPEND_AT), append only if :attr:`log_end` equals it, checked under
         the log's lock with the append itself; otherwise raise OffsetMismatchError naming the
         log end, nothing appended.
 
-        Raw bytes are validated here, before the lock; a
-        :class:`ValidatedMessageSet` is trusted unless it was checked against a
-        larger ``max.message.size`` than this log's.
+        Raw bytes are validated here, before the lock; a :class:`MessageBatch` made
+        for append is trusted unless it was checked against a larger
+        ``max.message.size`` than this log's (a batch made for reading is validated again).
 
         Raises:
             InvalidMessageError: a bad or cut-off message (nothing is written).
@@ -237,10 +236,10 @@ class Log(ReplicaLogOps):
         """
         s = self.settings
         vs = message_set
-        if not isinstance(vs, ValidatedMessageSet) or vs.max_message_size > s.max_message_size:
-            data = vs.data if isinstance(vs, ValidatedMessageSet) else vs
-            # what ValidatedMessageSet.of returns or raises, with the magic-2 fast paths (a follower's append)
-            vs = validate_produced(data, max_message_size=s.max_message_size, destination=f"log {self.name}")
+        if not isinstance(vs, MessageBatch) or vs.max_message_size is None \
+                or vs.max_message_size > s.max_message_size:
+            data = vs.raw if isinstance(vs, MessageBatch) else vs
+            vs = MessageBatch.for_append(data, max_message_size=s.max_message_size, destination=f"log {self.name}")
         n = vs.size
         with self._lock:
             self._check_open()
@@ -255,7 +254,7 @@ class Log(ReplicaLogOps):
                 seg = self._roll_locked()
             offset = self._write_end
             try:
-                seg.append(vs.data, vs.index_entries(seg.size, seg.next_index_mark(), s.index_interval), now)
+                seg.append(vs.raw, vs.index_entries(seg.size, seg.next_index_mark(), s.index_interval), now)
             except OSError as exc:
                 self._cut_back_locked(seg, offset, n, exc)
             self._write_end += n

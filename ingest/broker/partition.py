@@ -45,6 +45,7 @@ from ingest.errors import (DiskFullError, IngestError, LeaderNotAvailableError, 
                            NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
                            NotLeaderForPartitionError, RequestTimedOutError, StaleLeaderEpochError)
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.records.message_batch import MessageBatch
 from ingest.znodes import PartitionState
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,7 @@ class ReplicatedPartition:
             raise
         if self.storage_failure is not None:
             self.storage_recovered()
-        end = offset + len(getattr(message_set, "data", message_set))
+        end = offset + (message_set.size if isinstance(message_set, MessageBatch) else len(message_set))
         with self.lock:
             self._advance_hw_locked()
         self.wake()

@@ -10,8 +10,8 @@ is whole valid messages that end exactly at the range's end.
 from __future__ import annotations
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import valid_prefix
 from ingest.errors import ErrorCode, IngestError, error_name
+from ingest.records.message_set import valid_prefix
 
 
 def read_range(conn, topic: str, partition: int, epoch: int, start: int, end: int,

@@ -42,7 +42,6 @@ from typing import Callable
 
 from ingest.broker import protocol as p
 from ingest.broker.deletion_log import adopt_deletions
-from ingest.broker.message_set import message_bounds, scan, valid_prefix
 from ingest.broker.partition import is_storage_failure
 from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
 from ingest.broker.repair_read import read_range
@@ -51,6 +50,7 @@ from ingest.client.connection import BrokerConnection
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError, MalformedResponseError
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.records.message_set import message_bounds, scan, valid_prefix
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A segment: one file of a partition log plus its base offset (its validation: ``segment_recovery.py``).
 
 A segment file ``<log.dir>/<topic>-<partition>/<base offset, 20 digits>.kafka``
-holds a message set (see :mod:`ingest.broker.message`) whose first message
+holds a message set (see :mod:`ingest.records.message`) whose first message
 sits at log offset ``base``; the message at byte ``p`` of the file has offset
 ``base + p``.
 
@@ -48,7 +48,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
-from ingest.broker.message_set import scan
 from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
 from ingest.broker.segment_damage import Damage, damaged_path, load_damaged, save_damaged
 from ingest.broker.segment_index import delete_index, load_index, save_index
@@ -56,6 +55,7 @@ from ingest.broker.segment_recovery import SegmentRecovery
 from ingest.broker.segment_scan import UNLIMITED_SIZE
 from ingest.clock import Clock
 from ingest.errors import DiskFullError, StorageError
+from ingest.records.message_set import scan
 
 log = logging.getLogger(__name__)
 

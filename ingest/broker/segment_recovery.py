@@ -17,12 +17,12 @@ import os
 from array import array
 from bisect import bisect_right
 
-from ingest.broker.message import HEADER_SIZE, LENGTH, LENGTH_SIZE, MIN_MESSAGE_SIZE, OVERHEAD_V0
-from ingest.broker.message_set import scan
 from ingest.broker.segment_damage import Damage, damaged_path, save_damaged
 from ingest.broker.segment_index import delete_index
 from ingest.broker.segment_scan import damaged_messages, next_valid, scan_segment
 from ingest.errors import CorruptRangeError, OffsetOutOfRangeError
+from ingest.records.message import HEADER_SIZE, LENGTH, LENGTH_SIZE, MIN_MESSAGE_SIZE, OVERHEAD_V0
+from ingest.records.message_set import scan
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,21 @@ import re
 from array import array
 from typing import NamedTuple
 
-from ingest.broker.message import (CODEC_MASK, CODEC_NONE, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC_OFFSET, MAGICS,
-                                   MIN_MESSAGE_SIZE, check_header, min_length, read_header)
-from ingest.broker.message_set import ScanResult, scan
 from ingest.broker.segment_damage import Damage
+from ingest.records.message import (
+    CODEC_MASK,
+    CODEC_NONE,
+    HEADER_SIZE,
+    LENGTH,
+    LENGTH_SIZE,
+    MAGIC_OFFSET,
+    MAGICS,
+    MIN_MESSAGE_SIZE,
+    check_header,
+    min_length,
+    read_header,
+)
+from ingest.records.message_set import ScanResult, scan
 
 SCAN_CHUNK = 8 * 1024 * 1024
 RESYNC_CHUNK = 1024 * 1024

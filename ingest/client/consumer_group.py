@@ -442,7 +442,7 @@ class ConsumerConnector:
                       else self._shared_streams[idx % len(self._shared_streams)])
             self._owned[(topic, bid, part)] = PartitionState(
                 topic, bid, part, self._generation, offset, offset, offset,
-                self.config["fetch.size"], stream, topic in replicated)
+                self._fetch.fetch.fetch_size, stream, topic in replicated)
             self._owner_threads[(topic, bid, part)] = thread
         return True
 

@@ -23,8 +23,8 @@ import queue
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ingest.broker.message_set import MessageAndOffset
 from ingest.errors import ConsumerTimeoutError
+from ingest.records.message_batch import MessageAndOffset
 
 
 @dataclass(slots=True)

@@ -33,12 +33,10 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
+from ingest.lost_ranges import MISSING_SEGMENTS, RETENTION
+
 log = logging.getLogger(__name__)
 
-RETENTION = "retention"
-"""Cause of a gap part the broker's deletion records cover: its retention deleted it."""
-MISSING_SEGMENTS = "missing_segments"
-"""Cause of a gap part no deletion record covers: the segments are gone, but not by retention."""
 
 
 @dataclass(frozen=True, slots=True)

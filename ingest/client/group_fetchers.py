@@ -24,6 +24,7 @@ from ingest import znodes
 from ingest.client.consumer_stream import PartitionState
 from ingest.client.discovery import BrokerAddress, read_brokers
 from ingest.client.fetcher import Fetcher
+from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
@@ -40,6 +41,7 @@ class GroupFetchers:
         self.zk = zk
         self.group = group
         self.config = config
+        self.fetch = FetchSettings.from_config(config)
         self.replicas = ReplicaMetadata(lambda: read_brokers(zk).values(),
                                         timeout_s=config["socket.timeout.ms"] / 1000.0)
         self._consumers: dict[int, SimpleConsumer] = {}
@@ -48,15 +50,12 @@ class GroupFetchers:
     def _consumer(self, addr: BrokerAddress) -> SimpleConsumer:
         c = self._consumers.get(addr.broker_id)
         if c is None or (c.host, c.port) != (addr.host, addr.port):
-            c = SimpleConsumer(addr.host, addr.port, timeout_s=self.config["socket.timeout.ms"] / 1000.0,
-                               fetch_size=self.config["fetch.size"], max_fetch_size=self.config["max.fetch.size"])
+            c = SimpleConsumer(addr.host, addr.port, settings=self.fetch)
             self._consumers[addr.broker_id] = c
         return c
 
     def leader_consumer(self) -> LeaderConsumer:
-        timeout_s = self.config["socket.timeout.ms"] / 1000.0
-        return LeaderConsumer(self.replicas, timeout_s=timeout_s, fetch_size=self.config["fetch.size"],
-                              max_fetch_size=self.config["max.fetch.size"], leader_wait_s=timeout_s)
+        return LeaderConsumer(self.replicas, settings=self.fetch)
 
     def reset_offset(self, topic: str, bid: int, part: int, replicated: bool = False) -> int:
         if replicated:  # offsets of the current leader (latest: the high watermark)
@@ -112,7 +111,7 @@ class GroupFetchers:
                 continue
             f = Fetcher(self._consumer(addr) if addr is not None else None, states,
                         backoff_s=self.config["backoff.increment.ms"] / 1000.0,
-                        max_fetch_size=self.config["max.fetch.size"],
+                        max_fetch_size=self.fetch.max_fetch_size,
                         reset=lambda st: self.reset_offset(st.topic, st.broker_id, st.partition, st.replicated),
                         leaders=self.leader_consumer() if any(st.replicated for st in states) else None,
                         name=f"fetcher-{bid}")

@@ -25,12 +25,13 @@ import logging
 import threading
 from typing import Callable, TypeVar
 
-from ingest.broker.message_batch import MessageBatch
 from ingest.client.discovery import BrokerAddress
+from ingest.client.fetch_settings import DEFAULT_FETCH, FetchSettings
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import FetchResult, SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, LeaderNotAvailableError, NotLeaderForPartitionError
+from ingest.records.message_batch import MessageBatch
 
 log = logging.getLogger(__name__)
 
@@ -64,18 +65,20 @@ class LeaderConsumer:
 
     Args:
         metadata: where leaders are looked up.
-        timeout_s, fetch_size, max_fetch_size: of each per-leader SimpleConsumer.
-        leader_wait_s: how long one call keeps retrying after its first failover error.
+        settings: the fetch size, its ceiling and the socket timeout of each per-leader
+            SimpleConsumer, and ``leader_wait_s``: how long one call keeps retrying after its
+            first failover error (:class:`~ingest.client.fetch_settings.FetchSettings`).
+        timeout_s, fetch_size, max_fetch_size, leader_wait_s: override one field of ``settings`` each.
     """
 
-    def __init__(self, metadata: ReplicaMetadata, *, timeout_s: float = 30.0, fetch_size: int = 300 * 1024,
-                 max_fetch_size: int = 64 * 1024 * 1024, leader_wait_s: float = 30.0,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, metadata: ReplicaMetadata, *, timeout_s: float | None = None, fetch_size: int | None = None,
+                 max_fetch_size: int | None = None, leader_wait_s: float | None = None,
+                 settings: FetchSettings = DEFAULT_FETCH, clock: Clock = SYSTEM_CLOCK) -> None:
         self.metadata = metadata
-        self.timeout_s = timeout_s
-        self.fetch_size = fetch_size
-        self.max_fetch_size = max_fetch_size
-        self.leader_wait_s = leader_wait_s
+        self.timeout_s = settings.socket_timeout_s if timeout_s is None else timeout_s
+        self.fetch_size = settings.fetch_size if fetch_size is None else fetch_size
+        self.max_fetch_size = settings.max_fetch_size if max_fetch_size is None else max_fetch_size
+        self.leader_wait_s = settings.leader_wait_s if leader_wait_s is None else leader_wait_s
         self.clock = clock
         self._lock = threading.Lock()
         self._consumers: dict[tuple[str, int], SimpleConsumer] = {}

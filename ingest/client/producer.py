@@ -69,14 +69,14 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ingest.broker.message import HEADER_SIZE
 from ingest.client.cluster import ClusterView, Route
 from ingest.client.discovery import Discovery, make_discovery
 from ingest.client.producer_config import PRODUCER_CONFIG, codec_number, format_magic
+from ingest.client.send_batch import BatchSender, SendResult
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.client.send_batch import BatchSender, SendResult
 from ingest.errors import ConfigError, IngestError, MessageTooLargeError, ProducerQueueFullError
+from ingest.records.message import HEADER_SIZE
 
 log = logging.getLogger(__name__)
 

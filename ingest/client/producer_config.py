@@ -40,11 +40,11 @@ class IntChoice(KeyType):
         return value
 
 # compression.codec value -> wire codec number (the inverse direction of
-# ingest.broker.message.CODEC_NAMES, which names a wire codec number)
+# ingest.records.message.CODEC_NAMES, which names a wire codec number)
 CODEC_BY_NAME = {"none": 0, "gzip": 1, "snappy": 2, "0": 0, "1": 1, "2": 2}
 
 # message.format value -> magic byte of the messages the producer writes
-# (ingest.broker.message: magic 2 CRC over attributes + payload; magic 1 Kafka 0.7's, CRC over the payload;
+# (ingest.records.message: magic 2 CRC over attributes + payload; magic 1 Kafka 0.7's, CRC over the payload;
 # magic 0 the pre-0.7 message without attributes, the only one some 0.7-era readers such as brod parse)
 MAGIC_BY_FORMAT = {"ingest": 2, "0.7": 1, "0.6": 0}
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 from ingest.broker import protocol
-from ingest.broker.message_batch import MessageAndOffset, MessageBatch
 from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
 from ingest.client.connection import BrokerConnection, check
 from ingest.client.deleted_segments import DeletedSegment
+from ingest.client.fetch_settings import DEFAULT_FETCH, FetchSettings
 from ingest.errors import (
     CorruptRangeError,
     ErrorCode,
@@ -35,6 +35,7 @@ from ingest.errors import (
     InvalidFetchSizeError,
     OffsetOutOfRangeError,
 )
+from ingest.records.message_batch import MessageAndOffset, MessageBatch
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +98,19 @@ class SimpleConsumer:
     """Pulls from one broker at ``host:port``.
 
     Args:
-        timeout_s: socket timeout per request.
-        fetch_size: default bytes per fetch.
+        settings: fetch size, its ceiling and the socket timeout
+            (:class:`~ingest.client.fetch_settings.FetchSettings`; its defaults when not given).
+        timeout_s: socket timeout per request (overrides ``settings``).
+        fetch_size: default bytes per fetch (overrides ``settings``).
         max_fetch_size: ceiling to which :meth:`iter_range` grows the fetch size
-            to read one message larger than ``fetch_size``.
+            to read one message larger than ``fetch_size`` (overrides ``settings``).
     """
 
-    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0,
-                 fetch_size: int = 300 * 1024, max_fetch_size: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, host: str, port: int, *, timeout_s: float | None = None, fetch_size: int | None = None,
+                 max_fetch_size: int | None = None, settings: FetchSettings = DEFAULT_FETCH) -> None:
+        timeout_s = settings.socket_timeout_s if timeout_s is None else timeout_s
+        fetch_size = settings.fetch_size if fetch_size is None else fetch_size
+        max_fetch_size = settings.max_fetch_size if max_fetch_size is None else max_fetch_size
         if fetch_size <= 0 or max_fetch_size < fetch_size:
             raise InvalidFetchSizeError(
                 f"fetch_size {fetch_size} must be > 0 and <= max_fetch_size {max_fetch_size}")
@@ -134,7 +140,7 @@ class SimpleConsumer:
 
     def fetch_batch(self, topic: str, partition: int, offset: int, max_bytes: int | None = None, *,
                     strict: bool = True) -> MessageBatch:
-        """The messages of one FETCH as ONE validated :class:`~ingest.broker.message_batch.MessageBatch`.
+        """The messages of one FETCH as ONE validated :class:`~ingest.records.message_batch.MessageBatch`.
 
         The response is received into one buffer the batch keeps (payloads are
         views into it); validation (CRC, magic, codec, bounds; wrappers

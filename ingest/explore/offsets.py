@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ingest.errors import ConfigError, OffsetOutOfRangeError
+from ingest.loader.plan import PartitionSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -51,38 +52,16 @@ EARLIEST = -2
 LATEST = -1
 
 
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
-    """One partition of the topic as discovered: where to read it and its offsets ``[earliest, latest)``.
-
-    ``broker_id`` is None for a replicated topic (its partitions belong to no one
-    broker; ``metadata_brokers`` is where a reader finds the current leader).
-    """
-
-    topic: str
-    broker_id: int | None
-    partition: int
-    host: str
-    port: int
-    earliest: int
-    latest: int
-    metadata_brokers: str = ""
-
-    @property
-    def replicated(self) -> bool:
-        return bool(self.metadata_brokers)
-
-    @property
-    def name(self) -> str:
-        """The partition's name in JSON options: ``"3"``, or ``"<broker id>-3"`` for a Kafka 0.7 topic."""
-        return str(self.partition) if self.broker_id is None else f"{self.broker_id}-{self.partition}"
+def partition_name(part: PartitionSnapshot) -> str:
+    """A partition's name in JSON options: ``"3"`` for a replicated topic's, ``"<broker id>-3"`` for a Kafka 0.7 topic's."""
+    return str(part.partition) if part.replicated else f"{part.broker_id}-{part.partition}"
 
 
 @dataclass(frozen=True, slots=True)
 class ReadRange:
     """What one Spark input partition reads: ``[start, end)`` of ``part``, cut by event times when set."""
 
-    part: TopicPartition
+    part: PartitionSnapshot
     start: int
     end: int
     start_time: int | None = None
@@ -114,51 +93,52 @@ def _per_partition(text: str, option: str, topic: str, names: Sequence[str]) -> 
     return out
 
 
-def _offset(part: TopicPartition, value: int, option: str, *, ending: bool) -> int:
+def _offset(part: PartitionSnapshot, value: int, option: str, *, ending: bool) -> int:
     if value == EARLIEST and not ending:
         return part.earliest
     if value == LATEST and ending:
         return part.latest
+    name = partition_name(part)
     if value < 0:
         allowed = "-1 (latest)" if ending else "-2 (earliest)"
-        raise ConfigError(f"{option}: {value} for partition {part.name} of {part.topic!r}; allowed is an offset "
+        raise ConfigError(f"{option}: {value} for partition {name} of {part.topic!r}; allowed is an offset "
                           f">= 0 or {allowed} (a batch query cannot {'end at earliest' if ending else 'start at latest'})")
     if not part.earliest <= value <= part.latest:
-        raise OffsetOutOfRangeError(f"{option}: offset {value} of partition {part.name} of {part.topic!r} is outside "
+        raise OffsetOutOfRangeError(f"{option}: offset {value} of partition {name} of {part.topic!r} is outside "
                                     f"the log's [{part.earliest}, {part.latest}] (earliest, latest)")
     return value
 
 
-def _times(cfg, option_all: str, option_json: str, parts: Sequence[TopicPartition]) -> dict[str, int] | None:
+def _times(cfg, option_all: str, option_json: str, parts: Sequence[PartitionSnapshot]) -> dict[str, int] | None:
     if cfg[option_all] is not None:
-        return {p.name: cfg[option_all] for p in parts}
+        return {partition_name(p): cfg[option_all] for p in parts}
     text = cfg[option_json]
     if text is None:
         return None
-    times = _per_partition(text, option_json, cfg["topic"], [p.name for p in parts])
+    times = _per_partition(text, option_json, cfg["topic"], [partition_name(p) for p in parts])
     for name, t in times.items():
         if t < 0:
             raise ConfigError(f"{option_json}: {t} for partition {name}; allowed is an event time in ms >= 0")
     return times
 
 
-def _offsets(cfg, option: str, parts: Sequence[TopicPartition], *, ending: bool) -> dict[str, int]:
+def _offsets(cfg, option: str, parts: Sequence[PartitionSnapshot], *, ending: bool) -> dict[str, int]:
     text = cfg[option].strip()
     keyword = text.lower()
     good, bad = ("latest", "earliest") if ending else ("earliest", "latest")
     if keyword == good:
-        return {p.name: (p.latest if ending else p.earliest) for p in parts}
+        return {partition_name(p): (p.latest if ending else p.earliest) for p in parts}
     if keyword == bad:
         raise ConfigError(f"{option}: {text!r} is not allowed for a batch read (as in Spark's Kafka source); "
                           f"allowed is {good} or JSON per partition")
     if not text.startswith("{"):
         raise ConfigError(f"{option}: {text!r}; allowed is {good} or JSON per partition "
-                          f'like {{"{cfg["topic"]}":{{"{parts[0].name if parts else 0}":0}}}}')
-    given = _per_partition(text, option, cfg["topic"], [p.name for p in parts])
-    return {p.name: _offset(p, given[p.name], option, ending=ending) for p in parts}
+                          f'like {{"{cfg["topic"]}":{{"{partition_name(parts[0]) if parts else 0}":0}}}}')
+    given = _per_partition(text, option, cfg["topic"], [partition_name(p) for p in parts])
+    return {partition_name(p): _offset(p, given[partition_name(p)], option, ending=ending) for p in parts}
 
 
-def plan_ranges(cfg, parts: Sequence[TopicPartition]) -> list[ReadRange]:
+def plan_ranges(cfg, parts: Sequence[PartitionSnapshot]) -> list[ReadRange]:
     """One :class:`ReadRange` per partition of the topic, in partition-name order.
 
     Raises:
@@ -167,16 +147,16 @@ def plan_ranges(cfg, parts: Sequence[TopicPartition]) -> list[ReadRange]:
     """
     start_times = _times(cfg, "startingTimestamp", "startingOffsetsByTimestamp", parts)
     end_times = _times(cfg, "endingTimestamp", "endingOffsetsByTimestamp", parts)
-    starts = ({p.name: p.earliest for p in parts} if start_times is not None
+    starts = ({partition_name(p): p.earliest for p in parts} if start_times is not None
               else _offsets(cfg, "startingOffsets", parts, ending=False))
-    ends = ({p.name: p.latest for p in parts} if end_times is not None
+    ends = ({partition_name(p): p.latest for p in parts} if end_times is not None
             else _offsets(cfg, "endingOffsets", parts, ending=True))
     out = []
     for p in parts:
-        start, end = starts[p.name], ends[p.name]
+        start, end = starts[partition_name(p)], ends[partition_name(p)]
         if start > end:
-            raise ConfigError(f"partition {p.name} of {p.topic!r}: starting offset {start} is after the ending "
+            raise ConfigError(f"partition {partition_name(p)} of {p.topic!r}: starting offset {start} is after the ending "
                               f"offset {end}; allowed is start <= end")
-        out.append(ReadRange(p, start, end, None if start_times is None else start_times[p.name],
-                             None if end_times is None else end_times[p.name]))
+        out.append(ReadRange(p, start, end, None if start_times is None else start_times[partition_name(p)],
+                             None if end_times is None else end_times[partition_name(p)]))
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from ingest.errors import UnknownTopicError
-from ingest.explore.offsets import TopicPartition
+from ingest.loader.plan import PartitionSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def discovery_config(cfg) -> dict:
             "fetch.size": cfg["fetch.size"], "max.fetch.size": cfg["max.fetch.size"]}
 
 
-def topic_partitions(cfg) -> list[TopicPartition]:
+def topic_partitions(cfg) -> list[PartitionSnapshot]:
     """Every partition of ``cfg["topic"]``, ordered (0.7: by broker id, partition; replicated: by partition).
 
     Raises:
@@ -36,16 +36,14 @@ def topic_partitions(cfg) -> list[TopicPartition]:
 
     topic = cfg["topic"]
     snapshots = discover(discovery_config(cfg))
-    parts = [TopicPartition(s.topic, None if s.replicated else s.broker_id, s.partition, s.host, s.port,
-                            s.earliest, s.latest, s.metadata_brokers)
-             for s in snapshots if s.topic == topic]
+    parts = [s for s in snapshots if s.topic == topic]
     if not parts:
         known = sorted({s.topic for s in snapshots})
         where = ",".join(cfg["brokers"]) or cfg["zk.connect"]
         raise UnknownTopicError(f"topic {topic!r} is on no broker of {where}; topics: {', '.join(known) or 'none'}")
     if any(p.replicated for p in parts) and not all(p.replicated for p in parts):
         log.warning("topic %s is both replicated and a Kafka 0.7 topic on some broker; reading both", topic)
-    parts.sort(key=lambda p: (p.broker_id is not None, p.broker_id or 0, p.partition))
+    parts.sort(key=lambda p: (not p.replicated, 0 if p.replicated else p.broker_id, p.partition))
     log.info("topic %s: %d partitions, %d bytes between earliest and latest", topic, len(parts),
              sum(p.latest - p.earliest for p in parts))
     return parts

@@ -25,10 +25,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ingest.client.simple_consumer import SimpleConsumer
+from ingest.client.fetch_settings import FetchSettings
+from ingest.client.partition_reader import open_consumer
 from ingest.errors import EventDecodeError, InvalidMessageError, OffsetOutOfRangeError
 from ingest.events.envelope import PREFIX, PREFIX_SIZE
-from ingest.explore.offsets import ReadRange
+from ingest.explore.offsets import ReadRange, partition_name
 from ingest.loader.fetch import Corrupt, Damaged, iter_range
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,7 @@ class ReadSettings:
     registry_url: str
     reader_schema: dict
     reader_schema_id: int
-    socket_timeout_s: float
-    fetch_size: int
-    max_fetch_size: int
+    fetch: FetchSettings
     start_strategy: str = "error"   # startingOffsetsByTimestampStrategy
     fail_on_data_loss: bool = True  # failOnDataLoss
 
@@ -57,18 +56,6 @@ class ReadSettings:
 def event_time(ms: int | None) -> _dt.datetime | None:
     """``header.time`` (ms since the epoch) as an aware UTC datetime (what Spark stores as a timestamp)."""
     return None if ms is None else _EPOCH + _dt.timedelta(milliseconds=ms)
-
-
-def open_consumer(r: ReadRange, settings: ReadSettings):
-    """A consumer of the range's partition (the caller closes it): its broker's, or its current leader's."""
-    if r.part.replicated:
-        from ingest.client.leader_consumer import LeaderConsumer, static_metadata  # deferred: imports kazoo
-
-        return LeaderConsumer(static_metadata(r.part.metadata_brokers, timeout_s=settings.socket_timeout_s),
-                              timeout_s=settings.socket_timeout_s, fetch_size=settings.fetch_size,
-                              max_fetch_size=settings.max_fetch_size, leader_wait_s=settings.socket_timeout_s)
-    return SimpleConsumer(r.part.host, r.part.port, timeout_s=settings.socket_timeout_s,
-                          fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
 
 
 class _Decoder:
@@ -111,12 +98,12 @@ def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[in
         EventDecodeError: a payload does not decode (wrong framing, unknown schema id, bad Avro).
         OffsetOutOfRangeError: no message at or after the starting timestamp, with strategy ``error``.
     """
-    topic, name = r.part.topic, r.part.name
+    topic, name = r.part.topic, partition_name(r.part)
     decoder = _Decoder(settings)
     started = r.start_time is None
-    items = iter_range(consumer, topic, r.part.partition, r.start, r.end, fetch_size=settings.fetch_size,
-                       max_fetch_size=settings.max_fetch_size,
-                       wait_s=settings.socket_timeout_s if r.part.replicated else 0.0)
+    fetch = settings.fetch
+    items = iter_range(consumer, topic, r.part.partition, r.start, r.end, fetch_size=fetch.fetch_size,
+                       max_fetch_size=fetch.max_fetch_size, wait_s=fetch.leader_wait_s if r.part.replicated else 0.0)
     for item in _named(items, topic, name, r.start):
         if isinstance(item, (Corrupt, Damaged)):
             what = (f"message at offset {item.offset} is corrupt ({item.reason})" if isinstance(item, Corrupt)
@@ -148,9 +135,10 @@ def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[in
 def rows(r: ReadRange, settings: ReadSettings, convert) -> Iterator[tuple[Any, ...]]:
     """Spark rows of the range: the event's columns (``convert``), then :data:`META_COLUMNS`."""
     part = r.part
-    consumer = open_consumer(r, settings)
+    broker_id = None if part.replicated else part.broker_id   # a replicated partition is on no one broker
+    consumer = open_consumer(part, settings.fetch)
     try:
         for offset, record, t in records(r, settings, consumer):
-            yield convert(record) + (part.topic, part.partition, part.broker_id, offset, event_time(t))
+            yield convert(record) + (part.topic, part.partition, broker_id, offset, event_time(t))
     finally:
         consumer.close()

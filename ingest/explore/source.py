@@ -34,9 +34,10 @@ from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ingest.client.fetch_settings import FetchSettings
 from ingest.errors import ConfigError, SchemaError, SchemaNotFoundError
 from ingest.explore.avro_types import record_type
-from ingest.explore.offsets import ReadRange, plan_ranges
+from ingest.explore.offsets import ReadRange, partition_name, plan_ranges
 from ingest.explore.partitions import discovery_config, topic_partitions
 from ingest.explore.read import META_COLUMNS, ReadSettings, rows
 from ingest.explore.source_config import parse_options
@@ -121,8 +122,7 @@ class IngestReader(DataSourceReader):
                               f"header.time, so events have no event time to cut at; use startingOffsets/endingOffsets")
         self.settings = ReadSettings(
             registry_url=self.cfg["registry.url"], reader_schema=avro, reader_schema_id=schema_id,
-            socket_timeout_s=self.cfg["socket.timeout.ms"] / 1000.0, fetch_size=self.cfg["fetch.size"],
-            max_fetch_size=self.cfg["max.fetch.size"], start_strategy=self.cfg["startingOffsetsByTimestampStrategy"],
+            fetch=FetchSettings.from_config(self.cfg), start_strategy=self.cfg["startingOffsetsByTimestampStrategy"],
             fail_on_data_loss=self.cfg["failOnDataLoss"])
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -135,7 +135,7 @@ class IngestReader(DataSourceReader):
                                     else [r])]
         for r in ranges:
             log.info("format(ingest) %s partition %s: [%d, %d) start_time=%s end_time=%s", r.part.topic,
-                     r.part.name, r.start, r.end, r.start_time, r.end_time)
+                     partition_name(r.part), r.start, r.end, r.start_time, r.end_time)
         return [RangePartition(i, r) for i, r in enumerate(ranges)]
 
     def read(self, partition: RangePartition) -> Iterator[tuple]:

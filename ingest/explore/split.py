@@ -15,7 +15,6 @@ import logging
 from typing import Sequence
 
 from ingest.explore.offsets import ReadRange
-from ingest.loader.plan import PartitionSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,4 @@ def segment_starts(r: ReadRange, discovery_config: dict) -> list[int]:
     """The broker's segment start offsets of the range's partition (for a replicated one, its leader's)."""
     from ingest.loader.discover import segment_starts as loader_segment_starts  # deferred: imports kazoo
 
-    p = r.part
-    snap = PartitionSnapshot(p.topic, -1 if p.broker_id is None else p.broker_id, p.host, p.port, p.partition,
-                             p.earliest, p.latest, p.metadata_brokers)
-    return list(loader_segment_starts(discovery_config)(snap))
+    return list(loader_segment_starts(discovery_config)(r.part))

@@ -53,7 +53,8 @@ from typing import Any, Iterable
 
 from ingest.errors import CheckpointCorruptError, StorageError
 from ingest.loader import layout
-from ingest.loader.records import FileRecord, LostRange, OffsetRecord
+from ingest.loader.records import FileRecord, OffsetRecord
+from ingest.lost_ranges import LostRange
 from ingest.storage import Storage
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,8 @@ from ingest.loader.checkpoint import DEFAULT_INTERVAL
 from ingest.loader.checkpoint_writer import maybe_checkpoint
 from ingest.loader.faults import crash_point
 from ingest.loader.manifests import list_commits, read_manifest
-from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord
+from ingest.loader.records import FileRecord, Manifest, OffsetRecord
+from ingest.lost_ranges import LostRange
 from ingest.loader.state import LoaderState
 from ingest.storage import Storage
 

@@ -29,15 +29,16 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ingest import znodes
-from ingest.broker.message_set import iter_messages
-from ingest.client.discovery import read_brokers, start_kazoo
-from ingest.client.discovery import BrokerAddress
+from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
+from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import LeaderConsumer, static_metadata
+from ingest.client.partition_reader import open_consumer
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
 from ingest.loader.fetch import raw_fetch
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
+from ingest.records.message_batch import iter_messages
 
 log = logging.getLogger(__name__)
 
@@ -91,22 +92,7 @@ def broker_addresses(config) -> list[tuple[str, int]]:
 
 
 def _consumer(host: str, port: int, config):
-    return SimpleConsumer(host, port, timeout_s=config["socket.timeout.ms"] / 1000.0,
-                          fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"])
-
-
-def _leader_consumer(metadata, config):
-    timeout_s = config["socket.timeout.ms"] / 1000.0
-    return LeaderConsumer(metadata, timeout_s=timeout_s, fetch_size=config["fetch.size"],
-                          max_fetch_size=config["max.fetch.size"], leader_wait_s=timeout_s)
-
-
-def _snapshot_consumer(snap: PartitionSnapshot, config):
-    """A consumer of ``snap``'s partition: its broker's, or its current leader's (replicated)."""
-    if snap.replicated:
-        return _leader_consumer(static_metadata(snap.metadata_brokers,
-                                                timeout_s=config["socket.timeout.ms"] / 1000.0), config)
-    return _consumer(snap.host, snap.port, config)
+    return SimpleConsumer(host, port, settings=FetchSettings.from_config(config))
 
 
 def replicated_partitions(config, addresses: list[tuple[str, int]]) -> tuple[list[PartitionSnapshot], list[LeftOut]]:
@@ -123,7 +109,7 @@ def replicated_partitions(config, addresses: list[tuple[str, int]]) -> tuple[lis
         # of a version before replication); a replicated topic's data waits for a run that sees it
         log.warning("no replicated topic is loaded in this run: %s", exc)
         return [], [LeftOut(f"every replicated topic: no broker answered TOPIC_METADATA ({exc})")]
-    with _leader_consumer(metadata, config) as lc:
+    with LeaderConsumer(metadata, settings=FetchSettings.from_config(config)) as lc:
         for topic in topics:
             t = metadata.topic(topic)
             for part in (t.partitions if t is not None else ()):
@@ -142,7 +128,8 @@ def replicated_partitions(config, addresses: list[tuple[str, int]]) -> tuple[lis
                     log.warning("replicated %s-%d (home broker %d) left out of this run: %s", topic, p, part.home, exc)
                     left_out.append(LeftOut(f"no reachable leader: {exc}", part.home, topic=topic, partition=p))
                     continue
-                out.append(PartitionSnapshot(topic, part.home, leader.host, leader.port, p, earliest, latest, shipped))
+                out.append(PartitionSnapshot(topic, part.home, p, leader.host, leader.port, shipped, earliest=earliest,
+                                             latest=latest))
     return out, left_out
 
 
@@ -178,7 +165,8 @@ def discover_all(config) -> Discovery:
         answered.append((host, port))
         for topic, parts in md.topics.items():
             for p in parts:
-                out.append(PartitionSnapshot(topic, md.broker_id, host, port, p.partition, p.earliest, p.latest))
+                out.append(PartitionSnapshot(topic, md.broker_id, p.partition, host, port, earliest=p.earliest,
+                                             latest=p.latest))
     if not answered:
         raise BrokerUnavailableError("no broker answered METADATA: " + "; ".join(lo.describe() for lo in left_out))
     replicated, unreachable = replicated_partitions(config, answered + silent)
@@ -194,7 +182,7 @@ def segment_starts(config):
     """A callable: a partition's segment start offsets (cut points for splitting)."""
 
     def fetch(snap: PartitionSnapshot) -> Sequence[int]:
-        with _snapshot_consumer(snap, config) as c:
+        with open_consumer(snap, FetchSettings.from_config(config)) as c:
             return c.offsets_before(snap.topic, snap.partition, -1, 1 << 30)
 
     return fetch
@@ -203,11 +191,11 @@ def segment_starts(config):
 def deleted_segments_asker(config):
     """A callable: the broker's records of the segments it deleted overlapping ``[start, end)`` of a partition
     (request 16 DELETED_SEGMENTS; for a replicated partition, its leader's), None when the broker cannot say
-    (an older broker, an error): the lost range is then estimated (:mod:`ingest.loader.lost_ranges`)."""
+    (an older broker, an error): the lost range is then estimated (:mod:`ingest.loader.gaps`)."""
 
     def ask(snap: PartitionSnapshot, start: int, end: int):
         try:
-            with _snapshot_consumer(snap, config) as c:
+            with open_consumer(snap, FetchSettings.from_config(config)) as c:
                 if snap.replicated:
                     return c.call(snap.topic, snap.partition,
                                   lambda sc: sc.deleted_segments(snap.topic, snap.partition, start, end))
@@ -225,7 +213,7 @@ def prober(config):
 
     def probe(snap: PartitionSnapshot, offset: int) -> Probe:
         try:
-            with _snapshot_consumer(snap, config) as c:
+            with open_consumer(snap, FetchSettings.from_config(config)) as c:
                 buf = raw_fetch(c, snap.topic, snap.partition, offset, 256 * 1024)
             msgs = list(iter_messages(buf, offset))
         except Exception as exc:  # an estimate only: never fail the plan for it

@@ -4,8 +4,8 @@
 fails its CRC, which would stop the whole load on one flipped bit. The loader
 instead quarantines such a message and goes on, so it reads raw message sets
 (``FetchRequest`` over the consumer's connection) and iterates them itself with
-:func:`ingest.broker.message_set.iter_messages`: messages before a bad one are
-yielded, the bad one is skipped by its length field and yielded as
+:class:`~ingest.records.message_batch.MessageBatch` (what every reader of a fetch
+uses): messages before a bad one are yielded, the bad one is skipped by its length field and yielded as
 :class:`Corrupt` (offset range plus raw bytes). When the length field itself is
 unusable nothing can be skipped safely and the task fails naming the offset.
 
@@ -26,14 +26,14 @@ watermark, because the broker never serves above it.
 from __future__ import annotations
 
 import logging
-from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Iterator
 
-from ingest.broker.message import HEADER_SIZE, MIN_MESSAGE_SIZE
-from ingest.broker.message_set import MessageAndOffset, first_message_size, iter_messages, scan
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CorruptRangeError, FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
+from ingest.records.message import MIN_MESSAGE_SIZE
+from ingest.records.message_batch import MessageAndOffset, MessageBatch, iter_messages
+from ingest.records.message_set import first_message_size
 
 log = logging.getLogger(__name__)
 
@@ -69,54 +69,16 @@ def raw_fetch(consumer, topic: str, partition: int, offset: int, size: int) -> b
     return consumer.fetch_raw(topic, partition, offset, size)
 
 
-class Chunk:
-    """The valid messages of one fetch, kept in the fetched buffer (no object per message).
-
-    Magic 1/2 uncompressed messages only (10-byte headers): message ``i``'s payload is
-    ``buf[starts[i]:ends[i]]``, its log offsets ``base + starts[i] - 10`` and ``base + ends[i]``.
-    Iterating gives the ``MessageAndOffset`` s :func:`iter_messages` would give.
-    """
-
-    __slots__ = ("buf", "starts", "ends", "base")
-
-    def __init__(self, buf: bytes, starts: list[int], ends: list[int], base: int) -> None:
-        self.buf, self.starts, self.ends, self.base = buf, starts, ends, base
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def message(self, i: int) -> MessageAndOffset:
-        s, e = self.starts[i], self.ends[i]
-        return MessageAndOffset(self.base + s - HEADER_SIZE, self.base + e, self.buf[s:e])
-
-    def __iter__(self) -> Iterator[MessageAndOffset]:
-        return map(self.message, range(len(self.starts)))
-
-    def count_before(self, offset: int) -> int:
-        """How many of its messages start before log offset ``offset``."""
-        return bisect_left(self.starts, offset - self.base + HEADER_SIZE)
-
-
-class MessageList(list):
-    """The valid messages of one fetch that has compressed wrappers or magic-0 messages:
-    a list of ``MessageAndOffset`` (a wrapper's inner messages share its offsets)."""
-
-    __slots__ = ()
-
-    def count_before(self, offset: int) -> int:
-        return sum(1 for m in self if m.offset < offset)
-
-
 def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
                fetch_size: int, max_fetch_size: int, wait_s: float = 0.0,
                clock: Clock = SYSTEM_CLOCK, chunks: bool = False
-               ) -> Iterator[MessageAndOffset | Chunk | MessageList | Corrupt | Damaged]:
+               ) -> Iterator[MessageAndOffset | MessageBatch | Corrupt | Damaged]:
     """Every message with ``start <= offset < end`` in order; corrupt ones as :class:`Corrupt`,
     damaged ranges of the broker's log as :class:`Damaged` (cut at ``end``).
 
-    ``chunks``: the valid messages of each fetch come as one :class:`Chunk` (or, when the
-    fetch has compressed wrappers or magic-0 messages, one :class:`MessageList`; never
-    empty) instead of one by one; the order of everything yielded is the same.
+    ``chunks``: the valid messages of each fetch come as one
+    :class:`~ingest.records.message_batch.MessageBatch` (never empty; cut at ``end``)
+    instead of one by one; the order of everything yielded is the same.
 
     ``wait_s``: how long a fetch that answers nothing before ``end`` is retried (a
     replicated partition whose new leader's high watermark has not reached ``end`` yet);
@@ -149,36 +111,26 @@ def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
             continue
         last = offset
         progressed = False
-        chunk = None
         try:
             if chunks:
-                chunk, stop = _chunk(buf, offset, end)
-                if isinstance(chunk, Chunk):
-                    last = offset + chunk.ends[-1]
+                batch = MessageBatch.of(buf if isinstance(buf, bytes) else bytes(buf), offset, strict=False)
+                cut = batch.before(end)
+                if len(cut):
+                    last = cut.next_offset
                     progressed = True
-                    yield chunk
-                    chunk = None
-                if stop == "end":
-                    return
-                if stop is not None:
-                    raise InvalidMessageError(stop)
-            if chunk is not None or not chunks:
+                    yield cut
+                if len(cut) < len(batch):
+                    return   # a message at or after ``end``
+                if batch.error is not None:
+                    raise batch.error
+            else:
                 for m in iter_messages(buf, offset):
                     if m.offset >= end:
-                        if chunk:
-                            yield chunk
                         return
-                    if chunk is None:
-                        yield m
-                    else:
-                        chunk.append(m)
+                    yield m
                     last = m.next_offset
                     progressed = True
-                if chunk:
-                    yield chunk
         except InvalidMessageError as exc:
-            if chunk:
-                yield chunk
             rel = last - offset
             n = first_message_size(buf[rel:])
             if n is None or n < MIN_MESSAGE_SIZE or last + n > end:
@@ -216,31 +168,3 @@ def iter_range(consumer, topic: str, partition: int, start: int, end: int, *,
                 f"message at {topic}/{partition} offset {offset} needs a fetch of {needed} bytes, above "
                 f"max.fetch.size {max_fetch_size}; raise max.fetch.size")
         size = needed
-
-
-
-def _chunk(buf: bytes, offset: int, end: int) -> tuple[Chunk | MessageList | None, str | None]:
-    """The valid messages of ``buf`` (fetched at log offset ``offset``) that start before ``end``.
-
-    Returns ``(chunk, stop)``: ``chunk`` None when there are none, or an empty
-    :class:`MessageList` when the set has wrappers or magic-0 messages (the caller
-    iterates it with :func:`iter_messages`); ``stop`` "end" when a message at or after
-    ``end`` was reached, the validation error when a bad message follows (what
-    ``iter_messages`` raises after the messages before it), else None.
-    """
-    if not isinstance(buf, bytes):
-        buf = bytes(buf)  # payloads are bytes (and the row decoders read bytes)
-    starts: list[int] = []
-    wrappers: list[int] = []
-    short: list[int] = []
-    r = scan(buf, index=starts, index_interval=0, origin=offset, wrappers=wrappers, short=short)
-    if wrappers or short:
-        return MessageList(), None
-    n = bisect_left(starts, end - offset)
-    ends = starts[1:n + 1] if n < len(starts) else starts[1:] + [r.end]
-    chunk = Chunk(buf, [s + HEADER_SIZE for s in starts[:n]], ends, offset) if n else None
-    if n < len(starts):
-        return chunk, "end"
-    if r.error is not None and not r.cut_off:
-        return chunk, r.error
-    return chunk, None

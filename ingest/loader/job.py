@@ -6,21 +6,24 @@ destination goes through :mod:`ingest.loader.commit`.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ingest.client.fetch_settings import FetchSettings
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
 from ingest.loader import commit, discover, layout, manifests, rdd_tasks
 from ingest.loader.faults import NO_FAULTS, Faults
-from ingest.loader.gap_bounds import bound_lost_ranges
+from ingest.loader.gaps import bounds_of_gap
 from ingest.loader.plan import (LeftOut, LoadPlan, PartitionSnapshot, build_plan, select_topics, topic_filter,
                                 waiting_partitions)
 from ingest.loader.quarantine import check_ratio
-from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
+from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
+from ingest.lost_ranges import LostRange
 from ingest.loader.replay import rewrite_compacted
 from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import TaskOutcome
@@ -49,8 +52,7 @@ def task_settings(config, run_id: str, faults: Faults = NO_FAULTS) -> TaskSettin
         destination=config["destination"], run_id=run_id, format=config["format"],
         registry_url=config["registry.url"], avro_codec=config["avro.codec"],
         parquet_compression=config["parquet.compression"], row_group_rows=config["parquet.row.group.rows"],
-        fetch_size=config["fetch.size"], max_fetch_size=config["max.fetch.size"],
-        socket_timeout_s=config["socket.timeout.ms"] / 1000.0, faults=faults.spec,
+        fetch=FetchSettings.from_config(config), faults=faults.spec,
     )
 
 
@@ -374,3 +376,22 @@ def finish_run(storage: Storage, record: dict[str, Any], clock: Clock, elapsed_s
         log.error("cannot write run record of %s: %s", record["run_id"], exc)
     if record["status"] != "failed":
         commit.gc_staging(storage, [record["run_id"]])
+
+
+def bound_lost_ranges(storage: Storage, plan: LoadPlan, state: LoaderState, outcomes: Sequence[TaskOutcome]) -> LoadPlan:
+    """``plan`` with the session bounds set on its lost ranges (:mod:`ingest.loader.gaps`): from the
+    committed files that end where a gap starts and this run's staged files that start where it ends."""
+    staged = [f for o in outcomes for f in o.staged_files if f.kind == "data"]
+    partitions = []
+    for p in plan.partitions:
+        if p.lost and not p.replay:
+            first, last = p.lost[0], p.lost[-1]
+            after_files = [(state.full_path(f), f.format) for f in state.files_of_partition(p.key)
+                           if (f.broker_id, f.partition) == (first.broker_id, first.partition)
+                           and f.end_offset == first.start_offset]
+            before_files = [(storage.join(f.staging), f.format) for f in staged
+                            if f.key == p.key and f.start_offset == last.end_offset]
+            bounds = bounds_of_gap(storage, first, last, after_files, before_files)
+            p = dataclasses.replace(p, lost=tuple(dataclasses.replace(r, session_bounds=bounds) for r in p.lost))
+        partitions.append(p)
+    return dataclasses.replace(plan, partitions=tuple(partitions))

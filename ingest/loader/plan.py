@@ -10,9 +10,9 @@ loaded) and broker offsets ``[earliest, latest)`` fixed when the run starts:
 - ``c is None``: start at ``earliest`` (``new.partition.start=earliest``; if
   ``earliest > 0`` the range ``[0, earliest)`` is recorded as lost) or at ``latest``.
 - ``c < earliest``: ``[c, earliest)`` was deleted before it was loaded: one
-  :class:`~ingest.loader.records.LostRange` per part, cause ``retention`` where the
+  :class:`~ingest.lost_ranges.LostRange` per part, cause ``retention`` where the
   broker's deletion records cover it, ``missing_segments`` where none does
-  (:mod:`ingest.loader.lost_ranges`); with ``fail.on.data.loss`` the run fails.
+  (:mod:`ingest.loader.gaps`); with ``fail.on.data.loss`` the run fails.
 - ``c > latest``: the broker's log is behind what was committed: the run fails
   (the broker lost data or was replaced); ``--reset-offsets`` resolves it. For a
   replicated partition (``latest`` = its leader's high watermark, which lags for a
@@ -32,9 +32,11 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from ingest.client.deleted_segments import DeletedSegment
+from ingest.client.partition_reader import BrokerPartition
 from ingest.errors import DataLossError, IngestError
-from ingest.loader.lost_ranges import Probe, gap_losses
-from ingest.loader.records import FileRecord, LostRange, OffsetRecord, PartitionKey
+from ingest.loader.gaps import Probe, gap_losses
+from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
+from ingest.lost_ranges import LostRange
 
 log = logging.getLogger(__name__)
 
@@ -42,33 +44,14 @@ DeletedSegmentsOf = Callable[["PartitionSnapshot", int, int], "Sequence[DeletedS
 """The broker's records of the segments it deleted overlapping ``[start, end)`` of a partition (None: unknown)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionSnapshot:
-    """One broker/topic/partition as the broker reported it when the run started.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionSnapshot(BrokerPartition):
+    """One partition on a broker (:class:`~ingest.client.partition_reader.BrokerPartition`) as the
+    broker reported it when the run started: offsets ``[earliest, latest)``, ``latest`` a replicated
+    partition's high watermark."""
 
-    A replicated partition is named by its home broker (``broker_id`` = its first
-    replica, fixed for the topic's life, so committed offsets survive failovers);
-    ``host``/``port`` are its leader's when the run started, ``latest`` is the high
-    watermark, and ``metadata_brokers`` (``host:port,...``, empty for a Kafka 0.7
-    partition) is where a task asks TOPIC_METADATA for the current leader.
-    """
-
-    topic: str
-    broker_id: int
-    host: str
-    port: int
-    partition: int
     earliest: int
     latest: int
-    metadata_brokers: str = ""
-
-    @property
-    def replicated(self) -> bool:
-        return bool(self.metadata_brokers)
-
-    @property
-    def key(self) -> PartitionKey:
-        return (self.topic, self.broker_id, self.partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,29 +108,15 @@ def waiting_partitions(left_out: Sequence[LeftOut], committed: Mapping[Partition
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRange:
-    """One Spark task: fetch ``[start, end)`` of one partition from one broker (a replicated
-    partition: from its current leader, found through ``metadata_brokers``; see PartitionSnapshot)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRange(BrokerPartition):
+    """One Spark task: fetch ``[start, end)`` of one partition on a broker (a replicated partition: from
+    its current leader, found through ``metadata_brokers``)."""
 
     task_id: int
-    topic: str
-    broker_id: int
-    host: str
-    port: int
-    partition: int
     start: int
     end: int
-    metadata_brokers: str = ""
     segment_start: int | None = None  # the last broker segment start in [start, end), for the tally
-
-    @property
-    def replicated(self) -> bool:
-        return bool(self.metadata_brokers)
-
-    @property
-    def key(self) -> PartitionKey:
-        return (self.topic, self.broker_id, self.partition)
 
     @property
     def bytes(self) -> int:
@@ -435,8 +404,8 @@ def assign_tasks(decisions: Sequence[StartDecision], taken: Mapping[PartitionKey
             else:
                 ranges.append([s, e])
         starts = segment_starts(snap) if ranges else ()
-        tasks = tuple(TaskRange(task_id + i, snap.topic, snap.broker_id, snap.host, snap.port, snap.partition, s, e,
-                                snap.metadata_brokers, last_segment_start(starts, s, e))
+        tasks = tuple(TaskRange(snap.topic, snap.broker_id, snap.partition, snap.host, snap.port, snap.metadata_brokers,
+                                task_id=task_id + i, start=s, end=e, segment_start=last_segment_start(starts, s, e))
                       for i, (s, e) in enumerate(ranges))
         task_id += len(tasks)
         end = tasks[-1].end if tasks else d.start

@@ -2,7 +2,7 @@
 
 One partition per :class:`~ingest.loader.plan.TaskRange`, each running
 :func:`ingest.loader.task.run_task` with its attempt number and yielding the
-outcome as rows (:mod:`ingest.loader.result_rows`, the same rows the
+outcome as rows (:mod:`ingest.loader.results`, the same rows the
 ``ingest_load`` Data Source yields). Spark returns the rows of exactly one
 successful attempt per partition, whatever retries or speculative copies ran, so
 the commit sees what the Data Source path would show it. The difference is the
@@ -21,8 +21,7 @@ import logging
 from typing import Iterable, Iterator, Sequence
 
 from ingest.loader.plan import TaskRange
-from ingest.loader.result_rows import RESULT_FIELDS, outcome_rows, outcomes_from_rows
-from ingest.loader.results import TaskOutcome
+from ingest.loader.results import RESULT_FIELDS, TaskOutcome, outcome_rows, outcomes_from_rows
 from ingest.loader.task import TaskSettings, run_task
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The loader's committed-state records and their JSON form.
+"""The loader's committed-state records and their JSON form (lost ranges: :mod:`ingest.lost_ranges`).
 
 A commit manifest (``_ingest/commits/<seq>.json``) is one JSON object::
 
@@ -21,12 +21,11 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ingest.client.deleted_segments import MISSING_SEGMENTS, RETENTION
+from ingest.client.partition_reader import PartitionKey
+from ingest.lost_ranges import LostRange
 
 MANIFEST_VERSION = 1
 
-PartitionKey = tuple[str, int, int]
-"""(topic, broker_id, partition)"""
 
 
 @functools.cache
@@ -114,70 +113,6 @@ class FileRecord:
         if rec.sources:
             object.__setattr__(rec, "sources", tuple(tuple(s) for s in rec.sources))
         return rec
-
-
-CORRUPTION = "corruption"
-LOSS_CAUSES = (RETENTION, MISSING_SEGMENTS, CORRUPTION)
-
-
-@dataclass(frozen=True, slots=True)
-class LostRange:
-    """Offsets ``[start_offset, end_offset)`` that were never loaded, and why (``cause``).
-
-    ``cause`` :data:`RETENTION`: deleted by retention before they were loaded
-    (the plan finds these; the broker's deletion records cover them).
-    :data:`MISSING_SEGMENTS`: below the broker's log start too, but no deletion
-    record covers them (segments deleted by hand, lost to a disk fault, or a
-    broker that could not say): a loss retention does not explain (the plan
-    finds these; ``estimated_messages`` from sizes). :data:`CORRUPTION`: damaged on the broker's disk
-    and skipped (a task finds these: the broker answered CORRUPT_RANGE;
-    ``estimated_messages`` from the task's average message size,
-    ``after_time_ms``/``before_time_ms`` the event times of the loaded messages
-    around the range). Records written before ``cause`` existed read as retention.
-
-    ``messages_exact``: ``estimated_messages`` is the exact count of the messages
-    the range held (from the broker's records of the segments it deleted and the
-    loader's tally, see docs/loader.md), not an estimate from sizes.
-    ``session_bounds``: ``(session, after_seq, before_seq)`` per producer session
-    seen next to the range: the highest seq of that session loaded just before it
-    and the lowest loaded just after it (None: no message of the session on that
-    side). The range can hold only seqs strictly between them; sessions not listed
-    are unbounded. Records written before these fields read as inexact, unbounded.
-    """
-
-    topic: str
-    broker_id: int
-    partition: int
-    start_offset: int
-    end_offset: int
-    bytes: int
-    estimated_messages: int
-    after_time_ms: int | None
-    before_time_ms: int | None
-    run_id: str
-    detected_at_ms: int
-    cause: str = RETENTION
-    messages_exact: bool = False
-    session_bounds: tuple[tuple[str, int | None, int | None], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["session_bounds"] = [list(b) for b in self.session_bounds]
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "LostRange":
-        rec = _from_dict(cls, d)
-        if rec.session_bounds:
-            object.__setattr__(rec, "session_bounds", tuple(tuple(b) for b in rec.session_bounds))
-        return rec
-
-    def describe(self) -> str:
-        count = f"{self.estimated_messages} messages" if self.messages_exact else f"~{self.estimated_messages} messages"
-        return (
-            f"{self.topic} broker {self.broker_id} partition {self.partition}: offsets "
-            f"[{self.start_offset}, {self.end_offset}) = {self.bytes} bytes, {count} ({self.cause})"
-        )
 
 
 @dataclass(frozen=True, slots=True)

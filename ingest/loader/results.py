@@ -1,16 +1,26 @@
-"""What a load task reports to the driver: the files it staged and its counters, as typed records.
+"""What a load task reports to the driver: the files it staged and its counters, as typed records, and their rows.
 
 :func:`ingest.loader.task.run_task` returns one :class:`TaskOutcome`; only the Spark
-boundary (:mod:`ingest.loader.source`) turns it into rows and back, so the driver
-(:mod:`ingest.loader.job`) and the run record work with these classes. All are small,
-frozen and picklable.
+boundary turns it into rows and back (:func:`outcome_rows`, :func:`outcomes_from_rows`),
+so the driver (:mod:`ingest.loader.job`) and the run record work with these classes. All
+are small, frozen and picklable.
+
+Both ways of running the tasks on Spark (:mod:`ingest.loader.rdd_tasks`, the job's
+default, and the ``ingest_load`` Data Source in :mod:`ingest.loader.source`) yield, per
+task, its outcome as rows: one per staged file plus one with the task's counters (column
+``kind`` tells them apart). Spark returns the rows of exactly one successful attempt per
+partition, whatever retries or speculative copies ran; :func:`outcomes_from_rows` checks
+every task reported once. No pyspark import: the Python workers that run the tasks import
+this module.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, Iterable, Iterator
 
-from ingest.loader.records import FileRecord, LostRange, PartitionKey
-from ingest.loader.records import CORRUPTION as CORRUPTION_CAUSE
+from ingest.errors import CommitError
+from ingest.loader.records import FileRecord, PartitionKey
+from ingest.lost_ranges import CORRUPTION as CORRUPTION_CAUSE, LostRange
 
 DATA = "data"
 QUARANTINE = "quarantine"
@@ -34,7 +44,7 @@ class StagedFile:
     messages in it (``messages_exact``: the broker's exact count, else an
     estimate), ``min_time_ms``/``max_time_ms`` the event times of
     the loaded messages just before and after it; no path. The driver commits it
-    as a :class:`~ingest.loader.records.LostRange` with cause ``corruption``
+    as a :class:`~ingest.lost_ranges.LostRange` with cause ``corruption``
     (:meth:`to_lost_range`), never as a file.
     """
 
@@ -139,3 +149,58 @@ class TaskOutcome:
     def without_damage(self) -> "TaskOutcome":
         """This outcome with only its files (for what lists files, such as the run record)."""
         return TaskOutcome(self.summary, self.staged_files)
+
+
+# --- the rows an outcome travels in through Spark ------------------------------------------------
+
+RESULT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"), ("task_id", "int"), ("attempt", "int"), ("path", "string"), ("staging", "string"),
+    ("topic", "string"), ("broker_id", "int"), ("partition", "int"), ("start_offset", "long"),
+    ("end_offset", "long"), ("rows", "long"), ("bytes", "long"), ("format", "string"), ("dt", "string"),
+    ("hour", "int"), ("schema_id", "int"), ("min_time_ms", "long"), ("max_time_ms", "long"), ("messages_exact", "boolean"),
+    ("messages", "long"), ("quarantined", "long"), ("duration_ms", "long"), ("last_time_ms", "long"), ("cpu_ms", "long"),
+    ("tally_start", "long"), ("tally_messages", "long"),
+)
+"""Columns of the Spark result (name, Spark SQL type), in order: the union of
+:class:`StagedFile`'s and :class:`TaskSummary`'s
+fields, plus ``kind`` (a file's kind, or :data:`SUMMARY_KIND`)."""
+
+RESULT_SCHEMA = ", ".join(f"{n} {t}" for n, t in RESULT_FIELDS)
+SUMMARY_KIND = "task"
+_COLUMNS = tuple(name for name, _ in RESULT_FIELDS)
+_SUMMARY_FIELDS = tuple(f.name for f in fields(TaskSummary))
+_FILE_FIELDS = tuple(f.name for f in fields(StagedFile))
+
+
+def outcome_rows(outcome: TaskOutcome) -> Iterator[tuple]:
+    """``outcome`` as Spark rows (tuples in :data:`RESULT_FIELDS` order): its files, then its summary."""
+    for f in outcome.files:
+        values = {name: getattr(f, name) for name in _FILE_FIELDS}
+        yield tuple(values.get(c) for c in _COLUMNS)
+    values = {name: getattr(outcome.summary, name) for name in _SUMMARY_FIELDS}
+    values["kind"] = SUMMARY_KIND
+    yield tuple(values.get(c) for c in _COLUMNS)
+
+
+def outcomes_from_rows(rows: Iterable[dict[str, Any]]) -> list[TaskOutcome]:
+    """The task outcomes in collected rows (dicts by column name), ordered by task id.
+
+    Raises:
+        CommitError: a task reported files without its summary, or two summaries.
+    """
+    summaries: dict[int, TaskSummary] = {}
+    files: dict[int, list[StagedFile]] = {}
+    for r in rows:
+        if r["kind"] == SUMMARY_KIND:
+            if r["task_id"] in summaries:
+                raise CommitError(f"task {r['task_id']} reported twice; nothing committed")
+            summaries[r["task_id"]] = TaskSummary(**{name: r[name] for name in _SUMMARY_FIELDS})
+        elif r["kind"] in FILE_KINDS:
+            files.setdefault(r["task_id"], []).append(StagedFile(**{name: r[name] for name in _FILE_FIELDS}))
+        else:
+            raise CommitError(f"task {r['task_id']} reported a row of unknown kind {r['kind']!r}; "
+                              f"known: {SUMMARY_KIND}, {', '.join(FILE_KINDS)}")
+    orphans = sorted(set(files) - set(summaries))
+    if orphans:
+        raise CommitError(f"tasks {orphans} reported staged files but no summary; nothing committed")
+    return [TaskOutcome(summaries[t], tuple(files.get(t, ()))) for t in sorted(summaries)]

@@ -3,7 +3,7 @@
 ``spark.read.format("ingest_load").option("tasks", ...).load()`` yields, per
 input partition (= one :class:`~ingest.loader.plan.TaskRange`), the
 :class:`~ingest.loader.results.TaskOutcome` of :func:`ingest.loader.task.run_task`
-as rows (their shape: :mod:`ingest.loader.result_rows`). Collecting that
+as rows (their shape: :mod:`ingest.loader.results`). Collecting that
 DataFrame is how the driver learns which files the *successful* attempts wrote:
 Spark returns the output of exactly one successful attempt per partition,
 whatever retries or speculative copies ran.
@@ -27,10 +27,7 @@ from typing import Iterator, Sequence
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ingest.loader.plan import TaskRange
-from ingest.loader.result_rows import (  # noqa: F401  (the row shape, re-exported for callers of this module)
-    RESULT_FIELDS, RESULT_SCHEMA, SUMMARY_KIND, outcome_rows, outcomes_from_rows,
-)
-from ingest.loader.results import TaskOutcome
+from ingest.loader.results import RESULT_SCHEMA, TaskOutcome, outcome_rows, outcomes_from_rows
 from ingest.loader.task import TaskSettings, run_task
 
 log = logging.getLogger(__name__)
@@ -50,7 +47,7 @@ class TaskPartition(InputPartition):
 class LoadReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.tasks = [TaskRange(**t) for t in json.loads(options["tasks"])]
-        self.settings = TaskSettings(**json.loads(options["settings"]))
+        self.settings = TaskSettings.from_json(json.loads(options["settings"]))
 
     def partitions(self) -> Sequence[InputPartition]:
         return [TaskPartition(t) for t in self.tasks]

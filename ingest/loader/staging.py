@@ -1,14 +1,14 @@
 """A task's per-message loop: decode every message, bucket it by event hour and schema, write it.
 
 :func:`stage_messages` takes what :func:`ingest.loader.fetch.iter_range` yields:
-single messages, :class:`~ingest.loader.fetch.Chunk` s (the valid messages of one
-fetch), :class:`~ingest.loader.fetch.Corrupt` messages and
-:class:`~ingest.loader.fetch.Damaged` ranges. A chunk takes the bulk path when it
+single messages, :class:`~ingest.records.message_batch.MessageBatch` es (the valid
+messages of one fetch), :class:`~ingest.loader.fetch.Corrupt` messages and
+:class:`~ingest.loader.fetch.Damaged` ranges. A batch takes the bulk path when it
 can: every payload decoded by the schema's generated row decoder in one
 ``map`` (framing checked by the decoder itself), the event times read with one
 ``map``, and when the whole chunk falls in one hour (events arrive mostly in time
 order) the rows go to their bucket with one ``write_many``. Anything else (a
-payload the generated decoder refuses, a schema without one, a chunk across an
+payload the generated decoder refuses, a schema without one, a batch across an
 hour boundary, a time outside the calendar) goes through the per-message path,
 which has the precise errors and quarantine reasons; both paths give the same
 rows in the same order (tests/loader/test_staging_chunks.py).
@@ -19,15 +19,16 @@ import gc
 import logging
 import posixpath
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import islice, repeat
+from operator import add, itemgetter
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ingest.broker.message import HEADER_SIZE
 from ingest.errors import EventDecodeError, SchemaError
 from ingest.events.envelope import PREFIX_SIZE
 from ingest.loader import layout
-from ingest.loader.fetch import Chunk, Corrupt, Damaged, MessageList
+from ingest.loader.fetch import Corrupt, Damaged
 from ingest.loader.quarantine import QuarantinedMessage
+from ingest.records.message_batch import MessageBatch
 
 if TYPE_CHECKING:
     from ingest.loader.plan import TaskRange
@@ -143,54 +144,31 @@ class _Stager:
             bucket.max_t = t
         self.loaded(t, t, 1)
 
-    def messages(self, msgs: list) -> None:
-        """A :class:`~ingest.loader.fetch.MessageList`: the bulk path when it applies, else one by one."""
-        fast = self.fast
+    def batch(self, c: MessageBatch) -> None:
+        """The valid messages of one fetch (payload bounds in one buffer): the bulk path when it
+        applies, else one by one."""
+        fast, data, b, hs = self.fast, c.data, c.bounds, c.header_size
+        n = len(b) - 1
         i = 0
-        while i < len(msgs) and fast.get(msgs[i].payload[:PREFIX_SIZE]) is None:
-            self.one(msgs[i])  # first messages of a schema: the per-message path learns its decoder
-            i += 1
-        if i:
-            msgs = msgs[i:]
-            if not msgs:
-                return
-        payloads = [m.payload for m in msgs]
-        row_layout, schema_id = fast[payloads[0][:PREFIX_SIZE]]
-        try:
-            rows = list(map(row_layout.decode, payloads))  # refuses other framing, so one schema id
-            lo, hi, hour_index = self.hour_of(rows, row_layout)
-        except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
-            for m in msgs:
-                self.one(m)
-            return
-        bodies = [p[PREFIX_SIZE:] for p in payloads] if self.raw else None
-        self.put_many(hour_index, schema_id, row_layout, payloads[0], msgs[0].offset, rows, bodies, lo, hi)
-
-    def chunk(self, c) -> None:
-        """A :class:`~ingest.loader.fetch.Chunk` (payload bounds in one fetched buffer): the bulk
-        path when it applies, else one by one."""
-        fast, buf, starts, ends = self.fast, c.buf, c.starts, c.ends
-        i = 0
-        while i < len(starts) and fast.get(buf[starts[i]:starts[i] + PREFIX_SIZE]) is None:
+        while i < n and fast.get(data[b[i] + hs:b[i] + hs + PREFIX_SIZE]) is None:
             self.one(c.message(i))  # first messages of a schema: the per-message path learns its decoder
             i += 1
-        if i == len(starts):
+        if i == n:
             return
-        if i:
-            starts, ends = starts[i:], ends[i:]
-        row_layout, schema_id = fast[buf[starts[0]:starts[0] + PREFIX_SIZE]]
+        row_layout, schema_id = fast[data[b[i] + hs:b[i] + hs + PREFIX_SIZE]]
         # payloads cut out first: the decoder's positions then stay small ints (cached, no
         # allocation); 6% fewer instructions per row than decoding in place (cachegrind)
-        payloads = list(map(buf.__getitem__, map(slice, starts, ends)))
+        starts = map(add, islice(b, i, n), repeat(hs)) if hs else islice(b, i, n)
+        payloads = list(map(data.__getitem__, map(slice, starts, islice(b, i + 1, None))))
         try:
             rows = list(map(row_layout.decode, payloads))  # refuses other framing, so one schema id
             lo, hi, hour_index = self.hour_of(rows, row_layout)
         except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
-            for j in range(i, len(c)):
+            for j in range(i, n):
                 self.one(c.message(j))
             return
         bodies = [p[PREFIX_SIZE:] for p in payloads] if self.raw else None
-        first = c.base + starts[0] - HEADER_SIZE
+        first = c.base_offset + b[i] if hs else c.offsets[i]
         self.put_many(hour_index, schema_id, row_layout, payloads[0], first, rows, bodies, lo, hi)
 
     def hour_of(self, rows: list, row_layout) -> tuple[int, int, int]:
@@ -240,10 +218,8 @@ def stage_messages(items: Iterable, task: TaskRange, settings, storage: Storage,
     try:
         for item in items:
             cls = item.__class__
-            if cls is Chunk:
-                stager.chunk(item)
-            elif cls is MessageList:
-                stager.messages(item)
+            if cls is MessageBatch:
+                stager.batch(item)
             elif cls is Corrupt:
                 staged.corrupt_offsets.append(item.offset)
                 staged.quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))

@@ -59,7 +59,8 @@ from typing import Any
 from ingest.errors import CheckpointCorruptError
 from ingest.loader import checkpoint, layout
 from ingest.loader.manifests import archived_seqs, list_commits, read_manifest
-from ingest.loader.records import FileRecord, LostRange, Manifest, OffsetRecord, PartitionKey
+from ingest.loader.records import FileRecord, Manifest, OffsetRecord, PartitionKey
+from ingest.lost_ranges import LostRange
 from ingest.storage import Storage, open_storage
 
 log = logging.getLogger(__name__)

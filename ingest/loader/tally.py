@@ -5,7 +5,7 @@ a segment the broker deleted) is counted exactly only if the loader knows how
 many of that segment's messages it had already consumed:
 ``SegmentTally(segment_start, messages)`` = the messages in ``[segment_start, c)``.
 It is kept in the committed :class:`~ingest.loader.records.OffsetRecord` (``tally``)
-and used when the next gap is found (:mod:`ingest.loader.lost_ranges`).
+and used when the next gap is found (:mod:`ingest.loader.gaps`).
 
 How it is kept, at no cost per message beyond a prefix count:
 

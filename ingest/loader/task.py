@@ -24,25 +24,26 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ingest.client.simple_consumer import SimpleConsumer
+from ingest.client.fetch_settings import DEFAULT_FETCH, FetchSettings
+from ingest.client.partition_reader import open_consumer
 from ingest.loader import layout
 from ingest.loader.faults import Faults
-from ingest.loader.fetch import Chunk, Damaged, MessageList, iter_range
+from ingest.loader.fetch import Damaged, iter_range
 from ingest.loader.quarantine import QUARANTINE_FORMAT, quarantine_file_bytes
 from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
 from ingest.loader.staging import Staged, stage_messages  # noqa: F401 - stage_messages: a phase tests call
 from ingest.loader.tally import task_tally
+from ingest.records.message_batch import MessageBatch
 from ingest.storage import open_storage
 
 if TYPE_CHECKING:
     from ingest.loader.plan import TaskRange
     from ingest.storage import Storage
 
-# Why the imports of fetching, decoding and writing (pyarrow, fastavro, the client)
-# live inside the phase functions: Spark unpickles the data source (ingest.loader.source,
-# which imports this module for TaskSettings) in separate planner Python processes;
-# every module-level import here was paid again there (~1 s of the first use of the
-# data source; see docs/performance.md).
+# Decoding and writing (fastavro, pyarrow) are imported inside the phase functions: Spark
+# unpickles the data source (ingest.loader.source, which imports this module for TaskSettings)
+# in separate planner Python processes, which need neither (~1 s of the data source's first
+# use; see docs/performance.md).
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,16 @@ class TaskSettings:
     avro_codec: str = "snappy"
     parquet_compression: str = "snappy"
     row_group_rows: int = 131_072
-    fetch_size: int = 1024 * 1024
-    max_fetch_size: int = 64 * 1024 * 1024
-    socket_timeout_s: float = 30.0
+    fetch: FetchSettings = DEFAULT_FETCH   # a replicated partition's failover is waited out for leader_wait_s
     faults: str = ""   # the driver's INGEST_FAULTS (ingest.loader.faults); empty in production
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TaskSettings":
+        """From ``dataclasses.asdict(settings)`` as JSON (what the ``ingest_load`` data source's options carry)."""
+        d = dict(d)
+        if isinstance(d.get("fetch"), dict):
+            d["fetch"] = FetchSettings(**d["fetch"])
+        return cls(**d)
 
 
 def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, storage: Storage | None = None,
@@ -75,7 +82,7 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     staged = Staged(stage_dir(settings.run_id, task, attempt))
     own_consumer = consumer is None
     if own_consumer:
-        consumer = open_consumer(task, settings)
+        consumer = open_consumer(task, settings.fetch)
     before = [0]  # messages consumed before task.segment_start (the tally counts the rest)
     try:
         items = read_range(consumer, task, settings, chunks=True)
@@ -119,45 +126,30 @@ def new_decoder(settings: TaskSettings, deserializer=None):
     return PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url)))
 
 
-def open_consumer(task: TaskRange, settings: TaskSettings):
-    """A consumer of ``task``'s partition (the caller closes it): a SimpleConsumer connected to its
-    broker, or for a replicated partition a LeaderConsumer that finds the current leader through
-    the task's own ``metadata_brokers`` (executors have no driver state) and follows failovers,
-    waiting up to ``socket_timeout_s`` for a new leader."""
-    if task.replicated:
-        from ingest.client.leader_consumer import LeaderConsumer, static_metadata  # deferred: imports kazoo
-
-        return LeaderConsumer(static_metadata(task.metadata_brokers, timeout_s=settings.socket_timeout_s),
-                              timeout_s=settings.socket_timeout_s, fetch_size=settings.fetch_size,
-                              max_fetch_size=settings.max_fetch_size, leader_wait_s=settings.socket_timeout_s)
-
-    return SimpleConsumer(task.host, task.port, timeout_s=settings.socket_timeout_s,
-                          fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size)
-
-
 def read_range(consumer, task: TaskRange, settings: TaskSettings, *, chunks: bool = False) -> Iterator:
     """Every message of the task's range in order; corrupt ones as :class:`~ingest.loader.fetch.Corrupt`;
-    with ``chunks`` the valid messages of each fetch as one :class:`~ingest.loader.fetch.Chunk`.
+    with ``chunks`` the valid messages of each fetch as one :class:`~ingest.records.message_batch.MessageBatch`.
 
     A replicated partition's range end may lie above a new leader's high watermark for a
-    moment after a failover: the fetch loop waits up to ``socket_timeout_s`` for it, then the
-    task fails (the run commits nothing; the next run plans again). Nothing above the high
-    watermark is ever read.
+    moment after a failover: the fetch loop waits up to ``settings.fetch.leader_wait_s`` for it,
+    then the task fails (the run commits nothing; the next run plans again). Nothing above the
+    high watermark is ever read.
     """
+    fetch = settings.fetch
     return iter_range(consumer, task.topic, task.partition, task.start, task.end,
-                      fetch_size=settings.fetch_size, max_fetch_size=settings.max_fetch_size,
-                      wait_s=settings.socket_timeout_s if task.replicated else 0.0, chunks=chunks)
+                      fetch_size=fetch.fetch_size, max_fetch_size=fetch.max_fetch_size,
+                      wait_s=fetch.leader_wait_s if task.replicated else 0.0, chunks=chunks)
 
 
 def counted_before_chunks(items: Iterable, boundary: int, counter: list[int]) -> Iterator:
-    """:func:`~ingest.loader.tally.counted_before` over items that may also be chunks
-    (:class:`~ingest.loader.fetch.Chunk`, :class:`~ingest.loader.fetch.MessageList`):
-    a chunk counts its messages before ``boundary``."""
+    """:func:`~ingest.loader.tally.counted_before` over items that may also be batches
+    (:class:`~ingest.records.message_batch.MessageBatch`): a batch counts its messages before
+    ``boundary``."""
     it = iter(items)
     for item in it:
         yield item
         cls = item.__class__
-        if cls is Chunk or cls is MessageList:
+        if cls is MessageBatch:
             n = item.count_before(boundary)
             counter[0] += n
             if n < len(item):

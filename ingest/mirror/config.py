@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ingest.client.discovery import parse_broker_list
+from ingest.client.fetch_settings import FetchSettings
 from ingest.config import REQUIRED, Config, ConfigDef, Int, Key, Regex, Str, StrList
 from ingest.errors import ConfigError, MirrorConfigError
 from ingest.metrics.keys import METRICS_KEYS
@@ -35,6 +36,19 @@ NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
 SOURCE_PREFIX = "source."
 # the settings one source cluster has: source.<name>.<setting>
 SOURCE_SETTINGS = ("zk.connect", "broker.list")
+
+MIRROR_LEADER_WAIT_S = 5.0
+"""How long a copier's read or append keeps retrying through a failover before the copier reports
+``waiting`` and retries the whole step (its loop retries forever; a short wait shows a failover in
+``ingest mirror status`` at once). The mirror's one departure from the readers' common defaults."""
+MIRROR_FETCH = FetchSettings(fetch_size=1024 * 1024, leader_wait_s=MIRROR_LEADER_WAIT_S)
+"""The copiers' fetch settings when none are configured (``fetch.size``, ``socket.timeout.ms``)."""
+
+
+def fetch_settings(config: Mapping[str, Any]) -> FetchSettings:
+    """A mirror process's fetch settings (:data:`MIRROR_FETCH` with its ``fetch.size`` and ``socket.timeout.ms``)."""
+    return FetchSettings.from_config(config, leader_wait_s=MIRROR_LEADER_WAIT_S)
+
 
 MIRROR_CONFIG = ConfigDef("mirror", (
     Key("mirror.group", Str(pattern=NAME_PATTERN), "mirror",

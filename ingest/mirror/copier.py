@@ -16,7 +16,7 @@ from ingest.client.deleted_segments import MISSING_SEGMENTS, SegmentTally, split
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, OffsetMismatchError,
                            OffsetOutOfRangeError)
-from ingest.mirror import lost_ranges as lr
+from ingest.mirror import gaps as lr
 from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
 from ingest.mirror.copier_io import TRANSIENT, publish_safely, read_source
 from ingest.mirror.fallback import FallbackSender

@@ -14,9 +14,11 @@ from typing import Callable
 from ingest.client.discovery import Discovery
 from ingest.client.producer import Producer
 from ingest.client.replica_metadata import ReplicaMetadata
+from ingest.client.fetch_settings import FetchSettings
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.mirror.copier import PartitionCopier
 from ingest.mirror.fallback import FallbackSender, make_fallback_producer
+from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.mapping import MirrorUnit
 from ingest.mirror.source_reader import SourceReader
 from ingest.mirror.target_writer import TargetWriter
@@ -29,7 +31,7 @@ __all__ = ["make_copier", "make_fallback_producer"]
 def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery, target_metadata: ReplicaMetadata,
                 source_metadata: ReplicaMetadata | None = None, fallback_producer: Producer | None = None,
                 counter_factory: Callable | None = None, publisher=None, header_reader=None,
-                fetch_size: int = 1 << 20, acks: int = -1, timeout_ms: int = 10_000,
+                fetch: FetchSettings = MIRROR_FETCH, acks: int = -1, timeout_ms: int = 10_000,
                 checkpoint_interval_ms: int = 1000, mirror_server: str | None = None,
                 clock: Clock = SYSTEM_CLOCK) -> PartitionCopier:
     """The copier of ``unit``.
@@ -44,13 +46,13 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         header_reader: HeaderReader (session keys in fallback, lost-range bounds, lag seconds).
     """
     source = SourceReader(source_discovery, unit.topic, unit.broker_id, unit.partition, metadata=source_metadata,
-                          fetch_size=fetch_size, clock=clock)
+                          settings=fetch, clock=clock)
     target = fallback = None
     if unit.fallback:
         fallback = FallbackSender(fallback_producer, unit.topic, header_reader) if fallback_producer else None
     else:
         target = TargetWriter(target_metadata, unit.topic, unit.target_partition, acks=acks, timeout_ms=timeout_ms,
-                              clock=clock)
+                              settings=fetch, clock=clock)
     return PartitionCopier(unit, group=group, zk=zk, source=source, target=target, fallback=fallback,
                            counter_factory=counter_factory, publisher=publisher, header_reader=header_reader,
                            checkpoint_interval_ms=checkpoint_interval_ms,

@@ -6,7 +6,6 @@ from typing import Callable
 
 from kazoo.exceptions import KazooException  # the copier's ZooKeeper errors are waited out like broker ones
 
-from ingest.broker.message_set import valid_prefix
 from ingest.errors import (
     BrokerUnavailableError,
     CoordinationError,
@@ -22,6 +21,7 @@ from ingest.errors import (
     StorageError,
 )
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.records.message_set import valid_prefix
 
 log = logging.getLogger(__name__)
 

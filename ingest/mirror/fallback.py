@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 
-from ingest.broker.message_set import iter_messages
 from ingest.client.discovery import Discovery
 from ingest.client.producer import Producer
+from ingest.records.message_batch import iter_messages
 
 log = logging.getLogger(__name__)
 

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import logging
 
-from ingest.broker.message_set import first_message_size, scan
 from ingest.client.discovery import Discovery
+from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, FetchSizeTooSmallError, InvalidMessageError
+from ingest.mirror.config import MIRROR_FETCH
+from ingest.records.message_set import first_message_size, scan
 
 log = logging.getLogger(__name__)
 
@@ -41,23 +43,22 @@ class SourceReader:
     Args:
         discovery: the source cluster's brokers (ZooKeeper or a static broker list).
         metadata: shared TOPIC_METADATA cache of that cluster (one is made when None).
-        fetch_size: bytes asked per fetch; max_fetch_size: ceiling for one large message.
+        settings: bytes asked per fetch, the ceiling for one large message, the socket timeout
+            and the failover wait (:data:`ingest.mirror.config.MIRROR_FETCH` when not given).
     """
 
     def __init__(self, discovery: Discovery, topic: str, broker_id: int, partition: int, *,
-                 metadata: ReplicaMetadata | None = None, fetch_size: int = 1 << 20,
-                 max_fetch_size: int = 64 << 20, timeout_s: float = 30.0, leader_wait_s: float = 5.0,
+                 metadata: ReplicaMetadata | None = None, settings: FetchSettings = MIRROR_FETCH,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.discovery = discovery
         self.topic = topic
         self.broker_id = broker_id
         self.partition = partition
-        self.fetch_size = fetch_size
-        self.max_fetch_size = max(max_fetch_size, fetch_size)
-        self.timeout_s = timeout_s
+        self.fetch_size = settings.fetch_size
+        self.max_fetch_size = max(settings.max_fetch_size, settings.fetch_size)
+        self.timeout_s = settings.socket_timeout_s
         self.metadata = metadata or cluster_metadata(discovery, clock=clock)
-        self._leader = LeaderConsumer(self.metadata, timeout_s=timeout_s, fetch_size=fetch_size,
-                                      max_fetch_size=self.max_fetch_size, leader_wait_s=leader_wait_s, clock=clock)
+        self._leader = LeaderConsumer(self.metadata, settings=settings, max_fetch_size=self.max_fetch_size, clock=clock)
         self._replicated: bool | None = None
         self._direct: SimpleConsumer | None = None
 

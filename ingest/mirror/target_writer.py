@@ -19,10 +19,12 @@ import threading
 
 from ingest.client.append_at import append_at, log_end
 from ingest.client.connection import BrokerConnection
+from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import FAILOVER_ERRORS, LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import LeaderNotAvailableError
+from ingest.mirror.config import MIRROR_FETCH
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +36,20 @@ class TargetWriter:
         metadata: the target cluster's TOPIC_METADATA cache (shared by the copiers of a process).
         acks: -1 every in-sync replica (default), 1 the leader.
         timeout_ms: how long an acks=-1 leader may wait for its followers.
-        leader_wait_s: how long one call keeps retrying through a failover.
+        settings: the socket timeout, and ``leader_wait_s``: how long one call keeps retrying
+            through a failover (:data:`ingest.mirror.config.MIRROR_FETCH` when not given).
     """
 
     def __init__(self, metadata: ReplicaMetadata, topic: str, partition: int, *, acks: int = -1,
-                 timeout_ms: int = 10_000, leader_wait_s: float = 5.0, socket_timeout_s: float = 30.0,
+                 timeout_ms: int = 10_000, settings: FetchSettings = MIRROR_FETCH,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.metadata = metadata
         self.topic = topic
         self.partition = partition
         self.acks = acks
         self.timeout_ms = timeout_ms
-        self.leader_wait_s = leader_wait_s
+        self.leader_wait_s = leader_wait_s = settings.leader_wait_s
+        socket_timeout_s = settings.socket_timeout_s
         self.socket_timeout_s = max(socket_timeout_s, timeout_ms / 1000.0 + 5.0)
         self.clock = clock
         self._conn: BrokerConnection | None = None

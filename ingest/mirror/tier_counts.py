@@ -38,9 +38,6 @@ import operator
 import uuid
 from typing import Any, Iterable
 
-from ingest.broker.message import (ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_NONE, HEADER_SIZE, HEADER_SIZE_V0, MAGIC_OFFSET,
-                                   MAGIC_V0)
-from ingest.broker.message_set import inner_messages, scan
 from ingest import znodes
 from ingest.clock import Clock
 from ingest.errors import InvalidMessageError, MessageTooLargeError, MirrorConfigError
@@ -48,6 +45,16 @@ from ingest.events.envelope import HEADER_FIELD, ProducerIdentity
 from ingest.events.header_reader import NEEDS_PAYLOAD, TIME_PREFIX, HeaderReader
 from ingest.events.window_counts import RETAIN_MS, MonitoringCounter, monitoring_record
 from ingest.mirror import tier_counts_state
+from ingest.records.message import (
+    ATTRIBUTES_OFFSET,
+    CODEC_MASK,
+    CODEC_NONE,
+    HEADER_SIZE,
+    HEADER_SIZE_V0,
+    MAGIC_OFFSET,
+    MAGIC_V0,
+)
+from ingest.records.message_set import inner_messages, scan
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +83,7 @@ def plain_runs(message_set: bytes | memoryview) -> list[tuple[bytes, list[int], 
     set's own uncompressed messages, and the inner set of each compressed wrapper; messages are
     grouped by header size (9 bytes for magic 0, 10 for magic 1 and 2), one run per group.
 
-    Stops quietly at a cut-off last message, like :func:`ingest.broker.message_set.iter_messages`.
+    Stops quietly at a cut-off last message, like :func:`ingest.records.message_batch.iter_messages`.
 
     Raises:
         InvalidMessageError / MessageTooLargeError: a bad message or wrapper (names the position).

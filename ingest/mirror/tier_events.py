@@ -10,9 +10,10 @@ raised to 1). A publish that fails raises, so the caller keeps the records pendi
 publishes them again later: they carry deterministic ``event_id`` s, and the audit drops
 the copies.
 
-:func:`lost_range_record` builds a MirrorLostRange record from what the copier knows of
-a part of a source gap (cause ``retention`` or ``missing_segments``); its ``event_id`` is a function of the unit and the gap's offsets,
-so a gap re-detected or re-published after a crash is the same record for the audit.
+:func:`lost_range_record` writes a source range the mirror lost (an
+:class:`~ingest.lost_ranges.LostRange` of tier source) as a MirrorLostRange record; its
+``event_id`` is a function of the unit and the range's offsets, so a gap re-detected or
+re-published after a crash is the same record for the audit.
 
 Concurrency contract: thread-safe; one publisher may serve every copier thread of a mirror
 process (a lock serializes the sync requests).
@@ -24,7 +25,6 @@ import threading
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
-from ingest.client.deleted_segments import RETENTION
 from ingest.client.producer import Producer
 from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.config import Config
@@ -32,6 +32,7 @@ from ingest.events.envelope import HEADER_FIELD
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import MONITORING_EVENT, load_schema
 from ingest.events.serde import EventSerializer, subject_for_topic
+from ingest.lost_ranges import LostRange
 from ingest.mirror.tier_counts import EVENT_ID_NAMESPACE, mirror_service, unit_session
 
 log = logging.getLogger(__name__)
@@ -42,37 +43,33 @@ DEFAULT_MONITORING_TOPIC = "audit-mirror"
 DEFAULT_LOST_TOPIC = "audit-mirror-lost"
 
 
-def lost_range_record(*, group: str, source: str, topic: str, broker_id: int, partition: int,
-                      start_offset: int, end_offset: int, bytes: int, messages: int, messages_exact: bool,
-                      detected_at_ms: int, mirror_server: str, after_time_ms: int | None = None,
-                      before_time_ms: int | None = None,
-                      session_bounds: Iterable[Sequence[Any] | Mapping[str, Any]] = (),
-                      target_partition: int | None = None, target_offset: int | None = None,
-                      cause: str = RETENTION) -> dict:
-    """A MirrorLostRange record (field meanings in ``conf/schemas/mirror_lost_range.avsc``).
+def lost_range_record(lost: LostRange, *, group: str, mirror_server: str, target_partition: int | None = None,
+                      target_offset: int | None = None) -> dict:
+    """The MirrorLostRange record of a source range the mirror lost (field meanings in
+    ``conf/schemas/mirror_lost_range.avsc``): ``lost`` of tier source, its ``source_cluster``
+    the source, its ``estimated_messages`` the record's ``messages``.
 
-    ``session_bounds``: ``(session, after_seq, before_seq)`` tuples or dicts with those keys;
-    sorted by session in the record. ``event_id`` = uuid5 over the unit and
-    ``[start_offset, end_offset)``; ``header``: time = ``detected_at_ms``, server = the
-    mirror host, service = ``mirror:<source>``, session = the unit's monitoring session,
-    seq = ``start_offset`` (one gap per start offset in a unit).
+    ``event_id`` = uuid5 over the unit and ``[start_offset, end_offset)``; ``header``:
+    time = ``detected_at_ms``, server = the mirror host, service = ``mirror:<source>``,
+    session = the unit's monitoring session, seq = ``start_offset`` (one gap per start
+    offset in a unit). Session bounds are sorted by session.
     """
-    session = unit_session(group, source, topic, broker_id, partition)
-    bounds = []
-    for b in session_bounds:
-        s, after, before = (b["session"], b.get("after_seq"), b.get("before_seq")) if isinstance(b, Mapping) else b
-        bounds.append({"session": str(s), "after_seq": None if after is None else int(after),
-                       "before_seq": None if before is None else int(before)})
+    source = lost.source_cluster
+    session = unit_session(group, source, lost.topic, lost.broker_id, lost.partition)
+    bounds = [{"session": str(s), "after_seq": None if after is None else int(after),
+               "before_seq": None if before is None else int(before)} for s, after, before in lost.session_bounds]
     bounds.sort(key=lambda b: b["session"])
+    start, end = int(lost.start_offset), int(lost.end_offset)
     return {
-        HEADER_FIELD: {"time": int(detected_at_ms), "server": mirror_server, "service": mirror_service(source),
-                       "session": session, "seq": int(start_offset)},
-        "event_id": str(uuid.uuid5(EVENT_ID_NAMESPACE, f"lost/{session}/{int(start_offset)}/{int(end_offset)}")),
-        "mirror_group": group, "source_cluster": source, "topic": topic, "broker_id": int(broker_id),
-        "partition": int(partition), "start_offset": int(start_offset), "end_offset": int(end_offset),
-        "bytes": int(bytes), "messages": int(messages), "messages_exact": bool(messages_exact), "cause": cause,
-        "after_time_ms": after_time_ms, "before_time_ms": before_time_ms, "session_bounds": bounds,
-        "target_partition": target_partition, "target_offset": target_offset, "detected_at_ms": int(detected_at_ms),
+        HEADER_FIELD: {"time": int(lost.detected_at_ms), "server": mirror_server, "service": mirror_service(source),
+                       "session": session, "seq": start},
+        "event_id": str(uuid.uuid5(EVENT_ID_NAMESPACE, f"lost/{session}/{start}/{end}")),
+        "mirror_group": group, "source_cluster": source, "topic": lost.topic, "broker_id": int(lost.broker_id),
+        "partition": int(lost.partition), "start_offset": start, "end_offset": end,
+        "bytes": int(lost.bytes), "messages": int(lost.estimated_messages), "messages_exact": bool(lost.messages_exact),
+        "cause": lost.cause, "after_time_ms": lost.after_time_ms, "before_time_ms": lost.before_time_ms,
+        "session_bounds": bounds, "target_partition": target_partition, "target_offset": target_offset,
+        "detected_at_ms": int(lost.detected_at_ms),
     }
 
 

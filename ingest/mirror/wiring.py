@@ -22,6 +22,7 @@ from ingest.client.discovery import read_brokers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import IngestError
+from ingest.mirror.config import fetch_settings
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
 from ingest.mirror.mapping import MirrorUnit, TopicMapping, ensure_mapping
@@ -110,7 +111,7 @@ class Wiring:
             target_metadata=self.target.metadata, source_metadata=cluster.metadata,
             fallback_producer=self._fallback_producer() if unit.fallback else None,
             counter_factory=self._counter_factory(unit, header_reader) if publisher is not None else None,
-            publisher=publisher, header_reader=header_reader, fetch_size=c["fetch.size"], acks=c["target.acks"],
+            publisher=publisher, header_reader=header_reader, fetch=fetch_settings(c), acks=c["target.acks"],
             timeout_ms=c["target.timeout.ms"], checkpoint_interval_ms=c["checkpoint.interval.ms"],
             mirror_server=self.server, clock=self.clock)
 

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest.loader import commit, layout
-from ingest.loader.records import FileRecord, LostRange, OffsetRecord
+from ingest.loader.records import FileRecord, OffsetRecord
+from ingest.lost_ranges import LostRange
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from ingest.audit.attribution import Candidates, allocate, atoms_of
 from ingest.audit.counts import LoadedCount
-from ingest.audit.lost_ranges import (TIER_SOURCE, TIER_TARGET, LostGap, from_loader, from_mirror, parse_bounds)
 from ingest.audit.monitoring_events import Snapshot, aggregate
 from ingest.audit.reconcile import AuditParams, build_rows
-from ingest.loader.records import LostRange
+from ingest.lost_ranges import TIER_SOURCE, TIER_TARGET, LostRange, parse_bounds
 
 W = 600_000
 T0 = 1_763_798_400_000
@@ -38,7 +37,16 @@ def snap(session, ws, acked, seq_min, seq_max, *, attempted=None, failed=0, topi
 
 
 def gap(ident, tier, n, after_t, before_t, bounds=(), exact=True, cause="retention", order=0):
-    return LostGap(ident, "pv", tier, cause, ("", 0, 0, order), n, exact, after_t, before_t, tuple(bounds))
+    return LostRange("pv", 0, 0, order, order, 0, n, after_t, before_t, cause=cause, messages_exact=exact,
+                     session_bounds=tuple(bounds), tier=tier, ident=ident)
+
+
+def from_loader(obj):
+    return LostRange.from_record(obj, tier=TIER_TARGET)
+
+
+def from_mirror(rec):
+    return LostRange.from_record(rec, tier=TIER_SOURCE)
 
 
 def candidates(loaded: dict[int, list[int]], ranges: dict[int, range], gaps, session="s1") -> Candidates:
@@ -207,13 +215,14 @@ def test_per_session_missing_bounds_the_candidates():
 def test_old_single_cluster_rules_hold_corruption_and_retention_and_records_read_tolerantly():
     old = LostRange("pv", 0, 0, 0, 300, 300, 3, A + 1, A + 50, "r", 0, "corruption")
     g = from_loader(old)
-    assert (g.tier, g.cause, g.exact, g.bounds, g.capacity) == (TIER_TARGET, "corruption", False, (), 3)
+    assert (g.tier, g.cause, g.messages_exact, g.session_bounds, g.capacity) == (TIER_TARGET, "corruption", False, (), 3)
     new = {**old.to_json(), "cause": "retention", "messages_exact": True, "session_bounds": [["s1", 3, None]]}
-    assert (from_loader(new).exact, from_loader(new).bounds, from_loader(new).capacity) == (True, (("s1", 3, None),), 3)
+    new_gap = from_loader(new)
+    assert (new_gap.messages_exact, new_gap.session_bounds, new_gap.capacity) == (True, (("s1", 3, None),), 3)
     m = from_mirror({"topic": "pv", "source_cluster": "dc1", "broker_id": 1, "partition": 0, "start_offset": 5,
                      "end_offset": 9, "messages": 2, "messages_exact": True,
                      "session_bounds": '[{"session": "s", "after_seq": 1, "before_seq": 4}]'})
-    assert (m.tier, m.cause, m.bounds, m.order) == (TIER_SOURCE, "retention", (("s", 1, 4),), ("dc1", 1, 0, 5))
+    assert (m.tier, m.cause, m.session_bounds, m.order) == (TIER_SOURCE, "retention", (("s", 1, 4),), ("dc1", 1, 0, 5))
     assert parse_bounds(None) == () and parse_bounds([{"session": "x"}]) == (("x", None, None),)
     mon = aggregate([snap("s1", A, 10, 0, 9)])
     rows = by_window(build_rows(params(), mon, [LoadedCount("pv", A, "h", 7, 7)], lost_ranges=[old]))

@@ -88,15 +88,16 @@ def test_spark_gap_atoms_equal_the_pure_rule(spark):
     sessions and open bounds included."""
     from ingest.audit.attribution import atoms_of
     from ingest.audit.counts import gap_atoms
-    from ingest.audit.lost_ranges import LostGap
+    from ingest.lost_ranges import LostRange
 
     loaded = [("pv", "s1", s, A, "h") for s in (0, 1, 5, 9)] + [("other", "s2", 3, A, "h")]
     ids = spark.createDataFrame(loaded, "topic string, session string, seq long, time long, server string")
     ranges = [("pv", A, "s1", 0, 9), ("pv", A, "s2", 0, 5), ("pv", B, "s1", 10, 12)]
-    gaps = [LostGap("g1", "pv", "target", "retention", ("", 0, 0, 1), 5, True, None, None, (("s1", 1, 5),)),
-            LostGap("g2", "pv", "target", "retention", ("", 0, 0, 2), 5, True, None, None,
-                    (("s1", 6, None), ("s3", None, 2)))]
-    got = gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.bounds) for g in gaps])
+    gaps = [LostRange("pv", 0, 0, 1, 1, 0, 5, None, None, messages_exact=True, session_bounds=(("s1", 1, 5),),
+                      ident="g1"),
+            LostRange("pv", 0, 0, 2, 2, 0, 5, None, None, messages_exact=True,
+                      session_bounds=(("s1", 6, None), ("s3", None, 2)), ident="g2")]
+    got = gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.session_bounds) for g in gaps])
     every = {(s, q) for _, s, q, _, _ in loaded}
     missing = {(t_ws, s): [q for q in range(lo, hi + 1) if (s, q) not in every] for _, t_ws, s, lo, hi in ranges}
     expected = {("pv",) + k: v for k, v in atoms_of(missing, gaps).items()}

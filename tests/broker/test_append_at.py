@@ -8,12 +8,13 @@ import threading
 import pytest
 
 from ingest.broker import protocol as p
-from ingest.broker.message import CODEC_GZIP
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.client.append_at import append_at, log_end
 from ingest.client.connection import BrokerConnection
 from ingest.errors import (InvalidMessageError, InvalidRequiredAcksError, MalformedRequestError,
                            NotLeaderForPartitionError, OffsetMismatchError)
+from ingest.records.message import CODEC_GZIP
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, wait_for_leaders
 

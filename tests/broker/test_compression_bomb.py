@@ -15,11 +15,22 @@ from pathlib import Path
 import pytest
 
 from ingest.broker import protocol as p
-from ingest.broker.compression import GZIP_WBITS, snappy_available
-from ingest.broker.message import (ATTRIBUTES_OFFSET, CODEC_GZIP, CODEC_NONE, CODEC_SNAPPY, CRC_SEED, HEADER,
-                                   HEADER_SIZE, MAGIC, OVERHEAD, encode_message)
-from ingest.broker.message_set import ValidatedMessageSet, encode_message_set, inner_messages, iter_messages
 from ingest.errors import ErrorCode, InvalidMessageError, MessageTooLargeError
+from ingest.records.message import (
+    ATTRIBUTES_OFFSET,
+    CODEC_GZIP,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CRC_SEED,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    OVERHEAD,
+    encode_message,
+)
+from ingest.records.message_batch import MessageBatch, iter_messages
+from ingest.records.message_codecs import GZIP_WBITS, snappy_available
+from ingest.records.message_set import encode_message_set, inner_messages
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401
 
 BOMB_PAYLOAD = 200 * 1024 * 1024   # one inner message of 200 MiB of zeros
@@ -91,10 +102,10 @@ def test_an_inner_message_above_max_message_size_is_refused_like_an_outer_one(co
     if codec == CODEC_SNAPPY and not snappy_available():
         pytest.skip("cramjam missing")
     small = encode_message_set([b"a" * 100, b"b" * 600, b"c" * 10], codec)
-    assert ValidatedMessageSet.of(small, max_message_size=600).count == 1
+    assert MessageBatch.for_append(small, max_message_size=600).count == 1
     with pytest.raises(MessageTooLargeError, match="inner set: message at 110: payload of 600 bytes exceeds "
                                                    "max.message.size 599"):
-        ValidatedMessageSet.of(small, max_message_size=599, destination="t-0")
+        MessageBatch.for_append(small, max_message_size=599, destination="t-0")
 
 
 @pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY])
@@ -102,9 +113,9 @@ def test_an_inner_set_above_the_inflated_bound_is_refused_naming_the_key(codec):
     if codec == CODEC_SNAPPY and not snappy_available():
         pytest.skip("cramjam missing")
     data = encode_message_set([b"x" * 1000] * 100, codec)   # inflates to 101,000 bytes
-    assert ValidatedMessageSet.of(data, max_inflated_size=101_000).count == 1
+    assert MessageBatch.for_append(data, max_inflated_size=101_000).count == 1
     with pytest.raises(MessageTooLargeError, match=r"100999.*max\.socket\.request\.bytes"):
-        ValidatedMessageSet.of(data, max_inflated_size=100_999)
+        MessageBatch.for_append(data, max_inflated_size=100_999)
     with pytest.raises(MessageTooLargeError, match=r"compressed message at offset 7: .*100999"):
         list(iter_messages(data, 7, max_inflated_size=100_999))
 
@@ -115,7 +126,7 @@ def test_validating_a_gzip_bomb_stops_at_the_first_chunk():
     tracemalloc.start()
     try:
         with pytest.raises(MessageTooLargeError, match=f"payload of {BOMB_PAYLOAD} bytes exceeds max.message.size"):
-            ValidatedMessageSet.of(bomb, max_message_size=1_000_000)
+            MessageBatch.for_append(bomb, max_message_size=1_000_000)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -137,9 +148,9 @@ def test_reading_a_fetched_bomb_fails_clearly_at_the_ceiling():
 def test_a_snappy_block_lying_about_its_length_is_refused_before_allocating():
     lie = _varint(50 * MiB) + b"\x00a"       # 3 bytes claiming 50 MiB: more than 64/3 expansion
     with pytest.raises(InvalidMessageError, match="more than a raw snappy block can expand to"):
-        ValidatedMessageSet.of(encode_message(lie, CODEC_SNAPPY))
+        MessageBatch.for_append(encode_message(lie, CODEC_SNAPPY))
     with pytest.raises(MessageTooLargeError, match="declares 52428800 uncompressed bytes; allowed is at most 1000"):
-        ValidatedMessageSet.of(encode_message(lie, CODEC_SNAPPY), max_inflated_size=1000)
+        MessageBatch.for_append(encode_message(lie, CODEC_SNAPPY), max_inflated_size=1000)
 
 
 # --- a real broker ------------------------------------------------------------------------------

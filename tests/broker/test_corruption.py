@@ -22,10 +22,11 @@ import pytest
 from ingest.broker import protocol as p
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.segment import segment_name
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import CorruptRangeError, ErrorCode
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import BrokerProcess
 
 SIZE = 100  # every message: 10 bytes of header + 90 of payload
@@ -238,7 +239,7 @@ def test_messages_inside_a_compressed_wrapper_are_never_taken_for_the_log(tmp_pa
     A torn wrapper is a torn tail, and a wrapper with a damaged header is one damaged range: the scan
     never resynchronises on the inner messages."""
     from ingest.broker.log import Log, LogSettings
-    from ingest.broker.message import CODEC_GZIP
+    from ingest.records.message import CODEC_GZIP
 
     inner = [bytes([i]) * 7 + os.urandom(500) for i in range(20)]
     for damage in ("torn", "header"):

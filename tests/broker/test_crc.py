@@ -1,15 +1,15 @@
-"""ingest.broker.crc.crc32 (ISA-L's) returns exactly zlib.crc32's values: random data, lengths, seeds, buffer types."""
+"""ingest.records.crc.crc32 (ISA-L's) returns exactly zlib.crc32's values: random data, lengths, seeds, buffer types."""
 from __future__ import annotations
 
 import random
 import zlib
 
-from ingest.broker import crc
-from ingest.broker.message import CRC_SEED
+from ingest.records import crc
+from ingest.records.message import CRC_SEED
 
 
 def test_isal_is_the_implementation_in_this_environment():
-    assert crc.IMPLEMENTATION == "isal"  # a declared dependency (pyproject.toml)
+    assert crc.CRC32_IMPLEMENTATION == "isal"  # a declared dependency (pyproject.toml)
 
 
 def test_crc32_equals_zlib_on_random_data_lengths_seeds_and_buffer_types():

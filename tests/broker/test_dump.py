@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 from ingest.broker.log import Log, LogSettings
-from ingest.broker.message import CODEC_GZIP, CODEC_SNAPPY
-from ingest.broker.message_set import encode_message_set
 from ingest.broker.segment import segment_name
 from ingest.cli import main
+from ingest.records.message import CODEC_GZIP, CODEC_SNAPPY
+from ingest.records.message_set import encode_message_set
 
 
 def make_segment(tmp_path, clock):
@@ -72,7 +72,7 @@ def test_missing_file_is_a_clear_error(tmp_path, capsys):
 
 
 def test_a_wrapper_inflating_past_the_ceiling_is_reported_not_a_traceback(tmp_path, fake_clock, capsys):
-    from ingest.broker.message_set import MAX_INFLATED_SIZE
+    from ingest.records.message_codecs import MAX_INFLATED_SIZE
     from tests.harness.hostile import gzip_bomb_message_set
 
     path, offsets = make_segment(tmp_path, fake_clock)

@@ -6,10 +6,11 @@ import random
 
 import pytest
 
-from ingest.broker import compression
 from ingest.broker import protocol as p
-from ingest.broker.message import CODEC_GZIP, HEADER_SIZE, decode_message
-from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.records import message_codecs
+from ingest.records.message import CODEC_GZIP, HEADER_SIZE, decode_message
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 from tests.harness import hostile as h
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until
@@ -71,7 +72,7 @@ def test_gzip_bomb_really_inflates_to_the_stated_size():
     assert len(bomb) < inflated // 500                      # small on the wire
     wrapper = decode_message(bomb)
     assert wrapper.codec == CODEC_GZIP and wrapper.size == len(bomb)
-    inner = compression.decompress(CODEC_GZIP, wrapper.payload, limit=inflated)
+    inner = message_codecs.decompress(CODEC_GZIP, wrapper.payload, limit=inflated)
     assert len(inner) == inflated
     msg = decode_message(inner)                             # one valid message, CRC checked
     assert msg.size == inflated and msg.codec == 0

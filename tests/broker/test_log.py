@@ -6,10 +6,11 @@ import os
 import pytest
 
 from ingest.broker.log import EARLIEST_TIME, LATEST_TIME, Log, LogSettings
-from ingest.broker.message import CODEC_GZIP
-from ingest.broker.message_set import ValidatedMessageSet, encode_message_set, iter_messages
 from ingest.broker.segment import segment_name
 from ingest.errors import InvalidMessageError, MessageTooLargeError, OffsetOutOfRangeError
+from ingest.records.message import CODEC_GZIP
+from ingest.records.message_batch import MessageBatch, iter_messages
+from ingest.records.message_set import encode_message_set
 
 
 def make_log(tmp_path, clock, **kw) -> Log:
@@ -186,22 +187,23 @@ def test_boundary_check_is_exact_with_mixed_sizes_after_reopen(tmp_path, fake_cl
 
 
 def test_append_trusts_a_validated_set_and_checks_raw_bytes_itself(tmp_path, fake_clock):
-    """A set is validated once: Log.append does not scan a ValidatedMessageSet again (the
+    """A set is validated once: Log.append does not scan a batch made for append again (the
     handlers validate before the lock), but validates raw bytes and a set checked against a
     larger max.message.size than its own."""
     lg = make_log(tmp_path, fake_clock, max_message_size=100)
     good = encode_message_set([b"a" * 10, b"b" * 10])
-    vs = ValidatedMessageSet.of(good, max_message_size=100)
+    vs = MessageBatch.for_append(good, max_message_size=100)
     corrupt = bytearray(good)
     corrupt[-1] ^= 1
     with pytest.raises(InvalidMessageError):
         lg.append(bytes(corrupt))
     # Only the type's promise keeps a corrupt set out: built by hand, it is appended unchecked.
-    unchecked = ValidatedMessageSet(bytes(corrupt), vs.count, vs.positions, vs.max_message_size)
+    unchecked = MessageBatch.for_append(good, max_message_size=100)
+    unchecked.raw = bytes(corrupt)
     assert lg.append(unchecked) == 0 and lg.end_offset == len(good)
     big = encode_message_set([b"c" * 200])
     with pytest.raises(MessageTooLargeError):
-        lg.append(ValidatedMessageSet.of(big))  # checked against no limit: the log checks again
+        lg.append(MessageBatch.for_append(big))  # checked against no limit: the log checks again
 
 
 def test_index_of_appended_sets_equals_the_index_recovery_builds(tmp_path, fake_clock):

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from ingest.broker.log import Log, LogSettings
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.errors import OffsetOutOfRangeError
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 
 def test_slice_held_across_deletion_stays_readable(tmp_path, fake_clock):

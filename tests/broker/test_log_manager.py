@@ -10,8 +10,9 @@ import pytest
 
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager, open_file_limit
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError, WrongPartitionError
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 from tests.harness.limits import nofile
 
 

@@ -10,9 +10,10 @@ import random
 import pytest
 
 from ingest.broker.log import Log, LogSettings
-from ingest.broker.message import CODEC_GZIP, CODEC_NONE, CODEC_SNAPPY
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.errors import OffsetOutOfRangeError
+from ingest.records.message import CODEC_GZIP, CODEC_NONE, CODEC_SNAPPY
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 SETTINGS = LogSettings(flush_interval_messages=7, file_size=3000, index_interval=100)
 

@@ -14,8 +14,8 @@ import zlib
 
 import pytest
 
-from ingest.broker.compression import compress
-from ingest.broker.message import (
+from ingest.errors import InvalidMessageError, MessageTooLargeError
+from ingest.records.message import (
     CODEC_GZIP,
     CODEC_NONE,
     CODEC_SNAPPY,
@@ -25,9 +25,9 @@ from ingest.broker.message import (
     MAGIC_V2,
     encode_message,
 )
-from ingest.broker.message_batch import MessageAndOffset, MessageBatch, _iter_general
-from ingest.broker.message_set import encode_message_set, first_message_size, iter_messages
-from ingest.errors import InvalidMessageError, MessageTooLargeError
+from ingest.records.message_batch import MessageAndOffset, MessageBatch, _iter_general, iter_messages
+from ingest.records.message_codecs import compress
+from ingest.records.message_set import encode_message_set, first_message_size, message_bounds
 
 
 def outcome(it):
@@ -174,3 +174,49 @@ def test_iteration_yields_message_and_offset_tuples_with_bytes_payloads():
     msgs = list(MessageBatch.of(memoryview(buf)[:], 0))
     assert all(type(m) is MessageAndOffset and type(m.payload) is bytes for m in msgs)
     assert [m.payload for m in msgs] == PAYLOADS
+
+
+# --- one batch for appending and reading ------------------------------------------------------
+
+def _messages(batch):
+    return [(m.offset, m.next_offset, bytes(m.payload)) for m in batch]
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_a_batch_made_for_append_reads_like_a_batch_made_for_reading(name):
+    buf = SETS[name]
+    appended, read = MessageBatch.for_append(buf), MessageBatch.of(buf, 0)
+    assert appended.max_message_size is not None and read.max_message_size is None  # only one is trusted by a log
+    assert len(appended) == len(read) and _messages(appended) == _messages(read)
+    assert [bytes(p) for p in appended.payloads()] == [bytes(p) for p in read.payloads()]
+    assert list(appended.offsets) == list(read.offsets) and appended.next_offset == read.next_offset == len(buf)
+    # outer messages: what the log stores and indexes (a wrapper is one)
+    assert list(appended.positions) == list(read.positions) == [s for s, _ in message_bounds(buf)[0]]
+    assert appended.count == read.count and appended.raw is buf
+    assert appended.last_message == read.last_message
+
+
+@pytest.mark.parametrize("name", ["magic 2", "magic 0", "mixed", "gzip magic 2"])
+def test_message_i_count_before_and_before_agree_with_iteration(name):
+    buf = SETS[name]
+    batch = MessageBatch.of(buf, 1000)
+    msgs = _messages(batch)
+    assert [tuple(batch.message(i)) for i in range(len(batch))] == msgs
+    for cut in sorted({o for o, _, _ in msgs} | {1000, 1000 + len(buf), 1001, 1000 + len(buf) - 1}):
+        expected = [m for m in msgs if m[0] < cut]
+        assert batch.count_before(cut) == len(expected)
+        part = batch.before(cut)
+        assert _messages(part) == expected
+        assert part.next_offset == (expected[-1][1] if expected else 1000)
+        assert [bytes(p) for p in part.payloads()] == [p for _, _, p in expected]
+
+
+def test_a_lenient_batch_cut_before_its_bad_message_has_no_error():
+    good = encode_message_set([b"a", b"b"])
+    bad = bytearray(encode_message_set([b"c"]))
+    bad[-1] ^= 1
+    batch = MessageBatch.of(good + bytes(bad), 0, strict=False)
+    assert len(batch) == 2 and isinstance(batch.error, InvalidMessageError)
+    assert batch.before(len(good)) is batch       # every message starts before the bad one
+    first = batch.before(batch.offsets[1])
+    assert len(first) == 1 and first.error is None

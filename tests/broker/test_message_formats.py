@@ -16,10 +16,13 @@ import zlib
 import pytest
 
 from ingest.broker import protocol as p
-from ingest.broker.compression import compress
 from ingest.broker.dump import dump_records
 from ingest.broker.log import Log, LogSettings
-from ingest.broker.message import (
+from ingest.broker.segment import segment_name
+from ingest.client.console import console_producer
+from ingest.client.producer import Producer
+from ingest.errors import InvalidMessageError
+from ingest.records.message import (
     CODEC_GZIP,
     CODEC_NONE,
     CODEC_SNAPPY,
@@ -34,11 +37,9 @@ from ingest.broker.message import (
     decode_message,
     encode_message,
 )
-from ingest.broker.message_set import ValidatedMessageSet, encode_message_set, iter_messages, scan
-from ingest.broker.segment import segment_name
-from ingest.client.console import console_producer
-from ingest.client.producer import Producer
-from ingest.errors import InvalidMessageError
+from ingest.records.message_batch import MessageBatch, iter_messages
+from ingest.records.message_codecs import compress
+from ingest.records.message_set import encode_message_set, scan
 from tests.harness.brokers import RawClient, broker_cluster, broker_factory, stop_all  # noqa: F401  (pytest fixture)
 
 
@@ -80,7 +81,7 @@ def test_each_magic_round_trips_with_its_rule_and_offsets(magic, rule):
     assert [m.payload for m in got] == payloads
     assert [m.offset for m in got] == [500, 500 + hs, 500 + 2 * hs + 1]
     assert got[-1].next_offset == 500 + len(buf) == 500 + 3 * hs + 301
-    assert ValidatedMessageSet.of(buf).count == 3
+    assert MessageBatch.for_append(buf).count == 3
     m = decode_message(buf, hs)
     assert (m.magic, m.rule, m.payload, m.size) == (magic, rule, b"a", hs + 1)
 
@@ -89,7 +90,7 @@ def test_legacy_magic_1_stays_readable():
     buf = legacy_v1(b"old-1") + legacy_v1(b"") + legacy_v1(compress(CODEC_GZIP, legacy_v1(b"in") + legacy_v1(b"ner")),
                                                          CODEC_GZIP)
     assert [m.payload for m in iter_messages(buf)] == [b"old-1", b"", b"in", b"ner"]
-    assert ValidatedMessageSet.of(buf).count == 3
+    assert MessageBatch.for_append(buf).count == 3
     assert decode_message(buf).rule == RULE_ATTRIBUTES_PAYLOAD
     # with codec none the two rules agree only by accident; this one differs:
     assert zlib.crc32(b"old-1") != zlib.crc32(b"\x00old-1")
@@ -102,7 +103,7 @@ def test_mixed_magics_in_one_set():
     got = list(iter_messages(buf))
     assert [m.payload for m in got] == [b"zero", b"one", b"two", b"legacy", b"", b"g1", b"g2", b"last"]
     assert got[-1].next_offset == len(buf)
-    assert scan(buf).count == 7 and ValidatedMessageSet.of(buf).count == 7
+    assert scan(buf).count == 7 and MessageBatch.for_append(buf).count == 7
     assert len({(m.offset, m.next_offset) for m in got}) == 7   # g1 and g2 share their wrapper's offsets
 
 
@@ -113,12 +114,12 @@ def test_kafka_07_compressed_wrapper_with_magic_1_inner_messages(codec):
     assert encode_message_set([b"first", b"second", b""], codec, MAGIC_V1)[:5] == wrapper[:5]
     assert [m.payload for m in iter_messages(wrapper, 7)] == [b"first", b"second", b""]
     assert {(m.offset, m.next_offset) for m in iter_messages(wrapper, 7)} == {(7, 7 + len(wrapper))}
-    assert ValidatedMessageSet.of(wrapper).count == 1
+    assert MessageBatch.for_append(wrapper).count == 1
     # inner messages are validated by their own magic: a bad inner magic-1 CRC is caught
     bad_inner = bytearray(inner)
     bad_inner[HEADER_SIZE] ^= 0x01
     with pytest.raises(InvalidMessageError, match="inner set: message at 0: CRC mismatch"):
-        ValidatedMessageSet.of(kafka07(compress(codec, bytes(bad_inner)), 1, codec))
+        MessageBatch.for_append(kafka07(compress(codec, bytes(bad_inner)), 1, codec))
     # magic-0 inner messages (0.6 producers) are fine too
     assert [m.payload for m in iter_messages(kafka07(compress(codec, kafka07(b"z", 0)), 1, codec))] == [b"z"]
 

@@ -2,8 +2,8 @@
 
 * ``message.encode_messages`` (behind ``encode_message_set``) against ``encode_message`` per
   payload, for every magic, equal and mixed sizes, bytes / bytearray / memoryview payloads.
-* ``produced_set.validate_produced`` (the broker's produce path) against
-  ``ValidatedMessageSet.of``: same result (count, positions, data) or the same exception class
+* ``MessageBatch.for_append`` (the broker's produce path, with its fast paths) against
+  ``validated_by_scan`` (``scan`` alone): same result (count, positions, data) or the same exception class
   and text, on sets of every magic, compressed wrappers, mixed sets, and on flipped bytes,
   cut-off sets, oversized messages and nested compression.
 """
@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from ingest.broker.compression import compress
-from ingest.broker.message import (
+from ingest.errors import IngestError, InvalidMessageError
+from ingest.records.message import (
     CODEC_GZIP,
     CODEC_NONE,
     CODEC_SNAPPY,
@@ -24,9 +24,9 @@ from ingest.broker.message import (
     encode_message,
     encode_messages,
 )
-from ingest.broker.message_set import ValidatedMessageSet, encode_message_set
-from ingest.broker.produced_set import validate_produced
-from ingest.errors import IngestError, InvalidMessageError
+from ingest.records.message_batch import MessageBatch, validated_by_scan
+from ingest.records.message_codecs import compress
+from ingest.records.message_set import encode_message_set
 
 MAGICS = (MAGIC_V0, MAGIC_V1, MAGIC_V2)
 
@@ -77,7 +77,7 @@ def _outcome(fn, buf, **kw):
         vs = fn(buf, **kw)
     except IngestError as exc:
         return type(exc), str(exc)
-    return bytes(vs.data), vs.count, list(vs.positions), vs.max_message_size
+    return bytes(vs.raw), vs.count, list(vs.positions), vs.max_message_size
 
 
 def _valid_sets(rng: random.Random):
@@ -94,22 +94,22 @@ def _valid_sets(rng: random.Random):
 
 
 def _compare(buf, **kw):
-    fast = _outcome(validate_produced, buf, destination="t-0", **kw)
-    slow = _outcome(ValidatedMessageSet.of, buf, destination="t-0", **kw)
+    fast = _outcome(MessageBatch.for_append, buf, destination="t-0", **kw)
+    slow = _outcome(validated_by_scan, buf, destination="t-0", **kw)
     assert fast == slow, (fast, slow)
     return fast
 
 
-def test_validate_produced_equals_validated_message_set_on_valid_sets():
+def test_the_append_fast_paths_equal_scan_on_valid_sets():
     rng = random.Random(16)
     for buf in _valid_sets(rng):
         result = _compare(buf)
         assert isinstance(result[1], int)   # valid: a count, not an error
-        assert isinstance(validate_produced(memoryview(buf)).data, memoryview)
-        assert _outcome(validate_produced, memoryview(buf), destination="t-0") == result
+        assert isinstance(MessageBatch.for_append(memoryview(buf)).raw, memoryview)
+        assert _outcome(MessageBatch.for_append, memoryview(buf), destination="t-0") == result
 
 
-def test_validate_produced_equals_validated_message_set_on_bad_input():
+def test_the_append_fast_paths_equal_scan_on_bad_input():
     rng = random.Random(1616)
     bases = list(_valid_sets(rng))
     errors = 0
@@ -129,7 +129,7 @@ def test_validate_produced_equals_validated_message_set_on_bad_input():
     assert errors > 100   # the corruption did produce refusals to compare
 
 
-def test_validate_produced_equals_validated_message_set_on_limits():
+def test_the_append_fast_paths_equal_scan_on_limits():
     rng = random.Random(7)
     equal = [rng.randbytes(200) for _ in range(50)]
     mixed = [rng.randbytes(rng.randrange(100, 300)) for _ in range(50)]

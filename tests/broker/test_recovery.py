@@ -7,9 +7,10 @@ import os
 import pytest
 
 from ingest.broker.log import Log, LogSettings
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.segment import segment_name
 from ingest.errors import CorruptRangeError, OffsetOutOfRangeError
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 
 def open_log(path, clock, **kw) -> Log:

@@ -8,7 +8,8 @@ import pytest
 
 from ingest import znodes
 from ingest.broker import protocol as p
-from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401
 from tests.harness.wait import wait_until
 

@@ -13,13 +13,14 @@ from ingest.broker.assignment import assign, check_manual, parse_manual
 from ingest.broker.controller import Controller
 from ingest.broker.delayed import DelayedOp, Purgatory
 from ingest.broker.log import Log, LogSettings
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.partition import ReplicatedPartition, Role, is_storage_failure
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import (CorruptRangeError, DiskFullError, LogCorruptionError, LogOfflineError, LogWriteError,
                            NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderForPartitionError,
                            OffsetOutOfRangeError, ReplicationConfigError, RequestTimedOutError,
                            StaleLeaderEpochError, StorageError)
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 
 # --- assignment -------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ import pytest
 
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.errors import OffsetOutOfRangeError
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 HOUR = 3_600_000
 MSG = encode_message_set([b"x" * 90])  # 100 bytes

@@ -7,10 +7,11 @@ import os
 import pytest
 
 from ingest.broker.log import Log, LogSettings
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.segment import segment_name
 from ingest.broker.segment_index import index_path, load_index
 from ingest.errors import OffsetOutOfRangeError
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 
 def open_log(d, clock, **kw) -> Log:

@@ -8,10 +8,11 @@ import time
 import pytest
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.errors import ConfigError, ErrorCode
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient
 
 

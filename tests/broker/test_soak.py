@@ -73,7 +73,8 @@ from pathlib import Path
 import pytest
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 from tests.harness import hostile as h
 from tests.harness.brokers import BrokerProcess, BrokerStartError
 from tests.harness.wait import wait_until

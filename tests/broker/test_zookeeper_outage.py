@@ -19,9 +19,9 @@ import pytest
 
 from ingest.broker import protocol as p
 from ingest.broker import protocol_mirror as pm
-from ingest.broker.message_set import encode_message_set
 from ingest.client.producer import Producer
 from ingest.errors import ErrorCode
+from ingest.records.message_set import encode_message_set
 from ingest.znodes import parse_assignment, topic_dir, topic_path
 from tests.harness.brokers import BrokerProcess, RawClient
 from tests.harness.wait import wait_until

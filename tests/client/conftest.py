@@ -3,8 +3,8 @@ from __future__ import annotations
 
 
 from ingest.broker import protocol
-from ingest.broker.message_set import encode_message_set
 from ingest.client.connection import BrokerConnection, check
+from ingest.records.message_set import encode_message_set
 from tests.harness.wait import wait_until  # noqa: F401  (imported by the client tests)
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 

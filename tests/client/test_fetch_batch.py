@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ingest.broker.message import HEADER_SIZE
-from ingest.broker.message_batch import MessageBatch
 from ingest.client.leader_consumer import LeaderConsumer, static_metadata
 from ingest.client.producer import Producer
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import OffsetOutOfRangeError
+from ingest.records.message import HEADER_SIZE
+from ingest.records.message_batch import MessageBatch
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ingest.broker.message import CODEC_GZIP, MAGIC_V0, MAGIC_V1
+from ingest.records.message import CODEC_GZIP, MAGIC_V0, MAGIC_V1
 from tests.explore.helpers import T0, Sent, events, send
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.registry import RegistryProcess
@@ -89,7 +89,8 @@ def _seed_kafka07_formats(c: Cluster) -> None:
 
 
 def _seed_replicated(c: Cluster, zk) -> None:
-    from ingest.broker.message_set import encode_message_set, iter_messages
+    from ingest.records.message_batch import iter_messages
+    from ingest.records.message_set import encode_message_set
 
     create_replicated_topic(zk, REPL, {0: [0, 1], 1: [1, 0]})
     md = metadata_of(c.brokers)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from ingest.broker.message import CODEC_NONE, MAGIC
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.events.envelope import HeaderFactory, ProducerIdentity
 from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import load_schema
 from ingest.events.serde import EventSerializer
+from ingest.records.message import CODEC_NONE, MAGIC
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z: event times are T0 + i * 1000 ms
 

@@ -13,13 +13,15 @@ import pytest
 
 from ingest.errors import ConfigError, OffsetOutOfRangeError, SchemaError
 from ingest.explore.avro_types import record_type
-from ingest.explore.offsets import ReadRange, TopicPartition, plan_ranges
+from ingest.explore.offsets import ReadRange, partition_name, plan_ranges
+from ingest.loader.plan import PartitionSnapshot
 from ingest.explore.source_config import parse_options
 from ingest.explore.split import split_range
 
 T = "views"
-PARTS = [TopicPartition(T, b, p, "h", 9000 + b, 100 * p, 1000 + 100 * p) for b in (0, 1) for p in (0, 1)]
-REPLICATED = [TopicPartition(T, None, p, "h", 9000, 0, 500, "h:9000,h:9001") for p in (0, 1)]
+PARTS = [PartitionSnapshot(T, b, p, "h", 9000 + b, earliest=100 * p, latest=1000 + 100 * p)
+         for b in (0, 1) for p in (0, 1)]
+REPLICATED = [PartitionSnapshot(T, 0, p, "h", 9000, "h:9000,h:9001", earliest=0, latest=500) for p in (0, 1)]
 
 
 def plan(parts=PARTS, **options):
@@ -27,7 +29,7 @@ def plan(parts=PARTS, **options):
 
 
 def spans(ranges):
-    return [(r.part.name, r.start, r.end, r.start_time, r.end_time) for r in ranges]
+    return [(partition_name(r.part), r.start, r.end, r.start_time, r.end_time) for r in ranges]
 
 
 def js(**per):

@@ -3,7 +3,7 @@
 Each attack of issue 11 is one function here, written against a broker
 address ``(host, port)``; every frame is built from
 :mod:`ingest.broker.protocol`'s request classes and struct constants, every
-message from :mod:`ingest.broker.message`'s layout, so the bytes are exactly
+message from :mod:`ingest.records.message`'s layout, so the bytes are exactly
 what a real (hostile) client sends. Usage guide::
 
     from tests.harness import hostile as h
@@ -45,9 +45,18 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ingest.broker import protocol as p
-from ingest.broker.compression import GZIP_LEVEL, GZIP_WBITS
-from ingest.broker.message import CODEC_GZIP, CODEC_NONE, CRC_SEED, HEADER, HEADER_SIZE, MAGIC, OVERHEAD, encode_message
-from ingest.broker.message_set import encode_message_set
+from ingest.records.message import (
+    CODEC_GZIP,
+    CODEC_NONE,
+    CRC_SEED,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    OVERHEAD,
+    encode_message,
+)
+from ingest.records.message_codecs import GZIP_LEVEL, GZIP_WBITS
+from ingest.records.message_set import encode_message_set
 
 Addr = tuple[str, int]
 

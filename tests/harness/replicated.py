@@ -39,10 +39,11 @@ from typing import Any, Callable, Iterable
 
 from ingest import znodes
 from ingest.broker import protocol as p
-from ingest.broker.message_set import encode_message_set, iter_messages, scan
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.errors import ErrorCode, IngestError
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set, scan
 from tests.harness.wait import wait_until
 
 log = logging.getLogger(__name__)

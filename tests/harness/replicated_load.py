@@ -26,8 +26,9 @@ import time
 from collections import Counter
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import iter_messages, scan
 from ingest.errors import ErrorCode, IngestError, error_name
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import scan
 from tests.harness.replicated import ACKED, MAYBE, REFUSED, AcksClient, metadata, payload, payload_id
 
 log = logging.getLogger(__name__)

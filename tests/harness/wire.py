@@ -12,8 +12,9 @@ from __future__ import annotations
 import socket
 
 from ingest.broker import protocol as p
-from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.errors import ErrorCode
+from ingest.records.message_batch import iter_messages
+from ingest.records.message_set import encode_message_set
 
 FETCH_BYTES = 1 << 20
 

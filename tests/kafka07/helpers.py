@@ -1,7 +1,7 @@
 """Shared steps of the Kafka 0.7 client tests: run samsa operations, read back with this project.
 
 The expected bytes of 0.7 messages are built here from Kafka 0.7's ``Message.scala`` layout,
-independently of ``ingest.broker.message``: magic 0 ``length:int32 magic:int8=0 crc:uint32
+independently of ``ingest.records.message``: magic 0 ``length:int32 magic:int8=0 crc:uint32
 payload`` and magic 1 ``length:int32 magic:int8=1 attributes:int8 crc:uint32 payload``, the
 CRC-32 over the payload only in both.
 """

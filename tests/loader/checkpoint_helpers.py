@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ingest.clock import FakeClock
 from ingest.loader import commit, layout
-from ingest.loader.records import FileRecord, LostRange, OffsetRecord
+from ingest.loader.records import FileRecord, OffsetRecord
+from ingest.lost_ranges import LostRange
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 from tests.compaction.helpers import HOUR_START_MS, encode, record

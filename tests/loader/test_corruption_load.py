@@ -25,7 +25,7 @@ from ingest.events.registry_client import RegistryClient
 from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.job import run_load
 from ingest.loader.runrecord import summary_text
-from ingest.loader.records import CORRUPTION, LostRange
+from ingest.lost_ranges import CORRUPTION, LostRange
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 from tests.harness.brokers import BrokerProcess

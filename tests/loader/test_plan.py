@@ -11,7 +11,7 @@ from ingest.loader.records import FileRecord
 
 
 def snap(topic="t", broker=0, partition=0, earliest=0, latest=1000):
-    return PartitionSnapshot(topic, broker, "127.0.0.1", 9, partition, earliest, latest)
+    return PartitionSnapshot(topic, broker, partition, "127.0.0.1", 9, earliest=earliest, latest=latest)
 
 
 def test_split_range_cuts_only_at_segment_starts():
@@ -99,7 +99,7 @@ def test_reset_spec_and_snapping_to_whole_files():
 def test_plan_phases_share_a_run_budget_round_robin_and_merge_pieces_into_tasks():
     from ingest.loader.plan import StartDecision, assign_tasks, share_run_budget, split_pieces
 
-    a, b = (PartitionSnapshot(t, 0, "h", 1, 0, 0, 300) for t in ("a", "b"))
+    a, b = (PartitionSnapshot(t, 0, 0, "h", 1, earliest=0, latest=300) for t in ("a", "b"))
     decisions = [StartDecision(a, None, 0), StartDecision(b, 100, 100)]
     pieces = split_pieces(decisions, lambda s: (100, 200), 1000, every_segment=True)
     assert pieces == {a.key: [(0, 100), (100, 200), (200, 300)], b.key: [(100, 200), (200, 300)]}
@@ -118,7 +118,7 @@ def test_left_out_names_a_silent_brokers_committed_partitions_of_chosen_topics_o
 
     committed = {k: OffsetRecord(*k, 10, None) for k in [("views", 2, 0), ("views", 2, 1), ("views", 1, 0),
                                                            ("test-x", 2, 0), ("rt", 2, 0)]}
-    snaps = [PartitionSnapshot("rt", 2, "h", 1, 0, 0, 20, "h:1")]   # replicated, home 2: planned (leader alive)
+    snaps = [PartitionSnapshot("rt", 2, 0, "h", 1, "h:1", earliest=0, latest=20)]   # replicated, home 2: planned (leader alive)
     left = [LeftOut("did not answer METADATA (refused)", 2, "h:9"),
             LeftOut("no leader now (in-sync [])", 2, topic="rt", partition=1),
             LeftOut("no leader now (in-sync [])", 3, topic="test-x", partition=4)]

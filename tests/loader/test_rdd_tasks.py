@@ -48,7 +48,7 @@ def test_the_default_runner_is_rdd_and_takes_a_spark_context(spark, tmp_path):
 
     assert LOADER_CONFIG.parse({"destination": "/x", "registry.url": "http://r"})["task.runner"] == "rdd"
     # empty ranges: each task runs run_task for real (no broker contacted) and reports its summary
-    tasks = [TaskRange(i, "startup", 0, "127.0.0.1", 9, i % 2, 0, 0) for i in range(5)]
+    tasks = [TaskRange("startup", 0, i % 2, "127.0.0.1", 9, task_id=i, start=0, end=0) for i in range(5)]
     settings = TaskSettings(destination=str(tmp_path), run_id="rdd-test", format="parquet",
                             registry_url="http://127.0.0.1:9")
     outcomes = execute_tasks(spark.sparkContext, tasks, settings)

@@ -131,7 +131,7 @@ def test_every_reader_leaves_the_destination_untouched_and_sees_the_commit(half,
 
     config = loader_config(root, brokers, "http://127.0.0.1:9", topics=TOPIC)
     assert status(config) == []  # the brokers have no such topic; the state read happened first
-    snap = PartitionSnapshot(TOPIC, 0, "127.0.0.1", 9, 0, earliest=0, latest=3000)
+    snap = PartitionSnapshot(TOPIC, 0, 0, "127.0.0.1", 9, earliest=0, latest=3000)
     assert partition_status(config, state, snap, AFTER_HOUR).committed == 3000
     conf = tmp_path / "loader.properties"
     conf.write_text(f"destination={root}\nbrokers={brokers[0].host}:{brokers[0].port}\nregistry.url=http://x\n")

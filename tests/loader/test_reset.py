@@ -42,7 +42,7 @@ def _loaded(st, files) -> LoaderState:
 
 
 def _plan(key, start) -> LoadPlan:
-    snap = PartitionSnapshot(key[0], key[1], "h", 1, key[2], 0, 300)
+    snap = PartitionSnapshot(key[0], key[1], key[2], "h", 1, earliest=0, latest=300)
     return LoadPlan("run", 1, (PartitionPlan(snap, 300, start, 300, replay=True),))
 
 

@@ -53,7 +53,7 @@ def reload(st, fmt: str, run_id: str, partition: int, files: list[int]) -> FileR
 
 
 def plan(run_id: str, seq: int, partition: int, start: int, end: int) -> LoadPlan:
-    snap = PartitionSnapshot(TOPIC, 0, "h", 1, partition, 0, 6000)
+    snap = PartitionSnapshot(TOPIC, 0, partition, "h", 1, earliest=0, latest=6000)
     return LoadPlan(run_id, seq, (PartitionPlan(snap, 6000, start, end, replay=True),))
 
 
@@ -97,7 +97,7 @@ def test_a_deferred_tail_keeps_its_source_so_the_next_run_finds_it(hour):
 def test_no_row_left_means_no_rewrite_and_other_ranges_are_not_rewritten(hour):
     fmt, st, state = hour
     every = [reload(st, fmt, "rr", 0, [0, 2, 4]), reload(st, fmt, "rr", 1, [1, 3, 5])]
-    p = LoadPlan("rr", state.seq, tuple(PartitionPlan(PartitionSnapshot(TOPIC, 0, "h", 1, q, 0, 6000), 6000, 0, 6000,
+    p = LoadPlan("rr", state.seq, tuple(PartitionPlan(PartitionSnapshot(TOPIC, 0, q, "h", 1, earliest=0, latest=6000), 6000, 0, 6000,
                                                       replay=True) for q in (0, 1)))
     assert rewrite_compacted(st, p, state, every) == ([state.files(TOPIC)[0].path], [])
     assert rewrite_compacted(st, plan("rr", state.seq, 0, 6000, 7000), state, []) == ([], [])  # after the hour

@@ -17,17 +17,18 @@ import fastavro
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.broker.message import CODEC_GZIP, CODEC_NONE, CODEC_SNAPPY, MAGIC_V0, MAGIC_V1, MAGIC_V2
-from ingest.broker.message_set import encode_message_set
 from ingest.events.envelope import HeaderFactory, ProducerIdentity
 from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import CLICK, PAGE_VIEW, load_schema
 from ingest.events.serde import EventSerializer
 from ingest.loader import staging, task as task_mod
-from ingest.loader.fetch import Chunk, MessageList, iter_range
+from ingest.loader.fetch import iter_range
 from ingest.loader.plan import TaskRange
 from ingest.loader.task import Staged, TaskSettings, close_data_files, counted_before_chunks, stage_messages
+from ingest.records.message import CODEC_GZIP, CODEC_NONE, CODEC_SNAPPY, HEADER_SIZE, MAGIC_V0, MAGIC_V1, MAGIC_V2
+from ingest.records.message_batch import MessageBatch
+from ingest.records.message_set import encode_message_set
 from ingest.storage import open_storage
 
 HOUR = 3_600_000
@@ -71,7 +72,7 @@ def _spoil(rng: random.Random, p: bytes, other_prefix: bytes) -> bytes:
 
 
 def _stage(data: bytes, fmt: str, registry_url, tmp_path, chunks: bool, tag: str, fetch_size: int):
-    task = TaskRange(0, "pv", 3, "127.0.0.1", 9, 1, 0, len(data))
+    task = TaskRange("pv", 3, 1, "127.0.0.1", 9, task_id=0, start=0, end=len(data))
     settings = TaskSettings(destination=str(tmp_path / tag), run_id="r", format=fmt, registry_url=registry_url)
     storage = open_storage(str(tmp_path / tag))
     items = list(iter_range(_SetConsumer(data), "pv", 1, 0, len(data), fetch_size=fetch_size,
@@ -134,10 +135,10 @@ def test_bulk_path_equals_per_message_path_on_valid_and_spoiled_payloads(registr
                     assert len(payloads) < per_message_calls[0] < len(payloads) * 1.3, per_message_calls
                 assert n + len(quarantine) == len(payloads)
                 assert sum(f[3] for f in files) == n
-                if magic == MAGIC_V0:
-                    assert all(i.__class__ is MessageList for i in items)
-                else:
-                    assert any(i.__class__ is Chunk for i in items)
+                batches = [i for i in items if i.__class__ is MessageBatch]
+                assert batches
+                # magic 0 (9-byte headers) is read into one compact buffer; magic 1 and 2 in place
+                assert all(b.header_size == (0 if magic == MAGIC_V0 else HEADER_SIZE) for b in batches)
             assert payloads is good or quarantine  # the spoiled set really has bad payloads
 
 

@@ -13,16 +13,17 @@ import pytest
 from ingest.client.deleted_segments import DeletedSegment
 from ingest.errors import DataLossError
 from ingest.loader.fetch import Corrupt, Damaged
-from ingest.loader.gap_bounds import file_session_seqs, session_bounds
+from ingest.loader.gaps import file_session_seqs, session_bounds
 from ingest.loader.plan import PartitionSnapshot, Probe, build_plan, last_segment_start
-from ingest.loader.records import LostRange, Manifest, OffsetRecord
+from ingest.loader.records import Manifest, OffsetRecord
+from ingest.lost_ranges import LostRange
 from ingest.loader.results import TaskSummary
 from ingest.loader.tally import counted_before, partition_tally, task_tally
-from ingest.broker.message_set import MessageAndOffset
+from ingest.records.message_batch import MessageAndOffset
 
 
 def _snap(earliest=0, latest=1000):
-    return PartitionSnapshot("t", 0, "h", 1, 0, earliest, latest)
+    return PartitionSnapshot("t", 0, 0, "h", 1, earliest=earliest, latest=latest)
 
 
 def test_new_fields_round_trip_and_old_manifests_still_read():
@@ -76,7 +77,7 @@ def test_the_commit_folds_the_last_task_into_the_partition_tally():
     prev = OffsetRecord("t", 0, 0, 300, None, (250, 4))
 
     def plan_of(start, ranges, starts, committed=None):
-        p = build_plan(run_id="r", base_seq=0, snapshots=[PartitionSnapshot("t", 0, "h", 1, 0, 0, ranges[-1][1])],
+        p = build_plan(run_id="r", base_seq=0, snapshots=[PartitionSnapshot("t", 0, 0, "h", 1, earliest=0, latest=ranges[-1][1])],
                        committed=committed or {}, segment_starts=lambda _s: starts, max_bytes_per_task=10**9)
         return p.partitions[0]
 

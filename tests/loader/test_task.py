@@ -11,7 +11,6 @@ import fastavro
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.broker.message_set import MessageAndOffset
 from ingest.errors import CommitError, ConfigError
 from ingest.events.envelope import HeaderFactory, ProducerIdentity
 from ingest.events.loadgen import EventGenerator
@@ -25,6 +24,7 @@ from ingest.loader.plan import PartitionSnapshot, TaskRange, build_plan
 from ingest.loader.quarantine import QuarantinedMessage
 from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
 from ingest.loader.task import Staged, TaskSettings, close_data_files, stage_messages, stage_quarantine
+from ingest.records.message_batch import MessageAndOffset
 from ingest.storage import open_storage
 
 HOUR = 3_600_000
@@ -32,7 +32,7 @@ T0 = 1_795_000_000_000 // HOUR * HOUR  # start of an hour in 2026
 
 
 def _task(task_id=0, start=0, end=1000):
-    return TaskRange(task_id, "pv", 3, "127.0.0.1", 9, 1, start, end)
+    return TaskRange("pv", 3, 1, "127.0.0.1", 9, task_id=task_id, start=start, end=end)
 
 
 def _payloads(registry_url, times):
@@ -117,8 +117,8 @@ def test_the_driver_faults_travel_to_executors_in_the_task_settings(tmp_path):
                                   "registry.url": "http://127.0.0.1:9"}, source="test")
     assert task_settings(config, "r").faults == ""
     settings = task_settings(config, "r", Faults.parse("fail-first-attempt"))
-    shipped = TaskSettings(**json.loads(json.dumps(asdict(settings))))  # what the data source options carry
-    assert Faults.parse(shipped.faults).fail_first_attempt
+    shipped = TaskSettings.from_json(json.loads(json.dumps(asdict(settings))))  # what the data source options carry
+    assert Faults.parse(shipped.faults).fail_first_attempt and shipped == settings
 
 
 def _outcome(task_id, *, files=1, messages=10):
@@ -130,7 +130,7 @@ def _outcome(task_id, *, files=1, messages=10):
 
 
 def test_outcomes_round_trip_through_spark_rows_and_refuse_incomplete_reports():
-    from ingest.loader.source import RESULT_FIELDS, outcome_rows, outcomes_from_rows
+    from ingest.loader.results import RESULT_FIELDS, outcome_rows, outcomes_from_rows
 
     columns = [name for name, _ in RESULT_FIELDS]
     outcomes = [_outcome(0, files=2), _outcome(1, files=0)]
@@ -147,7 +147,7 @@ def test_driver_phases_work_on_the_typed_outcomes():
     from ingest.loader.job import check_reports, file_records
     from ingest.loader.runrecord import partition_entries
 
-    snap = PartitionSnapshot("pv", 3, "127.0.0.1", 9, 1, 0, 200)
+    snap = PartitionSnapshot("pv", 3, 1, "127.0.0.1", 9, earliest=0, latest=200)
     plan = build_plan(run_id="r", base_seq=0, snapshots=[snap], committed={}, max_bytes_per_task=100,
                       segment_starts=lambda s: (100,))
     assert [t.task_id for t in plan.tasks] == [0, 1]

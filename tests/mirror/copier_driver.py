@@ -11,8 +11,10 @@ import logging
 import signal
 import sys
 import threading
+from dataclasses import replace
 
 from ingest.client.discovery import ZkDiscovery, start_kazoo
+from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.copier_factory import make_copier
 from ingest.mirror.mapping import MirrorUnit
 from ingest.mirror.source_reader import cluster_metadata
@@ -27,7 +29,8 @@ def main(argv: list[str]) -> int:
     target = ZkDiscovery(start_kazoo(target_zk), own_client=True)
     unit = MirrorUnit("dc1", topic, int(broker_id), int(partition), int(target_partition))
     copier = make_copier(unit, group=group, zk=zk, source_discovery=source, target_metadata=cluster_metadata(target),
-                         counter_factory=counter_factory(unit), fetch_size=int(fetch_size), checkpoint_interval_ms=200)
+                         counter_factory=counter_factory(unit), fetch=replace(MIRROR_FETCH, fetch_size=int(fetch_size)),
+                         checkpoint_interval_ms=200)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     t = threading.Thread(target=copier.run, args=(stop,), daemon=True)

@@ -7,20 +7,22 @@ exactly once across restarts); tests/mirror/test_mirror_lost_ranges.py uses real
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from ingest.broker import protocol
-from ingest.broker.message_set import encode_message_set, valid_prefix
 from ingest.client.connection import BrokerConnection, check
 from ingest.client.discovery import ZkDiscovery, start_kazoo
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.clock import SYSTEM_CLOCK
 from ingest.events.header_reader import HeaderReader
 from ingest.events.registry_client import RegistryClient
+from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.source_reader import cluster_metadata
 from ingest.mirror.tier_counts import PartitionCounter
+from ingest.records.message_set import encode_message_set, valid_prefix
 
 
 NO_REGISTRY = "http://127.0.0.1:9"
@@ -112,7 +114,8 @@ class Mirror:
             self.producer = make_fallback_producer(self.target)
         return make_copier(unit, group="g", zk=self.zk, source_discovery=self.source, target_metadata=self.target_md,
                            fallback_producer=self.producer, counter_factory=counter_factory(unit),
-                           header_reader=HeaderReader(RegistryClient(NO_REGISTRY)), fetch_size=kw.pop("fetch_size", 2048),
+                           header_reader=HeaderReader(RegistryClient(NO_REGISTRY)),
+                           fetch=replace(MIRROR_FETCH, fetch_size=kw.pop("fetch_size", 2048)),
                            checkpoint_interval_ms=kw.pop("checkpoint_interval_ms", 100), **kw)
 
     def close(self) -> None:

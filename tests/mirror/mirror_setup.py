@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 from ingest.broker import protocol
-from ingest.broker.message_set import encode_message_set, valid_prefix
 from ingest.client.connection import BrokerConnection, check
 from ingest.client.discovery import ZkDiscovery, start_kazoo
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import IngestError
+from ingest.records.message_set import encode_message_set, valid_prefix
 from tests.harness.wait import wait_until
 
 

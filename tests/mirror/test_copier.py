@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
-from ingest.broker.message_set import iter_messages
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
 from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, ensure_mapping
+from ingest.records.message_batch import iter_messages
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.replicated import create_topic as create_replicated_topic
 from tests.harness.replication_topics import metadata_of, wait_for_leaders

@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from ingest.broker.message_set import iter_messages
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.mirror.checkpoint import CheckpointStore
 from ingest.mirror.mapping import ensure_mapping
+from ingest.records.message_batch import iter_messages
 from tests.harness.brokers import REPO_ROOT, broker_factory  # noqa: F401  (fixture)
 from tests.harness.wait import wait_until
 from tests.mirror.copier_support import acked, payload, produce_07, read_all

@@ -9,12 +9,12 @@ import uuid
 import pytest
 
 from ingest import znodes
-from ingest.broker.message_set import encode_message_set
 from ingest.client.discovery import start_kazoo
 from ingest.client.topics_admin import create_topic
 from ingest.mirror.config import parse_mirror_config
 from ingest.mirror.discovery import SourceDiscovery, UnitKey, units_of
 from ingest.mirror.group import MirrorGroup, assignment, read_members
+from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until
 from tests.mirror.mirror_setup import chroot, produce

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 
-from ingest.broker.message_set import iter_messages
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK
 from ingest.events.header_reader import HeaderReader
@@ -19,12 +18,13 @@ from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import CLICK, load_schema
 from ingest.events.serde import EventSerializer
+from ingest.mirror import gaps as lr
 from ingest.mirror.checkpoint import CheckpointStore
 from ingest.mirror.copier_factory import make_copier
-from ingest.mirror import lost_ranges as lr
 from ingest.mirror.mapping import ensure_mapping
 from ingest.mirror.tier_counts import PartitionCounter
 from ingest.mirror.tier_events import TierEventPublisher
+from ingest.records.message_batch import iter_messages
 from tests.events.readback import read_topic
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.wait import wait_until

@@ -11,8 +11,6 @@ import json
 
 import pytest
 
-from ingest.broker.compression import CODEC_GZIP
-from ingest.broker.message_set import encode_message_set
 from ingest.clock import FakeClock
 from ingest.errors import MirrorConfigError
 from ingest.events.envelope import frame
@@ -22,6 +20,8 @@ from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import PAGE_VIEW, load_schema
 from ingest.events.serde import EventSerializer
 from ingest.mirror.tier_counts import PartitionCounter, event_id, unit_session
+from ingest.records.message import CODEC_GZIP
+from ingest.records.message_set import encode_message_set
 
 W = 60_000
 G = 60_000          # the counter's default grace

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.broker.message_set import encode_message_set
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import FakeClock
 from ingest.errors import IngestError
@@ -13,8 +12,10 @@ from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import CLICK, load_schema
 from ingest.events.serde import EventDeserializer, EventSerializer
+from ingest.lost_ranges import TIER_SOURCE, LostRange, parse_bounds
 from ingest.mirror.tier_counts import PartitionCounter, unit_session
 from ingest.mirror.tier_events import TierEventPublisher, lost_range_record
+from ingest.records.message_set import encode_message_set
 from tests.events.readback import read_topic
 from tests.harness.brokers import broker_factory, broker_list  # noqa: F401  (pytest fixture)
 
@@ -43,11 +44,10 @@ def test_counts_and_lost_range_read_back_exactly(broker_factory, registry_url):
     clock.set(T0 + 2 * W + 60_000)
     events = counter.due_events()
     assert [(e["window_start_ms"], e["count_acked"]) for e in events] == [(T0, 2), (T0 + W, 1)]
-    lost = lost_range_record(group="g1", source="dc2", topic="clicks", broker_id=4, partition=0, start_offset=1000,
-                             end_offset=5000, bytes=4000, messages=37, messages_exact=True,
-                             detected_at_ms=T0 + 99, mirror_server="mirror-a", after_time_ms=T0 - 5,
-                             before_time_ms=None, session_bounds=[("s2", None, 9), {"session": "s1", "after_seq": 4}],
-                             target_partition=2, target_offset=777)
+    gap = LostRange("clicks", 4, 0, 1000, 5000, 4000, 37, T0 - 5, None, detected_at_ms=T0 + 99, messages_exact=True,
+                    session_bounds=parse_bounds([("s2", None, 9), {"session": "s1", "after_seq": 4}]),
+                    tier=TIER_SOURCE, source_cluster="dc2")
+    lost = lost_range_record(gap, group="g1", mirror_server="mirror-a", target_partition=2, target_offset=777)
     assert lost == {
         "header": {"time": T0 + 99, "server": "mirror-a", "service": "mirror:dc2",
                    "session": "mirror:g1:dc2:clicks:4-0", "seq": 1000},
@@ -58,9 +58,9 @@ def test_counts_and_lost_range_read_back_exactly(broker_factory, registry_url):
                            {"session": "s2", "after_seq": None, "before_seq": 9}],
         "target_partition": 2, "target_offset": 777, "detected_at_ms": T0 + 99,
     }
-    again = lost_range_record(group="g1", source="dc2", topic="clicks", broker_id=4, partition=0, start_offset=1000,
-                              end_offset=5000, bytes=4000, messages=37, messages_exact=True,
-                              detected_at_ms=T0 + 5000, mirror_server="mirror-b")
+    again = lost_range_record(LostRange("clicks", 4, 0, 1000, 5000, 4000, 37, None, None, detected_at_ms=T0 + 5000,
+                                        messages_exact=True, tier=TIER_SOURCE, source_cluster="dc2"),
+                              group="g1", mirror_server="mirror-b")
     assert again["event_id"] == lost["event_id"]  # the same gap, re-detected by another owner
 
     with TierEventPublisher(producer_config(brokers), registry, monitoring_topic="audit-mirror",
@@ -88,9 +88,8 @@ def test_a_target_that_does_not_answer_raises(broker_factory, registry_url):
     brokers = broker_factory(n=1, num_partitions=1)
     registry = RegistryClient(registry_url)
     pub = TierEventPublisher(producer_config(brokers, **{"message.send.max.retries": 0}), registry)
-    record = lost_range_record(group="g", source="dc1", topic="t", broker_id=0, partition=0, start_offset=0,
-                               end_offset=10, bytes=10, messages=1, messages_exact=False, detected_at_ms=1,
-                               mirror_server="m")
+    record = lost_range_record(LostRange("t", 0, 0, 0, 10, 10, 1, None, None, detected_at_ms=1, tier=TIER_SOURCE,
+                                         source_cluster="dc1"), group="g", mirror_server="m")
     brokers[0].stop()
     try:
         with pytest.raises(IngestError):

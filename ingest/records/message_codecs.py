@@ -1,4 +1,6 @@
-"""Codec table: none, gzip, snappy; compress and decompress a whole message set.
+"""The 0.7 messages' codecs: none, gzip, snappy (a raw block); compress a set, inflate a wrapper within bounds.
+
+Kafka's own compression types (lz4, zstd, xerial-framed snappy) are :mod:`ingest.records.compression`.
 
 - gzip: RFC 1952 gzip stream (``zlib`` with ``wbits=31``), what Kafka 0.7's
   ``GZIPOutputStream`` produced. Multi-member streams are accepted on read.
@@ -27,8 +29,8 @@ from __future__ import annotations
 import zlib
 from typing import Iterator
 
-from ingest.broker.message import CODEC_GZIP, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY
 from ingest.errors import InvalidMessageError, MessageTooLargeError, UnsupportedCodecError
+from ingest.records.message import CODEC_GZIP, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY
 
 MAX_INFLATED_SIZE = 100 * 1024 * 1024
 """Default bound on what one wrapper may inflate to: what one uncompressed request may carry

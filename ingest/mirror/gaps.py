@@ -1,9 +1,10 @@
-"""Lost ranges: source bytes gone before the mirror copied them, by retention or not.
+"""Gaps in a source partition: source bytes gone before the mirror copied them, by retention or not.
 
 When a unit's source position ``pos`` lies below the source's earliest offset
 ``E``, ``[pos, E)`` is gone. The mirror records it, exactly as the loader records
-its own gaps (docs/loader.md), as ``MirrorLostRange`` records
-(``conf/schemas/mirror_lost_range.avsc``), one per part of the gap:
+its own gaps (docs/loader.md), as :class:`~ingest.lost_ranges.LostRange` s of tier source,
+published as ``MirrorLostRange`` records (``conf/schemas/mirror_lost_range.avsc``), one per part
+of the gap:
 
 * **cause**: ``retention`` where the source broker's DELETED_SEGMENTS records
   cover the part, ``missing_segments`` where none does (segment files deleted by
@@ -34,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ingest import znodes
-from ingest.broker.message_set import iter_messages
-from ingest.client.deleted_segments import RETENTION
+from ingest.lost_ranges import RETENTION, TIER_SOURCE, LostRange
 from ingest.mirror import tier_events
 from ingest.mirror.copier_io import read_target
+from ingest.records.message_batch import iter_messages
 
 log = logging.getLogger(__name__)
 
@@ -100,15 +101,16 @@ def estimate_messages(gap_bytes: int, copied_bytes: int, copied_messages: int) -
 def lost_range_record(*, group: str, unit, mirror_server: str, start: int, end: int, messages: int, exact: bool,
                       after: HeaderScan, before: HeaderScan, target_offset: int | None, detected_at_ms: int,
                       cause: str = RETENTION) -> dict:
-    """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap; its ``event_id`` is
-    deterministic over the unit and ``[start, end)`` (:func:`ingest.mirror.tier_events.lost_range_record`)."""
-    bounds = [(b["session"], b["after_seq"], b["before_seq"]) for b in session_bounds(after, before)]
-    return tier_events.lost_range_record(
-        group=group, source=unit.source, topic=unit.topic, broker_id=unit.broker_id, partition=unit.partition,
-        start_offset=start, end_offset=end, bytes=end - start, messages=messages, messages_exact=exact,
-        detected_at_ms=detected_at_ms, mirror_server=mirror_server, after_time_ms=after.last_time,
-        before_time_ms=before.first_time, session_bounds=bounds, target_partition=unit.target_partition,
-        target_offset=target_offset, cause=cause)
+    """The ``MirrorLostRange`` record (conf/schemas/mirror_lost_range.avsc) of a gap of ``unit``; its ``event_id``
+    is deterministic over the unit and ``[start, end)`` (:func:`ingest.mirror.tier_events.lost_range_record`)."""
+    bounds = tuple((b["session"], b["after_seq"], b["before_seq"]) for b in session_bounds(after, before))
+    lost = LostRange(
+        topic=unit.topic, broker_id=unit.broker_id, partition=unit.partition, start_offset=start, end_offset=end,
+        bytes=end - start, estimated_messages=messages, after_time_ms=after.last_time, before_time_ms=before.first_time,
+        detected_at_ms=detected_at_ms, cause=cause, messages_exact=exact, session_bounds=bounds, tier=TIER_SOURCE,
+        source_cluster=unit.source)
+    return tier_events.lost_range_record(lost, group=group, mirror_server=mirror_server,
+                                         target_partition=unit.target_partition, target_offset=target_offset)
 
 
 def recorded_lost_ranges(zk, group: str) -> list[dict]:

@@ -1,6 +1,6 @@
-"""A gap found at planning, as :class:`~ingest.loader.records.LostRange` records: retention or missing segments.
+"""A gap found at planning: its lost ranges (cause and count) and its session bounds.
 
-When a partition's committed offset ``c`` is below the broker's earliest offset
+**Lost ranges.** When a partition's committed offset ``c`` is below the broker's earliest offset
 ``e``, ``[c, e)`` is gone before it was loaded. Why, and how many messages:
 
 - the parts the broker's deletion records cover (request 16 DELETED_SEGMENTS:
@@ -28,15 +28,41 @@ Every part gets the gap's event-time edges (the last loaded message before ``c``
 the first at ``e``): each part lies inside the gap, so they bound it too.
 
 Pure: the network answers (deleted segments, the probe) are passed in.
+
+**Session bounds.** Within one partition each producer session's ``header.seq`` only
+increases. So for a gap ``[start, end)`` of partition ``p``:
+
+- ``after_seq`` of session ``s`` = the highest seq of ``s`` in the committed data
+  files of ``p`` whose offset range ends at ``start`` (the range loaded just
+  before the gap);
+- ``before_seq`` = the lowest seq of ``s`` in this run's staged data files of
+  ``p`` whose range starts at ``end`` (the range loaded just after it).
+
+The gap can only hold seqs of ``s`` strictly between them (a missing side:
+unbounded there); a session seen on neither side is unbounded. The bounds are
+read only when a gap is found (rare), on the driver, from the files through the
+storage abstraction: the files on either side are read whole.
+
+No bounds: for a replay (the committed files next to the gap are being
+withdrawn), for a neighbour merged by compaction (``broker_id`` -1: its file
+mixes partitions, so its seqs say nothing about this one), or when a file cannot
+be read (logged; the range is still committed, unbounded on that side). A
+message quarantined next to the gap is in no data file, so the bounds can be
+looser than the truth by it, never tighter.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ingest.client.deleted_segments import MISSING_SEGMENTS, DeletedSegment, SegmentTally, split_gap
-from ingest.loader.records import LostRange, OffsetRecord, PartitionKey
+from ingest.loader.records import OffsetRecord, PartitionKey
+from ingest.loader.row_ids import message_ids
+from ingest.lost_ranges import LostRange
+
+if TYPE_CHECKING:
+    from ingest.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +120,54 @@ def gap_losses(
             messages_exact=exact,
         ))
     return tuple(out)
+
+
+# --- session bounds ----------------------------------------------------------------------------
+
+SessionSeqs = dict[str, tuple[int, int]]
+"""session -> (lowest seq, highest seq)"""
+
+
+def file_session_seqs(data: bytes, fmt: str) -> SessionSeqs:
+    """Per session the lowest and highest ``header.seq`` in one data file (Avro or Parquet bytes)."""
+    out: SessionSeqs = {}
+    for session, seq in message_ids(fmt, data):
+        lo_hi = out.get(session)
+        out[session] = (seq, seq) if lo_hi is None else (min(lo_hi[0], seq), max(lo_hi[1], seq))
+    return out
+
+
+def merged_seqs(storage: Storage, paths_and_formats: Sequence[tuple[str, str]]) -> SessionSeqs | None:
+    """:func:`file_session_seqs` over several files (full storage paths); None when one cannot be read."""
+    out: SessionSeqs = {}
+    for path, fmt in paths_and_formats:
+        try:
+            seqs = file_session_seqs(storage.read_bytes(path), fmt)
+        except Exception as exc:  # bounds only narrow an attribution: never fail the commit for them
+            log.warning("cannot read the sessions of %s for a gap's bounds (left unbounded): %r", path, exc)
+            return None
+        for s, (lo, hi) in seqs.items():
+            cur = out.get(s)
+            out[s] = (lo, hi) if cur is None else (min(cur[0], lo), max(cur[1], hi))
+    return out
+
+
+def session_bounds(after: SessionSeqs | None, before: SessionSeqs | None) -> tuple[tuple[str, int | None, int | None], ...]:
+    """``(session, after_seq, before_seq)`` sorted by session: highest seq before, lowest seq after."""
+    after, before = after or {}, before or {}
+    return tuple((s, after[s][1] if s in after else None, before[s][0] if s in before else None)
+                 for s in sorted(set(after) | set(before)))
+
+
+def bounds_of_gap(storage: Storage, first: LostRange, last: LostRange, after_files: list[tuple[str, str]],
+                  before_files: list[tuple[str, str]]) -> tuple[tuple[str, int | None, int | None], ...]:
+    """The session bounds of the gap from ``first``'s start to ``last``'s end: the sessions of the
+    files that end where it starts (``after_files``) and start where it ends (``before_files``),
+    each a ``(full storage path, format)``. A gap cut into parts is bounded as a whole."""
+    after = merged_seqs(storage, after_files) if after_files else None
+    before = merged_seqs(storage, before_files) if before_files else None
+    bounds = session_bounds(after, before)
+    log.info("%s b%d p%d gap [%d, %d): session bounds from %d file(s) before and %d after: %s", first.topic,
+             first.broker_id, first.partition, first.start_offset, last.end_offset, len(after_files),
+             len(before_files), bounds)
+    return bounds

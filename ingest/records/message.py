@@ -1,4 +1,4 @@
-"""One message's byte layout by magic: encode, decode, CRC rule.
+"""One Kafka 0.7 message's byte layout by magic (0, 1 and this product's 2): encode, decode, CRC rule.
 
 Three formats; the magic byte says which (all integers big-endian; identical
 on disk and on the wire)::
@@ -33,8 +33,8 @@ from itertools import repeat
 from operator import add
 from typing import NamedTuple, Sequence
 
-from ingest.broker.crc import crc32 as _crc32  # ISA-L's CRC-32 when installed (same values as zlib's)
 from ingest.errors import BufferUnderrunError, InvalidMessageError
+from ingest.records.crc import crc32 as _crc32  # ISA-L's CRC-32 when installed (same values as zlib's)
 
 MAGIC_V0, MAGIC_V1, MAGIC_V2 = 0, 1, 2
 MAGIC = MAGIC_V2
@@ -287,7 +287,7 @@ def decode_message(buf: bytes | memoryview, pos: int = 0) -> Message:
 def other_magic(mv: memoryview, pos: int, end: int, max_message_size: int) -> tuple[int, int] | None:
     """A valid magic-0 or magic-1 message in ``mv[pos:end]``: (its end, its codec as a magic-2
     ``ma`` (``MA_MIN + codec``), or -1 for magic 0); None when there is none (bad or cut off:
-    see :func:`why_invalid`). The slow path of ``message_set.scan``, whose hot loop is magic 2."""
+    see :func:`why_invalid`). The slow path of :func:`ingest.records.message_set.scan`, whose hot loop is magic 2."""
     if end - pos < HEADER_SIZE_V0:
         return None
     magic = mv[pos + MAGIC_OFFSET]

@@ -1,38 +1,39 @@
-"""Message scan: the one loop that validates a buffer of messages, and bounded wrapper opening.
+"""Message sets: the one loop that validates messages (:func:`scan`), bounded wrapper opening, encoding.
 
-A message set is messages (see :mod:`ingest.broker.message`) back to back,
+A message set is messages (see :mod:`ingest.records.message`) back to back,
 nothing else. A compressed set is ONE wrapper message whose attributes name
 the codec and whose payload is the compressed bytes of a plain message set;
 nested compression is invalid.
 
+:func:`scan` is the one loop that walks a buffer of messages and validates
+each (size, magic, codec, CRC, and with ``deep`` the set inside a wrapper,
+through :func:`inner_messages`). Append validation and reading
+(:class:`ingest.records.message_batch.MessageBatch`), recovery, the index
+builder, the read-time checks and ``ingest log dump`` all call it; they walk
+only what it has validated. It keeps no per-message Python objects: one
+``struct.unpack_from`` and one CRC-32 (:mod:`ingest.records.crc`: ISA-L's,
+zlib's values) over a memoryview slice per message. (The batch's fast paths
+for plain magic-2 sets record boundaries as they validate and hand anything
+else to this loop; tests/broker/test_message_batch.py and
+tests/broker/test_produce_fast_paths.py hold them equal to it.)
+
 A wrapper is opened with bounds (:func:`inner_messages`): every inner message
 is held to the same ``max_message_size`` as an outer one, and the inner set to
 ``max_inflated_size`` bytes in total (:data:`MAX_INFLATED_SIZE` by default).
-Decompression streams (:func:`ingest.broker.compression.inflate`) and is
+Decompression streams (:func:`ingest.records.message_codecs.inflate`) and is
 checked as it goes, so it stops at the first inner message above the limit,
 after at most one chunk of it; validation alone (the broker's) keeps only the
 message being checked, never the whole inner set.
-
-:func:`scan` is the one loop that walks a buffer of messages and validates
-each (size, magic, codec, CRC, and with ``deep`` the set inside a wrapper,
-through :func:`inner_messages`). Append, recovery, the index builder, the
-read-time check, :func:`ingest.broker.message_batch.iter_messages` (clients,
-the loader) and ``ingest log dump`` all call it; they walk only what it has
-validated. It keeps no per-message Python objects: one ``struct.unpack_from``
-and one CRC-32 (:mod:`ingest.broker.crc`: ISA-L's, zlib's values) over a
-memoryview slice per message.
-(:class:`ingest.broker.message_batch.MessageBatch` has its own copy of the
-magic-2 hot loop that records bounds as it goes, and hands anything else to
-this one; tests/broker/test_message_batch.py holds the two equal.)
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
-from ingest.broker import compression
-from ingest.broker.compression import MAX_INFLATED_SIZE
-from ingest.broker.crc import crc32 as fast_crc32
-from ingest.broker.message import (
+from ingest.errors import InvalidMessageError, MessageTooLargeError
+from ingest.records import message_codecs
+from ingest.records.crc import crc32 as fast_crc32
+from ingest.records.message import (
+    CODEC_NONE,
     CRC_SEED_MA,
     CRC_SEED_MA1,
     HEADER_MA,
@@ -43,11 +44,15 @@ from ingest.broker.message import (
     MA1_MIN,
     MA_MAX,
     MA_MIN,
+    MAGIC,
+    MAGIC_V0,
     OVERHEAD,
+    encode_message,
+    encode_messages,
     other_magic,
     why_invalid,
 )
-from ingest.errors import InvalidMessageError, MessageTooLargeError
+from ingest.records.message_codecs import MAX_INFLATED_SIZE
 
 UNLIMITED = 1 << 62
 """The default ``max_message_size``: no bound."""
@@ -90,7 +95,7 @@ def scan(
 ) -> ScanResult:
     """Validate messages in ``buf[pos:end]`` until the end or the first bad one.
 
-    Checks per message, by its magic (:mod:`ingest.broker.message`): length
+    Checks per message, by its magic (:mod:`ingest.records.message`): length
     at least the magic's overhead (5 for magic 0, else 6), message fits in the
     buffer, magic 0, 1 or 2, known codec with other attribute bits 0, the
     magic's CRC rule (magic 0/1: payload, or for magic 1 the legacy
@@ -224,7 +229,7 @@ def _inflate_and_scan(codec: int, payload: bytes | memoryview, max_message_size:
     while True:
         try:
             if chunks is None:
-                chunks = compression.inflate(codec, payload, limit=max_inflated_size)
+                chunks = message_codecs.inflate(codec, payload, limit=max_inflated_size)
             chunk = next(chunks, None)
         except MessageTooLargeError as exc:  # the inflated total crossed max_inflated_size
             raise MessageTooLargeError(
@@ -274,3 +279,34 @@ def first_message_size(buf: bytes | memoryview) -> int | None:
     if len(buf) < LENGTH_SIZE:
         return None
     return LENGTH_SIZE + LENGTH.unpack_from(buf, 0)[0]
+
+
+def encode_message_set(payloads: Sequence[bytes], codec: int = CODEC_NONE, magic: int = MAGIC) -> bytes:
+    """Encode payloads as a set of messages of ``magic``; with a codec, as one compressed
+    wrapper message of ``magic`` holding messages of ``magic`` (what Kafka 0.7's producer
+    does with magic 1).
+
+    Raises:
+        InvalidMessageError: unknown magic or codec, or a codec with magic 0.
+    """
+    if codec != CODEC_NONE and magic == MAGIC_V0:
+        encode_message(b"", codec, magic)  # raises: magic 0 has no attributes
+    plain = encode_messages(payloads, magic)  # one pass, no Python bytecode per message
+    if codec == CODEC_NONE:
+        return plain
+    return encode_message(message_codecs.compress(codec, plain), codec, magic)
+
+
+def valid_prefix(buf: bytes | memoryview) -> int:
+    """Bytes of whole valid messages at the start of ``buf``."""
+    return scan(buf).end
+
+
+def message_bounds(buf: bytes | memoryview, pos: int = 0, *, origin: int = 0) -> tuple[list[tuple[int, int]], ScanResult]:
+    """(start, end) of each valid message of ``buf`` from ``pos``, and how :func:`scan` stopped.
+
+    Wrappers are CRC-checked but not opened (see :func:`inner_messages`).
+    """
+    starts: list[int] = []
+    r = scan(buf, pos, index=starts, index_interval=0, origin=origin)
+    return list(zip(starts, starts[1:] + [r.end])), r
