@@ -154,7 +154,7 @@ def test_load_with_the_registry_unreachable_is_one_line_exit_2(brokers, registry
 def test_load_with_its_broker_killed_is_one_line_exit_2_and_commits_nothing(brokers, registry_url, tmp_path):
     """The broker is SIGKILLed once the run has planned (its plan line is logged) and before Spark's
     tasks fetch: starting the SparkContext takes seconds, so the tasks meet a dead broker and the
-    BrokerUnavailableError is raised in the executors (issue 11's escaping traceback, exit 1).
+    BrokerUnavailableError is raised in the executors (a traceback once escaped, exit 1).
     A second run against the still-dead broker fails in the driver, the same way."""
     from tests.loader.helpers import REPO, produce, spark_env
 

@@ -1,4 +1,4 @@
-"""Consumers of replicated topics across a leader failover (issue 12), with real ZooKeeper and brokers.
+"""Consumers of replicated topics across a leader failover, with real ZooKeeper and brokers.
 
 A replicated partition is named by its home broker (first replica) in the group's
 owner/offset nodes; its consumers fetch from the current leader and, when that

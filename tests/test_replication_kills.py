@@ -183,11 +183,11 @@ def test_controller_sigkilled_during_a_leader_election(broker_factory, zk_connec
         r.assert_replicas_identical(brokers, topic, q, r.high_watermark(leader, topic, q))
 
 
-REPAIR_IMPLEMENTED = True    # the broker repairs a replica's damaged range from the leader (main 6405fec)
+REPAIR_IMPLEMENTED = True    # the broker repairs a replica's damaged range from the leader
 
 
 @pytest.mark.skipif(not REPAIR_IMPLEMENTED, reason="repair of a replica's damaged range from the leader is "
-                                                   "not implemented in the broker yet (issue 12)")
+                                                   "not implemented in the broker yet")
 def test_a_replica_with_a_damaged_sealed_segment_repairs_it_from_the_leader(broker_factory, zk_connect, zk):
     topic = "repair"
     brokers = broker_factory(n=3, zk_connect=zk_connect,

@@ -1,4 +1,4 @@
-"""The loader on replicated topics (issue 12): plans against leaders, loads up to the high watermark,
+"""The loader on replicated topics: plans against leaders, loads up to the high watermark,
 and a leader SIGKILLed during a load neither loses nor duplicates anything.
 
 Real ZooKeeper, three real broker processes, a real schema registry and the shared

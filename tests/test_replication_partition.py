@@ -1,4 +1,4 @@
-"""Issue 12 proofs: a network partition of a leader, and a leader's ZooKeeper session expiry.
+"""Replication under faults: a network partition of a leader, and a leader's ZooKeeper session expiry.
 
 Real ZooKeeper, real broker processes. The partition test puts each broker in a
 network namespace of its own (tests/harness/netns.py); where the machine cannot

@@ -1,4 +1,4 @@
-"""The producer on replicated topics (issue 12): acks levels, routing by partition number, failover.
+"""The producer on replicated topics: acks levels, routing by partition number, failover.
 
 Units (no processes): the ``request.required.acks`` / ``request.timeout.ms`` keys, the
 request frame per acks level, routing a key to a replicated partition, the back-off and

@@ -1,4 +1,4 @@
-"""Flipped bytes in real segment files cost only the damaged messages (issue 11, defect 6).
+"""Flipped bytes in real segment files cost only the damaged messages.
 
 Each test writes messages through the real log, flips bytes in the ``.kafka``
 files on disk, restarts (a new LogManager, or a broker process) and reads the

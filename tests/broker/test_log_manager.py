@@ -171,7 +171,7 @@ def test_two_managers_cannot_share_a_log_dir(tmp_path, fake_clock):
     again.shutdown()
 
 
-# --- descriptors: a bounded pool of open segment files (issue 11) ----------------------------------
+# --- descriptors: a bounded pool of open segment files --------------------------------------------
 
 
 def _fds() -> int:

@@ -2,7 +2,7 @@
 
 The slow path is ``message_batch._iter_general``: ``scan`` validates the whole
 buffer, then a pass cuts payloads and inflates wrappers (what ``iter_messages``
-was before issue 16). Every case compares the messages AND the error (type and
+was before MessageBatch). Every case compares the messages AND the error (type and
 text) of four readers: the slow path, ``iter_messages``, a non-strict batch
 iterated, a strict batch.
 """

@@ -31,7 +31,7 @@ def test_segments_older_than_retention_hours_are_deleted(tmp_path, fake_clock):
     fake_clock.advance(4 * HOUR + 1)
     assert m.cleanup() == (2, 2000)
     assert lg.segment_bases() == [2000] and lg.start_offset == 2000
-    # the deleted segments' record (issue 13, docs/log-format.md) is the only other file
+    # the deleted segments' record (docs/log-format.md) is the only other file
     assert sorted(os.listdir(tmp_path / "logs" / "t-0")) == ["00000000000000002000.kafka", "deleted-segments"]
     with pytest.raises(OffsetOutOfRangeError, match="valid offsets are 2000"):
         lg.read(0, 100)

@@ -1,4 +1,4 @@
-"""Attacks on a real broker process's network layer (issue 11 #1, #2, #4, #11).
+"""Attacks on a real broker process's network layer: pipelined bursts, accept floods, half frames, bad frames.
 
 Each test does the attack from outside with real sockets against
 ``ingest broker start`` and asserts on bounds that separate a hardened broker
@@ -78,7 +78,7 @@ def _burst_broker(tmp_path_factory, hogs: int = 1, **overrides):
 
 
 def test_pipelined_burst_from_a_client_that_never_reads_stalls_nobody(tmp_path_factory):
-    # issue 11 #1: the other client on the same (only) thread waited 76 s for an OFFSETS reply
+    # unprotected: the other client on the same (only) thread waited 76 s for an OFFSETS reply
     b, hogs = _burst_broker(tmp_path_factory)
     try:
         worst = offsets_latency(b)
@@ -97,7 +97,7 @@ def test_pipelined_burst_from_a_client_that_never_reads_stalls_nobody(tmp_path_f
 
 
 def test_sigterm_with_stuck_clients_exits_within_the_shutdown_timeout(tmp_path_factory):
-    # issue 11 #1: a broker with stuck clients did not exit 30 s after SIGTERM (each busy
+    # unprotected: a broker with stuck clients did not exit 30 s after SIGTERM (each busy
     # network thread got its own drain timeout + 5 s, one after the other)
     b, hogs = _burst_broker(tmp_path_factory, hogs=4, shutdown_timeout_ms=2000)
     try:
@@ -127,7 +127,7 @@ def _send_quietly(sock: socket.socket, data: bytes) -> None:
 
 
 def test_half_sent_frames_are_bounded_in_memory_and_time_out(tmp_path_factory):
-    # issue 11 #4: connections announce a large frame, send most of it, and stop
+    # half frames: connections announce a large frame, send most of it, and stop
     frame, attackers = 20_000_000, 24
     [b] = broker_cluster(tmp_path_factory, num_threads=2, overrides={
         "max.socket.request.bytes": frame, "queued.max.request.bytes": 2 * frame + MB,
@@ -192,7 +192,7 @@ def test_idle_connections_are_closed(tmp_path_factory):
 
 
 def test_accept_backs_off_when_the_broker_is_out_of_descriptors(tmp_path_factory):
-    # issue 11 #2 (accept loop): a real descriptor limit on the broker process and a connection flood
+    # the accept loop: a real descriptor limit on the broker process and a connection flood
     [b] = broker_cluster(tmp_path_factory)
     flood: list[socket.socket] = []
     try:
@@ -227,7 +227,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def test_refused_frames_are_logged_with_a_limit(tmp_path_factory):
-    # issue 11 #11: each bad frame used to cost one log line, without limit
+    # log floods: each bad frame used to cost one log line, without limit
     [b] = broker_cluster(tmp_path_factory)
     attempts = 1000
     try:
@@ -243,7 +243,7 @@ def test_refused_frames_are_logged_with_a_limit(tmp_path_factory):
 
 
 def test_refused_requests_are_logged_with_a_limit(tmp_path_factory):
-    # issue 11 #11, the request handlers' side: well-framed requests the broker refuses
+    # log floods, the request handlers' side: well-framed requests the broker refuses
     # (a bad topic name, a wrong partition) used to cost one WARNING line each
     [b] = broker_cluster(tmp_path_factory, num_partitions=1)
     attempts = 600

@@ -20,7 +20,7 @@ topic of 2, a real descriptor limit of 1024 set with ``prlimit``) serves, for ``
 Every second it samples the broker's RSS, descriptors and log size. At the end
 it asserts (these are correctness bounds on a protected broker, not
 performance timings; each is one to two orders of magnitude away from a
-healthy broker's figure and at least as far below what issue 11 measured on
+healthy broker's figure and at least as far below what was measured on
 an unprotected one):
 
 - the process is alive and answers METADATA within 10 s of the attacks stopping;
@@ -28,18 +28,18 @@ an unprotected one):
   acknowledged offset (count + SHA-256 over the payloads' CRCs); when the
   consumer cannot catch up on the attacked broker, that is a failure of its
   own, and exactly-once is then judged after a restart;
-- the control client's p99 round trip < 1 s (healthy: a few ms; issue 11: a
+- the control client's p99 round trip < 1 s (healthy: a few ms; unprotected: a
   76 s stall behind one pipelined burst);
 - the broker's peak RSS (VmHWM, which also catches spikes between samples)
-  < 300 MB (healthy: ~40 MB; issue 11: 113 MB after one burst, ~300 MB per
+  < 300 MB (healthy: ~40 MB; unprotected: 113 MB after one burst, ~300 MB per
   gzip bomb, 1.66 GB under half frames). This assumes the broker's global
   bound on buffered request bytes is at most ~128 MB by default;
 - no gzip bomb is accepted (``max.message.size`` applies inside wrappers);
 - the broker's output stays under 256 KB + 2 KB per soak second, i.e. its
-  refusals are rate-limited (issue 11: 150,000 fuzzed frames wrote 23.6 MB),
+  refusals are rate-limited (unprotected: 150,000 fuzzed frames wrote 23.6 MB),
   and holds no traceback;
 - SIGTERM with a non-reading client still connected stops the broker with
-  exit code 0 within ``shutdown.timeout.ms`` + 2 s (issue 11: still running
+  exit code 0 within ``shutdown.timeout.ms`` + 2 s (unprotected: still running
   30 s after SIGTERM; today each stalled network thread is joined for
   shutdown.timeout.ms + 5 s, one after the other, then abandoned).
 

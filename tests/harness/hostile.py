@@ -1,6 +1,6 @@
 """Hostile clients for broker hardening tests: real sockets, loopback only, bounded in count and time.
 
-Each attack of issue 11 is one function here, written against a broker
+Each attack on the network layer is one function here, written against a broker
 address ``(host, port)``; every frame is built from
 :mod:`ingest.broker.protocol`'s request classes and struct constants, every
 message from :mod:`ingest.records.message`'s layout, so the bytes are exactly
@@ -329,7 +329,7 @@ class BurstResult:
 
 def pipelined_burst(addr: Addr, request_bytes: bytes, total_bytes: int = 256 * 1024, *,
                     hold_s: float = 0.0, send_timeout_s: float = 10.0) -> BurstResult:
-    """Send ``total_bytes`` of pipelined copies of ``request_bytes`` in one buffer and never read (defect 1).
+    """Send ``total_bytes`` of pipelined copies of ``request_bytes`` in one buffer and never read.
 
     The issue's attack: ``pipelined_burst(addr, metadata_all_topics())`` against
     a broker with 100 topics (32,768 METADATA requests in one 256 KB send).
@@ -352,7 +352,7 @@ def pipelined_burst(addr: Addr, request_bytes: bytes, total_bytes: int = 256 * 1
 
 def half_frames(addr: Addr, n_conns: int = 16, announced: int = 100 * 1024 * 1024,
                 sent: int = 99 * 1024 * 1024, *, topic: str = "half", send_timeout_s: float = 30.0) -> HeldConnections:
-    """Open ``n_conns`` connections, each announcing an ``announced``-byte PRODUCE and sending ``sent`` bytes (defect 4).
+    """Open ``n_conns`` connections, each announcing an ``announced``-byte PRODUCE and sending ``sent`` bytes.
 
     ``sent`` counts the whole frame written so far (size field included) and must
     be below the frame's full length (``announced + 4``). The connections then
@@ -398,7 +398,7 @@ class FuzzResult:
 
 def fuzz_frames(addr: Addr, count: int, seed: int, *, max_seconds: float = 60.0, topic: str = "fz",
                 frames_per_connection: int = 1) -> FuzzResult:
-    """Send ``count`` random and mutated frames (defect 11: each refusal is logged without limit).
+    """Send ``count`` random and mutated frames (each refusal once cost one log line).
 
     Each connection gets ``frames_per_connection`` frames, then half-closes and
     reads whatever the broker answers until it closes. Replayable: the same

@@ -1,5 +1,5 @@
 """A flipped byte on the broker's disk: the load commits every intact message once and records the damage;
-the audit names it CORRUPTION_LOSS with the exact missing count (issue 11, defect 6).
+the audit names it CORRUPTION_LOSS with the exact missing count.
 
 Real registry, real broker process, real EventProducers with monitoring, the real loader on Spark and the
 audit in-process. Bytes are flipped in the stopped broker's sealed segment files, then the broker is restarted.
