@@ -10,6 +10,7 @@ the source's earliest offset: the target holds exactly the surviving source byte
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK
@@ -20,6 +21,7 @@ from ingest.events.schemas import CLICK, load_schema
 from ingest.events.serde import EventSerializer
 from ingest.mirror import gaps as lr
 from ingest.mirror.checkpoint import CheckpointStore
+from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.copier_factory import make_copier
 from ingest.mirror.mapping import ensure_mapping
 from ingest.mirror.tier_counts import PartitionCounter
@@ -93,7 +95,7 @@ def test_source_retention_gives_lost_ranges_with_exact_counts_and_bounds(broker_
                                    session=unit.session("g"), topic="lr", source="dc1", mirror_server="mx",
                                    window_ms=60_000, interval_ms=1000, header_reader=reader, clock=SYSTEM_CLOCK,
                                    state=state),
-                               publisher=publisher, header_reader=reader, fetch_size=1024,
+                               publisher=publisher, header_reader=reader, fetch=replace(MIRROR_FETCH, fetch_size=1024),
                                checkpoint_interval_ms=100, mirror_server="mx")
 
         source.send(0, 3)                                   # 12 messages, well inside the first segment
@@ -164,7 +166,7 @@ def test_source_segments_deleted_by_hand_are_a_missing_segments_range_not_retent
                                    session=unit.session("g"), topic="lr", source="dc1", mirror_server="mx",
                                    window_ms=60_000, interval_ms=1000, header_reader=reader, clock=SYSTEM_CLOCK,
                                    state=state),
-                               publisher=publisher, header_reader=reader, fetch_size=1024,
+                               publisher=publisher, header_reader=reader, fetch=replace(MIRROR_FETCH, fetch_size=1024),
                                checkpoint_interval_ms=100, mirror_server="mx")
 
         source.send(0, 3)
