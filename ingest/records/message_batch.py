@@ -204,23 +204,26 @@ class MessageBatch:
     @property
     def positions(self) -> Sequence[int]:
         """The start of every outer message, relative to the set (a wrapper is one message)."""
-        if self._positions is None:
-            if self._offsets is None:   # a plain set: its messages are its outer messages
-                self._positions = self._bounds[:-1]
-            else:
-                base, seen = self.base_offset, -1
-                out = []
-                for o in self._offsets:
-                    if o != seen:
-                        out.append(o - base)
-                        seen = o
-                self._positions = out
-        return self._positions
+        positions = self._positions
+        if positions is not None:
+            return positions
+        if self._offsets is None:   # a plain set: its messages are its outer messages
+            positions = self._bounds[:-1]
+        else:
+            base, seen = self.base_offset, -1
+            positions = []
+            for o in self._offsets:
+                if o != seen:
+                    positions.append(o - base)
+                    seen = o
+        self._positions = positions
+        return positions
 
     @property
     def count(self) -> int:
         """Outer messages (what the log stores; a compressed wrapper counts once)."""
-        return len(self.positions)
+        positions = self._positions
+        return len(positions if positions is not None else self.positions)
 
     @property
     def size(self) -> int:
