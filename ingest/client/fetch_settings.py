@@ -20,6 +20,7 @@ DEFAULT_MAX_FETCH_SIZE = 64 * 1024 * 1024
 """The most one fetch grows to, to read a message larger than the fetch size."""
 DEFAULT_SOCKET_TIMEOUT_S = 30.0
 """Socket timeout of one request: Kafka 0.7's ``socket.timeout.ms`` default."""
+_KEYS = ("fetch.size", "max.fetch.size", "socket.timeout.ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,13 @@ class FetchSettings:
                    max_fetch_size=config.get("max.fetch.size", DEFAULT_MAX_FETCH_SIZE),
                    socket_timeout_s=timeout_s,
                    leader_wait_s=timeout_s if leader_wait_s is None else leader_wait_s)
+
+    @classmethod
+    def defaults_of(cls, definition, *, leader_wait_s: float | None = None) -> "FetchSettings":
+        """:meth:`from_config` of the defaults of a component's key table (a ``ConfigDef``): what its
+        readers use when no configuration was read (tests, tools)."""
+        keys = {k.name: k.default for k in definition.keys if k.name in _KEYS}
+        return cls.from_config(keys, leader_wait_s=leader_wait_s)
 
     def to_json(self) -> dict[str, Any]:
         return {"fetch_size": self.fetch_size, "max_fetch_size": self.max_fetch_size,

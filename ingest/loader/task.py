@@ -24,9 +24,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ingest.client.fetch_settings import DEFAULT_FETCH, FetchSettings
+from ingest.client.fetch_settings import FetchSettings
 from ingest.client.partition_reader import open_consumer
 from ingest.loader import layout
+from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.faults import Faults
 from ingest.loader.fetch import Damaged, iter_range
 from ingest.loader.quarantine import QUARANTINE_FORMAT, quarantine_file_bytes
@@ -59,7 +60,7 @@ class TaskSettings:
     avro_codec: str = "snappy"
     parquet_compression: str = "snappy"
     row_group_rows: int = 131_072
-    fetch: FetchSettings = DEFAULT_FETCH   # a replicated partition's failover is waited out for leader_wait_s
+    fetch: FetchSettings = FetchSettings.defaults_of(LOADER_CONFIG)   # the loader's keys' defaults
     faults: str = ""   # the driver's INGEST_FAULTS (ingest.loader.faults); empty in production
 
     @classmethod

@@ -41,14 +41,6 @@ MIRROR_LEADER_WAIT_S = 5.0
 """How long a copier's read or append keeps retrying through a failover before the copier reports
 ``waiting`` and retries the whole step (its loop retries forever; a short wait shows a failover in
 ``ingest mirror status`` at once). The mirror's one departure from the readers' common defaults."""
-MIRROR_FETCH = FetchSettings(fetch_size=1024 * 1024, leader_wait_s=MIRROR_LEADER_WAIT_S)
-"""The copiers' fetch settings when none are configured (``fetch.size``, ``socket.timeout.ms``)."""
-
-
-def fetch_settings(config: Mapping[str, Any]) -> FetchSettings:
-    """A mirror process's fetch settings (:data:`MIRROR_FETCH` with its ``fetch.size`` and ``socket.timeout.ms``)."""
-    return FetchSettings.from_config(config, leader_wait_s=MIRROR_LEADER_WAIT_S)
-
 
 MIRROR_CONFIG = ConfigDef("mirror", (
     Key("mirror.group", Str(pattern=NAME_PATTERN), "mirror",
@@ -100,6 +92,15 @@ MIRROR_CONFIG = ConfigDef("mirror", (
     Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
         "socket timeout of one request to a source or target broker"),
 ) + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
+
+MIRROR_FETCH = FetchSettings.defaults_of(MIRROR_CONFIG, leader_wait_s=MIRROR_LEADER_WAIT_S)
+"""The copiers' fetch settings when none are configured (the defaults of ``fetch.size``, ``socket.timeout.ms``)."""
+
+
+def fetch_settings(config: Mapping[str, Any]) -> FetchSettings:
+    """A mirror process's fetch settings: its ``fetch.size`` and ``socket.timeout.ms``, and
+    :data:`MIRROR_LEADER_WAIT_S`."""
+    return FetchSettings.from_config(config, leader_wait_s=MIRROR_LEADER_WAIT_S)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,14 @@ def test_the_plan_and_its_tasks_are_partitions_on_a_broker_and_open_the_right_co
         assert type(c) is LeaderConsumer and (c.fetch_size, c.leader_wait_s) == (1000, 7.0)
 
 
+def test_a_components_defaults_are_its_key_tables():
+    from ingest.mirror.config import MIRROR_CONFIG
+
+    assert TaskSettings("/d", "r", "parquet", "http://r").fetch == FetchSettings.defaults_of(LOADER_CONFIG) == \
+        FetchSettings(1 * MB, 64 * MB, 30.0, 30.0)
+    assert MIRROR_FETCH == FetchSettings.defaults_of(MIRROR_CONFIG, leader_wait_s=MIRROR_LEADER_WAIT_S)
+
+
 def test_task_settings_carry_the_fetch_settings_through_json():
     s = TaskSettings("/d", "r", "parquet", "http://r", fetch=FetchSettings(1000, 5000, 2.0, 7.0))
     assert TaskSettings.from_json(asdict(s)) == s
