@@ -30,6 +30,7 @@ from typing import Sequence
 
 from ingest import znodes
 from ingest.client.discovery import read_brokers, start_kazoo
+from ingest.config import non_ascii_note
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
@@ -63,8 +64,8 @@ def registered_brokers(config) -> list[tuple[int | None, str, int]]:
         out: list[tuple[int | None, str, int]] = []
         for item in config["brokers"]:
             host, sep, port = item.rpartition(":")
-            if not sep or not port.isdigit() or not host:
-                raise ConfigError(f"brokers: {item!r} is not host:port")
+            if not sep or not (port.isascii() and port.isdigit()) or not host:
+                raise ConfigError(f"brokers: {item!r} is not host:port{non_ascii_note(item)}")
             out.append((None, host, int(port)))
         return out
     if config["zk.connect"]:
