@@ -102,13 +102,15 @@ PARSED_BY_THE_COMMAND = [
       "--from", "１７００000000000"], "give epoch milliseconds or ISO 8601"),
     (["-m", "ingest.cli", "produce", "--brokers", "127.0.0.1:９０９２", "--registry", "http://127.0.0.1:1",
       "--topic", "t", "--count", "1"], "is not host:port or id:host:port"),
+    (["-m", "ingest.cli", "loader", "status", "--config", f"{CONF}/loader.properties",
+      "--set", "brokers=127.0.0.1:９０９２"], "is not host:port"),
 ]
 
 
 @pytest.mark.parametrize("argv,expected", PARSED_BY_THE_COMMAND, ids=lambda a: " ".join(a[:4]) if isinstance(a, list) else "")
 def test_values_a_command_parses_itself_are_refused_before_anything_starts(argv, expected):
     r = _run(*argv)
-    value = next(a for a in argv if any(ord(c) > 127 for c in a))
+    value = next(a for a in argv if any(ord(c) > 127 for c in a)).split("=", 1)[-1]
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
