@@ -73,7 +73,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", default=None, help="properties file with producer and event keys")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     p.add_argument("--close-timeout", type=float_flag("seconds >= 0"), default=30.0,
-                   help="seconds to keep retrying unpublished monitoring events at the end (default 30)")
+                   help="seconds the end may take: sending what is queued, publishing monitoring events; what "
+                        "is still unsent then is counted failed or unpublished (default 30)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_produce)
 
