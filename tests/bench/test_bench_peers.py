@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_peers.py"
 
 have_rabbitmq = Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists() and shutil.which("runuser")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.harness.zookeeper import zookeeper_available
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_replication.py"
 
 

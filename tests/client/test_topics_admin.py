@@ -24,7 +24,7 @@ from tests.harness.brokers import broker_cluster, broker_factory, broker_list, s
 from tests.harness.net import free_port
 from tests.harness.wait import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:

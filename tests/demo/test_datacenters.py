@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.test_demo import ROOT, _children_of, _describe, _kill_demo, _safe_sid, _sessions_alive
+from tests.demo.test_demo import ROOT, _children_of, _describe, _kill_demo, _safe_sid, _sessions_alive
 from tests.harness import reaper
 from tests.harness.spark import spark_submit_env
 

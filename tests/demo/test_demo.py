@@ -12,7 +12,7 @@ import pytest
 from tests.harness import reaper
 from tests.harness.spark import spark_submit_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _children_of(pid: int) -> set[int]:
@@ -120,7 +120,7 @@ def test_demo_ctrl_c_stops_what_it_started(tmp_path):
     "producers:" line (all three producers are started) and every child's session is
     seen; from then on the demo sleeps before its first load and starts nothing, so
     the snapshot of sessions is complete when the signal lands. (The race of a
-    signal landing while a child starts is pinned by tests/test_demo_units.py.)
+    signal landing while a child starts is pinned by tests/demo/test_units.py.)
     """
     work = tmp_path / "demo"
     out_path = tmp_path / "demo.out"

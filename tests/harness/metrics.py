@@ -60,7 +60,7 @@ def undocumented(samples: dict, prefix: str) -> list[str]:
     """Series names of the scrape (``prefix``...) that docs/metrics.md does not name (histogram parts by family)."""
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
     names = {re.sub(r"_(bucket|count|sum)$", "", n) if n.endswith(("_bucket", "_count", "_sum")) else n
              for n, _ in samples if n.startswith(prefix)}
     return sorted(n for n in names if f"`{n}`" not in doc)

@@ -18,7 +18,7 @@ import pytest
 
 from tests.harness.wait import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 CHILD_TEST = textwrap.dedent('''
     import os, time

@@ -60,7 +60,7 @@ from tests.loader.helpers import loader_config
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOPIC = "rp-views"
 HOUR = 3_600_000
 NOW = int(time.time() * 1000)

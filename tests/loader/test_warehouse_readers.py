@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.warehouse_build import CLICKS, MONITORING, NCLICKS, NLEGACY, VIEWS, Written, add_legacy, build
+from tests.loader.warehouse_build import CLICKS, MONITORING, NCLICKS, NLEGACY, VIEWS, Written, add_legacy, build
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "reading-the-warehouse.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reading-the-warehouse.md"
 WAREHOUSE_LINE = re.compile(r'^warehouse = "/data/warehouse".*$', re.M)
 LAST_DAY = datetime.date(2026, 11, 23)
 

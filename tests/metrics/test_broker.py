@@ -22,9 +22,9 @@ import pytest
 from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
 from tests.harness.brokers import broker_cluster, stop_all
-from tests.test_metrics_support import METRICS_LINE, metrics_url, scrape, series, undocumented, value
+from tests.harness.metrics import METRICS_LINE, metrics_url, scrape, series, undocumented, value
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "metered"
 N = 40
 PAYLOAD = b"m" * 100

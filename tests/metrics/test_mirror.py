@@ -10,7 +10,7 @@ from __future__ import annotations
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.mirror.mirror_procs import MirrorProcess
 from tests.mirror.mirror_setup import TargetCluster, chroot, produce, wait_mirrored
-from tests.test_metrics_support import metrics_url, scrape_until, series, undocumented, value
+from tests.harness.metrics import metrics_url, scrape_until, series, undocumented, value
 
 N = 30
 TOPIC = "clicks"

@@ -21,9 +21,9 @@ import pytest
 
 from tests.harness import reaper
 from tests.harness.wait import wait_until
-from tests.test_metrics_support import metrics_url, scrape, series, undocumented, value
+from tests.harness.metrics import metrics_url, scrape, series, undocumented, value
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONTENT = "application/vnd.schemaregistry.v1+json"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
-from tests.test_metrics_support import metrics_url, scrape_until, value
+from tests.harness.metrics import metrics_url, scrape_until, value
 
 pytestmark = pytest.mark.slow
 TOPIC = "metered-replicated"

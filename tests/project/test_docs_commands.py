@@ -4,7 +4,7 @@ Referenced files, links and their anchors exist too.
 
 Checked statically against the real programs (argparse parsers, ``spark-submit --help``, Airflow's
 CLI parser, the jobs' ``--help``): see tests/harness/doc_commands.py. Nothing that needs a cluster is
-run. Re-run alone: ``.venv/bin/python -m pytest -q tests/test_docs_commands.py``, or print every
+run. Re-run alone: ``.venv/bin/python -m pytest -q tests/project/test_docs_commands.py``, or print every
 problem as page:line with ``.venv/bin/python -m tests.harness.doc_commands``.
 """
 from __future__ import annotations
@@ -145,4 +145,4 @@ def test_the_readme_draft_is_gone_and_nothing_refers_to_it():
     name = "_readme" + "_draft"  # not spelled out, so this file does not refer to it
     assert not (ROOT / "docs" / f"{name}.md").exists()
     hits = subprocess.run(["git", "grep", "-l", name], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    assert [h for h in hits if h != "tests/test_docs_commands.py"] == []  # this test's own name
+    assert [h for h in hits if h != "tests/project/test_docs_commands.py"] == []  # this test's own name

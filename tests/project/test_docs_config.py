@@ -28,7 +28,7 @@ from ingest.events.event_producer_config import EVENTS_CONFIG, split_config
 from ingest.loader.config import LOADER_CONFIG
 from ingest.mirror.config import load_mirror_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # pages whose key tables are generated (at least these), and the component of each table, in page order
 GENERATED = {

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ingest import config_docs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 

@@ -30,11 +30,11 @@ import pytest
 
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
-from tests.test_metrics_support import METRICS_LINE, metrics_url, scrape, scrape_until, value
+from tests.harness.metrics import METRICS_LINE, metrics_url, scrape, scrape_until, value
 
 log = logging.getLogger(__name__)
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOPIC = "damaged"
 WINDOW_S = 10.0
 

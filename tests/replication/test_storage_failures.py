@@ -42,13 +42,13 @@ from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.failing_disk import failing_disk  # noqa: F401  (fixture)
 from tests.harness.limits import tmpfs
-from tests.test_metrics_support import metrics_url, scrape_until, value
+from tests.harness.metrics import metrics_url, scrape_until, value
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "full"
 REBALANCE = {"leader.imbalance.check.interval.seconds": 1}
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _fill(mnt: Path, leave: int) -> Path:
