@@ -16,11 +16,13 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
 from ingest.broker import protocol
 from ingest.broker.assignment import assign
+from ingest.broker.message_set import encode_message_set
 from ingest.client.cluster import ClusterView, replicated_partition
 from ingest.client.discovery import StaticDiscovery
 from ingest.client.partitioner import DefaultPartitioner, stable_hash
@@ -30,7 +32,7 @@ from ingest.client.send_batch import backoff_s, counts_as_retry, produce_frame
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import (BrokerUnavailableError, ConfigError, LeaderNotAvailableError,
                            NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError)
-from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
+from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, partition_info, wait_for_leaders
 from tests.harness.wait import wait_until
 
@@ -364,3 +366,23 @@ def test_without_retries_failed_sends_are_unacknowledged_and_the_next_send_finds
                what="every acknowledged message on the new leader")
     log = _read(new, "once", 0)
     assert [p for p in log if p in set(acked)] == acked                          # each exactly once, in order
+
+
+def test_produce_to_a_non_leader_is_counted_and_closes_the_connection(broker_factory, zk_connect, zk):
+    """A refusal about where the partition is served (not its content) closes the connection, the
+    one signal that makes a fire-and-forget client re-discover the leader; logged and counted alike."""
+    brokers = broker_factory(n=2, zk_connect=zk_connect, overrides=REPLICATION)
+    create_replicated_topic(zk, "led", assign([b.broker_id for b in brokers], 1, 2))
+    (leader,) = wait_for_leaders(metadata_of(brokers), "led", 1).values()
+    other = next(b for b in brokers if b.broker_id != leader)
+    with RawClient(other.host, other.port) as c:
+        addr = "%s:%d" % c.sock.getsockname()[:2]
+        c.send(protocol.ProduceRequest("led", 0, encode_message_set([b"to the wrong broker"])))
+        assert c.closed_by_peer()
+    summary = f"client {addr}: connection closed after 1 refused produce request(s) (PRODUCE NOT_LEADER_FOR_PARTITION: 1)"
+    deadline = time.monotonic() + 30
+    while summary not in other.output() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the summary is written when the broker closes the connection
+    lines = [line for line in other.output().splitlines() if f"client {addr}:" in line]
+    assert len(lines) == 2 and summary in lines[1], lines
+    assert "PRODUCE refused (NOT_LEADER_FOR_PARTITION)" in lines[0] and "the connection is closed" in lines[0]
