@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # runs bench/bench_load_startup.py
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_load_startup.py"
 

@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.processes  # runs bench/bench_producer.py
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_producer.py"
 

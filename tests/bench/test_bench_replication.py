@@ -15,6 +15,8 @@ import pytest
 
 from tests.harness.zookeeper import zookeeper_available
 
+pytestmark = pytest.mark.processes  # runs bench/bench_replication.py
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_replication.py"
 

@@ -259,6 +259,7 @@ def fetch_all(c: RawClient, topic: str) -> bytes:
     return bytes(resp.message_set)
 
 
+@pytest.mark.processes
 def test_each_magic_is_stored_and_served_byte_for_byte(broker):
     sets = [
         encode_message_set([b"m0-a", b"", b"m0-b"], magic=0),
@@ -286,6 +287,7 @@ def test_each_magic_is_stored_and_served_byte_for_byte(broker):
     assert segment.read_bytes() == stored
 
 
+@pytest.mark.processes
 def test_refused_produce_is_logged_once_counted_and_the_next_request_is_served(broker):
     wrong_rule = bytearray(encode_message(b"crc by the 0.7 rule under magic 2", magic=2))
     wrong_rule[6:10] = struct.pack(">I", zlib.crc32(b"crc by the 0.7 rule under magic 2"))
@@ -311,6 +313,7 @@ def test_refused_produce_is_logged_once_counted_and_the_next_request_is_served(b
     assert "(MULTIPRODUCE INVALID_MESSAGE: 1, PRODUCE INVALID_MESSAGE: 2)" in lines[1]
 
 
+@pytest.mark.processes
 def test_producer_message_format_07_writes_magic_1_with_the_payload_crc(broker):
     base = {"broker.list": f"{broker.broker_id}:{broker.host}:{broker.port}"}
     with Producer({**base, "message.format": "0.7"}) as prod:
@@ -330,6 +333,7 @@ def test_producer_message_format_07_writes_magic_1_with_the_payload_crc(broker):
     assert [m.payload for m in iter_messages(data)] == [b"one", b"two", b"three", b"four", b"five"]
 
 
+@pytest.mark.processes
 def test_console_producer_passes_message_format_through(broker):
     out = io.StringIO()
     assert console_producer(brokers=f"{broker.broker_id}:{broker.host}:{broker.port}", zk=None, topic="c07",
@@ -361,6 +365,7 @@ def test_deletion_counts_and_mirror_runs_read_every_magic(tmp_path):
     assert payloads == sorted([b"zero", b"one", b"two", b"g1", b"g2", b"g3", b"i0", b"i1", b""])
 
 
+@pytest.mark.processes
 def test_event_producer_passes_message_format_through_to_data_and_monitoring(broker, tmp_path):
     """EventProducer builds its producers from the producer config: message.format=0.7 reaches the
     data topic and the monitoring (audit) topic alike."""

@@ -252,6 +252,7 @@ def test_static_mode_keeps_replication_factor_1(cluster, tmp_path):
     assert _snapshot(client) == before
 
 
+@pytest.mark.processes
 def test_zookeeper_down_is_one_line():
     r = _run("topics", "create", "--zookeeper", "127.0.0.1:1", "--topic", "t", "--partitions", "1")
     _assert_one_line_error(r, ["ZooKeeper", "127.0.0.1:1"])

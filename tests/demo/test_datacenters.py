@@ -13,6 +13,8 @@ from tests.demo.test_demo import ROOT, _children_of, _describe, _kill_demo, _saf
 from tests.harness import reaper
 from tests.harness.spark import spark_submit_env
 
+pytestmark = pytest.mark.processes  # `ingest demo` as a subprocess
+
 LATENCY = re.compile(r"end-to-end latency \(producer send -> visible in the offline cluster\): "
                      r"median (\d+\.\d+) s, p99 (\d+\.\d+) s, mean (\d+\.\d+) s, max (\d+\.\d+) s "
                      r"over (\d+) messages \(paper: ~10 s average\)")

@@ -12,6 +12,8 @@ import pytest
 from tests.harness import reaper
 from tests.harness.spark import spark_submit_env
 
+pytestmark = pytest.mark.processes  # `ingest demo` as a subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -53,6 +53,7 @@ def _alive(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+@pytest.mark.processes
 def test_close_stops_the_whole_process_group(tmp_path):
     sup = Supervisor(tmp_path)
     child = sup.start("sleeper", ["sh", "-c", "sleep 300 & echo $! > grandchild.pid; wait"], cwd=tmp_path)
@@ -69,6 +70,7 @@ def test_close_stops_the_whole_process_group(tmp_path):
         time.sleep(0.05)
 
 
+@pytest.mark.processes
 def test_ctrl_c_right_after_a_child_is_forked_still_stops_that_child(tmp_path, monkeypatch):
     """The race of Supervisor.start, made deterministic: a real SIGINT is raised the instant the
     real Popen returns, before the supervisor can record the child (where a Ctrl-C under load lands

@@ -24,6 +24,8 @@ from ingest.broker.message_set import encode_message_set
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.metrics import METRICS_LINE, metrics_url, scrape, series, undocumented, value
 
+pytestmark = pytest.mark.processes  # a broker process
+
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "metered"
 N = 40

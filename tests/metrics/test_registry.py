@@ -23,6 +23,8 @@ from tests.harness import reaper
 from tests.harness.wait import wait_until
 from tests.harness.metrics import metrics_url, scrape, series, undocumented, value
 
+pytestmark = pytest.mark.processes  # a registry process
+
 ROOT = Path(__file__).resolve().parents[2]
 CONTENT = "application/vnd.schemaregistry.v1+json"
 

@@ -37,6 +37,7 @@ def found(checker) -> dict[str, list[str]]:
     return doc_commands.problems(ROOT, checker)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("page", PAGES)
 def test_every_command_and_file_reference_on_the_page_is_true(found, page):
     assert found[page] == [], f"{len(found[page])} problem(s):\n" + "\n".join(found[page])
@@ -47,6 +48,7 @@ def _check(checker: Checker, line: str) -> list[str]:
     return checker.check(command)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("line, expected", [
     (".venv/bin/ingest loader status --config conf/loader.properties", []),
     ("ingest loader status --config conf/loader.properties",
@@ -80,6 +82,7 @@ def test_the_checks_catch_each_kind_of_mistake(checker, line, expected):
     assert _check(checker, line) == expected
 
 
+@pytest.mark.processes
 def test_spark_home_airflow_and_python_code_mistakes_are_caught(checker):
     (problem,) = _check(checker, ".venv/bin/spark-submit jobs/load.py --config conf/loader.properties")
     assert problem.startswith("spark-submit finds SPARK_HOME only with PYSPARK_PYTHON set")
@@ -141,6 +144,7 @@ def test_missing_files_and_links_are_caught(tmp_path):
     ]
 
 
+@pytest.mark.processes
 def test_the_readme_draft_is_gone_and_nothing_refers_to_it():
     name = "_readme" + "_draft"  # not spelled out, so this file does not refer to it
     assert not (ROOT / "docs" / f"{name}.md").exists()

@@ -71,6 +71,7 @@ def test_no_hand_written_key_table_outside_a_generated_block(page):
                         "<!-- END GENERATED CONFIG -->, then run .venv/bin/ingest config docs --update " + page)
 
 
+@pytest.mark.processes
 def test_every_generated_block_is_current_and_the_command_checks_them():
     pages = [str(p.relative_to(ROOT)) for p in config_docs.pages_with_blocks(ROOT)]
     assert {p: config_docs.stale(ROOT / p) for p in pages} == {p: [] for p in pages}
@@ -79,6 +80,7 @@ def test_every_generated_block_is_current_and_the_command_checks_them():
     assert (run.returncode, run.stderr) == (0, "")
 
 
+@pytest.mark.processes
 def test_a_stale_block_is_reported_and_update_rewrites_it(tmp_path):
     page = tmp_path / "p.md"
     current = config_docs.render("compaction")

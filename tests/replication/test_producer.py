@@ -62,6 +62,7 @@ def test_defaults_keep_acks_one_and_add_the_kafka_08_request_timeout():
         PRODUCER_CONFIG.parse({"request.timeout.ms": "0"})
 
 
+@pytest.mark.processes
 def test_console_producer_refuses_acks_2_with_one_line_and_the_config_error_exit_code():
     # docs/operations.md: a product error (ConfigError included) prints one line and exits 2
     r = subprocess.run([sys.executable, "-m", "ingest.cli", "console-producer", "--brokers", "0:127.0.0.1:1",
