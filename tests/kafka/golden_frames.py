@@ -1,6 +1,7 @@
 """Reading the golden Kafka-protocol frames of tests/kafka/golden/ (captured from real clients).
 
-A ``<profile>.jsonl`` file holds a header line (client, settings, advertised ranges, the result of every
+A ``<profile>.jsonl`` file (in golden/: against the proposed version table; in golden/tansu-ranges/:
+against the peer broker's own, wider ranges) holds a header line (client, settings, advertised ranges, the result of every
 step) and then one frame per line: step, t_ms, conn, dir (request/response), api_key, api, api_version,
 correlation_id, note, hex (the frame without its 4-byte size). Only what the tests need is decoded here:
 the request header and the records of Produce requests; the product's own codecs are the wire layer's.
@@ -14,7 +15,7 @@ from typing import NamedTuple
 
 GOLDEN = Path(__file__).parent / "golden"
 REQUEST_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
-FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 18: 3, 22: 2, 23: 4}  # first flexible version per api key
+FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 18: 3, 22: 2, 23: 4, 71: 0}  # first flexible version per api key
 
 
 class Frame(NamedTuple):
@@ -29,7 +30,8 @@ class Frame(NamedTuple):
 
 
 def profiles() -> list[str]:
-    return sorted(p.stem for p in GOLDEN.glob("*.jsonl"))
+    """Every capture, as its path under golden/ without ``.jsonl`` (``tansu-ranges/...`` included)."""
+    return sorted(p.relative_to(GOLDEN).with_suffix("").as_posix() for p in GOLDEN.rglob("*.jsonl"))
 
 
 def load(profile: str) -> tuple[dict, list[Frame]]:
