@@ -381,7 +381,7 @@ class ConfigDef:
         return self.parse(raw, source=source)
 
     def markdown_table(self) -> str:
-        """Every key, its default and meaning, as a Markdown table (README / docs)."""
+        """Every key, its default and meaning, as a Markdown table (docs/configuration.md and the docs pages)."""
         lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
         for k in self.keys:
             default = "(required)" if k.required else ("" if k.default is None else _render(k.default))

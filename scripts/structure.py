@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The code's structure, read with ``ast``: the import graph of ``ingest`` and the module map.
 
-Two checks that keep docs/architecture.md true, both run by tests/test_structure.py:
+Two checks that keep docs/architecture.md true, both run by tests/project/test_structure.py:
 
 * ``cycles()``: strongly connected components of the import graph among ingest's own
   modules, counting imports inside functions too (a function-level import that closes a

@@ -16,6 +16,8 @@ from ingest.client.producer import Producer
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import OffsetOutOfRangeError
 
+pytestmark = pytest.mark.processes  # broker processes, bench/bench_consumer.py
+
 REPO = Path(__file__).resolve().parents[2]
 
 
