@@ -107,6 +107,7 @@ PARSED_BY_THE_COMMAND = [
 ]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("argv,expected", PARSED_BY_THE_COMMAND, ids=lambda a: " ".join(a[:4]) if isinstance(a, list) else "")
 def test_values_a_command_parses_itself_are_refused_before_anything_starts(argv, expected):
     r = _run(*argv)

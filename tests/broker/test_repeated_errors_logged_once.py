@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from kazoo.security import make_acl
 
 from ingest import znodes
@@ -48,6 +49,7 @@ def test_a_refused_auto_creation_is_logged_once_then_counted(broker_factory, zk_
     assert len(counted) == 1, [line for line in out if "more '" in line]
 
 
+@pytest.mark.processes
 def test_fetches_in_a_damaged_range_are_logged_once_then_counted(tmp_path):
     size, per_segment = 100, 20
     b = BrokerProcess(0, tmp_path / "broker", overrides={"num.partitions": 1, "log.file.size": size * per_segment,
