@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 from ingest.client.producer import Producer, SendResult
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import IngestError, MessageTooLargeError, SchemaError
+from ingest.errors import ConfigError, IngestError, MessageTooLargeError, SchemaError
 from ingest.events.event_producer_config import EVENTS_CONFIG
 from ingest.events.envelope import HEADER_FIELD, HeaderFactory, ProducerIdentity, has_header
 from ingest.events.window_counts import MonitoringCounter, ReportBuffer
@@ -64,13 +64,21 @@ class EventProducer:
         background: run the reporter thread; tests with a FakeClock pass False and call poll().
         topics: topics to track from the start (heartbeats even before their first send).
         monitoring_producer: Producer for monitoring events (default: sync, built from the data
-            producer's config with no internal retries).
+            producer's config with no internal retries). It must be sync: an event is counted
+            published when its send returns, which for an async producer means only enqueued.
+
+    Raises:
+        ConfigError: an async ``monitoring_producer``.
     """
 
     def __init__(self, producer: Producer | Config | Mapping[str, Any], registry: RegistryClient, *,
                  config: Config | Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK,
                  background: bool = True, topics: Sequence[str] = (),
                  monitoring_producer: Producer | None = None, **overrides: Any) -> None:
+        if monitoring_producer is not None and monitoring_producer.config["producer.type"] != "sync":
+            raise ConfigError("monitoring_producer has producer.type=async: its send only enqueues, so a monitoring "
+                              "event would count as published before a broker had it; give a sync Producer "
+                              "(or none: the default is sync)")
         raw = dict(config.items()) if isinstance(config, Config) else dict(config or {})
         raw.update({k.replace("_", "."): v for k, v in overrides.items()})
         self.config = EVENTS_CONFIG.parse(raw, source="EventProducer")

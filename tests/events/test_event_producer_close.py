@@ -17,8 +17,9 @@ import time
 
 import pytest
 
+from ingest.client.producer import Producer
 from ingest.clock import FakeClock
-from ingest.errors import IngestError
+from ingest.errors import ConfigError, IngestError
 from ingest.events.event_producer import EventProducer
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 
@@ -84,3 +85,14 @@ def test_an_async_producer_fails_its_queue_when_the_close_timeout_is_up(broker_f
     # 2 s, plus the batch attempt in flight at the deadline (a refused connection: well under a second);
     # batch after batch with every retry took 16 s per 2,000 messages
     assert took < 30, f"close(timeout_s=2) took {took:.1f} s"
+
+
+def test_an_async_monitoring_producer_is_refused(registry):
+    """An async producer's send only enqueues: a monitoring event would count as published before
+    any broker had it (and stay so if it never got there). Monitoring needs a sync producer."""
+    mon = Producer({"broker.list": "0:127.0.0.1:1", "producer.type": "async"})
+    try:
+        with pytest.raises(ConfigError, match=r"monitoring_producer .*producer\.type=async.* sync"):
+            EventProducer({"broker.list": "0:127.0.0.1:1"}, registry, monitoring_producer=mon, background=False)
+    finally:
+        mon.close(timeout_s=0)
