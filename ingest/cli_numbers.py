@@ -3,9 +3,10 @@
 Python's ``int()`` and ``float()`` also take other scripts' digits (``"４"`` is 4), ``_``
 separators and (``float``) ``nan`` and ``inf``, so a flag declared ``type=int`` accepted what the
 same number in a config file is refused for. Every numeric flag of ``ingest`` and of ``jobs/``
-reads its value with :func:`int_flag` or :func:`float_flag`, which use :func:`ingest.config.parse_int`
-and :func:`ingest.config.parse_float`. A value they refuse is argparse's usage error (exit 2),
-naming the flag, the value and what the flag allows::
+reads its value with :func:`ingest.config.parse_int` or :func:`ingest.config.parse_float`: through
+:func:`int_flag` or :func:`float_flag` as its argparse ``type``, or in the command where the value
+may also be something else (a time: epoch ms or ISO 8601). A value the types refuse is argparse's
+usage error (exit 2), naming the flag, the value and what the flag allows::
 
     ingest produce: error: argument --count: '４' is not an integer: allowed is an integer >= 0; it
     contains U+FF14 FULLWIDTH DIGIT FOUR (write numbers with ASCII digits 0-9)

@@ -328,8 +328,12 @@ def check_quarantine(outcomes: list[TaskOutcome], max_ratio: float, storage: Sto
         return
     files = sorted((f for o in outcomes for f in o.staged_files if f.kind == QUARANTINE),
                    key=lambda f: (f.topic, f.broker_id, f.partition, f.start_offset))
-    first = first_quarantined(storage, [f.staging for f in files])
-    check_ratio(quarantined, messages, max_ratio, [q.describe() for q in first])
+    try:
+        first = [q.describe() for q in first_quarantined(storage, [f.staging for f in files])]
+    except (IngestError, OSError, ValueError) as exc:   # the samples are a help; the limit is what fails the run
+        log.warning("cannot read the staged quarantine files for the first reasons: %s", exc)
+        first = []
+    check_ratio(quarantined, messages, max_ratio, first)
 
 
 def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcomes: list[TaskOutcome], *,
