@@ -6,6 +6,7 @@ were given.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Protocol
@@ -38,7 +39,9 @@ class FakeClock:
     """A clock that moves only when told to. Thread-safe.
 
     ``sleep`` advances the clock instead of blocking, so code that waits on a
-    clock runs instantly under test.
+    clock runs instantly under test. It advances by whole milliseconds, rounded up
+    as a real sleep never ends early: a wait loop whose remainder is a fraction of a
+    millisecond (float seconds from millisecond readings) must still reach its deadline.
     """
 
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
@@ -54,7 +57,7 @@ class FakeClock:
             return self._ms / 1000.0
 
     def sleep(self, seconds: float) -> None:
-        self.advance(int(seconds * 1000))
+        self.advance(math.ceil(round(seconds * 1000, 6)))   # round(): 1.1 s is 1100 ms, not 1101
 
     def advance(self, ms: int) -> int:
         """Move the clock forward by ``ms`` milliseconds; returns the new time."""

@@ -49,6 +49,25 @@ def parse_int(raw: Any) -> int:
     return int(text)
 
 
+def parse_float(raw: Any) -> float:
+    """A finite float from a number or from text of ASCII digits (optional sign, fraction, exponent).
+
+    Raises:
+        ValueError: anything else (other scripts' digits, ``_``, ``nan``, ``inf``, a bool).
+    """
+    if isinstance(raw, bool):
+        raise ValueError("booleans are not numbers")
+    if isinstance(raw, (int, float)):
+        value = float(raw)
+    elif _FLOAT_TEXT.fullmatch(str(raw).strip()):
+        value = float(str(raw).strip())
+    else:
+        raise ValueError(f"{str(raw).strip()!r} is not a number written with ASCII digits")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{value} is not a finite number")
+    return value
+
+
 def non_ascii_note(raw: Any) -> str:
     """``"; it contains U+FF14 FULLWIDTH DIGIT FOUR, ..."`` for text with non-ASCII characters, else ``""``."""
     odd = list(dict.fromkeys(c for c in str(raw) if ord(c) > 127))
@@ -98,16 +117,7 @@ class Float(KeyType):
         return f"a number in [{self.lo if self.lo is not None else '-inf'}, {self.hi if self.hi is not None else '+inf'}]"
 
     def parse(self, raw: Any) -> float:
-        if isinstance(raw, bool):
-            raise ValueError("booleans are not numbers")
-        if isinstance(raw, (int, float)):
-            value = float(raw)
-        elif _FLOAT_TEXT.fullmatch(str(raw).strip()):
-            value = float(str(raw).strip())
-        else:
-            raise ValueError(f"{str(raw).strip()!r} is not a number written with ASCII digits")
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"{value} is not a finite number")
+        value = parse_float(raw)
         if self.lo is not None and value < self.lo or self.hi is not None and value > self.hi:
             raise ValueError(f"{value} out of range")
         return value
@@ -371,7 +381,7 @@ class ConfigDef:
         return self.parse(raw, source=source)
 
     def markdown_table(self) -> str:
-        """Every key, its default and meaning, as a Markdown table (README / docs)."""
+        """Every key, its default and meaning, as a Markdown table (docs/configuration.md and the docs pages)."""
         lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
         for k in self.keys:
             default = "(required)" if k.required else ("" if k.default is None else _render(k.default))

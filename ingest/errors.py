@@ -377,6 +377,11 @@ class ProducerQueueFullError(IngestError):
     retriable = True
 
 
+class ProducerClosedError(IngestError):
+    """The producer was closed with a timeout that passed before these messages were sent: they
+    were not sent (or not retried further), and are reported failed."""
+
+
 class ConsumerTimeoutError(IngestError):
     """No message arrived on a consumer stream within ``consumer.timeout.ms``."""
 

@@ -19,7 +19,9 @@ Summaries are written by the next call for the same pair after the interval
 or by :meth:`flush`, which a periodic loop should call so that the count of a
 burst that stopped still reaches the log; :func:`flush_all` flushes every live
 limiter of the process (the broker's network threads call it, so the request
-handlers' limiter needs no loop of its own).
+handlers' limiter needs no loop of its own). A process that stops calls
+``flush_all(final=True)`` last: every count not yet written is written then,
+whatever its interval, so no repeat goes uncounted.
 """
 from __future__ import annotations
 
@@ -101,32 +103,34 @@ class RateLimitedLog:
             self._summary(level, key, *summary)
         self.logger.log(level, msg, *args, exc_info=exc_info)
 
-    def flush(self) -> None:
-        """Write the summary of every pair whose interval has ended, and forget quiet pairs."""
+    def flush(self, final: bool = False) -> None:
+        """Write the summary of every pair whose interval has ended, and forget quiet pairs;
+        ``final``: of every pair that counted repeats, ended or not (the process stops)."""
         now = self._now()
-        due: list[tuple[int, tuple[str, str], int, str]] = []
+        due: list[tuple[int, tuple[str, str], int, str, float]] = []
         with self._lock:
             for key, window in list(self._windows.items()):
-                if now - window.started < self.interval_s:
+                if now - window.started < self.interval_s and not (final and window.suppressed):
                     continue
                 if window.suppressed:
-                    due.append((window.level, key, window.suppressed, window.last))
+                    due.append((window.level, key, window.suppressed, window.last,
+                                min(self.interval_s, now - window.started)))
                     self._windows[key] = _Window(now, window.level)     # the next repeat stays counted, not logged
                 else:
                     del self._windows[key]
-        for level, key, count, last in due:
-            self._summary(level, key, count, last)
+        for level, key, count, last, span_s in due:
+            self._summary(level, key, count, last, span_s)
 
-    def _summary(self, level: int, key: tuple[str, str], count: int, last: str) -> None:
+    def _summary(self, level: int, key: tuple[str, str], count: int, last: str, span_s: float | None = None) -> None:
         host, reason = key
         who = "other clients" if host == OTHER_CLIENTS else host
         self.logger.log(level, "%d more '%s' from %s in the last %.0f s (last: %s)",
-                        count, reason, who, self.interval_s, last)
+                        count, reason, who, self.interval_s if span_s is None else span_s, last)
 
 
-def flush_all() -> None:
+def flush_all(final: bool = False) -> None:
     """:meth:`RateLimitedLog.flush` every limiter of this process that is still alive."""
     with _LIVE_LOCK:
         limiters = list(_LIVE)
     for limiter in limiters:
-        limiter.flush()
+        limiter.flush(final)

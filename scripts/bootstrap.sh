@@ -3,7 +3,7 @@
 #   - ZooKeeper (Debian package `zookeeper`) when its jar is missing (needs root)
 #   - iproute2 (`ip`, for the replication tests' network namespaces) when missing (needs root)
 #   - chromium + chromium-driver (headless browser for tests/audit/test_report_browser.py) when missing (needs root)
-#   - rabbitmq-server + activemq (the peers of bench/bench_peers.py and tests/test_bench_peers.py) when missing (needs root)
+#   - rabbitmq-server + activemq (the peers of bench/bench_peers.py and tests/bench/test_bench_peers.py) when missing (needs root)
 #   - .venv          : the project + test dependencies (pyspark, pyarrow, fastavro, kazoo, hdfs, crcmod, pytest)
 #   - .venv-airflow  : Apache Airflow + Spark provider, kept apart because the provider's
 #                      pyspark-client overwrites pyspark's Python files (see docs/operations.md)
@@ -51,7 +51,7 @@ if [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || [ ! -f /usr/share/activemq/
         apt-get update -qq >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server activemq >/dev/null
     else
-        log "WARNING: rabbitmq-server/activemq missing and not root: tests/test_bench_peers.py will be skipped"
+        log "WARNING: rabbitmq-server/activemq missing and not root: tests/bench/test_bench_peers.py will be skipped"
     fi
 fi
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The code's structure, read with ``ast``: the import graph of ``ingest``, its layers and the module map.
 
-Checks that keep docs/architecture.md true, all run by tests/test_structure.py:
+Checks that keep docs/architecture.md true, all run by tests/project/test_structure.py:
 
 * ``cycles()``: strongly connected components of the import graph among ingest's own
   modules, counting imports inside functions too (a function-level import that closes a
@@ -42,7 +42,8 @@ END = "<!-- END GENERATED MODULE MAP -->"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # A unit is a subpackage of ingest (``broker``) or a module directly under it (``errors``).
     # Imports between units point down this table, or sideways within a layer without a cycle.
-    ("root", ("ingest", "errors", "config", "clock", "znodes", "ratelimited_log", "lost_ranges", "jobs_support")),
+    ("root", ("ingest", "errors", "config", "cli_numbers", "clock", "znodes", "ratelimited_log", "lost_ranges",
+              "jobs_support")),
     ("storage, wire and formats", ("storage", "wire", "records", "metrics")),
     ("broker, clients and events", ("broker", "client", "events")),
     ("pipelines", ("mirror", "loader", "audit", "compaction")),

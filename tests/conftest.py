@@ -1,5 +1,6 @@
 """Fixtures shared by every test package: real ZooKeeper, one SparkSession, a clock, the brokers and
-the registry of the loader-style tests; and the class-data-sharing archive of the Spark JVMs."""
+the registry of the loader-style tests; the class-data-sharing archive of the Spark JVMs; the
+``processes`` marker and its guard (tests/harness/processes.py)."""
 from __future__ import annotations
 
 import os
@@ -7,32 +8,64 @@ import os
 import pytest
 
 from ingest.clock import FakeClock
-from tests.harness import spark_cds
+from tests.harness import processes, spark_cds
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.registry import RegistryProcess
 from tests.harness.zookeeper import ZooKeeperServer, fresh_chroot, zookeeper_available
 
 
 _cds = {"training": None, "applied": False}
+_guard: processes.Guard | None = None
 
 
-def pytest_configure(config):
-    """Start making the CDS archive of Spark's classes in the background if it does not exist yet
-    (tests/harness/spark_cds.py); the tests do not wait for it."""
-    try:
-        _cds["training"] = spark_cds.start_training()
-    except ImportError:  # no pyspark: the Spark tests skip or fail on their own
-        pass
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark ``processes`` every test that uses a fixture starting a process (tests/harness/processes.py)."""
+    processes.mark_items(items)
 
 
+def pytest_collection_finish(session):
+    """With tests that start processes selected: start making the CDS archive of Spark's classes in the
+    background if it does not exist yet (tests/harness/spark_cds.py; the tests do not wait for it).
+    With none: guard that no test starts a process."""
+    global _guard
+    if session.config.option.collectonly:
+        return
+    if any(processes.starts_processes(item) for item in session.items):
+        try:
+            _cds["training"] = spark_cds.start_training()
+        except ImportError:  # no pyspark: the Spark tests skip or fail on their own
+            pass
+    elif session.items:
+        _guard = processes.Guard()
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
     """Once the archive exists, every spark-submit a test starts (they inherit ``SPARK_SUBMIT_OPTS``)
-    and the session's SparkSession map it."""
-    if not _cds["applied"]:
+    and the session's SparkSession map it. Each phase of a test runs under the guard, if any."""
+    if _guard is not None:
+        _guard.begin(item.nodeid)
+    if not _cds["applied"] and processes.starts_processes(item):
         try:
             _cds["applied"] = spark_cds.add_to_spark_submit_opts(os.environ, spark_cds.ready_options())
         except ImportError:  # no pyspark
             _cds["applied"] = True
+    return (yield from processes.guarded_phase(_guard, item.nodeid))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from processes.guarded_phase(_guard, item.nodeid))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield from processes.guarded_phase(_guard, item.nodeid))
+    finally:
+        if _guard is not None:
+            _guard.end()
 
 
 def pytest_unconfigure(config):

@@ -75,6 +75,7 @@ CONFIG_COMMANDS = [
 ]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("args", CONFIG_COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_a_missing_config_file_is_one_line_exit_2(args, tmp_path):
     missing = tmp_path / "no-such.properties"
@@ -86,6 +87,7 @@ def test_a_missing_config_file_is_one_line_exit_2(args, tmp_path):
     assert lines[0].startswith(f"ingest {args[0]}: error: ") and str(missing) in lines[0]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("args", CONFIG_COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_a_binary_config_file_is_one_line_exit_2(args, tmp_path):
     binary = tmp_path / "ls-by-mistake"
@@ -98,10 +100,11 @@ def test_a_binary_config_file_is_one_line_exit_2(args, tmp_path):
         assert "is not a text file" in lines[0] and "allowed is a UTF-8" in lines[0], lines[0]
 
 
+@pytest.mark.processes
 def test_one_line_and_exit_2_for_bad_inputs_refused_before_anything_starts(tmp_path):
     work = tmp_path / "demo"
-    for flag, value, allowed in (("--duration", "-3", "seconds > 0"), ("--rate", "0", "events per second > 0"),
-                                 ("--duration", "nan", "seconds > 0")):
+    # (not a number at all, such as nan: argparse's usage error, tests/test_cli_numeric_flags.py)
+    for flag, value, allowed in (("--duration", "-3", "seconds > 0"), ("--rate", "0", "events per second > 0")):
         r = _run("demo", flag, value, "--workdir", str(work))
         assert r.returncode == 2 and r.stderr.strip().splitlines() == [
             f"ingest demo: error: {flag} {value}: allowed is a number of {allowed}"], r.stderr
@@ -123,6 +126,7 @@ def test_one_line_and_exit_2_for_bad_inputs_refused_before_anything_starts(tmp_p
         assert allowed in lines[0] and "connect" not in lines[0]
 
 
+@pytest.mark.processes
 def test_unreachable_brokers_in_topics_are_one_line_exit_2():
     dead = f"0:127.0.0.1:{free_port()}"
     for extra in ((), ("--json",)):
@@ -163,6 +167,7 @@ def test_console_consumer_of_a_topic_unknown_to_zookeeper_is_one_line_exit_2(zk_
     assert "topic 'nope' does not exist" in lines[0] and zk_connect in lines[0]
 
 
+@pytest.mark.processes
 def test_compaction_status_of_a_missing_destination_is_one_line_exit_2(tmp_path):
     missing = tmp_path / "no-warehouse"
     r = _run("compaction", "status", "--config", str(REPO / "conf/compaction.properties"),
@@ -186,6 +191,7 @@ def test_compaction_status_of_a_missing_destination_is_one_line_exit_2(tmp_path)
     assert r.returncode == 2 and "--topic nope" in r.stderr and "nothing loaded yet" in r.stderr
 
 
+@pytest.mark.processes
 def test_compaction_run_gated_on_an_audit_run_that_wrote_nothing_is_one_line_exit_2(tmp_path):
     dest = tmp_path / "warehouse"
     dest.mkdir()
@@ -218,6 +224,7 @@ def test_output_into_a_closed_pipe_ends_quietly_like_a_unix_tool(broker_factory,
     assert (r.returncode, r.stderr) == (EXIT_BROKEN_PIPE, "")
 
 
+@pytest.mark.processes
 def test_verbose_after_the_subcommand_shows_the_traceback(tmp_path):
     missing = tmp_path / "no-such.properties"
     r = _run("loader", "status", "--config", str(missing), "--verbose")
@@ -225,6 +232,7 @@ def test_verbose_after_the_subcommand_shows_the_traceback(tmp_path):
     assert "Traceback" in r.stderr and str(missing) in r.stderr
 
 
+@pytest.mark.processes
 def test_bad_values_name_the_value_and_what_is_allowed(tmp_path):
     r = _run("loader", "reset-offsets", "--config", str(REPO / "conf/loader.properties"), "--topic", "t",
              "--to", "sometime")
@@ -237,12 +245,14 @@ def test_bad_values_name_the_value_and_what_is_allowed(tmp_path):
     assert "'orc'" in r.stderr and "avro" in r.stderr and "parquet" in r.stderr
 
 
+@pytest.mark.processes
 def test_audit_show_of_a_destination_never_audited_is_an_error(tmp_path):
     r = _run("audit", "show", "--destination", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert str(tmp_path) in r.stderr and "jobs/audit.py" in r.stderr
 
 
+@pytest.mark.processes
 def test_usage_mistakes_exit_2_with_usage_and_one_error_line():
     r = _run("loader", "status")
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -263,6 +273,7 @@ def test_an_unexpected_exception_is_one_line_pointing_at_verbose(monkeypatch, ca
     assert err == ["ingest loader: internal error: ValueError: unexpected 42 (run with --verbose for the traceback)"]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("args,names", [
     (("audit", "show", "--report", "/etc/passwd"), ["/etc/passwd line 1", "jobs/audit.py --report"]),
     (("log", "dump", "{tmp}"), ["no segment files", "{tmp}"]),
@@ -276,6 +287,7 @@ def test_wrong_inputs_are_one_line_naming_them(args, names, tmp_path):
     assert all(n.format(tmp=tmp_path) in lines[0] for n in names), lines[0]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("job", ["load", "audit", "compact"])
 def test_every_spark_job_help_has_examples(job):
     import os

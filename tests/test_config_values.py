@@ -95,11 +95,13 @@ def _start_refused(tmp_path: Path, **overrides) -> str:
         broker.kill()
 
 
+@pytest.mark.processes
 def test_a_broker_refuses_full_width_digits_at_start(tmp_path):
     line = _start_refused(tmp_path, **{"num.partitions": "４"})
     assert "num.partitions" in line and "'４'" in line and "allowed is an integer in [1, 100000]" in line, line
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("overrides", [
     {"default.replication.factor": 3, "min.insync.replicas": 100},
     {"default.replication.factor": 2, "min.insync.replicas": 3},
@@ -110,6 +112,7 @@ def test_a_broker_refuses_min_insync_above_the_default_replication_factor(tmp_pa
     assert f"default.replication.factor={overrides['default.replication.factor']}" in line, line
 
 
+@pytest.mark.processes
 def test_min_insync_above_one_is_fine_while_auto_created_topics_are_unreplicated(tmp_path):
     """default.replication.factor=1 creates Kafka 0.7 topics (acks=-1 acts as acks=1 there), so a higher
     min.insync.replicas only governs topics created with more replicas: the broker starts."""

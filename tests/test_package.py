@@ -27,7 +27,7 @@ import pytest
 from tests.harness.spark import SHORT_JVM_OPTS
 from tests.loader.helpers import committed_ids, produce
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]  # `ingest package`, spark-submit, a venv
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_PY = REPO / ".venv" / "bin" / "python"  # the checkout's venv: ingest through the editable finder

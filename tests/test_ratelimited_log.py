@@ -122,3 +122,17 @@ def test_the_written_line_can_carry_the_traceback_the_counted_ones_do_not(logger
     records = [r for r in caplog.records if r.name == "test.ratelimited"]
     assert [r.getMessage() for r in records] == ["copier of unit-1 failed"]
     assert records[0].exc_info is not None and records[0].exc_info[0] is ValueError
+
+
+def test_a_final_flush_writes_the_counts_whose_interval_has_not_ended(logger, caplog):
+    # a stopping broker calls flush_all(final=True) last: no repeat goes uncounted
+    clock = FakeClock()
+    limited = RateLimitedLog(logger, interval_s=60, monotonic=clock.monotonic)
+    for _ in range(4):
+        limited.warning("topic-a", "refused", "refused %s", "topic-a")
+    limited.warning("topic-b", "refused", "refused %s", "topic-b")
+    clock.advance(2_000)
+    limited.flush()
+    assert lines(caplog) == ["refused topic-a", "refused topic-b"]       # the interval has not ended
+    limited.flush(final=True)
+    assert lines(caplog)[2:] == ["3 more 'refused' from topic-a in the last 2 s (last: refused topic-a)"]

@@ -36,7 +36,7 @@ from ingest.audit import counts, history, inputs, monitoring_events, reconcile, 
 from ingest.audit.attribution import Candidates
 from ingest.audit.status import NO_PROBLEM_STATUSES
 from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.config import Config
+from ingest.config import Config, non_ascii_note
 from ingest.errors import ConfigError
 from ingest.lost_ranges import LostRange
 
@@ -108,14 +108,14 @@ def parse_time(text: str) -> int:
         ConfigError: naming the value and the accepted forms.
     """
     value = str(text).strip()
-    if re.fullmatch(r"-?\d+", value):
+    if re.fullmatch(r"-?[0-9]+", value):   # ASCII digits only (\d also takes other scripts')
         return int(value)
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise ConfigError(
             f"invalid time {value!r}: give epoch milliseconds or ISO 8601 such as 2026-11-22T10:00:00Z"
-        ) from exc
+            f"{non_ascii_note(value)}") from exc
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return int(dt.timestamp() * 1000)

@@ -21,6 +21,7 @@ from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
 from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher
 from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
+from ingest.ratelimited_log import flush_all
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,7 @@ class BrokerServer:
         if self.registry is not None:
             self.registry.close()
         self._stop_metrics()
+        flush_all(final=True)   # the counts of repeated errors not yet written
         self._stopped.set()
         log.info("broker %d stopped", self.broker_id)
 

@@ -53,7 +53,8 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError,
+                              RolledBackError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
@@ -79,6 +80,20 @@ class Rebalance:
     def from_config(cls, config) -> "Rebalance":
         return cls(config["auto.leader.rebalance.enable"], float(config["leader.imbalance.check.interval.seconds"]),
                    config["leader.imbalance.per.broker.percentage"])
+
+
+def failed_operation(results: list) -> int | None:
+    """The index of the operation that failed a ZooKeeper multi, None when the multi succeeded.
+
+    ZooKeeper answers every operation of a failed multi: those before the failed one as rolled back
+    (kazoo's ``RolledBackError``, an exception too), the failed one with its error, those after it as
+    ``RuntimeInconsistency``. Only the first error that is not a roll-back says what went wrong: a
+    lost version race on a state node fails its ``set_data``, not the epoch ``check`` before it.
+    """
+    for i, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            return i
+    return None
 
 
 class Controller:
@@ -332,11 +347,11 @@ class Controller:
                 tx.delete(znodes.legacy_partition_state_path(topic, p), version=legacy_version)
             return tx.commit()
 
-        results = c.retry(commit)
-        if isinstance(results[0], Exception):
+        failed = failed_operation(c.retry(commit))
+        if failed == 0:
             raise StaleControllerError(
                 f"controller epoch {self.epoch} is no longer current in ZooKeeper; a newer controller decides")
-        if isinstance(results[1], Exception):
+        if failed is not None:   # the state (or the old-place node) changed since it was read
             return False
         self.elections += 1
         return True

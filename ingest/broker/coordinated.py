@@ -34,8 +34,12 @@ from typing import Callable
 
 from ingest.broker.reply import Reply
 from ingest.errors import CoordinationUnavailableError, IngestError
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_failures = RateLimitedLog(log, interval_s=60.0)
+"""A bug that every request of a kind meets is logged once a minute, with its traceback, then counted."""
 
 Serve = Callable[[], "Reply | None"]
 Refuse = Callable[[IngestError], "Reply | None"]
@@ -117,7 +121,8 @@ class CoordinatedRequests:
                 else:
                     answer = serve()
             except Exception:  # noqa: BLE001 - serve answers every failure; this is a bug: drop the connection
-                log.exception("a request served on the coordination thread failed unexpectedly")
+                _failures.log(logging.ERROR, "coordination", "request failed unexpectedly",
+                              "a request served on the coordination thread failed unexpectedly", exc_info=True)
                 answer = Reply([], close_after=True)
             _complete(reply, answer)
 

@@ -19,7 +19,12 @@ import threading
 import time
 from typing import Callable, Hashable
 
+from ingest.ratelimited_log import RateLimitedLog
+
 log = logging.getLogger(__name__)
+
+_failures = RateLimitedLog(log, interval_s=60.0)
+"""A bug that every expiring request meets is logged once a minute, with its traceback, then counted."""
 
 PRUNE_EVERY = 256
 """Deadlines passed between sweeps of done ops out of the per-key lists."""
@@ -55,7 +60,8 @@ class DelayedOp:
         try:
             self._expire()
         except Exception:  # noqa: BLE001 - one bad op must not stop the timer
-            log.exception("expiring a delayed request failed")
+            _failures.log(logging.ERROR, "purgatory", "expiry failed", "expiring a delayed request failed",
+                          exc_info=True)
 
 
 class Purgatory:

@@ -202,7 +202,8 @@ class BrokerHandlers:
         return self._error_reply(kind, exc.code)
 
     def _failed(self, kind: int, client: str) -> Reply:
-        log.exception("client %s: %s request failed unexpectedly", client, _name(kind))
+        self.refusals.log(logging.ERROR, client, f"{_name(kind)} failed unexpectedly",
+                          "client %s: %s request failed unexpectedly", client, _name(kind), exc_info=True)
         self.metrics.error(kind, ErrorCode.UNKNOWN.name)
         return self._error_reply(kind, ErrorCode.UNKNOWN)
 

@@ -37,8 +37,12 @@ from ingest.broker.partition import Role
 from ingest.broker.repair_read import read_range
 from ingest.client.connection import BrokerConnection
 from ingest.errors import IngestError, OffsetOutOfRangeError
+from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+_failures = RateLimitedLog(log, interval_s=60.0)
+"""A repair pass that keeps failing on a partition is logged once a minute, with its traceback, then counted."""
 
 RETRY_S = 5.0
 """Least time between two repair attempts of one partition."""
@@ -114,7 +118,8 @@ class LeaderRepair:
                 try:
                     self._repair(part)
                 except Exception:  # noqa: BLE001 - one partition's failure must not stop the others
-                    log.exception("%s: repairing damaged ranges failed", part)
+                    _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", "repair failed",
+                                  "%s: repairing damaged ranges failed", part, exc_info=True)
 
     def _repair(self, part) -> None:
         if part.role is not Role.LEADER or not part.log.damaged_ranges():

@@ -233,7 +233,8 @@ class Processor(threading.Thread):
         try:
             fn(conn, *args)
         except Exception:  # noqa: BLE001 - lose this connection, not the thread
-            log.exception("client %s: connection failed unexpectedly; closing it", conn.addr)
+            self.server.refusals.log(logging.ERROR, conn.addr, "connection failed unexpectedly",
+                                     "client %s: connection failed unexpectedly; closing it", conn.addr, exc_info=True)
             self._close(conn)
 
     def _accept_new(self) -> None:
@@ -458,7 +459,9 @@ class Processor(threading.Thread):
             try:
                 reply = self.server.dispatcher.dispatch(kind, body, conn.addr)
             except Exception:  # noqa: BLE001 - a handler bug answers UNKNOWN, never kills the thread
-                log.exception("client %s: request type %d failed unexpectedly", conn.addr, kind)
+                self.server.refusals.log(logging.ERROR, conn.addr, f"request type {kind} failed unexpectedly",
+                                         "client %s: request type %d failed unexpectedly", conn.addr, kind,
+                                         exc_info=True)
                 reply = Reply([ErrorResponse(ErrorCode.UNKNOWN).encode()], close_after=True)
             finally:
                 try:

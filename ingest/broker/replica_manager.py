@@ -153,7 +153,8 @@ class ReplicaManager:
                 else:
                     self._reconcile(*item)
             except Exception:  # noqa: BLE001 - one partition's failure must not stop the others
-                log.exception("replica manager: handling %s failed", item)
+                self._errors.log(logging.ERROR, str(item), "handling failed", "replica manager: handling %s failed",
+                                 item, exc_info=True)
 
     def _reconcile(self, topic: str, partition: int) -> None:
         replicas = self.view.assignments.get(topic, {}).get(partition)
@@ -257,8 +258,9 @@ class ReplicaManager:
             return znodes.parse_assignment(data) is not None
         except NoNodeError:
             return False
-        except (KazooException, ValueError) as exc:
-            log.warning("cannot read topic %s in ZooKeeper (%s); treating it as a 0.7 topic", topic, exc)
+        except (KazooException, ValueError) as exc:   # every produce to the topic asks again: rate-limited
+            self._errors.warning(topic, "unreadable topic node", "cannot read topic %s in ZooKeeper (%s: %s); "
+                                 "treating it as a 0.7 topic", topic, type(exc).__name__, exc)
             return False
 
     def wants_isr_check(self) -> None:
@@ -279,8 +281,9 @@ class ReplicaManager:
         live = sorted(self.view.brokers)
         try:
             assignment = assign(live, partitions, min(replication_factor, len(live)))
-        except IngestError as exc:
-            log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
+        except IngestError as exc:   # every produce to the topic tries again: rate-limited
+            self._errors.warning(topic, "auto-create refused", "cannot auto-create replicated topic %s: %s",
+                                 topic, exc)
             return
         try:
             self.zk.call(deadline, self.client.create_async, znodes.topic_dir(topic),
@@ -289,7 +292,8 @@ class ReplicaManager:
         except NodeExistsError:
             pass
         except KazooException as exc:
-            log.warning("cannot auto-create replicated topic %s: %s", topic, exc)
+            self._errors.warning(topic, "auto-create refused", "cannot auto-create replicated topic %s: %s: %s",
+                                 topic, type(exc).__name__, exc)
 
     # --- storage failures --------------------------------------------------------------------------
 
@@ -319,12 +323,14 @@ class ReplicaManager:
                 if part.role is Role.LEADER:
                     try:
                         self._write_isr(part)
-                    except Exception:  # noqa: BLE001
-                        log.exception("%s: in-sync set update failed", part)
+                    except Exception:  # noqa: BLE001 - a pass runs every lag/4: a repeated failure is rate-limited
+                        self._errors.log(logging.ERROR, f"{part.topic}-{part.partition}", "in-sync set update failed",
+                                         "%s: in-sync set update failed", part, exc_info=True)
             try:
                 self.stalls.publish(self.client)
             except Exception:  # noqa: BLE001 - the in-sync sets matter more than this report
-                log.exception("publishing the stalled replicas failed")
+                self._errors.log(logging.ERROR, "zookeeper", "stalled replicas not published",
+                                 "publishing the stalled replicas failed", exc_info=True)
 
     def _write_isr(self, part: ReplicatedPartition) -> None:
         change = part.isr_change(self.lag_ms, self.view.cannot_write(part.topic, part.partition))

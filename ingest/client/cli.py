@@ -7,7 +7,8 @@ from contextlib import contextmanager
 
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.broker.topics import validate_topic
-from ingest.config import non_ascii_note, parse_int, parse_overrides
+from ingest.cli_numbers import int_flag
+from ingest.config import non_ascii_note, parse_float, parse_int, parse_overrides
 from ingest.errors import ConfigError, ReplicationConfigError
 
 PRODUCER_EXAMPLES = """examples:
@@ -73,8 +74,10 @@ def register(subparsers) -> None:
     c.add_argument("--group", help="consumer group (--zk only; default: a new random group)")
     c.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest offset when the group has no committed offset")
-    c.add_argument("--max-messages", type=int, help="exit after this many messages")
-    c.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a message")
+    c.add_argument("--max-messages", type=int_flag("an integer >= 1 (omit it for no limit)"),
+                   help="exit after this many messages")
+    c.add_argument("--timeout-ms", type=int_flag("-1 (wait forever) or milliseconds >= 0"), default=-1,
+                   help="exit after this long without a message")
     c.add_argument("--print-offsets", action="store_true", help="prefix lines with topic, broker-partition, offset")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="consumer config override")
     c.set_defaults(func=_consumer)
@@ -277,11 +280,11 @@ def _preferred(args) -> int:
     wait_s = None
     if args.wait is not None:
         try:
-            wait_s = float(args.wait)
+            wait_s = parse_float(args.wait)
         except ValueError:
             wait_s = -1.0
         if not 0 <= wait_s <= 86_400:
-            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400")
+            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400{non_ascii_note(args.wait)}")
     connect = _zk_connect(args.zookeeper, _server_config(args.config), "preferred-leader")
     with _zk_session(connect) as client:
         topics = topics_admin.read_all_topics(client)

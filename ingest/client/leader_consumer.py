@@ -52,7 +52,7 @@ def static_metadata(addresses: str, *, timeout_s: float = 10.0) -> ReplicaMetada
         if not item:
             continue
         host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit():
+        if not sep or not host or not (port.isascii() and port.isdigit()):
             raise ValueError(f"broker address {item!r} is not host:port (in {addresses!r})")
         boot.append(BrokerAddress(-1, host, int(port)))
     if not boot:

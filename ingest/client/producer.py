@@ -75,7 +75,7 @@ from ingest.client.producer_config import PRODUCER_CONFIG, codec_number, format_
 from ingest.client.send_batch import BatchSender, SendResult
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import ConfigError, IngestError, MessageTooLargeError, ProducerQueueFullError
+from ingest.errors import ConfigError, IngestError, MessageTooLargeError, ProducerClosedError, ProducerQueueFullError
 from ingest.records.message import HEADER_SIZE
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,8 @@ class Producer:
         self._qlock = threading.Lock()
         self._not_empty = threading.Condition(self._qlock)
         self._not_full = threading.Condition(self._qlock)
+        self._give_up_at: float | None = None  # close(timeout_s): after it, queued messages are failed unsent
+        self._given_up = 0
         if self._async:
             self._sender = threading.Thread(target=self._run_sender, name="producer-sender", daemon=True)
             self._sender.start()
@@ -190,15 +192,28 @@ class Producer:
         if not marker.event.wait(timeout_s):
             raise IngestError(f"producer flush did not finish within {timeout_s} s")
 
-    def close(self) -> None:
-        """Drain the async queue (every queued message is sent or reported failed), then disconnect."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Drain the async queue (every queued message is sent or reported failed), then disconnect.
+
+        ``timeout_s`` (None: no limit): once it has passed, a batch being retried stops retrying and
+        what is still queued is not sent; those messages are reported failed (``stats['failed']``,
+        the callback's error a :class:`~ingest.errors.ProducerClosedError`), as Kafka's
+        ``KafkaProducer.close(timeout)`` fails its unsent records. A request in flight at that
+        moment still gets its answer (at most ``socket.timeout.ms``).
+        """
         if self._closed:
             return
         self._closed = True
         if self._async and self._sender is not None and self._sender.is_alive():
+            if timeout_s is not None:
+                self._give_up_at = self.clock.monotonic() + max(0.0, timeout_s)
+                self._sender_of_batches.give_up_at = self._give_up_at   # the batch being retried, too
             marker = _Marker(close=True)
             self._put_marker(marker)
             self._sender.join()
+            if self._given_up:
+                log.error("producer closed with %d message(s) unsent after its close timeout of %.1f s; they are "
+                          "reported failed", self._given_up, timeout_s)
         self.cluster.close()
         if self._own_discovery:
             self.discovery.close()
@@ -343,13 +358,27 @@ class Producer:
                 topic, route, _ = gkey
                 for i in range(0, len(entries), batch_size):
                     chunk = entries[i:i + batch_size]
-                    result = self._sender_of_batches.send(topic, [p for _, p in chunk], keys[gkey], route)
-                    self._account(result)
+                    give_up_at = self._give_up_at
+                    if give_up_at is not None and self.clock.monotonic() >= give_up_at:
+                        result = self._unsent(topic, len(chunk))
+                    else:
+                        result = self._sender_of_batches.send(topic, [p for _, p in chunk], keys[gkey], route)
+                        self._account(result)
                     self._report(result, chunk)
         finally:
             with self._qlock:
                 self._queued -= sum(len(i.payloads) for i in items)
                 self._not_full.notify_all()
+
+    def _unsent(self, topic: str, count: int) -> SendResult:
+        """A batch not sent because the close timeout passed: counted failed (logged once, by close)."""
+        with self._lock:
+            self.stats["sent"] += count
+            self.stats["failed"] += count
+        self._given_up += count
+        return SendResult(topic, -1, -1, count, None, ProducerClosedError(
+            f"{count} message(s) for topic {topic!r} not sent: the producer was closed and its close "
+            "timeout passed"))
 
     def _report(self, result: SendResult, entries: list[tuple[Callback | None, bytes]]) -> None:
         """One callback per run of one ``send`` call's messages in the batch, with its first offset."""

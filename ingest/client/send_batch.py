@@ -128,6 +128,8 @@ class BatchSender:
         self.stats = stats
         self.stats_lock = stats_lock
         self.request_name = {0: "PRODUCE", 1: "PRODUCE_ACK"}.get(self.acks, f"PRODUCE_ACKS(acks={self.acks})")
+        self.give_up_at: float | None = None
+        """Set by a producer closing with a timeout (monotonic): no batch is retried past it."""
 
     def send(self, topic: str, payloads: list[bytes], key: bytes | str | None,
              route: Route | None = None) -> SendResult:
@@ -147,6 +149,8 @@ class BatchSender:
         while True:
             if attempts:
                 now = self.clock.monotonic()
+                if self.give_up_at is not None:
+                    deadline = min(deadline, self.give_up_at)
                 if counted > self.retries or deadline - now < 0.001:  # budgets are whole milliseconds
                     break
                 with self.stats_lock:

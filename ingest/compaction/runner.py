@@ -18,6 +18,7 @@ from ingest.compaction.audit_gate import complete_hours, report_range
 from ingest.compaction.compact import HourResult, commit, merge_hour
 from ingest.compaction.plan import HourPlan, Settings, plan_hours
 from ingest.compaction.records import reconcile, write_record
+from ingest.config import non_ascii_note
 from ingest.errors import ConfigError
 from ingest.loader.commit import roll_forward
 from ingest.loader.state import LoaderState
@@ -31,12 +32,13 @@ MapFn = Callable[[Callable[[HourPlan], HourResult], Sequence[HourPlan]], list[Ho
 def parse_time_ms(text: str) -> int:
     """``2026-11-22T03:00``, ``2026-11-22T03:00:00+00:00``, a date, or epoch ms; UTC when no zone."""
     text = str(text).strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():   # epoch ms; other scripts' digits are no number here
         return int(text)
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ConfigError(f"invalid time {text!r}: allowed is ISO-8601 (2026-11-22T03:00[:00][+00:00]) or epoch ms") from exc
+        raise ConfigError(f"invalid time {text!r}: allowed is ISO-8601 (2026-11-22T03:00[:00][+00:00]) or epoch ms"
+                          f"{non_ascii_note(text)}") from exc
     if t.tzinfo is None:
         t = t.replace(tzinfo=timezone.utc)
     return int(t.timestamp() * 1000)

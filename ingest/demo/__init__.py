@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from ingest.cli_numbers import float_flag
 from ingest.demo.pipeline import Demo, DemoOptions, run_demo
 from ingest.errors import ConfigError
 
@@ -30,8 +31,10 @@ def register(subparsers) -> None:
         description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", default="./demo-work",
                    help="fresh working directory (default ./demo-work; a previous demo's directory is replaced)")
-    p.add_argument("--duration", type=float, default=60.0, help="seconds the producers publish (default 60)")
-    p.add_argument("--rate", type=float, default=100.0, help="page-view events per second (default 100)")
+    p.add_argument("--duration", type=float_flag("a number of seconds > 0"), default=60.0,
+                   help="seconds the producers publish (default 60)")
+    p.add_argument("--rate", type=float_flag("a number of events per second > 0"), default=100.0,
+                   help="page-view events per second (default 100)")
     p.add_argument("--format", choices=("avro", "parquet"), default="parquet", help="output format (default parquet)")
     p.add_argument("--no-zookeeper", action="store_true", help="use a static broker list even if ZooKeeper is installed")
     p.add_argument("--topology", choices=TOPOLOGIES, default="single",

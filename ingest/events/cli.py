@@ -8,9 +8,10 @@ import signal
 import sys
 from typing import Any
 
+from ingest.cli_numbers import float_flag, int_flag
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK
-from ingest.config import parse_overrides, read_properties
+from ingest.config import non_ascii_note, parse_int, parse_overrides, read_properties
 from ingest.errors import ConfigError, IngestError
 from ingest.events import compatibility
 from ingest.events.event_producer_config import split_config
@@ -41,7 +42,8 @@ def register(subparsers: Any) -> None:
     reg_sub = reg.add_subparsers(dest="registry_command", metavar="SUBCOMMAND")
     start = reg_sub.add_parser("start", help="serve the schema registry REST API", epilog=REGISTRY_EXAMPLES,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    start.add_argument("--port", type=int, required=True, help="TCP port (0 picks a free one)")
+    start.add_argument("--port", type=int_flag("a TCP port 0-65535 (0 picks a free one)"), required=True,
+                       help="TCP port (0 picks a free one)")
     start.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     where = start.add_mutually_exclusive_group()
     where.add_argument("--store", default="registry-data", help="directory store (default ./registry-data)")
@@ -60,20 +62,24 @@ def register(subparsers: Any) -> None:
     src.add_argument("--zk", help="ZooKeeper connect string (brokers found under /brokers)")
     p.add_argument("--registry", required=True, help="schema registry URL, e.g. http://127.0.0.1:8081")
     p.add_argument("--topic", required=True)
-    p.add_argument("--count", type=int, required=True, help="events to publish")
-    p.add_argument("--rate", type=float, default=0.0, help="events per second (0 = as fast as possible)")
+    p.add_argument("--count", type=int_flag("an integer >= 0"), required=True, help="events to publish")
+    p.add_argument("--rate", type=float_flag("events per second >= 0"), default=0.0,
+                   help="events per second (0 = as fast as possible)")
     p.add_argument("--audit-topic", default=None, help="monitoring events topic (default audit-monitoring)")
-    p.add_argument("--window-ms", type=int, default=None, help="monitoring window (default 600000)")
+    p.add_argument("--window-ms", type=int_flag("milliseconds >= 1"), default=None,
+                   help="monitoring window (default 600000)")
     p.add_argument("--key-field", default=None, help="partition by this record field (default random)")
-    p.add_argument("--batch-size", type=int, default=50, help="events per send call / producer batch")
+    p.add_argument("--batch-size", type=int_flag("an integer >= 1"), default=50,
+                   help="events per send call / producer batch")
     p.add_argument("--schema", default=None,
                    help="example schema: page_view, click, service_metric (default: by topic name)")
     p.add_argument("--service", default="loadgen", help="header.service of the events")
-    p.add_argument("--seed", type=int, default=None, help="random seed (reproducible events)")
+    p.add_argument("--seed", type=int_flag("an integer"), default=None, help="random seed (reproducible events)")
     p.add_argument("--config", default=None, help="properties file with producer and event keys")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
-    p.add_argument("--close-timeout", type=float, default=30.0,
-                   help="seconds to keep retrying unpublished monitoring events at the end (default 30)")
+    p.add_argument("--close-timeout", type=float_flag("seconds >= 0"), default=30.0,
+                   help="seconds the end may take: sending what is queued, publishing monitoring events; what "
+                        "is still unsent then is counted failed or unpublished (default 30)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_produce)
 
@@ -118,13 +124,22 @@ def resolve_broker_list(text: str) -> str:
         parts = entry.split(":")
         if len(parts) == 3:
             out.append(entry)
-        elif len(parts) == 2 and parts[1].isdigit():
-            with SimpleConsumer(parts[0], int(parts[1]), timeout_s=10.0) as c:
+        elif len(parts) == 2 and _port(parts[1]) is not None:
+            with SimpleConsumer(parts[0], _port(parts[1]), timeout_s=10.0) as c:
                 broker_id = c.metadata().broker_id
             out.append(f"{broker_id}:{parts[0]}:{parts[1]}")
         else:
-            raise ConfigError(f"--brokers entry {entry!r} is not host:port or id:host:port")
+            raise ConfigError(f"--brokers entry {entry!r} is not host:port or id:host:port{non_ascii_note(entry)}")
     return ",".join(out)
+
+
+def _port(text: str) -> int | None:
+    """A TCP port 1-65535 written with ASCII digits, else None."""
+    try:
+        port = parse_int(text)
+    except ValueError:
+        return None
+    return port if 0 < port < 65536 else None
 
 
 def _produce(args: argparse.Namespace) -> int:

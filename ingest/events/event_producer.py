@@ -11,8 +11,10 @@ bounded :class:`ReportBuffer` and publishes them, oldest first, through a
 separate sync Producer (no internal retries) to the audit topic. A failed
 publish is retried with back-off; the application's sends never wait for it.
 On :meth:`close` the data producer is drained, every window gets a last report
-(``is_final`` when all its sends settled), and the buffer is published until
-``close_timeout_s``; what is still unsent is counted and logged.
+(``is_final`` when all its sends settled), and the buffer is published, all within
+the close's ``timeout_s``: data messages still queued (async) or being retried when
+the time is up are reported failed, monitoring events not published stay pending
+(counted and logged); nothing unsent is ever counted acknowledged.
 
 Concurrency contract: ``send`` may be called from any thread; ``poll`` and
 ``close`` serialize on one lock.
@@ -27,7 +29,7 @@ from typing import Any, Mapping, Sequence
 from ingest.client.producer import Producer, SendResult
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import IngestError, MessageTooLargeError, SchemaError
+from ingest.errors import ConfigError, IngestError, MessageTooLargeError, SchemaError
 from ingest.events.event_producer_config import EVENTS_CONFIG
 from ingest.events.envelope import HEADER_FIELD, HeaderFactory, ProducerIdentity, has_header
 from ingest.events.window_counts import MonitoringCounter, ReportBuffer
@@ -62,13 +64,21 @@ class EventProducer:
         background: run the reporter thread; tests with a FakeClock pass False and call poll().
         topics: topics to track from the start (heartbeats even before their first send).
         monitoring_producer: Producer for monitoring events (default: sync, built from the data
-            producer's config with no internal retries).
+            producer's config with no internal retries). It must be sync: an event is counted
+            published when its send returns, which for an async producer means only enqueued.
+
+    Raises:
+        ConfigError: an async ``monitoring_producer``.
     """
 
     def __init__(self, producer: Producer | Config | Mapping[str, Any], registry: RegistryClient, *,
                  config: Config | Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK,
                  background: bool = True, topics: Sequence[str] = (),
                  monitoring_producer: Producer | None = None, **overrides: Any) -> None:
+        if monitoring_producer is not None and monitoring_producer.config["producer.type"] != "sync":
+            raise ConfigError("monitoring_producer has producer.type=async: its send only enqueues, so a monitoring "
+                              "event would count as published before a broker had it; give a sync Producer "
+                              "(or none: the default is sync)")
         raw = dict(config.items()) if isinstance(config, Config) else dict(config or {})
         raw.update({k.replace("_", "."): v for k, v in overrides.items()})
         self.config = EVENTS_CONFIG.parse(raw, source="EventProducer")
@@ -245,24 +255,29 @@ class EventProducer:
                 log.exception("monitoring reporter pass failed")
 
     def close(self, timeout_s: float = 30.0) -> dict[str, int]:
-        """Drain data sends, report every window, publish monitoring events (bounded by ``timeout_s``).
+        """Drain data sends, report every window, publish monitoring events, within ``timeout_s``.
 
-        Returns the final stats (see :meth:`stats`).
+        When the time is up, the data messages still queued (async) or being retried are reported
+        failed (an own producer is closed with the time left; a shared one is only flushed) and
+        unpublished monitoring events stay pending (``monitoring_pending``, logged at ERROR). A
+        request in flight at that moment may add its own timeout; monitoring events get at least
+        one publish attempt. Returns the final stats (see :meth:`stats`).
         """
         if self._closed:
             return self.stats()
         self._closed = True
+        deadline = self.clock.monotonic() + timeout_s
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        try:
-            self.producer.flush(timeout_s)
-        except IngestError as exc:
-            log.warning("data producer flush: %s", exc)
         if self._own_producer:
-            self.producer.close()
+            self.producer.close(timeout_s=max(0.0, deadline - self.clock.monotonic()))
+        else:
+            try:
+                self.producer.flush(max(0.0, deadline - self.clock.monotonic()))
+            except IngestError as exc:
+                log.warning("data producer flush: %s", exc)
         if self.monitoring:
-            deadline = self.clock.monotonic() + timeout_s
             self.poll(closing=True)
             while len(self.buffer) and self.clock.monotonic() < deadline:
                 self._retry_at = min(self._retry_at, self.clock.monotonic() + 0.5)

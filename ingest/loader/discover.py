@@ -34,6 +34,7 @@ from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import LeaderConsumer, static_metadata
 from ingest.client.partition_reader import open_consumer
 from ingest.client.simple_consumer import SimpleConsumer
+from ingest.config import non_ascii_note
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
 from ingest.loader.fetch import raw_fetch
@@ -69,8 +70,8 @@ def registered_brokers(config) -> list[tuple[int | None, str, int]]:
         out: list[tuple[int | None, str, int]] = []
         for item in config["brokers"]:
             host, sep, port = item.rpartition(":")
-            if not sep or not port.isdigit() or not host:
-                raise ConfigError(f"brokers: {item!r} is not host:port")
+            if not sep or not (port.isascii() and port.isdigit()) or not host:
+                raise ConfigError(f"brokers: {item!r} is not host:port{non_ascii_note(item)}")
             out.append((None, host, int(port)))
         return out
     if config["zk.connect"]:

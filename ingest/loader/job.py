@@ -21,12 +21,12 @@ from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.gaps import bounds_of_gap
 from ingest.loader.plan import (LeftOut, LoadPlan, PartitionSnapshot, build_plan, select_topics, topic_filter,
                                 waiting_partitions)
-from ingest.loader.quarantine import check_ratio
+from ingest.loader.quarantine import check_ratio, first_quarantined, over_limit
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
 from ingest.lost_ranges import LostRange
 from ingest.loader.replay import rewrite_compacted
 from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
-from ingest.loader.results import TaskOutcome
+from ingest.loader.results import QUARANTINE, TaskOutcome
 from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, totals, write_run_record
 from ingest.loader.state import LoaderState, read_run_record
 from ingest.loader.tally import partition_tally
@@ -257,7 +257,7 @@ def run_load(config, spark, *, clock: Clock = SYSTEM_CLOCK, reset_spec: str | No
             record["lost_ranges"] = [r.to_json() for r in plan.lost_ranges]
         record["partitions"] = partition_entries(plan, [o.without_damage() for o in outcomes])
         record["lost_ranges"] += [r.to_json() for r in corruption_losses(outcomes, run_id, clock)]
-        check_quarantine(outcomes, config["max.quarantine.ratio"])
+        check_quarantine(outcomes, config["max.quarantine.ratio"], storage)
         note = f"reset {reset_spec} {reset_topics}" if reset_spec else ""
         added, seq = commit_outcomes(storage, plan, state, outcomes, note=note, clock=clock,
                                      checkpoint_interval=config["state.checkpoint.interval"])
@@ -312,11 +312,23 @@ def spark_session(spark):
     return spark() if callable(spark) and not hasattr(spark, "sparkContext") else spark
 
 
-def check_quarantine(outcomes: list[TaskOutcome], max_ratio: float) -> None:
-    """Raise :class:`~ingest.loader.quarantine.QuarantineLimitError` when too many messages were quarantined."""
+def check_quarantine(outcomes: list[TaskOutcome], max_ratio: float, storage: Storage | None = None) -> None:
+    """Raise :class:`~ingest.loader.quarantine.QuarantineLimitError` when too many messages were quarantined,
+    naming the first of them (topic, broker, partition, offset, reason) from the staged quarantine files
+    in ``storage`` (in partition and offset order)."""
     messages = sum(o.summary.messages for o in outcomes)
     quarantined = sum(o.summary.quarantined for o in outcomes)
-    check_ratio(quarantined, messages, max_ratio)
+    if storage is None or not over_limit(quarantined, messages, max_ratio):
+        check_ratio(quarantined, messages, max_ratio)
+        return
+    files = sorted((f for o in outcomes for f in o.staged_files if f.kind == QUARANTINE),
+                   key=lambda f: (f.topic, f.broker_id, f.partition, f.start_offset))
+    try:
+        first = [q.describe() for q in first_quarantined(storage, [f.staging for f in files])]
+    except (IngestError, OSError, ValueError) as exc:   # the samples are a help; the limit is what fails the run
+        log.warning("cannot read the staged quarantine files for the first reasons: %s", exc)
+        first = []
+    check_ratio(quarantined, messages, max_ratio, first)
 
 
 def commit_outcomes(storage: Storage, plan: LoadPlan, state: LoaderState, outcomes: list[TaskOutcome], *,

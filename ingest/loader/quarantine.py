@@ -20,6 +20,7 @@ from ingest.errors import QuarantineLimitError
 
 if TYPE_CHECKING:  # only for the annotation: a task imports this module and needs none of the state code
     from ingest.loader.state import LoaderState
+    from ingest.storage import Storage
 
 QUARANTINE_FORMAT = "jsonl"
 
@@ -40,6 +41,10 @@ class QuarantinedMessage:
     reason: str
     payload: bytes
 
+    def describe(self) -> str:
+        """``"<topic> b<broker> p<partition> offset <offset>: <reason>"``, as errors name it."""
+        return f"{self.topic} b{self.broker_id} p{self.partition} offset {self.offset}: {self.reason}"
+
     def to_json_line(self) -> str:
         """The file line (with its ``\\n``)."""
         return json.dumps({"topic": self.topic, "broker_id": self.broker_id, "partition": self.partition,
@@ -58,10 +63,30 @@ def quarantine_file_bytes(messages: Iterable[QuarantinedMessage]) -> bytes:
     return "".join(m.to_json_line() for m in messages).encode()
 
 
-def check_ratio(quarantined: int, messages: int, max_ratio: float, samples: list[str] | None = None) -> None:
-    """Raise :class:`QuarantineLimitError` when ``quarantined / (messages + quarantined) > max_ratio``."""
+def over_limit(quarantined: int, messages: int, max_ratio: float) -> bool:
+    """Whether ``quarantined / (messages + quarantined)`` is above ``max_ratio``."""
     total = quarantined + messages
-    if total and quarantined / total > max_ratio:
+    return bool(total) and quarantined / total > max_ratio
+
+
+def first_quarantined(storage: Storage, paths: Iterable[str], limit: int = 3) -> list[QuarantinedMessage]:
+    """The first ``limit`` messages of the quarantine files at ``paths`` (relative to the destination),
+    in the given order; only as many lines are parsed as needed."""
+    out: list[QuarantinedMessage] = []
+    for path in paths:
+        for line in storage.read_bytes(storage.join(path)).decode().splitlines():
+            if len(out) >= limit:
+                return out
+            if line.strip():
+                out.append(QuarantinedMessage.from_json_line(line))
+    return out
+
+
+def check_ratio(quarantined: int, messages: int, max_ratio: float, samples: list[str] | None = None) -> None:
+    """Raise :class:`QuarantineLimitError` when ``quarantined / (messages + quarantined) > max_ratio``;
+    its message ends with the first three of ``samples`` (why messages were quarantined)."""
+    total = quarantined + messages
+    if over_limit(quarantined, messages, max_ratio):
         hint = ("; first reasons: " + " | ".join(samples[:3])) if samples else ""
         raise QuarantineLimitError(
             f"{quarantined} of {total} messages ({quarantined / total:.2%}) could not be decoded, above "

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Sequence
 
 from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.config import non_ascii_note
 from ingest.errors import ConfigError, IngestError
 from ingest.loader import commit
 from ingest.loader.discover import _consumer, discover_all
@@ -69,13 +70,13 @@ def parse_reset_spec(spec: str) -> str | int:
     text = spec.strip()
     if text in ("earliest", "latest"):
         return text
-    if text.isdigit():
+    if text.isascii() and text.isdigit():   # epoch ms; other scripts' digits are no number here
         return int(text)
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise ConfigError(f"reset time {spec!r} (--reset-offsets, --to): allowed are earliest, latest, epoch milliseconds or an "
-                          f"ISO-8601 time such as 2026-11-22T01:00:00Z") from None
+                          f"ISO-8601 time such as 2026-11-22T01:00:00Z{non_ascii_note(spec)}") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return int(dt.timestamp() * 1000)

@@ -8,6 +8,15 @@ found by bisecting the broker's offsets-before answer over time (each answer is
 the newest segment start modified at or before that time). ``deleted_in_s`` is
 how long until the oldest unloaded data goes, negative when it already went
 (the next load reports a lost range).
+
+What cannot be reached is listed too, as a load's run record lists it: a committed
+partition whose broker does not answer (or a replicated partition without a
+reachable leader) is a row with its committed offset and ``left_out`` (the reason;
+offsets and lag unknown, None), and a silent broker with no such partition is a row
+of its own (``topic`` and ``partition`` None). A committed partition that no
+answering broker serves and no such entry names is a row as well: with a static
+``brokers`` list a silent broker's id is unknown, and a broker whose ZooKeeper
+session ended is no longer registered at all.
 """
 from __future__ import annotations
 
@@ -16,8 +25,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.loader.discover import _consumer, discover
-from ingest.loader.plan import PartitionSnapshot, avg_message_bytes, select_topics
+from ingest.loader.discover import _consumer, discover_all
+from ingest.loader.plan import (LeftOut, PartitionSnapshot, avg_message_bytes, select_topics, topic_filter,
+                                waiting_partitions)
+from ingest.loader.records import PartitionKey
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
 
@@ -26,17 +37,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PartitionStatus:
-    topic: str
-    broker_id: int
-    partition: int
+    """One partition's row; a left-out one (``left_out``: why) has no offsets from a broker (None)."""
+
+    topic: str | None
+    broker_id: int | None
+    partition: int | None
     committed: int | None
-    earliest: int
-    latest: int
-    lag_bytes: int
+    earliest: int | None
+    latest: int | None
+    lag_bytes: int | None
     lag_messages: int | None
     oldest_unloaded_mtime_ms: int | None
     deleted_in_s: float | None
     at_risk: bool
+    left_out: str | None = None     # why it cannot be reached now (None: it was)
+    broker: str = ""                # the silent broker's host:port, for a left-out row
 
 
 def segment_mtime(consumer, topic: str, partition: int, offset: int, now_ms: int, horizon_ms: int) -> int | None:
@@ -86,17 +101,58 @@ def partition_status(config, state: LoaderState, snap: PartitionSnapshot, now_ms
 
 
 def status(config, clock: Clock = SYSTEM_CLOCK) -> list[PartitionStatus]:
+    """A row per partition of the chosen topics, then the left-out rows (module docstring)."""
     state = LoaderState.load(open_storage(config["destination"]))
-    snaps = discover(config)
+    found = discover_all(config)
+    snaps = found.snapshots
     chosen, _ = select_topics([s.topic for s in snaps], config["topics"], config["topics.blacklist"])
     now = clock.time_ms()
-    return [partition_status(config, state, s, now) for s in sorted(snaps, key=lambda s: s.key) if s.topic in chosen]
+    rows = [partition_status(config, state, s, now) for s in sorted(snaps, key=lambda s: s.key) if s.topic in chosen]
+    keep = topic_filter(config["topics"], config["topics.blacklist"])
+    return rows + left_out_rows(waiting_partitions(found.left_out, state.offsets, snaps, keep),
+                                state, {s.key for s in snaps}, keep)
+
+
+def left_out_rows(left_out: tuple[LeftOut, ...], state: LoaderState, reached: set[PartitionKey],
+                  keep) -> list[PartitionStatus]:
+    """Rows for what discovery could not reach: each committed partition it keeps out (see the module
+    docstring), then each silent broker that has no such row."""
+    rows: list[PartitionStatus] = []
+    named: set[PartitionKey] = set()
+    unknown = [lo for lo in left_out if lo.topic is None and lo.broker_id is None]   # static list: id unknown
+
+    def row(key: PartitionKey, why: str, broker: str = "") -> None:
+        named.add(key)
+        rows.append(PartitionStatus(key[0], key[1], key[2], state.offset(*key), None, None, None, None, None, None,
+                                    False, why, broker))
+
+    for lo in left_out:
+        if lo.topic is not None:
+            row((lo.topic, lo.broker_id, lo.partition), lo.reason, lo.broker)
+        for key in lo.partitions:
+            row(key, lo.reason, lo.broker)
+    orphans = sorted(k for k in state.offsets if k not in reached and k not in named and keep(k[0]))
+    why = "; ".join(f"{lo.broker}: {lo.reason}" for lo in unknown)
+    for key in orphans:
+        row(key, "no broker that answered serves it" + (f" (not answering: {why})" if why else ""),
+            ",".join(lo.broker for lo in unknown))
+    for lo in left_out:
+        silent_broker = lo.topic is None and not lo.partitions
+        if silent_broker and not (orphans and lo.broker_id is None):
+            rows.append(PartitionStatus(None, lo.broker_id, None, None, None, None, None, None, None, None, False,
+                                        lo.reason, lo.broker))
+    return rows
 
 
 def render(rows: list[PartitionStatus], state_seq: int | None = None) -> str:
     head = f"{'topic':<24} {'b':>3} {'p':>3} {'committed':>12} {'latest':>12} {'lag bytes':>12} {'~lag msgs':>10}  retention"
     lines = [head, "-" * len(head)]
     for r in rows:
+        if r.left_out is not None:
+            lines.append(f"{r.topic or '-':<24} {_dash(r.broker_id):>3} {_dash(r.partition):>3} "
+                         f"{_dash(r.committed):>12} {'-':>12} {'-':>12} {'-':>10}  LEFT OUT: {r.left_out} "
+                         f"(committed offset kept: a later load takes it)")
+            continue
         if r.deleted_in_s is None:
             risk = "-"
         elif r.deleted_in_s <= 0:
@@ -106,6 +162,10 @@ def render(rows: list[PartitionStatus], state_seq: int | None = None) -> str:
         lines.append(f"{r.topic:<24} {r.broker_id:>3} {r.partition:>3} {str(r.committed):>12} {r.latest:>12} "
                      f"{r.lag_bytes:>12} {str(r.lag_messages):>10}  {risk}")
     return "\n".join(lines)
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def as_json(rows: list[PartitionStatus]) -> list[dict[str, Any]]:

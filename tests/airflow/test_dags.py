@@ -16,11 +16,13 @@ def bag(tmp_path_factory):
     return probe(tmp_path_factory.mktemp("airflow-home"), "dagbag", str(DAGS))
 
 
+@pytest.mark.processes
 def test_every_dag_file_imports_without_errors(bag):
     assert bag["import_errors"] == {}
     assert {"ingest_hourly", "ingest_replay"} <= set(bag["dags"])
 
 
+@pytest.mark.processes
 def test_hourly_graph_is_load_then_audit_then_compact(bag):
     dag = bag["dags"]["ingest_hourly"]
     tasks = dag["tasks"]
@@ -34,6 +36,7 @@ def test_hourly_graph_is_load_then_audit_then_compact(bag):
     assert dag["schedule"] == "0 * * * *" and dag["interval"] == "1:00:00"  # data interval = the past hour
 
 
+@pytest.mark.processes
 def test_hourly_tasks_retry_with_backoff_alert_and_use_the_spark_connection(bag):
     for name, t in bag["dags"]["ingest_hourly"]["tasks"].items():
         assert t["retries"] >= 1 and t["exponential"], name
@@ -44,6 +47,7 @@ def test_hourly_tasks_retry_with_backoff_alert_and_use_the_spark_connection(bag)
     assert "data_interval_start" in " ".join(args) and "data_interval_end" in " ".join(args)
 
 
+@pytest.mark.processes
 def test_replay_dag_takes_topic_and_time_and_reaudits(bag):
     dag = bag["dags"]["ingest_replay"]
     assert dag["schedule"] in ("None", "none")
@@ -72,6 +76,7 @@ def test_dag_files_only_declare(path: Path):
                     f"{path.name}: top-level call {fn}"
 
 
+@pytest.mark.processes
 def test_compaction_gets_the_verdict_from_the_audit_run_not_the_local_report(bag):
     """The audit names its revision under <destination>/_audit/ and compaction gates on that run id: it
     reaches compaction wherever the audit's Spark driver ran (the local report exists only on its host)."""
@@ -89,6 +94,7 @@ SUBMITTING = ("ingest_hourly.load", "ingest_hourly.audit", "ingest_hourly.compac
 CONNECTION = '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "client", "queue": "etl"}}'
 
 
+@pytest.mark.processes
 def test_every_spark_submit_carries_the_packed_environment_from_the_variables(tmp_path):
     """With ``ingest_archives`` and ``ingest_executor_python`` set (docs/cluster.md), the command line the
     operator builds ships the archive and runs the executors on its python, the driver on ``ingest_python``;

@@ -157,6 +157,7 @@ def test_a_torn_tail_is_still_truncated(tmp_path, fake_clock):
     assert not path.with_suffix(".damaged").exists()
 
 
+@pytest.mark.processes
 def test_a_broker_process_answers_corrupt_range_and_the_consumer_reads_across_it(tmp_path, fake_clock):
     n = 50
     b = BrokerProcess(0, tmp_path / "broker", overrides={"num.partitions": 1, "log.file.size": FILE_SIZE,
@@ -269,6 +270,7 @@ def test_messages_inside_a_compressed_wrapper_are_never_taken_for_the_log(tmp_pa
             lg.close()
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("cut, lost_start, messages", [
     (100, 5850, 1),    # inside the last message: its header names its end, the next segment's base
     (150, 5850, -1),   # exactly the last message: nothing of it is left to count

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from ingest.broker import protocol as p
 from ingest.broker.handlers import BrokerHandlers
 from ingest.broker.log_config import LOG_CONFIG
@@ -40,6 +42,7 @@ def _topic(i: int) -> str:
     return f"topic-{i:04d}"
 
 
+@pytest.mark.processes
 def test_topics_beyond_the_descriptor_limit_are_served_and_a_restart_recovers_them_all(tmp_path):
     """Default config, 128 descriptors, 300 auto-created topics: every produce is acknowledged, the
     broker's descriptors stay below the limit, and a restart under the same limit serves every topic."""
@@ -77,6 +80,7 @@ def test_topics_beyond_the_descriptor_limit_are_served_and_a_restart_recovers_th
         b.kill()
 
 
+@pytest.mark.processes
 def test_topics_past_max_topics_are_refused_cleanly_and_the_broker_keeps_serving(tmp_path):
     b = BrokerProcess(0, tmp_path / "broker", overrides={"num.partitions": 1, "max.topics": 40})
     _start_limited(b)

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.segment import segment_name
 from ingest.cli import main
@@ -54,6 +56,7 @@ def test_corrupt_message_is_reported_and_exit_is_non_zero(tmp_path, fake_clock, 
     assert recs[2]["valid"]  # scanning continues after a CRC mismatch
 
 
+@pytest.mark.processes
 def test_text_output_through_the_console_script(tmp_path, fake_clock):
     path, offsets = make_segment(tmp_path, fake_clock)
     r = subprocess.run([sys.executable, "-m", "ingest.cli", "log", "dump", str(path.parent)],

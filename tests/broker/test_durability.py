@@ -33,6 +33,8 @@ from tests.harness.failing_disk import failing_disk, need_root_and_tools  # noqa
 from tests.harness.limits import tmpfs
 from tests.harness.wire import ask, fetch_all, produce_ack
 
+pytestmark = pytest.mark.processes  # broker processes, tmpfs and loop-device mounts
+
 
 @pytest.fixture
 def small_tmpfs(tmp_path):

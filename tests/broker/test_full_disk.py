@@ -21,6 +21,8 @@ from tests.harness.brokers import BrokerProcess
 from tests.harness.limits import tmpfs
 from tests.harness.wire import fetch_all, produce_ack
 
+pytestmark = pytest.mark.processes  # broker processes on a mounted tmpfs
+
 TRIALS = 10
 PAYLOAD = 1000  # every message the same size: stale messages would sit on the boundaries of new ones
 REFUSED = 64    # messages in a set that runs out of space

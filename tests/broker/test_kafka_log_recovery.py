@@ -179,6 +179,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 def test_a_sigkilled_writer_loses_nothing_it_acknowledged(tmp_path, clock):
     d = tmp_path / "t-0"
     for round_ in range(3):
@@ -201,6 +202,7 @@ def test_a_sigkilled_writer_loses_nothing_it_acknowledged(tmp_path, clock):
         log.close()
 
 
+@pytest.mark.processes
 def test_a_full_disk_appends_nothing_and_the_log_goes_on_once_space_is_freed(tmp_path, clock):
     with tmpfs(tmp_path / "small", "1m") as mnt:
         d = mnt / "t-0"

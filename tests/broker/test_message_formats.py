@@ -40,7 +40,7 @@ from ingest.records.message import (
 from ingest.records.message_batch import MessageBatch, iter_messages
 from ingest.records.message_codecs import compress
 from ingest.records.message_set import encode_message_set, scan
-from tests.harness.brokers import RawClient, broker_cluster, broker_factory, stop_all  # noqa: F401  (pytest fixture)
+from tests.harness.brokers import RawClient, broker_cluster, stop_all
 
 
 def legacy_v1(payload: bytes, codec: int = CODEC_NONE) -> bytes:
@@ -260,6 +260,7 @@ def fetch_all(c: RawClient, topic: str) -> bytes:
     return bytes(resp.message_set)
 
 
+@pytest.mark.processes
 def test_each_magic_is_stored_and_served_byte_for_byte(broker):
     sets = [
         encode_message_set([b"m0-a", b"", b"m0-b"], magic=0),
@@ -287,6 +288,7 @@ def test_each_magic_is_stored_and_served_byte_for_byte(broker):
     assert segment.read_bytes() == stored
 
 
+@pytest.mark.processes
 def test_refused_produce_is_logged_once_counted_and_the_next_request_is_served(broker):
     wrong_rule = bytearray(encode_message(b"crc by the 0.7 rule under magic 2", magic=2))
     wrong_rule[6:10] = struct.pack(">I", zlib.crc32(b"crc by the 0.7 rule under magic 2"))
@@ -312,6 +314,7 @@ def test_refused_produce_is_logged_once_counted_and_the_next_request_is_served(b
     assert "(MULTIPRODUCE INVALID_MESSAGE: 1, PRODUCE INVALID_MESSAGE: 2)" in lines[1]
 
 
+@pytest.mark.processes
 def test_producer_message_format_07_writes_magic_1_with_the_payload_crc(broker):
     base = {"broker.list": f"{broker.broker_id}:{broker.host}:{broker.port}"}
     with Producer({**base, "message.format": "0.7"}) as prod:
@@ -331,6 +334,7 @@ def test_producer_message_format_07_writes_magic_1_with_the_payload_crc(broker):
     assert [m.payload for m in iter_messages(data)] == [b"one", b"two", b"three", b"four", b"five"]
 
 
+@pytest.mark.processes
 def test_console_producer_passes_message_format_through(broker):
     out = io.StringIO()
     assert console_producer(brokers=f"{broker.broker_id}:{broker.host}:{broker.port}", zk=None, topic="c07",
@@ -362,6 +366,7 @@ def test_deletion_counts_and_mirror_runs_read_every_magic(tmp_path):
     assert payloads == sorted([b"zero", b"one", b"two", b"g1", b"g2", b"g3", b"i0", b"i1", b""])
 
 
+@pytest.mark.processes
 def test_event_producer_passes_message_format_through_to_data_and_monitoring(broker, tmp_path):
     """EventProducer builds its producers from the producer config: message.format=0.7 reaches the
     data topic and the monitoring (audit) topic alike."""
@@ -395,30 +400,6 @@ def test_event_producer_passes_message_format_through_to_data_and_monitoring(bro
                 msgs.append(m)
                 pos += m.size
             assert [(m.magic, m.rule, m.crc == zlib.crc32(m.payload)) for m in msgs] == [(1, RULE_PAYLOAD, True)] * n
-
-
-def test_produce_to_a_non_leader_is_counted_and_closes_the_connection(broker_factory, zk_connect, zk):
-    """A refusal about where the partition is served (not its content) closes the connection, the
-    one signal that makes a fire-and-forget client re-discover the leader; logged and counted alike."""
-    from ingest.broker.assignment import assign
-    from tests.harness.replication_topics import create_replicated_topic, metadata_of, wait_for_leaders
-
-    brokers = broker_factory(n=2, zk_connect=zk_connect,
-                             overrides={"replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 100})
-    create_replicated_topic(zk, "led", assign([b.broker_id for b in brokers], 1, 2))
-    (leader,) = wait_for_leaders(metadata_of(brokers), "led", 1).values()
-    other = next(b for b in brokers if b.broker_id != leader)
-    with RawClient(other.host, other.port) as c:
-        addr = "%s:%d" % c.sock.getsockname()[:2]
-        c.send(p.ProduceRequest("led", 0, encode_message_set([b"to the wrong broker"])))
-        assert c.closed_by_peer()
-    summary = f"client {addr}: connection closed after 1 refused produce request(s) (PRODUCE NOT_LEADER_FOR_PARTITION: 1)"
-    deadline = time.monotonic() + 30
-    while summary not in other.output() and time.monotonic() < deadline:
-        time.sleep(0.05)  # the summary is written when the broker closes the connection
-    lines = [line for line in other.output().splitlines() if f"client {addr}:" in line]
-    assert len(lines) == 2 and summary in lines[1], lines
-    assert "PRODUCE refused (NOT_LEADER_FOR_PARTITION)" in lines[0] and "the connection is closed" in lines[0]
 
 
 @pytest.mark.parametrize("payload_size", [9, 251])  # lengths 0x0E and 0x0100: zero bytes next to the hole

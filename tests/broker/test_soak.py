@@ -649,6 +649,7 @@ def test_soak_settings_from_env():
         parse_attacks("burst,nuke")
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_broker_survives_mixed_valid_and_hostile_traffic(tmp_path):
     s = SoakSettings.from_env(seconds=SUITE_SECONDS)

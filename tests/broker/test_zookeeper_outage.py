@@ -28,6 +28,8 @@ from tests.harness.wait import wait_until
 from tests.harness.wire import WireClient
 from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
 
+pytestmark = pytest.mark.processes  # ZooKeeper servers of their own, broker processes
+
 ZK_WAIT_MS = 3000
 """The broker's zk.connectiontimeout.ms: how long a request that needs ZooKeeper waits for it."""
 ANSWER_WITHIN_S = 60.0

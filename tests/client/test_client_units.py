@@ -20,6 +20,7 @@ def test_stable_hash_is_crc32_of_key_bytes():
     assert stable_hash(b"\x00\xff") == zlib.crc32(b"\x00\xff")
 
 
+@pytest.mark.processes
 def test_stable_hash_is_the_same_in_processes_with_different_hash_seeds():
     code = "from ingest.client.partitioner import DefaultPartitioner as P; print(P().partition('abc', 12))"
     outs = set()

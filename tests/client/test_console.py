@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # the console tools as subprocesses, broker processes
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -16,6 +16,8 @@ from ingest.errors import OffsetOutOfRangeError
 from ingest.records.message import HEADER_SIZE
 from ingest.records.message_batch import MessageBatch
 
+pytestmark = pytest.mark.processes  # broker processes, bench/bench_consumer.py
+
 REPO = Path(__file__).resolve().parents[2]
 
 

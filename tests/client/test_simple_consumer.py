@@ -11,6 +11,8 @@ from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import FetchSizeTooSmallError, OffsetOutOfRangeError
 from ingest.records.message import HEADER_SIZE
 
+pytestmark = pytest.mark.processes  # broker processes
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):

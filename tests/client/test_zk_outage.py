@@ -167,6 +167,7 @@ def test_retries_end_with_the_attempts_or_the_time_budget_whichever_first(retrie
         assert producer.stats["retries"] == resends and producer.stats["failed"] == 1
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_sends_outlast_a_zookeeper_outage_with_default_settings(zk_server, broker_link, broker):
     """Before the fix the retries (~0.7 s) ran out while /brokers/ids was empty and sends failed."""
@@ -183,6 +184,7 @@ def test_sends_outlast_a_zookeeper_outage_with_default_settings(zk_server, broke
     assert held == collections.Counter(b"m-%d" % i for i in outcome["ok"])   # each exactly once
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_with_a_tiny_budget_sends_fail_and_are_counted_failed(zk_server, broker_link, broker, registry):
     """delivery.timeout.ms below the re-registration window: failures, counted by the producer

@@ -152,6 +152,7 @@ CRASHES = [
 ]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("env_var,point,committed", CRASHES, ids=[c[1] for c in CRASHES])
 def test_sigkill_mid_compaction_then_rerun_completes(tmp_path, env_var, point, committed):
     d, ids = make_hour(tmp_path, "parquet", files=5)

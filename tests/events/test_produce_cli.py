@@ -6,10 +6,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.events.readback import latest_revisions, read_topic
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.net import free_port
 from tests.harness.registry import REPO
+
+pytestmark = pytest.mark.processes  # `ingest produce` as a subprocess
 
 
 def run_produce(*args, timeout=120):

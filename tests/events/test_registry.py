@@ -14,6 +14,8 @@ from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import canonical, load_schema
 from tests.harness.registry import RegistryProcess
 
+pytestmark = pytest.mark.processes  # registry processes
+
 
 def call(url, method, path, body=None):
     data = None if body is None else json.dumps(body).encode()

@@ -20,6 +20,8 @@ from schema_registry.client.errors import ClientError
 from tests.harness.registry import RegistryProcess
 from tests.harness.zookeeper import fresh_chroot
 
+pytestmark = pytest.mark.processes  # registry processes
+
 
 @pytest.fixture(scope="module")
 def reg(tmp_path_factory):

@@ -20,6 +20,8 @@ from schema_registry.client import SchemaRegistryClient as PyClient
 from tests.harness.registry import RegistryProcess
 from tests.harness.zookeeper import fresh_chroot
 
+pytestmark = pytest.mark.processes  # registry processes
+
 
 @pytest.fixture(scope="module", params=["directory", "zookeeper"])
 def reg(request, tmp_path_factory):

@@ -42,6 +42,7 @@ def _completed_handshakes(port: int, attempts: int, wait_s: float) -> tuple[int,
     return len(done), socks
 
 
+@pytest.mark.processes
 def test_a_burst_of_connections_waits_in_the_backlog_instead_of_being_dropped():
     # While the registry cannot accept (stopped, as a busy accept loop would be), the kernel
     # completes handshakes only up to the listen backlog. socketserver's default of 5 completed
@@ -67,6 +68,7 @@ def test_a_burst_of_connections_waits_in_the_backlog_instead_of_being_dropped():
                 s.close()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_500_registrations_from_20_concurrent_clients_all_succeed():
     with RegistryProcess() as reg:
@@ -96,6 +98,7 @@ def test_500_registrations_from_20_concurrent_clients_all_succeed():
         assert sorted(check.subjects()) == sorted(ids)
 
 
+@pytest.mark.processes
 def test_client_retries_across_a_registry_restart():
     reg = RegistryProcess().start()
     try:
@@ -119,6 +122,7 @@ def test_client_retries_across_a_registry_restart():
         reg.kill()
 
 
+@pytest.mark.processes
 def test_a_refused_request_is_not_retried_and_an_unreachable_registry_fails_after_the_budget(tmp_path):
     with RegistryProcess() as reg:
         client = RegistryClient(reg.url, retries=5, backoff_s=0.5)

@@ -20,6 +20,8 @@ from ingest.events.serde import EventDeserializer
 from tests.harness.registry import RegistryProcess
 from tests.harness.zookeeper import fresh_chroot
 
+pytestmark = pytest.mark.processes  # registry processes
+
 ADDRESS = {"type": "record", "name": "Address", "namespace": "com.acme",
            "fields": [{"name": "street", "type": "string"}, {"name": "zip", "type": "int"}]}
 

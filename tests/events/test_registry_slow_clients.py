@@ -20,6 +20,8 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, Schema
 
 from tests.harness.registry import RegistryProcess
 
+pytestmark = pytest.mark.processes  # registry processes
+
 SLOW_REQUEST = (b"POST /subjects/slow-value/versions HTTP/1.1\r\nHost: registry\r\n"
                 b"Content-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: 100\r\n\r\n{")
 

@@ -15,7 +15,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import setuptools
+
+pytestmark = pytest.mark.processes  # a Python subprocess with Spark
 
 REPO = Path(__file__).resolve().parents[2]
 

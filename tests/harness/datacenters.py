@@ -129,7 +129,7 @@ def lose_unflushed_tail(broker: BrokerProcess, topic: str, partition: int, flush
 
     A SIGKILLed process leaves its writes in the page cache, which a machine crash
     loses: the bytes after the last fsync (``flushed_end``, the offset consumers saw)
-    are cut from the newest segment, as tests/test_replication_kills.py does. Returns
+    are cut from the newest segment, as tests/replication/test_kills.py does. Returns
     the bytes cut. The caller restarts the broker (recovery keeps the flushed prefix).
     """
     from ingest.broker.segment import SUFFIX, parse_segment_name

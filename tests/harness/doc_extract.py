@@ -1,6 +1,6 @@
 """The shell commands written in README.md and docs/*.md, with their page and line.
 
-Read by tests/test_docs_commands.py (and ``python -m tests.harness.doc_commands``).
+Read by tests/project/test_docs_commands.py (and ``python -m tests.harness.doc_commands``).
 What counts as a command:
 
 - every line of a fenced block labelled ``bash``, ``sh``, ``shell`` or ``console``

@@ -8,6 +8,8 @@ import pytest
 
 from tests.harness.py27 import VENV, Py27Unavailable, interpreter
 
+pytestmark = pytest.mark.processes  # scripts/py27_env.sh
+
 
 def test_without_a_2_7_interpreter_the_env_is_not_built_and_the_reason_says_so(tmp_path):
     env = dict(os.environ, PY27_CANDIDATES=f"{tmp_path}/python2.7 /usr/bin/python3",

@@ -69,6 +69,7 @@ def _read_without_change(root: Path, scratch: Path):
     return state
 
 
+@pytest.mark.processes
 def test_sigkill_while_checkpointing_leaves_a_readable_state_and_the_next_commit_finishes(tmp_path):
     dest, scratch = tmp_path / "dest", tmp_path / "oracle"
     history(dest, 7, 4)  # seq 7, checkpoint 4
@@ -109,6 +110,7 @@ def test_sigkill_while_checkpointing_leaves_a_readable_state_and_the_next_commit
     assert (state.seq, state.checkpoint_seq, len(state.files("views"))) == (14, 13, views + 2 * 7)  # commits 8..14 added two each
 
 
+@pytest.mark.processes
 def test_readers_leave_a_checkpointed_destination_with_an_unfinished_roll_forward_untouched(tmp_path, capsys):
     from ingest.audit.inputs import load_state
     from ingest.cli import main

@@ -8,6 +8,8 @@ from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.discover import broker_addresses, discover
 from tests.harness.brokers import broker_cluster, stop_all
 
+pytestmark = pytest.mark.processes  # broker processes
+
 
 def test_zookeeper_discovery_finds_every_partition_with_offsets(zk_connect, tmp_path_factory):
     brokers = broker_cluster(tmp_path_factory, n=1, zk_connect=zk_connect, num_partitions=3, first_id=7)

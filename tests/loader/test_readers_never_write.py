@@ -27,6 +27,8 @@ from ingest.storage import open_storage
 from tests.compaction.helpers import HOUR_START_MS, encode, hour_dir, record
 from tests.loader.checkpoint_helpers import snapshot
 
+pytestmark = pytest.mark.processes  # a Python subprocess killed mid-commit
+
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "page-views"
 ALL_IDS = {("s-a" if seq % 2 else "s-b", seq) for seq in range(250)}

@@ -107,6 +107,7 @@ CLI_ERRORS = [
 ]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("props,words", CLI_ERRORS)
 @pytest.mark.parametrize("command", [("mirror",), ("mirror", "status")])
 def test_cli_errors_are_one_line_and_exit_2(props, words, command, tmp_path):
@@ -117,6 +118,7 @@ def test_cli_errors_are_one_line_and_exit_2(props, words, command, tmp_path):
     assert r.stdout == ""
 
 
+@pytest.mark.processes
 def test_cli_usage_errors_exit_2(tmp_path):
     r = _cli("mirror", tmp_path=tmp_path)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == \
@@ -125,6 +127,7 @@ def test_cli_usage_errors_exit_2(tmp_path):
     assert r.returncode == 2 and "cannot read config file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.processes
 def test_unreachable_target_zookeeper_is_one_line_exit_2(tmp_path):
     from tests.harness.net import free_port
 

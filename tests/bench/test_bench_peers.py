@@ -1,0 +1,126 @@
+"""bench/bench_peers.py runs end to end with a tiny N against real RabbitMQ and ActiveMQ processes.
+
+No rate is asserted (the machine is shared): only that every system produced and consumed exactly
+N messages with the bytes that were sent, that every table row is printed, and that no server
+process the benchmark started is left behind -- also when it is interrupted (SIGINT) midway.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.processes  # runs bench/bench_peers.py
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench" / "bench_peers.py"
+
+have_rabbitmq = Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists() and shutil.which("runuser")
+have_activemq = Path("/usr/share/activemq/bin/activemq.jar").exists() and shutil.which("java")
+needs_peers = pytest.mark.skipif(not (have_rabbitmq and have_activemq),
+                                 reason="Debian packages rabbitmq-server and activemq (scripts/bootstrap.sh)")
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _bench_processes() -> list[str]:
+    """Command lines of live processes that run out of a bench_peers temporary directory."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "bench-peers-" in cmd and _alive(int(entry)):
+                found.append(f"{entry}: {cmd[:200]}")
+    return found
+
+
+@pytest.mark.slow
+@needs_peers
+def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path):
+    out = tmp_path / "peers.json"
+    n, peer_n = 2000, 300
+    r = subprocess.run([sys.executable, str(BENCH), "--count", str(n), "--peer-count", str(peer_n),
+                        "--verify", "--json", str(out)], capture_output=True, text=True, timeout=240,
+                       cwd=str(REPO), env=_env())
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    data = json.loads(out.read_text())
+    results = data["results"]
+    assert set(results) == {"ours", "rabbitmq", "activemq"}
+    for key, count in (("ours", n), ("rabbitmq", peer_n), ("activemq", peer_n)):
+        rows = results[key]["rows"]
+        expected = {"p1", "p50a", "p1a", "consume"} | ({"p50"} if key == "ours" else {"p50tx"})
+        assert expected <= set(rows), (key, sorted(rows))
+        for name in expected:
+            assert rows[name]["messages"] == (count // 10 if name == "p1a" else count), (key, name)
+        assert rows["consume"]["payload_bytes"] == count * 200, key
+        assert rows["consume"]["verified"] is True, key
+        assert results[key]["pids"] and results[key]["left"] == [], key
+        assert not [p for p in results[key]["pids"] if _alive(p)], key
+    # RabbitMQ ran as beam.smp with its own epmd, both stopped by PID
+    assert len(results["rabbitmq"]["pids"]) >= 2
+    # every table and every row was printed, and the aims were evaluated
+    for title in ("### this product", "### RabbitMQ", "### ActiveMQ", "### Comparison", "### The issue's aims"):
+        assert title in r.stdout, title
+    for label in ("produce, batch 1, no ack", "produce, batch 50, no ack", "produce, batch 50, acknowledged",
+                  "produce, batch 50, one transaction each", "produce, batch 1, acknowledged",
+                  "consume, pulls of ~200 KB / 1,000 messages"):
+        assert r.stdout.count(f"| {label} |") == 4, label  # three system tables + the comparison
+    assert len(data["aims"]) == 4 and all(re.search(r": (MET|NOT MET)$", a) for a in data["aims"])
+    assert "load average" in r.stdout and "nproc" in r.stdout
+    assert not _bench_processes()
+
+
+@pytest.mark.slow
+@needs_peers
+def test_ctrl_c_midway_stops_the_peer_it_started():
+    proc = subprocess.Popen([sys.executable, str(BENCH), "--only", "activemq", "--peer-count", "200000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=_env())
+    try:
+        pids = []
+        deadline = time.monotonic() + 90
+        for line in proc.stdout:
+            m = re.search(r"server PIDs \[([\d, ]+)\]", line)
+            if m:
+                pids = [int(x) for x in m.group(1).split(",")]
+                break
+            assert time.monotonic() < deadline, "ActiveMQ did not come up"
+        assert pids and all(_alive(p) for p in pids)
+        time.sleep(1.0)  # into the first producer experiment
+        proc.send_signal(signal.SIGINT)  # SIGTERM and SIGHUP take the same path
+        rest = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert "left running: none" in rest, rest[-2000:]
+    assert not [p for p in pids if _alive(p)]
+    assert not _bench_processes()
+
+
+def test_unknown_system_is_refused_naming_what_is_allowed():
+    r = subprocess.run([sys.executable, str(BENCH), "--only", "ours,kafka"], capture_output=True, text=True,
+                       timeout=60, cwd=str(REPO), env=_env())
+    assert r.returncode == 2
+    assert "--only: unknown system(s) ['kafka']; allowed: ours, rabbitmq, activemq" in r.stderr
