@@ -1,1 +1,1 @@
-"""Kafka's data formats: record batch v2, legacy message sets, compression, CRC-32C, varints."""
+"""Data formats: Kafka's record batch v2 and legacy message sets, the 0.7 message sets, compression, CRCs, varints."""
