@@ -132,7 +132,11 @@ def test_every_reader_leaves_the_destination_untouched_and_sees_the_commit(half,
     assert loaded_rows(root) == {TOPIC: 250}
 
     config = loader_config(root, brokers, "http://127.0.0.1:9", topics=TOPIC)
-    assert status(config) == []  # the brokers have no such topic; the state read happened first
+    # the brokers have no such topic: each committed partition is listed as left out, offsets kept
+    rows = status(config)
+    assert sorted((r.topic, r.broker_id, r.partition, r.committed) for r in rows) == [
+        (TOPIC, 0, 0, 3000), (TOPIC, 0, 1, 2000)]
+    assert all(r.left_out == "no broker that answered serves it" and r.latest is None for r in rows)
     snap = PartitionSnapshot(TOPIC, 0, 0, "127.0.0.1", 9, earliest=0, latest=3000)
     assert partition_status(config, state, snap, AFTER_HOUR).committed == 3000
     conf = tmp_path / "loader.properties"
