@@ -65,7 +65,7 @@ def worker(part: str, shape: str, batches: int) -> float:
         for _ in range(batches):
             encode_message_set(payloads)
         return time.process_time() - t0
-    from ingest.broker import protocol as p
+    from ingest.wire import protocol as p
     from ingest.broker.handlers import BrokerHandlers
     from ingest.broker.log_manager import LogManager
     from ingest.broker.server_config import SERVER_CONFIG

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
+from ingest.wire import protocol as p
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.test_metrics_support import METRICS_LINE, metrics_url, scrape, series, undocumented, value
 

@@ -26,9 +26,10 @@ import time
 import pytest
 
 from ingest import znodes
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
-from ingest.errors import ErrorCode, LeaderNotAvailableError
+from ingest.errors import LeaderNotAvailableError
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.replicated_load import ProducerThread

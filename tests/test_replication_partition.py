@@ -25,12 +25,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from ingest import znodes
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages
 from ingest.broker.segment import SUFFIX, segment_name
 from ingest.broker.topics import partition_dir_name
 from ingest.client.discovery import BrokerAddress
-from ingest.errors import ErrorCode, IngestError
+from ingest.errors import IngestError
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from tests.harness.acked_writes import Attempt, FixedTarget, LeaderTarget, Writer, check_no_loss, errors_of
 from tests.harness.brokers import BrokerProcess, broker_factory  # noqa: F401  (fixture)
 from tests.harness.netns import netns_lab  # noqa: F401  (fixture)

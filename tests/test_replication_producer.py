@@ -19,7 +19,6 @@ import threading
 
 import pytest
 
-from ingest.broker import protocol
 from ingest.broker.assignment import assign
 from ingest.client.cluster import ClusterView, replicated_partition
 from ingest.client.discovery import StaticDiscovery
@@ -30,6 +29,7 @@ from ingest.client.send_batch import backoff_s, counts_as_retry, produce_frame
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import (BrokerUnavailableError, ConfigError, LeaderNotAvailableError,
                            NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError)
+from ingest.wire import protocol
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, partition_info, wait_for_leaders
 from tests.harness.wait import wait_until

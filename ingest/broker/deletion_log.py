@@ -39,9 +39,9 @@ from pathlib import Path
 from ingest.broker.compression import decompress
 from ingest.broker.message import (ATTRIBUTES_OFFSET, CODEC_MASK, HEADER_SIZE, LENGTH, LENGTH_SIZE, MAGIC_OFFSET,
                                    MAGIC_V0, MIN_MESSAGE_SIZE, OVERHEAD, OVERHEAD_V0)
-from ingest.broker.protocol_mirror import DeletionRecord
 from ingest.errors import IngestError
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.wire.protocol import DeletionRecord
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from typing import Callable
 
 from ingest.broker.partition import Role
 from ingest.broker.repair_read import read_range
-from ingest.client.connection import BrokerConnection
 from ingest.errors import IngestError, OffsetOutOfRangeError
+from ingest.wire.connection import BrokerConnection
 
 log = logging.getLogger(__name__)
 

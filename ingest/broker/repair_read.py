@@ -9,9 +9,10 @@ is whole valid messages that end exactly at the range's end.
 """
 from __future__ import annotations
 
-from ingest.broker import protocol as p
 from ingest.broker.message_set import valid_prefix
-from ingest.errors import ErrorCode, IngestError, error_name
+from ingest.errors import IngestError
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode, error_name
 
 
 def read_range(conn, topic: str, partition: int, epoch: int, start: int, end: int,

@@ -18,11 +18,11 @@ import logging
 import threading
 
 from ingest.client.append_at import append_at, log_end
-from ingest.client.connection import BrokerConnection
 from ingest.client.leader_consumer import FAILOVER_ERRORS, LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import LeaderNotAvailableError
+from ingest.wire.connection import BrokerConnection
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.wire import protocol as p
 from ingest.znodes import broker_path, topic_path
 from tests.harness.wait import wait_until
 from tests.harness.brokers import BrokerProcess, BrokerStartError, RawClient, broker_factory  # noqa: F401

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from ingest.broker import protocol as p
 from ingest.broker.compression import GZIP_WBITS, snappy_available
 from ingest.broker.message import (ATTRIBUTES_OFFSET, CODEC_GZIP, CODEC_NONE, CODEC_SNAPPY, CRC_SEED, HEADER,
                                    HEADER_SIZE, MAGIC, OVERHEAD, encode_message)
 from ingest.broker.message_set import ValidatedMessageSet, encode_message_set, inner_messages, iter_messages
-from ingest.errors import ErrorCode, InvalidMessageError, MessageTooLargeError
+from ingest.errors import InvalidMessageError, MessageTooLargeError
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401
 
 BOMB_PAYLOAD = 200 * 1024 * 1024   # one inner message of 200 MiB of zeros

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ingest.broker import protocol as p
 from ingest.broker.handlers import BrokerHandlers
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
 from ingest.broker.message_set import encode_message_set
-from ingest.errors import ErrorCode
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from tests.harness.brokers import BrokerProcess
 from tests.harness.limits import nofile
 from tests.harness.wire import WireClient

@@ -6,11 +6,11 @@ import os
 import random
 import socket
 
-from ingest.broker import protocol as p
 from ingest.broker.log_manager import LogManager
 from ingest.broker.message_set import encode_message_set, iter_messages, validate_message_set
 from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
+from ingest.wire import protocol as p
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.hostile import mutate_frame, valid_frames
 

@@ -7,9 +7,9 @@ import random
 import pytest
 
 from ingest.broker import compression
-from ingest.broker import protocol as p
 from ingest.broker.message import CODEC_GZIP, HEADER_SIZE, decode_message
 from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.wire import protocol as p
 from tests.harness import hostile as h
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until

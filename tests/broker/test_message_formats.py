@@ -15,7 +15,6 @@ import zlib
 
 import pytest
 
-from ingest.broker import protocol as p
 from ingest.broker.compression import compress
 from ingest.broker.dump import dump_records
 from ingest.broker.log import Log, LogSettings
@@ -39,6 +38,7 @@ from ingest.broker.segment import segment_name
 from ingest.client.console import console_producer
 from ingest.client.producer import Producer
 from ingest.errors import InvalidMessageError
+from ingest.wire import protocol as p
 from tests.harness.brokers import RawClient, broker_cluster, broker_factory, stop_all  # noqa: F401  (pytest fixture)
 
 

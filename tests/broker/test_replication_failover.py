@@ -7,8 +7,8 @@ import glob
 import pytest
 
 from ingest import znodes
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages
+from ingest.wire import protocol as p
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401
 from tests.harness.wait import wait_until
 

@@ -18,9 +18,9 @@ import subprocess
 import threading
 import time
 
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
-from ingest.errors import ErrorCode
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from tests.harness.brokers import RawClient, broker_cluster, stop_all
 from tests.harness.wait import wait_until
 

@@ -6,10 +6,10 @@ import zlib
 import pytest
 
 from ingest.broker.message import HEADER_SIZE
-from ingest.broker.protocol import PartitionMetadata
 from ingest.client.producer import Producer
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import FetchSizeTooSmallError, OffsetOutOfRangeError
+from ingest.wire.protocol import PartitionMetadata
 
 
 @pytest.fixture(scope="module")

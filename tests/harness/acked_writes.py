@@ -23,11 +23,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
-from ingest.errors import ErrorCode, IngestError
+from ingest.errors import IngestError
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ingest import znodes
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages, scan
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
-from ingest.errors import ErrorCode, IngestError
+from ingest.errors import IngestError
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from tests.harness.wait import wait_until
 
 log = logging.getLogger(__name__)

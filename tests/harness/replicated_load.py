@@ -25,9 +25,10 @@ import threading
 import time
 from collections import Counter
 
-from ingest.broker import protocol as p
 from ingest.broker.message_set import iter_messages, scan
-from ingest.errors import ErrorCode, IngestError, error_name
+from ingest.errors import IngestError
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode, error_name
 from tests.harness.replicated import ACKED, MAYBE, REFUSED, AcksClient, metadata, payload, payload_id
 
 log = logging.getLogger(__name__)

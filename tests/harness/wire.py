@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import socket
 
-from ingest.broker import protocol as p
 from ingest.broker.message_set import encode_message_set, iter_messages
-from ingest.errors import ErrorCode
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 
 FETCH_BYTES = 1 << 20
 

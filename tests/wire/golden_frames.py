@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import struct
 from pathlib import Path
 
-from ingest.broker import protocol as p
 from ingest.errors import IngestError
+from ingest.wire import protocol as p
+from ingest.wire.errors import code_for
 
 DATA = Path(__file__).with_name("golden_frames.json")
 
@@ -93,8 +95,8 @@ def _responses() -> dict:
              p.ReplicatedTopic("gone", 22, ())))),
         "topic_metadata_empty": (p.TopicMetadataResponse, p.TopicMetadataResponse(0, (), ())),
         "topic_metadata_error": (p.TopicMetadataResponse, p.TopicMetadataResponse(30)),
-        "append_at": (p.AppendAtResponse, p.AppendAtResponse(0, 77)),
-        "append_at_mismatch": (p.AppendAtResponse, p.AppendAtResponse(28, 1234)),
+        "append_at": (p.ProduceAckResponse, p.ProduceAckResponse(0, 77)),
+        "append_at_mismatch": (p.ProduceAckResponse, p.ProduceAckResponse(28, 1234)),
         "deleted_segments": (p.DeletedSegmentsResponse, p.DeletedSegmentsResponse(
             0, (p.DeletionRecord(0, 367, 11, 367, 5), p.DeletionRecord(367, 688, -1, 321, 1_700_000_000_000)))),
         "deleted_segments_none": (p.DeletedSegmentsResponse, p.DeletedSegmentsResponse(0, ())),
@@ -107,22 +109,25 @@ def _hand_built() -> dict:
     return {
         "fetch_header": p.FetchResponse.header(0, 5000),
         "fetch_header_error": p.FetchResponse.header(20, 0),
-        "multifetch_part_header": p.MultiFetchResponse.part_header(0, 77),
+        "multifetch_part_header": p.FetchResponse.header(0, 77),   # a framed FetchResponse
         "replica_fetch_header": p.ReplicaFetchResponse.header(0, 100, 3, 250, 4096),
         "corrupt_range_body": p.FetchResponse.corrupt_range(9, 2, -1).message_set,
     }
 
 
-_RESPONSE_CLASSES = [p.ErrorResponse, p.FetchResponse, p.MultiFetchResponse, p.OffsetsResponse,
-                     p.ProduceAckResponse, p.MetadataResponse, p.ReplicaFetchResponse,
-                     p.TopicMetadataResponse, p.AppendAtResponse, p.DeletedSegmentsResponse]
+_RESPONSE_CLASSES = {"ErrorResponse": p.ErrorResponse, "FetchResponse": p.FetchResponse,
+                     "MultiFetchResponse": p.MultiFetchResponse, "OffsetsResponse": p.OffsetsResponse,
+                     "ProduceAckResponse": p.ProduceAckResponse, "MetadataResponse": p.MetadataResponse,
+                     "ReplicaFetchResponse": p.ReplicaFetchResponse, "TopicMetadataResponse": p.TopicMetadataResponse,
+                     "AppendAtResponse": p.ProduceAckResponse,   # APPEND_AT's answer: the same class
+                     "DeletedSegmentsResponse": p.DeletedSegmentsResponse}
 
 
 def _foreign() -> dict:
     """Frames written by something else than ``encode``, and what each decodes to."""
-    out = {f"error_only_as_{cls.__name__}": (cls, p.response_frame(14), cls.decode(p.response_frame(14)[4:]))
-           for cls in _RESPONSE_CLASSES}
-    old = p.response_frame(20, p.INT64.pack(555))              # a broker that sent next_offset alone
+    out = {f"error_only_as_{name}": (cls, p.response_frame(14), cls.decode(p.response_frame(14)[4:]))
+           for name, cls in _RESPONSE_CLASSES.items()}
+    old = p.response_frame(20, struct.pack(">q", 555))              # a broker that sent next_offset alone
     out["fetch_corrupt_range_next_offset_only"] = (p.FetchResponse, old, p.FetchResponse.decode(old[4:]))
     return out
 
@@ -138,7 +143,7 @@ def _error_tree() -> list[type]:
 
 def _answers_to_errors() -> dict:
     """What the broker answers when a handler raises each error of the tree: its error-only frame."""
-    return {cls.__name__: p.ErrorResponse(cls.code) for cls in _error_tree()}
+    return {cls.__name__: p.ErrorResponse(code_for(cls)) for cls in _error_tree()}
 
 
 def samples() -> dict:

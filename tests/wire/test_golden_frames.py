@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from tests.wire.golden_frames import DATA, samples
 
 RECORDED = json.loads(DATA.read_text())
