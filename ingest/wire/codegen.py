@@ -120,6 +120,28 @@ class Gen:
     def uvarint(self, target: str, label: str, end: str) -> None:
         self.varint("_read_uvarint", target, label, end)
 
+    @contextlib.contextmanager
+    def counted(self, n: str | None, label: str, kind: str, target: str, end: str, flexible: bool,
+                nullable: bool) -> Iterator[str]:
+        """The checks of a length or count (``kind``) read as ``n`` (flexible: read here, as
+        ``uvarint - 1``), then the block that reads the value (it gets the name of ``n``): -1 is
+        None when nullable, any other negative value is malformed."""
+        if flexible:
+            n = self.var("n")
+            self.uvarint(n, f"{label}.{kind}", end)
+            self.line(f"{n} -= 1")
+        with self.block(f"if {n} < 0:"):
+            if nullable:
+                with self.block(f"if {n} != -1:"):
+                    self.bad(f"{label}.{kind}: negative {kind} {{{n}}}")
+                self.line(f"{target} = None")
+            elif flexible:
+                self.bad(f"{label}: null, but not nullable")
+            else:
+                self.bad(f"{label}.{kind}: negative {kind} {{{n}}}")
+        with self.block("else:"):
+            yield n
+
     # --- what the types ask ----------------------------------------------------------------
 
     @staticmethod

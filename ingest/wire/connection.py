@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from typing import TypeVar
+from typing import Callable, TypeVar
 
 from ingest.errors import BrokerUnavailableError, MalformedResponseError
 from ingest.wire.frames import MAX_FRAME_BYTES, recv_response, recv_response_buffer
@@ -89,19 +89,8 @@ class BrokerConnection:
             MalformedResponseError: the response's frame or body does not match its layout
                 (the socket is closed).
         """
-        with self._lock:
-            sock = self._connect()
-            try:
-                sock.sendall(frame)
-                data = recv_response(sock, max_response_bytes)
-                return response_cls.decode(data)  # type: ignore[attr-defined]
-            except (OSError, ConnectionError) as exc:
-                raise self._fail(exc, "request to") from exc
-            except MalformedResponseError as exc:
-                self._close_socket()
-                raise MalformedResponseError(
-                    f"bad response from {self!r}: {exc}; is that address an ingest broker of this protocol "
-                    "version (docs/protocol.md)?") from exc
+        return self._exchange(frame, lambda sock: response_cls.decode(  # type: ignore[attr-defined]
+            recv_response(sock, max_response_bytes)))
 
     def request_buffer(self, frame: bytes, *, max_response_bytes: int = MAX_FRAME_BYTES) -> bytearray:
         """Send one request frame; its response's bytes after ``size`` (``error`` + body), undecoded.
@@ -115,11 +104,15 @@ class BrokerConnection:
             MalformedResponseError: the size field is below 2 or above ``max_response_bytes``
                 (the socket is closed).
         """
+        return self._exchange(frame, lambda sock: recv_response_buffer(sock, max_response_bytes))
+
+    def _exchange(self, frame: bytes, receive: Callable[[socket.socket], T]) -> T:
+        """Send ``frame`` and ``receive`` its answer, under the lock; any failure closes the socket."""
         with self._lock:
             sock = self._connect()
             try:
                 sock.sendall(frame)
-                return recv_response_buffer(sock, max_response_bytes)
+                return receive(sock)
             except (OSError, ConnectionError) as exc:
                 raise self._fail(exc, "request to") from exc
             except MalformedResponseError as exc:

@@ -2,7 +2,7 @@
 
 As Kafka's ``Errors`` (beside its protocol, apart from the exception classes): the exceptions of
 :mod:`ingest.errors` say what went wrong and whether a retry can help; which number goes out for
-which exception is written here, once per protocol, as a table from class to code:
+which exception is written here, once, in one table (:data:`ERRORS`) with a column per protocol:
 
 - the broker answers an exception with :func:`code_for`: the code of its class or of its nearest
   ancestor in the table; an error whose ancestors are not listed goes out as UNKNOWN;
@@ -13,7 +13,7 @@ So a subclass of a listed error goes out with its parent's code (a client sees t
 it is listed itself (``DiskFullError``, a ``StorageError``, has its own code).
 
 The 0.7 port's codes (:class:`ErrorCode`) and the Kafka port's (:class:`KafkaErrorCode`) collide
-(Kafka's 2 is CORRUPT_MESSAGE, 10 MESSAGE_TOO_LARGE, ...): each has its own table, never mixed.
+(Kafka's 2 is CORRUPT_MESSAGE, 10 MESSAGE_TOO_LARGE, ...): each has its own column, never mixed.
 docs/protocol.md, "Error codes", lists the 0.7 table; ``tests/wire/test_errors.py`` checks both.
 """
 from __future__ import annotations
@@ -74,17 +74,19 @@ class KafkaErrorCode(IntEnum):
 
 
 class CodeTable:
-    """Exception classes and the codes they go out with, in one protocol.
+    """One protocol's column of :data:`ERRORS`: classes to codes and codes to classes.
 
     Args:
-        pairs: ``(class, code)`` in order; a code listed twice decodes to its first class.
+        rows: ``(class, code, ...)`` rows; ``column`` picks this protocol's code (None: as the
+            nearest listed ancestor). A code listed twice decodes to its first class.
         unknown: the code of an error with no listed ancestor.
     """
 
-    def __init__(self, pairs: list[tuple[type[e.IngestError], IntEnum]], unknown: IntEnum) -> None:
-        self.by_class: dict[type[e.IngestError], IntEnum] = dict(pairs)
+    def __init__(self, rows, column: int, unknown: IntEnum) -> None:
+        self.by_class: dict[type[e.IngestError], IntEnum] = {row[0]: row[column] for row in rows
+                                                             if row[column] is not None}
         self.by_code: dict[IntEnum, type[e.IngestError]] = {}
-        for cls, code in pairs:
+        for cls, code in self.by_class.items():
             self.by_code.setdefault(code, cls)
         self.unknown = unknown
 
@@ -105,48 +107,45 @@ class CodeTable:
             return e.IngestError
 
 
-PORT07 = CodeTable([
-    (e.IngestError, ErrorCode.UNKNOWN),
-    (e.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
-    (e.InvalidMessageError, ErrorCode.INVALID_MESSAGE),
-    (e.WrongPartitionError, ErrorCode.WRONG_PARTITION),
-    (e.InvalidFetchSizeError, ErrorCode.INVALID_FETCH_SIZE),
-    (e.MessageTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
-    (e.InvalidTopicError, ErrorCode.INVALID_TOPIC),
-    (e.RequestTooLargeError, ErrorCode.REQUEST_TOO_LARGE),
-    (e.UnknownRequestTypeError, ErrorCode.UNKNOWN_REQUEST_TYPE),
-    (e.MalformedRequestError, ErrorCode.MALFORMED_REQUEST),
-    (e.StorageError, ErrorCode.STORAGE_ERROR),
-    (e.DiskFullError, ErrorCode.DISK_FULL),
-    (e.LogOfflineError, ErrorCode.LOG_OFFLINE),
-    (e.TopicCreationRefusedError, ErrorCode.TOPIC_CREATION_REFUSED),
-    (e.CorruptRangeError, ErrorCode.CORRUPT_RANGE),
-    (e.NotLeaderForPartitionError, ErrorCode.NOT_LEADER_FOR_PARTITION),
-    (e.LeaderNotAvailableError, ErrorCode.LEADER_NOT_AVAILABLE),
-    (e.NotEnoughReplicasError, ErrorCode.NOT_ENOUGH_REPLICAS),
-    (e.NotEnoughReplicasAfterAppendError, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
-    (e.RequestTimedOutError, ErrorCode.REQUEST_TIMED_OUT),
-    (e.StaleLeaderEpochError, ErrorCode.STALE_LEADER_EPOCH),
-    (e.InvalidRequiredAcksError, ErrorCode.INVALID_REQUIRED_ACKS),
-    (e.OffsetMismatchError, ErrorCode.OFFSET_MISMATCH),
-    (e.CoordinationUnavailableError, ErrorCode.COORDINATION_UNAVAILABLE),
-], ErrorCode.UNKNOWN)
-"""The 0.7 port: one class per code (the table of docs/protocol.md)."""
+_ = None
+ERRORS = (
+    # error class                           0.7 port                                Kafka port
+    (e.IngestError,                         ErrorCode.UNKNOWN,                      KafkaErrorCode.UNKNOWN_SERVER_ERROR),
+    (e.OffsetOutOfRangeError,               ErrorCode.OFFSET_OUT_OF_RANGE,          KafkaErrorCode.OFFSET_OUT_OF_RANGE),
+    (e.InvalidMessageError,                 ErrorCode.INVALID_MESSAGE,              KafkaErrorCode.CORRUPT_MESSAGE),
+    (e.CorruptRecordError,                  _,                                      KafkaErrorCode.CORRUPT_MESSAGE),
+    (e.InvalidRecordError,                  _,                                      KafkaErrorCode.INVALID_RECORD),
+    (e.InvalidTimestampError,               _,                                      KafkaErrorCode.INVALID_TIMESTAMP),
+    (e.UnsupportedCodecError,               _,                                      KafkaErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    (e.WrongPartitionError,                 ErrorCode.WRONG_PARTITION,              _),
+    (e.InvalidFetchSizeError,               ErrorCode.INVALID_FETCH_SIZE,           _),
+    (e.MessageTooLargeError,                ErrorCode.MESSAGE_TOO_LARGE,            KafkaErrorCode.MESSAGE_TOO_LARGE),
+    (e.RecordListTooLargeError,             _,                                      KafkaErrorCode.RECORD_LIST_TOO_LARGE),
+    (e.InvalidTopicError,                   ErrorCode.INVALID_TOPIC,                _),
+    (e.RequestTooLargeError,                ErrorCode.REQUEST_TOO_LARGE,            _),
+    (e.UnknownRequestTypeError,             ErrorCode.UNKNOWN_REQUEST_TYPE,         _),
+    (e.MalformedRequestError,               ErrorCode.MALFORMED_REQUEST,            _),
+    (e.StorageError,                        ErrorCode.STORAGE_ERROR,                KafkaErrorCode.KAFKA_STORAGE_ERROR),
+    (e.DiskFullError,                       ErrorCode.DISK_FULL,                    _),
+    (e.LogOfflineError,                     ErrorCode.LOG_OFFLINE,                  KafkaErrorCode.KAFKA_STORAGE_ERROR),
+    (e.TopicCreationRefusedError,           ErrorCode.TOPIC_CREATION_REFUSED,       _),
+    (e.CorruptRangeError,                   ErrorCode.CORRUPT_RANGE,                _),
+    (e.NotLeaderForPartitionError,          ErrorCode.NOT_LEADER_FOR_PARTITION,     _),
+    (e.LeaderNotAvailableError,             ErrorCode.LEADER_NOT_AVAILABLE,         _),
+    (e.NotEnoughReplicasError,              ErrorCode.NOT_ENOUGH_REPLICAS,          _),
+    (e.NotEnoughReplicasAfterAppendError,   ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, _),
+    (e.RequestTimedOutError,                ErrorCode.REQUEST_TIMED_OUT,            _),
+    (e.StaleLeaderEpochError,               ErrorCode.STALE_LEADER_EPOCH,           _),
+    (e.InvalidRequiredAcksError,            ErrorCode.INVALID_REQUIRED_ACKS,        _),
+    (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              _),
+    (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     _),
+)
+"""The one table: each error class and the code it goes out with on each port (``_``: as its
+nearest listed ancestor). The 0.7 column has one class per code (the table of docs/protocol.md)."""
+del _
 
-KAFKA = CodeTable([
-    (e.IngestError, KafkaErrorCode.UNKNOWN_SERVER_ERROR),
-    (e.InvalidMessageError, KafkaErrorCode.CORRUPT_MESSAGE),
-    (e.CorruptRecordError, KafkaErrorCode.CORRUPT_MESSAGE),
-    (e.InvalidRecordError, KafkaErrorCode.INVALID_RECORD),
-    (e.InvalidTimestampError, KafkaErrorCode.INVALID_TIMESTAMP),
-    (e.UnsupportedCodecError, KafkaErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
-    (e.MessageTooLargeError, KafkaErrorCode.MESSAGE_TOO_LARGE),
-    (e.RecordListTooLargeError, KafkaErrorCode.RECORD_LIST_TOO_LARGE),
-    (e.OffsetOutOfRangeError, KafkaErrorCode.OFFSET_OUT_OF_RANGE),
-    (e.StorageError, KafkaErrorCode.KAFKA_STORAGE_ERROR),
-    (e.LogOfflineError, KafkaErrorCode.KAFKA_STORAGE_ERROR),
-], KafkaErrorCode.UNKNOWN_SERVER_ERROR)
-"""The Kafka port (the codes Apache Kafka sends for the same failures)."""
+PORT07 = CodeTable(ERRORS, 1, ErrorCode.UNKNOWN)
+KAFKA = CodeTable(ERRORS, 2, KafkaErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 def code_for(exc: BaseException | type[BaseException]) -> ErrorCode:

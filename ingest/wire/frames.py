@@ -1,5 +1,7 @@
-"""Frames: ``size:int32`` (the bytes that follow) around every request and response, and the
-blocking reads clients use to take one off a socket.
+"""Frames: ``size:int32`` around every request and response, and the blocking reads of one frame.
+
+``size`` counts the bytes that follow it; a client takes one frame off a blocking socket with
+:func:`recv_response`.
 
 The 0.7 port's frames (docs/protocol.md, "Frames")::
 

@@ -89,6 +89,9 @@ def with_header(cls: type) -> type:
 ERROR = Field("error", INT16, may_end="if_set")
 """The first field of every response; the body may end after it when it is not 0."""
 
+TOPIC_PARTITION = (Field("topic", STRING), Field("partition", INT32))
+"""The first fields of every request about one partition."""
+
 
 # --- requests -------------------------------------------------------------------------
 
@@ -98,7 +101,7 @@ class ProduceRequest(Request):
     """0 PRODUCE: append ``message_set`` to a topic-partition; no response."""
 
     TYPE = RequestType.PRODUCE
-    SCHEMA = Schema(("topic", STRING), ("partition", INT32), ("message_set", BYTES))
+    SCHEMA = Schema(*TOPIC_PARTITION, ("message_set", BYTES))
 
 
 @declare
@@ -113,7 +116,7 @@ class FetchRequest(Request):
     """1 FETCH: whole messages of a topic-partition from ``offset``, at most ``max_size`` bytes."""
 
     TYPE = RequestType.FETCH
-    SCHEMA = Schema(("topic", STRING), ("partition", INT32), ("offset", INT64), ("max_size", INT32))
+    SCHEMA = Schema(*TOPIC_PARTITION, ("offset", INT64), ("max_size", INT32))
 
 
 @declare
@@ -137,7 +140,7 @@ class OffsetsRequest(Request):
     """4 OFFSETS: valid offsets before ``time`` (ms; -1 latest, -2 earliest), newest first."""
 
     TYPE = RequestType.OFFSETS
-    SCHEMA = Schema(("topic", STRING), ("partition", INT32), ("time", INT64), ("max_offsets", INT32))
+    SCHEMA = Schema(*TOPIC_PARTITION, ("time", INT64), ("max_offsets", INT32))
 
 
 @declare
@@ -193,7 +196,7 @@ class AppendAtRequest(Request):
     (checked atomically with the append); ``expected_offset`` -1 with an empty set asks for the log end."""
 
     TYPE = RequestType.APPEND_AT
-    SCHEMA = Schema(("topic", STRING), ("partition", INT32), ("expected_offset", INT64), ("required_acks", INT16),
+    SCHEMA = Schema(*TOPIC_PARTITION, ("expected_offset", INT64), ("required_acks", INT16),
                     ("timeout_ms", INT32), ("message_set", BYTES))
 
     @property
@@ -206,7 +209,7 @@ class DeletedSegmentsRequest(Request):
     """16 DELETED_SEGMENTS: the retention deletions of one partition that overlap ``[start_offset, end_offset)``."""
 
     TYPE = RequestType.DELETED_SEGMENTS
-    SCHEMA = Schema(("topic", STRING), ("partition", INT32), ("start_offset", INT64), ("end_offset", INT64))
+    SCHEMA = Schema(*TOPIC_PARTITION, ("start_offset", INT64), ("end_offset", INT64))
 
 
 REQUEST_CLASSES: dict[RequestType, type[Request]] = {

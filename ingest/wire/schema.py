@@ -18,7 +18,9 @@ A versioned schema (a Kafka API) declares its ``versions`` and ``flexible`` vers
 :class:`Field` may exist only in a version range, be nullable in some, or be a tagged field
 (KIP-482) with a tag number. One declaration yields the codec of every version, compiled on first
 use; in a flexible version strings, bytes and arrays take their compact forms and every struct ends
-with its tagged fields. In a versioned schema every field has a default (Kafka's rule: its type's
+with its tagged fields. A nested struct is read and written at the version of the message it is in,
+compact when the message is flexible; it declares versions and flexible versions only when it has
+tagged fields of its own. In a versioned schema every field has a default (Kafka's rule: its type's
 zero value unless it declares one), since the version read may not carry it; in an unversioned
 schema a field without a default is a required argument.
 

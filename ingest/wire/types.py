@@ -105,18 +105,7 @@ class Sized(WireType):
         return f"compact_{self.name}" if flexible else self.name
 
     def decode(self, g, label, target, n, end, flexible, nullable):
-        if flexible:
-            n = g.var("n")
-            g.uvarint(n, f"{label}.length", end)
-            g.line(f"{n} -= 1")
-        with g.block(f"if {n} < 0:"):
-            if nullable:
-                with g.block(f"if {n} != -1:"):
-                    g.bad(f"{label}.length: negative length {{{n}}}")
-                g.line(f"{target} = None")
-            else:
-                g.bad(f"{label}.length: negative length {{{n}}}" if not flexible else f"{label}: null, but not nullable")
-        with g.block("else:"):
+        with g.counted(n, label, "length", target, end, flexible, nullable) as n:
             e = g.var("e")
             g.line(f"{e} = pos + {n}")
             with g.block(f"if {e} > {end}:"):
@@ -194,10 +183,6 @@ class Array(WireType):
         return None if flexible or self.count == UNTIL_END else self.count.fmt
 
     def decode(self, g, label, target, n, end, flexible, nullable):
-        if flexible:
-            n = g.var("n")
-            g.uvarint(n, f"{label}.count", end)
-            g.line(f"{n} -= 1")
         if self.count == UNTIL_END and not flexible:
             items, i = g.var("items"), g.loop_index()
             g.line(f"{items} = []")
@@ -207,14 +192,7 @@ class Array(WireType):
                 g.line(f"{i} += 1")
             g.line(f"{target} = tuple({items})")
             return
-        with g.block(f"if {n} < 0:"):
-            if nullable:
-                with g.block(f"if {n} != -1:"):
-                    g.bad(f"{label}.count: negative count {{{n}}}")
-                g.line(f"{target} = None")
-            else:
-                g.bad(f"{label}.count: negative count {{{n}}}" if not flexible else f"{label}: null, but not nullable")
-        with g.block("else:"):
+        with g.counted(n, label, "count", target, end, flexible, nullable) as n:
             fmt = g.fixed_of(self.of, flexible)
             if fmt is not None and g.post_of(self.of) is None:   # a run of numbers: one unpack
                 need = g.var("need")

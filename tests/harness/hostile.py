@@ -2,7 +2,7 @@
 
 Each attack of issue 11 is one function here, written against a broker
 address ``(host, port)``; every frame is built from
-:mod:`ingest.broker.protocol`'s request classes and struct constants, every
+:mod:`ingest.wire.protocol`'s request classes and frame constants, every
 message from :mod:`ingest.broker.message`'s layout, so the bytes are exactly
 what a real (hostile) client sends. Usage guide::
 

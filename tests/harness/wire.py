@@ -5,7 +5,7 @@
         assert c.fetch_all("t") == [b"a", b"b"]
     produce_ack(b, "t", [b"c"]); fetch_all(b, "t")   # one connection per call
 
-Requests and responses are the protocol's own classes (``ingest.broker.protocol``).
+Requests and responses are the protocol's own classes (``ingest.wire.protocol``).
 """
 from __future__ import annotations
 

@@ -32,20 +32,17 @@ class ApiVersionsRequest(KafkaRequest):
 class ApiVersion(Record):
     """One API the broker speaks and its version range, inclusive."""
 
-    SCHEMA = Schema(("api_key", INT16), ("min_version", INT16), ("max_version", INT16),
-                    versions=VERSIONS, flexible=FLEXIBLE)
+    SCHEMA = Schema(("api_key", INT16), ("min_version", INT16), ("max_version", INT16))
 
 
 @declare
 class SupportedFeatureKey(Record):
-    SCHEMA = Schema(("name", STRING), ("min_version", INT16), ("max_version", INT16),
-                    versions=VERSIONS, flexible=FLEXIBLE)
+    SCHEMA = Schema(("name", STRING), ("min_version", INT16), ("max_version", INT16))
 
 
 @declare
 class FinalizedFeatureKey(Record):
-    SCHEMA = Schema(("name", STRING), ("max_version_level", INT16), ("min_version_level", INT16),
-                    versions=VERSIONS, flexible=FLEXIBLE)
+    SCHEMA = Schema(("name", STRING), ("max_version_level", INT16), ("min_version_level", INT16))
 
 
 @declare
