@@ -174,7 +174,8 @@ class Struct:
 
     @classmethod
     def codec(cls, version: int = 0) -> codegen.Codec:
-        """The compiled codec of ``version`` (compiled on first use, then kept)."""
+        """The compiled codec of ``version``: compiled on first use, then kept (two threads may both
+        compile it; the codecs are equal and one is kept). Codecs hold no state: thread-safe."""
         found = cls.__dict__["_codecs"].get(version)
         if found is None:
             cls.SCHEMA.check_version(version, cls.__name__)
@@ -210,9 +211,13 @@ def declare(cls: type) -> type:
     body = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
     body["SCHEMA"] = schema
     body["_codecs"] = {}
+    required = [n for n, d in fields if d is REQUIRED]
+    if required and fields[len(required) - 1][0] != required[-1]:
+        raise TypeError(f"{cls.__name__}: required field {required[-1]!r} after a field with a default")
     if issubclass(cls, Record):
         given = [d for _n, d in fields if d is not REQUIRED]
-        base = collections.namedtuple(cls.__name__, [n for n, _d in fields], defaults=given or None)
+        base = collections.namedtuple(f"{cls.__name__}Tuple", [n for n, _d in fields], defaults=given or None,
+                                      module=cls.__module__)
         body["__slots__"] = ()
         new = type(cls.__name__, (base, *cls.__bases__), body)
     else:
@@ -228,7 +233,3 @@ def declare(cls: type) -> type:
         codegen.bind(new, new.codec(0))
     return new
 
-
-def is_struct(t: object) -> bool:
-    """True for a declared class used as a field's type."""
-    return isinstance(t, type) and issubclass(t, (Struct, Record))

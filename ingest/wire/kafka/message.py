@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ingest.errors import MalformedRequestError, MalformedResponseError
-from ingest.wire.frames import SIZE, frame
+from ingest.wire.frames import frame
 from ingest.wire.schema import Field, Schema, Struct, declare
 from ingest.wire.types import INT16, INT32, STRING
 
@@ -113,6 +113,3 @@ def decode_response(cls: type[KafkaResponse], data: bytes | memoryview, version:
     header, pos = ResponseHeader.decode_from(data, 0, len(data), response_header_version(cls, version))
     return header.correlation_id, cls.codec(version).decode(memoryview(data)[pos:])
 
-
-__all__ = ["KafkaMessage", "KafkaRequest", "KafkaResponse", "RequestHeader", "ResponseHeader", "SIZE",
-           "decode_request", "decode_response", "encode_request", "encode_response"]
