@@ -56,17 +56,19 @@ class RequestType(IntEnum):
 
 
 class Request(Struct):
-    """A request: ``encode()`` is the whole frame, ``decode(body)`` reads the bytes after ``type``."""
+    """A request: ``encode()`` is the whole frame (compiled: ``size`` and ``type`` are packed with
+    the body's first fields), ``decode(body)`` reads the bytes after ``type``."""
 
     __slots__ = ()
     TYPE: ClassVar[RequestType]
     MALFORMED = MalformedRequestError
 
-    def encode(self) -> bytes:
-        return request_frame(self.TYPE, self._encode(self))
+    @classmethod
+    def frame_head(cls) -> tuple[tuple[str, str], ...]:
+        return (("h", str(int(cls.TYPE))),)
 
     def encode_body(self) -> bytes:
-        return b"".join(self._encode(self))
+        return self._encode(self)
 
 
 class Response(Struct):
@@ -75,8 +77,9 @@ class Response(Struct):
     __slots__ = ()
     MALFORMED = MalformedResponseError
 
-    def encode(self) -> bytes:
-        return frame(self._encode(self))
+    @classmethod
+    def frame_head(cls) -> tuple[tuple[str, str], ...]:
+        return ()
 
 
 def with_header(cls: type) -> type:
@@ -269,7 +272,7 @@ class FetchResponse(Response):
     def corrupt_range(cls, next_offset: int, start_offset: int = -1, messages: int = -1) -> "FetchResponse":
         """The answer to a fetch at or inside a damaged range: error CORRUPT_RANGE, its body a
         :class:`CorruptRange` instead of a message set."""
-        body = b"".join(CorruptRange._encode(CorruptRange(next_offset, start_offset, messages)))
+        body = CorruptRange._encode(CorruptRange(next_offset, start_offset, messages))
         return cls(ErrorCode.CORRUPT_RANGE, body)
 
     @property

@@ -21,7 +21,7 @@ field that is not nullable refuses a negative length or count as malformed.
 
 A type knows nothing about classes or versions: :mod:`ingest.wire.codegen` asks it, for one
 form (flexible or not, nullable or not), for its fixed width or its fixed-width prefix, and has
-it write the lines of the generated codec that read and write it.
+it write the lines of the generated codec that read it and the pieces that write it.
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class Sized(WireType):
                 g.line(f"{target} = bytes(buf[pos:{e}])")
             g.line(f"pos = {e}")
 
-    def encode(self, g, expr, label, flexible, nullable):
+    def encode(self, g, out, expr, label, flexible, nullable):
         x = g.var("x")
         if self.text:
             g.line(f"{x} = None if {expr} is None else {expr}.encode('utf-8')" if nullable
@@ -131,13 +131,14 @@ class Sized(WireType):
             with g.block(f"if {x} is not None and len({x}) > {INT16_MAX}:" if nullable else
                          f"if len({x}) > {INT16_MAX}:"):
                 g.too_long(f"{label}: string of {{len({x})}} bytes does not fit an int16 length")
-
-        def body(out: str) -> None:
-            if flexible:
-                g.line(f"{out}.append(_uvarint({size} + 1))")
-            with g.block(f"if {x} is not None:") if nullable else g.same():
-                g.line(f"{out}.append({x})")
-        return (None if flexible else size), body
+        if flexible:
+            out.piece(f"_uvarint({size} + 1)")
+        else:
+            out.fixed(self.length_fmt, size)
+        if nullable:
+            out.piece(f"(b'' if {x} is None else {x})", f"(0 if {x} is None else len({x}))")
+        else:
+            out.piece(x)
 
 
 STRING = Sized("string", "h", "", text=True)
@@ -155,8 +156,8 @@ class Rest(WireType):
         g.line(f"{target} = bytes(buf[pos:{end}])")
         g.line(f"pos = {end}")
 
-    def encode(self, g, expr, label, flexible, nullable):
-        return None, lambda out: g.line(f"{out}.append({expr})")
+    def encode(self, g, out, expr, label, flexible, nullable):
+        out.piece(expr)
 
 
 REST = Rest()
@@ -208,26 +209,31 @@ class Array(WireType):
                 g.decode_value(self.of, f"{label}[{{{i}}}]", g.var("v"), end, flexible, False, append_to=items)
             g.line(f"{target} = tuple({items})")
 
-    def encode(self, g, expr, label, flexible, nullable):
+    def encode(self, g, out, expr, label, flexible, nullable):
         a = g.var("a")
         g.line(f"{a} = {expr}")
         size = f"(-1 if {a} is None else len({a}))" if nullable else f"len({a})"
         if self.count is INT16 and not flexible:
             with g.block(f"if len({a}) > {INT16_MAX}:"):
                 g.too_long(f"{label}: {{len({a})}} elements do not fit an int16 count")
-
-        def body(out: str) -> None:
-            if flexible:
-                g.line(f"{out}.append(_uvarint({size} + 1))")
-            with g.block(f"if {a} is not None:") if nullable else g.same():
-                fmt = g.fixed_of(self.of, flexible)
-                if fmt is not None and g.post_of(self.of) is None:
-                    g.line(f"{out}.append(_pack('>%d{fmt}' % len({a}), *{a}))")
-                    return
-                e = g.var("e")
-                with g.block(f"for {e} in {a}:"):
-                    g.encode_value(self.of, e, f"{label}[]", out, flexible, False)
-        return (None if flexible or self.count == UNTIL_END else size), body
+        if flexible:
+            out.piece(f"_uvarint({size} + 1)")
+        elif self.count != UNTIL_END:
+            out.fixed(self.count.fmt, size)
+        fmt = g.fixed_of(self.of, flexible)
+        if fmt is not None and g.post_of(self.of) is None:      # a run of numbers: one pack
+            packed = f"_pack('>%d{fmt}' % len({a}), *{a})"
+            out.piece(f"(b'' if {a} is None else {packed})" if nullable else packed)
+            return
+        parts = g.var("parts")
+        g.line(f"{parts} = []")
+        with g.block(f"if {a} is not None:") if nullable else g.same():
+            e = g.var("e")
+            with g.block(f"for {e} in {a}:"):
+                inner = type(out)(g, parts)
+                g.encode_value(self.of, e, f"{label}[]", inner, flexible, False)
+                inner.flush()
+        out.pieces(parts)
 
 
 class Framed(WireType):
@@ -258,11 +264,14 @@ class Framed(WireType):
         with g.block(f"if pos != {inner}:"):
             g.bad(f"{label}: {{{inner} - pos}} unexpected trailing bytes in its frame")
 
-    def encode(self, g, expr, label, flexible, nullable):
+    def encode(self, g, out, expr, label, flexible, nullable):
         parts = g.var("parts")
         g.line(f"{parts} = []")
-        g.encode_value(self.of, expr, label, parts, flexible, False)
-        return f"sum(map(len, {parts}))", lambda out: g.line(f"{out}.extend({parts})")
+        inner = type(out)(g, parts)
+        g.encode_value(self.of, expr, label, inner, flexible, False)
+        inner.flush()
+        out.fixed(self.fmt, f"sum(map(len, {parts}))")
+        out.pieces(parts)
 
 
 class Varint(WireType):
@@ -276,8 +285,8 @@ class Varint(WireType):
     def decode(self, g, label, target, n, end, flexible, nullable):
         g.varint(self.reader, target, label, end)
 
-    def encode(self, g, expr, label, flexible, nullable):
-        return None, lambda out: g.line(f"{out}.append({self.writer}({expr}))")
+    def encode(self, g, out, expr, label, flexible, nullable):
+        out.piece(f"{self.writer}({expr})")
 
 
 UVARINT = Varint("uvarint", "_read_uvarint", "_uvarint")

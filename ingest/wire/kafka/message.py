@@ -33,7 +33,7 @@ class KafkaMessage(Struct):
     API_KEY: ClassVar[int]
 
     def encode(self, version: int) -> bytes:
-        return b"".join(self.codec(version).encode(self))
+        return self.codec(version).encode(self)
 
     @classmethod
     def decode(cls, body: bytes | memoryview, version: int):
