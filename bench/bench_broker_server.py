@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ingest.broker import protocol as p  # noqa: E402
+from ingest.wire import protocol as p  # noqa: E402
 from ingest.records.message_set import encode_message_set  # noqa: E402
 from tests.harness.brokers import BrokerProcess  # noqa: E402
 

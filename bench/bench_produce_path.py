@@ -68,7 +68,10 @@ def worker(part: str, shape: str, batches: int) -> float:
         for _ in range(batches):
             encode_message_set(payloads)
         return time.process_time() - t0
-    from ingest.broker import protocol as p
+    try:
+        from ingest.wire import protocol as p
+    except ImportError:                          # a reference tree from before the wire layer
+        from ingest.broker import protocol as p  # type: ignore[no-redef]
     from ingest.broker.handlers import BrokerHandlers
     from ingest.broker.log_manager import LogManager
     from ingest.broker.server_config import SERVER_CONFIG

@@ -52,12 +52,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest.broker import protocol as p  # noqa: E402
-from ingest.client.connection import BrokerConnection, check  # noqa: E402
+from ingest.wire import protocol as p  # noqa: E402
+from ingest.wire.connection import BrokerConnection  # noqa: E402
+from ingest.wire.errors import check
 from ingest.client.discovery import BrokerAddress  # noqa: E402
 from ingest.errors import (IngestError, NotEnoughReplicasAfterAppendError,  # noqa: E402
                            RequestTimedOutError)
 from ingest.records.message_set import encode_message_set  # noqa: E402
+from ingest.wire.errors import check  # noqa: E402
 from replication_cluster import (BATCH, N_BROKERS, PAYLOAD_SIZE, Cluster, brokers_cpu,  # noqa: E402
                                  busy_processes, fmt, frame, machine, payload_set)
 from replication_failover import failover, print_failover  # noqa: E402

@@ -16,11 +16,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from ingest import znodes
-from ingest.broker import protocol as p
 from ingest.broker.assignment import assign
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.records.message_set import encode_message_set
+from ingest.wire import protocol as p
 from tests.harness.brokers import BrokerProcess, stop_all
 from tests.harness.zookeeper import ZooKeeperServer
 

@@ -7,10 +7,11 @@ import threading
 import time
 
 from ingest import znodes
-from ingest.broker import protocol as p
-from ingest.client.connection import BrokerConnection, check
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.errors import IngestError
+from ingest.wire import protocol as p
+from ingest.wire.connection import BrokerConnection
+from ingest.wire.errors import check
 from replication_cluster import N_BROKERS, Cluster, fmt, frame, payload_set
 
 

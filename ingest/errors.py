@@ -1,92 +1,23 @@
-"""The one error tree of the product, and the broker's wire error codes.
+"""The one error tree of the product.
 
 Every error raised on purpose by ``ingest`` derives from :class:`IngestError`.
 A subclass says whether retrying the same operation can help (``retriable``);
 messages say what was wrong, with the offending value, and what to do; causes
 are chained with ``raise ... from``.
 
-Wire map (``docs/protocol.md``, "Error codes"), written out, never derived:
-
-- a *wire error* class sets ``code`` in its own body, and :data:`WIRE_ERRORS`
-  maps that code back to it: the broker answers ``exc.code``, a client raises
-  ``WIRE_ERRORS[code]``. Subclasses of a wire error go out with their parent's
-  code (a client sees the parent).
-- every other error inherits ``IngestError.code``, ``UNKNOWN`` (-1): an error
-  with no wire code of its own goes out as UNKNOWN, and a client raises
-  :class:`IngestError` for UNKNOWN and for codes it does not know.
-
-``tests/test_errors.py`` checks that the map round-trips and that
-``docs/protocol.md`` lists exactly these codes.
-
-The Kafka protocol has its own numbers, which collide with the 0.7 port's
-(Kafka's 2 is CORRUPT_MESSAGE, 10 MESSAGE_TOO_LARGE, ...): :class:`KafkaError`
-holds them apart, and :func:`kafka_code` gives the Kafka code an error goes out
-with on the Kafka port (:data:`KAFKA_CODES`, nearest ancestor wins).
+The code each error goes out with on the wire, and the error a client raises
+for each code, are one table per protocol beside the wire layer
+(:mod:`ingest.wire.errors`, as Kafka keeps its ``Errors`` beside its protocol
+and its exceptions apart).
 """
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Sequence
 
 
-class ErrorCode(IntEnum):
-    """Wire error codes: -1 to 4 fixed by the Kafka 0.7 protocol, ours from 10 up."""
-
-    UNKNOWN = -1
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    INVALID_MESSAGE = 2
-    WRONG_PARTITION = 3
-    INVALID_FETCH_SIZE = 4
-    MESSAGE_TOO_LARGE = 10
-    INVALID_TOPIC = 11
-    REQUEST_TOO_LARGE = 12
-    UNKNOWN_REQUEST_TYPE = 13
-    MALFORMED_REQUEST = 14
-    # 15 was reserved for a BROKER_SHUTTING_DOWN that was never sent; not reused.
-    STORAGE_ERROR = 16
-    DISK_FULL = 17
-    LOG_OFFLINE = 18
-    TOPIC_CREATION_REFUSED = 19
-    CORRUPT_RANGE = 20
-    NOT_LEADER_FOR_PARTITION = 21
-    LEADER_NOT_AVAILABLE = 22
-    NOT_ENOUGH_REPLICAS = 23
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 24
-    REQUEST_TIMED_OUT = 25
-    STALE_LEADER_EPOCH = 26
-    INVALID_REQUIRED_ACKS = 27
-    OFFSET_MISMATCH = 28
-    COORDINATION_UNAVAILABLE = 30
-
-
-class KafkaError(IntEnum):
-    """Kafka protocol error codes (Apache Kafka's ``Errors``), used only on the Kafka port.
-
-    Never mixed with :class:`ErrorCode`: the numbers collide. Only the codes the
-    product sends are listed; add a code with the code that sends it.
-    """
-
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    MESSAGE_TOO_LARGE = 10
-    RECORD_LIST_TOO_LARGE = 18
-    INVALID_TIMESTAMP = 32
-    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-    KAFKA_STORAGE_ERROR = 56
-    UNSUPPORTED_COMPRESSION_TYPE = 76
-    INVALID_RECORD = 87
-
-
 class IngestError(Exception):
-    """Root of every error the product raises on purpose.
+    """Root of every error the product raises on purpose."""
 
-    ``code`` UNKNOWN is the rule for every error without a wire code of its own.
-    """
-
-    code: ErrorCode = ErrorCode.UNKNOWN
     retriable: bool = False
 
 
@@ -108,8 +39,6 @@ class UnknownTopicError(IngestError):
 class InvalidMessageError(IngestError):
     """A message failed validation: bad CRC, unknown magic or codec, bad size."""
 
-    code = ErrorCode.INVALID_MESSAGE
-
 
 class BufferUnderrunError(InvalidMessageError):
     """A message's bytes end before the field its header promises (names field and sizes)."""
@@ -122,10 +51,8 @@ class UnsupportedCodecError(InvalidMessageError):
 class MessageTooLargeError(IngestError):
     """A message or message set exceeds the configured maximum size."""
 
-    code = ErrorCode.MESSAGE_TOO_LARGE
 
-
-# --- Kafka record formats (ingest.records; Kafka codes in KAFKA_CODES) ---------------
+# --- Kafka record formats (ingest.records) ------------------------------------------
 
 
 class CorruptRecordError(InvalidMessageError):
@@ -163,58 +90,41 @@ class RecordListTooLargeError(MessageTooLargeError):
 class InvalidTopicError(IngestError):
     """A topic name is not 1-249 characters of ``[A-Za-z0-9._-]`` or is '.'/'..'."""
 
-    code = ErrorCode.INVALID_TOPIC
-
 
 class OffsetOutOfRangeError(IngestError):
     """An offset is deleted by retention, past the end, or not on a message boundary."""
 
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
-
 
 class WrongPartitionError(IngestError):
     """A partition number is outside the topic's partition range."""
-
-    code = ErrorCode.WRONG_PARTITION
 
 
 class TopicCreationRefusedError(IngestError):
     """The broker will not create a topic or partition: ``max.topics`` or ``max.broker.partitions``
     is reached, or ``auto.create.topics.enable`` is false and the topic is not configured."""
 
-    code = ErrorCode.TOPIC_CREATION_REFUSED
-
 
 class InvalidFetchSizeError(IngestError):
     """A fetch size is negative, zero or above the allowed maximum."""
-
-    code = ErrorCode.INVALID_FETCH_SIZE
 
 
 class LogOfflineError(IngestError):
     """A partition log stopped serving after an I/O error (failed fsync or write); the broker's
     other logs keep serving, and recovery at the next start decides what is on disk."""
 
-    code = ErrorCode.LOG_OFFLINE
     retriable = True  # elsewhere: another partition takes the data; this one stays offline until restart
 
 
 class RequestTooLargeError(IngestError):
     """A request frame is larger than ``max.socket.request.bytes``."""
 
-    code = ErrorCode.REQUEST_TOO_LARGE
-
 
 class UnknownRequestTypeError(IngestError):
     """A request carries a type number the broker does not know."""
 
-    code = ErrorCode.UNKNOWN_REQUEST_TYPE
-
 
 class MalformedRequestError(IngestError):
     """A request frame or body does not match its declared layout (short, trailing bytes, bad UTF-8)."""
-
-    code = ErrorCode.MALFORMED_REQUEST
 
 
 # --- replication -----------------------------------------------------------------
@@ -224,7 +134,6 @@ class NotLeaderForPartitionError(IngestError):
     """This broker is not (or no longer) the leader of that replicated partition: refresh the
     metadata (TOPIC_METADATA) and send to the leader it names. Nothing was appended."""
 
-    code = ErrorCode.NOT_LEADER_FOR_PARTITION
     retriable = True
 
 
@@ -232,7 +141,6 @@ class LeaderNotAvailableError(IngestError):
     """The replicated partition has no leader at the moment (an election is under way, or every
     in-sync replica is down and unclean election is off). Nothing was appended."""
 
-    code = ErrorCode.LEADER_NOT_AVAILABLE
     retriable = True
 
 
@@ -240,7 +148,6 @@ class NotEnoughReplicasError(IngestError):
     """acks=-1 and fewer than ``min.insync.replicas`` replicas are in sync: refused before the
     append, nothing was written."""
 
-    code = ErrorCode.NOT_ENOUGH_REPLICAS
     retriable = True
 
 
@@ -248,7 +155,6 @@ class NotEnoughReplicasAfterAppendError(IngestError):
     """acks=-1: the set was appended by the leader, but the in-sync set shrank below
     ``min.insync.replicas`` before every member had it; not acknowledged (a retry may duplicate it)."""
 
-    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     retriable = True
 
 
@@ -256,7 +162,6 @@ class RequestTimedOutError(IngestError):
     """acks=-1: the in-sync replicas did not all have the set within the request's timeout
     (``request.timeout.ms``); not acknowledged (a retry may duplicate it)."""
 
-    code = ErrorCode.REQUEST_TIMED_OUT
     retriable = True
 
 
@@ -264,21 +169,17 @@ class StaleLeaderEpochError(IngestError):
     """A replica fetch names an older leader epoch than the leader's: the follower has not seen
     the latest partition state yet and must re-read it before fetching again."""
 
-    code = ErrorCode.STALE_LEADER_EPOCH
     retriable = True
 
 
 class InvalidRequiredAcksError(IngestError):
     """``request.required.acks`` is not one of -1, 0, 1."""
 
-    code = ErrorCode.INVALID_REQUIRED_ACKS
-
 
 class OffsetMismatchError(IngestError):
     """APPEND_AT: the partition's log end is not the offset the set was meant to start at; nothing
     was appended. ``log_end`` is the log end the broker has (the mirror resumes from it)."""
 
-    code = ErrorCode.OFFSET_MISMATCH
 
     def __init__(self, message: str = "", log_end: int | None = None) -> None:
         super().__init__(message)
@@ -305,14 +206,11 @@ class StorageError(IngestError):
     a storage node back up).
     """
 
-    code = ErrorCode.STORAGE_ERROR
     retriable = True
 
 
 class DiskFullError(StorageError):
     """A write failed because the file system is full (ENOSPC); retry once space is freed."""
-
-    code = ErrorCode.DISK_FULL
 
 
 class LogWriteError(StorageError):
@@ -337,7 +235,6 @@ class CorruptRangeError(LogCorruptionError):
     count them exactly (docs/log-format.md, "Damaged ranges").
     """
 
-    code = ErrorCode.CORRUPT_RANGE
 
     def __init__(self, message: str, *, start_offset: int = -1, next_offset: int = -1, messages: int = -1) -> None:
         super().__init__(message)
@@ -398,7 +295,6 @@ class CoordinationUnavailableError(CoordinationError):
     """A broker needed ZooKeeper to serve a request (a produce naming a topic it does not know yet) and
     ZooKeeper did not answer within ``zk.connectiontimeout.ms``; nothing was done: retry."""
 
-    code = ErrorCode.COORDINATION_UNAVAILABLE
     retriable = True
 
 
@@ -517,78 +413,3 @@ class PackageError(IngestError):
 class CheckpointCorruptError(StorageError):
     """A checkpoint file of the loader state fails its checksum, does not parse, or disagrees with its
     name (names the file). Readers catch it and fall back to an older checkpoint or the manifests."""
-
-
-# --- the wire map ----------------------------------------------------------------
-
-WIRE_ERRORS: dict[ErrorCode, type[IngestError]] = {
-    ErrorCode.UNKNOWN: IngestError,
-    ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
-    ErrorCode.INVALID_MESSAGE: InvalidMessageError,
-    ErrorCode.WRONG_PARTITION: WrongPartitionError,
-    ErrorCode.INVALID_FETCH_SIZE: InvalidFetchSizeError,
-    ErrorCode.MESSAGE_TOO_LARGE: MessageTooLargeError,
-    ErrorCode.INVALID_TOPIC: InvalidTopicError,
-    ErrorCode.REQUEST_TOO_LARGE: RequestTooLargeError,
-    ErrorCode.UNKNOWN_REQUEST_TYPE: UnknownRequestTypeError,
-    ErrorCode.MALFORMED_REQUEST: MalformedRequestError,
-    ErrorCode.STORAGE_ERROR: StorageError,
-    ErrorCode.DISK_FULL: DiskFullError,
-    ErrorCode.LOG_OFFLINE: LogOfflineError,
-    ErrorCode.TOPIC_CREATION_REFUSED: TopicCreationRefusedError,
-    ErrorCode.CORRUPT_RANGE: CorruptRangeError,
-    ErrorCode.NOT_LEADER_FOR_PARTITION: NotLeaderForPartitionError,
-    ErrorCode.LEADER_NOT_AVAILABLE: LeaderNotAvailableError,
-    ErrorCode.NOT_ENOUGH_REPLICAS: NotEnoughReplicasError,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: NotEnoughReplicasAfterAppendError,
-    ErrorCode.REQUEST_TIMED_OUT: RequestTimedOutError,
-    ErrorCode.STALE_LEADER_EPOCH: StaleLeaderEpochError,
-    ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
-    ErrorCode.OFFSET_MISMATCH: OffsetMismatchError,
-    ErrorCode.COORDINATION_UNAVAILABLE: CoordinationUnavailableError,
-}
-"""Wire code -> the class a client raises for it (NONE is success, not an error)."""
-
-
-def error_class(code: int) -> type[IngestError]:
-    """The class for a broker's error ``code``: :class:`IngestError` for UNKNOWN and unknown codes."""
-    try:
-        return WIRE_ERRORS[ErrorCode(code)]
-    except (ValueError, KeyError):
-        return IngestError
-
-
-def error_name(code: int) -> str:
-    """``OFFSET_OUT_OF_RANGE`` for 1; ``code 99`` for a code this version does not know."""
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"code {code}"
-
-
-KAFKA_CODES: dict[type[IngestError], KafkaError] = {
-    IngestError: KafkaError.UNKNOWN_SERVER_ERROR,
-    InvalidMessageError: KafkaError.CORRUPT_MESSAGE,
-    CorruptRecordError: KafkaError.CORRUPT_MESSAGE,
-    InvalidRecordError: KafkaError.INVALID_RECORD,
-    InvalidTimestampError: KafkaError.INVALID_TIMESTAMP,
-    UnsupportedCodecError: KafkaError.UNSUPPORTED_COMPRESSION_TYPE,
-    MessageTooLargeError: KafkaError.MESSAGE_TOO_LARGE,
-    RecordListTooLargeError: KafkaError.RECORD_LIST_TOO_LARGE,
-    OffsetOutOfRangeError: KafkaError.OFFSET_OUT_OF_RANGE,
-    StorageError: KafkaError.KAFKA_STORAGE_ERROR,
-    LogOfflineError: KafkaError.KAFKA_STORAGE_ERROR,
-}
-"""Error class -> the Kafka code it goes out with on the Kafka port; classes not listed take their
-nearest listed ancestor's (:func:`kafka_code`)."""
-
-
-def kafka_code(exc: BaseException | type[BaseException]) -> KafkaError:
-    """The Kafka protocol code for ``exc`` (an error or its class): the entry of its nearest
-    ancestor in :data:`KAFKA_CODES`; UNKNOWN_SERVER_ERROR for anything else."""
-    cls = exc if isinstance(exc, type) else type(exc)
-    for klass in cls.__mro__:
-        code = KAFKA_CODES.get(klass)
-        if code is not None:
-            return code
-    return KafkaError.UNKNOWN_SERVER_ERROR

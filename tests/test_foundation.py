@@ -6,7 +6,8 @@ import pytest
 from ingest.cli import main
 from ingest.clock import FakeClock
 from ingest.config import Bool, Choice, ConfigDef, Int, IntMap, Key, parse_overrides, parse_properties
-from ingest.errors import ConfigError, IngestError, OffsetOutOfRangeError, ErrorCode
+from ingest.errors import ConfigError, IngestError, OffsetOutOfRangeError
+from ingest.wire.errors import ErrorCode, code_for
 
 DEF = ConfigDef("test", (
     Key("log.retention.hours", Int(1, 24 * 365), 168, "hours"),
@@ -63,9 +64,9 @@ def test_properties_grammar_and_overrides():
         parse_overrides(["nope"])
 
 
-def test_error_tree_carries_wire_codes():
+def test_error_tree_errors_go_out_with_their_wire_codes():
     err = OffsetOutOfRangeError("offset 7 not in [0, 5]")
-    assert isinstance(err, IngestError) and err.code == ErrorCode.OFFSET_OUT_OF_RANGE == 1
+    assert isinstance(err, IngestError) and code_for(err) == ErrorCode.OFFSET_OUT_OF_RANGE == 1
 
 
 def test_fake_clock_moves_only_when_told():

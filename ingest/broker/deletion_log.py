@@ -36,7 +36,7 @@ import os
 import signal
 from pathlib import Path
 
-from ingest.broker.protocol_mirror import DeletionRecord
+from ingest.wire.protocol import DeletionRecord
 from ingest.errors import IngestError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.message import (

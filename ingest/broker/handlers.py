@@ -61,16 +61,15 @@ import logging
 import threading
 from typing import Callable
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.broker.mirror_handlers import MirrorHandlers
-from ingest.broker.protocol import RequestType
-from ingest.broker.refusals import ProduceRefusals
+from ingest.wire.protocol import RequestType
 from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
+from ingest.broker.refusals import ProduceRefusals
 from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topics import validate_partition, validate_topic
 from ingest.errors import (
     CorruptRangeError,
-    ErrorCode,
     IngestError,
     InvalidFetchSizeError,
     LeaderNotAvailableError,
@@ -84,6 +83,8 @@ from ingest.metrics.broker import NO_METRICS
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.message_batch import MessageBatch
 from ingest.records.message_codecs import MAX_INFLATED_SIZE
+from ingest.wire.errors import ErrorCode, code_for
+from ingest.wire.frames import INT16
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +165,10 @@ class BrokerHandlers:
         if handler is None:
             exc = UnknownRequestTypeError(
                 f"unknown request type {kind}; known types are {sorted(int(k) for k in self.table)}")
-            self.metrics.error(kind, exc.code.name)
-            self.refusals.warning(client, exc.code.name, "client %s: %s", client, exc)
-            return Reply([p.ErrorResponse(exc.code).encode()])
+            code = code_for(exc)
+            self.metrics.error(kind, code.name)
+            self.refusals.warning(client, code.name, "client %s: %s", client, exc)
+            return Reply([p.ErrorResponse(code).encode()])
         try:
             return handler(body, client)
         except NeedsZooKeeperError:
@@ -192,14 +194,15 @@ class BrokerHandlers:
             return self._failed(kind, client)
 
     def _refused(self, kind: int, exc: IngestError, client: str) -> Reply | None:
-        self.metrics.error(kind, exc.code.name)
+        code = code_for(exc)
+        self.metrics.error(kind, code.name)
         if kind in p.RESPONSELESS:  # no response exists: log once per connection and count
-            keep = exc.code in KEEP_CONNECTION_AFTER
-            self.produce_refusals.refused(client, _name(kind), exc.code.name, str(exc), closing=not keep)
+            keep = code in KEEP_CONNECTION_AFTER
+            self.produce_refusals.refused(client, _name(kind), code.name, str(exc), closing=not keep)
             return None if keep else Reply([], close_after=True)
-        self.refusals.warning(client, f"{_name(kind)} {exc.code.name}", "client %s: %s request refused (%s): %s",
-                              client, _name(kind), exc.code.name, exc)
-        return self._error_reply(kind, exc.code)
+        self.refusals.warning(client, f"{_name(kind)} {code.name}", "client %s: %s request refused (%s): %s",
+                              client, _name(kind), code.name, exc)
+        return self._error_reply(kind, code)
 
     def _failed(self, kind: int, client: str) -> Reply:
         self.refusals.log(logging.ERROR, client, f"{_name(kind)} failed unexpectedly",
@@ -216,7 +219,7 @@ class BrokerHandlers:
         if kind in p.RESPONSELESS:
             return Reply([], close_after=True)
         if kind in (RequestType.PRODUCE_ACK, RequestType.PRODUCE_ACKS, RequestType.APPEND_AT):
-            return Reply([p.ProduceAckResponse(code, -1).encode()])   # APPEND_AT's answer has this layout
+            return Reply([p.ProduceAckResponse(code, -1).encode()])
         return Reply([p.ErrorResponse(code).encode()])
 
     # --- helpers -----------------------------------------------------------------------
@@ -398,7 +401,7 @@ class BrokerHandlers:
     def handle_multifetch(self, body: memoryview, client: str) -> Reply:
         req = p.MultiFetchRequest.decode(body)
         reply = Reply()
-        total = p.INT16.size
+        total = INT16.size
         try:
             for f in req.fetches:
                 body = None
@@ -410,14 +413,15 @@ class BrokerHandlers:
                                           "%s-%d@%d in a damaged range: answered CORRUPT_RANGE, next offset %d",
                                           client, f.topic, f.partition, f.offset, exc.next_offset)
                     body = p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).message_set
-                    length, region, code = len(body), None, exc.code
+                    length, region, code = len(body), None, ErrorCode.CORRUPT_RANGE
                 except IngestError as exc:
-                    self.refusals.warning(client, f"MULTIFETCH part {exc.code.name}",
+                    code = code_for(exc)
+                    self.refusals.warning(client, f"MULTIFETCH part {code.name}",
                                           "client %s: MULTIFETCH part %s-%d@%d refused (%s): %s",
-                                          client, f.topic, f.partition, f.offset, exc.code.name, exc)
-                    length, region, code = 0, None, exc.code
+                                          client, f.topic, f.partition, f.offset, code.name, exc)
+                    length, region = 0, None
                 total += p.RESPONSE_HEADER.size + length
-                reply.parts.append(p.MultiFetchResponse.part_header(code, length))
+                reply.parts.append(p.FetchResponse.header(code, length))   # one framed FetchResponse
                 if region is not None:
                     reply.parts.append(region)
                 elif body is not None:

@@ -35,9 +35,9 @@ from typing import Callable
 
 from ingest.broker.partition import Role
 from ingest.broker.repair_read import read_range
-from ingest.client.connection import BrokerConnection
 from ingest.errors import IngestError, OffsetOutOfRangeError
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.wire.connection import BrokerConnection
 
 log = logging.getLogger(__name__)
 

@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import logging
 
-from ingest.broker import protocol_mirror as pm
 from ingest.broker.deletion_log import overlapping, read_deletions
 from ingest.broker.reply import Reply
 from ingest.broker.topics import validate_topic
-from ingest.errors import ErrorCode, InvalidRequiredAcksError, MalformedRequestError, OffsetMismatchError
+from ingest.errors import InvalidRequiredAcksError, MalformedRequestError, OffsetMismatchError
+from ingest.wire import protocol as pm
+from ingest.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
 def _respond(code: int, offset: int) -> bytes:
-    return pm.AppendAtResponse(code, offset).encode()
+    return pm.ProduceAckResponse(code, offset).encode()
 
 
 class MirrorHandlers:

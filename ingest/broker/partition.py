@@ -46,6 +46,7 @@ from ingest.errors import (DiskFullError, IngestError, LeaderNotAvailableError, 
                            NotLeaderForPartitionError, RequestTimedOutError, StaleLeaderEpochError)
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.message_batch import MessageBatch
+from ingest.wire.errors import code_for
 from ingest.znodes import PartitionState
 
 log = logging.getLogger(__name__)
@@ -331,7 +332,7 @@ class ReplicatedPartition:
 
     def storage_failed(self, exc: IngestError) -> None:
         """An append (or a follower's copy) failed for the storage's sake: mark the replica."""
-        name = exc.code.name
+        name = code_for(exc).name
         with self.lock:
             changed = self.storage_failure != name
             self.storage_failure = name

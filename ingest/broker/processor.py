@@ -26,10 +26,11 @@ import threading
 from collections import deque
 from typing import Callable, Protocol
 
-from ingest.broker.protocol import ErrorResponse, INT16, REQUEST_HEADER, SIZE
 from ingest.broker.reply import FileRegion, Reply
-from ingest.errors import ErrorCode, MalformedRequestError, RequestTooLargeError
 from ingest.ratelimited_log import RateLimitedLog, flush_all
+from ingest.wire.errors import ErrorCode
+from ingest.wire.frames import INT16, REQUEST_HEADER, SIZE
+from ingest.wire.protocol import ErrorResponse
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +395,7 @@ class Processor(threading.Thread):
         (size,) = SIZE.unpack_from(conn.inbuf, conn.start)
         limit = self.server.max_request_bytes
         if size < INT16.size or size > limit:
-            code = RequestTooLargeError.code if size > limit else MalformedRequestError.code
+            code = ErrorCode.REQUEST_TOO_LARGE if size > limit else ErrorCode.MALFORMED_REQUEST
             self.server.refusals.warning(
                 conn.addr, f"frame size outside [{INT16.size}, {limit}]",
                 "client %s: request frame size %d outside [%d, %d] (max.socket.request.bytes);"
@@ -410,7 +411,7 @@ class Processor(threading.Thread):
                     conn.addr, "frame larger than queued.max.request.bytes",
                     "client %s: request frame of %d bytes is larger than queued.max.request.bytes=%d;"
                     " answering REQUEST_TOO_LARGE and closing the connection", conn.addr, need, budget.capacity)
-                self._refuse(conn, RequestTooLargeError.code)
+                self._refuse(conn, ErrorCode.REQUEST_TOO_LARGE)
                 return
             if not budget.try_reserve(need):
                 conn.muted = True            # not read until another frame's bytes are freed

@@ -9,8 +9,9 @@ is whole valid messages that end exactly at the range's end.
 """
 from __future__ import annotations
 
-from ingest.broker import protocol as p
-from ingest.errors import ErrorCode, IngestError, error_name
+from ingest.wire import protocol as p
+from ingest.errors import IngestError
+from ingest.wire.errors import ErrorCode, error_name
 from ingest.records.message_set import valid_prefix
 
 

@@ -40,17 +40,18 @@ import threading
 import time
 from typing import Callable
 
-from ingest.broker import protocol as p
 from ingest.broker.deletion_log import adopt_deletions
 from ingest.broker.partition import is_storage_failure
-from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
 from ingest.broker.repair_read import read_range
 from ingest.broker.replica_stalls import Stall
-from ingest.client.connection import BrokerConnection
 from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError, MalformedResponseError
+from ingest.errors import BrokerUnavailableError, IngestError, MalformedResponseError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.message_set import message_bounds, scan, valid_prefix
+from ingest.wire import protocol as p
+from ingest.wire.connection import BrokerConnection
+from ingest.wire.errors import ErrorCode, code_for
+from ingest.wire.protocol import DeletedSegmentsRequest, DeletedSegmentsResponse
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class ReplicaFetcher(threading.Thread):
             except IngestError as exc:
                 if is_storage_failure(exc):
                     part.storage_failed(exc)
-                _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", exc.code.name,
+                _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", code_for(exc).name,
                               "%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
                 self._halt.wait(MAX_BACKOFF_S)
                 pos = min(pos, lg.log_end)

@@ -15,14 +15,15 @@ import logging
 import time
 from typing import Callable
 
-from ingest.broker import protocol as p
 from ingest.broker.delayed import DelayedOp
 from ingest.broker.partition import Role
 from ingest.broker.reply import FileRegion, Reply
-from ingest.errors import (CorruptRangeError, ErrorCode, IngestError, InvalidRequiredAcksError,
+from ingest.errors import (CorruptRangeError, IngestError, InvalidRequiredAcksError,
                            LeaderNotAvailableError, NotLeaderForPartitionError, StaleLeaderEpochError,
                            TopicCreationRefusedError)
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode, code_for
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +84,10 @@ class ReplicationHandlers:
             o = part.ack_outcome(end, generation, min_isr)
             if o is None:
                 return False
-            code = ErrorCode.NONE if o is True else o.code
+            code = ErrorCode.NONE if o is True else code_for(o)
             reply.complete([respond(code, offset if o is True else -1)])
             if o is not True:
-                _unacknowledged.warning(f"{part.topic}-{part.partition}", o.code.name,
+                _unacknowledged.warning(f"{part.topic}-{part.partition}", code.name,
                                         "%s: acks=-1 write at %d not acknowledged: %s", part, offset, o)
             return True
 
@@ -143,10 +144,11 @@ class ReplicationHandlers:
             if part.role is Role.LEADER:
                 self.replicas.request_repair(part.key)
             body = p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).message_set
-            return Reply([p.ReplicaFetchResponse(exc.code, part.hw, part.log.start_offset, part.log.log_end,
-                                                 body).encode()])
+            return Reply([p.ReplicaFetchResponse(ErrorCode.CORRUPT_RANGE, part.hw, part.log.start_offset,
+                                                 part.log.log_end, body).encode()])
         except IngestError as exc:
-            return Reply([p.ReplicaFetchResponse(exc.code, part.hw, part.log.start_offset, part.log.log_end).encode()])
+            return Reply([p.ReplicaFetchResponse(code_for(exc), part.hw, part.log.start_offset,
+                                                 part.log.log_end).encode()])
         head = p.ReplicaFetchResponse.header(ErrorCode.NONE, part.hw, part.log.start_offset, part.log.log_end,
                                              slc.length)
         if slc.length == 0:

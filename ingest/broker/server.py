@@ -18,8 +18,9 @@ import time
 from typing import Callable
 
 from ingest.broker.processor import Dispatcher, Processor, RequestBudget
-from ingest.errors import ConfigError, ErrorCode
+from ingest.errors import ConfigError
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

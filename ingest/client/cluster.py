@@ -36,14 +36,15 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from ingest.broker import protocol
-from ingest.client.connection import BrokerConnection, check
 from ingest.client.discovery import BrokerAddress, Discovery
 from ingest.client.partitioner import Partitioner, load_partitioner
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import BrokerUnavailableError, ConfigError, LeaderNotAvailableError, UnknownTopicError
+from ingest.wire import protocol
+from ingest.wire.connection import BrokerConnection
+from ingest.wire.errors import check
 
 log = logging.getLogger(__name__)
 

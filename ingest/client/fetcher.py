@@ -32,10 +32,10 @@ from ingest.client.consumer_stream import PartitionState
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import (
     BrokerUnavailableError,
-    ErrorCode,
     FetchSizeTooSmallError,
     IngestError,
 )
+from ingest.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

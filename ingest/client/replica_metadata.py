@@ -22,11 +22,12 @@ import logging
 import threading
 from typing import Callable, Iterable
 
-from ingest.broker import protocol
-from ingest.client.connection import BrokerConnection, check
 from ingest.client.discovery import BrokerAddress
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, IngestError, LeaderNotAvailableError
+from ingest.wire import protocol
+from ingest.wire.connection import BrokerConnection
+from ingest.wire.errors import check
 
 log = logging.getLogger(__name__)
 

@@ -36,15 +36,15 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from ingest.broker import protocol
+from ingest.wire import protocol
+from ingest.records.message import MAGIC
+from ingest.records.message_set import encode_message_set
 from ingest.client.cluster import ClusterView, Route
-from ingest.client.connection import check
 from ingest.clock import Clock
 from ingest.errors import (BrokerUnavailableError, IngestError, LeaderNotAvailableError,
                            NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
                            NotLeaderForPartitionError, RequestTimedOutError)
-from ingest.records.message import MAGIC
-from ingest.records.message_set import encode_message_set
+from ingest.wire.errors import check
 
 log = logging.getLogger(__name__)
 

@@ -23,19 +23,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-from ingest.broker import protocol
-from ingest.broker.protocol_mirror import DeletedSegmentsRequest, DeletedSegmentsResponse
-from ingest.client.connection import BrokerConnection, check
+from ingest.wire import protocol
+from ingest.wire.protocol import DeletedSegmentsRequest, DeletedSegmentsResponse
+from ingest.wire.connection import BrokerConnection
+from ingest.records.message_batch import MessageAndOffset, MessageBatch
 from ingest.client.deleted_segments import DeletedSegment
 from ingest.client.fetch_settings import DEFAULT_FETCH, FetchSettings
 from ingest.errors import (
     CorruptRangeError,
-    ErrorCode,
     FetchSizeTooSmallError,
     InvalidFetchSizeError,
     OffsetOutOfRangeError,
 )
-from ingest.records.message_batch import MessageAndOffset, MessageBatch
+from ingest.wire import frames
+from ingest.wire.errors import ErrorCode, check
 
 log = logging.getLogger(__name__)
 
@@ -157,11 +158,11 @@ class SimpleConsumer:
         size = self.fetch_size if max_bytes is None else max_bytes
         req = protocol.FetchRequest(topic, partition, offset, size)
         body = self.conn.request_buffer(req.encode())
-        (error,) = protocol.INT16.unpack_from(body, 0)
+        (error,) = frames.INT16.unpack_from(body, 0)
         if error:
             check_fetch(protocol.FetchResponse.decode(body), offset,
                         f"FETCH {topic}/{partition} at offset {offset} (max {size} bytes) from {self.conn!r}")
-        return memoryview(body)[protocol.INT16.size:]
+        return memoryview(body)[frames.INT16.size:]
 
     def fetch_raw(self, topic: str, partition: int, offset: int, max_bytes: int | None = None) -> bytes:
         """The raw message set of one FETCH, not validated (callers that quarantine bad messages iterate it).

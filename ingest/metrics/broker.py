@@ -37,8 +37,8 @@ from bisect import bisect_left
 from time import perf_counter
 from typing import Any
 
-from ingest.broker.protocol_codec import RequestType
 from ingest.metrics.tally import Tallies, add, observe
+from ingest.wire.protocol import RequestType
 
 log = logging.getLogger(__name__)
 

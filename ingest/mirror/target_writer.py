@@ -18,7 +18,7 @@ import logging
 import threading
 
 from ingest.client.append_at import append_at, log_end
-from ingest.client.connection import BrokerConnection
+from ingest.wire.connection import BrokerConnection
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import FAILOVER_ERRORS, LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata

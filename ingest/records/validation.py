@@ -29,7 +29,7 @@ checked too (:func:`check_offset_deltas`): Kafka rewrites such a batch with
 correct offsets, this broker refuses it (INVALID_RECORD). Measured: see
 docs/performance.md, "Kafka record batches".
 
-Errors (Kafka codes in :data:`ingest.errors.KAFKA_CODES`): CorruptRecordError
+Errors (Kafka codes in :data:`ingest.wire.errors.KAFKA`): CorruptRecordError
 (CORRUPT_MESSAGE: CRC, sizes), InvalidRecordError (INVALID_RECORD: counts,
 offsets, lengths, varints, control batches), InvalidTimestampError
 (INVALID_TIMESTAMP), UnsupportedCompressionError (UNSUPPORTED_COMPRESSION_TYPE),

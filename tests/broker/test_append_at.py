@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
+from ingest.records.message import CODEC_GZIP
+from ingest.records.message_set import encode_message_set
+from ingest.records.message_batch import iter_messages
 from ingest.client.append_at import append_at, log_end
-from ingest.client.connection import BrokerConnection
 from ingest.errors import (InvalidMessageError, InvalidRequiredAcksError, MalformedRequestError,
                            NotLeaderForPartitionError, OffsetMismatchError)
-from ingest.records.message import CODEC_GZIP
-from ingest.records.message_batch import iter_messages
-from ingest.records.message_set import encode_message_set
+from ingest.wire.connection import BrokerConnection
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, wait_for_leaders
 
@@ -41,13 +41,13 @@ def test_requests_15_and_16_round_trip_and_every_truncation_is_malformed(req):
 
 
 def test_responses_15_and_16_round_trip_and_accept_an_empty_error_body():
-    for resp in (p.AppendAtResponse(0, 77), p.AppendAtResponse(28, 1234),
+    for resp in (p.ProduceAckResponse(0, 77), p.ProduceAckResponse(28, 1234),
                  p.DeletedSegmentsResponse(0, (p.DeletionRecord(0, 367, 11, 367, 5), p.DeletionRecord(367, 688, -1, 321, 6))),
                  p.DeletedSegmentsResponse(0, ())):
         assert type(resp).decode(resp.encode()[4:]) == resp
-    assert p.AppendAtResponse.decode(p.ErrorResponse(14).encode()[4:]) == p.AppendAtResponse(14, -1)
+    assert p.ProduceAckResponse.decode(p.ErrorResponse(14).encode()[4:]) == p.ProduceAckResponse(14, -1)
     assert p.DeletedSegmentsResponse.decode(p.ErrorResponse(11).encode()[4:]) == p.DeletedSegmentsResponse(11)
-    assert p.RESPONSE_CLASSES[p.RequestType.APPEND_AT] is p.AppendAtResponse
+    assert p.RESPONSE_CLASSES[p.RequestType.APPEND_AT] is p.ProduceAckResponse
 
 
 def _fetch_bytes(b, topic: str, partition: int, start: int, end: int) -> bytes:
@@ -107,7 +107,7 @@ def test_append_at_validates_like_a_produce_and_appends_nothing_when_refused(bro
         assert log_end(conn, "v", 0) == len(PLAIN)
         # the raw response: OFFSET_MISMATCH (28) carries the log end in `offset`
         with RawClient(b.host, b.port) as c:
-            resp = p.AppendAtResponse.decode(c.request(p.AppendAtRequest("v", 0, 3, -1, 1000, PLAIN)))
+            resp = p.ProduceAckResponse.decode(c.request(p.AppendAtRequest("v", 0, 3, -1, 1000, PLAIN)))
         assert (resp.error, resp.offset) == (28, len(PLAIN))
     finally:
         conn.close()

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
 from ingest.znodes import broker_path, topic_path

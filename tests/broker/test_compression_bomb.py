@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.broker import protocol as p
-from ingest.errors import ErrorCode, InvalidMessageError, MessageTooLargeError
+from ingest.wire import protocol as p
+from ingest.errors import InvalidMessageError, MessageTooLargeError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message import (
     ATTRIBUTES_OFFSET,
     CODEC_GZIP,

@@ -19,14 +19,15 @@ import socket
 
 import pytest
 
-from ingest.broker import protocol as p
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
 from ingest.broker.segment import segment_name
 from ingest.client.simple_consumer import SimpleConsumer
-from ingest.errors import CorruptRangeError, ErrorCode
+from ingest.errors import CorruptRangeError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
+from ingest.wire import protocol as p
 from tests.harness.brokers import BrokerProcess
 
 SIZE = 100  # every message: 10 bytes of header + 90 of payload

@@ -10,14 +10,14 @@ import time
 
 import pytest
 
-from ingest.broker import protocol as p
 from ingest.broker.deletion_log import CRASH_ENV, CRASH_POINT, FILE_NAME, count_messages, read_deletions
-from ingest.broker.protocol_mirror import DeletionRecord
+from ingest.wire.protocol import DeletionRecord
 from ingest.broker.segment import parse_segment_name
 from ingest.client.deleted_segments import DeletedSegment, SegmentTally, gap_message_count, split_gap
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.records.message import CODEC_GZIP
 from ingest.records.message_set import encode_message_set
+from ingest.wire import protocol as p
 from tests.harness.brokers import BrokerStartError, RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until
 

@@ -10,12 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
-
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.broker.handlers import BrokerHandlers
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
-from ingest.errors import ErrorCode
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import BrokerProcess
 from tests.harness.limits import nofile

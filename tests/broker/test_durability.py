@@ -20,14 +20,15 @@ import time
 
 import pytest
 
-from ingest.broker import protocol as p
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.broker.log_manager import LogManager
 from ingest.clock import SYSTEM_CLOCK
-from ingest.errors import DiskFullError, ErrorCode, IngestError, LogOfflineError
+from ingest.errors import DiskFullError, IngestError, LogOfflineError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
+from ingest.wire import protocol as p
 from tests.harness.brokers import BrokerProcess
 from tests.harness.failing_disk import failing_disk, need_root_and_tools  # noqa: F401  (fixture)
 from tests.harness.limits import tmpfs

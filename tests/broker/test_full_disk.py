@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from ingest.client.producer import Producer
-from ingest.errors import DiskFullError, ErrorCode
+from ingest.errors import DiskFullError
+from ingest.wire.errors import ErrorCode
 from tests.harness.brokers import BrokerProcess
 from tests.harness.limits import tmpfs
 from tests.harness.wire import fetch_all, produce_ack

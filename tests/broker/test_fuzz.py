@@ -6,12 +6,13 @@ import os
 import random
 import socket
 
-from ingest.broker import protocol as p
-from ingest.broker.broker import BrokerServer
+from ingest.wire import protocol as p
 from ingest.broker.log_manager import LogManager
-from ingest.broker.server_config import SERVER_CONFIG
-from ingest.records.message_batch import MessageBatch, iter_messages
 from ingest.records.message_set import encode_message_set
+from ingest.records.message_batch import iter_messages
+from ingest.broker.broker import BrokerServer
+from ingest.broker.server_config import SERVER_CONFIG
+from ingest.records.message_batch import MessageBatch
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.hostile import mutate_frame, valid_frames
 

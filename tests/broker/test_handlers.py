@@ -8,10 +8,10 @@ import struct
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
-from ingest.errors import ErrorCode
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient
@@ -118,7 +118,7 @@ def test_truncated_produce_body_is_refused_and_the_connection_serves_on(broker, 
 
 def test_set_size_beyond_the_frame_is_refused(broker, bystander):
     with RawClient(broker.host, broker.port) as c:
-        body = p.encode_string("victim") + struct.pack(">ii", 0, 10_000) + GOOD
+        body = struct.pack(">h", 6) + b"victim" + struct.pack(">ii", 0, 10_000) + GOOD
         resp = p.ProduceAckResponse.decode(c.request(p.request_frame(p.RequestType.PRODUCE_ACK, body)))
         assert resp.error == ErrorCode.MALFORMED_REQUEST and resp.offset == -1
     assert log_end(broker) == 0

@@ -15,7 +15,8 @@ import zlib
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
+from ingest.records.message_codecs import compress
 from ingest.broker.dump import dump_records
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.segment import segment_name
@@ -38,9 +39,9 @@ from ingest.records.message import (
     encode_message,
 )
 from ingest.records.message_batch import MessageBatch, iter_messages
-from ingest.records.message_codecs import compress
 from ingest.records.message_set import encode_message_set, scan
 from tests.harness.brokers import RawClient, broker_cluster, stop_all
+from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 
 
 def legacy_v1(payload: bytes, codec: int = CODEC_NONE) -> bytes:

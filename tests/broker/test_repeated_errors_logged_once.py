@@ -20,9 +20,9 @@ import pytest
 from kazoo.security import make_acl
 
 from ingest import znodes
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.broker.segment import segment_name
-from ingest.errors import ErrorCode
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import BrokerProcess, RawClient, broker_factory  # noqa: F401  (fixture)
 

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
-from ingest.errors import ConfigError, ErrorCode
+from ingest.errors import ConfigError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient
@@ -256,14 +257,14 @@ def test_port_in_use_is_a_clear_error(broker, tmp_path):
 def test_a_storage_failure_goes_out_as_storage_error_not_unknown(broker):
     # A produce after the logs are shut down fails in storage: the broker answers
     # STORAGE_ERROR (16), which the client turns back into StorageError.
-    from ingest.client.connection import error_for_code
+    from ingest.wire.errors import error_for
     from ingest.errors import StorageError
 
     broker.log_manager.shutdown()
     with client(broker) as c:
         resp = produce_ack(c, "after-shutdown", 0, [b"x"])
         assert (resp.error, resp.offset) == (ErrorCode.STORAGE_ERROR, -1)
-        assert type(error_for_code(resp.error, "PRODUCE_ACK")) is StorageError
+        assert type(error_for(resp.error, "PRODUCE_ACK")) is StorageError
 
 
 def test_pipelined_requests_are_all_answered_in_order(broker):

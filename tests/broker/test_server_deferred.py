@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 import threading
 
-from ingest.broker import protocol as p
 from ingest.broker.reply import Reply
 from ingest.broker.server import SocketServer
-from ingest.errors import ErrorCode
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 
 
 class Deferring:

@@ -19,9 +19,8 @@ import threading
 import time
 
 import pytest
-
-from ingest.broker import protocol as p
-from ingest.errors import ErrorCode
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient, broker_cluster, stop_all
 from tests.harness.wait import wait_until

@@ -72,9 +72,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
+from ingest.wire.errors import error_name
 from tests.harness import hostile as h
 from tests.harness.brokers import BrokerProcess, BrokerStartError
 from tests.harness.wait import wait_until
@@ -250,7 +251,7 @@ def fetch_once(sock: socket.socket, part: int, c: Consumed, max_size: int = 1 <<
     sock.sendall(p.FetchRequest(DATA_TOPIC, part, pos, max_size).encode())
     resp = p.FetchResponse.decode(p.recv_response(sock))
     if resp.error:
-        raise RuntimeError(f"fetch {DATA_TOPIC}-{part}@{pos}: {p.error_name(resp.error)}")
+        raise RuntimeError(f"fetch {DATA_TOPIC}-{part}@{pos}: {error_name(resp.error)}")
     n = 0
     for m in iter_messages(resp.message_set, pos):
         c.record(part, m.offset, m.payload)

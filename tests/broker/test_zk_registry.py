@@ -7,12 +7,12 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
+from ingest.records.message_set import encode_message_set
 from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.broker.zk_registry import BrokerRegistry
 from ingest.errors import BrokerIdTakenError, CoordinationError
-from ingest.records.message_set import encode_message_set
 from ingest.znodes import broker_path, topic_path
 from tests.harness.wait import wait_until
 from tests.harness.brokers import RawClient

@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from ingest.broker import protocol as p
-from ingest.broker import protocol_mirror as pm
+from ingest.wire import protocol as p
+from ingest.wire import protocol as pm
 from ingest.client.producer import Producer
-from ingest.errors import ErrorCode
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_set import encode_message_set
 from ingest.znodes import parse_assignment, topic_dir, topic_path
 from tests.harness.brokers import BrokerProcess, RawClient
@@ -107,7 +107,7 @@ def _new_topic_requests():
         "PRODUCE_ACK brandnew-2": (p.ProduceAckRequest("brandnew-2", 0, s), p.ProduceAckResponse),
         "PRODUCE_ACKS brandnew-3": (p.ProduceAcksRequest(-1, 5000, p.ProduceRequest("brandnew-3", 0, s)),
                                     p.ProduceAckResponse),
-        "APPEND_AT brandnew-4": (pm.AppendAtRequest("brandnew-4", 0, 0, 1, 5000, s), pm.AppendAtResponse),
+        "APPEND_AT brandnew-4": (p.AppendAtRequest("brandnew-4", 0, 0, 1, 5000, s), p.ProduceAckResponse),
         "PRODUCE brandnew-5": (p.ProduceRequest("brandnew-5", 0, s), None),
         # a known topic and a new one: refused whole, nothing appended to old2
         "MULTIPRODUCE old2+brandnew-6": (p.MultiProduceRequest((p.ProduceRequest("old2", 0, s),

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 
-from ingest.broker import protocol
-from ingest.client.connection import BrokerConnection, check
+from ingest.wire import protocol
+from ingest.wire.connection import BrokerConnection
 from ingest.records.message_set import encode_message_set
+from ingest.wire.errors import check
 from tests.harness.wait import wait_until  # noqa: F401  (imported by the client tests)
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 

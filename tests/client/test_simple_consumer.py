@@ -5,11 +5,11 @@ import zlib
 
 import pytest
 
-from ingest.broker.protocol import PartitionMetadata
 from ingest.client.producer import Producer
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import FetchSizeTooSmallError, OffsetOutOfRangeError
 from ingest.records.message import HEADER_SIZE
+from ingest.wire.protocol import PartitionMetadata
 
 pytestmark = pytest.mark.processes  # broker processes
 

@@ -343,7 +343,7 @@ def _describe_json(connect: str, topic: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_describe_and_preferred_leader_across_a_failover(broker_factory, zk_connect):
-    from ingest.broker import protocol
+    from ingest.wire import protocol
     from ingest.records.message_set import encode_message_set
     from tests.harness.brokers import RawClient
 

@@ -23,14 +23,14 @@ import time
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
+from ingest.records.message_batch import iter_messages
 from ingest.client.producer import Producer
 from ingest.clock import FakeClock
 from ingest.errors import BrokerUnavailableError, IngestError
 from ingest.events.event_producer import EventProducer
 from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
-from ingest.records.message_batch import iter_messages
 from ingest.znodes import broker_path
 from tests.client.zk_proxy import ZkProxy
 from tests.events.readback import latest_revisions, read_topic

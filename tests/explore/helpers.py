@@ -58,8 +58,8 @@ def send(client, topic: str, partition: int, name: str, batch: list[tuple[bytes,
          codec: int = CODEC_NONE, magic: int = MAGIC) -> list[Sent]:
     """PRODUCE (acknowledged) ``batch`` as one message set of ``magic`` to ``partition`` through ``client``
     (a WireClient); with a codec, as one compressed wrapper."""
-    from ingest.broker import protocol as proto
-    from ingest.errors import ErrorCode
+    from ingest.wire import protocol as proto
+    from ingest.wire.errors import ErrorCode
 
     message_set = encode_message_set([p for p, _, _ in batch], codec, magic)
     resp = client.ask(proto.ProduceAckRequest(topic, partition, message_set), proto.ProduceAckResponse)

@@ -23,10 +23,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
-from ingest.errors import ErrorCode, IngestError
+from ingest.errors import IngestError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_set import encode_message_set
 
 log = logging.getLogger(__name__)

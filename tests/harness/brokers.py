@@ -166,7 +166,7 @@ class BrokerProcess:
 
     def ping(self, timeout: float = 1.0) -> bool:
         """True when the broker answers a METADATA request right now."""
-        from ingest.broker.protocol import MetadataRequest, MetadataResponse, recv_response
+        from ingest.wire.protocol import MetadataRequest, MetadataResponse, recv_response
 
         try:
             with socket.create_connection((self.host, self.port), timeout=timeout) as s:
@@ -290,7 +290,7 @@ class RawClient:
         self.sock.sendall(req if isinstance(req, (bytes, bytearray)) else req.encode())
 
     def request(self, req: Any) -> bytes:
-        from ingest.broker.protocol import recv_response
+        from ingest.wire.protocol import recv_response
 
         self.send(req)
         return recv_response(self.sock)

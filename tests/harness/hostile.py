@@ -2,7 +2,7 @@
 
 Each attack on the network layer is one function here, written against a broker
 address ``(host, port)``; every frame is built from
-:mod:`ingest.broker.protocol`'s request classes and struct constants, every
+:mod:`ingest.wire.protocol`'s request classes and frame constants, every
 message from :mod:`ingest.records.message`'s layout, so the bytes are exactly
 what a real (hostile) client sends. Usage guide::
 
@@ -36,6 +36,7 @@ import random
 import resource
 import socket
 import statistics
+import struct
 import sys
 import termios
 import threading
@@ -44,7 +45,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.records.message import (
     CODEC_GZIP,
     CODEC_NONE,
@@ -119,8 +120,8 @@ def peer_closed(sock: socket.socket) -> bool:
 
 def unsent_bytes(sock: socket.socket) -> int:
     """Bytes written to ``sock`` not yet delivered to the peer's kernel (our send queue, TIOCOUTQ)."""
-    buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, p.INT32.pack(0))
-    return p.INT32.unpack(buf)[0]
+    buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0))
+    return struct.unpack("i", buf)[0]
 
 
 def _proc_net_addr(ip: str, port: int) -> str:
@@ -203,7 +204,7 @@ def mutate_frame(rng: random.Random, frames: Sequence[bytes]) -> bytes:
     elif how == 2:                     # lie about the size
         p.SIZE.pack_into(frame, 0, rng.choice([-1, 0, 1, 2, 2**31 - 1, rng.randrange(-2**31, 2**31)]))
     elif how == 3:                     # another request type
-        p.INT16.pack_into(frame, p.SIZE.size, rng.randrange(-2**15, 2**15))
+        struct.pack_into(">h", frame, p.SIZE.size, rng.randrange(-2**15, 2**15))
     elif how == 4:                     # flip bits in the body only, size kept
         for _ in range(rng.randint(1, 8)):
             frame[rng.randrange(p.REQUEST_HEADER.size, len(frame))] ^= 1 << rng.randrange(8)
@@ -253,11 +254,11 @@ def half_frame_prefix(topic: str, announced: int) -> bytes:
     A genuine prefix: header, topic, partition and a ``set_size`` consistent with
     the announced size; the message set that should follow never fully arrives.
     """
-    head = p.encode_string(topic)
-    set_size = announced - p.INT16.size - len(head) - p.PRODUCE_TAIL.size
+    head = p.ProduceRequest(topic, 0, b"").encode_body()     # topic, partition 0, set_size 0
+    set_size = announced - 2 - len(head)                     # 2: the type field
     if set_size < 0:
         raise ValueError(f"announced size {announced} too small for a PRODUCE to {topic!r}")
-    return p.REQUEST_HEADER.pack(announced, p.RequestType.PRODUCE) + head + p.PRODUCE_TAIL.pack(0, set_size)
+    return p.REQUEST_HEADER.pack(announced, p.RequestType.PRODUCE) + head[:-4] + struct.pack(">i", set_size)
 
 
 # --- held connections -------------------------------------------------------------------

@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ingest import znodes
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
-from ingest.errors import ErrorCode, IngestError
+from ingest.errors import IngestError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set, scan
 from tests.harness.wait import wait_until

@@ -25,8 +25,9 @@ import threading
 import time
 from collections import Counter
 
-from ingest.broker import protocol as p
-from ingest.errors import ErrorCode, IngestError, error_name
+from ingest.wire import protocol as p
+from ingest.errors import IngestError
+from ingest.wire.errors import ErrorCode, error_name
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import scan
 from tests.harness.replicated import ACKED, MAYBE, REFUSED, AcksClient, metadata, payload, payload_id

@@ -23,12 +23,13 @@ from __future__ import annotations
 import time
 
 from ingest import znodes
-from ingest.broker import protocol
-from ingest.client.connection import BrokerConnection, check
+from ingest.wire import protocol
+from ingest.wire.connection import BrokerConnection
 from ingest.client.discovery import BrokerAddress
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.errors import IngestError
 from ingest.records.message_set import encode_message_set
+from ingest.wire.errors import check
 from tests.harness.replicated import create_topic as create_replicated_topic  # noqa: F401 - re-exported
 from tests.harness.wait import wait_until
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.records import message_codecs
 from ingest.records.message import CODEC_GZIP, HEADER_SIZE, decode_message
 from ingest.records.message_batch import iter_messages

@@ -5,14 +5,14 @@
         assert c.fetch_all("t") == [b"a", b"b"]
     produce_ack(b, "t", [b"c"]); fetch_all(b, "t")   # one connection per call
 
-Requests and responses are the protocol's own classes (``ingest.broker.protocol``).
+Requests and responses are the protocol's own classes (``ingest.wire.protocol``).
 """
 from __future__ import annotations
 
 import socket
 
-from ingest.broker import protocol as p
-from ingest.errors import ErrorCode
+from ingest.wire import protocol as p
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.metrics import METRICS_LINE, metrics_url, scrape, series, undocumented, value

@@ -11,8 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from ingest.broker import protocol
-from ingest.client.connection import BrokerConnection, check
+from ingest.wire import protocol
+from ingest.wire.connection import BrokerConnection
+from ingest.records.message_set import encode_message_set, valid_prefix
 from ingest.client.discovery import ZkDiscovery, start_kazoo
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.clock import SYSTEM_CLOCK
@@ -22,7 +23,7 @@ from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.source_reader import cluster_metadata
 from ingest.mirror.tier_counts import PartitionCounter
-from ingest.records.message_set import encode_message_set, valid_prefix
+from ingest.wire.errors import check
 
 
 NO_REGISTRY = "http://127.0.0.1:9"

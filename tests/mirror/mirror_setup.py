@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import uuid
 
-from ingest.broker import protocol
-from ingest.client.connection import BrokerConnection, check
+from ingest.wire import protocol
+from ingest.wire.connection import BrokerConnection
+from ingest.records.message_set import encode_message_set, valid_prefix
 from ingest.client.discovery import ZkDiscovery, start_kazoo
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.errors import IngestError
-from ingest.records.message_set import encode_message_set, valid_prefix
+from ingest.wire.errors import check
 from tests.harness.wait import wait_until
 
 

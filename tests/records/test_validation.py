@@ -8,14 +8,15 @@ import struct
 
 import pytest
 
-from ingest.errors import (CorruptRecordError, IngestError, InvalidRecordError, InvalidTimestampError, KafkaError,
-                           RecordTooLargeError, UnsupportedCompressionError, kafka_code)
+from ingest.errors import (CorruptRecordError, IngestError, InvalidRecordError, InvalidTimestampError,
+                           RecordTooLargeError, UnsupportedCompressionError)
 from ingest.records import batch as b
 from ingest.records.builder import SimpleRecord, build_batch
 from ingest.records.compression import GZIP, NONE, ZSTD, compress
 from ingest.records.record import iter_records
 from ingest.records.validation import check_batches, validate_produced, walk_records
 from ingest.records.varint import encode_varint
+from ingest.wire.errors import KafkaErrorCode, kafka_code
 
 T = 1_700_000_000_000
 
@@ -45,36 +46,36 @@ def test_a_valid_batch_is_accepted_with_its_header():
 def test_a_flipped_byte_is_a_crc_mismatch_naming_both_crcs():
     buf = _batch()
     buf[200] ^= 0x01
-    _refused(buf, CorruptRecordError, KafkaError.CORRUPT_MESSAGE, "stored CRC-32C 0x[0-9a-f]{8}, computed")
+    _refused(buf, CorruptRecordError, KafkaErrorCode.CORRUPT_MESSAGE, "stored CRC-32C 0x[0-9a-f]{8}, computed")
 
 
 def test_a_flipped_attributes_bit_is_caught_by_the_crc():
     buf = _batch()
     buf[b.ATTRIBUTES_OFFSET + 1] ^= 0x01  # would turn the codec into gzip
-    _refused(buf, CorruptRecordError, KafkaError.CORRUPT_MESSAGE)
+    _refused(buf, CorruptRecordError, KafkaErrorCode.CORRUPT_MESSAGE)
 
 
 @pytest.mark.parametrize("delta", [1, 1000, -1])
 def test_a_batch_length_that_disagrees_with_the_record_set_is_corrupt(delta):
     buf = _batch()
     struct.pack_into(">i", buf, b.LENGTH_OFFSET, len(buf) - b.LOG_OVERHEAD + delta)
-    _refused(buf, CorruptRecordError, KafkaError.CORRUPT_MESSAGE, "claims|holds")
+    _refused(buf, CorruptRecordError, KafkaErrorCode.CORRUPT_MESSAGE, "claims|holds")
 
 
 def test_a_batch_length_below_the_header_is_corrupt():
     buf = _batch()
     struct.pack_into(">i", buf, b.LENGTH_OFFSET, 10)
-    _refused(buf, CorruptRecordError, KafkaError.CORRUPT_MESSAGE, "batch_length 10")
+    _refused(buf, CorruptRecordError, KafkaErrorCode.CORRUPT_MESSAGE, "batch_length 10")
 
 
 def test_trailing_bytes_after_the_batch_are_refused():
-    _refused(_batch() + b"\x00" * 7, CorruptRecordError, KafkaError.CORRUPT_MESSAGE, "a produce request carries")
+    _refused(_batch() + b"\x00" * 7, CorruptRecordError, KafkaErrorCode.CORRUPT_MESSAGE, "a produce request carries")
 
 
 def test_a_magic_other_than_2_is_an_invalid_record():
     buf = _batch()
     buf[b.MAGIC_OFFSET] = 1
-    _refused(buf, InvalidRecordError, KafkaError.INVALID_RECORD, "magic 1")
+    _refused(buf, InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "magic 1")
 
 
 @pytest.mark.parametrize("count", [9, 11, 1000])
@@ -82,13 +83,13 @@ def test_a_record_count_that_lies_is_refused(count):
     buf = _batch()
     struct.pack_into(">i", buf, b.RECORDS_COUNT_OFFSET, count)
     struct.pack_into(">i", buf, 23, count - 1)   # last_offset_delta agrees with the lie
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, f"says {count} records but holds 10")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, f"says {count} records but holds 10")
 
 
 def test_a_last_offset_delta_that_disagrees_with_the_count_is_refused():
     buf = _batch()
     struct.pack_into(">i", buf, 23, 20)
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, "last_offset_delta 20 but 10 records")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "last_offset_delta 20 but 10 records")
 
 
 def test_zero_or_negative_counts_are_refused():
@@ -96,7 +97,7 @@ def test_zero_or_negative_counts_are_refused():
         buf = _batch(1)
         struct.pack_into(">i", buf, b.RECORDS_COUNT_OFFSET, count)
         struct.pack_into(">i", buf, 23, count - 1)
-        _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD)
+        _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD)
 
 
 @pytest.mark.parametrize("new_length", [7, 30, 63, 200])
@@ -107,19 +108,19 @@ def test_a_record_length_that_lies_is_refused(new_length):
     if new_length >= 64:
         buf[b.RECORDS_OFFSET:b.RECORDS_OFFSET + 1] = encode_varint(new_length)
         struct.pack_into(">i", buf, b.LENGTH_OFFSET, len(buf) - b.LOG_OVERHEAD)
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, "record|records")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "record|records")
 
 
 def test_a_record_length_below_the_smallest_record_is_refused():
     buf = _batch(n=3)
     buf[b.RECORDS_OFFSET] = 5 << 1
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, "claims 5 bytes")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "claims 5 bytes")
 
 
 def test_a_negative_record_length_is_refused():
     buf = _batch(n=3)
     buf[b.RECORDS_OFFSET] = 0x03   # zigzag -2
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD)
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD)
 
 
 def test_an_overlong_varint_record_length_is_refused():
@@ -127,39 +128,39 @@ def test_an_overlong_varint_record_length_is_refused():
     recs += b"\xff\xff\xff\xff\xff\x01"      # six bytes with continuation bits: not a varint
     buf = bytearray(b.RECORDS_OFFSET) + recs
     b.HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, 0, 0, T, T, -1, -1, -1, 1)
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, "too long")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "too long")
 
 
 def test_a_record_cut_off_at_the_batch_end_is_refused():
     buf = _batch(n=3)
     buf = buf[:-10]
     struct.pack_into(">i", buf, b.LENGTH_OFFSET, len(buf) - b.LOG_OVERHEAD)
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, "past the end|cut off")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "past the end|cut off")
 
 
 def test_a_produced_batch_must_start_at_offset_0():
-    _refused(_batch(base_offset=5), InvalidRecordError, KafkaError.INVALID_RECORD, "base offset 0, not 5")
+    _refused(_batch(base_offset=5), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "base offset 0, not 5")
 
 
 def test_clients_may_not_write_control_batches():
-    _refused(_batch(control=True), InvalidRecordError, KafkaError.INVALID_RECORD, "control")
+    _refused(_batch(control=True), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "control")
 
 
 def test_a_producer_id_needs_a_base_sequence():
-    _refused(_batch(producer_id=7, producer_epoch=0), InvalidRecordError, KafkaError.INVALID_RECORD, "sequence")
+    _refused(_batch(producer_id=7, producer_epoch=0), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "sequence")
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
 def test_compression_types_kafka_does_not_define_are_unsupported(codec):
     buf = _batch()
     struct.pack_into(">h", buf, b.ATTRIBUTES_OFFSET, codec)
-    _refused(_recrc(buf), UnsupportedCompressionError, KafkaError.UNSUPPORTED_COMPRESSION_TYPE, f"type {codec}")
+    _refused(_recrc(buf), UnsupportedCompressionError, KafkaErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"type {codec}")
 
 
 def test_a_batch_above_max_message_bytes_is_too_large():
     buf = _batch(n=20, size=100)
-    _refused(buf, RecordTooLargeError, KafkaError.MESSAGE_TOO_LARGE, f"{len(buf)} bytes, more than max.message.bytes 1000",
-             max_batch_size=1000)
+    _refused(buf, RecordTooLargeError, KafkaErrorCode.MESSAGE_TOO_LARGE,
+             f"{len(buf)} bytes, more than max.message.bytes 1000", max_batch_size=1000)
 
 
 @pytest.mark.parametrize("codec", [GZIP, ZSTD])
@@ -168,7 +169,7 @@ def test_a_compressed_batch_that_inflates_past_the_limit_is_a_bomb(codec):
     body = compress(codec, bytes(one[b.RECORDS_OFFSET:]))
     buf = bytearray(b.RECORDS_OFFSET) + body
     b.HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, codec, 0, T, T, -1, -1, -1, 1)
-    _refused(_recrc(buf), RecordTooLargeError, KafkaError.MESSAGE_TOO_LARGE, "limit", inflate_limit=64 * 1024)
+    _refused(_recrc(buf), RecordTooLargeError, KafkaErrorCode.MESSAGE_TOO_LARGE, "limit", inflate_limit=64 * 1024)
     validate_produced(bytes(_recrc(buf)), inflate_limit=2 << 20)   # the same batch under a larger limit passes
 
 
@@ -177,7 +178,7 @@ def test_a_compressed_batch_whose_count_lies_is_refused_after_inflating():
     body = compress(GZIP, bytes(plain[b.RECORDS_OFFSET:]))
     buf = bytearray(b.RECORDS_OFFSET) + body
     b.HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, GZIP, 5, T, T + 4, -1, -1, -1, 6)
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, "gzip batch, inflated: .*says 6")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "gzip batch, inflated: .*says 6")
 
 
 def test_a_compressed_batch_whose_offset_deltas_lie_is_refused():
@@ -188,25 +189,25 @@ def test_a_compressed_batch_whose_offset_deltas_lie_is_refused():
     body = compress(GZIP, bytes(recs))
     buf = bytearray(b.RECORDS_OFFSET) + body
     b.HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, GZIP, 3, T, T, -1, -1, -1, 4)
-    _refused(_recrc(buf), InvalidRecordError, KafkaError.INVALID_RECORD, "record 1 has offset delta 0")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "record 1 has offset delta 0")
 
 
 def test_corrupt_compressed_records_are_corrupt():
     buf = _batch(codec=GZIP)
     buf[b.RECORDS_OFFSET + 20] ^= 0xFF
-    _refused(_recrc(buf), CorruptRecordError, KafkaError.CORRUPT_MESSAGE, "gzip payload")
+    _refused(_recrc(buf), CorruptRecordError, KafkaErrorCode.CORRUPT_MESSAGE, "gzip payload")
 
 
 def test_a_producer_may_not_claim_log_append_time():
-    _refused(_batch(timestamp_type=b.LOG_APPEND_TIME, now_ms=T), InvalidTimestampError, KafkaError.INVALID_TIMESTAMP,
-             "LOG_APPEND_TIME")
+    _refused(_batch(timestamp_type=b.LOG_APPEND_TIME, now_ms=T), InvalidTimestampError,
+             KafkaErrorCode.INVALID_TIMESTAMP, "LOG_APPEND_TIME")
 
 
 def test_timestamps_outside_the_configured_bounds_are_refused():
     buf = _batch()
-    _refused(buf, InvalidTimestampError, KafkaError.INVALID_TIMESTAMP, "before.max.ms=1000",
+    _refused(buf, InvalidTimestampError, KafkaErrorCode.INVALID_TIMESTAMP, "before.max.ms=1000",
              now_ms=T + 5000, timestamp_before_ms=1000)
-    _refused(buf, InvalidTimestampError, KafkaError.INVALID_TIMESTAMP, "after.max.ms=1000",
+    _refused(buf, InvalidTimestampError, KafkaErrorCode.INVALID_TIMESTAMP, "after.max.ms=1000",
              now_ms=T - 5000, timestamp_after_ms=1000)
     validate_produced(bytes(buf), now_ms=T + 500, timestamp_before_ms=1000, timestamp_after_ms=1000)
 
@@ -214,7 +215,7 @@ def test_timestamps_outside_the_configured_bounds_are_refused():
 def test_a_base_timestamp_after_the_max_timestamp_is_refused():
     buf = _batch()
     struct.pack_into(">q", buf, 27, T + 10_000)
-    _refused(_recrc(buf), InvalidTimestampError, KafkaError.INVALID_TIMESTAMP, "after its max timestamp")
+    _refused(_recrc(buf), InvalidTimestampError, KafkaErrorCode.INVALID_TIMESTAMP, "after its max timestamp")
 
 
 def test_the_walk_steps_over_runs_of_equal_records_and_still_finds_one_that_lies():
@@ -241,9 +242,9 @@ def test_random_hostile_batches_are_refused_with_a_typed_error_or_accepted_whole
         try:
             info = validate_produced(bytes(buf))
         except IngestError as exc:
-            assert kafka_code(exc) in {KafkaError.CORRUPT_MESSAGE, KafkaError.INVALID_RECORD,
-                                       KafkaError.INVALID_TIMESTAMP, KafkaError.UNSUPPORTED_COMPRESSION_TYPE,
-                                       KafkaError.MESSAGE_TOO_LARGE}, exc
+            assert kafka_code(exc) in {KafkaErrorCode.CORRUPT_MESSAGE, KafkaErrorCode.INVALID_RECORD,
+                                       KafkaErrorCode.INVALID_TIMESTAMP, KafkaErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                       KafkaErrorCode.MESSAGE_TOO_LARGE}, exc
             continue
         accepted += 1
         assert info.header.records_count >= 1

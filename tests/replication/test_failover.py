@@ -7,7 +7,7 @@ import glob
 import pytest
 
 from ingest import znodes
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401

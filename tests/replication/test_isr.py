@@ -26,8 +26,9 @@ import time
 import pytest
 
 from ingest import znodes
-from ingest.broker import protocol as p
-from ingest.errors import ErrorCode, LeaderNotAvailableError
+from ingest.wire import protocol as p
+from ingest.errors import LeaderNotAvailableError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_set import encode_message_set
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)

@@ -87,7 +87,7 @@ def produce_events(md, registry_url, topic, partition, n, *, seed=1):
 
 def produce_legacy_events(broker, registry_url, topic, n, *, seed=1):
     """``n`` page views to partition 0 of the Kafka 0.7 topic ``topic`` of ``broker`` (PRODUCE_ACK); their ids."""
-    from ingest.errors import ErrorCode
+    from ingest.wire.errors import ErrorCode
     from tests.harness.wire import WireClient
 
     batches, ids = encoded_events(registry_url, topic, n, seed=seed)

@@ -25,11 +25,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from ingest import znodes
-from ingest.broker import protocol as p
+from ingest.wire import protocol as p
 from ingest.broker.segment import SUFFIX, segment_name
 from ingest.broker.topics import partition_dir_name
 from ingest.client.discovery import BrokerAddress
-from ingest.errors import ErrorCode, IngestError
+from ingest.errors import IngestError
+from ingest.wire.errors import ErrorCode
 from ingest.records.message_batch import iter_messages
 from ingest.records.message_set import encode_message_set
 from tests.harness.acked_writes import Attempt, FixedTarget, LeaderTarget, Writer, check_no_loss, errors_of

@@ -20,7 +20,6 @@ import time
 
 import pytest
 
-from ingest.broker import protocol
 from ingest.broker.assignment import assign
 from ingest.client.cluster import ClusterView, replicated_partition
 from ingest.client.discovery import StaticDiscovery
@@ -33,6 +32,7 @@ from ingest.errors import (BrokerUnavailableError, ConfigError, LeaderNotAvailab
                            NotEnoughReplicasError, NotLeaderForPartitionError, RequestTimedOutError)
 from ingest.records.message_set import encode_message_set
 from tests.harness.brokers import RawClient, broker_factory  # noqa: F401  (pytest fixture)
+from ingest.wire import protocol
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, partition_info, wait_for_leaders
 from tests.harness.wait import wait_until
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.errors import ErrorCode
+from ingest.wire.errors import ErrorCode
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.failing_disk import failing_disk  # noqa: F401  (fixture)

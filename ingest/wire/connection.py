@@ -1,13 +1,12 @@
 """One blocking TCP connection to one broker: send a request frame, read its response.
 
-Frames are built and parsed by :mod:`ingest.broker.protocol` (this module only
-moves bytes). The connection is opened lazily, and after any socket error it is
-closed and :class:`~ingest.errors.BrokerUnavailableError` is raised; the next
-request reconnects. A broker error code in a response becomes the matching
-:class:`~ingest.errors.IngestError` subclass via :func:`error_for_code`. A
-response that does not match its layout closes the connection (it can no
-longer be trusted to be in sync) and raises
-:class:`~ingest.errors.MalformedResponseError`.
+Shared by the clients and the broker's replica fetcher and repair reads. Frames are built and
+parsed by the declared messages (:mod:`ingest.wire.protocol`); this module only moves bytes. The
+connection is opened lazily, and after any socket error it is closed and
+:class:`~ingest.errors.BrokerUnavailableError` is raised; the next request reconnects. A response
+that does not match its layout closes the connection (it can no longer be trusted to be in sync)
+and raises :class:`~ingest.errors.MalformedResponseError`. A broker error code in a response
+becomes the matching error with :func:`ingest.wire.errors.check`.
 
 Concurrency: a connection serialises its requests with a lock, so it may be
 shared between threads (the producer's sender thread and ``send`` callers), but
@@ -18,23 +17,16 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from typing import TypeVar
+from typing import Callable, TypeVar
 
-from ingest import errors
-from ingest.broker import protocol
-from ingest.broker.protocol_codec import recv_into_exact
-from ingest.errors import BrokerUnavailableError, ErrorCode, IngestError, MalformedResponseError
+from ingest.errors import BrokerUnavailableError, MalformedResponseError
+from ingest.wire.frames import MAX_FRAME_BYTES, recv_response, recv_response_buffer
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 SOCKET_BUFFER = 1 << 20
-
-
-def error_for_code(code: int, context: str) -> IngestError:
-    """The exception for a broker error code (``errors.WIRE_ERRORS``), its message naming the request ``context``."""
-    return errors.error_class(code)(f"broker answered {errors.error_name(code)} ({code}) to {context}")
 
 
 class BrokerConnection:
@@ -89,7 +81,7 @@ class BrokerConnection:
             except OSError as exc:
                 raise self._fail(exc, "sending to") from exc
 
-    def request(self, frame: bytes, response_cls: type[T], *, max_response_bytes: int = 1 << 31) -> T:
+    def request(self, frame: bytes, response_cls: type[T], *, max_response_bytes: int = MAX_FRAME_BYTES) -> T:
         """Send one request frame and decode its response with ``response_cls.decode``.
 
         Raises:
@@ -97,21 +89,10 @@ class BrokerConnection:
             MalformedResponseError: the response's frame or body does not match its layout
                 (the socket is closed).
         """
-        with self._lock:
-            sock = self._connect()
-            try:
-                sock.sendall(frame)
-                data = protocol.recv_response(sock, max_response_bytes)
-                return response_cls.decode(data)  # type: ignore[attr-defined]
-            except (OSError, ConnectionError) as exc:
-                raise self._fail(exc, "request to") from exc
-            except MalformedResponseError as exc:
-                self._close_socket()
-                raise MalformedResponseError(
-                    f"bad response from {self!r}: {exc}; is that address an ingest broker of this protocol "
-                    "version (docs/protocol.md)?") from exc
+        return self._exchange(frame, lambda sock: response_cls.decode(  # type: ignore[attr-defined]
+            recv_response(sock, max_response_bytes)))
 
-    def request_buffer(self, frame: bytes, *, max_response_bytes: int = 1 << 31) -> bytearray:
+    def request_buffer(self, frame: bytes, *, max_response_bytes: int = MAX_FRAME_BYTES) -> bytearray:
         """Send one request frame; its response's bytes after ``size`` (``error`` + body), undecoded.
 
         The bytes are received straight into one new bytearray that the caller
@@ -123,18 +104,15 @@ class BrokerConnection:
             MalformedResponseError: the size field is below 2 or above ``max_response_bytes``
                 (the socket is closed).
         """
+        return self._exchange(frame, lambda sock: recv_response_buffer(sock, max_response_bytes))
+
+    def _exchange(self, frame: bytes, receive: Callable[[socket.socket], T]) -> T:
+        """Send ``frame`` and ``receive`` its answer, under the lock; any failure closes the socket."""
         with self._lock:
             sock = self._connect()
             try:
                 sock.sendall(frame)
-                head = bytearray(protocol.SIZE.size)
-                recv_into_exact(sock, head)
-                (size,) = protocol.SIZE.unpack(head)
-                if size < protocol.INT16.size or size > max_response_bytes:
-                    raise MalformedResponseError(f"response size {size} outside [2, {max_response_bytes}]")
-                body = bytearray(size)
-                recv_into_exact(sock, body)
-                return body
+                return receive(sock)
             except (OSError, ConnectionError) as exc:
                 raise self._fail(exc, "request to") from exc
             except MalformedResponseError as exc:
@@ -155,8 +133,3 @@ class BrokerConnection:
         with self._lock:
             self._close_socket()
 
-
-def check(error: int, context: str) -> None:
-    """Raise the matching IngestError when a response's ``error`` is not NONE."""
-    if error != ErrorCode.NONE:
-        raise error_for_code(error, context)
