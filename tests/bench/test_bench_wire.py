@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # runs the bench scripts as subprocesses
+
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("ab_trees", REPO / "bench" / "ab_trees.py")
 ab_trees = importlib.util.module_from_spec(_spec)
