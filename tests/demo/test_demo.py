@@ -73,7 +73,15 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
     import json
 
     hours = json.loads((work / "reports" / "compaction.json").read_text())["hours"]
-    assert {h["hour"].split("/")[0] for h in hours if h["action"] == "compacted"} >= {"page-views", "clicks"}
+    # Which hour holds two files depends on when the loads ran against the producers (a loaded machine may
+    # load a quiet topic once); what must hold: every hour of two or more files is compacted into one,
+    # every other hour is left alone saying why, and the busiest topic is compacted.
+    for h in hours:
+        if h["files_in"] >= 2:
+            assert (h["action"], h["files_out"], h["rows_out"]) == ("compacted", 1, h["rows_in"] - h["duplicates"]), hours
+        else:
+            assert h["action"] == "noop" and "compaction.min.files" in h["reason"], hours
+    assert "page-views" in {h["hour"].split("/")[0] for h in hours if h["action"] == "compacted"}, hours
     assert list((work / "warehouse" / "page-views").rglob("*.parquet"))
     sessions.discard(os.getsid(0))
     # processes SIGKILLed by the demo's last step may take a moment to be reaped on a loaded machine
