@@ -234,13 +234,13 @@ class SegmentFile:
             raise storage_error(f"cannot open segment {self.path} to append", exc) from exc
         try:
             self._file.dirty = True  # kept open until flushed: see open_files
-            mv = memoryview(data)
-            total = len(mv)
+            total = len(data)
             if head:
-                n = os.pwritev(fd, [head, mv[len(head):]], start)
-            else:
-                n = os.pwrite(fd, mv, start)
+                n = os.pwritev(fd, [head, memoryview(data)[len(head):]], start)
+            else:  # the 0.7 log's every append: no memoryview to make
+                n = os.pwrite(fd, data, start)
             while n < total:  # a short write (the disk filling up): finish it or get its error
+                mv = memoryview(data)
                 rest = [bytes(head[n:]), mv[len(head):]] if head and n < len(head) else [mv[n:]]
                 n += os.pwritev(fd, rest, start + n)
         finally:
