@@ -144,16 +144,20 @@ def run(base: Path, args: argparse.Namespace) -> None:
     log.close()
     replica.close()
 
+    table: list[str] = []  # the same rows as markdown tables at the end (bench/ab_trees.py reads them)
+
     def row(name: str, t: float, ref: float | None) -> None:
         rate = msgs / t
         tail = f" | raw {msgs / ref:>12,.0f} rec/s | ratio {ref / t:5.2f}" if ref else ""
         print(f"{name:<34} {rate:>12,.0f} rec/s {rate * len(batch) / PER_BATCH / 1e6:>8.1f} MB/s{tail}")
+        table.append(f"| {name} | {rate:,.0f} | {f'{msgs / ref:,.0f} | {ref / t:.2f}' if ref else ' | '} |")
 
     row("append (leader, validated)", t_app, t_raw_w)
     row("append (replica, CRC only)", t_rep, t_raw_w)
     row("read 1 MB fetches + pread", t_read, t_raw_r)
     row("read look-up only (sendfile path)", t_look, None)
     print()
+    costs: list[str] = []
     for name, fn, b in [("check_batch (CRC-32C only)", check_batch, batch),
                         ("walk_records, equal records", lambda x: walk_records(x, RECORDS_OFFSET, len(x), PER_BATCH),
                          batch),
@@ -162,7 +166,13 @@ def run(base: Path, args: argparse.Namespace) -> None:
                         ("validate_produced, equal", validate_produced, batch),
                         ("validate_produced, 100-300 bytes", validate_produced, varied),
                         ("iter_records (every field)", lambda x: sum(1 for _ in iter_records(x)), batch)]:
-        print(f"{name:<34} {per_record(fn, b, max(reps, 5)):>9.1f} ns/record")
+        ns = per_record(fn, b, max(reps, 5))
+        print(f"{name:<34} {ns:>9.1f} ns/record")
+        costs.append(f"| {name} | {ns:.1f} |")
+    print("\n| row | records/s | raw records/s | ratio |\n| --- | ---: | ---: | ---: |")
+    print("\n".join(table))
+    print("\n| work | ns/record |\n| --- | ---: |")
+    print("\n".join(costs))
 
 
 if __name__ == "__main__":

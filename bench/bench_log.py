@@ -192,10 +192,13 @@ def run(base: Path, args: argparse.Namespace) -> None:
     nf50, nf1 = min(n50, 1000), min(n1, 1000)  # fsync per set: bounded by the disk, keep it short
     reps = args.repeats
 
+    table: list[str] = []  # the same rows as a markdown table at the end (bench/ab_trees.py reads it)
+
     def row(name: str, msgs: int, t: Timer, ref: Timer) -> None:
-        rate, ref_rate = msgs / t.wall, msgs / ref.wall
+        rate, ref_rate, per_cpu = msgs / t.wall, msgs / ref.wall, msgs / max(t.cpu, 1e-9)
         print(f"{name:<40} {rate:>11,.0f} msg/s {rate * (MSG + 10) / 1e6:>7.1f} MB/s | raw {ref_rate:>11,.0f} msg/s"
-              f" | ratio {rate / ref_rate:5.2f} | per CPU-s {msgs / max(t.cpu, 1e-9):>11,.0f}", flush=True)
+              f" | ratio {rate / ref_rate:5.2f} | per CPU-s {per_cpu:>11,.0f}", flush=True)
+        table.append(f"| {name} | {rate:,.0f} | {ref_rate:,.0f} | {rate / ref_rate:.2f} | {per_cpu:,.0f} |")
 
     counter = iter(range(10**6))
 
@@ -266,7 +269,7 @@ def run(base: Path, args: argparse.Namespace) -> None:
         g, b = timed_reads(grow, fixed, 2000)
         recent = grow.end_offset - 1000 * len(set1)
         g2, _ = timed_reads(grow, recent, 2000)
-        results.append((target, g, b, g2))
+        results.append((target, g, b, g2, len(grow.segment_bases())))
         print(f"  log {grow.size / 2**20:>7.0f} MB, {len(grow.segment_bases())} segment(s): read at fixed offset "
               f"{g:6.1f} µs, reject non-boundary {b:5.1f} µs, read near the end {g2:6.1f} µs", flush=True)
     first, last = results[0], results[-1]
@@ -295,6 +298,13 @@ def run(base: Path, args: argparse.Namespace) -> None:
             reopened.read_bytes(fixed, FETCH)
         print(f"  first read there without a saved index (validating scan builds it) {tf.wall:.2f} s")
     reopened.close()
+    print(f"\n| operation ({MSG} B payloads, {MSG + 10} B on disk) | log, msg/s (wall) | raw disk, msg/s | ratio "
+          "| log, msg/s per CPU-s |\n| --- | ---: | ---: | ---: | ---: |")
+    print("\n".join(table))
+    print("\n| log size | segments | read at fixed offset | reject non-boundary | read near the end |\n"
+          "| ---: | ---: | ---: | ---: | ---: |")
+    for target, g, b, g2, n in results:
+        print(f"| {target >> 20} MB | {n} | {g:.1f} µs | {b:.1f} µs | {g2:.1f} µs |")
 
 
 if __name__ == "__main__":

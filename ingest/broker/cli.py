@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 
 from ingest.broker.broker import BrokerServer
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.config import parse_overrides
+from ingest.stop_signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +37,7 @@ def register(subparsers) -> None:
 
 def start_command(args: argparse.Namespace) -> int:
     config = SERVER_CONFIG.load(args.config, parse_overrides(args.set))
-    stop = threading.Event()
-
-    def on_signal(signum, _frame):
-        log.info("received %s", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     broker = BrokerServer(config).start()
     print(f"broker {broker.broker_id} ready on {broker.host}:{broker.port}", flush=True)
     while not stop.wait(1.0):

@@ -6,9 +6,9 @@
 
 ``[start, end)`` are the segment's offsets, ``messages`` every message a consumer would have read
 in it (each message inside a compressed wrapper counts), ``bytes`` its size. A line is written and
-fsynced **before** the segment file is unlinked (:func:`record_deletion`, called by
-:meth:`~ingest.broker.log.Log.delete_segments`), so a broker killed between the two deletes the
-segment again at its next retention pass and writes a second line with the same ``start``:
+fsynced **before** the segment file is unlinked (:func:`record_deletion`, called by retention's
+:meth:`~ingest.broker.log_retention.LogRetention.delete_segments` in both log formats), so a
+broker killed between the two deletes the segment again at its next retention pass and writes a second line with the same ``start``:
 :func:`read_deletions` collapses those (first line wins) and skips a torn last line. Nothing
 else reads or rewrites the file; log recovery ignores it (it is not ``<20 digits>.kafka``) and it
 survives restarts. The DELETED_SEGMENTS request (16) answers from it (docs/log-format.md).
@@ -19,10 +19,12 @@ marked ``"copied_from": <leader id>``): its log start then moved by the leader's
 file says so. Without that, a reader asking this replica after a failover would find the log start
 moved with no record and report the gap as missing segments, not retention.
 
-Messages are counted by walking the segment file's length fields at deletion (outside the log
-lock; the file is still there), inflating compressed wrappers (measured on this 2-core machine: 64 MB of
+A 0.7 segment's messages are counted by walking the file's length fields at deletion (outside
+the log lock; the file is still there; :func:`count_messages`), inflating compressed wrappers (measured on this 2-core machine: 64 MB of
 plain sets in 0.6 s; 64 MB of gzip sets holding 7.2 M messages in 9 s, about 1 us per inner message). A segment whose messages cannot all be read (damage) gets ``"messages": -1``
-(unknown) and ``"counted_before_damage"``: readers then know the count is not exact.
+(unknown) and ``"counted_before_damage"``: readers then know the count is not exact. A
+Kafka-format segment's offsets number its records, so its count is the offsets it held less those
+of its damaged ranges.
 
 Test hook: with ``INGEST_BROKER_CRASH_AT=deletion-recorded`` in its environment the broker
 SIGKILLs itself right after the first line is fsynced and before that segment is unlinked (the
@@ -122,28 +124,20 @@ def count_messages(path: Path | str, size: int) -> tuple[int, bool]:
     return count, False
 
 
-def record_deletion(directory: Path, segment, now_ms: int, *, log_name: str = "") -> bool:
-    """Append (and fsync) the deletion record of ``segment`` (a Segment about to be unlinked).
-    False (logged) when the record could not be written: the caller keeps the file then."""
-    size = segment.size
+def record_deletion(directory: Path, segment, next_base: int, now_ms: int, *, log_name: str = "") -> bool:
+    """Append (and fsync) the deletion record of ``segment`` (a segment of either log format about to
+    be unlinked; ``next_base`` is the base offset of the segment after it): its offsets
+    (``segment.offset_range``) and messages (``segment.message_count``). False (logged) when the
+    record could not be written: the caller keeps the file then."""
+    start, end = segment.offset_range(next_base)
     try:
-        messages, damaged = count_messages(segment.path, size)
-        damaged = damaged or bool(segment.damaged)   # recorded damage: lengths may walk over bad bytes
+        messages, damaged = segment.message_count(next_base)
     except OSError as exc:
         _failures.log(logging.ERROR, log_name, "count before deletion",
                       "log %s: cannot count the messages of %s before deleting it (%s); recording bytes only",
                       log_name, segment.path.name, exc.strerror)
         messages, damaged = -1, True
-    return write_deletion(directory, segment.path.name, segment.base_offset, segment.base_offset + size,
-                          messages, size, now_ms, damaged=damaged, log_name=log_name)
-
-
-def write_deletion(directory: Path, segment_name: str, start: int, end: int, messages: int, size: int,
-                   now_ms: int, *, damaged: bool = False, log_name: str = "") -> bool:
-    """Append (and fsync) one deletion line: offsets ``[start, end)``, ``messages`` counted (before the
-    damage when ``damaged``), ``size`` bytes: retention's writer of the file, for both log formats.
-    False (logged) when it could not be written."""
-    line = {"start": start, "end": end, "messages": -1 if damaged else messages, "bytes": size,
+    line = {"start": start, "end": end, "messages": -1 if damaged else messages, "bytes": segment.size,
             "deleted_at_ms": now_ms}
     if damaged:   # the count is unknown: -1, with the valid messages found before the damage
         line["counted_before_damage"] = max(messages, 0)
@@ -152,7 +146,7 @@ def write_deletion(directory: Path, segment_name: str, start: int, end: int, mes
     except OSError as exc:
         _failures.log(logging.ERROR, log_name, "record deletion",
                       "log %s: cannot record the deletion of %s in %s (%s); segment kept on disk until the next "
-                      "start", log_name, segment_name, Path(directory) / FILE_NAME, exc.strerror)
+                      "start", log_name, segment.path.name, Path(directory) / FILE_NAME, exc.strerror)
         return False
     _crash_point()
     return True

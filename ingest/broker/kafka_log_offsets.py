@@ -1,5 +1,6 @@
 """Offsets of a Kafka-format log by time: ListOffsets (earliest, latest, max timestamp, by timestamp)
-through the time index, and the 0.7 OFFSETS answer (segment starts before a time).
+through the time index (the 0.7 OFFSETS answer, segment starts before a time, is both formats':
+:meth:`~ingest.broker.segmented_log.SegmentedLog.offsets_before`).
 
 :class:`KafkaLogOffsets` is a base of :class:`~ingest.broker.kafka_log.KafkaLog`; it reads one view
 and takes no lock (the log's reader contract).
@@ -8,12 +9,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ingest.broker.segmented_log import EARLIEST_TIME, LATEST_TIME
 from ingest.records.batch import NO_TIMESTAMP
 from ingest.records.record import iter_records
 from ingest.records.validation import default_inflate_limit
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = LATEST_TIME
+EARLIEST_TIMESTAMP = EARLIEST_TIME
 MAX_TIMESTAMP = -3
 
 
@@ -73,29 +75,3 @@ class KafkaLogOffsets:
             return None
         finally:
             seg.release()
-
-    def offsets_before(self, time_ms: int, max_offsets: int) -> list[int]:
-        """The 0.7 OFFSETS answer (and Kafka's ListOffsets v0): segment base offsets whose segment was
-        last modified at or before ``time_ms``, newest first, plus the log end with "now" when the
-        active segment holds data; -1 starts from the log end, -2 answers the log start."""
-        if max_offsets <= 0:
-            return []
-        v = self._view
-        pairs = [(seg.base_offset, seg.last_modified_ms) for seg in v.segments]
-        if v.segments[-1].size > 0:
-            pairs.append((v.end, self._clock.time_ms()))
-        if time_ms == LATEST_TIMESTAMP:
-            start = len(pairs) - 1
-        elif time_ms == EARLIEST_TIMESTAMP:
-            start = 0
-        else:
-            start = len(pairs) - 1
-            while start >= 0 and pairs[start][1] > time_ms:
-                start -= 1
-        out: list[int] = []
-        while start >= 0 and len(out) < max_offsets:
-            off = pairs[start][0]
-            if not out or out[-1] != off:
-                out.append(off)
-            start -= 1
-        return out

@@ -1,8 +1,8 @@
 """Reads of a Kafka-format log: the whole batches a fetch gets, from the batch holding its offset.
 
 :class:`KafkaLogReads` is a base of :class:`~ingest.broker.kafka_log.KafkaLog`; it takes no lock (the
-log's reader contract: one view, a reference on the segment read, a retry when retention deleted it
-meanwhile). docs/log-format.md, "Kafka-format logs", "Read".
+log's reader contract, :mod:`ingest.broker.segmented_log`: one view, a reference on the segment read,
+a retry when retention deleted it meanwhile). docs/log-format.md, "Kafka-format logs", "Read".
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from bisect import bisect_right
 
 from ingest.broker.kafka_segment import KafkaSegment
 from ingest.broker.kafka_slice import KafkaLogSlice
-from ingest.errors import InvalidFetchSizeError, LogCorruptionError, OffsetOutOfRangeError, StorageError
+from ingest.errors import LogCorruptionError
 
 
 class KafkaLogReads:
@@ -32,15 +32,11 @@ class KafkaLogReads:
             LogOfflineError: the log is offline.
             InvalidFetchSizeError: ``max_bytes`` is negative.
         """
-        if max_bytes < 0:
-            raise InvalidFetchSizeError(f"fetch size {max_bytes} is negative; it must be >= 0")
-        if self._offline is not None:
-            raise self._offline_error()
+        self._check_read(max_bytes)
         while True:
             v = self._view
             if offset < v.bases[0] or offset > v.end:
-                raise OffsetOutOfRangeError(f"offset {offset} of log {self.name} is out of range: valid offsets "
-                                            f"are {v.bases[0]}..{v.end}")
+                raise self._out_of_range(offset, v)
             top = v.end if limit is None else min(limit, v.end)
             if offset >= top:
                 return KafkaLogSlice.empty(offset)
@@ -58,9 +54,7 @@ class KafkaLogReads:
             if offset >= seg_end:
                 i += 1
                 continue
-            if not seg.acquire():
-                if self._closed:
-                    raise StorageError(f"log {self.name} is closed")
+            if not self._acquire(seg):
                 return None
             try:
                 d = seg.damage_at(offset, seg_end)
@@ -111,9 +105,3 @@ class KafkaLogReads:
             return seg.next_offset if seg.next_offset > seg.base_offset else seg_end
         head = os.pread(fd, 8, position)
         return int.from_bytes(head, "big", signed=True)
-
-    def read_bytes(self, offset: int, max_bytes: int, limit: int | None = None) -> bytes:
-        """Convenience: ``read`` then copy the bytes out and release."""
-        with self.read(offset, max_bytes, limit) as sl:
-            return sl.read_bytes()
-

@@ -6,7 +6,7 @@ call per batch, records untouched), that offsets increase from the segment's
 base offset and fit the indexes' 32-bit relative offsets, and fills the offset
 and time indexes as appending does (:meth:`IndexBuilder.add`). It does not stop
 at a bad batch: :func:`next_valid` finds where valid batches start again, the
-bytes between become a :class:`~ingest.broker.kafka_damage.KafkaDamage`, and
+bytes between become a :class:`~ingest.broker.segment_damage.KafkaDamage`, and
 the scan goes on, so that intact batches after damage are never stranded.
 Whether a tail from which nothing valid follows is truncated (recovery of the
 newest segment) is the caller's decision.
@@ -32,8 +32,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ingest.broker.kafka_damage import KafkaDamage
 from ingest.broker.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
+from ingest.broker.segment_damage import KafkaDamage
 from ingest.broker.time_index import NO_TIMESTAMP, TimeIndex
 from ingest.errors import InvalidMessageError
 from ingest.records.batch import (HEADER, LENGTH, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, MIN_LENGTH,

@@ -4,7 +4,7 @@ Files (Kafka's names and layouts): ``<base offset, 20 digits>.log`` holds
 record batches back to back exactly as produced (base offset and partition
 leader epoch rewritten by the log); ``<base>.index`` (:mod:`ingest.broker.offset_index`)
 and ``<base>.timeindex`` (:mod:`ingest.broker.time_index`) are saved when the
-segment is sealed; ``<base>.damaged`` (:mod:`ingest.broker.kafka_damage`)
+segment is sealed; ``<base>.damaged`` (:mod:`ingest.broker.segment_damage`)
 records damaged ranges.
 
 Offsets are logical: the batch at file position ``p`` carries its base offset;
@@ -22,34 +22,32 @@ extending ``checked_upto``); bad bytes trigger a full validating scan
 (:meth:`verify`), which records the damaged ranges, never truncates, and never
 strands the valid batches after them.
 
-File descriptors and concurrency follow :mod:`ingest.broker.segment`: the
-descriptor comes from the broker's :class:`~ingest.broker.open_files.OpenFiles`
-pool; ``append``/``truncate``/``flush``/``seal`` run under the owning log's
-lock; readers ``acquire()`` (False once deleted), read by ``pread`` or
-``sendfile``, and ``release()``; the descriptor closes when the last holder
-releases.
+The file's life cycle and its concurrency contract are
+:class:`~ingest.broker.segment_file.SegmentFile`'s: the descriptor comes from
+the broker's :class:`~ingest.broker.open_files.OpenFiles` pool;
+``append``/``truncate``/``flush``/``seal`` run under the owning log's lock;
+readers ``acquire()`` (False once deleted), read by ``pread`` or ``sendfile``,
+and ``release()``; the descriptor closes when the last holder releases.
 """
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import struct
 import threading
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from ingest.broker.kafka_damage import KafkaDamage, load_damage
 from ingest.broker.kafka_scan import UNBOUNDED, IndexBuilder
 from ingest.broker.kafka_segment_recovery import KafkaSegmentRecovery
 from ingest.broker.offset_index import SUFFIX as INDEX_SUFFIX
 from ingest.broker.offset_index import OffsetIndex
-from ingest.broker.open_files import UNLIMITED, FileHandle, OpenFiles
-from ingest.broker.segment import storage_error
-from ingest.broker.segment_damage import damaged_path
-from ingest.broker.time_index import TimeIndex
+from ingest.broker.open_files import UNLIMITED, OpenFiles
+from ingest.broker.segment_damage import DAMAGED_SUFFIX, KafkaDamage, load_kafka_damage
+from ingest.broker.segment_file import SegmentFile, file_name, parse_file_name
 from ingest.broker.time_index import SUFFIX as TIME_INDEX_SUFFIX
+from ingest.broker.time_index import TimeIndex
 from ingest.clock import Clock
 from ingest.errors import OffsetOutOfRangeError
 from ingest.records.batch import LOG_OVERHEAD, MIN_LENGTH
@@ -57,7 +55,6 @@ from ingest.records.batch import LOG_OVERHEAD, MIN_LENGTH
 log = logging.getLogger(__name__)
 
 SUFFIX = ".log"
-NAME_DIGITS = 20
 WALK_CHUNK = 64 * 1024
 _PREFIX = struct.Struct(">qi")                      # base_offset, batch_length
 _LAST_DELTA = struct.Struct(">i")
@@ -66,15 +63,12 @@ _WALK_HEAD = 27                                     # base_offset .. last_offset
 
 
 def segment_name(base_offset: int) -> str:
-    return f"{base_offset:0{NAME_DIGITS}d}{SUFFIX}"
+    return file_name(base_offset, SUFFIX)
 
 
 def parse_segment_name(name: str) -> int | None:
     """Base offset of a Kafka-format segment file name, None if the name is not one."""
-    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
-    if len(stem) != NAME_DIGITS or not stem.isdigit() or not stem.isascii():
-        return None
-    return int(stem)
+    return parse_file_name(name, SUFFIX)
 
 
 def index_path(segment_path: Path) -> Path:
@@ -94,18 +88,19 @@ class Located(NamedTuple):
     size: int
 
 
-class KafkaSegment(KafkaSegmentRecovery):
+class KafkaSegment(KafkaSegmentRecovery, SegmentFile):
     """One Kafka-format segment; see the module docstring for the contract."""
+
+    SUFFIX = SUFFIX
+    SIDECARS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, DAMAGED_SUFFIX)
 
     def __init__(self, path: Path, base_offset: int, size: int, clock: Clock, interval: int, *,
                  files: OpenFiles = UNLIMITED, fd: int | None = None, mtime_ms: int,
                  index: OffsetIndex | None = None, time_index: TimeIndex | None = None,
                  verified: bool = False, max_batch_size: int = UNBOUNDED) -> None:
-        self.path = path
+        super().__init__(path, base_offset, size, clock, mtime_ms=mtime_ms, files=files, fd=fd)
         self.max_batch_size = max_batch_size
         """The largest batch a valid segment can hold by configuration (recovery's plausibility bound)."""
-        self.base_offset = base_offset
-        self.size = size
         self.next_offset = base_offset
         """The offset after the last batch; set by append, recovery, or the log from the next segment."""
         self.indexed = index is not None and time_index is not None
@@ -119,128 +114,32 @@ class KafkaSegment(KafkaSegmentRecovery):
         """Bytes from the file's start whose batches were CRC-checked (all of them once verified)."""
         self.damaged: list[KafkaDamage] = []
         self._known_damage: set[tuple[int, int]] = set()
-        self.created_ms = clock.time_ms()
-        self.last_modified_ms = mtime_ms
-        self._clock = clock
         self._interval = interval
-        self._file = FileHandle(path, fd)
-        self._files = files
-        self._refs = 1
-        self._ref_lock = threading.Lock()
         self._scan_lock = threading.Lock()
-        self._deleted = False
 
     # --- life cycle -----------------------------------------------------------------
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, clock: Clock, interval: int,
                files: OpenFiles = UNLIMITED, max_batch_size: int = UNBOUNDED) -> "KafkaSegment":
-        """A new empty segment file (its directory fsynced).
-
-        Raises:
-            StorageError: the file cannot be created (DiskFullError on ENOSPC).
-            OSError: the directory fsync failed (the caller takes the log offline).
-        """
-        path = directory / segment_name(base_offset)
-        try:
-            fd = files.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        except OSError as exc:
-            raise storage_error(f"cannot create segment {path}", exc) from exc
-        try:
-            dir_fd = files.open(directory, os.O_RDONLY)
-        except OSError as exc:
-            os.close(fd)
-            with suppress(OSError):
-                os.unlink(path)
-            raise storage_error(f"cannot open directory {directory} to fsync the new segment", exc) from exc
-        try:
-            os.fsync(dir_fd)
-        except OSError:
-            os.close(fd)
-            raise
-        finally:
-            os.close(dir_fd)
-        seg = cls(path, base_offset, 0, clock, interval, files=files, fd=fd, mtime_ms=clock.time_ms(),
-                  index=OffsetIndex(base_offset), time_index=TimeIndex(base_offset), verified=True,
-                  max_batch_size=max_batch_size)
-        files.adopt(seg._file)
-        return seg
+        """A new empty segment file (:meth:`~ingest.broker.segment_file.SegmentFile._create`)."""
+        return cls._create(directory, base_offset, clock, files, interval, index=OffsetIndex(base_offset),
+                           time_index=TimeIndex(base_offset), verified=True, max_batch_size=max_batch_size)
 
     @classmethod
     def open(cls, path: Path, base_offset: int, clock: Clock, interval: int,
              files: OpenFiles = UNLIMITED, max_batch_size: int = UNBOUNDED) -> "KafkaSegment":
         """A segment found on disk with its saved indexes when they are sane; its file is opened on use."""
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise storage_error(f"cannot open segment {path}", exc) from exc
+        st = cls._stat(path)
         index = time_index = None
         if st.st_size:
             index = OffsetIndex.load(index_path(path), base_offset, st.st_size)
-            time_index = TimeIndex.load(time_index_path(path), base_offset) if index is not None else None
+            time_index = TimeIndex.load(time_index_path(path), base_offset, st.st_size) if index is not None else None
         seg = cls(path, base_offset, st.st_size, clock, interval, files=files, mtime_ms=st.st_mtime_ns // 1_000_000,
                   index=index, time_index=time_index, verified=st.st_size == 0, max_batch_size=max_batch_size)
-        seg.damaged = load_damage(path)
+        seg.damaged = load_kafka_damage(path)
         seg._known_damage = {(d.start, d.end) for d in seg.damaged}
         return seg
-
-    def acquire(self) -> bool:
-        """A reader reference with the descriptor pinned open; False once deleted or closed.
-
-        Raises:
-            StorageError: the file cannot be opened (no descriptor left).
-        """
-        with self._ref_lock:
-            if self._refs <= 0:
-                return False
-            self._refs += 1
-        try:
-            self._files.pin(self._file)
-        except OSError as exc:
-            self._drop_ref()
-            if exc.errno in (errno.ENOENT, errno.EBADF):
-                return False
-            raise storage_error(f"cannot open segment {self.path}", exc) from exc
-        return True
-
-    def release(self) -> None:
-        self._files.unpin(self._file)
-        self._drop_ref()
-
-    def _drop_ref(self) -> None:
-        with self._ref_lock:
-            self._refs -= 1
-            last = self._refs == 0
-        if last:
-            self._files.close(self._file)
-
-    def fileno(self) -> int:
-        """The open descriptor; only while the caller holds a reference from :meth:`acquire`."""
-        fd = self._file.fd
-        if fd is None:
-            raise ValueError(f"segment {self.path.name} is not pinned open")
-        return fd
-
-    @contextmanager
-    def pinned(self) -> Iterator[int]:
-        fd = self._files.pin(self._file)
-        try:
-            yield fd
-        finally:
-            self._files.unpin(self._file)
-
-    def close(self) -> None:
-        """Drop the owner's reference (the descriptor closes once readers are done)."""
-        if not self._deleted:
-            self._deleted = True
-            self._drop_ref()
-
-    def delete(self) -> None:
-        """Unlink the file and its sidecars now; open readers keep reading until they release."""
-        for p in (index_path(self.path), time_index_path(self.path), damaged_path(self.path), self.path):
-            with suppress(FileNotFoundError):
-                os.unlink(p)
-        self.close()
 
     # --- state ----------------------------------------------------------------------------
 
@@ -258,11 +157,27 @@ class KafkaSegment(KafkaSegmentRecovery):
         return self.builder.max_timestamp
 
     @property
-    def largest_timestamp(self) -> int:
+    def retention_time_ms(self) -> int:
         """What retention by time compares (Kafka >= 0.10.1): the largest record timestamp, or the
         file's last modification time when no batch has a timestamp."""
         ts = self.builder.max_timestamp
         return ts if ts > 0 else self.last_modified_ms
+
+    def damaged_offsets(self, segment_end: int) -> list[tuple[int, int]]:
+        """``(first offset, next offset)`` of every damaged range; ``segment_end`` (the next segment's
+        base offset) ends one that runs to the end of the file."""
+        return [(d.first_offset, d.next_or(segment_end)) for d in self.damaged]
+
+    def offset_range(self, next_base: int) -> tuple[int, int]:
+        """The offsets the segment holds, its base to the next segment's base ``next_base`` (retention's
+        deletion record)."""
+        return self.base_offset, next_base
+
+    def message_count(self, next_base: int) -> tuple[int, bool]:
+        """The records the segment holds (offsets number records) less those of damaged ranges, and
+        whether it has damage."""
+        lost = sum(b - a for a, b in self.damaged_offsets(next_base))
+        return next_base - self.base_offset - lost, bool(self.damaged)
 
     # --- writing (caller holds the log lock) -----------------------------------------------
 
@@ -277,41 +192,13 @@ class KafkaSegment(KafkaSegmentRecovery):
             StorageError: the file could not be opened; nothing was written.
         """
         start = self.size
-        try:
-            fd = self._files.pin(self._file)
-        except OSError as exc:
-            raise storage_error(f"cannot open segment {self.path} to append", exc) from exc
-        try:
-            self._file.dirty = True
-            mv = memoryview(data)
-            parts = [head, mv[len(head):]] if head else [mv]
-            total = len(mv)
-            n = os.pwritev(fd, parts, start)
-            while n < total:  # a short write (the disk filling up): finish it or get its error
-                rest = [bytes(head[n:]), mv[len(head):]] if head and n < len(head) else [mv[n:]]
-                n += os.pwritev(fd, rest, start + n)
-        finally:
-            self._files.unpin(self._file)
+        n = self.write(data, head)
         for pos, last, ts in batches:
             self.builder.add(start + pos, last, ts)
-        self.size = start + len(mv)
+        self.size = start + n
         self.checked_upto = self.size if self.checked_upto == start else self.checked_upto
         self.next_offset = next_offset
         self.last_modified_ms = now_ms
-
-    def flush(self) -> None:
-        """fdatasync the file. Raises OSError (the log goes offline: a later success proves nothing)."""
-        with self.pinned() as fd:
-            os.fdatasync(fd)
-            self._file.dirty = False
-
-    def cut_to(self, size: int) -> None:
-        """Cut the file at ``size`` bytes (after a failed write) and fsync. Raises OSError."""
-        with self.pinned() as fd:
-            os.ftruncate(fd, size)
-            os.fsync(fd)
-            self._file.dirty = False
-        self.size = size
 
     def truncate_to_offset(self, offset: int) -> int:
         """Cut the segment before the batch holding ``offset`` (it must start a batch); the indexes
@@ -331,11 +218,7 @@ class KafkaSegment(KafkaSegmentRecovery):
                 raise OffsetOutOfRangeError(f"offset {offset} does not start a batch of segment {self.path.name}")
             position = loc.position
         removed = self.size - position
-        with self.pinned() as fd:
-            os.ftruncate(fd, position)
-            os.fsync(fd)
-            self._file.dirty = False
-        self.size = position
+        self.cut_to(position)
         for p in (index_path(self.path), time_index_path(self.path)):
             with suppress(FileNotFoundError):
                 os.unlink(p)

@@ -3,7 +3,7 @@
 :class:`KafkaSegmentRecovery` is a base of :class:`~ingest.broker.kafka_segment.KafkaSegment` (its
 state, its locks): a full validating scan (:func:`ingest.broker.kafka_scan.scan_segment`) rebuilds the
 indexes, truncates a torn tail only where recovery may (the newest segment), records damaged ranges
-(:mod:`ingest.broker.kafka_damage`, logged at ERROR once), and checks the bytes a sealed segment
+(:mod:`ingest.broker.segment_damage`, logged at ERROR once), and checks the bytes a sealed segment
 serves before it was verified (docs/log-format.md, "Kafka-format logs").
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ import logging
 import os
 from contextlib import suppress
 
-from ingest.broker.kafka_damage import KafkaDamage, save_damage
 from ingest.broker.kafka_scan import IndexBuilder, scan_segment
 from ingest.broker.offset_index import OffsetIndex
+from ingest.broker.segment_damage import KafkaDamage, save_kafka_damage
 from ingest.broker.time_index import TimeIndex
 from ingest.errors import CorruptRangeError, InvalidMessageError
 from ingest.records.validation import check_batches
@@ -63,10 +63,7 @@ class KafkaSegmentRecovery:
                 log.log(level, "recovery of %s: %s: %s; nothing valid follows it; truncating %d bytes "
                         "(keeping %d bytes, %d batches, offsets %d..%d)", self.path, kind, r.tail_error, dropped,
                         r.end, r.batches, self.base_offset, r.next_offset)
-                with self.pinned() as fd:
-                    os.ftruncate(fd, r.end)
-                    os.fsync(fd)
-                self.size = r.end
+                self.cut_to(r.end)
             else:
                 damaged.append(KafkaDamage(r.end, self.size, r.next_offset, None, r.tail_error or "damaged"))
         self.index, self.time_index, self.builder = index, time_index, builder
@@ -99,7 +96,7 @@ class KafkaSegmentRecovery:
                       d.start, d.end, d.end - d.start, d.reason, d.first_offset,
                       "the next segment" if d.next_offset is None else d.next_offset)
         if self.damaged or self._known_damage:
-            save_damage(self.path, self.damaged, self._clock.time_ms())
+            save_kafka_damage(self.path, self.damaged, self._clock.time_ms())
         self._known_damage = {(d.start, d.end) for d in self.damaged}
 
     def ensure_indexed(self) -> None:
@@ -111,8 +108,7 @@ class KafkaSegmentRecovery:
         """The damaged range whose offsets hold ``offset`` (its next offset resolved to ``segment_end``
         when the damage runs to the end of the file)."""
         for d in self.damaged:
-            nxt = segment_end if d.next_offset is None else d.next_offset
-            if d.first_offset <= offset < nxt:
+            if d.first_offset <= offset < d.next_or(segment_end):
                 return d
         return None
 
@@ -148,7 +144,7 @@ class KafkaSegmentRecovery:
 
     def corrupt_range(self, d: KafkaDamage, segment_end: int) -> CorruptRangeError:
         """The error a read at the offsets of damaged range ``d`` raises."""
-        nxt = segment_end if d.next_offset is None else d.next_offset
+        nxt = d.next_or(segment_end)
         return CorruptRangeError(
             f"offsets {d.first_offset}..{nxt} of segment {self.path.name} were in damaged bytes {d.start}..{d.end} "
             f"({d.reason}); the next valid offset is {nxt}", start_offset=d.first_offset, next_offset=nxt)

@@ -9,7 +9,7 @@ asks them: for each damaged range it sends a *repair read* (REPLICA_FETCH with
 replica id -1 in its own leader epoch, which a follower answers from its log up
 to its high watermark) to each other in-sync replica in turn, checks that the
 answer is whole valid messages that end exactly at the range's end, and
-overwrites the range (:meth:`Log.repair <ingest.broker.log_replica.ReplicaLogOps.repair>`).
+overwrites the range (:meth:`Log.repair <ingest.broker.log.Log.repair>`).
 Kafka itself has no such step: its fetcher logs the CRC error and retries the
 fetch every ``replica.fetch.backoff.ms``, forever.
 

@@ -1,82 +1,45 @@
-"""A partition log: ordered segments, append, read, offsets-before, flush, retention.
+"""A partition log in Kafka 0.7's format: offsets are byte positions, a message is visible once flushed.
 
-The log is the sorted list of its segments (base offsets kept in memory,
-binary search to find the segment of an offset). Appends go to the last
-(active) segment, which is rolled at ``log.file.size`` bytes or after
+The log is the sorted list of its :class:`~ingest.broker.segment.Segment` s; what both log formats
+share (the view, flush, roll, the rules after an I/O error, close) is
+:class:`~ingest.broker.segmented_log.SegmentedLog`'s, retention is
+:mod:`ingest.broker.log_retention`'s and a replica's truncation :mod:`ingest.broker.log_replica`'s.
+Appends go to the last (active) segment, which is rolled at ``log.file.size`` bytes or after
 ``log.roll.hours``. Offsets are byte positions: next offset = offset + size.
 
 Visibility: only flushed (fsynced) messages are readable. ``end_offset`` is
 the offset after the last flushed message; a flush happens after
 ``log.flush.interval`` messages, or when the manager's flusher finds the
-log's flush interval elapsed, or on roll and close.
-
-Durability: a failed fsync is never retried. After one the kernel may have
-dropped the unwritten pages while a later fsync succeeds, so the log goes
-*offline* (as Kafka 0.7 halts the broker on an I/O error during a flush, but
-only this partition): it logs one ERROR line, keeps ``end_offset`` where the
-last successful flush left it, and refuses appends, flushes, rolls and reads
-with :class:`~ingest.errors.LogOfflineError` until the broker restarts and
-recovery decides what is on disk. A failed write is cut back to the append's
-start (nothing is appended, no hole is left for the next append to cover);
-if even that fails, the log goes offline too. A failed write is logged at
-ERROR once a minute per log and cause, the repeats counted (a full disk
-refuses every write, and its log lines would land on the same disk).
-
-Segment files are not held open: their descriptors come from an
-:class:`~ingest.broker.open_files.OpenFiles` pool (the broker's, shared by
-every log and bounded by ``log.max.open.files``; unbounded for a Log used on
-its own).
+log's flush interval elapsed, or on roll and close. After a failed fsync the log is offline and
+``end_offset`` stays where the last successful flush left it.
 
 Validation happens before the lock: :meth:`Log.append` takes a
 :class:`~ingest.records.message_batch.MessageBatch` made for append (what the
 request handlers make, once per produced set) or validates raw bytes itself.
 
-Concurrency contract: writers (append, flush, roll, retention, close)
-serialise on the log's lock. Readers take no lock: they read one immutable
-:class:`_View` (segments tuple, their base offsets, visible end) published by
-writers with a single attribute store (copy-on-write), then take a reference
-on the segment they read (see :mod:`ingest.broker.segment`). A deletion
-publishes a view without the segment before unlinking it, and a reader that
-lost the race retries on the new view.
+Concurrency contract: :mod:`ingest.broker.segmented_log`'s (writers serialise on the log's lock
+and publish an immutable view; readers take none, take a reference on the segment they read and
+retry on a new view when retention deleted it meanwhile).
 """
 from __future__ import annotations
 
-import errno
 import logging
-import os
-import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from threading import Lock
-from typing import Callable, NamedTuple
 
-from ingest.broker.deletion_log import record_deletion
 from ingest.broker.log_replica import ReplicaLogOps
-from ingest.broker.open_files import UNLIMITED, OpenFiles
-from ingest.broker.segment import SUFFIX, LogSlice, Segment, parse_segment_name, storage_error
-from ingest.broker.segment_damage import DAMAGED_SUFFIX
-from ingest.broker.segment_index import SUFFIX as INDEX_SUFFIX
-from ingest.clock import Clock
-from ingest.errors import (
-    DiskFullError,
-    InvalidFetchSizeError,
-    LogWriteError,
-    LogCorruptionError,
-    LogOfflineError,
-    OffsetMismatchError,
-    OffsetOutOfRangeError,
-    StorageError,
-)
-from ingest.ratelimited_log import RateLimitedLog
+from ingest.broker.log_retention import LogRetention
+from ingest.broker.segment import LogSlice, Segment
+from ingest.broker.segment_file import storage_error
+from ingest.broker.segmented_log import EARLIEST_TIME, LATEST_TIME, LogView, SegmentedLog
+from ingest.errors import LogCorruptionError, OffsetMismatchError, OffsetOutOfRangeError
 from ingest.records.message_batch import MessageBatch
 
 log = logging.getLogger(__name__)
 
-_write_failures = RateLimitedLog(log, interval_s=60.0)
+__all__ = ["EARLIEST_TIME", "LATEST_TIME", "Log", "LogSettings"]
 
-LATEST_TIME = -1
-EARLIEST_TIME = -2
 _HOUR_MS = 3_600_000
 
 
@@ -90,129 +53,60 @@ class LogSettings:
     flush_interval_ms: int = 3000
     max_message_size: int = 1_000_000
     index_interval: int = 4096
-    retention_ms: int = 168 * _HOUR_MS
+    retention_ms: int = 168 * _HOUR_MS   # -1: no limit (the configuration allows 1 hour at least)
     retention_size: int = -1
 
 
-class _View(NamedTuple):
-    segments: tuple[Segment, ...]
-    bases: tuple[int, ...]
-    end: int
+class Log(ReplicaLogOps, LogRetention, SegmentedLog):
+    """One topic-partition's log in the 0.7 format; see the module docstring for the contract.
 
+    ``Log(directory, settings, clock, *, name=None, files=UNLIMITED)`` opens (recovers) or creates
+    the log (:class:`~ingest.broker.segmented_log.SegmentedLog`).
+    """
 
-class Log(ReplicaLogOps):
-    """One topic-partition's log; see the module docstring for the contract."""
+    SEGMENT = Segment
+    settings: LogSettings
 
-    on_flush: Callable[[float], None] | None = None
-    """Called (under the log's lock) with the seconds each fsync took; set by the LogManager for metrics."""
+    # --- the format's segments and settings -------------------------------------------------
 
-    def __init__(self, directory: Path, settings: LogSettings, clock: Clock, *, name: str | None = None,
-                 files: OpenFiles = UNLIMITED) -> None:
-        """Open (recover) or create the log in ``directory``; segment descriptors come from ``files``.
-
-        Raises:
-            StorageError: the directory or a segment cannot be read or created
-                (DiskFullError on ENOSPC).
-        """
-        self.directory = Path(directory)
-        self.name = name or self.directory.name
-        self.settings = settings
-        self._clock = clock
-        self._files = files
-        self._lock = Lock()
-        self._closed = False
-        self._offline: str | None = None  # why the log stopped serving; None while it serves
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            segments = self._load()
-        except OSError as exc:  # e.g. a failed directory fsync while creating the first segment
-            raise storage_error(f"cannot open log {self.name} in {self.directory}", exc) from exc
-        last = segments[-1]
-        self._active = last
-        self._write_end = last.end_offset
-        self._unflushed = 0
-        self._last_flush_ms = clock.time_ms()
-        self._view = _View(tuple(segments), tuple(s.base_offset for s in segments), self._write_end)
-
-    # --- start-up ---------------------------------------------------------------
-
-    def _load(self) -> list[Segment]:
-        found: list[tuple[int, Path]] = []
-        indexes: list[Path] = []
-        for entry in os.scandir(self.directory):
-            base = parse_segment_name(entry.name)
-            if base is not None:
-                found.append((base, Path(entry.path)))
-            elif entry.name.endswith((INDEX_SUFFIX, INDEX_SUFFIX + ".tmp", DAMAGED_SUFFIX, DAMAGED_SUFFIX + ".tmp")):
-                indexes.append(Path(entry.path))  # sidecars: kept only next to their segment
-            elif entry.name.endswith(SUFFIX):
-                log.warning("log %s: ignoring file %s (not <20 digits>%s)", self.name, entry.name, SUFFIX)
-        found.sort()
-        names = {p.name for _, p in found}
-        for p in indexes:  # leftovers of a crash while saving or deleting
-            if p.name.endswith(".tmp") or p.with_suffix(SUFFIX).name not in names:
-                p.unlink(missing_ok=True)
+    def _open_segment(self, path: Path, base_offset: int) -> Segment:
         s = self.settings
-        segments = [Segment.open(p, base, self._clock, s.index_interval, self._files, s.max_message_size)
-                    for base, p in found]
-        # A trailing empty segment carries nothing; dropping it lets the recovery
-        # of the previous one truncate without leaving a hole before the new base.
-        while len(segments) > 1 and segments[-1].size == 0:
-            segments.pop().delete()
-        if not segments:
-            return [Segment.create(self.directory, 0, self._clock, s.index_interval, self._files)]
+        return Segment.open(path, base_offset, self._clock, s.index_interval, self._files, s.max_message_size)
+
+    def _create_segment(self, base_offset: int) -> Segment:
+        return Segment.create(self.directory, base_offset, self._clock, self.settings.index_interval, self._files)
+
+    def _recover(self, segments: list[Segment]) -> None:
         dropped = segments[-1].recover()
         if dropped:
             log.warning("log %s: recovery dropped %d bytes from the newest segment", self.name, dropped)
         for a, b in zip(segments, segments[1:]):
-            if a.end_offset < b.base_offset:
+            if a.next_offset < b.base_offset:
                 # a sealed segment cut short: its valid messages are served, the missing bytes are a
                 # damaged range whose next valid offset is the next segment's base
                 log.error("log %s: segment %s ends at %d but the next starts at %d: %d bytes are missing; "
                           "they are recorded as a damaged range when the segment is verified, and fetches "
                           "there answer CORRUPT_RANGE with next offset %d", self.name, a.path.name,
-                          a.end_offset, b.base_offset, b.base_offset - a.end_offset, b.base_offset)
+                          a.next_offset, b.base_offset, b.base_offset - a.next_offset, b.base_offset)
                 a.note_gap(b.base_offset - a.base_offset)
-            elif a.end_offset > b.base_offset:
+            elif a.next_offset > b.base_offset:
                 log.error("log %s: segment %s ends at %d but the next starts at %d: they overlap; reads past "
-                          "%d in it fail", self.name, a.path.name, a.end_offset, b.base_offset, b.base_offset)
-        return segments
+                          "%d in it fail", self.name, a.path.name, a.next_offset, b.base_offset, b.base_offset)
 
-    # --- state ------------------------------------------------------------------
+    def _unsynced_from(self) -> int:
+        return self._view.end  # what is visible was flushed
 
-    @property
-    def start_offset(self) -> int:
-        """Earliest retained offset."""
-        return self._view.bases[0]
+    def _synced_locked(self) -> None:
+        v = self._view
+        self._view = LogView(v.segments, v.bases, self._write_end, self._active.size)
 
-    @property
-    def end_offset(self) -> int:
-        """Offset after the last flushed (visible) message."""
-        return self._view.end
+    def _flush_interval_ms(self) -> int:
+        return self.settings.flush_interval_ms
 
-    @property
-    def log_end(self) -> int:
-        """Offset after the last written message, flushed or not (a replica's log end offset)."""
-        return self._write_end
+    def _retention_limits(self) -> tuple[int, int]:
+        return self.settings.retention_ms, self.settings.retention_size
 
-    @property
-    def size(self) -> int:
-        """Bytes in all segments, unflushed included."""
-        return sum(seg.size for seg in self._view.segments)
-
-    @property
-    def offline(self) -> bool:
-        """True once an I/O error took the log offline (until the broker restarts)."""
-        return self._offline is not None
-
-    def segment_bases(self) -> list[int]:
-        return list(self._view.bases)
-
-    def segments(self) -> tuple[Segment, ...]:
-        """An immutable snapshot of the segment list."""
-        return self._view.segments
-
-    # --- writing ----------------------------------------------------------------
+    # --- writing ----------------------------------------------------------------------------
 
     def append(self, message_set: MessageBatch | bytes | memoryview, expected: int | None = None) -> int:
         """Append a message set; returns the offset of its first message.
@@ -256,94 +150,14 @@ class Log(ReplicaLogOps):
             try:
                 seg.append(vs.raw, vs.index_entries(seg.size, seg.next_index_mark(), s.index_interval), now)
             except OSError as exc:
-                self._cut_back_locked(seg, offset, n, exc)
+                self._cut_back_locked(seg, n, exc)
             self._write_end += n
             self._unflushed += vs.count
             if self._unflushed >= s.flush_interval_messages:
                 self._flush_locked()
             return offset
 
-    def flush(self) -> None:
-        """fsync unflushed messages and make them visible.
-
-        Raises:
-            LogOfflineError: the log is offline or the fsync failed (it is offline now).
-        """
-        with self._lock:
-            if self._offline is not None:
-                raise self._offline_error()
-            if not self._closed:
-                self._flush_locked()
-
-    def maybe_flush(self, now_ms: int) -> bool:
-        """Flush if there are unflushed messages older than the flush interval (never when offline)."""
-        if self._offline is not None or self._unflushed == 0 \
-                or now_ms - self._last_flush_ms < self.settings.flush_interval_ms:
-            return False
-        self.flush()
-        return True
-
-    def roll(self) -> None:
-        """Start a new active segment (flushing the current one)."""
-        with self._lock:
-            self._check_open()
-            if self._active.size > 0:
-                self._roll_locked()
-
-    def _flush_locked(self) -> None:
-        if self._write_end != self._view.end:
-            began = time.perf_counter()
-            try:
-                self._active.flush()
-            except OSError as exc:
-                raise self._go_offline_locked(f"fsync of {self._active.path} failed: {exc.strerror}") from exc
-            if self.on_flush is not None:
-                self.on_flush(time.perf_counter() - began)
-            v = self._view
-            self._view = _View(v.segments, v.bases, self._write_end)
-        self._unflushed = 0
-        self._last_flush_ms = self._clock.time_ms()
-
-    def _cut_back_locked(self, seg: Segment, offset: int, n: int, exc: OSError) -> None:
-        """After a failed write: truncate its partial bytes, then raise. Never returns."""
-        what = f"write of {n} bytes at offset {offset} to {seg.path.name} failed: {exc.strerror}"
-        try:
-            seg.truncate_to(seg.size)
-        except OSError as exc2:
-            raise self._go_offline_locked(f"{what}, and cutting its partial bytes off failed: {exc2.strerror}") from exc2
-        _write_failures.log(logging.ERROR, self.name, errno.errorcode.get(exc.errno, "write failed"),
-                            "log %s: %s; the partial write was cut back, nothing was appended", self.name, what)
-        if exc.errno == errno.ENOSPC:
-            raise DiskFullError(f"log {self.name}: {what} (disk full); nothing was appended") from exc
-        raise LogWriteError(f"log {self.name}: {what}; nothing was appended") from exc
-
-    def _go_offline_locked(self, why: str) -> LogOfflineError:
-        """Stop serving this log after an I/O error; returns the error for the caller to raise."""
-        self._offline = why
-        log.error("log %s is OFFLINE: %s. Its appends and reads fail until the broker restarts; recovery "
-                  "then keeps what is on disk. Offsets %d..%d (unflushed) may be lost.",
-                  self.name, why, self._view.end, self._write_end)
-        return self._offline_error()
-
-    def _offline_error(self) -> LogOfflineError:
-        return LogOfflineError(f"log {self.name} is offline after an I/O error ({self._offline}); "
-                               "it serves again after a broker restart")
-
-    def _roll_locked(self) -> Segment:
-        self._flush_locked()
-        self._active.seal()
-        try:
-            seg = Segment.create(self.directory, self._write_end, self._clock, self.settings.index_interval,
-                                 self._files)
-        except OSError as exc:  # the directory fsync failed
-            raise self._go_offline_locked(f"fsync of directory {self.directory} failed: {exc.strerror}") from exc
-        v = self._view
-        self._view = _View(v.segments + (seg,), v.bases + (seg.base_offset,), v.end)
-        self._active = seg
-        log.info("log %s: rolled to new segment %s", self.name, seg.path.name)
-        return seg
-
-    # --- reading ----------------------------------------------------------------
+    # --- reading ----------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, limit: int | None = None, *, check_first: bool = False) -> LogSlice:
         """Whole visible messages from ``offset``, at most ``max_bytes`` (the last may be cut).
@@ -366,10 +180,7 @@ class Log(ReplicaLogOps):
             LogCorruptionError: ``offset`` falls in a gap between segments.
             InvalidFetchSizeError: ``max_bytes`` is negative.
         """
-        if max_bytes < 0:
-            raise InvalidFetchSizeError(f"fetch size {max_bytes} is negative; it must be >= 0")
-        if self._offline is not None:
-            raise self._offline_error()
+        self._check_read(max_bytes)
         while True:
             v = self._view
             if limit is not None:
@@ -377,16 +188,12 @@ class Log(ReplicaLogOps):
                 top = max(end, self._write_end)
                 if v.bases[0] <= offset <= top and offset >= end:
                     return LogSlice.empty(offset)
-                v = _View(v.segments, v.bases, end)
+                v = LogView(v.segments, v.bases, end)
             if offset < v.bases[0] or offset > v.end:
-                raise OffsetOutOfRangeError(
-                    f"offset {offset} of log {self.name} is out of range: valid offsets are {v.bases[0]}..{v.end}"
-                )
+                raise self._out_of_range(offset, v)
             i = bisect_right(v.bases, offset) - 1
             seg = v.segments[i]
-            if not seg.acquire():
-                if self._closed:
-                    raise StorageError(f"log {self.name} is closed")
+            if not self._acquire(seg):
                 continue  # deleted by retention after we took the view: look again
             try:
                 pos = offset - seg.base_offset
@@ -406,128 +213,31 @@ class Log(ReplicaLogOps):
                 raise
             return LogSlice(seg, offset, pos, length)
 
-    def read_bytes(self, offset: int, max_bytes: int) -> bytes:
-        """Convenience: ``read`` then copy the bytes out and release."""
-        with self.read(offset, max_bytes) as sl:
-            return sl.read_bytes()
+    # --- a replica's repair -----------------------------------------------------------------
 
-    def offsets_before(self, time_ms: int, max_offsets: int) -> list[int]:
-        """Segment start offsets last modified at or before ``time_ms``, newest first.
-
-        As in Kafka 0.7: candidates are every segment's base offset with its
-        last-modified time, plus the end offset with "now" when the active
-        segment is not empty. ``-1`` (latest) starts from the end offset,
-        ``-2`` (earliest) returns the start offset.
-        """
-        if max_offsets <= 0:
-            return []
-        v = self._view
-        pairs = [(seg.base_offset, seg.last_modified_ms) for seg in v.segments]
-        if v.segments[-1].size > 0 and v.end > v.segments[-1].base_offset:
-            pairs.append((v.end, self._clock.time_ms()))
-        if time_ms == LATEST_TIME:
-            start = len(pairs) - 1
-        elif time_ms == EARLIEST_TIME:
-            start = 0
-        else:
-            start = len(pairs) - 1
-            while start >= 0 and pairs[start][1] > time_ms:
-                start -= 1
-        out: list[int] = []
-        while start >= 0 and len(out) < max_offsets:
-            off = pairs[start][0]
-            if not out or out[-1] != off:
-                out.append(off)
-            start -= 1
-        return out
-
-    # --- retention --------------------------------------------------------------
-
-    def delete_segments(self, predicate: Callable[[Segment], bool]) -> tuple[int, int]:
-        """Delete the oldest segments while ``predicate`` holds; returns (segments, bytes).
-
-        Retention's deletion: each segment is recorded (fsynced) in the partition's
-        ``deleted-segments`` file before its file is unlinked (:mod:`ingest.broker.deletion_log`).
-
-        The active segment is never deleted under an append: if every segment
-        matches, the log rolls first (when the active one holds data) and the
-        new empty segment stays.
-        """
-        with self._lock:
-            if self._closed or self._offline is not None:  # recovery decides at the next start
-                return 0, 0
-            segs = self._view.segments
-            k = 0
-            while k < len(segs) and predicate(segs[k]):
-                k += 1
-            if k == 0:
-                return 0, 0
-            if k == len(segs):
-                if self._active.size == 0:
-                    k -= 1
-                else:
-                    self._roll_locked()
-                if k == 0:
-                    return 0, 0
-            victims = self._view.segments[:k]
-            v = self._view
-            self._view = _View(v.segments[k:], v.bases[k:], v.end)
-        freed = 0
-        for seg in victims:
-            freed += seg.size
-            if record_deletion(self.directory, seg, self._clock.time_ms(), log_name=self.name):  # before the unlink
-                seg.delete()
-            else:   # unrecorded: the file stays (out of the view) for the next start's retention to record
-                seg.close()
-        log.info("log %s: retention deleted %d segment(s), %d bytes; start offset now %d",
-                 self.name, len(victims), freed, self.start_offset)
-        return len(victims), freed
-
-    def cleanup(self, now_ms: int) -> tuple[int, int]:
-        """Apply retention by age then by size; returns (segments, bytes) deleted."""
-        s = self.settings
-        n, b = self.delete_segments(lambda seg: now_ms - seg.last_modified_ms > s.retention_ms)
-        if s.retention_size >= 0:
-            excess = self.size - s.retention_size
-            if excess > 0:
-                budget = [excess]
-
-                def over(seg: Segment) -> bool:
-                    if budget[0] - seg.size < 0:
-                        return False
-                    budget[0] -= seg.size
-                    return True
-
-                n2, b2 = self.delete_segments(over)
-                n, b = n + n2, b + b2
-        return n, b
-
-    # --- close ------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Flush (unless offline) and close; readers holding slices keep them until release.
+    def repair(self, offset: int, data: bytes) -> bool:
+        """Overwrite a damaged range starting at ``offset`` with ``data``, the same bytes from a
+        healthy replica; True when that segment has no damage left (docs/replication.md).
 
         Raises:
-            LogOfflineError: the final flush failed (the log is closed all the same).
+            OffsetOutOfRangeError: ``offset`` is not in a segment, or ``data`` crosses its end.
+            StorageError: the write failed.
         """
-        failed: LogOfflineError | None = None
         with self._lock:
-            if self._closed:
-                return
-            if self._offline is None:
-                try:
-                    self._flush_locked()
-                except LogOfflineError as exc:
-                    failed = exc
-            self._closed = True
-            segs = self._view.segments
-        for seg in segs:
-            seg.close()
-        if failed is not None:
-            raise failed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError(f"log {self.name} is closed")
-        if self._offline is not None:
-            raise self._offline_error()
+            self._check_open()
+            v = self._view
+            i = bisect_right(v.bases, offset) - 1
+            if i < 0:
+                raise OffsetOutOfRangeError(f"offset {offset} is before log {self.name}")
+            seg = v.segments[i]
+            pos = offset - seg.base_offset
+            if pos + len(data) > seg.size:
+                raise OffsetOutOfRangeError(
+                    f"repair of {len(data)} bytes at {offset} crosses the end of segment {seg.path.name}")
+            try:
+                healed = seg.repair(pos, data)
+            except OSError as exc:
+                raise storage_error(f"cannot repair {seg.path} at {offset}", exc) from exc
+        log.warning("log %s: damaged range at %d overwritten with %d bytes from another replica; segment %s",
+                    self.name, offset, len(data), "intact again" if healed else "still has damage")
+        return healed

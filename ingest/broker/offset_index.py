@@ -13,83 +13,28 @@ reaches the batch holding the offset (its last offset is at or after it).
 
 The active segment's index lives in memory only (recovery rebuilds it from the
 segment at start-up, as Kafka recovers the active segment); a sealed segment's
-is saved once, atomically (temp file, fsync, rename), and loaded at start-up
-after Kafka's sanity check (size a multiple of 8, entries increasing, inside
-the segment); a failed check means a rebuild by scanning the segment.
-
-Concurrency contract: the owning segment appends and truncates under its
-log's lock; readers bisect the arrays without a lock (``array.append`` never
-shows a half-written entry, and truncation happens only on a replica's
-truncate, which republishes the log's view).
+is saved once and loaded at start-up after Kafka's sanity check (size a
+multiple of 8, entries increasing, inside the segment). Saving, loading and the
+concurrency contract: :mod:`ingest.broker.sparse_index`.
 """
 from __future__ import annotations
 
-import logging
-import os
-import sys
 from array import array
 from bisect import bisect_right
-from pathlib import Path
 
-log = logging.getLogger(__name__)
+from ingest.broker.sparse_index import SparseIndex
 
 SUFFIX = ".index"
-ENTRY_SIZE = 8
 MAX_RELATIVE_OFFSET = 2 ** 31 - 1
 
 
-def _save(path: Path, columns: list[array], widths: list[int]) -> None:
-    """Interleave ``columns`` big-endian into ``path`` atomically (temp file, fsync, rename). Raises OSError."""
-    n = len(columns[0])
-    buf = bytearray(sum(widths) * n)
-    cols = []
-    for col in columns:
-        c = array(col.typecode, col)
-        if sys.byteorder == "little":
-            c.byteswap()
-        cols.append(memoryview(c.tobytes()))
-    stride = sum(widths)
-    at = 0
-    for col, w in zip(cols, widths):
-        for j in range(w):  # one strided copy per byte of the column: C speed, no per-entry loop
-            buf[at + j::stride] = col[j::w]
-        at += w
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(buf)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _load(data: bytes, typecodes: list[str], widths: list[int]) -> list[array]:
-    stride = sum(widths)
-    n = len(data) // stride
-    out = []
-    at = 0
-    for code, w in zip(typecodes, widths):
-        raw = bytearray(w * n)
-        for j in range(w):
-            raw[j::w] = data[at + j::stride]
-        col = array(code)
-        col.frombytes(bytes(raw))
-        if sys.byteorder == "little":
-            col.byteswap()
-        out.append(col)
-        at += w
-    return out
-
-
-class OffsetIndex:
+class OffsetIndex(SparseIndex):
     """Sparse (last offset of a batch -> its file position) entries of one segment."""
 
-    def __init__(self, base_offset: int) -> None:
-        self.base_offset = base_offset
-        self.offsets = array("i")    # relative to base_offset
-        self.positions = array("i")
-
-    def __len__(self) -> int:
-        return len(self.offsets)
+    COLUMNS = (("offsets", "i", 4), ("positions", "i", 4))   # offsets relative to base_offset
+    offsets: array
+    positions: array
+    KIND = "offset index"
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry for the batch at ``position`` whose last offset is ``offset``."""
@@ -116,32 +61,6 @@ class OffsetIndex:
         i = bisect_right(self.positions, position - 1)
         del self.offsets[i:]
         del self.positions[i:]
-
-    def save(self, path: Path) -> None:
-        """Write ``<base>.index`` atomically. Raises OSError."""
-        _save(path, [self.offsets, self.positions], [4, 4])
-
-    @classmethod
-    def load(cls, path: Path, base_offset: int, segment_size: int) -> "OffsetIndex | None":
-        """The saved index of a segment of ``segment_size`` bytes, None when absent or insane."""
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            log.warning("cannot read offset index %s: %s; the segment is scanned", path, exc.strerror)
-            return None
-        if len(data) % ENTRY_SIZE:
-            log.warning("offset index %s has %d bytes, not a multiple of %d; the segment is scanned",
-                        path, len(data), ENTRY_SIZE)
-            return None
-        idx = cls(base_offset)
-        idx.offsets, idx.positions = _load(data, ["i", "i"], [4, 4])
-        why = idx._insane(segment_size)
-        if why:
-            log.warning("offset index %s is corrupt (%s); the segment is scanned", path, why)
-            return None
-        return idx
 
     def _insane(self, segment_size: int) -> str | None:
         o, p = self.offsets, self.positions

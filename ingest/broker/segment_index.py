@@ -22,12 +22,13 @@ segment is scanned.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import sys
 import zlib
 from array import array
 from pathlib import Path
+
+from ingest.broker.segment_file import read_sidecar, write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +50,8 @@ def save_index(segment_path: Path, index: array, segment_size: int, interval: in
     body = HEADER.pack(MAGIC, segment_size, interval, len(entries)) + entries.tobytes()
     data = body + CRC.pack(zlib.crc32(body))
     path = index_path(segment_path)
-    tmp = path.with_suffix(".index.tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_sidecar(path, data)
     except OSError as exc:  # the index is an optimisation: without it the segment is scanned
         log.warning("could not save index %s: %s", path, exc.strerror)
 
@@ -63,12 +59,8 @@ def save_index(segment_path: Path, index: array, segment_size: int, interval: in
 def load_index(segment_path: Path, segment_size: int, interval: int) -> array | None:
     """The saved index if it is valid for this segment file, else None."""
     path = index_path(segment_path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("cannot read index %s: %s; the segment will be scanned", path, exc.strerror)
+    data = read_sidecar(path, "index")
+    if data is None:
         return None
     why = _check(data, segment_size, interval)
     if why:
@@ -85,10 +77,7 @@ def load_index(segment_path: Path, segment_size: int, interval: int) -> array | 
 
 
 def delete_index(segment_path: Path) -> None:
-    try:
-        os.unlink(index_path(segment_path))
-    except FileNotFoundError:
-        pass
+    index_path(segment_path).unlink(missing_ok=True)
 
 
 def _check(data: bytes, segment_size: int, interval: int) -> str | None:

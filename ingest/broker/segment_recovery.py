@@ -40,7 +40,7 @@ class SegmentRecovery:
         the module docstring); only a tail from which nothing valid follows (a
         torn write, or a last message damaged) is truncated.
         """
-        with self._index_lock, self._pinned() as fd:
+        with self._index_lock, self.pinned() as fd:
             delete_index(self.path)  # the newest segment may change: never trust a saved index for it
             self.index = array("q")
             r = scan_segment(fd, self.size, self.index, self._interval, self.base_offset,
@@ -95,7 +95,7 @@ class SegmentRecovery:
         with self._index_lock:
             if not self.verified:
                 index = array("q")
-                with self._pinned() as fd:
+                with self.pinned() as fd:
                     r = scan_segment(fd, self.size, index, self._interval, self.base_offset,
                                      self._max_message_size)
                 damaged = list(r.damaged)
@@ -104,11 +104,11 @@ class SegmentRecovery:
                     if r.end < self.size:
                         why = r.tail_error or "damaged"
                     else:
-                        why = f"the file ends at offset {self.end_offset}, before the next segment"
+                        why = f"the file ends at offset {self.next_offset}, before the next segment"
                     if end > self.size:
                         why += (f"; {end - self.size} bytes missing up to the next segment at offset "
                                 f"{self.base_offset + end}")
-                    with self._pinned() as fd:
+                    with self.pinned() as fd:
                         count = damaged_messages(fd, r.end, end, self.size)
                     damaged.append(Damage(r.end, end, why, count))
                 self._record_damage(damaged)
@@ -132,7 +132,7 @@ class SegmentRecovery:
             CorruptRangeError: the message at ``pos`` fails validation; its damaged range is
                 recorded first (:meth:`mark_damaged`).
         """
-        with self._pinned() as fd:
+        with self.pinned() as fd:
             head = os.pread(fd, min(length, HEADER_SIZE), pos)
             if len(head) < LENGTH_SIZE:
                 return length
@@ -160,7 +160,7 @@ class SegmentRecovery:
             if any(d.start <= pos < d.end for d in self.damaged):
                 return
             size = self.size
-            with self._pinned() as fd:
+            with self.pinned() as fd:
                 nxt = next_valid(fd, pos, size, self._max_message_size)
                 end = max(size, self.extent or 0) if nxt is None else nxt
                 count = damaged_messages(fd, pos, end, size)
@@ -181,7 +181,7 @@ class SegmentRecovery:
         Raises:
             CorruptRangeError: ``pos`` lies in a damaged range.
         """
-        with self._pinned() as fd:
+        with self.pinned() as fd:
             data = os.pread(fd, length, pos)
         r = scan(data, origin=self.base_offset + pos)
         if r.error is None:
@@ -243,7 +243,7 @@ class SegmentRecovery:
 
     def _walk(self, p: int, pos: int) -> None:
         """Follow length fields from boundary ``p``; ``pos`` must be hit exactly."""
-        with self._pinned() as fd:
+        with self.pinned() as fd:
             self._walk_fd(fd, p, pos)
 
     def _walk_fd(self, fd: int, p: int, pos: int) -> None:

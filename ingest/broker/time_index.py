@@ -13,35 +13,26 @@ largest timestamp (what retention by time reads, as Kafka >= 0.10.1).
 :meth:`TimeIndex.lookup` finds the greatest entry at or below a timestamp:
 every batch before its offset has timestamps below the target.
 
-Saving, loading and the concurrency contract are the offset index's
-(:mod:`ingest.broker.offset_index`).
+Saving, loading and the concurrency contract: :mod:`ingest.broker.sparse_index`.
 """
 from __future__ import annotations
 
-import logging
 from array import array
 from bisect import bisect_right
-from pathlib import Path
 
-from ingest.broker.offset_index import _load, _save
-
-log = logging.getLogger(__name__)
+from ingest.broker.sparse_index import SparseIndex
 
 SUFFIX = ".timeindex"
-ENTRY_SIZE = 12
 NO_TIMESTAMP = -1
 
 
-class TimeIndex:
+class TimeIndex(SparseIndex):
     """Sparse (max timestamp so far -> last offset of that batch) entries of one segment."""
 
-    def __init__(self, base_offset: int) -> None:
-        self.base_offset = base_offset
-        self.timestamps = array("q")
-        self.offsets = array("i")   # relative to base_offset
-
-    def __len__(self) -> int:
-        return len(self.timestamps)
+    COLUMNS = (("timestamps", "q", 8), ("offsets", "i", 4))   # offsets relative to base_offset
+    timestamps: array
+    offsets: array
+    KIND = "time index"
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add ``(timestamp, offset)`` if both grew past the last entry."""
@@ -77,28 +68,8 @@ class TimeIndex:
         del self.timestamps[i:]
         del self.offsets[i:]
 
-    def save(self, path: Path) -> None:
-        """Write ``<base>.timeindex`` atomically. Raises OSError."""
-        _save(path, [self.timestamps, self.offsets], [8, 4])
-
-    @classmethod
-    def load(cls, path: Path, base_offset: int) -> "TimeIndex | None":
-        """The saved time index, None when absent or insane."""
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            log.warning("cannot read time index %s: %s; the segment is scanned", path, exc.strerror)
-            return None
-        if len(data) % ENTRY_SIZE:
-            log.warning("time index %s has %d bytes, not a multiple of %d; the segment is scanned",
-                        path, len(data), ENTRY_SIZE)
-            return None
-        idx = cls(base_offset)
-        idx.timestamps, idx.offsets = _load(data, ["q", "i"], [8, 4])
-        t, o = idx.timestamps, idx.offsets
+    def _insane(self, segment_size: int) -> str | None:
+        t, o = self.timestamps, self.offsets
         if any(a >= b for a, b in zip(t, t[1:])) or any(a > b for a, b in zip(o, o[1:])) or any(x < 0 for x in o[:1]):
-            log.warning("time index %s is corrupt (entries do not increase); the segment is scanned", path)
-            return None
-        return idx
+            return "entries do not increase"
+        return None

@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
-import threading
 
 from ingest.config import parse_overrides
 from ingest.mirror.config import load_mirror_config
 from ingest.mirror.mirror_maker import MirrorMaker
 from ingest.mirror.status import as_json, render, status
+from ingest.stop_signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +57,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not args.config:
         parser.error("the following arguments are required: --config")  # exits 2 like any usage error
     config = load_mirror_config(args.config, parse_overrides(args.set))
-    stop = threading.Event()
-
-    def on_signal(signum, _frame):
-        log.info("received %s", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     mirror = MirrorMaker(config).start()
     print(f"mirror {mirror.mirror_id} running in group {mirror.group_name}", flush=True)
     while not stop.wait(1.0):

@@ -195,9 +195,7 @@ class MessageBatch:
             r = scan(data, pos, max_message_size=max_message_size, deep=True, index=positions, index_interval=0,
                      max_inflated_size=max_inflated_size)
             if r.error:
-                kind = MessageTooLargeError if r.too_large else InvalidMessageError
-                where = f"{destination}: " if destination else ""
-                raise kind(f"{where}rejected message set of {len(buf)} bytes: {r.error}")
+                raise _refused(r, len(buf), destination)
         return cls(buf, None, None, HEADER_SIZE, 0, len(buf), positions=positions, end=len(buf),
                    max_message_size=max_message_size, max_inflated_size=max_inflated_size)
 
@@ -476,6 +474,13 @@ def _iter_wrapper(codec: int, payload: memoryview, offset: int, next_offset: int
         yield MessageAndOffset(offset, next_offset, mv[pos + hs:nxt].tobytes())
 
 
+def _refused(r, size: int, destination: str) -> IngestError:
+    """The error a produced set of ``size`` bytes is refused with, from the failed scan ``r``."""
+    kind = MessageTooLargeError if r.too_large else InvalidMessageError
+    where = f"{destination}: " if destination else ""
+    return kind(f"{where}rejected message set of {size} bytes: {r.error}")
+
+
 def validated_by_scan(buf: bytes | memoryview, *, max_message_size: int = UNLIMITED,
                       max_inflated_size: int = MAX_INFLATED_SIZE, destination: str = "") -> MessageBatch:
     """:meth:`MessageBatch.for_append` by :func:`~ingest.records.message_set.scan` alone (no fast path):
@@ -484,8 +489,6 @@ def validated_by_scan(buf: bytes | memoryview, *, max_message_size: int = UNLIMI
     r = scan(buf, max_message_size=max_message_size, deep=True, index=positions, index_interval=0,
              max_inflated_size=max_inflated_size)
     if r.error:
-        kind = MessageTooLargeError if r.too_large else InvalidMessageError
-        where = f"{destination}: " if destination else ""
-        raise kind(f"{where}rejected message set of {len(buf)} bytes: {r.error}")
+        raise _refused(r, len(buf), destination)
     return MessageBatch(buf, None, None, HEADER_SIZE, 0, len(buf), positions=positions, end=len(buf),
                         max_message_size=max_message_size, max_inflated_size=max_inflated_size)
