@@ -114,6 +114,7 @@ class Bench:
         self.kinds = args.kinds
         self.msgs = payloads(max(args.count, args.peer_count))
         self.skip: dict[str, str] = {}           # system -> why its rows do not run
+        self.skip_rows: dict[tuple[str, str], str] = {}  # (system, kind) -> why that row does not run
         self.servers: dict[str, object] = {}     # started servers by system ("ours" for both of ours)
         self.stopped: dict[str, dict] = {}
         self.rows: dict[str, dict[str, list]] = {k: {s: [] for s in self.systems} for k in self.kinds}
@@ -143,6 +144,8 @@ class Bench:
                 silent = self.servers["ours"].kafka_not_listening()
                 if silent:
                     self.skip["ours-kafka"] = f"skipped: {NO_LISTENER} ({silent})"
+                elif "acksall" in self.kinds and (why := self.servers["ours"].kafka_topics_create_missing()):
+                    self.skip_rows[("ours-kafka", "acksall")] = f"skipped: {why}"
         if "tansu" in self.systems:
             try:
                 binary()
@@ -232,6 +235,8 @@ class Bench:
     def row(self, system: str, kind: str, r: int):
         if system in self.skip:
             return self.skip[system]
+        if (system, kind) in self.skip_rows:
+            return self.skip_rows[(system, kind)]
         if (system, kind) == ("rabbitmq", "acksall"):
             return "not run: " + meaning(system, kind, self.args)
         if kind == "consume" and "acks1" in self.kinds and not isinstance(self.rows["acks1"][system][-1], dict):

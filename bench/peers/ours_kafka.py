@@ -74,7 +74,7 @@ class OursServers:
         self.work, self.root, self.kafka = work, root, kafka
         self.port = free_port() if kafka else None
         self.one = Ours(str(work / "one"), extra=listener(self.port) if kafka else None, root=str(root))
-        ports = [free_port() for _ in range(3)] if kafka else []
+        ports = [free_port() for _ in range(3)] if kafka and cluster else []
         self.cluster_ports = ports
         self.cluster = (Cluster(work / "cluster", {**SETTINGS, "min.insync.replicas": 2, "zk.sessiontimeout.ms": 6000},
                                 per_broker=(lambda i: listener(ports[i])) if kafka else None, root=root)
@@ -150,6 +150,15 @@ class OursServers:
         if r.returncode != 0:
             raise RuntimeError(f"ingest topics create --format kafka {topic}: exit {r.returncode}: "
                                f"{(r.stdout + r.stderr).strip()[-400:]}")
+
+    def kafka_topics_create_missing(self) -> str | None:
+        """None when the checkout's ``ingest topics create`` takes ``--format`` (Kafka cluster topics), else why not."""
+        r = subprocess.run([sys.executable, "-m", "ingest.cli", "topics", "create", "--help"], cwd=str(self.root),
+                           env=_env(self.root), capture_output=True, text=True, timeout=120)
+        if "--format" not in r.stdout:
+            return (f"`ingest topics create` of {self.root} has no --format: no Kafka topics with ZooKeeper "
+                    f"(replicated) to produce to")
+        return None
 
     def leader_07(self, topic: str) -> tuple[str, int]:
         """(host, 0.7 port) of the partition's leader."""
