@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.loopback import loopback_seconds  # noqa: E402
+from bench.limits import loopback_seconds  # noqa: E402
 from ingest.client.producer import Producer  # noqa: E402
 from ingest.client.simple_consumer import SimpleConsumer  # noqa: E402
 from ingest.records.message import HEADER_SIZE  # noqa: E402

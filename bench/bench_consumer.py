@@ -121,9 +121,9 @@ def proc_cpu(pid: int) -> float:
 
 
 def loopback_limit(nbytes: int) -> float:
-    """Seconds for the same bytes through raw loopback TCP (bench/loopback.py)."""
+    """Seconds for the same bytes through raw loopback TCP (bench/limits.py)."""
     # imported here: a worker of the previous code runs this file with that tree, not REPO, on sys.path
-    from bench.loopback import loopback_seconds
+    from bench.limits import loopback_seconds
     return loopback_seconds(nbytes)
 
 

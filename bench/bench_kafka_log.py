@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.limits import raw_write  # noqa: E402
 from ingest.broker.kafka_log import KafkaLog, KafkaLogSettings  # noqa: E402
 from ingest.clock import SystemClock  # noqa: E402
 from ingest.records.batch import RECORDS_OFFSET  # noqa: E402
@@ -54,14 +55,6 @@ def best(repeats: int, fn, *args):
         if top is None or t < top[0]:
             top = (t, out)
     return top
-
-
-def raw_write(path: Path, data: bytes, count: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    for i in range(count):
-        os.pwrite(fd, data, i * len(data))
-    os.fdatasync(fd)
-    os.close(fd)
 
 
 def raw_read(path: Path) -> int:
@@ -128,7 +121,7 @@ def run(base: Path, args: argparse.Namespace) -> None:
     print(f"{msgs:,} records of {RECORD} bytes in {count} batches of {PER_BATCH} ({len(batch):,} bytes each)\n")
 
     raw_file = base / "raw.bin"
-    t_raw_w, _ = best(reps, raw_write, raw_file, batch, count)
+    t_raw_w, _ = best(reps, raw_write, raw_file, batch, count, False)
     t_app, log = best(reps, log_append, base / "t-0", batch, count)
     t_raw_r, nbytes = best(reps, raw_read, raw_file)
     t_read, got = best(reps, log_read, log)

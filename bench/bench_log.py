@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.limits import raw_write  # noqa: E402
 from ingest.broker.log import Log, LogSettings  # noqa: E402
 from ingest.clock import SystemClock  # noqa: E402
 from ingest.errors import OffsetOutOfRangeError  # noqa: E402
@@ -58,18 +59,6 @@ class Timer:
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self.wall
         self.cpu = time.process_time() - self.cpu
-
-
-def raw_write(path: Path, chunk: bytes, count: int, fsync_each: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    pos = 0
-    for _ in range(count):
-        os.pwrite(fd, chunk, pos)
-        pos += len(chunk)
-        if fsync_each:
-            os.fdatasync(fd)
-    os.fdatasync(fd)
-    os.close(fd)
 
 
 def raw_read(path: Path) -> None:

@@ -23,10 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
-import signal
-import struct
 import sys
 import tempfile
 import time
@@ -39,8 +36,9 @@ from bench.peers.activemq import ActiveMQ  # noqa: E402
 from bench.peers.ours import Ours  # noqa: E402
 from bench.peers.process import alive  # noqa: E402
 from bench.peers.rabbitmq import RabbitMQ  # noqa: E402
+from bench.peers.run import (PAYLOAD_SIZE, machine, payloads, raise_deferred, stop_on_signals,  # noqa: E402
+                             stopping_servers)
 
-PAYLOAD_SIZE = 200
 BATCH = 50
 SYSTEMS = ("ours", "rabbitmq", "activemq")
 # (key, label); the peers' meaning of each row is in the printed notes
@@ -70,56 +68,6 @@ MEANING = {
                  "p1a": "STOMP SEND persistent with receipt awaited",
                  "consume": "SUBSCRIBE ack:client, activemq.prefetchSize 1000, cumulative ACK per 100"},
 }
-
-
-class Stop(Exception):
-    """SIGINT, SIGTERM or SIGHUP received: unwind through the finally blocks that stop the servers."""
-
-
-_deferred: list[int] = []
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _on_signal(signum, frame):
-    raise Stop(f"signal {signum}")
-
-
-def _defer_signal(signum, frame):
-    _deferred.append(signum)
-
-
-def _stopping_servers(stop):
-    """Run ``stop()`` with the stop signals held back (a second Ctrl-C must not cut a stop short)."""
-    for sig in _STOP_SIGNALS:
-        signal.signal(sig, _defer_signal)
-    try:
-        return stop()
-    finally:
-        for sig in _STOP_SIGNALS:
-            signal.signal(sig, _on_signal)
-
-
-def machine() -> dict:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        mem_kb = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines()
-                          if ln.startswith("MemTotal")))
-    except (OSError, StopIteration, ValueError):
-        mem_kb = 0
-    return {"nproc": os.cpu_count(), "cpu": model, "ram_gb": round(mem_kb / 1024 ** 2, 1),
-            "kernel": platform.release(), "python": platform.python_version()}
-
-
-def payloads(count: int) -> list[bytes]:
-    """``count`` distinct 200-byte payloads: an 8-byte sequence number and 192 random bytes."""
-    base = os.urandom(PAYLOAD_SIZE * 64)
-    rest = PAYLOAD_SIZE - 8
-    pack = struct.Struct(">Q").pack
-    return [pack(i) + base[(i % 64) * PAYLOAD_SIZE:(i % 64) * PAYLOAD_SIZE + rest] for i in range(count)]
 
 
 def run_system(key: str, count: int, msgs: list[bytes], verify: bool, workdir: str) -> dict:
@@ -178,7 +126,7 @@ def run_system(key: str, count: int, msgs: list[bytes], verify: bool, workdir: s
     finally:
         t_stop = time.perf_counter()
         result["pids"] = list(dict.fromkeys(result["pids"] + list(system.server.pids)))
-        killed = _stopping_servers(system.stop)
+        killed = stopping_servers(system.stop)
         result["killed"] = killed
         result["left"] = [p for p in result["pids"] if alive(p)]
         shutil.rmtree(getattr(system, "dir", "/nonexistent"), ignore_errors=True)
@@ -270,8 +218,7 @@ def main(argv=None) -> int:
         ap.error(f"--only: unknown system(s) {unknown}; allowed: {', '.join(SYSTEMS)}")
     # SIGINT too: a shell starts background jobs with SIGINT ignored, and Python then raises no
     # KeyboardInterrupt; the servers must be stopped whichever way the benchmark is interrupted.
-    for sig in _STOP_SIGNALS:
-        signal.signal(sig, _on_signal)
+    stop_on_signals()
     info = {"machine": machine(), "load_start": round(os.getloadavg()[0], 2)}
     print(f"machine: {info['machine']}; load average at start {info['load_start']} (1 min)", flush=True)
     msgs = payloads(max(args.count if "ours" in only else 0, args.peer_count))
@@ -285,8 +232,7 @@ def main(argv=None) -> int:
             results[key] = run_system(key, count, msgs, args.verify, os.path.join(work, key))
             if results[key]["left"]:
                 code = 1
-            if _deferred:
-                raise Stop(f"signal {_deferred[0]} (while stopping {results[key]['system']})")
+            raise_deferred(results[key]["system"])
     info["load_end"] = round(os.getloadavg()[0], 2)
     print(report(results, info))
     if args.json:

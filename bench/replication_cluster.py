@@ -30,11 +30,17 @@ BATCH = 50
 
 
 class Cluster:
-    """ZooKeeper + 3 brokers + a kazoo client of the bench's own, all stopped by ``close``."""
+    """ZooKeeper + 3 brokers + a kazoo client of the bench's own, all stopped by ``close``.
 
-    def __init__(self, work: Path, overrides: dict) -> None:
+    ``per_broker(i)`` adds overrides of broker ``i`` alone (its own listener port, say); ``root`` is the
+    checkout the brokers run (this one unless given).
+    """
+
+    def __init__(self, work: Path, overrides: dict, *, per_broker=None, root: Path | None = None) -> None:
         self.work = work
         self.overrides = overrides
+        self.per_broker = per_broker or (lambda i: {})
+        self.root = root
         self.zk_server: ZooKeeperServer | None = None
         self.zk: KazooClient | None = None
         self.brokers: list[BrokerProcess] = []
@@ -46,7 +52,7 @@ class Cluster:
         self.zk.start(timeout=30)
         for i in range(N_BROKERS):
             self.brokers.append(BrokerProcess(i, self.work / f"broker{i}", zk_connect=self.zk_server.connect,
-                                              overrides=self.overrides))
+                                              overrides={**self.overrides, **self.per_broker(i)}, root=self.root))
         for b in self.brokers:
             b.start(timeout=60)
         return self

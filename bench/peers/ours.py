@@ -20,6 +20,31 @@ from tests.harness.brokers import BrokerProcess
 log = logging.getLogger(__name__)
 
 PULL_BYTES = 200 * 1024
+#: the broker of the client benchmarks: flushed every 10,000 messages or 1 s, one network thread
+SETTINGS = {
+    "num.partitions": 1, "log.flush.interval": 10_000, "log.default.flush.interval.ms": 1000,
+    "log.default.flush.scheduler.interval.ms": 200, "num.threads": 1,
+    "log.file.size": 1 << 30, "socket.send.buffer": 1 << 20, "socket.receive.buffer": 1 << 20,
+}
+
+
+def produce_sync(config: dict, topic: str, msgs: list[bytes], batch: int) -> float:
+    """Seconds for a sync ``Producer`` with ``config`` to send ``msgs``, ``batch`` per PRODUCE request.
+
+    Raises RuntimeError if the producer counted a failed send.
+    """
+    with Producer({**config, "producer.type": "sync", "batch.size": batch}) as p:
+        t0 = time.perf_counter()
+        if batch == 1:
+            for m in msgs:
+                p.send(topic, [m])
+        else:
+            for i in range(0, len(msgs), batch):
+                p.send(topic, msgs[i:i + batch])
+        elapsed = time.perf_counter() - t0
+        if p.stats["failed"]:
+            raise RuntimeError(f"producer failures: {p.stats}")
+    return elapsed
 
 
 class Ours:
@@ -27,12 +52,9 @@ class Ours:
 
     name = "this product"
 
-    def __init__(self, workdir: str) -> None:
-        self.broker = BrokerProcess(0, workdir, overrides={
-            "num.partitions": 1, "log.flush.interval": 10_000, "log.default.flush.interval.ms": 1000,
-            "log.default.flush.scheduler.interval.ms": 200, "num.threads": 1,
-            "log.file.size": 1 << 30, "socket.send.buffer": 1 << 20, "socket.receive.buffer": 1 << 20,
-        })
+    def __init__(self, workdir: str, *, extra: dict | None = None, root: str | None = None) -> None:
+        """``extra``: server.properties keys beside the benchmark's own; ``root``: the checkout to run."""
+        self.broker = BrokerProcess(0, workdir, root=root, overrides={**SETTINGS, **(extra or {})})
         self.server = ServerGroup("ingest broker")
         self.version = "this checkout"
         self.has_fetch_batch = False
@@ -56,20 +78,8 @@ class Ours:
         """``batch`` messages per PRODUCE request; ``mode`` "ack" waits for each response (acks=1)."""
         if mode not in ("none", "ack"):
             raise ValueError(f"mode {mode!r}: allowed are none, ack (the broker has no transactions)")
-        cfg = {"broker.list": self.broker.address, "request.required.acks": 1 if mode == "ack" else 0,
-               "producer.type": "sync", "batch.size": batch}
-        with Producer(cfg) as p:
-            t0 = time.perf_counter()
-            if batch == 1:
-                for m in msgs:
-                    p.send(topic, [m])
-            else:
-                for i in range(0, len(msgs), batch):
-                    p.send(topic, msgs[i:i + batch])
-            elapsed = time.perf_counter() - t0
-            if p.stats["failed"]:
-                raise RuntimeError(f"producer failures: {p.stats}")
-        return elapsed
+        return produce_sync({"broker.list": self.broker.address, "request.required.acks": 1 if mode == "ack" else 0},
+                            topic, msgs, batch)
 
     def wait_visible(self, topic: str, count: int, msg_bytes: int, timeout: float = 120) -> None:
         """Wait until the log's end offset covers ``count`` messages (the flush makes them visible)."""
@@ -102,21 +112,28 @@ class Ours:
     def consume_batches(self, topic: str, count: int, keep: bool = False) -> tuple[float, int, int, list[bytes]]:
         """The same with ``fetch_batch`` (one validated ``MessageBatch`` per pull) and its ``payloads()``,
         when the client has them (the consumer batch API)."""
-        kept: list[bytes] = []
-        with SimpleConsumer(self.broker.host, self.broker.port, fetch_size=PULL_BYTES) as c:
-            t0 = time.perf_counter()
-            offset, n, total = 0, 0, 0
-            while n < count:
-                b = c.fetch_batch(topic, 0, offset)
-                k = len(b)
-                if not k:
-                    raise RuntimeError(f"{topic}: empty batch at offset {offset} after {n} messages")
-                views = b.payloads()  # every payload as a memoryview into the fetched buffer
-                for p in views:
-                    total += len(p)  # touch every message, as an application would
-                if keep:
-                    kept.extend(bytes(p) for p in views)
-                n += k
-                offset = b.next_offset
-            elapsed = time.perf_counter() - t0
-        return elapsed, n, total, kept
+        return read_batches(self.broker.host, self.broker.port, topic, count, keep)
+
+
+def read_batches(host: str, port: int, topic: str, count: int, keep: bool = False
+                 ) -> tuple[float, int, int, list[bytes]]:
+    """Partition 0 of ``topic`` from offset 0 with ``fetch_batch`` pulls of 200 KB until ``count`` messages:
+    (seconds, messages, payload bytes, payloads if ``keep``)."""
+    kept: list[bytes] = []
+    with SimpleConsumer(host, port, fetch_size=PULL_BYTES) as c:
+        t0 = time.perf_counter()
+        offset, n, total = 0, 0, 0
+        while n < count:
+            b = c.fetch_batch(topic, 0, offset)
+            k = len(b)
+            if not k:
+                raise RuntimeError(f"{topic}: empty batch at offset {offset} after {n} messages")
+            views = b.payloads()  # every payload as a memoryview into the fetched buffer
+            for p in views:
+                total += len(p)  # touch every message, as an application would
+            if keep:
+                kept.extend(bytes(p) for p in views)
+            n += k
+            offset = b.next_offset
+        elapsed = time.perf_counter() - t0
+    return elapsed, n, total, kept

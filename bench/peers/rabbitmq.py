@@ -99,6 +99,12 @@ class RabbitMQ:
             ch.queue_declare(queue, durable=True)
             ch.queue_purge(queue)
 
+    def queued(self, queue: str) -> int:
+        """Messages ready in ``queue`` now (a passive declare's count)."""
+        import pika  # see parameters
+        with pika.BlockingConnection(self.parameters()) as conn:
+            return conn.channel().queue_declare(queue, passive=True).method.message_count
+
     def produce(self, queue: str, msgs: list[bytes], batch: int, mode: str) -> float:
         """Publish ``msgs``. ``mode``: "none" (no confirms), "ack" (wait for the publisher confirms
         after every ``batch``), "tx" (``tx_select``; ``tx_commit`` after every ``batch``)."""

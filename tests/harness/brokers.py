@@ -82,8 +82,12 @@ class BrokerProcess:
 
     def __init__(self, broker_id: int, workdir: str | Path, *, port: int | None = None,
                  zk_connect: str | None = None, overrides: dict[str, Any] | None = None,
-                 host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
+                 host: str = "127.0.0.1", command_prefix: Sequence[str] = (),
+                 root: str | Path | None = None) -> None:
         self.broker_id = broker_id
+        #: the checkout whose ``ingest`` the broker runs (this one unless given: a benchmark can start
+        #: the brokers of another branch's worktree with the same interpreter)
+        self.root = Path(root) if root is not None else REPO_ROOT
         self.host = host
         #: prepended to the broker's command line, e.g. ``["ip", "netns", "exec", NS]`` to run it
         #: inside a network namespace (tests/harness/netns.py); it must exec the command (same pid)
@@ -138,14 +142,14 @@ class BrokerProcess:
             raise BrokerStartError(f"broker {self.broker_id} is already running (pid {self.pid})")
         self._write_config()
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(self.root) + os.pathsep + env.get("PYTHONPATH", "")
         out = open(self.output_path, "ab")
         try:
             self.proc = subprocess.Popen(
                 [*self.command_prefix, sys.executable, "-m", "ingest.cli", "broker", "start",
                  "--config", str(self.config_path)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=str(REPO_ROOT), env=env, start_new_session=True,
+                cwd=str(self.root), env=env, start_new_session=True,
             )
             reaper.watch(self.proc)  # stopped even if pytest itself is killed
         finally:
