@@ -177,6 +177,14 @@ class StaleLeaderEpochError(IngestError):
     retriable = True
 
 
+class UnknownLeaderEpochError(IngestError):
+    """A Kafka request names a leader epoch newer than the partition's on this broker (its leader has
+    not caught up with the controller yet, or the client knows a newer leader): retry after a metadata
+    refresh (Kafka's UNKNOWN_LEADER_EPOCH)."""
+
+    retriable = True
+
+
 class InvalidRequiredAcksError(IngestError):
     """``request.required.acks`` is not one of -1, 0, 1."""
 

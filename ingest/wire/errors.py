@@ -152,6 +152,7 @@ ERRORS = (
     (e.NotEnoughReplicasAfterAppendError,   ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
     (e.RequestTimedOutError,                ErrorCode.REQUEST_TIMED_OUT,            KafkaErrorCode.REQUEST_TIMED_OUT),
     (e.StaleLeaderEpochError,               ErrorCode.STALE_LEADER_EPOCH,           KafkaErrorCode.FENCED_LEADER_EPOCH),
+    (e.UnknownLeaderEpochError,             _,                                      KafkaErrorCode.UNKNOWN_LEADER_EPOCH),
     (e.InvalidRequiredAcksError,            ErrorCode.INVALID_REQUIRED_ACKS,        KafkaErrorCode.INVALID_REQUIRED_ACKS),
     (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              _),
     (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
