@@ -22,6 +22,7 @@ from ingest.broker.kafka.listener import KafkaListeners
 from ingest.broker.listeners import listeners_of
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
+from ingest.broker.topic_kind import TopicKind
 from ingest.broker.server_config import check_replication_keys
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
@@ -162,7 +163,7 @@ class BrokerServer:
         self.registry.start({})
         client = self.registry.client
         self.view = ReplicationView(client).start()
-        for topic, count in self.log_manager.topics().items():
+        for topic, count in self.log_manager.topics(TopicKind.V07).items():
             if not self.view.is_replicated(topic):   # replica logs are not Kafka 0.7 topics
                 self.registry.register_topic(topic, count)
         self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view).start()
@@ -171,6 +172,9 @@ class BrokerServer:
                                                cfg["queued.max.request.bytes"],
                                                name=f"coordinated-requests-{self.broker_id}").start()
         self.handlers.attach_replicas(self.replicas, self.coordinated)
+        if self.kafka is not None:
+            self.kafka.attach_coordinated(self.coordinated)
+            self.kafka_apis.cluster.other_kind = self.view.is_replicated
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
                                      unclean=cfg["unclean.leader.election.enable"],

@@ -124,11 +124,15 @@ class LocalCluster:
         cluster_id: the id Metadata answers (stable across restarts: :mod:`ingest.broker.kafka.cluster_id`).
     """
 
-    def __init__(self, logs, broker_id: int, listeners: Listeners, cluster_id: str) -> None:
+    def __init__(self, logs, broker_id: int, listeners: Listeners, cluster_id: str,
+                 other_kind: Callable[[str], bool] | None = None) -> None:
         self.logs = logs
         self.broker_id = broker_id
         self.listeners = listeners
         self.cluster_id = cluster_id
+        self.other_kind = other_kind
+        """With ZooKeeper: True for a name the cluster knows as a 0.7 topic (a replicated 0.7 topic this
+        broker holds no log of), which the Kafka listener must neither show nor create."""
 
     def controller_id(self) -> int:
         return self.broker_id
@@ -142,8 +146,8 @@ class LocalCluster:
 
     def _kind(self, topic: str) -> TopicKind | None:
         kind = self.logs.topic_kind(validate_topic(topic))
-        if kind is TopicKind.V07:
-            raise wrong_kind(topic, kind)
+        if kind is TopicKind.V07 or kind is None and self.other_kind is not None and self.other_kind(topic):
+            raise wrong_kind(topic, TopicKind.V07)
         return kind
 
     def describe(self, topic: str) -> tuple[PartitionView, ...] | None:
@@ -181,6 +185,7 @@ class LocalCluster:
             TopicCreationRefusedError: auto-creation is off, or a creation limit is reached.
             WrongTopicKindError: the topic is a 0.7 topic.
         """
-        for p in range(self.logs.partition_count(topic)):
-            self.logs.get_or_create_log(topic, p, TopicKind.KAFKA)
+        if self._kind(topic) is None:
+            for p in range(self.logs.partition_count(topic)):
+                self.logs.get_or_create_log(topic, p, TopicKind.KAFKA)
         return True
