@@ -178,7 +178,7 @@ def dispatch_cost(rounds: int = 20, n: int = 5000) -> dict[str, tuple[float, flo
     body, kind = memoryview(frame)[6:], p.RequestType.PRODUCE
     setups = {}
     for key in ("off", "on"):
-        config = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.flush.interval": 500,
+        config = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.flush.interval": 500,
                                       "log.dir": tempfile.mkdtemp(prefix="bench-dispatch-")})
         logs = LogManager(config)
         logs.startup()

@@ -79,7 +79,7 @@ def worker(part: str, shape: str, batches: int) -> float:
     frame = p.ProduceRequest("bench", 0, encode_message_set(payloads)).encode()
     body = memoryview(frame)[6:]
     with tempfile.TemporaryDirectory(prefix="bench-produce-path-") as d:
-        config = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.dir": d, "log.flush.interval": 10_000,
+        config = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": d, "log.flush.interval": 10_000,
                                       "log.file.size": 1 << 30})
         logs = LogManager(config)
         logs.startup()

@@ -13,13 +13,20 @@ import logging
 import threading
 
 from ingest.broker.coordinated import CoordinatedRequests
+from ingest.broker.delayed import Purgatory
 from ingest.broker.handlers import BrokerHandlers
+from ingest.broker.kafka.apis import KafkaApis
+from ingest.broker.kafka.cluster import LocalCluster
+from ingest.broker.kafka.cluster_id import local_cluster_id
+from ingest.broker.kafka.listener import KafkaListeners
+from ingest.broker.listeners import listeners_of
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
+from ingest.broker.topic_kind import TopicKind
 from ingest.broker.server_config import check_replication_keys
 from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
-from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher
+from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher, NoBrokerMetrics
 from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
 from ingest.ratelimited_log import flush_all
 
@@ -31,7 +38,7 @@ class BrokerServer:
 
     In-process use (tests)::
 
-        broker = BrokerServer(SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.dir": d})).start()
+        broker = BrokerServer(SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": d})).start()
         ... connect to broker.host, broker.port ...
         broker.stop()
 
@@ -56,6 +63,9 @@ class BrokerServer:
         self.controller = None
         self.coordinated = None
         self.network: SocketServer | None = None
+        self.kafka = None       # KafkaListeners (ingest.broker.kafka.listener) unless 'listeners' is empty
+        self.kafka_apis = None
+        self.kafka_purgatory: Purgatory | None = None
         self.metrics = None     # BrokerMetrics when metrics.port is not -1
         self.exporter = None    # its endpoint (``exporter.url``)
         self._stopping = False
@@ -72,6 +82,7 @@ class BrokerServer:
         if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
             raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
         check_replication_keys(cfg)
+        listeners = listeners_of(cfg)
         self.log_manager = LogManager(cfg, self.clock)
         registry = self._start_metrics() if metrics_enabled(cfg) else None
         try:
@@ -88,18 +99,39 @@ class BrokerServer:
                 dispatcher = MeteredDispatcher(self.handlers, self.metrics)
             self.network = SocketServer.from_config(cfg, dispatcher, self.host, self.port)
             self.port = self.handlers.port = self.network.port
+            if listeners.bind:
+                self._bind_kafka_listeners(listeners)
             if cfg["enable.zookeeper"]:
                 self._start_zookeeper_parts()
             self.network.start()
+            if self.kafka is not None:
+                self.kafka.start()
         except BaseException:
             self._stop_metrics()
             if self.network is not None:
                 self.network.stop()
+            self._stop_kafka()
             self._stop_zookeeper_parts()
             self.log_manager.shutdown()
             raise
         log.info("broker %d started on %s:%d (log.dir %s)", self.broker_id, self.host, self.port, cfg["log.dir"])
         return self
+
+    def _bind_kafka_listeners(self, listeners) -> None:
+        """The Kafka listeners bound (not yet serving), over a one-broker cluster of this broker's own
+        Kafka-format logs; with ZooKeeper the cluster view is replaced by the cluster's."""
+        cfg = self.config
+        self.kafka_purgatory = Purgatory(f"kafka-purgatory-{self.broker_id}")
+        cluster = LocalCluster(self.log_manager, self.broker_id, listeners, local_cluster_id(cfg["log.dir"]))
+        self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory)
+        self.kafka = KafkaListeners(cfg, self.kafka_apis, listeners)
+        cluster.listeners = self.kafka.bind()
+
+    def _stop_kafka(self) -> None:
+        if self.kafka_purgatory is not None:   # waiting fetches and acks=-1 produces answered now
+            self.kafka_purgatory.close()
+        if self.kafka is not None:
+            self.kafka.stop()
 
     def _start_metrics(self):
         """The registry, the counters (fsync times too) and the endpoint, before the logs are recovered,
@@ -131,7 +163,7 @@ class BrokerServer:
         self.registry.start({})
         client = self.registry.client
         self.view = ReplicationView(client).start()
-        for topic, count in self.log_manager.topics().items():
+        for topic, count in self.log_manager.topics(TopicKind.V07).items():
             if not self.view.is_replicated(topic):   # replica logs are not Kafka 0.7 topics
                 self.registry.register_topic(topic, count)
         self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view).start()
@@ -140,6 +172,9 @@ class BrokerServer:
                                                cfg["queued.max.request.bytes"],
                                                name=f"coordinated-requests-{self.broker_id}").start()
         self.handlers.attach_replicas(self.replicas, self.coordinated)
+        if self.kafka is not None:
+            self.kafka.attach_coordinated(self.coordinated)
+            self.kafka_apis.cluster.other_kind = self.view.is_replicated
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
                                      unclean=cfg["unclean.leader.election.enable"],
@@ -166,6 +201,7 @@ class BrokerServer:
             self.replicas.purgatory.close()
         if self.network is not None:
             self.network.stop()
+        self._stop_kafka()
         self._stop_zookeeper_parts()
         if self.log_manager is not None:
             self.log_manager.shutdown()

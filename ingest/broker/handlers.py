@@ -67,6 +67,7 @@ from ingest.wire.protocol import RequestType
 from ingest.broker.replication_handlers import ReplicationHandlers, check_acks
 from ingest.broker.refusals import ProduceRefusals
 from ingest.broker.reply import FileRegion, Reply
+from ingest.broker.topic_kind import TopicKind
 from ingest.broker.topics import validate_partition, validate_topic
 from ingest.errors import (
     CorruptRangeError,
@@ -260,6 +261,7 @@ class BrokerHandlers:
     def _log_for_read(self, topic: str, partition: int):
         """The log, or None for a valid topic-partition that has no data yet."""
         validate_topic(topic)
+        self.logs.check_kind(topic, TopicKind.V07)   # a Kafka-format topic is the Kafka listener's
         log_ = self.logs.get_log(topic, partition)
         if log_ is None:
             validate_partition(topic, partition, self.partition_count(topic))
@@ -453,8 +455,10 @@ class BrokerHandlers:
 
     def handle_metadata(self, body: memoryview, client: str) -> Reply:
         req = p.MetadataRequest.decode(body)
-        known = self.logs.topics()
+        known = self.logs.topics(TopicKind.V07)   # Kafka-format topics are the Kafka listener's
         names = sorted(known) if not req.topics else [validate_topic(t) for t in req.topics]
+        for name in names:
+            self.logs.check_kind(name, TopicKind.V07)
         if self.replicas is not None:   # replicated topics are answered by TOPIC_METADATA
             names = [n for n in names if not self.replicas.is_replicated(n)]
         topics = []

@@ -6,7 +6,7 @@ are validated when a :class:`~ingest.broker.log_manager.LogManager` is built.
 """
 from __future__ import annotations
 
-from ingest.config import Bool, Config, ConfigDef, Int, IntMap, Key, Str
+from ingest.config import Bool, Choice, Config, ConfigDef, Int, IntMap, Key, Str
 from ingest.errors import ConfigError, InvalidTopicError
 from ingest.broker.topics import validate_topic
 
@@ -45,7 +45,37 @@ LOG_CONFIG = ConfigDef(
             "how often the retention thread runs, in ms (Kafka 0.8's name); when set it overrides "
             "log.cleanup.interval.mins"),
         Key("max.message.size", Int(1, _INT32_MAX - 10), 1_000_000, "largest payload of one (outer) message, in bytes"),
-        Key("log.index.interval.bytes", Int(16, 64 * 1024 * 1024), 4096, "spacing of the in-memory sparse position index"),
+        Key("log.index.interval.bytes", Int(16, 64 * 1024 * 1024), 4096,
+            "bytes between two entries of a segment's index (0.7 logs: the sparse position index; Kafka-format"
+            " logs: the offset and time indexes)"),
+        # Kafka's names of the same settings: when given, each wins over the 0.7 name beside it, for both
+        # kinds of log (docs/log-format.md, "Settings")
+        Key("log.segment.bytes", Int(64, _INT32_MAX), 1024 * 1024 * 1024, "Kafka's name of log.file.size; wins when set"),
+        Key("log.roll.ms", Int(1, _INT64_MAX), 24 * 7 * 3_600_000, "Kafka's name of log.roll.hours, in ms; wins when set"),
+        Key("log.flush.interval.messages", Int(1, _INT64_MAX), 500, "Kafka's name of log.flush.interval; wins when set"),
+        Key("log.flush.interval.ms", Int(1, _INT64_MAX), 3000,
+            "Kafka's name of log.default.flush.interval.ms; wins when set (topic.flush.intervals.ms still wins for"
+            " its topics)"),
+        Key("log.flush.scheduler.interval.ms", Int(1, _INT32_MAX), 3000,
+            "Kafka's name of log.default.flush.scheduler.interval.ms; wins when set"),
+        Key("log.retention.ms", Int(-1, _INT64_MAX), 24 * 7 * 3_600_000,
+            "Kafka's name of log.retention.hours, in ms (-1: no time limit); wins over log.retention.minutes and"
+            " log.retention.hours when set (topic.log.retention.hours still wins for its topics)"),
+        Key("log.retention.minutes", Int(1, _INT32_MAX), 24 * 7 * 60,
+            "log.retention.hours in minutes (Kafka's key); wins over log.retention.hours when set"),
+        Key("log.retention.bytes", Int(-1, _INT64_MAX), -1, "Kafka's name of log.retention.size; wins when set"),
+        # Kafka-format topics only (a record batch, not a 0.7 message)
+        Key("message.max.bytes", Int(64, _INT32_MAX - 12), 1048588,
+            "largest record batch of a Kafka-format topic, in bytes (Kafka's default; 0.7 topics: max.message.size)"),
+        Key("log.message.timestamp.type", Choice(("CreateTime", "LogAppendTime")), "CreateTime",
+            "the timestamps of a Kafka-format topic's records: the producer's (CreateTime) or the broker's append"
+            " time (LogAppendTime)"),
+        Key("log.message.timestamp.before.max.ms", Int(0, _INT64_MAX), _INT64_MAX,
+            "a Kafka-format batch whose timestamp is more than this before the broker's clock is refused"
+            " (INVALID_TIMESTAMP)"),
+        Key("log.message.timestamp.after.max.ms", Int(0, _INT64_MAX), _INT64_MAX,
+            "a Kafka-format batch whose timestamp is more than this after the broker's clock is refused"
+            " (INVALID_TIMESTAMP)"),
     ),
 )
 

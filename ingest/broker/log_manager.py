@@ -1,6 +1,11 @@
-"""One log per topic-partition: recovery at start, flusher and retention threads.
+"""One log per topic-partition, of either kind: recovery at start, flusher and retention threads.
 
-Directory layout: ``<log.dir>/<topic>-<partition>/<20-digit base>.kafka``; the
+Directory layout: ``<log.dir>/<topic>-<partition>/``, holding a 0.7 log's ``<20-digit base>.kafka``
+segments or a Kafka-format log's ``<20-digit base>.log`` segments with their indexes
+(:mod:`ingest.broker.topic_kind`): a log's kind is its files, every partition of a topic has the same
+kind, and a caller that asks for a log of the other kind than its topic's gets
+:class:`~ingest.errors.WrongTopicKindError`. The settings of both kinds come from the same keys
+(:mod:`ingest.broker.log_settings`). The
 one broker process using ``log.dir`` holds an exclusive ``flock`` on the directory.
 Topic names are validated (:func:`ingest.broker.topics.validate_topic`)
 before they reach a path; directories under ``log.dir`` that do not parse as
@@ -36,9 +41,13 @@ import resource
 import threading
 from pathlib import Path
 
+from ingest.broker import log_settings
+from ingest.broker.kafka_log import KafkaLog
+from ingest.broker.kafka_log_settings import KafkaLogSettings
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.log_config import check_topic_maps
 from ingest.broker.open_files import OpenFiles
+from ingest.broker.topic_kind import TopicKind, kind_of_dir, wrong_kind
 from ingest.broker.topics import parse_partition_dir, partition_dir_name, validate_partition, validate_topic
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
@@ -46,7 +55,6 @@ from ingest.errors import LogOfflineError, StorageError, TopicCreationRefusedErr
 
 log = logging.getLogger(__name__)
 
-_HOUR_MS = 3_600_000
 _MIN_FLUSH_CHECK_MS = 10   # a flush interval below this still wakes the flusher only this often
 _AUTO_OPEN_FILES = (16, 10_000)
 
@@ -74,9 +82,10 @@ class LogManager:
         self.config = config
         self.log_dir = Path(config["log.dir"])
         self._clock = clock
-        self._logs: dict[tuple[str, int], Log] = {}
+        self._logs: dict[tuple[str, int], Log | KafkaLog] = {}
         # topic -> 1 + its highest partition with a log (the topics of self._logs); guarded by _lock
         self._topics: dict[str, int] = {}
+        self._kinds: dict[str, TopicKind] = {}   # topic -> the kind of its logs; guarded by _lock
         self.files = OpenFiles(open_file_limit(config.get("log.max.open.files", -1)))
         """The segment descriptors of every log (``log.max.open.files``)."""
         self._lock = threading.Lock()
@@ -99,23 +108,35 @@ class LogManager:
         ZooKeeper registration and partition validation all ask this; O(1)."""
         return max(self.configured_partition_count(topic), self._topics.get(topic, 0))
 
-    def _add_log_locked(self, topic: str, partition: int, lg: Log) -> None:
+    def _add_log_locked(self, topic: str, partition: int, lg: Log | KafkaLog, kind: TopicKind) -> None:
         lg.on_flush = self.on_flush
         self._logs[(topic, partition)] = lg
         self._topics[topic] = max(self._topics.get(topic, 0), partition + 1)
+        self._kinds[topic] = kind
 
     def settings_for(self, topic: str) -> LogSettings:
-        c = self.config
-        return LogSettings(
-            file_size=c["log.file.size"],
-            roll_ms=c["log.roll.hours"] * _HOUR_MS,
-            flush_interval_messages=c["log.flush.interval"],
-            flush_interval_ms=c["topic.flush.intervals.ms"].get(topic, c["log.default.flush.interval.ms"]),
-            max_message_size=c["max.message.size"],
-            index_interval=c["log.index.interval.bytes"],
-            retention_ms=c["topic.log.retention.hours"].get(topic, c["log.retention.hours"]) * _HOUR_MS,
-            retention_size=c["log.retention.size"],
-        )
+        """A 0.7 log's settings for ``topic``."""
+        return log_settings.settings_07(self.config, topic)
+
+    def kafka_settings_for(self, topic: str) -> KafkaLogSettings:
+        """A Kafka-format log's settings for ``topic``."""
+        return log_settings.settings_kafka(self.config, topic)
+
+    def _open_log(self, topic: str, partition: int, kind: TopicKind) -> Log | KafkaLog:
+        path = self.log_dir / partition_dir_name(topic, partition)
+        if kind is TopicKind.KAFKA:
+            return KafkaLog(path, self.kafka_settings_for(topic), self._clock, files=self.files)
+        return Log(path, self.settings_for(topic), self._clock, files=self.files)
+
+    def topic_kind(self, topic: str) -> TopicKind | None:
+        """The kind of ``topic``'s logs on this broker, None when it has none."""
+        return self._kinds.get(topic)
+
+    def check_kind(self, topic: str, kind: TopicKind) -> None:
+        """Raise :class:`~ingest.errors.WrongTopicKindError` when ``topic`` has logs of the other kind."""
+        found = self._kinds.get(topic)
+        if found is not None and found is not kind:
+            raise wrong_kind(topic, found)
 
     # --- life cycle -----------------------------------------------------------------
 
@@ -150,11 +171,17 @@ class LogManager:
             if partition >= self.configured_partition_count(topic):
                 log.warning("log.dir %s: %s has partition %d beyond the configured count %d; serving it anyway",
                             self.log_dir, topic, partition, self.configured_partition_count(topic))
+            kind = kind_of_dir(self.log_dir / name)
+            known = self._kinds.get(topic)
+            if known is not None and known is not kind:
+                log.error("log.dir %s: %s is a %s log but the other partitions of topic %s are %s logs; not "
+                          "serving it (a topic is one kind or the other: move it away)", self.log_dir, name,
+                          kind.value, topic, known.value)
+                continue
             with self._lock:
                 if (topic, partition) not in self._logs:
-                    self._add_log_locked(topic, partition, Log(self.log_dir / name, self.settings_for(topic),
-                                                               self._clock, files=self.files))
-            log.info("loaded log %s (%d of %d)", name, i, len(names))
+                    self._add_log_locked(topic, partition, self._open_log(topic, partition, kind), kind)
+            log.info("loaded %s log %s (%d of %d)", kind.value, name, i, len(names))
         c = self.config
         if len(self._topics) > c.get("max.topics", len(self._topics)) \
                 or len(self._logs) > c.get("max.broker.partitions", len(self._logs)):
@@ -186,7 +213,7 @@ class LogManager:
                 continue
             if acquired:
                 try:
-                    corrupt += not seg.verify(save=True)
+                    corrupt += not (seg.verify() if isinstance(lg, KafkaLog) else seg.verify(save=True))
                 finally:
                     seg.release()
             done += seg.size
@@ -217,8 +244,8 @@ class LogManager:
         but not below 10 ms. A message is visible once flushed, so a topic's interval must not wait for
         a longer scheduler tick."""
         c = self.config
-        smallest = min([c["log.default.flush.interval.ms"], *c["topic.flush.intervals.ms"].values()])
-        return min(c["log.default.flush.scheduler.interval.ms"], max(_MIN_FLUSH_CHECK_MS, smallest))
+        smallest = min([log_settings.default_flush_ms(c), *c["topic.flush.intervals.ms"].values()])
+        return min(log_settings.flush_scheduler_ms(c), max(_MIN_FLUSH_CHECK_MS, smallest))
 
     def retention_period_s(self) -> float:
         """Seconds between retention passes: ``log.retention.check.interval.ms`` when set, else
@@ -262,10 +289,11 @@ class LogManager:
 
     # --- logs -----------------------------------------------------------------------
 
-    def get_or_create_log(self, topic: str, partition: int) -> Log:
-        """The log of ``topic``/``partition``, created on first use.
+    def get_or_create_log(self, topic: str, partition: int, kind: TopicKind = TopicKind.V07) -> Log | KafkaLog:
+        """The log of ``topic``/``partition``, created on first use as a log of ``kind``.
 
         Raises:
+            WrongTopicKindError: the topic's logs are of the other kind.
             InvalidTopicError: the topic name is not allowed.
             WrongPartitionError: the partition is outside ``[0, partition count)``.
             TopicCreationRefusedError: creating it would pass ``max.topics`` or
@@ -276,39 +304,46 @@ class LogManager:
         key = (topic, partition)
         lg = self._logs.get(key) if type(topic) is str else None
         if lg is not None:   # its name was validated when it was created (every produce asks: no regex)
+            if self._kinds[topic] is not kind:
+                raise wrong_kind(topic, self._kinds[topic])
             return lg
         validate_topic(topic)
         validate_partition(topic, partition, self.partition_count(topic))
         with self._lock:
             if self._shut:
                 raise StorageError("the log manager is shut down")
+            self.check_kind(topic, kind)
             lg = self._logs.get(key)
             if lg is None:
                 self._check_can_create(topic, partition)
-                lg = Log(self.log_dir / partition_dir_name(topic, partition), self.settings_for(topic), self._clock,
-                         files=self.files)
-                self._add_log_locked(topic, partition, lg)
-                log.info("created log %s-%d", topic, partition)
+                lg = self._open_log(topic, partition, kind)
+                self._add_log_locked(topic, partition, lg, kind)
+                log.info("created %s log %s-%d", kind.value, topic, partition)
             return lg
 
-    def get_or_create_replica_log(self, topic: str, partition: int) -> Log:
-        """The log of a replicated partition this broker holds a replica of, created on first use.
+    def get_or_create_replica_log(self, topic: str, partition: int,
+                                  kind: TopicKind = TopicKind.V07) -> Log | KafkaLog:
+        """The log of a replicated partition this broker holds a replica of, created on first use as a log
+        of ``kind`` (the cluster topic's, from its assignment).
 
         The topic was created in ZooKeeper (``ingest topics create`` or a broker's auto-creation),
         so neither ``num.partitions`` nor the auto-creation limits apply; ``max.broker.partitions``
         still does.
 
         Raises:
-            InvalidTopicError, TopicCreationRefusedError, StorageError: as :meth:`get_or_create_log`.
+            InvalidTopicError, TopicCreationRefusedError, StorageError, WrongTopicKindError: as
+                :meth:`get_or_create_log`.
         """
         validate_topic(topic)
         key = (topic, partition)
         lg = self._logs.get(key)
         if lg is not None:
+            self.check_kind(topic, kind)
             return lg
         with self._lock:
             if self._shut:
                 raise StorageError("the log manager is shut down")
+            self.check_kind(topic, kind)
             lg = self._logs.get(key)
             if lg is None:
                 max_partitions = self.config.get("max.broker.partitions")
@@ -316,10 +351,9 @@ class LogManager:
                     raise TopicCreationRefusedError(
                         f"cannot create replica {topic}-{partition}: this broker already holds {len(self._logs)} "
                         f"partition logs, max.broker.partitions={max_partitions}")
-                lg = Log(self.log_dir / partition_dir_name(topic, partition), self.settings_for(topic), self._clock,
-                         files=self.files)
-                self._add_log_locked(topic, partition, lg)
-                log.info("created replica log %s-%d", topic, partition)
+                lg = self._open_log(topic, partition, kind)
+                self._add_log_locked(topic, partition, lg, kind)
+                log.info("created %s replica log %s-%d", kind.value, topic, partition)
             return lg
 
     def _check_can_create(self, topic: str, partition: int) -> None:
@@ -345,18 +379,18 @@ class LogManager:
         """True when this broker holds at least one log of ``topic``."""
         return topic in self._topics
 
-    def get_log(self, topic: str, partition: int) -> Log | None:
-        """The log if it exists, else None (never creates one)."""
+    def get_log(self, topic: str, partition: int) -> Log | KafkaLog | None:
+        """The log if it exists, else None (never creates one); of either kind (see :meth:`topic_kind`)."""
         return self._logs.get((topic, partition))
 
-    def logs(self) -> dict[tuple[str, int], Log]:
+    def logs(self) -> dict[tuple[str, int], Log | KafkaLog]:
         with self._lock:
             return dict(self._logs)
 
-    def topics(self) -> dict[str, int]:
-        """Topics with at least one log -> partition count (:meth:`partition_count`)."""
+    def topics(self, kind: TopicKind | None = None) -> dict[str, int]:
+        """Topics with at least one log (of ``kind``, or of either) -> partition count (:meth:`partition_count`)."""
         with self._lock:
-            names = list(self._topics)
+            names = [t for t in self._topics if kind is None or self._kinds[t] is kind]
         return {topic: self.partition_count(topic) for topic in names}
 
     # --- periodic work ----------------------------------------------------------------

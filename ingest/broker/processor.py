@@ -54,8 +54,16 @@ SWEEP_INTERVAL_S = 0.5
 class Dispatcher(Protocol):
     """Turns one request into an optional reply. Called from processor threads concurrently.
 
+    ``dispatch`` gets the frame's first int16 (the 0.7 request type, the Kafka api key) and the
+    bytes after it, or, when the dispatcher's ``frame_from_type`` is true, the bytes after ``size``
+    with that int16 included (the Kafka listener decodes its request header whole).
+
     A dispatcher may also have ``connection_closed(client)``, called once when the
-    connection from ``client`` closes (handlers.py logs its refusal summary there).
+    connection from ``client`` closes (handlers.py logs its refusal summary there), and
+    ``refusal(code)``: the reply to a frame this layer refuses (a bad size, a frame larger than
+    the budget) or whose dispatch failed unexpectedly; it must close the connection. Without it
+    the 0.7 answer is sent (an error response, then close); the Kafka listener closes without one,
+    as Kafka's socket server does.
     """
 
     def dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None: ...
@@ -131,7 +139,7 @@ class Processor(threading.Thread):
     """A network thread: one selector over its connections (see the module docstring)."""
 
     def __init__(self, index: int, server: ProcessorHost) -> None:
-        super().__init__(name=f"broker-net-{index}", daemon=True)
+        super().__init__(name=f"{getattr(server, 'name', 'broker')}-net-{index}", daemon=True)
         self.server = server
         self.selector = selectors.DefaultSelector()
         self.new_conns: queue.SimpleQueue[tuple[socket.socket, str]] = queue.SimpleQueue()
@@ -145,6 +153,7 @@ class Processor(threading.Thread):
         self._wake_w.setblocking(False)
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
         self.draining = False
+        self.frame_from_type = bool(getattr(server.dispatcher, "frame_from_type", False))
 
     def add(self, sock: socket.socket, addr: str) -> None:
         self.new_conns.put((sock, addr))
@@ -427,7 +436,13 @@ class Processor(threading.Thread):
 
     def _refuse(self, conn: Connection, code: ErrorCode) -> None:
         self.server.count_refused_frame(code)
-        self._queue(conn, Reply([ErrorResponse(code).encode()], close_after=True))
+        self._queue(conn, self._refusal(code))
+
+    def _refusal(self, code: ErrorCode) -> Reply:
+        refusal = getattr(self.server.dispatcher, "refusal", None)
+        if refusal is not None:
+            return refusal(code)
+        return Reply([ErrorResponse(code).encode()], close_after=True)
 
     def _queue(self, conn: Connection, reply: Reply) -> None:
         if reply.pending:
@@ -454,7 +469,7 @@ class Processor(threading.Thread):
             (size,) = SIZE.unpack_from(buf, conn.start)
             end = conn.start + SIZE.size + size
             (kind,) = INT16.unpack_from(buf, conn.start + SIZE.size)
-            body = memoryview(buf)[conn.start + REQUEST_HEADER.size:end]
+            body = memoryview(buf)[conn.start + (SIZE.size if self.frame_from_type else REQUEST_HEADER.size):end]
             conn.start = end
             dispatched += 1
             try:
@@ -463,7 +478,7 @@ class Processor(threading.Thread):
                 self.server.refusals.log(logging.ERROR, conn.addr, f"request type {kind} failed unexpectedly",
                                          "client %s: request type %d failed unexpectedly", conn.addr, kind,
                                          exc_info=True)
-                reply = Reply([ErrorResponse(ErrorCode.UNKNOWN).encode()], close_after=True)
+                reply = self._refusal(ErrorCode.UNKNOWN)
             finally:
                 try:
                     body.release()

@@ -25,6 +25,10 @@ class FileRegion:
     length: int
     release: Callable[[], None] | None = None
 
+    def __len__(self) -> int:
+        """Its length on the wire (a Kafka response's RECORDS field is sized by it)."""
+        return self.length
+
 
 @dataclass(slots=True)
 class Reply:

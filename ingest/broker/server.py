@@ -46,7 +46,9 @@ class SocketServer:
                  send_buffer: int = 0, receive_buffer: int = 0, num_threads: int = 2,
                  drain_timeout_s: float = 10.0, queued_max_request_bytes: int = 128 * 1024 * 1024,
                  idle_timeout_s: float = 600.0, partial_timeout_s: float = 30.0,
-                 monotonic: Callable[[], float] | None = None) -> None:
+                 monotonic: Callable[[], float] | None = None, name: str = "broker",
+                 bind_keys: str = "'hostname' and 'port'") -> None:
+        self.name = name
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.send_buffer = send_buffer
@@ -63,18 +65,18 @@ class SocketServer:
             self._listener = socket.create_server((host, port), backlog=128, reuse_port=False)
         except OSError as exc:
             raise ConfigError(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc}; check 'hostname' and 'port' "
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; check {bind_keys} "
                 "(another broker may already use this port)") from exc
         self._listener.settimeout(0.5)
         self.host, self.port = self._listener.getsockname()[:2]
         self._processors = [Processor(i, self) for i in range(num_threads)]
-        self._acceptor = threading.Thread(target=self._accept_loop, name="broker-acceptor", daemon=True)
+        self._acceptor = threading.Thread(target=self._accept_loop, name=f"{name}-acceptor", daemon=True)
         self._stopping = threading.Event()
 
     @classmethod
-    def from_config(cls, config, dispatcher: Dispatcher, host: str, port: int) -> "SocketServer":
-        """A server with the bounds of a broker config (``SERVER_CONFIG``)."""
-        return cls(host, port, dispatcher,
+    def from_config(cls, config, dispatcher: Dispatcher, host: str, port: int, **kw) -> "SocketServer":
+        """A server with the bounds of a broker config (``SERVER_CONFIG``); ``kw``: ``name``, ``bind_keys``."""
+        return cls(host, port, dispatcher, **kw,
                    max_request_bytes=config["max.socket.request.bytes"],
                    send_buffer=config["socket.send.buffer"], receive_buffer=config["socket.receive.buffer"],
                    num_threads=config["num.threads"], drain_timeout_s=config["shutdown.timeout.ms"] / 1000.0,
@@ -103,7 +105,8 @@ class SocketServer:
         for p in self._processors:
             p.start()
         self._acceptor.start()
-        log.info("listening on %s:%d with %d network threads", self.host, self.port, len(self._processors))
+        log.info("%s: listening on %s:%d with %d network threads", self.name, self.host, self.port,
+                 len(self._processors))
         return self
 
     def _accept_loop(self) -> None:
@@ -173,7 +176,7 @@ class SocketServer:
         stuck = [p.name for p in self._processors if p.is_alive()]
         if stuck:
             log.error("network threads %s did not stop within shutdown.timeout.ms + 5 s; abandoning them", stuck)
-        log.info("network layer on port %d stopped", self.port)
+        log.info("%s: network layer on port %d stopped", self.name, self.port)
 
     def alive(self) -> bool:
         return all(p.is_alive() for p in self._processors) and self._acceptor.is_alive()

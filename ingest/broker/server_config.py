@@ -5,6 +5,7 @@ validates; a value out of range fails at start-up naming key, value and range.
 """
 from __future__ import annotations
 
+from ingest.broker.listeners import ListenerList, ProtocolMap
 from ingest.broker.log_config import LOG_CONFIG
 from ingest.config import Bool, Config, Int, Key, Str
 from ingest.errors import ConfigError
@@ -14,7 +15,19 @@ SERVER_KEYS = (
     Key("brokerid", Int(0, 2**31 - 1), doc="unique id of this broker in the cluster"),
     Key("hostname", Str(nonempty=True), "127.0.0.1",
         "address to bind and to register in ZooKeeper (loopback unless set)"),
-    Key("port", Int(0, 65535), 9092, "TCP port to listen on (0 = any free port, for tests)"),
+    Key("port", Int(0, 65535), 9092,
+        "TCP port of the Kafka 0.7 protocol (0.7 clients, 0.7 topics; 0 = any free port, for tests)"),
+    # the Kafka protocol (Kafka's names; docs/kafka-protocol.md): its own port, never the 0.7 one
+    Key("listeners", ListenerList(), ("PLAINTEXT://127.0.0.1:29092",),
+        "the Kafka protocol's listeners, NAME://host:port,... (empty host: every interface; port 0: any free"
+        " port; empty: no Kafka listener)"),
+    Key("advertised.listeners", ListenerList(), (),
+        "the listeners clients are told to connect to, NAME://host:port,... (default: the listeners, with"
+        " 'hostname' for a listener on every interface and the bound port for port 0)"),
+    Key("listener.security.protocol.map", ProtocolMap(), "PLAINTEXT:PLAINTEXT",
+        "each listener name's security protocol, NAME:PROTOCOL,... (only PLAINTEXT is served now)"),
+    Key("inter.broker.listener.name", Str(), "",
+        "the listener other brokers (followers) connect to (default: the first of 'listeners')"),
     Key("enable.zookeeper", Bool(), False, "register the broker and its topics in ZooKeeper"),
     Key("zk.connect", Str(), "", "ZooKeeper connect string host:port[,host:port][/chroot]"),
     Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000,

@@ -76,6 +76,7 @@ class DatacentersDemo(Demo):
         port = free_port()
         props = {
             "brokerid": broker_id, "hostname": "127.0.0.1", "port": port,
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
             "log.dir": self.work / cluster / f"broker-{broker_id}" / "logs", "num.partitions": 2,
             "log.flush.interval": 100, "log.default.flush.interval.ms": 200,
             "log.default.flush.scheduler.interval.ms": 200, "enable.zookeeper": "true", "zk.connect": zk,

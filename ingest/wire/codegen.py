@@ -13,7 +13,9 @@ The functions of a :class:`Codec`: ``decode(buf)`` reads a whole body (trailing 
 unless the schema ignores them); ``decode_from(buf, pos, end)`` reads one value and returns it with
 the position after it; ``encode(value)`` returns the body, ``frame(value)`` (for a class with a
 ``frame_head``) the whole frame, its ``size`` and head fields packed with the first fixed-width
-fields; both join their pieces once (a message set is copied once). ``Codec.source`` is the
+fields; both join their pieces once (a message set is copied once). ``parts(value)`` returns the
+body's pieces in order without joining them: a RECORDS value may then be any sized object (a file
+region a broker sends with ``sendfile``), which stays a piece of its own. ``Codec.source`` is the
 generated source: print it to see what runs.
 
 The layouts themselves are not written here: each type of :mod:`ingest.wire.types` writes the lines
@@ -44,6 +46,7 @@ class Codec(NamedTuple):
     encode: Callable
     frame: Callable | None
     source: str
+    parts: Callable | None = None
 
 
 class Gen(Decoding, Encoding):
@@ -195,6 +198,10 @@ def compile_codec(cls: type, version: int) -> Codec:
         out = Out(g)
         g.encode_struct(cls, "o", "", out, flexible)
         g.line(f"return {out.render()}")
+    with g.block("def parts(o):"):
+        out = Out(g)
+        g.encode_struct(cls, "o", "", out, flexible)
+        g.line(f"return {out.render_parts()}")
     head = cls.frame_head() if hasattr(cls, "frame_head") else None
     if head is not None:
         with g.block("def frame(o):"):
@@ -204,7 +211,8 @@ def compile_codec(cls: type, version: int) -> Codec:
     source = "\n".join(g.lines) + "\n"
     namespace = dict(g.names)
     exec(compile(source, f"<codec of {cls.__name__} v{version}>", "exec"), namespace)   # noqa: S102
-    return Codec(namespace["decode"], namespace["decode_from"], namespace["encode"], namespace.get("frame"), source)
+    return Codec(namespace["decode"], namespace["decode_from"], namespace["encode"], namespace.get("frame"), source,
+                 namespace["parts"])
 
 
 def compile_head(cls: type, size_fmt: str = "i") -> Callable:

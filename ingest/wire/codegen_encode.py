@@ -109,6 +109,19 @@ class Out:
         else:
             self.entries.append(("pieces", name, f"sum(map(len, {name}))"))
 
+    def render_parts(self) -> str:
+        """The expression of the list of the encoding's pieces, in order, not joined (sized objects that
+        are not bytes, such as a file region given as RECORDS, stay pieces of their own)."""
+        self.flush()
+        rendered = []
+        for e in self.entries:
+            if e[0] == "run":
+                st, _size = self.g.struct("".join(f for f, _x in e[1]))
+                rendered.append(f"{st}.pack({', '.join(x for _f, x in e[1])})")
+            else:
+                rendered.append(e[1] if e[0] == "piece" else f"*{e[1]}")
+        return f"[{', '.join(rendered)}]"
+
     def render(self, head: tuple[tuple[str, str], ...] | None = None) -> str:
         """The expression of the whole encoding; with ``head``, a frame: ``size:int32`` (the bytes
         that follow), the ``head`` fields, then the body, the size merged into the first pack."""

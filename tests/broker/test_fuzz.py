@@ -27,7 +27,7 @@ def _count(buf, **kw) -> int:
 
 def test_fuzzed_frames_leave_the_broker_serving_and_the_logs_valid(tmp_path, caplog):
     caplog.set_level(logging.ERROR)    # thousands of expected warnings; errors still captured
-    cfg = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.dir": str(tmp_path / "logs"),
+    cfg = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": str(tmp_path / "logs"),
                                "log.flush.interval": 1, "num.partitions": 2,
                                "max.socket.request.bytes": 1 << 20})
     broker = BrokerServer(cfg).start()

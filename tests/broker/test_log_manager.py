@@ -339,3 +339,31 @@ def test_readers_writers_and_retention_share_a_tiny_pool_without_reading_a_wrong
     assert not errors, errors[0]
     assert min(seen) > 0 and m.files.evicted > 20
     assert m.files.open_count == 0
+
+
+def test_one_manager_holds_both_kinds_of_log_and_a_topic_is_one_kind(tmp_path, fake_clock):
+    from ingest.broker.kafka_log import KafkaLog
+    from ingest.broker.log import Log
+    from ingest.broker.topic_kind import TopicKind
+    from ingest.errors import WrongTopicKindError
+    from tests.broker.kafka_log_support import batch_of
+
+    m = manager(tmp_path, fake_clock, **{"num.partitions": 2, "log.segment.bytes": 4096})
+    m.startup()
+    m.get_or_create_log("old", 0).append(encode_message_set([b"x"]))
+    k = m.get_or_create_log("new", 1, TopicKind.KAFKA)
+    k.append(batch_of("a", 3)[0])
+    assert isinstance(k, KafkaLog) and k.settings.segment_bytes == 4096   # Kafka's key wins for both kinds
+    with pytest.raises(WrongTopicKindError, match="Kafka-format topic"):
+        m.get_or_create_log("new", 0)            # a 0.7 request naming a Kafka topic
+    with pytest.raises(WrongTopicKindError, match="0.7 topic"):
+        m.get_or_create_log("old", 1, TopicKind.KAFKA)
+    m.shutdown()
+    again = manager(tmp_path, fake_clock, **{"num.partitions": 2})
+    again.startup()                             # the kind of a local log is its files
+    try:
+        assert again.topic_kind("old") is TopicKind.V07 and again.topic_kind("new") is TopicKind.KAFKA
+        assert isinstance(again.get_log("old", 0), Log) and again.get_log("new", 1).end_offset == 3
+        assert again.topics(TopicKind.KAFKA) == {"new": 2} and again.topics(TopicKind.V07) == {"old": 2}
+    finally:
+        again.shutdown()

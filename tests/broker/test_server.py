@@ -18,7 +18,7 @@ from tests.harness.brokers import RawClient
 
 
 def make_config(log_dir, **extra):
-    raw = {"brokerid": 5, "port": 0, "log.dir": str(log_dir), "log.flush.interval": 1, "num.partitions": 2}
+    raw = {"brokerid": 5, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": str(log_dir), "log.flush.interval": 1, "num.partitions": 2}
     raw.update(extra)
     return SERVER_CONFIG.parse(raw)
 
@@ -242,7 +242,7 @@ def test_sample_server_properties_is_ready_to_run(tmp_path):
     from pathlib import Path
 
     sample = Path(__file__).resolve().parents[2] / "conf" / "server.properties"
-    cfg = SERVER_CONFIG.load(sample, {"port": 0, "log.dir": str(tmp_path / "logs")})
+    cfg = SERVER_CONFIG.load(sample, {"port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": str(tmp_path / "logs")})
     assert cfg["brokerid"] == 0 and cfg["hostname"] == "127.0.0.1" and not cfg["enable.zookeeper"]
     with BrokerServer(cfg) as b, client(b) as c:
         assert p.MetadataResponse.decode(c.request(p.MetadataRequest())).broker_id == 0

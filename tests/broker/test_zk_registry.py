@@ -99,7 +99,7 @@ def test_stale_node_of_a_dead_predecessor_at_our_address_is_waited_out(zk_connec
 
 
 def test_broker_server_registers_new_topics_when_first_produced(tmp_path, zk_connect, zk):
-    cfg = SERVER_CONFIG.parse({"brokerid": 7, "port": 0, "log.dir": str(tmp_path / "l"), "log.flush.interval": 1,
+    cfg = SERVER_CONFIG.parse({"brokerid": 7, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": str(tmp_path / "l"), "log.flush.interval": 1,
                                "num.partitions": 3, "enable.zookeeper": "true", "zk.connect": zk_connect,
                                "zk.sessiontimeout.ms": 2000})
     b = BrokerServer(cfg).start()
@@ -123,7 +123,7 @@ def test_broker_server_registers_new_topics_when_first_produced(tmp_path, zk_con
 
 
 def test_running_broker_re_registers_itself_and_its_topics_after_session_expiry(tmp_path, zk_connect, zk):
-    cfg = SERVER_CONFIG.parse({"brokerid": 4, "port": 0, "log.dir": str(tmp_path / "l"), "log.flush.interval": 1,
+    cfg = SERVER_CONFIG.parse({"brokerid": 4, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": str(tmp_path / "l"), "log.flush.interval": 1,
                                "enable.zookeeper": "true", "zk.connect": zk_connect, "zk.sessiontimeout.ms": 2000})
     b = BrokerServer(cfg).start()
     try:

@@ -212,7 +212,7 @@ def test_clients_that_leave_while_their_request_waits_for_zookeeper_leave_nothin
     from ingest.broker.broker import BrokerServer
     from ingest.broker.server_config import SERVER_CONFIG
 
-    cfg = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "log.dir": str(tmp_path / "l"), "num.partitions": 1,
+    cfg = SERVER_CONFIG.parse({"brokerid": 0, "port": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dir": str(tmp_path / "l"), "num.partitions": 1,
                                "enable.zookeeper": "true", "zk.connect": zk_server.connect,
                                "zk.connectiontimeout.ms": ZK_WAIT_MS})
     b = BrokerServer(cfg).start()

@@ -93,6 +93,8 @@ class BrokerProcess:
         #: inside a network namespace (tests/harness/netns.py); it must exec the command (same pid)
         self.command_prefix = list(command_prefix)
         self.port = port or free_port()
+        self.kafka_port = free_port()
+        """The port of the broker's Kafka listener (``listeners``), kept across ``restart``."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir = self.workdir / "logs"
@@ -119,6 +121,7 @@ class BrokerProcess:
             "brokerid": self.broker_id,
             "hostname": self.host,
             "port": self.port,
+            "listeners": f"PLAINTEXT://{self.host}:{self.kafka_port}",
             "log.dir": str(self.log_dir),
             **HARNESS_DEFAULTS,
         }

@@ -150,7 +150,7 @@ def test_without_metrics_port_nothing_imports_prometheus_client():
             "from ingest.broker.broker import BrokerServer\n"
             "from ingest.broker.server_config import SERVER_CONFIG\n"
             "import ingest.events.registry_server, ingest.mirror.mirror_maker\n"
-            "b = BrokerServer(SERVER_CONFIG.parse({'brokerid': 0, 'port': 0, 'log.dir': tempfile.mkdtemp()})).start()\n"
+            "b = BrokerServer(SERVER_CONFIG.parse({'brokerid': 0, 'port': 0, 'listeners': 'PLAINTEXT://127.0.0.1:0', 'log.dir': tempfile.mkdtemp()})).start()\n"
             "b.stop()\n"
             "print(b.exporter, 'prometheus_client' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)

@@ -1,0 +1,49 @@
+"""Metadata (3): the live brokers with this listener's endpoints, the controller, and the Kafka topics.
+
+Only Kafka-format topics are listed; a request naming a 0.7 topic gets INVALID_TOPIC_EXCEPTION (17)
+for it, so that no Kafka client auto-creates a topic over it (D2). A request naming an unknown topic
+creates it as a Kafka topic when both the request allows it (v4+; always before v4) and
+``auto.create.topics.enable`` is true: without ZooKeeper its logs are created here and it is answered
+at once; with ZooKeeper its assignment is written (on the coordination thread) and it is answered
+LEADER_NOT_AVAILABLE (5) until the controller has elected its leaders, as Kafka answers. Otherwise an
+unknown topic is UNKNOWN_TOPIC_OR_PARTITION (3). v0's empty topic list means all topics; from v1 a null
+list means all and an empty one none.
+"""
+from __future__ import annotations
+
+from ingest.errors import IngestError, NeedsZooKeeperError
+from ingest.wire.errors import KafkaErrorCode, kafka_code
+from ingest.wire.kafka.metadata import (MetadataRequest, MetadataResponse, MetadataResponseBroker,
+                                        MetadataResponsePartition, MetadataResponseTopic)
+
+
+def handle(apis, req: MetadataRequest, ctx) -> MetadataResponse:
+    cluster = apis.cluster
+    everything = req.topics is None or (ctx.version == 0 and not req.topics)
+    names = cluster.topic_names() if everything else [t.name for t in req.topics]
+    create = req.allow_auto_topic_creation and apis.config.get("auto.create.topics.enable", True)
+    topics = [_topic(cluster, name, create and not everything) for name in names]
+    brokers = tuple(MetadataResponseBroker(b.node_id, b.host, b.port, b.rack) for b in cluster.brokers(ctx.listener))
+    return MetadataResponse(0, brokers, cluster.cluster_id, cluster.controller_id(), tuple(topics))
+
+
+def _topic(cluster, name: str, create: bool) -> MetadataResponseTopic:
+    try:
+        parts = cluster.describe(name)
+        if parts is None and create:
+            if not cluster.create_topic(name):
+                return MetadataResponseTopic(KafkaErrorCode.LEADER_NOT_AVAILABLE, name)
+            parts = cluster.describe(name)
+        if parts is None:
+            return MetadataResponseTopic(KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    except NeedsZooKeeperError:
+        raise   # before anything was done: served again on the coordination thread
+    except IngestError as exc:
+        return MetadataResponseTopic(kafka_code(exc), name)
+    return MetadataResponseTopic(0, name, False, tuple(
+        MetadataResponsePartition(p.error, p.index, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline)
+        for p in parts))
+
+
+def error(req: MetadataRequest, code: int, ctx) -> MetadataResponse:
+    return MetadataResponse(0, (), None, -1, tuple(MetadataResponseTopic(code, t.name) for t in req.topics or ()))

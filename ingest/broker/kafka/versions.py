@@ -1,0 +1,30 @@
+"""The APIs and versions the Kafka listener implements, as it advertises them in ApiVersions (KIP-35).
+
+Exactly what is implemented, one contiguous range per API (docs/kafka-protocol.md, "The version
+table", D9): a client picks the highest version both sides know, so a range that claimed more would be
+a misdecoded request. Private APIs (D6, keys from 10000) are never listed here.
+"""
+from __future__ import annotations
+
+from ingest.wire.kafka.api_versions import ApiVersion
+
+ADVERTISED: dict[int, tuple[int, int]] = {
+    0: (0, 10),    # Produce
+    1: (0, 12),    # Fetch
+    2: (0, 7),     # ListOffsets
+    3: (0, 9),     # Metadata
+    10: (0, 2),    # FindCoordinator
+    18: (0, 4),    # ApiVersions
+    22: (0, 4),    # InitProducerId
+    23: (0, 4),    # OffsetForLeaderEpoch
+}
+"""api key -> (min, max) version served."""
+
+API_VERSIONS_KEY = 18
+
+ADVERTISED_KEYS: tuple[ApiVersion, ...] = tuple(ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(ADVERTISED.items()))
+
+
+def supports(api_key: int, version: int) -> bool:
+    served = ADVERTISED.get(api_key)
+    return served is not None and served[0] <= version <= served[1]

@@ -1,0 +1,54 @@
+"""The Kafka APIs this product declares: api key -> request and response classes, and their versions.
+
+One table (Kafka's ``ApiKeys``), read by the broker's Kafka listener to decode requests and to
+answer ApiVersions, and by clients and tests. A version range here is what is declared; what the
+broker advertises is its own table of what it implements (ingest/broker/kafka/).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ingest.wire.kafka.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from ingest.wire.kafka.fetch import FetchRequest, FetchResponse
+from ingest.wire.kafka.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from ingest.wire.kafka.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from ingest.wire.kafka.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from ingest.wire.kafka.message import KafkaRequest, KafkaResponse
+from ingest.wire.kafka.metadata import MetadataRequest, MetadataResponse
+from ingest.wire.kafka.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from ingest.wire.kafka.produce import ProduceRequest, ProduceResponse
+
+
+class Api(NamedTuple):
+    """One API: its key, name, request and response classes, and the versions declared (inclusive)."""
+
+    key: int
+    name: str
+    request: type[KafkaRequest]
+    response: type[KafkaResponse]
+    min_version: int
+    max_version: int
+
+
+def _api(name: str, request: type[KafkaRequest], response: type[KafkaResponse]) -> Api:
+    valid = request.SCHEMA.valid
+    return Api(request.API_KEY, name, request, response, valid.lo, valid.hi)
+
+
+APIS: dict[int, Api] = {a.key: a for a in (
+    _api("Produce", ProduceRequest, ProduceResponse),
+    _api("Fetch", FetchRequest, FetchResponse),
+    _api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse),
+    _api("Metadata", MetadataRequest, MetadataResponse),
+    _api("FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse),
+    _api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse),
+    _api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse),
+    _api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+)}
+"""Every declared API by key."""
+
+
+def api_name(key: int) -> str:
+    """``Produce`` for 0; ``api key 99`` for a key not declared here."""
+    api = APIS.get(key)
+    return api.name if api is not None else f"api key {key}"
