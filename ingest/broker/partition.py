@@ -140,7 +140,11 @@ class ReplicatedPartition:
             self.leader = self.broker_id
             self._take_state(state)
             if self.epochs is not None:   # the new epoch begins at this leader's log end (KIP-101)
-                self.epochs.assign(state.leader_epoch, self.log.log_end)
+                try:
+                    self.epochs.assign(state.leader_epoch, self.log.log_end)
+                except IngestError as exc:   # kept in memory; a follower of this leader still truncates exactly
+                    _storage_log.warning(f"{self.topic}-{self.partition}", "epoch checkpoint",
+                                         "%s: %s", self, exc)
             self._advance_hw_locked()
         log.info("%s: now leader", self)
         self.wake()

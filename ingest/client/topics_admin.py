@@ -214,9 +214,10 @@ def check_min_insync(plan: Assignment, min_insync_replicas: int | None) -> None:
 
 def create_topic(client, topic: str, *, partitions: int | None, replication_factor: int | None,
                  manual: str | None, min_insync_replicas: int | None = None,
-                 topic_format: str | None = znodes.KAFKA_FORMAT) -> dict[int, list[int]]:
+                 topic_format: str | None = None) -> dict[int, list[int]]:
     """Plan and write a new cluster topic; returns the assignment written. ``topic_format``:
-    ``"kafka"`` (a Kafka topic, the default) or None (a replicated 0.7 topic).
+    ``"kafka"`` (a Kafka topic; the command line's default) or None (a replicated 0.7 topic, what the
+    mirror creates for its 0.7 targets).
 
     ``min_insync_replicas``: the brokers' ``min.insync.replicas`` when known (from their config);
     a plan with fewer replicas per partition is refused.

@@ -28,6 +28,10 @@ from ingest.client.discovery import BrokerAddress, read_brokers, read_topics
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.client.topics_admin import cell, read_all_topics, read_state
 from ingest.errors import IngestError, UnknownTopicError
+from ingest.wire.connection import BrokerConnection
+from ingest.wire.kafka.list_offsets import (LATEST, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
+                                            ListOffsetsTopic)
+from ingest.wire.kafka.message import decode_response, encode_request
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +97,6 @@ def read_storage_failures(client) -> dict[tuple[str, int], dict[int, str]]:
 def kafka_high_watermarks(client, partitions: Iterable[tuple[str, int, int]],
                           timeout_s: float = 5.0) -> dict[tuple[str, int], int | None]:
     """``{(topic, p): HW or None}`` of Kafka topics, asking each leader's Kafka listener ListOffsets latest."""
-    from ingest.wire.connection import BrokerConnection
-    from ingest.wire.kafka.list_offsets import (LATEST, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
-                                                ListOffsetsTopic)
-    from ingest.wire.kafka.message import decode_response, encode_request
-
     by_leader: dict[int, list[tuple[str, int]]] = {}
     for t, p, leader in partitions:
         by_leader.setdefault(leader, []).append((t, p))

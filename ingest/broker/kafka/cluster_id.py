@@ -14,7 +14,8 @@ import os
 import uuid
 from pathlib import Path
 
-from ingest.errors import StorageError
+from ingest import znodes
+from ingest.errors import CoordinationError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +66,7 @@ def zookeeper_cluster_id(client) -> str:
         CoordinationError: the node holds no cluster id (written by something else).
         kazoo errors: ZooKeeper failed (at start-up: the broker does not start).
     """
-    from kazoo.exceptions import NodeExistsError, NoNodeError   # only with ZooKeeper
-
-    from ingest import znodes
-    from ingest.errors import CoordinationError
+    from kazoo.exceptions import NodeExistsError, NoNodeError   # deferred: kazoo only with ZooKeeper
 
     while True:
         try:
