@@ -5,6 +5,12 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /brokers/ids/[broker_id]                                 -> "creator:host:port"       ephemeral
     /brokers/topics/[topic]/[broker_id]                      -> "<partition count>"       ephemeral
     /brokers/topics/[topic]  (replicated topic, no children) -> {"version":1,"partitions":{"0":[1,2,3],...}}
+                                                                (+ "format":"kafka" for a Kafka topic)
+    /brokers/endpoints/[broker_id]                           -> {"version":5,"host":H,"port":P,
+                                                                 "endpoints":["NAME://H:P",...],
+                                                                 "listener_security_protocol_map":{...},
+                                                                 "timestamp":"ms"}        ephemeral
+    /cluster/id                                              -> {"version":"1","id":"<22 chars>"} persistent
     /brokers/partition_states/[topic]/[p]                    -> {"controller_epoch":E,"leader":L,
                                                                  "leader_epoch":N,"isr":[...],"version":1}
     /brokers/replica_stalls/[topic]/[p]/[broker_id]          -> {"offset":O,"leader":L,"reason":...,
@@ -72,6 +78,10 @@ PARTITION_STATES = "/brokers/partition_states"
 REPLICA_STALLS = "/brokers/replica_stalls"
 LEGACY_PARTITIONS = "partitions"
 STORAGE_FAILURES = "/brokers/storage_failures"
+BROKER_ENDPOINTS = "/brokers/endpoints"
+CLUSTER_ID = "/cluster/id"
+KAFKA_FORMAT = "kafka"
+"""The ``format`` of a Kafka topic's assignment; a topic whose assignment has none is a 0.7 topic."""
 
 
 # --- /brokers -----------------------------------------------------------------------------
@@ -134,6 +144,57 @@ def parse_partition_count(data: bytes) -> int:
     return int(data.decode().strip())
 
 
+def broker_endpoints_path(broker_id: int) -> str:
+    """``/brokers/endpoints/[broker_id]``: that broker's Kafka listeners (ephemeral, beside ``/brokers/ids``,
+    whose 0.7 value 0.7 clients parse)."""
+    return f"{BROKER_ENDPOINTS}/{broker_id}"
+
+
+def broker_endpoints_value(endpoints: list[tuple[str, str, int]], protocols: dict[str, str],
+                           registered_ms: int | None = None) -> bytes:
+    """A broker's Kafka listeners in Kafka's registration shape (``/brokers/ids/[id]`` of Kafka 2.x, v5):
+    ``endpoints`` as ``(listener name, host, port)``, the first also as ``host``/``port``;
+    ``protocols`` maps each listener name to its security protocol."""
+    if registered_ms is None:
+        registered_ms = int(time.time() * 1000)
+    host, port = (endpoints[0][1], endpoints[0][2]) if endpoints else ("", -1)
+    return json.dumps({"version": 5, "host": host, "port": port,
+                       "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
+                       "listener_security_protocol_map": dict(protocols),
+                       "timestamp": str(registered_ms)}, separators=(",", ":")).encode()
+
+
+def parse_broker_endpoints(data: bytes) -> dict[str, tuple[str, int]]:
+    """``{listener name: (host, port)}`` from a ``/brokers/endpoints/[id]`` value (ValueError if malformed)."""
+    try:
+        out = {}
+        for url in json.loads(data.decode("utf-8"))["endpoints"]:
+            name, sep, rest = str(url).partition("://")
+            host, _, port = rest.rpartition(":")
+            if not sep or not name or not host:
+                raise ValueError(f"endpoint {url!r} is not NAME://host:port")
+            out[name] = (host.strip("[]"), int(port))
+        return out
+    except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a broker endpoints node: {data[:200]!r}") from exc
+
+
+def cluster_id_value(cluster_id: str) -> bytes:
+    """The data of ``/cluster/id``, as Kafka writes it."""
+    return json.dumps({"version": "1", "id": cluster_id}, separators=(",", ":")).encode()
+
+
+def parse_cluster_id(data: bytes) -> str:
+    """The id in ``/cluster/id`` (ValueError if not one)."""
+    try:
+        cid = json.loads(data.decode("utf-8"))["id"]
+    except (KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a cluster id node: {data[:200]!r}") from exc
+    if not isinstance(cid, str) or not cid:
+        raise ValueError(f"not a cluster id node: {data[:200]!r}")
+    return cid
+
+
 # --- replication (Kafka 0.8 layout) -------------------------------------------------------
 
 def partition_states_dir(topic: str) -> str:
@@ -188,10 +249,30 @@ def parse_replica_stall(data: bytes) -> dict:
         raise ValueError(f"not a replica stall: {data[:200]!r}") from exc
 
 
-def assignment_value(assignment: dict[int, list[int]]) -> bytes:
-    """The data of a replicated topic's node: partition -> replica list (first = preferred)."""
-    return json.dumps({"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}},
-                      separators=(",", ":")).encode()
+def assignment_value(assignment: dict[int, list[int]], topic_format: str | None = None) -> bytes:
+    """The data of a replicated topic's node: partition -> replica list (first = preferred), and for a
+    Kafka topic ``"format":"kafka"`` (:data:`KAFKA_FORMAT`; absent: a 0.7 topic, as every earlier version
+    wrote it)."""
+    obj: dict = {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+    if topic_format is not None:
+        if topic_format != KAFKA_FORMAT:
+            raise ValueError(f"topic format {topic_format!r} is not one: use {KAFKA_FORMAT!r} or None (0.7)")
+        obj["format"] = topic_format
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def parse_topic_format(data: bytes | None) -> str | None:
+    """``"kafka"`` for a Kafka topic's assignment, None for a 0.7 topic (replicated or not).
+
+    Raises:
+        ValueError: the data is JSON whose ``format`` is not one this version knows (a newer writer's).
+    """
+    if not data:
+        return None
+    fmt = json.loads(data.decode("utf-8")).get("format")
+    if fmt is not None and fmt != KAFKA_FORMAT:
+        raise ValueError(f"unknown topic format {fmt!r} (known: {KAFKA_FORMAT!r}, or none for 0.7)")
+    return fmt
 
 
 def parse_assignment(data: bytes | None) -> dict[int, tuple[int, ...]] | None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,34 @@ def test_zookeeper_calls_go_through_client_retry():
                     and node.func.attr in KAZOO_CALLS and _receiver_name(node.func.value) in KAZOO_NAMES):
                 direct.append(f"{path.relative_to(INGEST.parent)}:{node.lineno}: {ast.unparse(node.func)}(...)")
     assert not direct, "call ZooKeeper as client.retry(client.<op>, ...):\n" + "\n".join(direct)
+
+
+def test_a_kafka_topic_is_recorded_in_its_assignment_and_a_07_one_reads_unchanged():
+    plain = znodes.assignment_value({0: [1, 2], 1: [2, 1]})
+    assert plain == b'{"version":1,"partitions":{"0":[1,2],"1":[2,1]}}'   # what earlier versions wrote
+    kafka = znodes.assignment_value({0: [1, 2], 1: [2, 1]}, znodes.KAFKA_FORMAT)
+    assert znodes.parse_assignment(kafka) == znodes.parse_assignment(plain) == {0: (1, 2), 1: (2, 1)}
+    assert znodes.parse_topic_format(kafka) == "kafka"
+    assert znodes.parse_topic_format(plain) is None and znodes.parse_topic_format(b"") is None
+    with pytest.raises(ValueError, match="unknown topic format 'avro'"):
+        znodes.parse_topic_format(b'{"version":1,"partitions":{"0":[1]},"format":"avro"}')
+    with pytest.raises(ValueError, match="'0.8'"):
+        znodes.assignment_value({0: [1]}, "0.8")
+
+
+def test_broker_endpoints_and_cluster_id_in_kafkas_shapes():
+    value = znodes.broker_endpoints_value([("PLAINTEXT", "h1", 29092), ("INTERNAL", "10.0.0.1", 29093)],
+                                          {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT"}, registered_ms=5)
+    obj = json.loads(value)
+    assert obj == {"version": 5, "host": "h1", "port": 29092,
+                   "endpoints": ["PLAINTEXT://h1:29092", "INTERNAL://10.0.0.1:29093"],
+                   "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT"},
+                   "timestamp": "5"}
+    assert znodes.parse_broker_endpoints(value) == {"PLAINTEXT": ("h1", 29092), "INTERNAL": ("10.0.0.1", 29093)}
+    assert znodes.broker_endpoints_path(3) == "/brokers/endpoints/3"
+    with pytest.raises(ValueError):
+        znodes.parse_broker_endpoints(b'{"endpoints":["nohost"]}')
+    assert znodes.parse_cluster_id(znodes.cluster_id_value("abc")) == "abc"
+    assert json.loads(znodes.cluster_id_value("abc")) == {"version": "1", "id": "abc"}
+    with pytest.raises(ValueError):
+        znodes.parse_cluster_id(b'{"version":"1"}')

@@ -119,7 +119,8 @@ class BrokerServer:
 
     def _bind_kafka_listeners(self, listeners) -> None:
         """The Kafka listeners bound (not yet serving), over a one-broker cluster of this broker's own
-        Kafka-format logs; with ZooKeeper the cluster view is replaced by the cluster's."""
+        Kafka-format logs; with ZooKeeper the cluster view is replaced by the cluster's
+        (:class:`~ingest.broker.kafka.zk_cluster.ZkCluster`, in ``_start_zookeeper_parts``)."""
         cfg = self.config
         self.kafka_purgatory = Purgatory(f"kafka-purgatory-{self.broker_id}")
         cluster = LocalCluster(self.log_manager, self.broker_id, listeners, local_cluster_id(cfg["log.dir"]))
@@ -148,25 +149,35 @@ class BrokerServer:
             self.exporter.stop()
 
     def _start_zookeeper_parts(self) -> None:
-        """Registry, replication view, replica manager and controller (one ZooKeeper session)."""
+        """Registry (with the Kafka endpoints), replication view, replica manager, the Kafka listener's
+        cluster view and controller (one ZooKeeper session)."""
         # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
         from ingest.broker.controller import Controller, Rebalance
+        from ingest.broker.kafka.cluster_id import zookeeper_cluster_id
+        from ingest.broker.kafka.zk_cluster import ZkCluster, endpoints_value
         from ingest.broker.replica_manager import ReplicaManager
         from ingest.broker.replication_view import ReplicationView
         from ingest.broker.zk_registry import BrokerRegistry
 
         cfg = self.config
+        kafka_listeners = self.kafka.listeners if self.kafka is not None else None
         self.registry = BrokerRegistry(
             cfg["zk.connect"], self.broker_id, self.host, self.port,
             session_timeout_ms=cfg["zk.sessiontimeout.ms"],
-            connection_timeout_ms=cfg["zk.connectiontimeout.ms"])
+            connection_timeout_ms=cfg["zk.connectiontimeout.ms"],
+            endpoints=None if kafka_listeners is None else
+            endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"]))
         self.registry.start({})
         client = self.registry.client
         self.view = ReplicationView(client).start()
         for topic, count in self.log_manager.topics(TopicKind.V07).items():
             if not self.view.is_replicated(topic):   # replica logs are not Kafka 0.7 topics
                 self.registry.register_topic(topic, count)
-        self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view).start()
+        # the inter-broker listener's name is the same on every broker (Kafka's rule): followers of Kafka
+        # topics fetch from that listener of their leader
+        inter = listeners_of(cfg).inter_broker
+        self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view,
+                                       kafka_purgatory=self.kafka_purgatory, inter_broker_listener=inter).start()
         # requests that need ZooKeeper are served on a thread of their own, never a network thread
         self.coordinated = CoordinatedRequests(cfg["zk.connectiontimeout.ms"] / 1000.0,
                                                cfg["queued.max.request.bytes"],
@@ -174,7 +185,9 @@ class BrokerServer:
         self.handlers.attach_replicas(self.replicas, self.coordinated)
         if self.kafka is not None:
             self.kafka.attach_coordinated(self.coordinated)
-            self.kafka_apis.cluster.other_kind = self.view.is_replicated
+            # with ZooKeeper, Kafka topics are cluster topics (docs/kafka-protocol.md, D2)
+            self.kafka_apis.cluster = ZkCluster(cfg, self.broker_id, zookeeper_cluster_id(client), self.log_manager,
+                                                self.replicas, self.coordinated)
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
                                      unclean=cfg["unclean.leader.election.enable"],

@@ -44,6 +44,7 @@ from ingest.broker.delayed import Purgatory
 from ingest.errors import (DiskFullError, IngestError, LeaderNotAvailableError, LogOfflineError, LogWriteError,
                            NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
                            NotLeaderForPartitionError, RequestTimedOutError, StaleLeaderEpochError)
+from ingest.broker.kafka_log import AppendInfo
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.message_batch import MessageBatch
 from ingest.wire.errors import code_for
@@ -105,6 +106,8 @@ class ReplicatedPartition:
         self.isr_pending = False
         self.storage_failure: str | None = None   # the error name while the replica cannot write
         self.on_storage: Callable[["ReplicatedPartition"], None] | None = None
+        self.epochs = None
+        """A Kafka topic replica's :class:`~ingest.broker.leader_epochs.LeaderEpochCache` (None for 0.7)."""
         self._purgatory = purgatory
         self._now_ms = now_ms
 
@@ -136,6 +139,12 @@ class ReplicatedPartition:
             self.role = Role.LEADER
             self.leader = self.broker_id
             self._take_state(state)
+            if self.epochs is not None:   # the new epoch begins at this leader's log end (KIP-101)
+                try:
+                    self.epochs.assign(state.leader_epoch, self.log.log_end)
+                except IngestError as exc:   # kept in memory; a follower of this leader still truncates exactly
+                    _storage_log.warning(f"{self.topic}-{self.partition}", "epoch checkpoint",
+                                         "%s: %s", self, exc)
             self._advance_hw_locked()
         log.info("%s: now leader", self)
         self.wake()
@@ -187,6 +196,24 @@ class ReplicatedPartition:
             NotEnoughReplicasError: acks=-1 and fewer than ``min_isr`` in-sync replicas.
             OffsetMismatchError: the log end is not ``expected``; nothing appended.
         """
+        generation, _epoch = self._admit(acks, min_isr)
+        offset = self._written(lambda: self.log.append(message_set, expected))
+        end = offset + (message_set.size if isinstance(message_set, MessageBatch) else len(message_set))
+        return offset, end, generation
+
+    def append_records(self, batch, acks: int, min_isr: int) -> tuple[AppendInfo, int]:
+        """Append a producer's record batch as leader of a Kafka topic, stamped with the leader epoch;
+        returns ``(append info, generation)``; the batch's end offset is ``info.last_offset + 1``.
+
+        Raises:
+            as :meth:`append`, and the batch's validation errors (nothing appended).
+        """
+        generation, epoch = self._admit(acks, min_isr)
+        return self._written(lambda: self.log.append(batch, leader_epoch=epoch)), generation
+
+    def _admit(self, acks: int, min_isr: int) -> tuple[int, int]:
+        """Check that this broker leads and, for acks=-1, that the in-sync set is large enough;
+        ``(generation, leader epoch)`` of the leadership the append belongs to."""
         with self.lock:
             self.check_leader()
             if acks == -1 and len(self.isr) < min_isr:
@@ -195,20 +222,23 @@ class ReplicatedPartition:
                 raise NotEnoughReplicasError(
                     f"{self.topic}-{self.partition}: {len(self.isr)} in-sync replica(s) {list(self.isr)}, "
                     f"min.insync.replicas={min_isr}; acks=-1 write refused, nothing appended{never}")
-            generation = self.generation
+            return self.generation, self.epoch
+
+    def _written(self, write):
+        """``write()`` (the log append) with storage failures marked and recoveries noted, then the high
+        watermark advanced and waiters woken."""
         try:
-            offset = self.log.append(message_set, expected)
+            out = write()
         except IngestError as exc:
             if is_storage_failure(exc):
                 self.storage_failed(exc)
             raise
         if self.storage_failure is not None:
             self.storage_recovered()
-        end = offset + (message_set.size if isinstance(message_set, MessageBatch) else len(message_set))
         with self.lock:
             self._advance_hw_locked()
         self.wake()
-        return offset, end, generation
+        return out
 
     def ack_outcome(self, end: int, generation: int, min_isr: int) -> IngestError | None | bool:
         """For a waiting acks=-1 produce: True once acknowledged, an error to answer, or None (wait)."""
@@ -366,3 +396,5 @@ class ReplicatedPartition:
         with self.lock:
             if self.hw > offset:
                 self.hw = offset
+        if self.epochs is not None:
+            self.epochs.truncate_from_end(offset)

@@ -47,11 +47,14 @@ from ingest import znodes
 from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
+from ingest.broker.kafka.replica_fetcher import KafkaReplicaFetcher
+from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.broker.replica_fetcher import ReplicaFetcher
 from ingest.broker.replica_stalls import StallBoard
 from ingest.broker.storage_failures import StorageFailurePublisher
+from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.zk_deadline import DeadlineCalls
 from ingest.errors import (IngestError, LeaderNotAvailableError, LogOfflineError, NotLeaderForPartitionError,
                            WrongPartitionError)
@@ -75,8 +78,11 @@ class ReplicaManager:
         client: the broker's KazooClient; ``view``: its ReplicationView (started).
     """
 
-    def __init__(self, config, broker_id: int, log_manager, client, view) -> None:
+    def __init__(self, config, broker_id: int, log_manager, client, view, *, kafka_purgatory: Purgatory | None = None,
+                 inter_broker_listener: str | None = None) -> None:
         self.config = config
+        self.kafka_purgatory = kafka_purgatory   # where the Kafka listener's fetches and acks=-1 produces wait
+        self.inter_broker_listener = inter_broker_listener   # the leader's Kafka listener a Kafka topic's follower uses
         self.broker_id = broker_id
         self.logs = log_manager
         self.client = client
@@ -162,10 +168,15 @@ class ReplicaManager:
             return
         state = self.view.state(topic, partition)
         part = self.partitions.get((topic, partition))
+        kafka = self.view.is_kafka(topic)
         if part is None:
-            lg = self.logs.get_or_create_replica_log(topic, partition)
+            kind = TopicKind.KAFKA if kafka else TopicKind.V07
+            lg = self.logs.get_or_create_replica_log(topic, partition, kind)
+            purgatory = self.kafka_purgatory if kafka and self.kafka_purgatory is not None else self.purgatory
             part = ReplicatedPartition(topic, partition, self.broker_id, lg, replicas,
-                                       self._hws.get((topic, partition), 0), self.purgatory, _now_ms)
+                                       self._hws.get((topic, partition), 0), purgatory, _now_ms)
+            if kafka:
+                part.epochs = LeaderEpochCache(lg.directory, lg.log_end)
             part.on_storage = self._storage_changed
             with self._lock:
                 self.partitions[(topic, partition)] = part
@@ -192,7 +203,11 @@ class ReplicaManager:
             self._isr_wanted.set()
             return
         fetcher = self.fetchers.get(part.key)
-        addr = self.view.brokers.get(state.leader)
+        if kafka:
+            addr = None if self.inter_broker_listener is None else \
+                self.view.kafka_endpoint(state.leader, self.inter_broker_listener)
+        else:
+            addr = self.view.brokers.get(state.leader)
         if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
                 and fetcher is not None and fetcher.is_alive() and addr == (fetcher.host, fetcher.port)):
             part.update_state(state)
@@ -200,7 +215,7 @@ class ReplicaManager:
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
-            f = ReplicaFetcher(part, (state.leader, *addr), state.leader_epoch,
+            f = (KafkaReplicaFetcher if kafka else ReplicaFetcher)(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
                                socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
@@ -208,7 +223,8 @@ class ReplicaManager:
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:
-            log.info("%s: leader %d is not registered yet; waiting for it", part, state.leader)
+            log.info("%s: leader %d is not registered yet%s; waiting for it", part, state.leader,
+                     f" with Kafka listener {self.inter_broker_listener}" if kafka else "")
 
     def _stop_fetcher(self, key: tuple[str, int]) -> None:
         f = self.fetchers.pop(key, None)
@@ -217,19 +233,23 @@ class ReplicaManager:
 
     # --- requests ----------------------------------------------------------------------------------
 
-    def partition(self, topic: str, partition: int) -> ReplicatedPartition | None:
+    def partition(self, topic: str, partition: int, kind: TopicKind = TopicKind.V07) -> ReplicatedPartition | None:
         """The replica of a replicated topic's partition, or None when ``topic`` is not replicated.
 
         Raises:
+            WrongTopicKindError: the topic is a cluster topic of the other ``kind`` (the port that asks
+                serves only its own kind).
             NotLeaderForPartitionError / LeaderNotAvailableError: the topic is replicated but this
                 broker holds no replica of that partition (or has not set it up yet).
         """
-        part = self.partitions.get((topic, partition))
-        if part is not None:
-            return part
         assignment = self.view.assignments.get(topic)
         if assignment is None:
             return None
+        if self.view.is_kafka(topic) != (kind is TopicKind.KAFKA):
+            raise wrong_kind(topic, TopicKind.V07 if kind is TopicKind.KAFKA else TopicKind.KAFKA)
+        part = self.partitions.get((topic, partition))
+        if part is not None:
+            return part
         state = self.view.state(topic, partition)
         if partition not in assignment:
             raise WrongPartitionError(
@@ -270,8 +290,9 @@ class ReplicaManager:
         """Ask the repair thread to look at ``key``'s damaged ranges (never blocks: network threads call it)."""
         self.repair.request(key)
 
-    def create_topic(self, topic: str, partitions: int, replication_factor: int, deadline: float) -> None:
-        """Write a replicated topic's assignment (a produce auto-created it); the controller then
+    def create_topic(self, topic: str, partitions: int, replication_factor: int, deadline: float,
+                     kind: TopicKind = TopicKind.V07) -> None:
+        """Write a replicated topic's assignment (a produce auto-created it) of ``kind``; the controller then
         elects its leaders. Never raises for a topic created meanwhile by someone else.
 
         Raises:
@@ -286,9 +307,10 @@ class ReplicaManager:
                                  topic, exc)
             return
         try:
+            fmt = znodes.KAFKA_FORMAT if kind is TopicKind.KAFKA else None
             self.zk.call(deadline, self.client.create_async, znodes.topic_dir(topic),
-                         znodes.assignment_value(assignment), makepath=True, what=f"create topic {topic}")
-            log.info("auto-created replicated topic %s: %s", topic, assignment)
+                         znodes.assignment_value(assignment, fmt), makepath=True, what=f"create topic {topic}")
+            log.info("auto-created %s topic %s: %s", "Kafka" if fmt else "replicated", topic, assignment)
         except NodeExistsError:
             pass
         except KazooException as exc:

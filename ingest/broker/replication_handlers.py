@@ -188,9 +188,12 @@ class ReplicationHandlers:
     def topic_metadata(self, req: p.TopicMetadataRequest) -> Reply:
         view = self.replicas.view
         assignments = view.assignments
-        names = req.topics or tuple(sorted(assignments))
+        names = req.topics or tuple(sorted(t for t in assignments if not view.is_kafka(t)))
         topics = []
         for name in names:
+            if view.is_kafka(name):   # a Kafka topic is the Kafka listener's (docs/kafka-protocol.md, D2)
+                topics.append(p.ReplicatedTopic(name, ErrorCode.WRONG_TOPIC_KIND, ()))
+                continue
             assignment = assignments.get(name)
             if assignment is None:
                 topics.append(p.ReplicatedTopic(name, ErrorCode.NONE, ()))

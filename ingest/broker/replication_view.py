@@ -1,7 +1,8 @@
 """A broker's view of the replication state in ZooKeeper, kept current by watches.
 
-What it watches (layout in :mod:`ingest.znodes`): the live brokers (``/brokers/ids``),
-every replicated topic's assignment (the data of ``/brokers/topics/[topic]``), every
+What it watches (layout in :mod:`ingest.znodes`): the live brokers (``/brokers/ids``) and
+their Kafka listeners (``/brokers/endpoints``), the controller (``/controller``),
+every replicated topic's assignment and kind (the data of ``/brokers/topics/[topic]``), every
 replicated partition's state (``/brokers/partition_states/[topic]/[p]``) and each broker's
 replicas that cannot write (``/brokers/storage_failures/[id]``). The replica manager, the
 controller and the TOPIC_METADATA handler read it; listeners hear about changes.
@@ -37,6 +38,9 @@ class ReplicationView:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.sessions: dict[int, int] = {}     # broker id -> czxid of its /brokers/ids node (its registration)
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.kafka_topics: frozenset[str] = frozenset()   # the cluster topics whose assignment says "format":"kafka"
+        self.endpoints: dict[int, dict[str, tuple[str, int]]] = {}   # broker id -> Kafka listener -> (host, port)
+        self.controller_id = -1
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.storage_failures: dict[int, dict[tuple[str, int], str]] = {}   # broker id -> failed replicas
         self._lock = threading.Lock()
@@ -81,7 +85,35 @@ class ReplicationView:
         c.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
         c.retry(c.ensure_path, znodes.STORAGE_FAILURES)
         c.ChildrenWatch(znodes.STORAGE_FAILURES, self._on_failure_nodes)
+        c.retry(c.ensure_path, znodes.BROKER_ENDPOINTS)
+        c.ChildrenWatch(znodes.BROKER_ENDPOINTS, self._on_endpoint_nodes)
+        c.DataWatch(znodes.CONTROLLER, self._on_controller)
         return self
+
+    def _on_endpoint_nodes(self, children: list[str]) -> bool:
+        """A broker's endpoints node is written once per ZooKeeper session: the children tell every change."""
+        if self._closed:
+            return False
+        found: dict[int, dict[str, tuple[str, int]]] = {}
+        for child in children:
+            try:
+                bid = int(child)
+                data, _ = self.client.retry(self.client.get, znodes.broker_endpoints_path(bid))
+                found[bid] = znodes.parse_broker_endpoints(data)
+            except (NoNodeError, ValueError, UnicodeDecodeError):
+                continue
+        self.endpoints = found
+        self._call(self._broker_listeners, self.brokers)
+        return True
+
+    def _on_controller(self, data, _stat) -> bool:
+        if self._closed:
+            return False
+        try:
+            self.controller_id = -1 if data is None else znodes.parse_controller(data)
+        except ValueError:
+            self.controller_id = -1
+        return True
 
     def close(self) -> None:
         self._closed = True
@@ -121,6 +153,7 @@ class ReplicationView:
                 return False
             try:
                 assignment = znodes.parse_assignment(data)
+                kafka = znodes.parse_topic_format(data) == znodes.KAFKA_FORMAT
             except ValueError as exc:
                 log.error("topic %s: unreadable assignment in ZooKeeper (%s); ignoring it", topic, exc)
                 return True
@@ -130,6 +163,8 @@ class ReplicationView:
                 known = self.assignments.get(topic)
                 if known == assignment:
                     return True
+                if kafka:   # set before the assignment: a reader never sees a Kafka topic as a 0.7 one
+                    self.kafka_topics = self.kafka_topics | {topic}
                 self.assignments = {**self.assignments, topic: assignment}
                 fresh = [(topic, p) for p in assignment if (topic, p) not in self._watched_states]
                 self._watched_states.update(fresh)
@@ -219,6 +254,18 @@ class ReplicationView:
 
     def is_replicated(self, topic: str) -> bool:
         return topic in self.assignments
+
+    def is_kafka(self, topic: str) -> bool:
+        """Whether ``topic`` is a Kafka cluster topic (its assignment says ``"format":"kafka"``)."""
+        return topic in self.kafka_topics
+
+    def is_replicated_07(self, topic: str) -> bool:
+        """Whether ``topic`` is a replicated 0.7 topic (an assignment without a format)."""
+        return topic in self.assignments and topic not in self.kafka_topics
+
+    def kafka_endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+        """``(host, port)`` of ``broker_id``'s Kafka listener ``listener``, None while it has none registered."""
+        return self.endpoints.get(broker_id, {}).get(listener)
 
     def cannot_write(self, topic: str, partition: int) -> frozenset[int]:
         """The brokers whose replica of ``topic``-``partition`` reported a storage failure."""

@@ -4,6 +4,7 @@ Znode layout (paths relative to the chroot of ``zk.connect``; built by
 :mod:`ingest.znodes`, which documents the whole tree)::
 
     /brokers/ids/[broker_id]                -> "creator:host:port"      ephemeral
+    /brokers/endpoints/[broker_id]          -> the Kafka listeners (JSON, Kafka's shape)  ephemeral
     /brokers/topics/[topic]/[broker_id]     -> "<partition count>"      ephemeral
 
 ``/brokers/ids`` and ``/brokers/topics/[topic]`` themselves are persistent
@@ -57,8 +58,10 @@ class BrokerRegistry:
     """
 
     def __init__(self, zk_connect: str, broker_id: int, host: str, port: int, *,
-                 session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
+                 session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000,
+                 endpoints: bytes | None = None) -> None:
         self.zk_connect = zk_connect
+        self.endpoints = endpoints   # the /brokers/endpoints/[id] value (None: no Kafka listener)
         self.broker_id = broker_id
         self.host, self.port = host, port
         self.address = f"{host}:{port}"
@@ -189,6 +192,7 @@ class BrokerRegistry:
             try:
                 self.client.retry(self.client.create, path, data, ephemeral=True)
                 self.registrations += 1
+                self._register_endpoints()
                 return
             except NodeExistsError:
                 pass
@@ -198,6 +202,7 @@ class BrokerRegistry:
                 continue  # vanished between create and get: try again
             if stat.ephemeralOwner == self.client.client_id[0]:
                 self.registrations += 1
+                self._register_endpoints()
                 return  # our own create landed before a connection loss
             holder = existing.decode(errors="replace")
             if self._names_us(existing) and time.monotonic() < deadline:
@@ -213,6 +218,25 @@ class BrokerRegistry:
                 f"({self.zk_connect}{path} -> {holder!r}, session 0x{stat.ephemeralOwner:x}); "
                 f"another live broker uses brokerid={self.broker_id}: give this broker a unique "
                 "brokerid or stop the other one")
+
+    def _register_endpoints(self) -> None:
+        """``/brokers/endpoints/[id]``, once this session holds ``/brokers/ids/[id]`` (so a node left by
+        another session is a dead predecessor's: replaced)."""
+        if self.endpoints is None:
+            return
+        path = znodes.broker_endpoints_path(self.broker_id)
+        self.client.retry(self.client.ensure_path, znodes.BROKER_ENDPOINTS)
+        while True:
+            try:
+                self.client.retry(self.client.create, path, self.endpoints, ephemeral=True)
+                return
+            except NodeExistsError:
+                if self._owned_by_us(path):
+                    return
+                try:
+                    self.client.retry(self.client.delete, path)
+                except NoNodeError:
+                    pass
 
     def _names_us(self, value: bytes) -> bool:
         """Whether a broker node's value (any form readers accept) names our host and port."""

@@ -110,6 +110,9 @@ def register(subparsers) -> None:
     cr.add_argument("--config", metavar="SERVER_PROPERTIES", help="broker config for default.replication.factor "
                                                                   "and zk.connect")
     cr.add_argument("--topic", required=True)
+    cr.add_argument("--format", choices=("kafka", "0.7"), default="kafka",
+                    help="kafka (default): a Kafka topic, served by the brokers' Kafka listeners (logical offsets); "
+                         "0.7: a replicated 0.7 topic, served by the 0.7 port (byte offsets)")
     cr.add_argument("--partitions", metavar="P", help="number of partitions, 1..10000")
     cr.add_argument("--replication-factor", metavar="R", help="copies of each partition, 1..live brokers")
     cr.add_argument("--replica-assignment", metavar="B:B,B:B,...",
@@ -249,8 +252,10 @@ def _create(args) -> int:
     with _zk_session(connect) as client:
         plan = topics_admin.create_topic(client, args.topic, partitions=partitions, replication_factor=rf,
                                          manual=manual,
-                                         min_insync_replicas=server["min.insync.replicas"] if server else None)
+                                         min_insync_replicas=server["min.insync.replicas"] if server else None,
+                                         topic_format="kafka" if args.format == "kafka" else None)
     print(f"created topic {args.topic!r}: {len(plan)} partition(s), replication factor {len(plan[0])}, "
+          f"format {args.format}, "
           f"replicas {topics_admin.describe_assignment(plan)} (the controller elects the leaders)")
     return 0
 

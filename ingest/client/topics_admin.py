@@ -123,12 +123,13 @@ class Topics:
     replicated: dict[str, dict[int, tuple[int, ...]]]
     legacy: dict[str, dict[int, int]]          # topic -> {broker id: partition count}
     unreadable: dict[str, str]                 # topic -> why its assignment cannot be read
+    kafka: frozenset[str] = frozenset()        # the replicated ones that are Kafka topics ("format":"kafka")
 
 
 def read_all_topics(client, only: str | None = None) -> Topics:
     """Read ``/brokers/topics`` (or just ``only``): assignments of replicated topics, counts of legacy ones."""
     names = read_topics(client) if only is None else [only]
-    replicated, legacy, unreadable = {}, {}, {}
+    replicated, legacy, unreadable, kafka = {}, {}, {}, set()
     for name in names:
         try:
             data, _ = client.retry(client.get, znodes.topic_dir(name))
@@ -136,6 +137,8 @@ def read_all_topics(client, only: str | None = None) -> Topics:
             continue
         try:
             plan = znodes.parse_assignment(data)
+            if znodes.parse_topic_format(data) == znodes.KAFKA_FORMAT:
+                kafka.add(name)
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             unreadable[name] = f"unreadable assignment {data[:80]!r}: {exc}"
             continue
@@ -143,7 +146,7 @@ def read_all_topics(client, only: str | None = None) -> Topics:
             legacy[name] = read_topic_partition_counts(client, name)
         else:
             replicated[name] = plan
-    return Topics(replicated, legacy, unreadable)
+    return Topics(replicated, legacy, unreadable, frozenset(kafka))
 
 
 def read_state(client, topic: str, partition: int) -> znodes.PartitionState | None:
@@ -210,8 +213,11 @@ def check_min_insync(plan: Assignment, min_insync_replicas: int | None) -> None:
 
 
 def create_topic(client, topic: str, *, partitions: int | None, replication_factor: int | None,
-                 manual: str | None, min_insync_replicas: int | None = None) -> dict[int, list[int]]:
-    """Plan and write a new replicated topic; returns the assignment written.
+                 manual: str | None, min_insync_replicas: int | None = None,
+                 topic_format: str | None = None) -> dict[int, list[int]]:
+    """Plan and write a new cluster topic; returns the assignment written. ``topic_format``:
+    ``"kafka"`` (a Kafka topic; the command line's default) or None (a replicated 0.7 topic, what the
+    mirror creates for its 0.7 targets).
 
     ``min_insync_replicas``: the brokers' ``min.insync.replicas`` when known (from their config);
     a plan with fewer replicas per partition is refused.
@@ -226,7 +232,7 @@ def create_topic(client, topic: str, *, partitions: int | None, replication_fact
     current = read_all_topics(client, only=topic)
     if topic in current.replicated or topic in current.legacy or topic in current.unreadable:
         raise ReplicationConfigError(exists_message(current, topic))
-    value = znodes.assignment_value(plan)
+    value = znodes.assignment_value(plan, topic_format)
     try:
         client.retry(client.create, znodes.topic_dir(topic), value, makepath=True)
     except NodeExistsError:

@@ -4,6 +4,8 @@ Assignments and partition states come from ZooKeeper (the source of truth; this
 works while brokers are down); the high watermark is asked of each partition's
 current leader over the wire (OFFSETS latest, -1, which a leader answers with its
 high watermark). A leader that cannot be reached shows ``-`` (JSON ``null``).
+For a Kafka topic (``format`` kafka) it is asked of the leader's Kafka listener (the first endpoint
+in ``/brokers/endpoints/[id]``) with ListOffsets latest, for a 0.7 topic of its 0.7 port.
 Unreplicated (Kafka 0.7) topics get one line with their partition count per broker.
 A follower that cannot copy past a range of its leader's log (the leader's bytes
 there are damaged) says so in an ephemeral node of its own
@@ -26,6 +28,10 @@ from ingest.client.discovery import BrokerAddress, read_brokers, read_topics
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.client.topics_admin import cell, read_all_topics, read_state
 from ingest.errors import IngestError, UnknownTopicError
+from ingest.wire.connection import BrokerConnection
+from ingest.wire.kafka.list_offsets import (LATEST, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
+                                            ListOffsetsTopic)
+from ingest.wire.kafka.message import decode_response, encode_request
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +94,38 @@ def read_storage_failures(client) -> dict[tuple[str, int], dict[int, str]]:
     return out
 
 
+def kafka_high_watermarks(client, partitions: Iterable[tuple[str, int, int]],
+                          timeout_s: float = 5.0) -> dict[tuple[str, int], int | None]:
+    """``{(topic, p): HW or None}`` of Kafka topics, asking each leader's Kafka listener ListOffsets latest."""
+    by_leader: dict[int, list[tuple[str, int]]] = {}
+    for t, p, leader in partitions:
+        by_leader.setdefault(leader, []).append((t, p))
+    out: dict[tuple[str, int], int | None] = {}
+    for leader, parts in sorted(by_leader.items()):
+        out.update({tp: None for tp in parts})
+        try:
+            data, _ = client.retry(client.get, znodes.broker_endpoints_path(leader))
+            host, port = next(iter(znodes.parse_broker_endpoints(data).values()))
+        except (NoNodeError, ValueError, StopIteration):
+            continue
+        req = ListOffsetsRequest(topics=tuple(ListOffsetsTopic(t, (ListOffsetsPartition(p, timestamp=LATEST),))
+                                              for t, p in parts))
+        conn = BrokerConnection(host, port, broker_id=leader, timeout_s=timeout_s)
+        try:
+            resp = decode_response(ListOffsetsResponse, conn.request_buffer(
+                encode_request(req, 1, 1, "ingest-topics-describe")), 1)[1]
+        except (IngestError, OSError) as exc:
+            log.debug("leader %d's Kafka listener %s:%d unreachable: %s", leader, host, port, exc)
+            continue
+        finally:
+            conn.close()
+        for t in resp.topics:
+            for pr in t.partitions:
+                if pr.error_code == 0:
+                    out[(t.name, pr.partition_index)] = pr.offset
+    return out
+
+
 def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0) -> list[dict]:
     """One record per replicated partition and per unreplicated topic (sorted by topic).
 
@@ -103,20 +141,22 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
     states = {(t, p): read_state(client, t, p) for t, plan in topics.replicated.items() for p in plan}
     brokers = read_brokers(client)
     led = [(t, p, s.leader) for (t, p), s in states.items() if s is not None and s.leader >= 0]
-    hws = high_watermarks(led, brokers, timeout_s)
+    hws = high_watermarks([x for x in led if x[0] not in topics.kafka], brokers, timeout_s)
+    hws.update(kafka_high_watermarks(client, [x for x in led if x[0] in topics.kafka], timeout_s))
     failures = read_storage_failures(client)
     records: list[dict] = []
     for (t, p), s in sorted(states.items()):
         replicas = list(topics.replicated[t][p])
         leader = s.leader if s is not None and s.leader >= 0 else None
-        records.append({"topic": t, "replicated": True, "partition": p, "leader": leader,
+        records.append({"topic": t, "replicated": True, "format": "kafka" if t in topics.kafka else "0.7",
+                        "partition": p, "leader": leader,
                         "replicas": replicas, "isr": list(s.isr) if s is not None else [],
                         "leader_epoch": s.leader_epoch if s is not None else None,
                         "high_watermark": hws.get((t, p)), "preferred_replica": replicas[0],
                         "leader_is_preferred": leader == replicas[0], "stalled_replicas": read_stalls(client, t, p),
                         "cannot_write": {str(b): e for b, e in sorted(failures.get((t, p), {}).items())}})
     for t, counts in topics.legacy.items():
-        records.append({"topic": t, "replicated": False,
+        records.append({"topic": t, "replicated": False, "format": "0.7",
                         "partitions_per_broker": {str(b): n for b, n in sorted(counts.items())}})
     for t, why in topics.unreadable.items():
         records.append({"topic": t, "replicated": None, "error": why})
@@ -130,14 +170,14 @@ def format_records(records: Sequence[dict], controller: tuple[int | None, int | 
     out.write(f"controller: {'none' if bid is None else f'broker {bid}'}"
               f"{'' if epoch is None else f' (controller epoch {epoch})'}\n")
     header = ("topic", "partition", "leader", "replicas", "isr", "leader_epoch", "high_watermark",
-              "preferred_leader")
+              "preferred_leader", "format")
     rows = [header]
     for r in records:
         if r["replicated"]:
             pref = "-" if r["leader"] is None else ("yes" if r["leader_is_preferred"]
                                                    else f"no (preferred {r['preferred_replica']})")
             rows.append((r["topic"], str(r["partition"]), cell(r["leader"]), cell(r["replicas"]),
-                         cell(r["isr"]), cell(r["leader_epoch"]), cell(r["high_watermark"]), pref))
+                         cell(r["isr"]), cell(r["leader_epoch"]), cell(r["high_watermark"]), pref, r.get("format", "0.7")))
     if len(rows) > 1:
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:

@@ -101,7 +101,8 @@ class DatacentersDemo(Demo):
                 self.sup.run(f"create-{dc}-{topic}", [
                     self.py, "-m", "ingest.cli", "topics", "create", "--zookeeper", self.clusters[dc]["zk"],
                     "--topic", topic, "--partitions", str(BROKERS_PER_DC),
-                    "--replication-factor", str(BROKERS_PER_DC)], timeout_s=60)
+                    "--replication-factor", str(BROKERS_PER_DC),
+                    "--format", "0.7"], timeout_s=60)   # the demo's producers and mirror speak 0.7
         say(f"topics: {', '.join(t for t, _, _ in DC_TOPICS)}, {MONITORING_TOPIC} in {', '.join(DATACENTERS)}: "
             f"{BROKERS_PER_DC} partitions, replicated on {BROKERS_PER_DC} brokers")
 

@@ -101,7 +101,7 @@ def test_an_unreachable_leader_has_no_high_watermark_and_shows_a_dash():
                     {"topic": "u", "replicated": False, "partitions_per_broker": {"0": 4, "1": 1}}], (7, 3), out)
     lines = out.getvalue().splitlines()
     assert lines[0] == "controller: broker 7 (controller epoch 3)"
-    assert lines[2].split() == ["t", "0", "7", "7,8", "7", "2", "-", "yes"]
+    assert lines[2].split() == ["t", "0", "7", "7,8", "7", "2", "-", "yes", "0.7"]
     assert lines[3] == "u  unreplicated, per broker: 0 (4 partitions), 1 (1 partition)"
 
 
@@ -156,8 +156,16 @@ def test_create_writes_kafkas_assignment(cluster):
     expected = assignment.assign([b.broker_id for b in brokers], 4, 3)
     assert znodes.parse_assignment(client.get(znodes.topic_dir("clicks"))[0]) == {
         p: tuple(r_) for p, r_ in expected.items()}
-    assert "created topic 'clicks': 4 partition(s), replication factor 3" in r.stdout
+    assert "created topic 'clicks': 4 partition(s), replication factor 3, format kafka" in r.stdout
     assert r.stderr == ""
+    # new topics are Kafka topics unless asked: the kind is recorded with the assignment
+    assert znodes.parse_topic_format(client.get(znodes.topic_dir("clicks"))[0]) == "kafka"
+    r = _run("topics", "create", "--zookeeper", connect, "--topic", "clicks07", "--partitions", "1", "--format", "0.7")
+    assert r.returncode == 0, r.stderr
+    assert znodes.parse_topic_format(client.get(znodes.topic_dir("clicks07"))[0]) is None
+    rows = [json.loads(x) for x in _run("topics", "describe", "--zookeeper", connect, "--json").stdout.splitlines()]
+    assert {x["topic"]: x["format"] for x in rows if x["topic"] in ("clicks", "clicks07")} == {
+        "clicks": "kafka", "clicks07": "0.7"}
 
 
 def test_create_with_a_manual_assignment_and_the_default_factor(cluster, tmp_path):
@@ -278,7 +286,8 @@ def test_describe_lists_unreplicated_topics_and_refuses_unknown_ones(cluster):
     assert f"legacy-d  unreplicated, per broker: {brokers[0].broker_id} (1 partition)" in r.stdout
     r = _run("topics", "describe", "--zookeeper", connect, "--topic", "legacy-d", "--json")
     assert [json.loads(x) for x in r.stdout.splitlines()] == [
-        {"topic": "legacy-d", "replicated": False, "partitions_per_broker": {str(brokers[0].broker_id): 1}}]
+        {"topic": "legacy-d", "replicated": False, "format": "0.7",
+         "partitions_per_broker": {str(brokers[0].broker_id): 1}}]
     r = _run("topics", "describe", "--zookeeper", connect, "--topic", "nope")
     _assert_one_line_error(r, ["topic 'nope' does not exist in ZooKeeper", "legacy-d"])
     r = _run("topics", "describe", "--zookeeper", connect, "--topic", "../x")
@@ -353,7 +362,7 @@ def test_describe_and_preferred_leader_across_a_failover(broker_factory, zk_conn
     try:
         wait_until(lambda: len(client.get_children(znodes.BROKER_IDS)) == 3, what="3 brokers registered")
         r = _run("topics", "create", "--zookeeper", zk_connect, "--topic", "rep", "--partitions", "2",
-                 "--replication-factor", "3")
+                 "--replication-factor", "3", "--format", "0.7")
         assert r.returncode == 0, r.stderr
         plan = znodes.parse_assignment(client.get(znodes.topic_dir("rep"))[0])
         wait_until(lambda: all(s is not None and s.leader == plan[p][0] and len(s.isr) == 3
@@ -374,7 +383,7 @@ def test_describe_and_preferred_leader_across_a_failover(broker_factory, zk_conn
         assert rows[1]["high_watermark"] == 0
         text = _run("topics", "describe", "--zookeeper", zk_connect).stdout.splitlines()
         assert text[0].startswith("controller: broker ")
-        assert text[2].split()[:3] == ["rep", "0", str(plan[0][0])] and text[2].split()[-1] == "yes"
+        assert text[2].split()[:3] == ["rep", "0", str(plan[0][0])] and text[2].split()[-2:] == ["yes", "0.7"]
 
         # partition 1's preferred leader dies: another replica leads, describe says it is not the preferred one
         moved = by_id[plan[1][0]]

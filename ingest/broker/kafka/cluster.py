@@ -11,8 +11,9 @@ replica manager themselves:
   read from the broker's replication view, and the partitions the replica manager leads here.
 
 A :class:`ServedPartition` is one partition this broker leads: its log, its leader epoch, the high
-watermark readers stop at, and ``append`` for a producer's batch. Follower fetches (a Fetch with a
-``replica_id``, D4) and following itself are the replication's to add behind this seam.
+watermark readers stop at, and ``append`` for a producer's batch; with ZooKeeper also
+``follower_fetch`` (a Fetch with a ``replica_id``: the follower's position, D4) and ``epoch_end``
+(OffsetForLeaderEpoch from the leader-epoch history).
 
 Thread-safety: every method may be called from any network thread and the coordination thread.
 """
@@ -124,15 +125,11 @@ class LocalCluster:
         cluster_id: the id Metadata answers (stable across restarts: :mod:`ingest.broker.kafka.cluster_id`).
     """
 
-    def __init__(self, logs, broker_id: int, listeners: Listeners, cluster_id: str,
-                 other_kind: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, logs, broker_id: int, listeners: Listeners, cluster_id: str) -> None:
         self.logs = logs
         self.broker_id = broker_id
         self.listeners = listeners
         self.cluster_id = cluster_id
-        self.other_kind = other_kind
-        """With ZooKeeper: True for a name the cluster knows as a 0.7 topic (a replicated 0.7 topic this
-        broker holds no log of), which the Kafka listener must neither show nor create."""
 
     def controller_id(self) -> int:
         return self.broker_id
@@ -146,7 +143,7 @@ class LocalCluster:
 
     def _kind(self, topic: str) -> TopicKind | None:
         kind = self.logs.topic_kind(validate_topic(topic))
-        if kind is TopicKind.V07 or kind is None and self.other_kind is not None and self.other_kind(topic):
+        if kind is TopicKind.V07:
             raise wrong_kind(topic, TopicKind.V07)
         return kind
 

@@ -14,7 +14,8 @@ import os
 import uuid
 from pathlib import Path
 
-from ingest.errors import StorageError
+from ingest import znodes
+from ingest.errors import CoordinationError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -55,3 +56,31 @@ def local_cluster_id(log_dir: str | Path) -> str:
         raise StorageError(f"cannot write {path}: {exc.strerror}") from exc
     log.info("new cluster id %s (saved in %s)", cid, path)
     return cid
+
+
+def zookeeper_cluster_id(client) -> str:
+    """The cluster's id from ``/cluster/id``, created with a new id by the first broker that finds none
+    (Kafka's ``createOrGetClusterId``). ``client``: a started KazooClient.
+
+    Raises:
+        CoordinationError: the node holds no cluster id (written by something else).
+        kazoo errors: ZooKeeper failed (at start-up: the broker does not start).
+    """
+    from kazoo.exceptions import NodeExistsError, NoNodeError   # deferred: kazoo only with ZooKeeper
+
+    while True:
+        try:
+            data, _ = client.retry(client.get, znodes.CLUSTER_ID)
+        except NoNodeError:
+            cid = new_cluster_id()
+            try:
+                client.retry(client.create, znodes.CLUSTER_ID, znodes.cluster_id_value(cid), makepath=True)
+                log.info("new cluster id %s (saved in ZooKeeper %s)", cid, znodes.CLUSTER_ID)
+                return cid
+            except NodeExistsError:
+                continue   # another broker was first: read its id
+        try:
+            return znodes.parse_cluster_id(data)
+        except ValueError as exc:
+            raise CoordinationError(f"ZooKeeper {znodes.CLUSTER_ID} holds no cluster id ({exc}); it is Kafka's "
+                                    "node: delete it only if no Kafka cluster uses this ZooKeeper") from exc

@@ -20,9 +20,12 @@ As Kafka's ``ReplicaManager.fetchMessages``:
   connection's later requests are answered after it (the reply keeps its place);
 - no fetch sessions (KIP-227): ``session_id`` 0 in every answer, so clients keep sending full fetches.
 
-A follower's fetch (``replica_id`` >= 0) is served like a consumer's today; the replication of Kafka
-topics adds its bookkeeping (the follower's log end, ISR, high watermark) behind
-:meth:`~ingest.broker.kafka.cluster.ServedPartition` (docs/kafka-protocol.md, D4).
+A follower's fetch (``replica_id`` >= 0, a broker copying a partition of a Kafka cluster topic, D4) reads up
+to the leader's log end instead of the high watermark, and tells the leader the follower's log end (its
+``fetch_offset``, recorded once per request: ``follower_fetch`` of the served partition), from which the
+leader moves the high watermark and the in-sync set; its ``current_leader_epoch`` must be the leader's.
+An OFFSET_OUT_OF_RANGE answer to a follower carries the leader's log start offset, so that a follower
+below it restarts there. Without ZooKeeper there are no followers: such a fetch is served like a consumer's.
 """
 from __future__ import annotations
 
@@ -79,32 +82,42 @@ class _Read:
         self.regions = []
 
 
-def _read(apis, req: FetchRequest, ctx) -> _Read:
+def _read(apis, req: FetchRequest, ctx, record: bool = False) -> _Read:
+    """Every partition's answer; ``record``: a follower's position is recorded (the request's first read)."""
     out = _Read()
     budget = req.max_bytes if ctx.version >= 3 else 2 ** 31 - 1
     first = True
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            parts.append(_partition(apis, ctx, t.topic, p, out, budget - out.size, first))
+            parts.append(_partition(apis, ctx, t.topic, p, out, budget - out.size, first, req.replica_id, record))
             if out.size:
                 first = False
         out.answers.append((t.topic, parts))
     return out
 
 
-def _partition(apis, ctx, topic: str, p, out: _Read, budget: int, first: bool) -> PartitionData:
+def _partition(apis, ctx, topic: str, p, out: _Read, budget: int, first: bool, replica_id: int = -1,
+               record: bool = False) -> PartitionData:
+    sp = None
     try:
         sp = apis.cluster.leader(topic, p.partition)
         check_epoch(sp.leader_epoch(), p.current_leader_epoch)
+        follower = replica_id >= 0 and hasattr(sp, "follower_fetch")
+        if follower and record:
+            sp.follower_fetch(replica_id, p.current_leader_epoch, p.fetch_offset)
         hw = sp.high_watermark()
         lg = sp.log
         start = lg.start_offset
+        limit = lg.log_end if follower else hw
         max_bytes = max(0, min(p.partition_max_bytes, budget))
-        sl = lg.read(p.fetch_offset, max_bytes, hw, min_one=first)
+        sl = lg.read(p.fetch_offset, max_bytes, limit, min_one=first)
     except IngestError as exc:
         out.errors = True
         code = code_of(exc)
+        if replica_id >= 0 and sp is not None and code == KafkaErrorCode.OFFSET_OUT_OF_RANGE:
+            # a follower learns where the leader's log starts (below it: restart there)
+            return PartitionData(p.partition, code, -1, -1, sp.log.start_offset)
         apis.refusals.warning(ctx.client, f"Fetch {KafkaErrorCode(code).name}",
                               "client %s: Fetch v%d of %s-%d at %d refused (%s): %s", ctx.client, ctx.version, topic,
                               p.partition, p.fetch_offset, KafkaErrorCode(code).name, exc)
@@ -150,7 +163,7 @@ def _response(read: _Read) -> FetchResponse:
 
 
 def handle(apis, req: FetchRequest, ctx):
-    read = _read(apis, req, ctx)
+    read = _read(apis, req, ctx, record=True)
     if read.errors or read.size >= req.min_bytes or req.max_wait_ms <= 0:
         return ctx.reply(_response(read))
     read.release()
