@@ -3,7 +3,8 @@
 One process tree, one run, every row side by side. 200-byte messages, one partition:
 
 * **produce, acks=1, one broker** and **produce, acks=all, RF 3 on 3 brokers**, then **consume from
-  earliest** (the acks=1 topic of the same round), for
+  earliest** (the acks=1 topic of the same round: confluent-kafka's ``consume(10000)`` with
+  ``fetch.queue.backoff.ms`` 10, the way a consumer that reads a backlog sets it), for
   - *this product, Kafka listener*: confluent-kafka (librdkafka) producer and consumer
     (bench/peers/kafka_clients.py: ``linger.ms`` 5, no compression, defaults otherwise) against the
     broker's Kafka listener; acks=all on a Kafka topic of replication factor 3 on 3 brokers with
@@ -17,11 +18,16 @@ One process tree, one run, every row side by side. 200-byte messages, one partit
   - *RabbitMQ* (bench/peers/rabbitmq.py): persistent messages, publisher confirms awaited per 1,000
     (``--confirm-window``), ``basic_consume`` with prefetch 1,000; acks=all over 3 nodes would need a
     quorum queue on a RabbitMQ cluster: not run.
+* **four more consume rows** for the Kafka-protocol systems only (the same topic): confluent-kafka's
+  ``poll()`` one message a call; confluent-kafka with every setting librdkafka's default (its 1 s
+  ``fetch.queue.backoff.ms`` paces it); kafka-python's ``poll(max_records=10000)`` and aiokafka's
+  ``getmany(max_records=10000)`` with their defaults. The 0.7 path and RabbitMQ print "not run" there;
 * **the limits**, measured in the same rounds: loopback TCP for the produced bytes in requests of the
   size librdkafka sent (``sendall``), loopback for the same bytes sent from a page-cached file with
   ``os.sendfile`` in 1 MB calls (librdkafka's ``max.partition.fetch.bytes``), sequential write +
   fdatasync of the same bytes where the broker writes, and the client's own ceiling (the
-  ``produce()`` calls alone, nowhere to send). Rows are printed as ratios to them.
+  ``produce()`` calls alone, nowhere to send) and the consumer's (``consume(10000)`` calls alone over
+  this round's acks=1 topic once librdkafka has fetched all of it). Rows are printed as ratios to them.
 
 Rows alternate: each round runs every row kind for every system, the systems' order rotating from
 round to round, so that the machine's load falls on all of them alike; a row's figure is the best of
@@ -43,7 +49,8 @@ line says which PIDs were stopped and that none is left.
 Usage::
 
     .venv/bin/python bench/bench_kafka.py [--count 1000000] [--peer-count 100000] [--rounds 3]
-        [--only ours-kafka,ours-0.7,tansu,rabbitmq] [--kinds acks1,acksall,consume]
+        [--only ours-kafka,ours-0.7,tansu,rabbitmq]
+        [--kinds acks1,acksall,consume,consume-poll,consume-defaults,consume-kafka-python,consume-aiokafka]
         [--broker-tree PATH] [--verify] [--json results.json]
 """
 from __future__ import annotations
@@ -74,11 +81,16 @@ from ingest.ratelimited_log import flush_all  # noqa: E402
 from ingest.records.message import HEADER_SIZE  # noqa: E402
 
 SYSTEMS = ("ours-kafka", "ours-0.7", "tansu", "rabbitmq")
-KINDS = ("acks1", "acksall", "consume")
+KINDS = ("acks1", "acksall", "consume", "consume-poll", "consume-defaults", "consume-kafka-python",
+         "consume-aiokafka")
+#: the consume rows that only Kafka-protocol clients run: confluent-kafka in two more ways, and two other clients
+KAFKA_CONSUME = ("consume-poll", "consume-defaults", "consume-kafka-python", "consume-aiokafka")
 NAMES = {"ours-kafka": "this product, Kafka listener", "ours-0.7": "this product, 0.7 path", "tansu": "Tansu",
          "rabbitmq": "RabbitMQ"}
 LABELS = {"acks1": "produce, acks=1, one broker", "acksall": "produce, acks=all, RF 3 on 3 brokers",
-          "consume": "consume from earliest, one broker"}
+          "consume": "consume from earliest, one broker", "consume-poll": "consume, poll() per message",
+          "consume-defaults": "consume, librdkafka's defaults", "consume-kafka-python": "consume, kafka-python",
+          "consume-aiokafka": "consume, aiokafka"}
 BATCH_07 = 50
 FETCH_CHUNK = 1 << 20  # librdkafka's max.partition.fetch.bytes
 MSG_07 = HEADER_SIZE + PAYLOAD_SIZE  # a 0.7-path message on disk: the offsets advance by this much
@@ -87,20 +99,32 @@ ESTIMATED_WIRE = PAYLOAD_SIZE + 10
 ESTIMATED_REQUEST = 1 << 20
 
 
+CONSUME_MEANING = "confluent-kafka Consumer, assign from OFFSET_BEGINNING, consume(10000), fetch.queue.backoff.ms 10"
+KAFKA_CONSUME_MEANING = {
+    "consume-poll": "the same, poll() one message a call",
+    "consume-defaults": "the same consume(10000), every setting librdkafka's default (fetch.queue.backoff.ms 1000)",
+    "consume-kafka-python": "kafka-python KafkaConsumer, assign, seek_to_beginning, poll(max_records=10000), defaults",
+    "consume-aiokafka": "aiokafka AIOKafkaConsumer, assign, seek_to_beginning, getmany(max_records=10000), defaults",
+}
+
+
 def meaning(system: str, kind: str, args) -> str:
     return {
         ("ours-kafka", "acks1"): "confluent-kafka Producer, linger.ms 5, acks=1, no compression",
         ("ours-kafka", "acksall"): "the same, acks=all; Kafka topic, RF 3, min.insync.replicas 2",
-        ("ours-kafka", "consume"): "confluent-kafka Consumer, assign from OFFSET_BEGINNING, consume(10000)",
+        ("ours-kafka", "consume"): CONSUME_MEANING,
         ("tansu", "acks1"): "confluent-kafka Producer, linger.ms 5, acks=1, no compression; memory storage",
         ("tansu", "acksall"): "the same, acks=all; ONE broker (Tansu has no replication of its own)",
-        ("tansu", "consume"): "confluent-kafka Consumer, assign from OFFSET_BEGINNING, consume(10000)",
+        ("tansu", "consume"): CONSUME_MEANING,
         ("ours-0.7", "acks1"): f"sync Producer, {args.batch_07} per PRODUCE request, acks=1",
         ("ours-0.7", "acksall"): f"sync Producer, {args.batch_07} per request, acks=-1; 0.7 topic, RF 3",
         ("ours-0.7", "consume"): "SimpleConsumer.fetch_batch, 200 KB pulls, CRC checked",
         ("rabbitmq", "acks1"): f"basic_publish persistent, publisher confirms awaited per {args.confirm_window}",
         ("rabbitmq", "acksall"): "no equivalent (a quorum queue on a 3-node RabbitMQ cluster)",
         ("rabbitmq", "consume"): "basic_consume, prefetch 1000, basic_ack multiple per 1,000",
+        **{(s, k): KAFKA_CONSUME_MEANING[k] for s in ("ours-kafka", "tansu") for k in KAFKA_CONSUME},
+        **{(s, k): "no Kafka-protocol port (a Kafka client's row)" for s in ("ours-0.7", "rabbitmq")
+           for k in KAFKA_CONSUME},
     }[(system, kind)]
 
 
@@ -224,6 +248,7 @@ class Bench:
                     self.rows[kind][system].append(res)
                     print(f"  {LABELS[kind]:<36} {NAMES[system]:<30} {self.line(res)}", flush=True)
             self.limit_round(r)
+            self.dequeue_round(r)
 
     @staticmethod
     def line(res) -> str:
@@ -237,11 +262,14 @@ class Bench:
             return self.skip[system]
         if (system, kind) in self.skip_rows:
             return self.skip_rows[(system, kind)]
-        if (system, kind) == ("rabbitmq", "acksall"):
+        if (system, kind) == ("rabbitmq", "acksall") or (kind in KAFKA_CONSUME and system in ("ours-0.7", "rabbitmq")):
             return "not run: " + meaning(system, kind, self.args)
-        if kind == "consume" and "acks1" in self.kinds and not isinstance(self.rows["acks1"][system][-1], dict):
+        if (kind.startswith("consume") and "acks1" in self.kinds
+                and not isinstance(self.rows["acks1"][system][-1], dict)):
             return "skipped: the acks=1 row of this round produced nothing to read"
         try:
+            if kind in KAFKA_CONSUME:
+                return getattr(self, f"_{system.replace('-', '_')}_consume")(r, kind)
             return getattr(self, f"_{system.replace('-', '_').replace('.', '')}_{kind}")(r)
         except Stop:
             raise
@@ -262,7 +290,7 @@ class Bench:
 
     def topic(self, system: str, kind: str, r: int) -> str:
         prefix = {"ours-kafka": "k", "ours-0.7": "o", "tansu": "t", "rabbitmq": "q"}[system]
-        return f"{prefix}{'1' if kind in ('acks1', 'consume') else 'all'}-r{r}"
+        return f"{prefix}{'all' if kind == 'acksall' else '1'}-r{r}"
 
     def verify(self, what: str, kept: list[bytes], n: int) -> None:
         if kept != self.msgs[:n]:
@@ -291,12 +319,15 @@ class Bench:
         _, got, _, kept = kc.consume(bootstrap, topic, n, keep=True)
         self.verify(f"{topic} read back", kept, got)
 
-    def kafka_consume(self, bootstrap: str, topic: str, n: int, cpu) -> dict:
+    def kafka_consume(self, bootstrap: str, topic: str, n: int, cpu, kind: str = "consume") -> dict:
         from bench.peers import kafka_clients as kc
         kept: list[bytes] = []
+        read = {"consume": kc.consume, "consume-poll": lambda *a, **k: kc.consume(*a, loop="poll", **k),
+                "consume-defaults": lambda *a, **k: kc.consume(*a, tuned=False, **k),
+                "consume-kafka-python": kc.consume_kafka_python, "consume-aiokafka": kc.consume_aiokafka}[kind]
 
         def run():
-            secs, got, nbytes, k = kc.consume(bootstrap, topic, n, keep=self.args.verify)
+            secs, got, nbytes, k = read(bootstrap, topic, n, keep=self.args.verify)
             kept.extend(k)
             if got != n or nbytes != n * PAYLOAD_SIZE:
                 raise RuntimeError(f"{topic}: {got} messages / {nbytes} bytes read, expected {n} / {n * PAYLOAD_SIZE}")
@@ -328,10 +359,10 @@ class Bench:
             self.kafka_read_back(ours.bootstrap_cluster, topic, n)
         return res
 
-    def _ours_kafka_consume(self, r: int) -> dict:
+    def _ours_kafka_consume(self, r: int, kind: str = "consume") -> dict:
         ours = self.servers["ours"]
-        return self.kafka_consume(ours.bootstrap_one, self.topic("ours-kafka", "consume", r), self.args.count,
-                                  ours.one_cpu)
+        return self.kafka_consume(ours.bootstrap_one, self.topic("ours-kafka", kind, r), self.args.count,
+                                  ours.one_cpu, kind)
 
     @staticmethod
     def exact_hw(bootstrap: str, topic: str, n: int, res: dict) -> None:
@@ -363,9 +394,9 @@ class Bench:
         res["watermarks"] = list(kc.watermarks(t.bootstrap, topic))  # printed, not checked: Tansu's lags
         return res
 
-    def _tansu_consume(self, r: int) -> dict:
+    def _tansu_consume(self, r: int, kind: str = "consume") -> dict:
         t = self.servers["tansu"]
-        res = self.kafka_consume(t.bootstrap, self.topic("tansu", "consume", r), self.args.count, t.server_cpu)
+        res = self.kafka_consume(t.bootstrap, self.topic("tansu", kind, r), self.args.count, t.server_cpu, kind)
         t.check_alive()
         return res
 
@@ -486,6 +517,29 @@ class Bench:
               + ", ".join(f"{k} {v['msg_s']:,.0f} msg/s ({v['mb_s']:,.0f} MB/s)" for k, v in out.items()
                           if isinstance(v, dict)), flush=True)
 
+    def dequeue_round(self, r: int) -> None:
+        """The consumer's own ceiling: confluent-kafka's consume(10000) calls over messages already fetched,
+        read from this round's acks=1 topic of the Kafka listener (else Tansu's)."""
+        from bench.peers import kafka_clients as kc
+        for system, bootstrap in (("ours-kafka", lambda: self.servers["ours"].bootstrap_one),
+                                  ("tansu", lambda: self.servers["tansu"].bootstrap)):
+            if "acks1" in self.kinds and system in self.systems and isinstance(self.rows["acks1"][system][-1], dict):
+                n = self.args.count
+                try:
+                    secs = kc.dequeue_seconds(bootstrap(), self.topic(system, "acks1", r), n)
+                except Stop:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a limit that cannot be measured is reported, not fatal
+                    self.failed = True
+                    print(f"  limit client_dequeue failed: {type(exc).__name__}: {exc}", flush=True)
+                    return
+                res = {"seconds": secs, "msg_s": n / secs, "mb_s": n * PAYLOAD_SIZE / secs / 1e6,
+                       "what": f"confluent-kafka consume(10000) calls alone (every message already fetched, "
+                               f"from {NAMES[system]})"}
+                self.limits.setdefault("client_dequeue", []).append(res)
+                print(f"  limit client_dequeue {res['msg_s']:,.0f} msg/s ({res['what']})", flush=True)
+                return
+
     # -- report ----------------------------------------------------------------------------------
 
     def best(self, kind: str, system: str):
@@ -495,12 +549,20 @@ class Bench:
         rows = self.rows[kind][system]
         return rows[-1] if rows else "not run"
 
+    def client_limit(self, kind: str, system: str) -> tuple[str, dict] | None:
+        """The confluent-kafka client's own ceiling for a row it runs: produce() or consume() calls alone."""
+        if system not in ("ours-kafka", "tansu") or kind in ("consume-kafka-python", "consume-aiokafka"):
+            return None
+        name = "client_dequeue" if kind.startswith("consume") else "client_enqueue"
+        lim = self.best_limit(name)
+        return (name, lim) if lim else None
+
     def best_limit(self, name: str) -> dict | None:
         got = self.limits.get(name, [])
         return max(got, key=lambda x: x["msg_s"]) if got else None
 
     def limit_for(self, kind: str) -> tuple[str, dict] | tuple[None, None]:
-        if kind == "consume":
+        if kind.startswith("consume"):
             lim = self.best_limit("sendfile_fetch")
             return ("sendfile_fetch", lim) if lim else (None, None)
         cands = [(k, self.best_limit(k)) for k in ("loopback_produce", "disk_write")]
@@ -540,6 +602,9 @@ class Bench:
                 what = meaning(s, kind, self.args)
                 if isinstance(b, dict):
                     ratio = f"{b['msg_s'] / lim['msg_s']:.3f} of {lim_name}" if lim else "-"
+                    client = self.client_limit(kind, s)
+                    if client:
+                        ratio += f"; {b['msg_s'] / client[1]['msg_s']:.2f} of {client[0]}"
                     out.append(f"| {LABELS[kind]} | {NAMES[s]} | {what} | {b['messages']:,} | {b['msg_s']:,.0f} "
                                f"| {b['mb_s']:.1f} | {b['client_us']:.2f} | {b['server_us']:.2f} | {ratio} |")
                 else:
@@ -549,7 +614,7 @@ class Bench:
             out.append("\n### The limits, same run (best round)\n")
             out.append("| limit | what it is | msg/s | MB/s |")
             out.append("| --- | --- | ---: | ---: |")
-            for name in ("loopback_produce", "sendfile_fetch", "disk_write", "client_enqueue"):
+            for name in ("loopback_produce", "sendfile_fetch", "disk_write", "client_enqueue", "client_dequeue"):
                 b = self.best_limit(name)
                 if b:
                     out.append(f"| {name} | {b['what']} | {b['msg_s']:,.0f} | {b['mb_s']:,.0f} |")
@@ -589,6 +654,10 @@ class Bench:
             lim_name, lim = self.limit_for(kind)
             if isinstance(b, dict):
                 near = f"; {b['msg_s'] / lim['msg_s']:.3f} of the {lim_name} limit" if lim else ""
+                client = self.client_limit(kind, "ours-kafka")
+                if client:
+                    near += (f"; {b['msg_s'] / client[1]['msg_s']:.2f} of the client's own ceiling ({client[0]}, "
+                             f"{client[1]['msg_s']:,.0f} msg/s)")
                 lines.append(f"{label} >= {aim:,} msg/s: {b['msg_s']:,.0f}{near}: "
                              f"{'MET' if b['msg_s'] >= aim else 'NOT MET'}")
             else:
@@ -622,7 +691,7 @@ def main(argv=None) -> int:
     for name in ("count", "peer_count", "rounds", "batch_07", "confirm_window"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} {getattr(args, name)}: allowed is an integer >= 1")
-    if "consume" in args.kinds and "acks1" not in args.kinds:
+    if any(k.startswith("consume") for k in args.kinds) and "acks1" not in args.kinds:
         ap.error("--kinds: consume reads what the acks1 row of the same round produced; give acks1 too")
     args.broker_tree = args.broker_tree.resolve()
     if not (args.broker_tree / "ingest" / "broker").is_dir():

@@ -1,4 +1,5 @@
-"""The Kafka-protocol clients of bench/bench_kafka.py: confluent-kafka (librdkafka) producer and consumer.
+"""The Kafka-protocol clients of bench/bench_kafka.py: confluent-kafka (librdkafka) producer and consumers,
+kafka-python's and aiokafka's consumers.
 
 Producer: values of 200 bytes without a key, to partition 0, ``linger.ms`` 5, ``compression.type``
 none, ``acks`` 1 or all, librdkafka's defaults otherwise (``batch.size`` 1 MB, ``batch.num.messages``
@@ -9,14 +10,23 @@ message, as a producer that only counts errors would. A full local queue
 ``produce()`` until ``flush()`` returned with nothing left. librdkafka's statistics give the Produce
 requests it sent and their bytes: the request size the loopback limit is measured with.
 
-Consumer: ``assign`` of partition 0 from ``OFFSET_BEGINNING``, ``consume(10000, ...)`` until N
-messages, each one's error checked and its value's length summed (every message touched, as an
-application would); ``enable.auto.commit`` false (a consumer that assigns needs no group
-coordinator; docs/kafka-protocol.md on librdkafka's close). The connection is made before the clock
-starts. After the N-th message, one more second of polling must bring nothing: exactly N.
+Consumer (:func:`consume`): ``assign`` of partition 0 from ``OFFSET_BEGINNING``, then either
+``consume(10000, ...)`` (the batch API, ``loop="batch"``) or ``poll()`` one message at a time
+(``loop="poll"``) until N messages, each one's error checked and its value's length summed (every
+message touched, as an application would); ``enable.auto.commit`` false (a consumer that assigns
+needs no group coordinator; docs/kafka-protocol.md on librdkafka's close). ``tuned`` sets
+``fetch.queue.backoff.ms`` to 10 (:data:`TUNED_CONSUMER`); without it every setting is librdkafka's
+default, whose 1 s fetch backoff paces a consumer that reads a backlog (docs/performance.md). The
+connection is made before the clock starts. After the N-th message, one more second of polling must
+bring nothing: exactly N.
 
-:func:`enqueue_seconds` is the client's own ceiling: the ``produce()`` calls alone, against a
-producer that has no broker to send to (everything stays in librdkafka's queue, then is purged).
+:func:`consume_kafka_python` and :func:`consume_aiokafka` read the same way with those clients' batch
+calls (``poll(max_records=10000)``, ``getmany(max_records=10000)``) and their default settings.
+
+The clients' own ceilings: :func:`enqueue_seconds`, the ``produce()`` calls alone, against a producer
+that has no broker to send to (everything stays in librdkafka's queue, then is purged);
+:func:`dequeue_seconds`, the ``consume(10000)`` calls alone, over messages librdkafka has already
+fetched into its local queue.
 """
 from __future__ import annotations
 
@@ -34,6 +44,11 @@ log = logging.getLogger(__name__)
 LINGER_MS = 5
 CONSUME_BATCH = 10_000
 STALL_S = 30.0
+#: librdkafka stops fetching a partition whose local queue holds ``queued.min.messages`` (100,000) or
+#: ``queued.max.messages.kbytes`` (64 MB), and then waits ``fetch.queue.backoff.ms`` (1,000 ms by default)
+#: before its next fetch, although the application drains the queue in a tenth of that: a consumer
+#: reading a backlog lowers the backoff, as librdkafka's CONFIGURATION.md advises for "long (~1s) delays"
+TUNED_CONSUMER = {"fetch.queue.backoff.ms": 10}
 
 
 class _RdKafkaLog:
@@ -152,21 +167,47 @@ def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
         c.close()
 
 
-def consume(bootstrap: str, topic: str, count: int, keep: bool = False) -> tuple[float, int, int, list[bytes]]:
+def _consumer(bootstrap: str, tuned: bool, extra: dict | None = None) -> ck.Consumer:
+    return ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False,
+                        **(TUNED_CONSUMER if tuned else {}), **(extra or {}), **QUIET})
+
+
+def consume(bootstrap: str, topic: str, count: int, keep: bool = False, loop: str = "batch",
+            tuned: bool = True) -> tuple[float, int, int, list[bytes]]:
     """Read partition 0 of ``topic`` from the earliest offset: (seconds, messages, value bytes, values if ``keep``).
+
+    ``loop``: "batch" (``consume(10000)``) or "poll" (``poll()``, one message a call); ``tuned``:
+    :data:`TUNED_CONSUMER`, else librdkafka's defaults.
 
     Raises RuntimeError on a message error, on no progress for 30 s, and when more than ``count``
     messages are there.
     """
+    if loop not in ("batch", "poll"):
+        raise ValueError(f"loop {loop!r}: allowed are batch, poll")
     kept: list[bytes] = []
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False,
-                     **QUIET})
+    c = _consumer(bootstrap, tuned)
     try:
         c.list_topics(topic, timeout=10)
         n, total = 0, 0
         t0 = time.perf_counter()
         c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
         last = time.monotonic()
+        if loop == "poll":
+            poll = c.poll
+            while n < count:
+                m = poll(1.0)
+                if m is None:
+                    if time.monotonic() - last > STALL_S:
+                        raise RuntimeError(f"{topic}: nothing more after {n} of {count} messages in {STALL_S:.0f} s")
+                    continue
+                if m.error() is not None:
+                    raise RuntimeError(f"{topic}: consumer error after {n} messages: {m.error()}")
+                v = m.value()
+                total += len(v)
+                if keep:
+                    kept.append(v)
+                n += 1
+                last = time.monotonic()
         while n < count:
             batch = c.consume(min(CONSUME_BATCH, count - n), 1.0)
             if not batch:
@@ -189,6 +230,122 @@ def consume(bootstrap: str, topic: str, count: int, keep: bool = False) -> tuple
     finally:
         c.close()
     return seconds, n, total, kept
+
+
+def dequeue_seconds(bootstrap: str, topic: str, count: int, timeout: float = 120.0) -> float:
+    """Seconds of ``consume(10000)`` calls alone over ``count`` messages of partition 0 already in librdkafka's queue.
+
+    The local queue is made large enough for all of them (``queued.min.messages``,
+    ``queued.max.messages.kbytes`` at their maxima); the statistics say when every message is fetched
+    (serving them takes one message per look, left out of the clock). Raises RuntimeError when they
+    are not all fetched within ``timeout`` or fewer than ``count`` come out.
+    """
+    stats: list[dict] = []
+    c = _consumer(bootstrap, True, {"queued.min.messages": min(max(count, 1), 10_000_000),
+                                    "queued.max.messages.kbytes": 2_097_151, "statistics.interval.ms": 100,
+                                    "stats_cb": lambda s: stats.append(json.loads(s))})
+    try:
+        c.list_topics(topic, timeout=10)
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        taken = 0
+        deadline = time.monotonic() + timeout
+        while True:
+            time.sleep(0.1)
+            taken += len(c.consume(1, 0))  # serves the statistics events queued with the messages
+            part = stats[-1].get("topics", {}).get(topic, {}).get("partitions", {}).get("0", {}) if stats else {}
+            if part.get("fetchq_cnt", 0) + taken >= count:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: {part.get('fetchq_cnt', 0) + taken} of {count} messages fetched "
+                                   f"into the local queue after {timeout:.0f} s")
+        n, total = taken, 0
+        t0 = time.perf_counter()
+        while n < count:
+            batch = c.consume(min(CONSUME_BATCH, count - n), 1.0)
+            if not batch:
+                raise RuntimeError(f"{topic}: the local queue ran dry after {n} of {count} messages")
+            for m in batch:
+                if m.error() is not None:
+                    raise RuntimeError(f"{topic}: consumer error after {n} messages: {m.error()}")
+                total += len(m.value())
+            n += len(batch)
+        return time.perf_counter() - t0
+    finally:
+        c.close()
+
+
+def consume_kafka_python(bootstrap: str, topic: str, count: int, keep: bool = False
+                         ) -> tuple[float, int, int, list[bytes]]:
+    """As :func:`consume` with kafka-python's ``KafkaConsumer.poll(max_records=10000)``, its default settings."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    kept: list[bytes] = []
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        c.topics()  # connected, metadata known
+        n, total = 0, 0
+        t0 = time.perf_counter()
+        last = time.monotonic()
+        while n < count:
+            for records in c.poll(timeout_ms=1000, max_records=min(CONSUME_BATCH, count - n)).values():
+                for r in records:
+                    total += len(r.value)
+                if keep:
+                    kept.extend(r.value for r in records)
+                n += len(records)
+                last = time.monotonic()
+            if time.monotonic() - last > STALL_S:
+                raise RuntimeError(f"{topic}: nothing more after {n} of {count} messages in {STALL_S:.0f} s")
+        seconds = time.perf_counter() - t0
+        extra = sum(len(rs) for rs in c.poll(timeout_ms=1000).values())
+        if extra:
+            raise RuntimeError(f"{topic}: {extra} message(s) beyond the {count} produced")
+    finally:
+        c.close()
+    return seconds, n, total, kept
+
+
+def consume_aiokafka(bootstrap: str, topic: str, count: int, keep: bool = False
+                     ) -> tuple[float, int, int, list[bytes]]:
+    """As :func:`consume` with aiokafka's ``getmany(max_records=10000)``, its default settings."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run():
+        kept: list[bytes] = []
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await c.start()  # connected, metadata known
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            n, total = 0, 0
+            t0 = time.perf_counter()
+            await c.seek_to_beginning(tp)
+            last = time.monotonic()
+            while n < count:
+                got = await c.getmany(tp, timeout_ms=1000, max_records=min(CONSUME_BATCH, count - n))
+                for records in got.values():
+                    for r in records:
+                        total += len(r.value)
+                    if keep:
+                        kept.extend(r.value for r in records)
+                    n += len(records)
+                    last = time.monotonic()
+                if time.monotonic() - last > STALL_S:
+                    raise RuntimeError(f"{topic}: nothing more after {n} of {count} messages in {STALL_S:.0f} s")
+            seconds = time.perf_counter() - t0
+            extra = sum(len(rs) for rs in (await c.getmany(tp, timeout_ms=1000)).values())
+            if extra:
+                raise RuntimeError(f"{topic}: {extra} message(s) beyond the {count} produced")
+            return seconds, n, total, kept
+        finally:
+            await c.stop()
+
+    return asyncio.run(run())
 
 
 def enqueue_seconds(topic: str, msgs: list[bytes]) -> float:
