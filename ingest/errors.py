@@ -91,6 +91,11 @@ class InvalidTopicError(IngestError):
     """A topic name is not 1-249 characters of ``[A-Za-z0-9._-]`` or is '.'/'..'."""
 
 
+class WrongTopicKindError(IngestError):
+    """A request named a topic of the other kind: a Kafka-format topic on the 0.7 port, or a 0.7 topic on
+    the Kafka listener (docs/kafka-protocol.md, D2). Each kind of client sees only its own kind."""
+
+
 class OffsetOutOfRangeError(IngestError):
     """An offset is deleted by retention, past the end, or not on a message boundary."""
 

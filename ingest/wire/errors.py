@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     INVALID_REQUIRED_ACKS = 27
     OFFSET_MISMATCH = 28
     COORDINATION_UNAVAILABLE = 30
+    WRONG_TOPIC_KIND = 31
 
 
 class KafkaErrorCode(IntEnum):
@@ -64,11 +65,25 @@ class KafkaErrorCode(IntEnum):
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
+    COORDINATOR_NOT_AVAILABLE = 15
+    INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
     INVALID_TIMESTAMP = 32
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
 
@@ -117,28 +132,30 @@ ERRORS = (
     (e.InvalidRecordError,                  _,                                      KafkaErrorCode.INVALID_RECORD),
     (e.InvalidTimestampError,               _,                                      KafkaErrorCode.INVALID_TIMESTAMP),
     (e.UnsupportedCodecError,               _,                                      KafkaErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
-    (e.WrongPartitionError,                 ErrorCode.WRONG_PARTITION,              _),
+    (e.UnknownTopicError,                   _,                                      KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (e.WrongPartitionError,                 ErrorCode.WRONG_PARTITION,              KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (e.InvalidFetchSizeError,               ErrorCode.INVALID_FETCH_SIZE,           _),
     (e.MessageTooLargeError,                ErrorCode.MESSAGE_TOO_LARGE,            KafkaErrorCode.MESSAGE_TOO_LARGE),
     (e.RecordListTooLargeError,             _,                                      KafkaErrorCode.RECORD_LIST_TOO_LARGE),
-    (e.InvalidTopicError,                   ErrorCode.INVALID_TOPIC,                _),
+    (e.InvalidTopicError,                   ErrorCode.INVALID_TOPIC,                KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
     (e.RequestTooLargeError,                ErrorCode.REQUEST_TOO_LARGE,            _),
     (e.UnknownRequestTypeError,             ErrorCode.UNKNOWN_REQUEST_TYPE,         _),
-    (e.MalformedRequestError,               ErrorCode.MALFORMED_REQUEST,            _),
+    (e.MalformedRequestError,               ErrorCode.MALFORMED_REQUEST,            KafkaErrorCode.INVALID_REQUEST),
     (e.StorageError,                        ErrorCode.STORAGE_ERROR,                KafkaErrorCode.KAFKA_STORAGE_ERROR),
     (e.DiskFullError,                       ErrorCode.DISK_FULL,                    _),
     (e.LogOfflineError,                     ErrorCode.LOG_OFFLINE,                  KafkaErrorCode.KAFKA_STORAGE_ERROR),
-    (e.TopicCreationRefusedError,           ErrorCode.TOPIC_CREATION_REFUSED,       _),
-    (e.CorruptRangeError,                   ErrorCode.CORRUPT_RANGE,                _),
-    (e.NotLeaderForPartitionError,          ErrorCode.NOT_LEADER_FOR_PARTITION,     _),
-    (e.LeaderNotAvailableError,             ErrorCode.LEADER_NOT_AVAILABLE,         _),
-    (e.NotEnoughReplicasError,              ErrorCode.NOT_ENOUGH_REPLICAS,          _),
-    (e.NotEnoughReplicasAfterAppendError,   ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, _),
-    (e.RequestTimedOutError,                ErrorCode.REQUEST_TIMED_OUT,            _),
-    (e.StaleLeaderEpochError,               ErrorCode.STALE_LEADER_EPOCH,           _),
-    (e.InvalidRequiredAcksError,            ErrorCode.INVALID_REQUIRED_ACKS,        _),
+    (e.TopicCreationRefusedError,           ErrorCode.TOPIC_CREATION_REFUSED,       KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (e.CorruptRangeError,                   ErrorCode.CORRUPT_RANGE,                KafkaErrorCode.CORRUPT_MESSAGE),
+    (e.NotLeaderForPartitionError,          ErrorCode.NOT_LEADER_FOR_PARTITION,     KafkaErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (e.LeaderNotAvailableError,             ErrorCode.LEADER_NOT_AVAILABLE,         KafkaErrorCode.LEADER_NOT_AVAILABLE),
+    (e.NotEnoughReplicasError,              ErrorCode.NOT_ENOUGH_REPLICAS,          KafkaErrorCode.NOT_ENOUGH_REPLICAS),
+    (e.NotEnoughReplicasAfterAppendError,   ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+    (e.RequestTimedOutError,                ErrorCode.REQUEST_TIMED_OUT,            KafkaErrorCode.REQUEST_TIMED_OUT),
+    (e.StaleLeaderEpochError,               ErrorCode.STALE_LEADER_EPOCH,           KafkaErrorCode.FENCED_LEADER_EPOCH),
+    (e.InvalidRequiredAcksError,            ErrorCode.INVALID_REQUIRED_ACKS,        KafkaErrorCode.INVALID_REQUIRED_ACKS),
     (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              _),
-    (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     _),
+    (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
+    (e.WrongTopicKindError,                 ErrorCode.WRONG_TOPIC_KIND,             KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
 )
 """The one table: each error class and the code it goes out with on each port (``_``: as its
 nearest listed ancestor). The 0.7 column has one class per code (the table of docs/protocol.md)."""

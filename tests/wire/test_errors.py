@@ -92,7 +92,12 @@ def test_the_kafka_table_goes_both_ways_and_never_mixes_with_the_0_7_codes():
     # the same failure, two numbers: Kafka's 2 is CORRUPT_MESSAGE, the 0.7 port's INVALID_MESSAGE
     assert code_for(errors.CorruptRecordError) == 2 == kafka_code(errors.CorruptRecordError)
     assert code_for(errors.MessageTooLargeError) == 10 == kafka_code(errors.MessageTooLargeError)
-    assert code_for(errors.InvalidTopicError) == 11 and kafka_code(errors.InvalidTopicError) == -1
+    assert code_for(errors.InvalidTopicError) == 11 and kafka_code(errors.InvalidTopicError) == 17
+    # a topic of the other kind: the 0.7 port's own code, Kafka's INVALID_TOPIC_EXCEPTION (so that no Kafka
+    # client auto-creates over a 0.7 topic)
+    assert code_for(errors.WrongTopicKindError) == 31 and kafka_code(errors.WrongTopicKindError) == 17
+    assert kafka_code(errors.WrongPartitionError) == kafka_code(errors.TopicCreationRefusedError) == 3
+    assert kafka_code(errors.NotLeaderForPartitionError) == 6 and kafka_code(errors.CoordinationUnavailableError) == 7
 
 
 def _docs_table() -> list[list[str]]:
