@@ -175,6 +175,35 @@ class KafkaCluster:
                                       f"partition {partition}")
         return parts[partition]
 
+    def topic_names(self, deadline: float) -> list[str]:
+        """Every topic of the cluster (Metadata with a null topic list, v1+), its partitions read too
+        (:meth:`partitions` then answers from them). Tried on one broker or bootstrap server after
+        another until one answers or ``deadline`` passes.
+
+        Raises:
+            BrokerUnavailableError: no broker or bootstrap server answered Metadata.
+        """
+        tried: list[str] = []
+        for conn in self._candidates():
+            if tried and self.clock.monotonic() >= deadline:
+                break
+            try:
+                version = conn.version(METADATA_API_KEY, lo=MIN_METADATA_VERSION)
+                answer = conn.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), version)
+            except (BrokerUnavailableError, MalformedResponseError) as exc:
+                tried.append(f"{conn!r} ({exc})")
+                _refusals.warning(f"{conn.host}:{conn.port}", "metadata", "Metadata from %r failed: %s", conn, exc)
+                continue
+            self._apply(answer, ())
+            self._failed_refreshes = 0
+            return sorted(t.name for t in answer.topics if t.name in self._topics)
+        raise BrokerUnavailableError(f"no broker answered Metadata; tried {'; '.join(tried) or 'nothing'} "
+                                     f"(bootstrap.servers {_servers(self.bootstrap)})")
+
+    def known_partitions(self, topic: str) -> tuple[PartitionInfo, ...]:
+        """The partitions of ``topic`` as Metadata last described them (no request; () when unknown)."""
+        return self._topics.get(topic, ())
+
     def invalidate(self, topic: str | None = None) -> None:
         """The metadata of ``topic`` (all topics when None) is stale: the next use reads it again."""
         self._stale.update(self._topics if topic is None else (topic,))
