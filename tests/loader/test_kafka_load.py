@@ -257,3 +257,80 @@ def test_log_start_past_the_committed_offset_is_an_exact_retention_loss(registry
         assert _offsets(dest) == {(topic, 0, 0): 440}
     finally:
         stop_all(brokers)
+
+
+def _produce_values(bootstrap: str, topic: str, values, first_ts: int) -> None:
+    """Raw values to partition 0, one record batch each (flushed alone), timestamps first_ts, first_ts + 1, ..."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=0, timestamp=first_ts + i)
+        assert p.flush(30) == 0
+
+
+def _flip_a_byte_of_batch(log_dir, topic: str, index: int) -> tuple[int, int]:
+    """Flip the last byte of the ``index``-th record batch of partition 0's segment (inside its records,
+    which the CRC-32C covers), through the page cache the broker serves from; the batch's offsets."""
+    from ingest.records.batch import iter_batches
+
+    (seg,) = sorted((log_dir / f"{topic}-0").glob("*.log"))
+    data = seg.read_bytes()
+    pos, h = list(iter_batches(data))[index]
+    with open(seg, "r+b") as f:
+        f.seek(pos + h.size - 1)
+        f.write(bytes([data[pos + h.size - 1] ^ 0x01]))
+    return h.base_offset, h.next_offset
+
+
+def test_undecodable_payloads_and_a_damaged_batch_are_quarantined_and_a_replay_by_time_is_exact(
+        kafka_broker, registry_url, tmp_path):
+    """Values without the Confluent framing or with an unknown schema id are quarantined one by one; a
+    batch whose bytes were really flipped on the broker's disk is quarantined whole (its offsets, its raw
+    bytes) and the load goes on after it. ``ingest loader status`` counts the lag in records. A replay by
+    time restarts at the first record at or after the time (the time index), and the reload gives every
+    row once."""
+    import struct
+
+    from ingest.loader.config import LOADER_CONFIG
+    from ingest.loader.quarantine import read_quarantine
+    from ingest.loader.reset import reset_offsets
+    from ingest.loader.status import status
+
+    bootstrap = f"127.0.0.1:{kafka_broker.kafka_port}"
+    topic = "kbad-parquet"
+    dest = tmp_path / "out"
+    conf = tmp_path / "loader.properties"
+    conf.write_text(f"destination={dest}\nbootstrap.servers={bootstrap}\nregistry.url={registry_url}\n"
+                    f"topics={topic}\nformat=parquet\nmax.quarantine.ratio=0.5\n")
+    cfg = LOADER_CONFIG.parse({"destination": str(dest), "bootstrap.servers": bootstrap,
+                               "registry.url": registry_url, "topics": topic}, source="test")
+    good = produce(bootstrap, registry_url, topic, CLICK, _click, "q", 20)   # offsets 0-9 of each partition
+    r = _submit(conf)
+    assert r.returncode == 0 and "COMMITTED" in r.stdout, _tail(r)
+
+    raw_ts = T0 + 10**6   # later than every click's timestamp
+    _produce_values(bootstrap, topic, [b"not framed", b"\x00" + struct.pack(">i", 987654) + b"\x02x"], raw_ts)
+    more = produce(bootstrap, registry_url, topic, CLICK, _click, "q2", 20)  # offsets 12-21 of partition 0
+    assert {(s.partition, s.lag_messages, s.lag_bytes) for s in status(cfg)} == {(0, 12, None), (1, 10, None)}
+    bad_start, bad_end = _flip_a_byte_of_batch(kafka_broker.log_dir, topic, -1)   # the last batch of partition 0
+    damaged = [more[(o - 12) * 2] for o in range(bad_start, bad_end)]   # more[i] went to partition i % 2
+    r = _submit(conf)
+    assert r.returncode == 0 and "COMMITTED" in r.stdout, _tail(r)
+    st = LoaderState.load(open_storage(str(dest)))
+    q = sorted(read_quarantine(st, topic), key=lambda m: m.offset)
+    assert [(m.partition, m.offset, m.next_offset) for m in q] == [(0, 10, 11), (0, 11, 12), (0, bad_start, bad_end)]
+    assert "magic byte 0x6e" in q[0].reason and "unknown schema id" in q[1].reason and "CRC" in q[2].reason, q
+    loaded = read_rows(st, topic)
+    assert damaged and _canon(loaded) == _canon([row for row in good + more if row not in damaged])
+    assert {(s.partition, s.lag_messages) for s in status(cfg)} == {(0, 0), (1, 0)}
+
+    # replay from the first raw value's time: its offset exactly (10, the start of the second load's file
+    # of partition 0; a 0.7 topic would go back to the start of the segment holding it, 0)
+    reset_offsets(cfg, str(raw_ts), [topic])
+    assert _offsets(dest) == {(topic, 0, 0): 10, (topic, 0, 1): 20}
+    r = _submit(conf)
+    assert r.returncode == 0 and "COMMITTED" in r.stdout, _tail(r)
+    st = LoaderState.load(open_storage(str(dest)))
+    assert _canon(read_rows(st, topic)) == _canon(loaded)
+    assert len(list(read_quarantine(st, topic))) == 3
