@@ -85,7 +85,7 @@ def registered_brokers(config) -> list[tuple[int | None, str, int]]:
         if not found:
             raise BrokerUnavailableError(f"no broker registered under {znodes.BROKER_IDS} in {config['zk.connect']}")
         return found
-    if config["bootstrap.servers"]:
+    if config.get("bootstrap.servers"):
         return []   # Kafka-format topics only
     raise ConfigError("loader config needs 'brokers' (host:port list), 'zk.connect' or 'bootstrap.servers' "
                       "(Kafka listeners, host:port list)")
@@ -174,7 +174,7 @@ def discover_all(config) -> Discovery:
             for p in parts:
                 out.append(PartitionSnapshot(topic, md.broker_id, p.partition, host, port, earliest=p.earliest,
                                              latest=p.latest))
-    kafka, kafka_left_out, kafka_answered = kafka_partitions(config) if config["bootstrap.servers"] else ([], [], 0)
+    kafka, kafka_left_out, kafka_answered = kafka_partitions(config) if config.get("bootstrap.servers") else ([], [], 0)
     if not answered and not kafka_answered:
         raise BrokerUnavailableError("no broker answered METADATA: "
                                      + "; ".join(lo.describe() for lo in left_out + kafka_left_out))
