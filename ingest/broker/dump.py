@@ -12,6 +12,10 @@ wrappers. ``--json`` prints one JSON object per line (fields ``offset``,
 null for an invalid message). PATH may be
 a segment file or a partition directory (every ``*.kafka`` in offset order).
 
+A Kafka-format topic's segment (``<base offset>.log``, or a partition directory of
+them) is dumped batch by batch instead, like Kafka's DumpLogSegments
+(:mod:`ingest.broker.kafka_dump`); ``--deep`` lists each batch's records.
+
 Exit status: 0 when every message is valid, 1 when any is invalid or the file
 ends in a torn message, 2 when PATH cannot be read.
 """
@@ -25,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import Iterator, TextIO
 
+from ingest.broker import kafka_dump
+from ingest.broker.kafka_segment import parse_segment_name as parse_kafka_segment_name
 from ingest.broker.segment import parse_segment_name
 from ingest.errors import InvalidMessageError, MessageTooLargeError, StorageError
 from ingest.records import message_codecs
@@ -38,6 +44,7 @@ examples:
   ingest log dump /var/kafka-logs/clicks-0/00000000000000000000.kafka
   ingest log dump /var/kafka-logs/clicks-0 --deep      # a whole partition, inside compressed wrappers
   ingest log dump /var/kafka-logs/clicks-0 --json | head
+  ingest log dump /var/kafka-logs/orders-0 --deep      # a Kafka-format topic: batches and their records
 """
 
 
@@ -47,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d = sub.add_parser("dump", help="print every message of a segment file (offset, size, codec, CRC valid)",
                        description="Print every message of a segment file; exit 1 if any is invalid.",
                        epilog=DUMP_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d.add_argument("path", help="a <20-digit base offset>.kafka segment file, or a partition directory")
+    d.add_argument("path", help="a <20-digit base offset>.kafka (or, of a Kafka-format topic, .log) segment file, "
+                                   "or a partition directory")
     d.add_argument("--json", action="store_true", help="one JSON object per line")
     d.add_argument("--deep", action="store_true", help="also list messages inside compressed wrappers")
     d.set_defaults(func=run)
@@ -56,14 +64,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    if path.is_dir() and not any(parse_segment_name(n) is not None for n in os.listdir(path)):
-        raise StorageError(f"no segment files (<20-digit base offset>.kafka) in directory {path}; "
-                           f"give a partition directory such as <log.dir>/<topic>-<partition>")
+    if path.is_dir() and not any(parse_segment_name(n) is not None or parse_kafka_segment_name(n) is not None
+                                 for n in os.listdir(path)):
+        raise StorageError(f"no segment files (<20-digit base offset>.kafka, or .log for a Kafka-format topic) in "
+                           f"directory {path}; give a partition directory such as <log.dir>/<topic>-<partition>")
     return dump_path(Path(args.path), as_json=args.json, deep=args.deep, out=sys.stdout)
 
 
 def dump_path(path: Path, *, as_json: bool = False, deep: bool = False, out: TextIO = sys.stdout) -> int:
     """Dump a segment file or a directory of them; returns the exit status."""
+    if _kafka_format(path):
+        return _dump_kafka(path, as_json=as_json, deep=deep, out=out)
     if path.is_dir():
         files = sorted((b, path / n) for n in os.listdir(path) if (b := parse_segment_name(n)) is not None)
     else:
@@ -78,6 +89,31 @@ def dump_path(path: Path, *, as_json: bool = False, deep: bool = False, out: Tex
             print(json.dumps(rec) if as_json else _text(rec), file=out)
     summary = f"{total} message(s), {invalid} invalid, in {len(files)} file(s)"
     print(summary, file=sys.stderr)
+    return EXIT_INVALID if invalid else EXIT_OK
+
+
+def _kafka_format(path: Path) -> bool:
+    """A Kafka-format segment (``<base>.log``), or a partition directory of them."""
+    if path.is_dir():
+        return any(parse_kafka_segment_name(n) is not None for n in os.listdir(path))
+    return parse_kafka_segment_name(path.name) is not None
+
+
+def _dump_kafka(path: Path, *, as_json: bool, deep: bool, out: TextIO) -> int:
+    """Every record batch of a Kafka-format segment or partition directory (:mod:`ingest.broker.kafka_dump`)."""
+    if path.is_dir():
+        files = sorted((b, path / n) for n in os.listdir(path) if (b := parse_kafka_segment_name(n)) is not None)
+    else:
+        files = [(parse_kafka_segment_name(path.name), path)]
+    invalid = total = 0
+    for base, f in files:
+        if not as_json:
+            print(f"Dumping {f} (base offset {base})", file=out)
+        for rec in kafka_dump.dump_batches(f, deep=deep):
+            total += not rec.get("record", False)
+            invalid += not rec["valid"]
+            print(json.dumps(rec) if as_json else kafka_dump.text_line(rec), file=out)
+    print(f"{total} batch(es), {invalid} invalid, in {len(files)} file(s)", file=sys.stderr)
     return EXIT_INVALID if invalid else EXIT_OK
 
 

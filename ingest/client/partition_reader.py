@@ -23,6 +23,11 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 PartitionKey = tuple[str, int, int]
 """(topic, broker_id, partition)"""
 
+V07 = "0.7"
+"""A 0.7 topic's partition: byte offsets, read with the 0.7 protocol."""
+KAFKA = "kafka"
+"""A Kafka-format topic's partition: logical offsets (record numbers), read with the Kafka protocol."""
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerPartition:
@@ -34,6 +39,15 @@ class BrokerPartition:
     host: str
     port: int
     metadata_brokers: str = ""
+    kind: str = "0.7"
+    """:data:`V07` (byte offsets, the 0.7 protocol) or :data:`KAFKA` (a Kafka-format topic: logical
+    offsets, read through the Kafka listeners, ``host``/``port`` its leader's Kafka listener and
+    ``metadata_brokers`` the Kafka listeners that answer Metadata for its cluster)."""
+
+    @property
+    def kafka(self) -> bool:
+        """A Kafka-format topic's partition (read with the Kafka protocol)."""
+        return self.kind == KAFKA
 
     @property
     def replicated(self) -> bool:
@@ -56,3 +70,19 @@ def open_consumer(part: BrokerPartition, settings: FetchSettings = DEFAULT_FETCH
         return LeaderConsumer(static_metadata(part.metadata_brokers, timeout_s=settings.socket_timeout_s),
                               settings=settings, clock=clock)
     return SimpleConsumer(part.host, part.port, settings=settings)
+
+
+def open_kafka_fetcher(part: BrokerPartition, settings: FetchSettings = DEFAULT_FETCH, *, clock: Clock = SYSTEM_CLOCK):
+    """A :class:`~ingest.client.kafka.fetcher.KafkaFetcher` (the caller closes it) of a Kafka-format
+    partition's cluster, bootstrapped from ``part.metadata_brokers``: ``fetch.size`` is the partition's
+    bytes per Fetch (a larger batch still comes whole, as Kafka sends it), ``socket.timeout.ms`` the
+    request timeout, within which leader changes are retried. Batches are not checked by the fetcher:
+    the caller checks each one, to set a damaged batch aside instead of failing the whole fetch."""
+    from ingest.client.kafka.fetcher import KafkaFetcher  # deferred: 0.7 readers never need it
+
+    timeout_ms = max(1, int(settings.socket_timeout_s * 1000))
+    return KafkaFetcher({"bootstrap.servers": part.metadata_brokers or f"{part.host}:{part.port}",
+                         "client.id": "ingest-loader", "request.timeout.ms": timeout_ms,
+                         "max.partition.fetch.bytes": settings.fetch_size,
+                         "fetch.max.bytes": max(settings.fetch_size, settings.max_fetch_size),
+                         "fetch.max.wait.ms": 100, "check.crcs": False}, clock=clock)

@@ -12,8 +12,11 @@ LOADER_CONFIG = ConfigDef(
     "loader",
     (
         Key("destination", Str(nonempty=True), doc="storage URI of the output: /path, file:///path, hdfs://nn:8020/path, webhdfs://nn:9870/path"),
-        Key("brokers", StrList(), (), "host:port list of brokers (each answers METADATA for itself); or use zk.connect"),
+        Key("brokers", StrList(), (), "host:port list of brokers' 0.7 ports (each answers METADATA for itself); or use zk.connect"),
         Key("zk.connect", Str(), None, "ZooKeeper connect string to discover brokers from /brokers/ids (instead of brokers)"),
+        Key("bootstrap.servers", StrList(), (),
+            "host:port list of Kafka listeners: the Kafka-format topics of the clusters they belong to are loaded, "
+            "partitions and leaders from Metadata (beside the 0.7 topics of brokers or zk.connect; either may be empty)"),
         Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "ZooKeeper connection timeout"),
         Key("topics", Regex(), ".*", "whitelist: topics whose whole name matches this regex are loaded"),
         Key("topics.blacklist", Regex(), "", "topics whose whole name matches this regex are skipped (empty: none)"),

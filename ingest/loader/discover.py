@@ -38,6 +38,7 @@ from ingest.config import non_ascii_note
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
 from ingest.loader.fetch import raw_fetch
+from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
 from ingest.records.message_batch import iter_messages
 
@@ -84,7 +85,10 @@ def registered_brokers(config) -> list[tuple[int | None, str, int]]:
         if not found:
             raise BrokerUnavailableError(f"no broker registered under {znodes.BROKER_IDS} in {config['zk.connect']}")
         return found
-    raise ConfigError("loader config needs 'brokers' (host:port list) or 'zk.connect'")
+    if config.get("bootstrap.servers"):
+        return []   # Kafka-format topics only
+    raise ConfigError("loader config needs 'brokers' (host:port list), 'zk.connect' or 'bootstrap.servers' "
+                      "(Kafka listeners, host:port list)")
 
 
 def broker_addresses(config) -> list[tuple[str, int]]:
@@ -136,19 +140,21 @@ def replicated_partitions(config, addresses: list[tuple[str, int]]) -> tuple[lis
 
 def discover_all(config) -> Discovery:
     """Every partition of every broker that answers, with its earliest and latest offsets (all
-    topics), then every partition of every replicated topic, and what was left out (see the module
-    docstring).
+    topics), then every partition of every replicated topic, then every partition of the Kafka-format
+    topics of the clusters ``bootstrap.servers`` reach (:mod:`ingest.loader.kafka_topics`), and what
+    was left out (see the module docstring).
 
     Raises:
-        BrokerUnavailableError: no broker answered.
-        ConfigError: one broker id answered at two addresses.
+        BrokerUnavailableError: no broker (and no Kafka listener) answered.
+        ConfigError: one broker id answered at two addresses, or one partition key was found twice.
     """
     out: list[PartitionSnapshot] = []
     left_out: list[LeftOut] = []
     seen: set[int] = set()
     answered: list[tuple[str, int]] = []
     silent: list[tuple[str, int]] = []
-    for bid, host, port in registered_brokers(config):
+    registered = registered_brokers(config)
+    for bid, host, port in registered:
         try:
             with _consumer(host, port, config) as c:
                 md = c.metadata()
@@ -168,10 +174,21 @@ def discover_all(config) -> Discovery:
             for p in parts:
                 out.append(PartitionSnapshot(topic, md.broker_id, p.partition, host, port, earliest=p.earliest,
                                              latest=p.latest))
-    if not answered:
-        raise BrokerUnavailableError("no broker answered METADATA: " + "; ".join(lo.describe() for lo in left_out))
-    replicated, unreachable = replicated_partitions(config, answered + silent)
-    return Discovery(out + replicated, left_out + unreachable)
+    kafka, kafka_left_out, kafka_answered = kafka_partitions(config) if config.get("bootstrap.servers") else ([], [], 0)
+    if not answered and not kafka_answered:
+        raise BrokerUnavailableError("no broker answered METADATA: "
+                                     + "; ".join(lo.describe() for lo in left_out + kafka_left_out))
+    replicated, unreachable = replicated_partitions(config, answered + silent) if registered else ([], [])
+    found = out + replicated + kafka
+    keys: dict = {}
+    for snap in found:
+        other = keys.setdefault(snap.key, snap)
+        if other is not snap:
+            raise ConfigError(f"{snap.topic} b{snap.broker_id} p{snap.partition} was found twice: as a {other.kind} "
+                              f"topic's partition at {other.host}:{other.port} and as a {snap.kind} topic's at "
+                              f"{snap.host}:{snap.port}; a topic has one kind, and broker ids are unique across the "
+                              "brokers and Kafka listeners of one loader config")
+    return Discovery(found, left_out + unreachable + kafka_left_out)
 
 
 def discover(config) -> list[PartitionSnapshot]:
@@ -183,6 +200,8 @@ def segment_starts(config):
     """A callable: a partition's segment start offsets (cut points for splitting)."""
 
     def fetch(snap: PartitionSnapshot) -> Sequence[int]:
+        if snap.kafka:
+            return ()   # record offsets: a Kafka-format partition's range is not cut at segments
         with open_consumer(snap, FetchSettings.from_config(config)) as c:
             return c.offsets_before(snap.topic, snap.partition, -1, 1 << 30)
 
@@ -213,6 +232,8 @@ def prober(config):
     """A callable: average message size and first event time at an offset (lost-range estimates)."""
 
     def probe(snap: PartitionSnapshot, offset: int) -> Probe:
+        if snap.kafka:
+            return kafka_probe(config, snap, offset)
         try:
             with open_consumer(snap, FetchSettings.from_config(config)) as c:
                 buf = raw_fetch(c, snap.topic, snap.partition, offset, 256 * 1024)

@@ -27,6 +27,9 @@
 Every part gets the gap's event-time edges (the last loaded message before ``c``,
 the first at ``e``): each part lies inside the gap, so they bound it too.
 
+A Kafka-format partition's gap (:func:`kafka_gap`) is simpler: its offsets number records, and
+its log start moves only by retention, so its count is ``end - start``, exact, cause ``retention``.
+
 Pure: the network answers (deleted segments, the probe) are passed in.
 
 **Session bounds.** Within one partition each producer session's ``header.seq`` only
@@ -59,7 +62,7 @@ from typing import TYPE_CHECKING, Sequence
 from ingest.client.deleted_segments import MISSING_SEGMENTS, DeletedSegment, SegmentTally, split_gap
 from ingest.loader.records import OffsetRecord, PartitionKey
 from ingest.loader.row_ids import message_ids
-from ingest.lost_ranges import LostRange
+from ingest.lost_ranges import RETENTION, LostRange
 
 if TYPE_CHECKING:
     from ingest.storage import Storage
@@ -120,6 +123,21 @@ def gap_losses(
             messages_exact=exact,
         ))
     return tuple(out)
+
+
+def kafka_gap(key: PartitionKey, start: int, end: int, prev: OffsetRecord | None, probe: Probe, run_id: str,
+              now_ms: int) -> tuple[LostRange, ...]:
+    """The lost range ``[start, end)`` of a Kafka-format partition: ``end - start`` records, exactly
+    (logical offsets number every record, and a Kafka-format log start moves only by retention: this
+    product has no DeleteRecords and no compaction of Kafka-format topics). ``bytes`` is 0: not known."""
+    if end <= start:
+        return ()
+    log.warning("%s b%d p%d: offsets [%d, %d) of a Kafka-format topic were deleted before they were loaded: "
+                "%d records", *key, start, end, end - start)
+    return (LostRange(topic=key[0], broker_id=key[1], partition=key[2], start_offset=start, end_offset=end, bytes=0,
+                      estimated_messages=end - start, after_time_ms=prev.last_time_ms if prev else None,
+                      before_time_ms=probe.first_time_ms, run_id=run_id, detected_at_ms=now_ms, cause=RETENTION,
+                      messages_exact=True),)
 
 
 # --- session bounds ----------------------------------------------------------------------------

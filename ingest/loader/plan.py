@@ -13,6 +13,9 @@ loaded) and broker offsets ``[earliest, latest)`` fixed when the run starts:
   :class:`~ingest.lost_ranges.LostRange` per part, cause ``retention`` where the
   broker's deletion records cover it, ``missing_segments`` where none does
   (:mod:`ingest.loader.gaps`); with ``fail.on.data.loss`` the run fails.
+- A Kafka-format partition (offsets number records) has its gap counted exactly, ``e - c``
+  records, cause ``retention`` (:func:`~ingest.loader.gaps.kafka_gap`), and its range is never cut
+  at segment starts: ``max.bytes.per.task``/``max.bytes.per.run`` do not split it.
 - ``c > latest``: the broker's log is behind what was committed: the run fails
   (the broker lost data or was replaced); ``--reset-offsets`` resolves it. For a
   replicated partition (``latest`` = its leader's high watermark, which lags for a
@@ -34,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 from ingest.client.deleted_segments import DeletedSegment
 from ingest.client.partition_reader import BrokerPartition
 from ingest.errors import DataLossError, IngestError
-from ingest.loader.gaps import Probe, gap_losses
+from ingest.loader.gaps import Probe, gap_losses, kafka_gap
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
 from ingest.lost_ranges import LostRange
 
@@ -302,9 +305,14 @@ def decide_starts(
                 start = snap.latest
             else:
                 start = snap.earliest
-                if snap.earliest > 0:
+                if snap.earliest > 0 and snap.kafka:
+                    lost = kafka_gap(snap.key, 0, snap.earliest, None, probe(snap, snap.earliest), run_id, now_ms)
+                elif snap.earliest > 0:
                     lost = gap_losses(snap.key, 0, snap.earliest, None, None, probe(snap, snap.earliest),
                                       deleted_segments(snap, 0, snap.earliest), run_id, now_ms)
+        elif c_eff < snap.earliest and snap.kafka:
+            lost = kafka_gap(snap.key, c_eff, snap.earliest, prev, probe(snap, snap.earliest), run_id, now_ms)
+            start = snap.earliest
         elif c_eff < snap.earliest:
             avg = avg_message_bytes(committed_files(snap.key))
             lost = gap_losses(snap.key, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest),
@@ -405,6 +413,7 @@ def assign_tasks(decisions: Sequence[StartDecision], taken: Mapping[PartitionKey
                 ranges.append([s, e])
         starts = segment_starts(snap) if ranges else ()
         tasks = tuple(TaskRange(snap.topic, snap.broker_id, snap.partition, snap.host, snap.port, snap.metadata_brokers,
+                                snap.kind,
                                 task_id=task_id + i, start=s, end=e, segment_start=last_segment_start(starts, s, e))
                       for i, (s, e) in enumerate(ranges))
         task_id += len(tasks)

@@ -29,6 +29,8 @@ import logging
 from datetime import datetime, timezone
 from typing import Sequence
 
+from ingest.client.fetch_settings import FetchSettings
+from ingest.client.partition_reader import open_kafka_fetcher
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import non_ascii_note
 from ingest.errors import ConfigError, IngestError
@@ -135,7 +137,8 @@ def resolve_resets(spec: str, topics: list[str], snapshots: list[PartitionSnapsh
     """Offsets to restart ``topics`` from: ``earliest``, ``latest`` or a time (ms or ISO-8601 UTC).
 
     A time maps to the start of the newest segment older than it (offsets-before), so
-    the replay reloads a little more than asked rather than less. The result is
+    the replay reloads a little more than asked rather than less; on a Kafka-format topic to
+    the first record whose timestamp is at or after it (ListOffsets by time, the time index). The result is
     snapped to a committed file boundary so that replaced files are whole files.
     """
     when = parse_reset_spec(spec)
@@ -147,6 +150,10 @@ def resolve_resets(spec: str, topics: list[str], snapshots: list[PartitionSnapsh
             off = snap.earliest
         elif when == "latest":
             off = snap.latest
+        elif snap.kafka:   # the time index: the first record at or after the time, exactly
+            with open_kafka_fetcher(snap, FetchSettings.from_config(config)) as f:
+                found = f.offset_for_time(snap.topic, snap.partition, when)
+            off = snap.latest if found is None else max(found, snap.earliest)
         else:
             with _consumer(snap.host, snap.port, config) as c:
                 offs = c.offsets_before(snap.topic, snap.partition, when, 1)

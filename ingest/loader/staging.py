@@ -12,6 +12,11 @@ payload the generated decoder refuses, a schema without one, a batch across an
 hour boundary, a time outside the calendar) goes through the per-message path,
 which has the precise errors and quarantine reasons; both paths give the same
 rows in the same order (tests/loader/test_staging_chunks.py).
+
+A Kafka-format topic's records (:class:`~ingest.loader.kafka_fetch.KafkaMessage`) take the
+per-message path; each row gets the record's key, headers and timestamp as the reserved columns of
+:mod:`ingest.loader.record_columns`, and an event without the product's ``header`` is bucketed by
+the record's timestamp.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ingest.errors import EventDecodeError, SchemaError
 from ingest.events.envelope import PREFIX_SIZE
-from ingest.loader import layout
+from ingest.loader import layout, record_columns
 from ingest.loader.fetch import Corrupt, Damaged
 from ingest.loader.quarantine import QuarantinedMessage
 from ingest.records.message_batch import MessageBatch
@@ -76,6 +81,7 @@ class _Stager:
         self.raw = settings.format == "avro"  # Avro output appends the already-encoded bodies
         self.waiting: list[list] = []  # damaged ranges waiting for the event time of the next loaded message
         self.first_t = self.last_t = 0  # event times of the first and last row of the rows being put
+        self.kafka = task.kafka  # rows get the record columns (ingest.loader.record_columns)
 
     def bucket(self, hour_index: int, schema_id: int, payload, offset: int, row_layout) -> _Bucket:
         key = (hour_index, schema_id)
@@ -86,6 +92,9 @@ class _Stager:
         if bucket is None:
             schema = self.decoder.writer_schema(schema_id, payload, topic=self.task.topic, offset=offset)
             refuse_path_columns(self.task.topic, schema_id, schema)
+            if self.kafka:
+                refuse_record_columns(self.task.topic, schema_id, schema)
+                schema = record_columns.with_record_columns(schema)
             bucket = staged.buckets[key] = _open_bucket(staged.stage_dir, self.hours[hour_index], schema_id, schema,
                                                         row_layout, self.settings, self.storage)
         self.last_key, self.last_bucket = key, bucket
@@ -117,7 +126,12 @@ class _Stager:
                 schema_id, record, row_layout = self.decoder.decode_row(payload, topic=task.topic, offset=item.offset)
                 if row_layout is not None:
                     self.fast[payload[:PREFIX_SIZE]] = (row_layout, schema_id)
-            t = record[row_layout.time_index] if row_layout is not None else record["header"]["time"]
+            if row_layout is not None:
+                t = record[row_layout.time_index]
+            elif self.kafka and "header" not in record:
+                t = item.timestamp   # an event without the product's header: the record's time
+            else:
+                t = record["header"]["time"]
             hour_index = t // HOUR_MS
             if hour_index not in self.hours:
                 self.hours[hour_index] = layout.hour_bucket(hour_index * HOUR_MS)
@@ -129,11 +143,26 @@ class _Stager:
                 task, item.offset, item.next_offset, payload,
                 f"topic {task.topic} offset {item.offset}: no usable header.time for hour bucketing: {exc!r}"))
             return
-        self.put(self.bucket(hour_index, schema_id, payload, item.offset, row_layout), payload, record, t)
+        bucket = self.bucket(hour_index, schema_id, payload, item.offset, row_layout)
+        if self.kafka:
+            self.put_record(bucket, payload, record, t, item)
+        else:
+            self.put(bucket, payload, record, t)
 
-    def put(self, bucket: _Bucket, payload, record, t: int) -> None:
+    def put_record(self, bucket: _Bucket, payload, record, t: int, item) -> None:
+        """One Kafka record's row: the event plus its key, headers and timestamp."""
+        key, headers, ts = item.key, item.headers, item.timestamp
         if self.raw:
-            bucket.writer.write_raw(payload[PREFIX_SIZE:])
+            payload = bytes(payload[PREFIX_SIZE:]) + record_columns.encode(key, headers, ts)
+        elif isinstance(record, tuple):
+            record = record + record_columns.row_values(key, headers, ts)
+        else:
+            record = {**record, **record_columns.record_values(key, headers, ts)}
+        self.put(bucket, payload, record, t, raw_prefix=0)
+
+    def put(self, bucket: _Bucket, payload, record, t: int, raw_prefix: int = PREFIX_SIZE) -> None:
+        if self.raw:
+            bucket.writer.write_raw(payload[raw_prefix:])
         else:
             bucket.writer.write(record)
         if bucket.min_t is None:
@@ -248,6 +277,20 @@ def refuse_path_columns(topic: str, schema_id: int, schema: dict) -> None:
             f"column that readers take from the warehouse's paths ({', '.join(layout.PATH_COLUMNS)}) and would "
             f"replace without a word; nothing of this run is committed. Register a schema version without them "
             f"(rename the field), or leave the topic out with topics.blacklist until its producers do")
+
+
+def refuse_record_columns(topic: str, schema_id: int, schema: dict) -> None:
+    """Raise :class:`SchemaError` when a Kafka-format topic's event schema has a top-level field named like
+    a record column (``_key``, ``_headers``, ``_timestamp``: :mod:`ingest.loader.record_columns`), which
+    the loader writes beside the event's fields; the run fails as for a path column."""
+    taken = record_columns.record_columns_in(schema)
+    if taken:
+        raise SchemaError(
+            f"topic {topic}, schema id {schema_id}: top-level field(s) {', '.join(taken)} have the name of a "
+            f"column the loader writes for every record of a Kafka-format topic "
+            f"({', '.join(record_columns.RECORD_COLUMNS)}: the record's key, headers and timestamp); nothing of "
+            f"this run is committed. Register a schema version without them (rename the field), or leave the "
+            f"topic out with topics.blacklist until its producers do")
 
 
 def _open_bucket(stage_dir_: str, dt_hour: tuple[str, int], schema_id: int, schema: dict, row_layout,

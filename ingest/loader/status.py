@@ -1,7 +1,10 @@
 """``ingest loader status``: committed offsets, lag and retention risk per partition.
 
 Lag is ``latest - committed`` in bytes (offsets are byte positions) and, divided by
-the partition's average message size in committed files, approximate messages.
+the partition's average message size in committed files, approximate messages. A
+Kafka-format partition's offsets number records: its lag is an exact count of messages,
+its bytes and its retention estimate unknown (None), unless the log start already passed
+the committed offset (``deleted_in_s`` 0).
 Retention risk: the segment holding the committed offset is deleted by the broker
 ``log.retention.hours`` after its last modification; its modification time is
 found by bisecting the broker's offsets-before answer over time (each answer is
@@ -86,6 +89,10 @@ def partition_status(config, state: LoaderState, snap: PartitionSnapshot, now_ms
     avg = avg_message_bytes(state.files_of_partition(snap.key)) or avg_message_bytes(state.files(snap.topic))
     retention_ms = config["log.retention.hours"] * 3600 * 1000
     mtime = deleted_in = None
+    if snap.kafka:   # offsets number records: the lag is a count; segment times are not asked
+        return PartitionStatus(snap.topic, snap.broker_id, snap.partition, c, snap.earliest, snap.latest, None, lag,
+                               None, 0.0 if lag and start < snap.earliest else None,
+                               bool(lag) and start < snap.earliest)
     if lag:
         if start < snap.earliest:
             deleted_in = 0.0

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ingest.client.fetch_settings import FetchSettings
-from ingest.client.partition_reader import open_consumer
+from ingest.client.partition_reader import open_consumer, open_kafka_fetcher
 from ingest.loader import layout
 from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.faults import Faults
 from ingest.loader.fetch import Damaged, iter_range
+from ingest.loader.kafka_fetch import iter_kafka_range
 from ingest.loader.quarantine import QUARANTINE_FORMAT, quarantine_file_bytes
 from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
 from ingest.loader.staging import Staged, stage_messages  # noqa: F401 - stage_messages: a phase tests call
@@ -83,7 +84,7 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
     staged = Staged(stage_dir(settings.run_id, task, attempt))
     own_consumer = consumer is None
     if own_consumer:
-        consumer = open_consumer(task, settings.fetch)
+        consumer = open_kafka_fetcher(task, settings.fetch) if task.kafka else open_consumer(task, settings.fetch)
     before = [0]  # messages consumed before task.segment_start (the tally counts the rest)
     try:
         items = read_range(consumer, task, settings, chunks=True)
@@ -135,8 +136,14 @@ def read_range(consumer, task: TaskRange, settings: TaskSettings, *, chunks: boo
     moment after a failover: the fetch loop waits up to ``settings.fetch.leader_wait_s`` for it,
     then the task fails (the run commits nothing; the next run plans again). Nothing above the
     high watermark is ever read.
+
+    A Kafka-format partition (``task.kafka``; ``consumer`` a KafkaFetcher) is read record by record
+    (:func:`~ingest.loader.kafka_fetch.iter_kafka_range`); ``chunks`` does not apply.
     """
     fetch = settings.fetch
+    if task.kafka:
+        return iter_kafka_range(consumer, task.topic, task.partition, task.start, task.end,
+                                wait_s=fetch.leader_wait_s)
     return iter_range(consumer, task.topic, task.partition, task.start, task.end,
                       fetch_size=fetch.fetch_size, max_fetch_size=fetch.max_fetch_size,
                       wait_s=fetch.leader_wait_s if task.replicated else 0.0, chunks=chunks)
