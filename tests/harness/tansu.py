@@ -10,10 +10,11 @@ it is stopped also when pytest is killed), stopped by its process group. Topics 
 Where Tansu answers differently from Apache Kafka (measured against it; Kafka's answer in brackets),
 tests read the flags of :class:`TansuBroker` instead of assuming Kafka's answer:
 
-- ListOffsets latest (-1) names the last offset, not the next one [the log end offset];
+- ListOffsets latest (-1) answers the base offset of the last batch plus one [the log end offset];
 - ListOffsets by timestamp answers offset 0 whatever the time [the first offset at or after it, -1 if none];
 - ListOffsets max timestamp (-3) closes the connection [the record with the largest timestamp];
-- Fetch from an offset past the end answers NONE and no records [OFFSET_OUT_OF_RANGE].
+- Fetch from an offset past the end answers NONE and no records [OFFSET_OUT_OF_RANGE];
+- Fetch ignores ``partition_max_bytes`` [at most that many bytes of the partition, the first batch whole].
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def binary() -> str:
 class TansuBroker:
     """One Tansu broker on 127.0.0.1 with in-memory storage; ``bootstrap`` is its ``host:port``."""
 
-    LATEST_IS_LAST_OFFSET = True
+    EXACT_LATEST = False
     EXACT_TIME_LOOKUP = False
     MAX_TIMESTAMP_LOOKUP = False
     OFFSET_OUT_OF_RANGE = False

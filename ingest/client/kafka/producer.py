@@ -70,7 +70,7 @@ class _Open:
     __slots__ = ("records", "bytes", "first_at", "first_at_ms")
 
     def __init__(self, now: float, now_ms: int) -> None:
-        self.records: list[SimpleRecord] = []
+        self.records: list[SimpleRecord | bytes | memoryview] = []
         self.bytes = 0
         self.first_at = now
         self.first_at_ms = now_ms
@@ -114,7 +114,7 @@ class KafkaProducer:
         self.max_block_s = cfg["max.block.ms"] / 1000.0
         self.request_timeout_ms: int = cfg["request.timeout.ms"]
         self.backoff = Backoff(cfg["retry.backoff.ms"], cfg["retry.backoff.max.ms"])
-        self._open: dict[tuple[str, int], _Open] = {}
+        self._open: dict[tuple[str, int], _Open] = {}   # records: bare values or SimpleRecords
         self._counts: dict[str, int] = {}
         self._sticky = StickyPartitions()
         self._linger_due = math.inf
@@ -154,7 +154,10 @@ class KafkaProducer:
         if slot is None:
             slot = self._open[(topic, partition)] = _Open(now, self.clock.time_ms())
             self._linger_due = min(self._linger_due, now + self.linger_s)
-        slot.records.append(SimpleRecord(value, key, headers, timestamp_ms))
+        if key is None and not headers and timestamp_ms is None and value is not None:
+            slot.records.append(value)           # a bare value: the batch builder's cheapest case
+        else:
+            slot.records.append(SimpleRecord(value, key, headers, timestamp_ms))
         slot.bytes += size
         if slot.bytes >= self.batch_size or now >= self._linger_due:
             self._send_due(now, force=False)
