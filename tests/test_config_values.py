@@ -53,9 +53,21 @@ def _valid_text(kind) -> str:
     return str(max(lo, min(10, kind.hi if kind.hi is not None else 10)))
 
 
+def _valid_required_text(key) -> str:
+    """A value a required non-numeric key takes: a name, or a host:port list (``bootstrap.servers``)."""
+    for text in ("x", "127.0.0.1:9092"):
+        try:
+            key.type.parse(text)
+            return text
+        except (ConfigError, ValueError):  # a key type raises ValueError; its ConfigDef names the key
+            continue
+    raise AssertionError(f"no sample value for the required key {key.name}")
+
+
 @pytest.mark.parametrize("definition,key", list(_numeric_keys()))
 def test_every_numeric_key_takes_ascii_digits_only(definition, key):
-    base = {k.name: "x" for k in definition.keys if k.required and not isinstance(k.type, (Int, IntMap, Float))}
+    base = {k.name: _valid_required_text(k) for k in definition.keys
+            if k.required and not isinstance(k.type, (Int, IntMap, Float))}
     base.update({k.name: _valid_text(k.type if not isinstance(k.type, IntMap) else Int())
                  for k in definition.keys if k.required and isinstance(k.type, (Int, Float))})
     kind = key.type
