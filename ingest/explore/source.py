@@ -79,8 +79,8 @@ def reader_schema(cfg) -> tuple[int, dict]:
 
 
 def spark_schema(avro: dict, *, kafka: bool = False):
-    """The StructType of a read: the event's columns, for a Kafka-format topic the record columns
-    (:data:`~ingest.loader.record_columns.RECORD_COLUMNS`, as the loader writes them), then
+    """The StructType of a read: the event's columns, for a Kafka-format topic the record's key, headers
+    and timestamp (:data:`~ingest.loader.record_columns.CONTENT_COLUMNS`, as the loader writes them), then
     :data:`~ingest.explore.read.META_COLUMNS`.
 
     Raises:
@@ -91,10 +91,10 @@ def spark_schema(avro: dict, *, kafka: bool = False):
 
     if kafka and record_columns_in(avro):
         raise SchemaError(f"schema {avro.get('name')!r} has top-level fields named "
-                          f"{', '.join(record_columns_in(avro))}, like the record columns of a Kafka-format topic "
-                          f"({', '.join(RECORD_COLUMNS)}: the record's key, headers and timestamp); not supported "
+                          f"{', '.join(record_columns_in(avro))}, like the record columns the loader writes for a "
+                          f"Kafka-format topic ({', '.join(RECORD_COLUMNS)}); not supported "
                           f"(the loader refuses it too): register a version without them")
-    struct, _ = record_type(with_record_columns(avro) if kafka else avro)
+    struct, _ = record_type(with_record_columns(avro, position=False) if kafka else avro)
     taken = sorted({f.name for f in struct.fields} & {name for name, _, _ in META_COLUMNS})
     if taken:
         raise SchemaError(f"schema {avro.get('name')!r} has fields named {', '.join(taken)}, like the source's own "
@@ -159,7 +159,7 @@ class IngestReader(DataSourceReader):
 
     def read(self, partition: RangePartition) -> Iterator[tuple]:
         schema = self.settings.reader_schema
-        _, convert = record_type(with_record_columns(schema) if self.kafka else schema)
+        _, convert = record_type(with_record_columns(schema, position=False) if self.kafka else schema)
         yield from rows(partition.range, self.settings, convert)
 
 
