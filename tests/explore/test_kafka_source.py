@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from tests.harness.brokers import broker_cluster, stop_all
+from tests.harness.brokers import broker_cluster, broker_factory, stop_all  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.processes
 
@@ -242,3 +242,27 @@ def test_a_damaged_batch_fails_the_read_or_is_skipped_with_fail_on_data_loss_fal
     assert kread(DAMAGED, failOnDataLoss="false") == sorted(
         ({k: v for k, v in r.items() if k != "i"} for r in sent
          if not (r["partition"] == 0 and lo <= r["offset"] < hi)), key=_key)
+
+
+def test_a_replicated_kafka_topic_is_read_from_each_partitions_leader(spark, registry_url, broker_factory,
+                                                                       zk_connect, zk):
+    """Two brokers with ZooKeeper, a Kafka topic of two partitions led by different brokers (replication
+    factor 2): ``bootstrap.servers`` names one broker, and the read finds both partitions through Metadata
+    and reads each from its leader, up to the high watermark."""
+    from ingest import znodes
+    from ingest.explore import register
+    from tests.harness import replicated as r
+
+    brokers = broker_factory(2, zk_connect, overrides=r.replication_overrides(min_isr=2))
+    topic = "kx-repl"
+    zk.retry(zk.create, znodes.topic_dir(topic), znodes.assignment_value({0: [0, 1], 1: [1, 0]}, znodes.KAFKA_FORMAT),
+             makepath=True)
+    for p, leader in ((0, 0), (1, 1)):
+        r.wait_for_state(zk, topic, p, lambda s, leader=leader: s.leader == leader and set(s.isr) == {0, 1}, 120,
+                         f"partition {p} led by broker {leader} with both in sync")
+    sent = produce(",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers), registry_url, topic, CLICK, _click, 20)
+    register(spark)
+    rows = (spark.read.format("ingest").option("topic", topic).option("registry.url", registry_url)
+            .option("bootstrap.servers", f"127.0.0.1:{brokers[0].kafka_port}").load().collect())
+    assert sorted((_compared(x) for x in rows), key=_key) == sorted(
+        ({k: v for k, v in s.items() if k != "i"} for s in sent), key=_key)
