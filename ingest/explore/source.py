@@ -125,9 +125,9 @@ class IngestReader(DataSourceReader):
 
     def __init__(self, options, schema) -> None:
         self.cfg = dict(parse_options(options).items())  # a plain dict: the reader is pickled to executors
+        schema_id, avro = reader_schema(self.cfg)
         self.parts = topic_partitions(self.cfg)   # frozen snapshots, found once, on the driver
         self.kafka = self.parts[0].kafka
-        schema_id, avro = reader_schema(self.cfg)
         if schema is not None and spark_schema(avro, kafka=self.kafka) != schema:
             raise SchemaError(f"the schema given differs from the latest schema of {subject_of(self.cfg['topic'])} "
                               f"(id {schema_id}): the columns are the registry's (do not pass .schema(...)); if "
@@ -172,8 +172,8 @@ class IngestDataSource(DataSource):
 
     def schema(self):
         cfg = parse_options(self.options)
-        kafka = topic_partitions(cfg)[0].kafka
-        return spark_schema(reader_schema(cfg)[1], kafka=kafka)
+        avro = reader_schema(cfg)[1]
+        return spark_schema(avro, kafka=topic_partitions(cfg)[0].kafka)   # the kind decides the columns
 
     def reader(self, schema) -> DataSourceReader:
         return IngestReader(self.options, schema)

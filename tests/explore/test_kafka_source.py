@@ -266,3 +266,30 @@ def test_a_replicated_kafka_topic_is_read_from_each_partitions_leader(spark, reg
             .option("bootstrap.servers", f"127.0.0.1:{brokers[0].kafka_port}").load().collect())
     assert sorted((_compared(x) for x in rows), key=_key) == sorted(
         ({k: v for k, v in s.items() if k != "i"} for s in sent), key=_key)
+
+
+def test_a_topic_of_both_kinds_in_one_read_is_refused_naming_both(registry_url, broker_factory):
+    """A 0.7 topic on one broker (``brokers``) and a Kafka-format topic of the same name on another's
+    listener (``bootstrap.servers``): a read takes one kind, and says where each is."""
+    from ingest.errors import ConfigError
+    from ingest.explore.partitions import topic_partitions
+    from ingest.explore.source_config import parse_options
+    from tests.explore.helpers import events, send
+    from tests.harness.wire import WireClient
+
+    old, new = broker_factory(2)
+    topic = "kx-both"
+    from confluent_kafka import Producer
+
+    batch = events(registry_url, topic, [T0, T0 + 1])
+    with WireClient(old.host, old.port) as w:
+        send(w, topic, 0, "0-0", batch[:1])
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{new.kafka_port}"})
+    p.produce(topic, value=batch[1][0], partition=0)
+    assert p.flush(30) == 0
+    cfg = parse_options({"topic": topic, "registry.url": registry_url, "brokers": f"{old.host}:{old.port}",
+                         "bootstrap.servers": f"127.0.0.1:{new.kafka_port}"})
+    with pytest.raises(ConfigError) as err:
+        topic_partitions(cfg)
+    assert (f"topic 'kx-both' is a Kafka-format topic at 127.0.0.1:{new.kafka_port} (bootstrap.servers) and a 0.7 "
+            f"topic at {old.host}:{old.port}; a read takes one kind") in str(err.value)
