@@ -2,9 +2,11 @@
 
 Pure functions over bytes: the caller fetches the files from storage and
 writes the results back. A message is identified by ``(header.session,
-header.seq)``; the first occurrence in input order (files sorted by name,
-rows in file order) wins, so the result is deterministic and re-running a
-merge over its own output changes nothing.
+header.seq)``, or, for a Kafka-format topic's event without that header, by its
+record's ``(_partition, _offset)`` (:mod:`ingest.loader.row_ids`); the first
+occurrence in input order (files sorted by name, rows in file order) wins, so the
+result is deterministic and re-running a merge over its own output changes nothing.
+Every column is kept as it is (a Kafka-format topic's record columns included).
 
 The caller groups files by format and writer-schema id, so a schema change
 inside an hour never forces records into a schema they were not written with;
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ingest.errors import CompactionError
-from ingest.loader.row_ids import AVRO, PARQUET, message_id
+from ingest.loader.row_ids import AVRO, PARQUET, RowId, id_columns, message_id
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def _merge_avro(inputs: Sequence[bytes], target_bytes: int) -> MergeResult:
     import fastavro
 
     result = MergeResult()
-    seen: set[tuple[str, int]] = set()
+    seen: set[RowId] = set()
     kept: list[dict] = []
     schema = None
     codec = "null"
@@ -111,14 +113,8 @@ def _merge_parquet(inputs: Sequence[bytes], target_bytes: int, compression: str)
     tables = [pq.read_table(io.BytesIO(d)) for d in inputs]
     table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
     result.rows_in = table.num_rows
-    if "header" not in table.column_names:
-        raise CompactionError(f"Parquet input has no 'header' column (columns: {table.column_names})")
-    header = table.column("header")
-    keyed = pa.table({
-        "s": pc.struct_field(header, "session"),
-        "q": pc.struct_field(header, "seq"),
-        "i": pa.array(range(table.num_rows), pa.int64()),
-    })
+    first_id, second_id = id_columns(table)
+    keyed = pa.table({"s": first_id, "q": second_id, "i": pa.array(range(table.num_rows), pa.int64())})
     first = keyed.group_by(["s", "q"], use_threads=False).aggregate([("i", "min")])
     keep = pc.sort_indices(first.column("i_min"))
     indices = pc.take(first.column("i_min"), keep)

@@ -1,8 +1,9 @@
 """Where a read of ``format("ingest")`` starts and ends in each partition: offsets, keywords, timestamps.
 
-Offsets are byte offsets of the partition log (Kafka 0.7's), so a JSON offset must
-be a message boundary (the first fetch fails otherwise, naming it). Spark's Kafka
-source rules, followed here:
+A 0.7 topic's offsets are byte offsets of the partition log (Kafka 0.7's), so a JSON
+offset must be a message boundary (the first fetch fails otherwise, naming it). A
+Kafka-format topic's offsets are record numbers (0, 1, 2, ...; Kafka's): any offset
+between earliest and latest is a valid start. Spark's Kafka source rules, followed here:
 
 - ``startingOffsets``: ``earliest`` (default) or JSON ``{"topic":{"<p>":offset}}``
   with ``-2`` for earliest. ``latest`` / ``-1`` is refused, as Spark refuses it for
@@ -19,8 +20,17 @@ Partition names in JSON: a replicated topic's partitions are ``"0"``, ``"1"``, .
 each and are named as in ZooKeeper's ``/brokers/topics/<topic>``:
 ``"<broker id>-<partition>"``.
 
-Timestamps are event times (``header.time``, ms; Kafka 0.7 messages carry no
-timestamp of their own). Kafka's ``offsetsForTimes`` rule, "the earliest offset
+**Kafka-format topics**: timestamps are the records' own (ms; CreateTime as the
+producer set it, or LogAppendTime), as in Spark's Kafka source, and are turned into
+offsets when the read is planned, by ListOffsets (the broker's time index:
+``offsetsForTimes``, exact): the start is the first record whose timestamp is at or
+after the starting one (none: strategy ``error`` fails the read naming the
+partition, ``latest`` reads nothing from it); the end (exclusive) the first record
+at or after the ending one, or latest. The range is then an offset range like any
+other.
+
+**0.7 topics**: timestamps are event times (``header.time``, ms; Kafka 0.7 messages
+carry no timestamp of their own). Kafka's ``offsetsForTimes`` rule, "the earliest offset
 whose timestamp is at or after the given one", applied in log order:
 
 - start: the first message of the partition, from its earliest offset, whose event
@@ -30,7 +40,7 @@ whose timestamp is at or after the given one", applied in log order:
 - end (exclusive): the first message, from the start on, whose event time is at
   or after the ending timestamp; none: the latest offset (as Spark).
 
-0.7 has no time index, so a timestamp bound is resolved while the partition is
+0.7 has no time index, so a 0.7 topic's timestamp bound is resolved while the partition is
 read: the messages before the start are fetched and decoded, then dropped.
 Event times are not sorted in a log, so rows inside the range may be older than
 the starting timestamp (and messages outside it newer): filter on ``event_time``
@@ -41,7 +51,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ingest.errors import ConfigError, OffsetOutOfRangeError
 from ingest.loader.plan import PartitionSnapshot
@@ -138,12 +148,35 @@ def _offsets(cfg, option: str, parts: Sequence[PartitionSnapshot], *, ending: bo
     return {partition_name(p): _offset(p, given[partition_name(p)], option, ending=ending) for p in parts}
 
 
-def plan_ranges(cfg, parts: Sequence[PartitionSnapshot]) -> list[ReadRange]:
+OffsetForTime = Callable[[PartitionSnapshot, int], "int | None"]
+"""``(partition, ms)`` -> the first offset whose record timestamp is at or after ``ms``, None when no
+record is (ListOffsets by time; :func:`ingest.explore.partitions.offset_for_time`)."""
+
+
+def _kafka_start(cfg, p: PartitionSnapshot, t: int, offset_for_time: OffsetForTime) -> int:
+    found = offset_for_time(p, t)
+    if found is None:
+        if cfg["startingOffsetsByTimestampStrategy"] == "latest":
+            return p.latest
+        raise OffsetOutOfRangeError(
+            f"{p.topic} partition {partition_name(p)}: no record has a timestamp at or after the starting "
+            f"timestamp {t} (ListOffsets by time); set startingOffsetsByTimestampStrategy=latest to read nothing "
+            f"from such a partition")
+    return min(max(found, p.earliest), p.latest)
+
+
+def plan_ranges(cfg, parts: Sequence[PartitionSnapshot],
+                offset_for_time: OffsetForTime | None = None) -> list[ReadRange]:
     """One :class:`ReadRange` per partition of the topic, in partition-name order.
+
+    A Kafka-format partition's timestamps become offsets here, through ``offset_for_time``
+    (required when a Kafka-format partition has a timestamp bound); a 0.7 partition's stay
+    on the range (cut while it is read).
 
     Raises:
         ConfigError: a bad keyword, JSON, partition set or value, or a start after the end.
-        OffsetOutOfRangeError: a JSON offset outside the log's ``[earliest, latest]``.
+        OffsetOutOfRangeError: a JSON offset outside the log's ``[earliest, latest]``; a Kafka-format
+            partition without a record at or after its starting timestamp (strategy ``error``).
     """
     start_times = _times(cfg, "startingTimestamp", "startingOffsetsByTimestamp", parts)
     end_times = _times(cfg, "endingTimestamp", "endingOffsetsByTimestamp", parts)
@@ -153,10 +186,21 @@ def plan_ranges(cfg, parts: Sequence[PartitionSnapshot]) -> list[ReadRange]:
             else _offsets(cfg, "endingOffsets", parts, ending=True))
     out = []
     for p in parts:
-        start, end = starts[partition_name(p)], ends[partition_name(p)]
+        name = partition_name(p)
+        start, end = starts[name], ends[name]
+        start_time = None if start_times is None else start_times[name]
+        end_time = None if end_times is None else end_times[name]
+        if p.kafka and (start_time is not None or end_time is not None):
+            if offset_for_time is None:
+                raise ValueError("plan_ranges: a Kafka-format partition's timestamps need offset_for_time")
+            if start_time is not None:
+                start = _kafka_start(cfg, p, start_time, offset_for_time)
+            if end_time is not None:
+                found = offset_for_time(p, end_time)
+                end = p.latest if found is None else min(max(found, p.earliest), p.latest)
+            start_time = end_time = None   # exact offsets now: the read cuts nothing by time
         if start > end:
-            raise ConfigError(f"partition {partition_name(p)} of {p.topic!r}: starting offset {start} is after the ending "
+            raise ConfigError(f"partition {name} of {p.topic!r}: starting offset {start} is after the ending "
                               f"offset {end}; allowed is start <= end")
-        out.append(ReadRange(p, start, end, None if start_times is None else start_times[partition_name(p)],
-                             None if end_times is None else end_times[partition_name(p)]))
+        out.append(ReadRange(p, start, end, start_time, end_time))
     return out

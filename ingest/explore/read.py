@@ -8,6 +8,15 @@ deserializer's (:class:`ingest.events.serde.EventDeserializer`): each message is
 decoded with its writer schema and resolved into the reader schema (the one the
 columns were made of), by Avro's rules.
 
+A Kafka-format partition is read with the loader's Kafka fetch loop
+(:func:`ingest.loader.kafka_fetch.iter_kafka_range`: whole record batches from the
+partition's current leader through the product's Kafka client, each checked once,
+framing and CRC-32C, every codec inflated within a bound, records before the start
+skipped, nothing at or above the end); each row gets the record's key, headers and
+timestamp (:mod:`ingest.loader.record_columns`) and its own offset. A batch that fails
+its check fails the read like a 0.7 message failing its CRC (``failOnDataLoss=false``:
+skipped with a WARNING).
+
 Nothing is written and nothing is committed: a read opens broker connections
 only, and fetches (FETCH requests are reads; no consumer group, no offsets znode).
 
@@ -26,11 +35,13 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ingest.client.fetch_settings import FetchSettings
-from ingest.client.partition_reader import open_consumer
+from ingest.client.partition_reader import open_consumer, open_kafka_fetcher
 from ingest.errors import EventDecodeError, InvalidMessageError, OffsetOutOfRangeError
 from ingest.events.envelope import PREFIX, PREFIX_SIZE
 from ingest.explore.offsets import ReadRange, partition_name
 from ingest.loader.fetch import Corrupt, Damaged, iter_range
+from ingest.loader.kafka_fetch import iter_kafka_range
+from ingest.loader.record_columns import record_values
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +143,48 @@ def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[in
             f"from such a partition")
 
 
+def kafka_records(r: ReadRange, settings: ReadSettings, fetcher) -> Iterator[tuple[int, dict, int]]:
+    """(offset, record with its record columns, event time ms) of every record of a Kafka-format range.
+
+    The event time is ``header.time`` when the event has the product's header, else the record's
+    timestamp (as the loader buckets it).
+
+    Raises:
+        InvalidMessageError: a record batch failed its check (CRC-32C, framing, a record that lies, a
+            decompression bomb), unless ``failOnDataLoss=false``; or one that cannot be skipped safely.
+        EventDecodeError: a value does not decode (no Confluent framing, unknown schema id, bad Avro).
+        OffsetOutOfRangeError: the log no longer holds the range (retention moved its start meanwhile).
+    """
+    topic, name = r.part.topic, partition_name(r.part)
+    decoder = _Decoder(settings)
+    for item in _named(iter_kafka_range(fetcher, topic, r.part.partition, r.start, r.end,
+                                        wait_s=settings.fetch.leader_wait_s), topic, name, r.start):
+        if isinstance(item, Corrupt):
+            what = f"record batch at offsets {item.offset}..{item.next_offset} is damaged ({item.reason})"
+            if settings.fail_on_data_loss:
+                raise InvalidMessageError(f"{topic} partition {name}: {what}; nothing after it is read "
+                                          "(failOnDataLoss=false skips it and reads on)")
+            log.warning("%s partition %s: %s; skipped (failOnDataLoss=false)", topic, name, what)
+            continue
+        try:
+            record = decoder.decode(item.payload, topic, item.offset)
+        except EventDecodeError as exc:
+            raise EventDecodeError(f"{topic} partition {name}: {exc}") from exc
+        t = _time_of(record)
+        record.update(record_values(item.key, item.headers, item.timestamp))
+        yield item.offset, record, item.timestamp if t is None else t
+
+
 def rows(r: ReadRange, settings: ReadSettings, convert) -> Iterator[tuple[Any, ...]]:
-    """Spark rows of the range: the event's columns (``convert``), then :data:`META_COLUMNS`."""
+    """Spark rows of the range: the event's columns (``convert``; on a Kafka-format topic with the record
+    columns), then :data:`META_COLUMNS`."""
     part = r.part
     broker_id = None if part.replicated else part.broker_id   # a replicated partition is on no one broker
+    if part.kafka:
+        with open_kafka_fetcher(part, settings.fetch) as fetcher:
+            for offset, record, t in kafka_records(r, settings, fetcher):
+                yield convert(record) + (part.topic, part.partition, None, offset, event_time(t))
+        return
     consumer = open_consumer(part, settings.fetch)
     try:
         for offset, record, t in records(r, settings, consumer):

@@ -3,7 +3,8 @@
 ::
 
     df = (spark.read.format("ingest")
-          .option("brokers", "h1:9092,h2:9092")          # or .option("zk.connect", "zk:2181/chroot")
+          .option("brokers", "h1:9092,h2:9092")          # or .option("zk.connect", "zk:2181/chroot"),
+                                                          # or .option("bootstrap.servers", "h1:29092")
           .option("topic", "page-views")
           .option("registry.url", "http://registry:8081")
           .option("startingOffsets", "earliest")          # or JSON, or a *Timestamp option
@@ -11,15 +12,20 @@
           .load())
 
 Columns: the fields of the latest schema of subject ``<topic>-value`` (as Spark's
-``from_avro`` types them, :mod:`ingest.explore.avro_types`), then ``topic``,
-``partition``, ``broker_id`` (the broker holding a Kafka 0.7 topic's partition;
-null for a replicated topic), ``offset`` (the message's byte offset; the messages
-of one compressed set share their wrapper's offset) and ``event_time``
-(``header.time`` as a timestamp). Options: :mod:`ingest.explore.source_config`;
+``from_avro`` types them, :mod:`ingest.explore.avro_types`); for a Kafka-format
+topic the record columns the loader writes, ``_key``, ``_headers`` and ``_timestamp``
+(:mod:`ingest.loader.record_columns`); then ``topic``, ``partition``, ``broker_id``
+(the broker holding a Kafka 0.7 topic's partition; null for a replicated or
+Kafka-format topic), ``offset`` (a 0.7 message's byte offset, the messages of one
+compressed set sharing their wrapper's; a Kafka-format record's own offset, 0, 1,
+2, ...) and ``event_time`` (``header.time`` as a timestamp; on a Kafka-format topic
+an event without the product's header has its record's timestamp, as the loader
+buckets it). Options: :mod:`ingest.explore.source_config`;
 offset forms: :mod:`ingest.explore.offsets`.
 
 One Spark input partition per topic partition (cut at segment starts with
-``maxBytesPerPartition``, :mod:`ingest.explore.split`). Read-only: no consumer group, no
+``maxBytesPerPartition`` on a 0.7 topic, into pieces of ``maxRecordsPerPartition``
+offsets on a Kafka-format topic: :mod:`ingest.explore.split`). Read-only: no consumer group, no
 offsets stored, no file or znode written (docs/spark-source.md).
 
 Spark finds the source by name without a register call when the top-level module
@@ -38,10 +44,11 @@ from ingest.client.fetch_settings import FetchSettings
 from ingest.errors import ConfigError, SchemaError, SchemaNotFoundError
 from ingest.explore.avro_types import record_type
 from ingest.explore.offsets import ReadRange, partition_name, plan_ranges
-from ingest.explore.partitions import discovery_config, topic_partitions
+from ingest.explore.partitions import discovery_config, offset_for_time, topic_partitions
 from ingest.explore.read import META_COLUMNS, ReadSettings, rows
 from ingest.explore.source_config import parse_options
-from ingest.explore.split import segment_starts, split_range
+from ingest.explore.split import segment_starts, split_range, split_records
+from ingest.loader.record_columns import RECORD_COLUMNS, record_columns_in, with_record_columns
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +78,23 @@ def reader_schema(cfg) -> tuple[int, dict]:
                                   f"registers it); {exc}") from exc
 
 
-def spark_schema(avro: dict):
-    """The StructType of a read: the event's columns, then :data:`~ingest.explore.read.META_COLUMNS`.
+def spark_schema(avro: dict, *, kafka: bool = False):
+    """The StructType of a read: the event's columns, for a Kafka-format topic the record's key, headers
+    and timestamp (:data:`~ingest.loader.record_columns.CONTENT_COLUMNS`, as the loader writes them), then
+    :data:`~ingest.explore.read.META_COLUMNS`.
 
     Raises:
-        SchemaError: a field type without a Spark type, or a field named like a metadata column.
+        SchemaError: a field type without a Spark type, or a field named like a metadata column (or,
+            on a Kafka-format topic, like a record column).
     """
     from pyspark.sql import types as T  # pyspark is loaded anyway; types is its own module
 
-    struct, _ = record_type(avro)
+    if kafka and record_columns_in(avro):
+        raise SchemaError(f"schema {avro.get('name')!r} has top-level fields named "
+                          f"{', '.join(record_columns_in(avro))}, like the record columns the loader writes for a "
+                          f"Kafka-format topic ({', '.join(RECORD_COLUMNS)}); not supported "
+                          f"(the loader refuses it too): register a version without them")
+    struct, _ = record_type(with_record_columns(avro, position=False) if kafka else avro)
     taken = sorted({f.name for f in struct.fields} & {name for name, _, _ in META_COLUMNS})
     if taken:
         raise SchemaError(f"schema {avro.get('name')!r} has fields named {', '.join(taken)}, like the source's own "
@@ -111,13 +126,15 @@ class IngestReader(DataSourceReader):
     def __init__(self, options, schema) -> None:
         self.cfg = dict(parse_options(options).items())  # a plain dict: the reader is pickled to executors
         schema_id, avro = reader_schema(self.cfg)
-        if schema is not None and spark_schema(avro) != schema:
+        self.parts = topic_partitions(self.cfg)   # frozen snapshots, found once, on the driver
+        self.kafka = self.parts[0].kafka
+        if schema is not None and spark_schema(avro, kafka=self.kafka) != schema:
             raise SchemaError(f"the schema given differs from the latest schema of {subject_of(self.cfg['topic'])} "
                               f"(id {schema_id}): the columns are the registry's (do not pass .schema(...)); if "
                               f"the subject changed while the read was planned, load() again")
         timed = [k for k in ("startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp",
                              "endingOffsetsByTimestamp") if self.cfg[k] is not None]
-        if timed and not _has_header_time(avro):
+        if timed and not self.kafka and not _has_header_time(avro):
             raise ConfigError(f"{timed[0]}: schema id {schema_id} of {subject_of(self.cfg['topic'])} has no "
                               f"header.time, so events have no event time to cut at; use startingOffsets/endingOffsets")
         self.settings = ReadSettings(
@@ -126,9 +143,11 @@ class IngestReader(DataSourceReader):
             fail_on_data_loss=self.cfg["failOnDataLoss"])
 
     def partitions(self) -> Sequence[InputPartition]:
-        ranges = plan_ranges(self.cfg, topic_partitions(self.cfg))
-        limit = self.cfg["maxBytesPerPartition"]
-        if limit is not None:
+        ranges = plan_ranges(self.cfg, self.parts, lambda p, t: offset_for_time(self.cfg, p, t))
+        limit, records = self.cfg["maxBytesPerPartition"], self.cfg["maxRecordsPerPartition"]
+        if self.kafka and records is not None:
+            ranges = [piece for r in ranges for piece in split_records(r, records)]
+        elif not self.kafka and limit is not None:
             ranges = [piece for r in ranges
                       for piece in (split_range(r, segment_starts(r, discovery_config(self.cfg)), limit)
                                     if r.end - r.start > limit and r.start_time is None and r.end_time is None
@@ -139,7 +158,8 @@ class IngestReader(DataSourceReader):
         return [RangePartition(i, r) for i, r in enumerate(ranges)]
 
     def read(self, partition: RangePartition) -> Iterator[tuple]:
-        _, convert = record_type(self.settings.reader_schema)
+        schema = self.settings.reader_schema
+        _, convert = record_type(with_record_columns(schema, position=False) if self.kafka else schema)
         yield from rows(partition.range, self.settings, convert)
 
 
@@ -152,7 +172,8 @@ class IngestDataSource(DataSource):
 
     def schema(self):
         cfg = parse_options(self.options)
-        return spark_schema(reader_schema(cfg)[1])
+        avro = reader_schema(cfg)[1]
+        return spark_schema(avro, kafka=topic_partitions(cfg)[0].kafka)   # the kind decides the columns
 
     def reader(self, schema) -> DataSourceReader:
         return IngestReader(self.options, schema)

@@ -1,4 +1,8 @@
-"""Cutting one topic partition's range into several Spark input partitions, at segment starts.
+"""Cutting one topic partition's range into several Spark input partitions.
+
+A Kafka-format partition's range (offsets are record numbers, and any offset is a valid start) is
+cut into equal pieces of at most ``maxRecordsPerPartition`` offsets (:func:`split_records`, as
+Spark's Kafka source option of that name). A 0.7 partition's, at segment starts:
 
 ``maxBytesPerPartition`` bounds the bytes one Spark task reads: a range larger
 than that is cut at the broker's segment start offsets (the answer of an OFFSETS
@@ -33,6 +37,17 @@ def split_range(r: ReadRange, segment_starts: Sequence[int], max_bytes: int) -> 
         last = b
     pieces.append((cur, r.end))
     return [dataclasses.replace(r, start=s, end=e) for s, e in pieces]
+
+
+def split_records(r: ReadRange, max_records: int) -> list[ReadRange]:
+    """``r`` (a Kafka-format partition's offset range) as consecutive pieces of nearly equal size, none
+    above ``max_records`` offsets."""
+    n = r.end - r.start
+    if r.start_time is not None or r.end_time is not None or n <= max_records:
+        return [r]
+    count = -(-n // max_records)
+    cuts = [r.start + n * i // count for i in range(count + 1)]
+    return [dataclasses.replace(r, start=s, end=e) for s, e in zip(cuts, cuts[1:])]
 
 
 def segment_starts(r: ReadRange, discovery_config: dict) -> list[int]:

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ingest.client.deleted_segments import MISSING_SEGMENTS, DeletedSegment, SegmentTally, split_gap
 from ingest.loader.records import OffsetRecord, PartitionKey
-from ingest.loader.row_ids import message_ids
+from ingest.loader.row_ids import session_ids
 from ingest.lost_ranges import RETENTION, LostRange
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ SessionSeqs = dict[str, tuple[int, int]]
 def file_session_seqs(data: bytes, fmt: str) -> SessionSeqs:
     """Per session the lowest and highest ``header.seq`` in one data file (Avro or Parquet bytes)."""
     out: SessionSeqs = {}
-    for session, seq in message_ids(fmt, data):
+    for session, seq in session_ids(fmt, data):
         lo_hi = out.get(session)
         out[session] = (seq, seq) if lo_hi is None else (min(lo_hi[0], seq), max(lo_hi[1], seq))
     return out

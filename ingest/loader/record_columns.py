@@ -1,8 +1,10 @@
-"""The record columns of Kafka-format topics: each record's key, headers and timestamp beside its event.
+"""The record columns of Kafka-format topics: each record's key, headers, timestamp and position beside
+its event.
 
-A Kafka record carries more than its value: a key, headers and a timestamp. The loader keeps them
-as three reserved top-level columns after the event's own fields (the payload, the record's value,
-is the framed Avro event)::
+A Kafka record carries more than its value: a key, headers and a timestamp; and it has a place in
+its log, a partition and an offset, which identify it. The loader keeps them as five reserved
+top-level columns after the event's own fields (the payload, the record's value, is the framed
+Avro event)::
 
     _key        ["null", "bytes"]                                   the record's key; null: none
     _headers    array of ingest.kafka.RecordHeader                  the record's headers, in order
@@ -10,6 +12,13 @@ is the framed Avro event)::
     _timestamp  long                                                the record's timestamp, ms since the
                                                                     epoch (CreateTime, or LogAppendTime
                                                                     when the topic sets it)
+    _partition  int                                                 the record's partition
+    _offset     long                                                the record's offset in it
+
+``(_topic, _partition, _offset)`` is a record's identity (``_topic`` is the path's): compaction and
+a replay across a compacted hour tell the rows of events without the product's header apart by it
+(:mod:`ingest.loader.row_ids`). The first three are the record's contents (:data:`CONTENT_COLUMNS`,
+what the Spark source adds to its rows, beside its own ``partition`` and ``offset``).
 
 Named like the path-derived ``_topic`` column (:data:`ingest.loader.layout.PATH_COLUMNS`): an
 event schema of a Kafka-format topic may not have a top-level field of one of these names (the
@@ -17,16 +26,20 @@ task refuses it, as it refuses the path columns). 0.7 topics' records have none 
 files get no such columns.
 
 Avro output: a record's Avro binary is its fields' encodings one after the other, so a row is the
-producer's body, copied, followed by :func:`encode` of the three (no re-encoding). Parquet output:
-the row tuple of the generated decoder (or the decoded dict) gets the three values appended
-(:func:`row_values` / :func:`record_values`).
+producer's body, copied, followed by :func:`encode` of the five (no re-encoding). Parquet output:
+the row tuple of the generated decoder (or the decoded dict) gets the five values appended
+(:func:`row_values` / :func:`record_values` and :func:`position_values`).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-RECORD_COLUMNS = ("_key", "_headers", "_timestamp")
-"""The reserved columns of Kafka-format topics' rows."""
+CONTENT_COLUMNS = ("_key", "_headers", "_timestamp")
+"""The record's key, headers and timestamp."""
+POSITION_COLUMNS = ("_partition", "_offset")
+"""Where the record is: with the topic, its identity."""
+RECORD_COLUMNS = CONTENT_COLUMNS + POSITION_COLUMNS
+"""The reserved columns of Kafka-format topics' rows, in the order the loader writes them."""
 
 HEADER_RECORD: dict = {
     "type": "record", "name": "RecordHeader", "namespace": "ingest.kafka",
@@ -36,6 +49,8 @@ FIELDS: tuple[dict, ...] = (
     {"name": "_key", "type": ["null", "bytes"], "default": None},
     {"name": "_headers", "type": {"type": "array", "items": HEADER_RECORD}, "default": []},
     {"name": "_timestamp", "type": "long", "default": -1},
+    {"name": "_partition", "type": "int", "default": -1},
+    {"name": "_offset", "type": "long", "default": -1},
 )
 """The columns' Avro fields, appended to an event schema's (defaults, so that a reader schema with
 them resolves older files)."""
@@ -46,9 +61,11 @@ def record_columns_in(schema: dict) -> list[str]:
     return sorted(f["name"] for f in schema.get("fields", ()) if f.get("name") in RECORD_COLUMNS)
 
 
-def with_record_columns(schema: dict) -> dict:
-    """The output schema of a Kafka-format topic's rows: the event schema plus :data:`FIELDS`."""
-    return {**schema, "fields": [*schema["fields"], *FIELDS]}
+def with_record_columns(schema: dict, *, position: bool = True) -> dict:
+    """The output schema of a Kafka-format topic's rows: the event schema plus :data:`FIELDS` (without
+    the position columns when ``position`` is false)."""
+    fields = FIELDS if position else FIELDS[:len(CONTENT_COLUMNS)]
+    return {**schema, "fields": [*schema["fields"], *fields]}
 
 
 def _long(n: int) -> bytes:
@@ -64,10 +81,10 @@ def _long(n: int) -> bytes:
 _NO_KEY_NO_HEADERS = b"\x00\x00"   # _key null (union branch 0), _headers empty (block count 0)
 
 
-def encode(key, headers: Sequence[tuple[str, Any]], timestamp: int) -> bytes:
-    """The Avro binary of the three columns (in :data:`FIELDS` order)."""
+def encode(key, headers: Sequence[tuple[str, Any]], timestamp: int, partition: int, offset: int) -> bytes:
+    """The Avro binary of the five columns (in :data:`FIELDS` order; an Avro int and long encode alike)."""
     if key is None and not headers:
-        return _NO_KEY_NO_HEADERS + _long(timestamp)
+        return _NO_KEY_NO_HEADERS + _long(timestamp) + _long(partition) + _long(offset)
     out = bytearray(b"\x00" if key is None else b"\x02" + _long(len(key)) + bytes(key))
     if headers:
         out += _long(len(headers))
@@ -75,18 +92,24 @@ def encode(key, headers: Sequence[tuple[str, Any]], timestamp: int) -> bytes:
             raw = name.encode()
             out += _long(len(raw)) + raw
             out += b"\x00" if value is None else b"\x02" + _long(len(value)) + bytes(value)
-    out += b"\x00" + _long(timestamp)
+    out += b"\x00" + _long(timestamp) + _long(partition) + _long(offset)
     return bytes(out)
 
 
-def row_values(key, headers: Sequence[tuple[str, Any]], timestamp: int) -> tuple:
-    """The three values as a row tuple's tail (Parquet rows of a generated decoder)."""
+def row_values(key, headers: Sequence[tuple[str, Any]], timestamp: int, partition: int, offset: int) -> tuple:
+    """The five values as a row tuple's tail (Parquet rows of a generated decoder)."""
     return (None if key is None else bytes(key),
-            [(name, None if value is None else bytes(value)) for name, value in headers], timestamp)
+            [(name, None if value is None else bytes(value)) for name, value in headers], timestamp, partition,
+            offset)
 
 
 def record_values(key, headers: Sequence[tuple[str, Any]], timestamp: int) -> dict:
-    """The three values as a decoded record's extra keys (the dict path)."""
+    """The record's key, headers and timestamp (:data:`CONTENT_COLUMNS`) as a decoded record's extra keys."""
     return {"_key": None if key is None else bytes(key),
             "_headers": [{"key": name, "value": None if value is None else bytes(value)} for name, value in headers],
             "_timestamp": timestamp}
+
+
+def position_values(partition: int, offset: int) -> dict:
+    """The record's partition and offset (:data:`POSITION_COLUMNS`) as a decoded record's extra keys."""
+    return {"_partition": partition, "_offset": offset}

@@ -14,7 +14,8 @@ which has the precise errors and quarantine reasons; both paths give the same
 rows in the same order (tests/loader/test_staging_chunks.py).
 
 A Kafka-format topic's records (:class:`~ingest.loader.kafka_fetch.KafkaMessage`) take the
-per-message path; each row gets the record's key, headers and timestamp as the reserved columns of
+per-message path; each row gets the record's key, headers, timestamp, partition and offset as the
+reserved columns of
 :mod:`ingest.loader.record_columns`, and an event without the product's ``header`` is bucketed by
 the record's timestamp.
 """
@@ -151,13 +152,14 @@ class _Stager:
 
     def put_record(self, bucket: _Bucket, payload, record, t: int, item) -> None:
         """One Kafka record's row: the event plus its key, headers and timestamp."""
-        key, headers, ts = item.key, item.headers, item.timestamp
+        key, headers, ts, partition, offset = item.key, item.headers, item.timestamp, self.task.partition, item.offset
         if self.raw:
-            payload = bytes(payload[PREFIX_SIZE:]) + record_columns.encode(key, headers, ts)
+            payload = bytes(payload[PREFIX_SIZE:]) + record_columns.encode(key, headers, ts, partition, offset)
         elif isinstance(record, tuple):
-            record = record + record_columns.row_values(key, headers, ts)
+            record = record + record_columns.row_values(key, headers, ts, partition, offset)
         else:
-            record = {**record, **record_columns.record_values(key, headers, ts)}
+            record = {**record, **record_columns.record_values(key, headers, ts),
+                      **record_columns.position_values(partition, offset)}
         self.put(bucket, payload, record, t, raw_prefix=0)
 
     def put(self, bucket: _Bucket, payload, record, t: int, raw_prefix: int = PREFIX_SIZE) -> None:
@@ -281,14 +283,16 @@ def refuse_path_columns(topic: str, schema_id: int, schema: dict) -> None:
 
 def refuse_record_columns(topic: str, schema_id: int, schema: dict) -> None:
     """Raise :class:`SchemaError` when a Kafka-format topic's event schema has a top-level field named like
-    a record column (``_key``, ``_headers``, ``_timestamp``: :mod:`ingest.loader.record_columns`), which
+    a record column (``_key``, ``_headers``, ``_timestamp``, ``_partition``, ``_offset``:
+    :mod:`ingest.loader.record_columns`), which
     the loader writes beside the event's fields; the run fails as for a path column."""
     taken = record_columns.record_columns_in(schema)
     if taken:
         raise SchemaError(
             f"topic {topic}, schema id {schema_id}: top-level field(s) {', '.join(taken)} have the name of a "
             f"column the loader writes for every record of a Kafka-format topic "
-            f"({', '.join(record_columns.RECORD_COLUMNS)}: the record's key, headers and timestamp); nothing of "
+            f"({', '.join(record_columns.RECORD_COLUMNS)}: the record's key, headers, timestamp, partition and "
+            f"offset); nothing of "
             f"this run is committed. Register a schema version without them (rename the field), or leave the "
             f"topic out with topics.blacklist until its producers do")
 

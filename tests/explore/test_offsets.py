@@ -99,7 +99,7 @@ def test_timestamps_take_precedence_and_read_from_earliest():
      "invalid value 'yesterday' for 'startingTimestamp': allowed is an integer in [0, +inf]"),
     ({"startingOffsetsByTimestampStrategy": "skip"}, ConfigError,
      "invalid value 'skip' for 'startingOffsetsByTimestampStrategy': allowed is one of error, latest"),
-    ({"brokers": ""}, ConfigError, "needs the option brokers (host:port,...) or zk.connect"),
+    ({"brokers": ""}, ConfigError, "needs the option brokers (host:port,...), zk.connect, or bootstrap.servers"),
     ({"startingoffset": "earliest"}, ConfigError,
      "unknown spark source config key 'startingoffset'; did you mean startingOffsets"),
     ({"path": "/x"}, ConfigError, "unknown spark source config key 'path'"),

@@ -1,8 +1,8 @@
 """The hourly load of Kafka-format topics, end to end with real processes: a confluent-kafka producer
 with ``AvroSerializer`` against the product's registry -> a broker's Kafka listener -> real
 ``spark-submit jobs/load.py`` runs -> Parquet and Avro rows equal to what was produced (event fields,
-record keys, headers and timestamps), exactly once, also across driver SIGKILLs before and after the
-commit point and failing task attempts; every compression codec the client writes.
+record keys, headers, timestamps, partitions and offsets), exactly once, also across driver SIGKILLs
+before and after the commit point and failing task attempts; every compression codec the client writes.
 
 Two topics: ``kclicks``, whose events carry the product's header (bucketed by ``header.time``), and
 ``kplain``, a schema of any producer without it (bucketed by the record's timestamp).
@@ -81,12 +81,20 @@ def produce(bootstrap: str, registry_url: str, topic: str, schema: dict, make, t
             key = None if i % 5 == 0 else f"{tag}-k{i}".encode()
             headers = [("codec", codec.encode()), ("i", str(i).encode())] + ([("empty", None)] if i % 2 else [])
             ts = T0 + i * 7_000 + 11
+            row = {**value, "_key": key, "_timestamp": ts, "_headers": [{"key": k, "value": v} for k, v in headers]}
+
+            def done(err, msg, row=row):
+                if err:
+                    errors.append(err)
+                else:
+                    row.update(_partition=msg.partition(), _offset=msg.offset())
+
             p.produce(topic, value=serializer(value, ctx), key=key, headers=headers, partition=i % PARTITIONS,
-                      timestamp=ts, on_delivery=lambda err, _m: err and errors.append(err))
+                      timestamp=ts, on_delivery=done)
             p.poll(0)
-            expected.append({**value, "_key": key, "_timestamp": ts,
-                             "_headers": [{"key": k, "value": v} for k, v in headers]})
+            expected.append(row)
         assert p.flush(60) == 0 and not errors, errors[:3]
+    assert all("_offset" in row for row in expected)
     return expected
 
 
@@ -188,7 +196,8 @@ def test_avro_output_holds_the_producers_bodies_and_the_record_columns(kafka_bro
         assert _canon(read_rows(st, topic)) == _canon(rows), topic
         for f in st.files(topic):
             schema = fastavro.reader(io.BytesIO(st.storage.read_bytes(st.full_path(f)))).writer_schema
-            assert [x["name"] for x in schema["fields"]][-3:] == ["_key", "_headers", "_timestamp"]
+            assert [x["name"] for x in schema["fields"]][-5:] == ["_key", "_headers", "_timestamp", "_partition",
+                                                                  "_offset"]
     assert collections.Counter(f.topic for f in st.files(kind="quarantine")) == {}
 
 
