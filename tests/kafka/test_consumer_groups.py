@@ -345,3 +345,52 @@ def test_an_aiokafka_group_consumer_and_a_kafka_python_one_share_partitions_and_
     finally:
         for m in members:
             m.stop()
+
+
+def _ingest(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ingest.cli", *args], cwd=str(REPO_ROOT), capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_ingest_groups_lists_describes_with_lag_and_resets_a_stopped_group_and_lag_is_a_series(broker_factory,
+                                                                                                tmp_path):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from tests.harness.metrics import metrics_url, scrape
+
+    b = broker_factory(1, overrides={"offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+                                     "num.partitions": 2, "metrics.port": 0})[0]
+    bootstrap = f"127.0.0.1:{b.kafka_port}"
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(30):
+        p.produce(TOPIC, f"id-{i}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ops", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(TOPIC, 0, 10), TopicPartition(TOPIC, 1, 15)], asynchronous=False)
+    c.close()
+
+    listed = _ingest("groups", "list", "--bootstrap-server", bootstrap)
+    assert listed.returncode == 0, listed.stderr
+    assert "ops" in listed.stdout.split()
+    described = _ingest("groups", "describe", "--bootstrap-server", bootstrap, "--group", "ops")
+    assert described.returncode == 0, described.stderr
+    rows = [line.split() for line in described.stdout.splitlines()[2:]]
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [(TOPIC, "0", "10", "15", "5"), (TOPIC, "1", "15", "15", "0")]
+
+    samples = scrape(metrics_url(b.output))
+    lag = {dict(k[1])["partition"]: v for k, v in samples.items() if k[0] == "ingest_group_lag"
+           and dict(k[1])["group"] == "ops"}
+    assert lag == {"0": 5.0, "1": 0.0}
+
+    plan = _ingest("groups", "reset-offsets", "--bootstrap-server", bootstrap, "--group", "ops", "--topic", TOPIC,
+                   "--to-earliest")
+    assert plan.returncode == 0 and "not written" in plan.stdout, plan.stderr
+    done = _ingest("groups", "reset-offsets", "--bootstrap-server", bootstrap, "--group", "ops", "--topic", TOPIC,
+                   "--to-earliest", "--execute")
+    assert done.returncode == 0, done.stderr
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ops", "enable.auto.commit": False})
+    try:
+        assert [tp.offset for tp in c.committed([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)], timeout=30)] \
+            == [0, 0]
+    finally:
+        c.close()

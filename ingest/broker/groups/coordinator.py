@@ -536,3 +536,14 @@ class GroupCoordinator:
             raise GroupError(E.INVALID_GROUP_ID, "the group id is empty")
         p, _epoch = self.offsets.served(group_id)
         return self.offsets.fetch(group_id, p, wanted)
+
+    def lags(self, log_end: Callable[[str, int], int | None]) -> list[tuple[str, str, int, int]]:
+        """``(group, topic, partition, lag)`` of every committed offset of the groups coordinated here, where
+        ``log_end(topic, partition)`` knows the partition's end (None: no replica here, left out)."""
+        out = []
+        for group, p in sorted(self.offsets.groups().items()):
+            for (topic, partition), c in sorted(self.offsets.fetch(group, p, None).items()):
+                end = log_end(topic, partition)
+                if end is not None:
+                    out.append((group, topic, partition, max(0, end - c.offset)))
+        return out
