@@ -20,10 +20,11 @@ def register(subparsers) -> None:
                               description="Consumer groups of the Kafka listeners (kafka-consumer-groups).",
                               epilog=EXAMPLES, formatter_class=fmt)
     gs = g.add_subparsers(dest="groups_command", metavar="SUBCOMMAND", required=True)
-    lst = gs.add_parser("list", help="every group, its state and coordinator")
+    lst = gs.add_parser("list", help="every group, its state and coordinator", epilog=EXAMPLES, formatter_class=fmt)
     _server(lst)
     lst.set_defaults(func=_list)
-    d = gs.add_parser("describe", help="members, assignment, committed offset and lag per partition")
+    d = gs.add_parser("describe", help="members, assignment, committed offset and lag per partition", epilog=EXAMPLES,
+                      formatter_class=fmt)
     _server(d)
     d.add_argument("--group", required=True)
     d.set_defaults(func=_describe)

@@ -46,7 +46,8 @@ from typing import Callable
 
 from ingest.broker.delayed import DelayedOp
 from ingest.broker.groups.group import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, Member
-from ingest.broker.groups.offset_store import GroupError, OffsetStore
+from ingest.broker.groups.offset_store import OffsetStore
+from ingest.errors import GroupRequestError
 from ingest.broker.groups.offsets_topic import Committed
 from ingest.wire.errors import KafkaErrorCode as E
 
@@ -97,10 +98,10 @@ class GroupCoordinator:
         """The group if this broker coordinates it (created when ``create``); caller holds the lock.
 
         Raises:
-            GroupError: INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
+            GroupRequestError: INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
         """
         if not group_id:
-            raise GroupError(E.INVALID_GROUP_ID, "the group id is empty")
+            raise GroupRequestError(E.INVALID_GROUP_ID, "the group id is empty")
         _p, epoch = self.offsets.served(group_id)
         found = self._groups.get(group_id)
         if found is not None and found[0] != epoch:      # the partition moved away and back: start over
@@ -134,7 +135,7 @@ class GroupCoordinator:
         of it; a member is ``(member id, instance id, client id, client host, metadata, assignment)``.
 
         Raises:
-            GroupError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID.
+            GroupRequestError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID.
         """
         with self._lock:
             g = self._group(group_id, create=False)
@@ -217,7 +218,7 @@ class GroupCoordinator:
         with self._lock:
             try:
                 group = self._group(group_id, create=not member_id)
-            except GroupError as exc:
+            except GroupRequestError as exc:
                 answer(JoinResult(exc.code, member_id))
                 return
             if group is None:
@@ -388,7 +389,7 @@ class GroupCoordinator:
         with self._lock:
             try:
                 group = self._group(group_id, create=False)
-            except GroupError as exc:
+            except GroupRequestError as exc:
                 answer(exc.code, b"")
                 return
             code = self._check_member(group, member_id, instance_id, generation)
@@ -438,7 +439,7 @@ class GroupCoordinator:
         with self._lock:
             try:
                 group = self._group(group_id, create=False)
-            except GroupError as exc:
+            except GroupRequestError as exc:
                 return exc.code
             code = self._check_member(group, member_id, instance_id, generation)
             if code:
@@ -453,7 +454,7 @@ class GroupCoordinator:
         with self._lock:
             try:
                 group = self._group(group_id, create=False)
-            except GroupError as exc:
+            except GroupRequestError as exc:
                 return exc.code, [exc.code] * len(members)
             if group is None:
                 return 0, [E.UNKNOWN_MEMBER_ID] * len(members)
@@ -493,7 +494,7 @@ class GroupCoordinator:
         with self._lock:
             try:
                 group = self._group(group_id, create=generation < 0 and not member_id)
-            except GroupError as exc:
+            except GroupRequestError as exc:
                 answer({}, exc.code)
                 return
             if group is None:
@@ -530,10 +531,10 @@ class GroupCoordinator:
         """The group's committed offsets (every one when ``wanted`` is None).
 
         Raises:
-            GroupError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID.
+            GroupRequestError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID.
         """
         if not group_id:
-            raise GroupError(E.INVALID_GROUP_ID, "the group id is empty")
+            raise GroupRequestError(E.INVALID_GROUP_ID, "the group id is empty")
         p, _epoch = self.offsets.served(group_id)
         return self.offsets.fetch(group_id, p, wanted)
 

@@ -28,7 +28,8 @@ from typing import Callable, NamedTuple
 from ingest.broker.delayed import DelayedOp
 from ingest.broker.groups.offsets_topic import (OFFSETS_TOPIC, Committed, commit_key, commit_value, partition_for,
                                                 read_key, read_value)
-from ingest.errors import IngestError, LeaderNotAvailableError, NeedsZooKeeperError, NotLeaderForPartitionError
+from ingest.errors import (GroupRequestError, IngestError, LeaderNotAvailableError, NeedsZooKeeperError,
+                           NotLeaderForPartitionError)
 from ingest.records.batch import iter_batches
 from ingest.records.builder import SimpleRecord, build_batch
 from ingest.records.record import iter_records
@@ -37,14 +38,6 @@ from ingest.wire.errors import KafkaErrorCode, kafka_code
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK = 1024 * 1024
-
-
-class GroupError(Exception):
-    """A group request refused with a Kafka error code (the message says why, for the log)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Loaded(NamedTuple):
@@ -115,18 +108,18 @@ class OffsetStore:
         """The partition of ``group_id``.
 
         Raises:
-            GroupError: COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` does not exist.
+            GroupRequestError: COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` does not exist.
         """
         n = self.partition_count()
         if n is None:
-            raise GroupError(KafkaErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet")
+            raise GroupRequestError(KafkaErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet")
         return partition_for(group_id, n)
 
     def served(self, group_id: str) -> tuple[int, int]:
         """``(partition, leader epoch)`` of ``group_id`` if this broker coordinates it now, loaded.
 
         Raises:
-            GroupError: NOT_COORDINATOR (another broker leads the partition, or none does),
+            GroupRequestError: NOT_COORDINATOR (another broker leads the partition, or none does),
                 COORDINATOR_NOT_AVAILABLE (no offsets topic yet).
         """
         p = self.partition_of(group_id)
@@ -135,9 +128,9 @@ class OffsetStore:
         except (NotLeaderForPartitionError, LeaderNotAvailableError, NeedsZooKeeperError) as exc:
             with self._lock:
                 self._parts.pop(p, None)
-            raise GroupError(KafkaErrorCode.NOT_COORDINATOR, f"group {group_id!r}: {exc}") from None
+            raise GroupRequestError(KafkaErrorCode.NOT_COORDINATOR, f"group {group_id!r}: {exc}") from None
         except IngestError as exc:
-            raise GroupError(KafkaErrorCode.COORDINATOR_NOT_AVAILABLE, f"group {group_id!r}: {exc}") from None
+            raise GroupRequestError(KafkaErrorCode.COORDINATOR_NOT_AVAILABLE, f"group {group_id!r}: {exc}") from None
         epoch = sp.leader_epoch()
         with self._lock:
             loaded = self._parts.get(p)

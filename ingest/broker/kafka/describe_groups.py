@@ -5,7 +5,7 @@ know is answered state ``Dead`` with no error, as Kafka answers it.
 """
 from __future__ import annotations
 
-from ingest.broker.groups.offset_store import GroupError
+from ingest.errors import GroupRequestError
 from ingest.wire.kafka.describe_groups import (DescribedGroup, DescribedGroupMember, DescribeGroupsRequest,
                                                DescribeGroupsResponse)
 
@@ -15,7 +15,7 @@ def handle(apis, req: DescribeGroupsRequest, ctx) -> DescribeGroupsResponse:
     for gid in req.groups:
         try:
             found = apis.groups.describe(gid)
-        except GroupError as exc:
+        except GroupRequestError as exc:
             out.append(DescribedGroup(exc.code, str(exc), gid))
             continue
         if found is None:

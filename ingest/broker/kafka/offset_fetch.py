@@ -6,7 +6,7 @@ answered offset -1, metadata "" and no error, as Kafka answers it.
 """
 from __future__ import annotations
 
-from ingest.broker.groups.offset_store import GroupError
+from ingest.errors import GroupRequestError
 from ingest.wire.kafka.offset_fetch import (NO_OFFSET, OffsetFetchRequest, OffsetFetchResponse,
                                             OffsetFetchResponseGroup, OffsetFetchResponsePartition,
                                             OffsetFetchResponseTopic)
@@ -16,7 +16,7 @@ def _topics(apis, group_id: str, topics) -> tuple[int, tuple[OffsetFetchResponse
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         got = apis.groups.fetch_offsets(group_id, wanted)
-    except GroupError as exc:
+    except GroupRequestError as exc:
         if topics is None:
             return exc.code, ()
         return exc.code, tuple(OffsetFetchResponseTopic(t.name, tuple(
