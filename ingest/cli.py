@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "ingest.broker.cli",      # broker start
     "ingest.broker.dump",     # log dump
     "ingest.client.cli",      # console-producer, console-consumer, topics
+    "ingest.client.groups_cli",  # groups list / describe / reset-offsets
     "ingest.events.cli",      # registry start, produce
     "ingest.loader.cli",      # loader status / reset
     "ingest.audit.cli",       # audit summary tools

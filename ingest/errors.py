@@ -316,6 +316,15 @@ class ConsumerTimeoutError(IngestError):
     retriable = True
 
 
+class GroupRequestError(IngestError):
+    """A consumer-group request refused by the group coordinator; ``code`` is the Kafka error code to answer
+    (NOT_COORDINATOR, ILLEGAL_GENERATION, ...), the message says why (for the broker's log)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class CoordinationError(IngestError):
     """A ZooKeeper operation failed: registry conflict, session loss, rebalance."""
 

@@ -124,7 +124,7 @@ class BrokerServer:
         cfg = self.config
         self.kafka_purgatory = Purgatory(f"kafka-purgatory-{self.broker_id}")
         cluster = LocalCluster(self.log_manager, self.broker_id, listeners, local_cluster_id(cfg["log.dir"]))
-        self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory)
+        self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory, self.clock)
         self.kafka = KafkaListeners(cfg, self.kafka_apis, listeners)
         cluster.listeners = self.kafka.bind()
 

@@ -23,6 +23,7 @@ and ``log.message.timestamp.before/after.max.ms``.
 """
 from __future__ import annotations
 
+from ingest.broker.groups.offsets_topic import OFFSETS_TOPIC
 from ingest.broker.kafka_log_settings import KafkaLogSettings
 from ingest.broker.log import LogSettings
 from ingest.records.batch import CREATE_TIME, LOG_APPEND_TIME
@@ -104,8 +105,10 @@ def settings_kafka(config, topic: str) -> KafkaLogSettings:
         index_interval_bytes=config["log.index.interval.bytes"],
         flush_messages=flush_messages(config),
         flush_ms=flush_ms(config, topic),
-        retention_ms=retention_ms(config, topic),
-        retention_bytes=retention_bytes(config),
+        # __consumer_offsets is kept whole: without compaction, deleting its old segments would lose the
+        # offsets of groups that stopped committing (docs/kafka-protocol.md, "Where committed offsets live")
+        retention_ms=-1 if topic == OFFSETS_TOPIC else retention_ms(config, topic),
+        retention_bytes=-1 if topic == OFFSETS_TOPIC else retention_bytes(config),
         max_message_bytes=config["message.max.bytes"],
         timestamp_type=LOG_APPEND_TIME if config["log.message.timestamp.type"] == "LogAppendTime" else CREATE_TIME,
         timestamp_before_max_ms=None if before >= _INT64_MAX else before,

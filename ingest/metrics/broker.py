@@ -213,10 +213,28 @@ class BrokerCollector:
         yield offline
         yield damaged
         yield from self._replication(b.replicas)
+        yield self._group_lag(b)
         yield self._refusals(CounterMetricFamily)
         conns = GaugeMetricFamily("ingest_broker_connections", "Open client connections")
         conns.add_metric([], b.network.connection_count() if b.network is not None else 0)
         yield conns
+
+    @staticmethod
+    def _group_lag(b):
+        # deferred: prometheus_client is only imported when metrics are on
+        from prometheus_client.core import GaugeMetricFamily
+
+        lag = GaugeMetricFamily("ingest_group_lag", "Records between a consumer group's committed offset and the "
+                                "partition's log end (groups this broker coordinates, partitions it has a replica "
+                                "of)", labels=["group", "topic", "partition"])
+        apis, logs = getattr(b, "kafka_apis", None), b.log_manager
+        if apis is not None and logs is not None:
+            def log_end(topic: str, partition: int) -> int | None:
+                lg = logs.get_log(topic, partition)
+                return None if lg is None else lg.end_offset
+            for group, topic, partition, n in apis.groups.lags(log_end):
+                lag.add_metric([group, topic, str(partition)], n)
+        return lag
 
     def _replication(self, replicas):
         # deferred: prometheus_client is only imported when metrics are on

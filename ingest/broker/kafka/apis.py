@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import logging
 
-from ingest.broker.kafka import (api_versions, fetch, find_coordinator, init_producer_id, list_offsets, metadata,
-                                 offset_for_leader_epoch, produce, versions)
+from ingest.broker.groups.coordinator import GroupCoordinator
+from ingest.broker.kafka import (api_versions, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id,
+                                 join_group, leave_group, list_groups, list_offsets, metadata, offset_commit,
+                                 offset_fetch, offset_for_leader_epoch, produce, sync_group, versions)
 from ingest.broker.kafka.init_producer_id import ProducerIds
+from ingest.clock import SYSTEM_CLOCK
 from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
-HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 10: find_coordinator, 18: api_versions,
-            22: init_producer_id, 23: offset_for_leader_epoch}
+HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch,
+            10: find_coordinator, 11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups,
+            16: list_groups, 18: api_versions, 22: init_producer_id, 23: offset_for_leader_epoch}
 """api key -> the module that serves it."""
 
 assert sorted(HANDLERS) == sorted(versions.ADVERTISED), "every advertised API has a handler, and only those"
@@ -31,15 +35,18 @@ class KafkaApis:
         config: the broker's config (``auto.create.topics.enable``, ...).
         cluster: the :class:`~ingest.broker.kafka.cluster.KafkaCluster` seam.
         metrics: the broker's metrics (``produced``, ``fetched``).
-        purgatory: where fetches wait for data and acks=-1 produces for the in-sync replicas.
+        purgatory: where fetches wait for data, acks=-1 produces and offset commits for the in-sync
+            replicas, and the group coordinator keeps its timers.
+        clock: the group coordinator's clock (sessions, rebalance timeouts, commit timestamps).
     """
 
-    def __init__(self, config, cluster, metrics, purgatory) -> None:
+    def __init__(self, config, cluster, metrics, purgatory, clock=SYSTEM_CLOCK) -> None:
         self.config = config
         self.cluster = cluster
         self.metrics = metrics
         self.purgatory = purgatory
         self.producer_ids = ProducerIds(cluster.broker_id)
+        self.groups = GroupCoordinator(self, clock)
         self.refusals = RateLimitedLog(log, interval_s=30.0)
 
     def wake_fetches(self, topic: str, partition: int) -> None:

@@ -93,7 +93,7 @@ class KafkaCluster(Protocol):
 
     def leader(self, topic: str, partition: int) -> ServedPartition: ...
 
-    def create_topic(self, topic: str) -> bool: ...
+    def create_topic(self, topic: str, partitions: int | None = None, replication_factor: int | None = None) -> bool: ...
 
 
 class LocalPartition:
@@ -174,15 +174,16 @@ class LocalCluster:
         validate_partition(topic, partition, self.logs.partition_count(topic))
         return LocalPartition(topic, partition, self.logs.get_or_create_log(topic, partition, TopicKind.KAFKA))
 
-    def create_topic(self, topic: str) -> bool:
-        """Create every partition's log of a new Kafka topic (``num.partitions`` or
-        ``topic.partition.count.map``); True: it can be used at once.
+    def create_topic(self, topic: str, partitions: int | None = None, replication_factor: int | None = None) -> bool:
+        """Create every partition's log of a new Kafka topic (``partitions``, by default ``num.partitions`` or
+        ``topic.partition.count.map``; the replication factor is 1 whatever is asked); True: it can be used
+        at once.
 
         Raises:
             TopicCreationRefusedError: auto-creation is off, or a creation limit is reached.
             WrongTopicKindError: the topic is a 0.7 topic.
         """
         if self._kind(topic) is None:
-            for p in range(self.logs.partition_count(topic)):
+            for p in range(partitions or self.logs.partition_count(topic)):
                 self.logs.get_or_create_log(topic, p, TopicKind.KAFKA)
         return True

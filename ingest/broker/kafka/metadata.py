@@ -6,11 +6,13 @@ creates it as a Kafka topic when both the request allows it (v4+; always before 
 ``auto.create.topics.enable`` is true: without ZooKeeper its logs are created here and it is answered
 at once; with ZooKeeper its assignment is written (on the coordination thread) and it is answered
 LEADER_NOT_AVAILABLE (5) until the controller has elected its leaders, as Kafka answers. Otherwise an
-unknown topic is UNKNOWN_TOPIC_OR_PARTITION (3). v0's empty topic list means all topics; from v1 a null
+unknown topic is UNKNOWN_TOPIC_OR_PARTITION (3). ``__consumer_offsets`` is listed as internal (v1+), so that
+consumers leave it out of pattern subscriptions. v0's empty topic list means all topics; from v1 a null
 list means all and an empty one none.
 """
 from __future__ import annotations
 
+from ingest.broker.groups.offsets_topic import OFFSETS_TOPIC
 from ingest.errors import IngestError, NeedsZooKeeperError
 from ingest.wire.errors import KafkaErrorCode, kafka_code
 from ingest.wire.kafka.metadata import (MetadataRequest, MetadataResponse, MetadataResponseBroker,
@@ -40,7 +42,7 @@ def _topic(cluster, name: str, create: bool) -> MetadataResponseTopic:
         raise   # before anything was done: served again on the coordination thread
     except IngestError as exc:
         return MetadataResponseTopic(kafka_code(exc), name)
-    return MetadataResponseTopic(0, name, False, tuple(
+    return MetadataResponseTopic(0, name, name == OFFSETS_TOPIC, tuple(
         MetadataResponsePartition(p.error, p.index, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline)
         for p in parts))
 

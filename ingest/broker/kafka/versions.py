@@ -13,7 +13,15 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     1: (0, 12),    # Fetch
     2: (0, 7),     # ListOffsets
     3: (0, 9),     # Metadata
+    8: (0, 9),     # OffsetCommit
+    9: (0, 9),     # OffsetFetch
     10: (0, 2),    # FindCoordinator
+    11: (0, 9),    # JoinGroup
+    12: (0, 4),    # Heartbeat
+    13: (0, 5),    # LeaveGroup
+    14: (0, 5),    # SyncGroup
+    15: (0, 6),    # DescribeGroups
+    16: (0, 5),    # ListGroups
     18: (0, 4),    # ApiVersions
     22: (0, 4),    # InitProducerId
     23: (0, 4),    # OffsetForLeaderEpoch

@@ -172,9 +172,10 @@ class ZkCluster:
             raise LeaderNotAvailableError(f"{topic}-{partition}: broker {self.broker_id} is becoming its leader")
         return LedPartition(part, self.replicas.min_isr, self.replicas)
 
-    def create_topic(self, topic: str) -> bool:
+    def create_topic(self, topic: str, partitions: int | None = None, replication_factor: int | None = None) -> bool:
         """Write a new Kafka topic's assignment (on the coordination thread); False: its leaders are being
-        elected (the caller answers LEADER_NOT_AVAILABLE).
+        elected (the caller answers LEADER_NOT_AVAILABLE). ``partitions`` and ``replication_factor`` default
+        to the broker's keys for auto-created topics.
 
         Raises:
             NeedsZooKeeperError: on a network thread (the request is served again on the coordination thread).
@@ -199,7 +200,7 @@ class ZkCluster:
         except (KazooException, ValueError) as exc:
             raise TopicCreationRefusedError(f"cannot read topic {topic!r} in ZooKeeper: {exc}") from exc
         cfg = self.config
-        rf = max(1, cfg.get("default.replication.factor", 1))
+        rf = max(1, replication_factor or cfg.get("default.replication.factor", 1))
         live = len(self.view.brokers)
         min_isr = self.replicas.min_isr
         if rf > 1 and 0 < live < rf and live < min_isr:
@@ -207,7 +208,8 @@ class ZkCluster:
                 f"cannot auto-create topic {topic!r}: with {live} live broker(s) it would get replication factor "
                 f"{live} (default.replication.factor={rf}), below min.insync.replicas={min_isr}, so every acks=-1 "
                 "write would be refused; start more brokers or create it with `ingest topics create`")
-        self.replicas.create_topic(topic, self.logs.configured_partition_count(topic), rf, deadline, TopicKind.KAFKA)
+        self.replicas.create_topic(topic, partitions or self.logs.configured_partition_count(topic), rf, deadline,
+                                   TopicKind.KAFKA)
         return False
 
 

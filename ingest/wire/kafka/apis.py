@@ -9,14 +9,22 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ingest.wire.kafka.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from ingest.wire.kafka.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from ingest.wire.kafka.fetch import FetchRequest, FetchResponse
 from ingest.wire.kafka.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from ingest.wire.kafka.heartbeat import HeartbeatRequest, HeartbeatResponse
 from ingest.wire.kafka.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from ingest.wire.kafka.join_group import JoinGroupRequest, JoinGroupResponse
+from ingest.wire.kafka.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from ingest.wire.kafka.list_groups import ListGroupsRequest, ListGroupsResponse
 from ingest.wire.kafka.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from ingest.wire.kafka.message import KafkaRequest, KafkaResponse
 from ingest.wire.kafka.metadata import MetadataRequest, MetadataResponse
+from ingest.wire.kafka.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from ingest.wire.kafka.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from ingest.wire.kafka.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from ingest.wire.kafka.produce import ProduceRequest, ProduceResponse
+from ingest.wire.kafka.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
 class Api(NamedTuple):
@@ -40,7 +48,15 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("Fetch", FetchRequest, FetchResponse),
     _api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse),
     _api("Metadata", MetadataRequest, MetadataResponse),
+    _api("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse),
+    _api("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse),
     _api("FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse),
+    _api("JoinGroup", JoinGroupRequest, JoinGroupResponse),
+    _api("Heartbeat", HeartbeatRequest, HeartbeatResponse),
+    _api("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse),
+    _api("SyncGroup", SyncGroupRequest, SyncGroupResponse),
+    _api("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse),
+    _api("ListGroups", ListGroupsRequest, ListGroupsResponse),
     _api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse),
     _api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse),
     _api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),

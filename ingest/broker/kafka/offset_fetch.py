@@ -1,0 +1,54 @@
+"""OffsetFetch (9): a group's committed positions (-1 where none is committed).
+
+v0-v7 ask for one group (v2+: a null topic list means every committed partition, and a group-level
+error code); v8+ for several groups, each answered on its own. A partition without a commit is
+answered offset -1, metadata "" and no error, as Kafka answers it.
+"""
+from __future__ import annotations
+
+from ingest.errors import GroupRequestError
+from ingest.wire.kafka.offset_fetch import (NO_OFFSET, OffsetFetchRequest, OffsetFetchResponse,
+                                            OffsetFetchResponseGroup, OffsetFetchResponsePartition,
+                                            OffsetFetchResponseTopic)
+
+
+def _topics(apis, group_id: str, topics) -> tuple[int, tuple[OffsetFetchResponseTopic, ...]]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        got = apis.groups.fetch_offsets(group_id, wanted)
+    except GroupRequestError as exc:
+        if topics is None:
+            return exc.code, ()
+        return exc.code, tuple(OffsetFetchResponseTopic(t.name, tuple(
+            OffsetFetchResponsePartition(p, NO_OFFSET, -1, "", exc.code) for p in t.partition_indexes))
+            for t in topics)
+    if wanted is None:
+        wanted = sorted(got)
+    by_topic: dict[str, list] = {}
+    for topic, p in wanted:
+        c = got.get((topic, p))
+        by_topic.setdefault(topic, []).append(
+            OffsetFetchResponsePartition(p, NO_OFFSET, -1, "", 0) if c is None
+            else OffsetFetchResponsePartition(p, c.offset, c.leader_epoch, c.metadata, 0))
+    return 0, tuple(OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in by_topic.items())
+
+
+def handle(apis, req: OffsetFetchRequest, ctx) -> OffsetFetchResponse:
+    if ctx.version >= 8:
+        groups = []
+        for g in req.groups:
+            code, topics = _topics(apis, g.group_id, g.topics)
+            groups.append(OffsetFetchResponseGroup(g.group_id, topics, code))
+        return OffsetFetchResponse(0, (), 0, tuple(groups))
+    code, topics = _topics(apis, req.group_id, req.topics)
+    if code and ctx.version < 2 and not topics:
+        topics = ()
+    return OffsetFetchResponse(0, topics, code if ctx.version >= 2 else 0)
+
+
+def error(req: OffsetFetchRequest, code: int, ctx) -> OffsetFetchResponse:
+    if ctx.version >= 8:
+        return OffsetFetchResponse(0, (), 0, tuple(OffsetFetchResponseGroup(g.group_id, (), code) for g in req.groups))
+    topics = tuple(OffsetFetchResponseTopic(t.name, tuple(OffsetFetchResponsePartition(p, NO_OFFSET, -1, "", code)
+                                                          for p in t.partition_indexes)) for t in (req.topics or ()))
+    return OffsetFetchResponse(0, topics, code if ctx.version >= 2 else 0)
