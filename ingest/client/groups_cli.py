@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ingest.cli_numbers import int_flag
 from ingest.client.kafka.groups import GroupsAdmin
 
 EXAMPLES = """\
@@ -38,8 +39,8 @@ def register(subparsers) -> None:
     how = r.add_mutually_exclusive_group(required=True)
     how.add_argument("--to-earliest", action="store_true")
     how.add_argument("--to-latest", action="store_true")
-    how.add_argument("--to-offset", type=int, metavar="N")
-    how.add_argument("--shift-by", type=int, metavar="N", help="move by N (negative: back)")
+    how.add_argument("--to-offset", type=int_flag("an integer >= 0"), metavar="N")
+    how.add_argument("--shift-by", type=int_flag("an integer (negative moves back)"), metavar="N", help="move by N (negative: back)")
     r.add_argument("--execute", action="store_true", help="write the new offsets (default: show the plan)")
     r.set_defaults(func=_reset)
 
