@@ -277,6 +277,24 @@ class BrokerUnavailableError(IngestError):
     retriable = True
 
 
+class UnsupportedVersionError(IngestError):
+    """A Kafka-protocol broker does not speak a version of an API that this client can use (its
+    ApiVersions answer has no version in common with the client's range). Not retriable: the broker
+    must be upgraded, or the client's need is too new for it."""
+
+
+class DeliveryFailedError(IngestError):
+    """A Kafka-protocol producer could not write some batches within its retries and
+    ``delivery.timeout.ms``: nothing of them is known to be written (a batch refused with an error is
+    never reported written). ``failed`` lists ``(topic, partition, records, error)`` per batch,
+    ``delivered`` the deliveries that did succeed in the same flush."""
+
+    def __init__(self, message: str, failed: Sequence = (), delivered: Sequence = ()) -> None:
+        super().__init__(message)
+        self.failed = list(failed)
+        self.delivered = list(delivered)
+
+
 class FetchSizeTooSmallError(IngestError):
     """A message is larger than the client's fetch-size ceiling (raise ``max.fetch.size``)."""
 

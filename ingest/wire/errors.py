@@ -157,6 +157,7 @@ ERRORS = (
     (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              _),
     (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
     (e.WrongTopicKindError,                 ErrorCode.WRONG_TOPIC_KIND,             KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
+    (e.UnsupportedVersionError,             _,                                      KafkaErrorCode.UNSUPPORTED_VERSION),
 )
 """The one table: each error class and the code it goes out with on each port (``_``: as its
 nearest listed ancestor). The 0.7 column has one class per code (the table of docs/protocol.md)."""
@@ -192,6 +193,19 @@ def error_name(code: int) -> str:
 def error_for(code: int, context: str) -> e.IngestError:
     """The exception a client raises for a broker's error ``code``, its message naming the request."""
     return error_class(code)(f"broker answered {error_name(code)} ({code}) to {context}")
+
+
+def kafka_error_name(code: int) -> str:
+    """``NOT_LEADER_OR_FOLLOWER`` for 6; ``code 99`` for a Kafka code this table does not list."""
+    try:
+        return KafkaErrorCode(code).name
+    except ValueError:
+        return f"code {code}"
+
+
+def kafka_error_for(code: int, context: str) -> e.IngestError:
+    """The exception a Kafka-protocol client raises for a broker's Kafka error ``code``, naming the request."""
+    return KAFKA.error_class(code)(f"broker answered {kafka_error_name(code)} ({code}) to {context}")
 
 
 def check(error: int, context: str) -> None:

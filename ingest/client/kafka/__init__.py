@@ -1,0 +1,1 @@
+"""The product's own Kafka-protocol client: metadata, produce and fetch against Kafka listeners."""
