@@ -2,15 +2,15 @@
 
 One :class:`KafkaApis` per broker, used by every Kafka listener's dispatcher. A handler module has
 ``handle(apis, request, ctx)`` and ``error(request, code, ctx)`` (the answer that gives every part of
-the request ``code``); :data:`HANDLERS` maps each advertised api key to its module, so what is
-advertised (:mod:`ingest.broker.kafka.versions`) and what is served are checked against each other
-at start-up.
+the request ``code``); :data:`HANDLERS` maps each served api key to its module, so what is advertised
+(:mod:`ingest.broker.kafka.versions`: a subset of what is served, the private APIs left out) and what
+is served are checked against each other at start-up.
 """
 from __future__ import annotations
 
 import logging
 
-from ingest.broker.kafka import (api_versions, fetch, find_coordinator, init_producer_id, list_offsets, metadata,
+from ingest.broker.kafka import (api_versions, append_at, fetch, find_coordinator, init_producer_id, list_offsets, metadata,
                                  offset_for_leader_epoch, produce, versions)
 from ingest.broker.kafka.init_producer_id import ProducerIds
 from ingest.ratelimited_log import RateLimitedLog
@@ -18,10 +18,11 @@ from ingest.ratelimited_log import RateLimitedLog
 log = logging.getLogger(__name__)
 
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 10: find_coordinator, 18: api_versions,
-            22: init_producer_id, 23: offset_for_leader_epoch}
-"""api key -> the module that serves it."""
+            22: init_producer_id, 23: offset_for_leader_epoch, 10000: append_at}
+"""api key -> the module that serves it (the private ones, keys from 10000, are served, never advertised)."""
 
-assert sorted(HANDLERS) == sorted(versions.ADVERTISED), "every advertised API has a handler, and only those"
+assert set(versions.ADVERTISED) <= set(HANDLERS), "every advertised API has a handler"
+assert set(HANDLERS) == set(versions.SERVED), "every handled API is advertised or private, and only those"
 
 
 class KafkaApis:
