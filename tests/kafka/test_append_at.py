@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ingest import znodes
+from ingest.client.discovery import start_kazoo
 from ingest.client.kafka.fetcher import KafkaFetcher
 from ingest.client.kafka_append_at import KafkaAppender
 from ingest.errors import OffsetMismatchError
@@ -15,7 +17,8 @@ from ingest.wire.errors import KafkaErrorCode as K
 from ingest.wire.kafka.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from ingest.wire.kafka.append_at import AppendAtRequest, AppendAtResponse
 from ingest.wire.kafka.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from tests.harness.brokers import broker_cluster, stop_all
+from tests.harness import replicated as r
+from tests.harness.brokers import broker_cluster, broker_factory, stop_all  # noqa: F401  (fixture)
 from tests.kafka.test_hostile_kafka import _call
 from tests.mirror.mirror_setup import produce
 
@@ -126,3 +129,28 @@ def test_api_versions_never_advertises_the_private_key(broker):
     assert answer.error_code == 0 and all(a.api_key < 10000 for a in answer.api_keys)
     assert 0 in {a.api_key for a in answer.api_keys}
     assert PARTITION_LEADER_EPOCH_OFFSET < MAGIC_OFFSET < CRC_OFFSET   # the epoch is outside what the CRC covers
+
+
+def test_a_replicated_target_acknowledges_a_gap_with_acks_all_and_its_follower_keeps_the_same_gap(
+        broker_factory, zk_connect):  # noqa: F811
+    brokers = broker_factory(2, zk_connect, overrides=r.replication_overrides(min_isr=2))
+    zk = start_kazoo(zk_connect, connection_timeout_ms=30_000)
+    try:
+        zk.retry(zk.create, znodes.topic_dir("rgap"), znodes.assignment_value({0: [0, 1]}, znodes.KAFKA_FORMAT),
+                 makepath=True)
+        r.wait_for_state(zk, "rgap", 0, lambda s: s.leader >= 0 and len(s.isr) == 2, 60, "both replicas in sync")
+        appender = KafkaAppender(bootstrap_servers=",".join(f"{b.host}:{b.kafka_port}" for b in brokers))
+        try:
+            assert appender.append("rgap", 0, 0, _batch(0, 2, "r")) == 2
+            assert appender.append("rgap", 0, 2, _batch(40, 3, "r")) == 43      # acks=-1: the follower has it too
+            assert appender.append("rgap", 0, 43, _batch(43, 1, "r")) == 44
+        finally:
+            appender.close()
+        state = r.partition_state(zk, "rgap", 0)
+        assert set(state.isr) == {0, 1}
+        for b in brokers:   # each replica's own log: the same batches at the same offsets
+            segs = sorted((b.log_dir / "rgap-0").glob("*.log"))
+            assert [int(p.stem) for p in segs][-1] == 40, [p.name for p in segs]
+    finally:
+        zk.stop()
+        zk.close()
