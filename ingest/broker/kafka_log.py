@@ -37,9 +37,9 @@ from ingest.broker.log_replica import ReplicaLogOps
 from ingest.broker.log_retention import LogRetention
 from ingest.broker.offset_index import MAX_RELATIVE_OFFSET
 from ingest.broker.segmented_log import LogView, SegmentedLog
-from ingest.errors import OffsetMismatchError, RecordListTooLargeError
+from ingest.errors import InvalidRecordError, OffsetMismatchError, RecordListTooLargeError, RecordTooLargeError
 from ingest.records.batch import (ATTRIBUTES_OFFSET, CRC, CRC_OFFSET, LOG_APPEND_TIME, NO_TIMESTAMP,
-                                  TIMESTAMP_TYPE_MASK, BatchHeader, compute_crc)
+                                  TIMESTAMP_TYPE_MASK, BatchHeader, compute_crc, set_partition_leader_epoch)
 from ingest.records.validation import check_batches, default_inflate_limit, validate_produced
 
 log = logging.getLogger(__name__)
@@ -208,6 +208,72 @@ class KafkaLog(KafkaLogReads, KafkaLogOffsets, ReplicaLogOps, LogRetention, Segm
                 count = last + 1 - end
             self._write_locked(data, head, batches, last, count, now)
             return AppendInfo(end, last, count, max_ts, append_time, n)
+
+    def append_copied(self, records, expected: int, leader_epoch: int | None) -> AppendInfo:
+        """Append another log's batches keeping their offsets (the mirror's AppendAt), only if the log
+        end is ``expected`` (checked under the lock). The first batch starts at or after ``expected``;
+        after it, the source lost those offsets (retention) and this log gets the same gap: a new
+        segment starts at the batch's base offset (the log starts there when it holds nothing yet), as
+        a follower starts again at its leader's log start. Each batch is CRC-checked and no larger than
+        ``max.message.bytes``; ``leader_epoch`` (this partition's) replaces each batch's partition
+        leader epoch, which lies outside the CRC.
+
+        Raises:
+            OffsetMismatchError: the log end is not ``expected``; nothing appended.
+            InvalidRecordError: no batch, or the first starts before ``expected``.
+            CorruptRecordError / RecordTooLargeError / RecordListTooLargeError: a bad or too large batch.
+            DiskFullError / LogWriteError / LogOfflineError: as :meth:`append`.
+        """
+        s = self.settings
+        n = len(records)
+        if n > s.segment_bytes:
+            raise RecordListTooLargeError(f"log {self.name}: {n} bytes of records exceed segment.bytes "
+                                          f"{s.segment_bytes}")
+        headers = check_batches(records)
+        if not headers:
+            raise InvalidRecordError(f"log {self.name}: an append of copied batches holds no record batch")
+        for h in headers:
+            if h.size > s.max_message_bytes:
+                raise RecordTooLargeError(f"log {self.name}: the batch at offset {h.base_offset} is {h.size} bytes, "
+                                          f"above max.message.bytes {s.max_message_bytes}")
+        data = records
+        if leader_epoch is not None:
+            data, pos = bytearray(records), 0
+            for h in headers:
+                set_partition_leader_epoch(data, pos, leader_epoch)
+                pos += h.size
+        with self._lock:
+            self._check_open()
+            end = self._write_end
+            if expected != end:
+                raise OffsetMismatchError(f"log {self.name}: log end is {end}, not the expected {expected}; "
+                                          "nothing appended", log_end=end)
+            base = headers[0].base_offset
+            if base < end:
+                raise InvalidRecordError(f"log {self.name}: copied batches start at offset {base}, before the "
+                                         f"expected offset {expected}")
+            if base > end:
+                self._skip_to_locked(base)
+            batches, pos = [], 0
+            for h in headers:
+                batches.append((pos, h.last_offset, h.max_timestamp))
+                pos += h.size
+            last = headers[-1].last_offset
+            now = self._clock.time_ms()
+            self._write_locked(data, None, batches, last, last + 1 - base, now)
+            return AppendInfo(base, last, sum(h.records_count for h in headers),
+                              max(h.max_timestamp for h in headers), NO_TIMESTAMP, n)
+
+    def _skip_to_locked(self, offset: int) -> None:
+        """Leave the offsets from the log end to ``offset`` unused: the next batch goes into a new segment
+        based at ``offset`` (the only one when the log holds nothing)."""
+        log.warning("log %s: offsets %d..%d are absent from the copied source; the log continues at %d",
+                    self.name, self._write_end, offset, offset)
+        if self.size == 0:
+            self._reset_locked(offset)
+            return
+        self._write_end = offset
+        self._roll_locked()
 
     @staticmethod
     def _stamp(records, now: int) -> bytearray:

@@ -69,16 +69,21 @@ class ReplicaLogOps:
         """
         with self._lock:
             self._check_open()
-            victims = self._view.segments
-            for seg in victims:
-                seg.delete()
-            try:
-                seg = self._create_segment(offset)
-            except OSError as exc:
-                raise self._go_offline_locked(f"creating a segment at {offset} failed: {exc.strerror}") from exc
-            self._active = seg
-            self._write_end = offset
-            self._unflushed = 0
-            self._view = self._view._replace(segments=(seg,), bases=(offset,), end=offset, end_position=0)
+            victims = self._reset_locked(offset)
         log.warning("log %s: reset to start empty at offset %d (%d segment(s) deleted) to follow the leader",
                     self.name, offset, len(victims))
+
+    def _reset_locked(self, offset: int) -> tuple:
+        """:meth:`reset_to` under the log's lock; returns the deleted segments."""
+        victims = self._view.segments
+        for seg in victims:
+            seg.delete()
+        try:
+            seg = self._create_segment(offset)
+        except OSError as exc:
+            raise self._go_offline_locked(f"creating a segment at {offset} failed: {exc.strerror}") from exc
+        self._active = seg
+        self._write_end = offset
+        self._unflushed = 0
+        self._view = self._view._replace(segments=(seg,), bases=(offset,), end=offset, end_position=0)
+        return victims

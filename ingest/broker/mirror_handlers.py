@@ -1,12 +1,11 @@
 """The handlers of the mirror's requests: APPEND_AT (15) and DELETED_SEGMENTS (16).
 
-APPEND_AT appends a set only if the partition's log end (every written byte, unflushed included;
-a replicated partition's leader's log end) equals the request's ``expected_offset``: the check and
-the append happen together under the log's lock (:meth:`Log.append <ingest.broker.log.Log.append>`
-with ``expected``), so of two writers with the same expected offset exactly one succeeds. Otherwise
-the answer is OFFSET_MISMATCH with the log end in ``offset``, nothing appended. ``expected_offset``
--1 with an empty set is a query: error 0, ``offset`` = the log end. The set is validated as any
-produce and stored byte for byte (compressed wrappers kept).
+APPEND_AT is decided as :mod:`ingest.broker.append_at` says (the same decision as the Kafka port's
+AppendAt): the set is appended only if the partition's log end (every written byte) equals
+``expected_offset``, checked under the log's lock (:meth:`Log.append <ingest.broker.log.Log.append>`
+with ``expected``); otherwise OFFSET_MISMATCH with the log end in ``offset``, nothing appended.
+``expected_offset`` -1 with an empty set is a query: error 0, ``offset`` = the log end. The set is
+validated as any produce and stored byte for byte (compressed wrappers kept).
 
 - Kafka 0.7 (unreplicated) topic: appended = acknowledged (as PRODUCE_ACK), ``required_acks`` must
   still be -1 or 1; the log is created on the first append as PRODUCE does (a query creates nothing
@@ -22,10 +21,11 @@ from __future__ import annotations
 
 import logging
 
+from ingest.broker import append_at
 from ingest.broker.deletion_log import overlapping, read_deletions
 from ingest.broker.reply import Reply
 from ingest.broker.topics import validate_topic
-from ingest.errors import InvalidRequiredAcksError, MalformedRequestError, OffsetMismatchError
+from ingest.errors import OffsetMismatchError
 from ingest.wire import protocol as pm
 from ingest.wire.errors import ErrorCode
 
@@ -45,15 +45,11 @@ class MirrorHandlers:
 
     def append_at(self, body: memoryview, client: str) -> Reply:
         req = pm.AppendAtRequest.decode(body)
-        if req.required_acks not in (-1, 1):
-            raise InvalidRequiredAcksError(f"APPEND_AT required_acks {req.required_acks} is not allowed: use -1 "
-                                           "(all in-sync replicas) or 1 (the leader)")
-        if req.expected_offset == pm.QUERY and req.message_set:
-            raise MalformedRequestError(f"APPEND_AT to {req.topic}-{req.partition}: expected_offset -1 is the query "
-                                        f"form and takes an empty set, not {len(req.message_set)} bytes")
+        what = f"APPEND_AT to {req.topic}-{req.partition}"
+        query = append_at.is_query(what, req.required_acks, req.expected_offset, len(req.message_set))
         h = self.h
-        part = h._replica(req.topic, req.partition, create=not req.is_query)
-        if req.is_query:
+        part = h._replica(req.topic, req.partition, create=not query)
+        if query:
             if part is not None:
                 part.check_leader()
                 return Reply([_respond(ErrorCode.NONE, part.log.log_end)])
@@ -68,9 +64,8 @@ class MirrorHandlers:
             offset, end, generation = part.append(vs, req.required_acks, h.replicas.min_isr, req.expected_offset)
             h.metrics.produced(req.topic, vs)
         except OffsetMismatchError as exc:
-            log.info("client %s: APPEND_AT %s-%d at %d refused: the log end is %s", client, req.topic,
-                     req.partition, req.expected_offset, exc.log_end)
-            return Reply([_respond(ErrorCode.OFFSET_MISMATCH, exc.log_end)])
+            return Reply([_respond(ErrorCode.OFFSET_MISMATCH, append_at.refused(client, what, req.expected_offset,
+                                                                                exc))])
         if req.required_acks == 1:
             return Reply([_respond(ErrorCode.NONE, offset)])
         return h.replication.acked_reply(part, offset, end, generation, req.timeout_ms, _respond)

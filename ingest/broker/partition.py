@@ -211,6 +211,17 @@ class ReplicatedPartition:
         generation, epoch = self._admit(acks, min_isr)
         return self._written(lambda: self.log.append(batch, leader_epoch=epoch)), generation
 
+    def append_copied(self, records, acks: int, min_isr: int, expected: int) -> tuple[AppendInfo, int]:
+        """Append another log's batches with their offsets as leader of a Kafka topic (AppendAt), only if
+        the log end is ``expected``, stamped with the leader epoch; ``(append info, generation)``.
+
+        Raises:
+            as :meth:`append`, and :meth:`KafkaLog.append_copied
+            <ingest.broker.kafka_log.KafkaLog.append_copied>`'s errors (nothing appended).
+        """
+        generation, epoch = self._admit(acks, min_isr)
+        return self._written(lambda: self.log.append_copied(records, expected, epoch)), generation
+
     def _admit(self, acks: int, min_isr: int) -> tuple[int, int]:
         """Check that this broker leads and, for acks=-1, that the in-sync set is large enough;
         ``(generation, leader epoch)`` of the leadership the append belongs to."""

@@ -1,5 +1,10 @@
 """PartitionCopier: copies one source partition to its target partition, exactly once.
 
+The same cycle for both kinds of topic: a 0.7 topic's source and target are
+:class:`~ingest.mirror.source_reader.SourceReader` and :class:`~ingest.mirror.target_writer.TargetWriter`
+(byte offsets: the target's offsets are the source's plus a constant), a Kafka topic's
+:class:`~ingest.mirror.kafka_io.KafkaSourceReader` and :class:`~ingest.mirror.kafka_io.KafkaTargetWriter`
+(``source.logical``: record offsets, kept by the copy, so the target's offsets are the source's).
 One thread per unit runs :meth:`PartitionCopier.run`;
 :func:`ingest.mirror.copier_factory.make_copier` builds a copier from the mirror process's shared
 parts. The copy cycle, the checkpoint, the resume rule, its states and what happens at a source's
@@ -13,12 +18,13 @@ from collections import deque
 from typing import Callable, NamedTuple
 
 from ingest.client.deleted_segments import MISSING_SEGMENTS, SegmentTally, split_gap
+from ingest.lost_ranges import RETENTION
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, OffsetMismatchError,
                            OffsetOutOfRangeError)
 from ingest.mirror import gaps as lr
 from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
-from ingest.mirror.copier_io import TRANSIENT, publish_safely, read_source
+from ingest.mirror.copier_io import TRANSIENT, publish_safely
 from ingest.mirror.fallback import FallbackSender
 from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, MirrorUnit
 from ingest.mirror.source_reader import SourceReader
@@ -80,7 +86,8 @@ class PartitionCopier:
         self._last_time_ms: int | None = None
         self._recent: deque[tuple[int, bytes]] = deque()  # (source offset, set): the last <= 1 MiB copied
         self._recent_bytes = 0
-        self._uncounted: deque[tuple[int, int | None, bytes, bool]] = deque()  # copied, not counted yet
+        # copied, not counted yet: (source offset, target offset, set, recount, next source, next target offset)
+        self._uncounted: deque[tuple[int, int | None, bytes, bool, int, int | None]] = deque()
         self._counted: tuple[int, int | None] = (0, 0)   # (source, target) offsets counted up to: checkpointed
         self._recount_from: int | None = None             # [from, to) of the source to re-read for counting only
         self._recount_to = self._recount_delta = 0
@@ -156,22 +163,33 @@ class PartitionCopier:
             self.position = cp.source_offset
         else:
             end = self.target.log_end()
+            self.position = self._resume_position(cp, end)
             if end < cp.target_offset:
                 log.error("%s: the target partition ends at %d, below the checkpointed target offset %d: the "
                           "target lost acknowledged data; copying again from source offset %d", self.unit, end,
-                          cp.target_offset, cp.source_offset - (cp.target_offset - end))
-            self.position = cp.source_offset + (end - cp.target_offset)
+                          cp.target_offset, self.position)
             self.target_end = end
             if self.position > cp.source_offset:
                 self._recount(cp.source_offset, self.position)
         self._bounds_from = cp.bounds_from
-        log.info("%s: %s from source offset %d%s; checkpoint (%d, %s): %d byte(s) to re-read for counting only",
+        log.info("%s: %s from source offset %d%s; checkpoint (%d, %s): %d %s to re-read for counting only",
                  self.unit, self.mode, self.position,
                  "" if self.target_end is None else f" (target end {self.target_end})",
-                 cp.source_offset, cp.target_offset, self.position - cp.source_offset)
+                 cp.source_offset, cp.target_offset, max(0, self.position - cp.source_offset),
+                 "offset(s)" if self.source.logical else "byte(s)")
         self._next_checkpoint = self.clock.monotonic() + self.interval_s
         self._publish_lost()
         self.state = "copying"
+
+    def _resume_position(self, cp: Checkpoint, end: int) -> int:
+        """The source offset that follows the target's log end ``end``, from checkpoint ``cp`` (the resume rule,
+        docs/mirroring-data-path.md). 0.7 topics: ``source_offset + (end - target_offset)`` (both sides grew
+        by the same bytes). Kafka topics keep offsets, so it is ``end`` itself, unless ``end`` is below the
+        checkpoint's source offset without being below its target offset: a source gap recorded at the
+        checkpoint that nothing was appended after yet (resume after the gap)."""
+        if not self.source.logical:
+            return cp.source_offset + (end - cp.target_offset)
+        return end if end < cp.target_offset else max(end, cp.source_offset)
 
     def _step(self) -> bool:
         """One fetch and one copy; False when there was nothing to copy."""
@@ -184,18 +202,18 @@ class PartitionCopier:
             self._last_time_ms = None
             self.state = "caught up"
             return False
+        nxt = self.source.next_offset(self.position, data)
+        target_next = None
         if self.unit.fallback:
             self.fallback.send_set(data)
         else:
             try:
-                self.target.append(self.target_end, data)
+                target_next = self.target.append(self.target_end, data)
             except OffsetMismatchError as exc:
                 self._resync(exc.log_end)
                 return True
-        self._uncounted.append((self.position, self.target_end, data, False))
-        self.position += len(data)
-        if self.target_end is not None:
-            self.target_end += len(data)
+        self._uncounted.append((self.position, self.target_end, data, False, nxt, target_next))
+        self.position, self.target_end = nxt, target_next
         self.state = "copying"
         self._drain_counts()
         return True
@@ -207,14 +225,14 @@ class PartitionCopier:
             if not self._uncounted:
                 self._next_recount()
                 continue
-            offset, target_offset, data, recount = self._uncounted[0]
-            n = self.counter.count(data) if self.counter is not None else lr.count_messages(data)
+            offset, _target_offset, data, recount, nxt, target_next = self._uncounted[0]
+            n = self.source.count(self.counter, data)
             self._uncounted.popleft()
             self.stats["recounted_messages" if recount else "messages"] += n
             if not recount:
                 self.stats["bytes"] += len(data)
                 self.stats["sets"] += 1
-            self._counted = (offset + len(data), None if target_offset is None else target_offset + len(data))
+            self._counted = (nxt, target_next)
             self._last_set = data
             self._recent.append((offset, data))
             self._recent_bytes += len(data)
@@ -229,13 +247,15 @@ class PartitionCopier:
 
     def _next_recount(self) -> None:
         start, end = self._recount_from, self._recount_to
-        data = read_source(self.source, start, end)
+        data = self.source.range_set(start, end)
+        nxt = start
         if not data:
             log.warning("%s: source offsets %d..%d could not be re-read for counting (deleted?); the mirror tier's "
                         "counts miss them", self.unit, start, end)
         else:
-            self._uncounted.append((start, start - self._recount_delta, data, True))
-        self._recount_from = start + len(data) if data and start + len(data) < end else None
+            nxt = self.source.next_offset(start, data)
+            self._uncounted.append((start, start - self._recount_delta, data, True, nxt, nxt - self._recount_delta))
+        self._recount_from = nxt if data and nxt < end else None
 
     def _resync(self, log_end: int | None) -> None:
         """OFFSET_MISMATCH: the target ends at ``log_end``, not where we thought."""
@@ -248,7 +268,7 @@ class PartitionCopier:
                                            f"{before} -> {self.store.version}): another owner copies this partition")
         cp = cp or self._cp
         end = self.target.log_end() if log_end is None else log_end
-        pos = cp.source_offset + (end - cp.target_offset)
+        pos = self._resume_position(cp, end)
         log.info("%s: target end %d, expected %d; resuming at source offset %d", self.unit, end, self.target_end, pos)
         if pos > self.position:
             self.target_end = end - (pos - self.position)
@@ -282,6 +302,8 @@ class PartitionCopier:
             log.info("%s: the lost range %d..%d was recorded before; going on after it", self.unit, pos,
                      record["end_offset"])
             return self._past_gap(record)
+        if self.source.logical:
+            return self._lost_offsets(pos, earliest)
         try:
             deleted = self.source.deleted_segments(pos, earliest)
         except TRANSIENT:
@@ -318,6 +340,20 @@ class PartitionCopier:
                             "message(s)%s lost to source retention", self.unit, part.start, part.end, count,
                             "" if exact else " (estimated)")
             self._past_gap(record)
+
+    def _lost_offsets(self, pos: int, earliest: int) -> None:
+        """A Kafka topic's gap: offsets number records, so ``earliest - pos`` records are gone, exactly (the
+        source's log start moves only by retention here: docs/kafka-protocol.md, D7). No session bounds are
+        read (the records' headers before and after the gap are not scanned)."""
+        record = lr.lost_range_record(group=self.group, unit=self.unit, mirror_server=self.mirror_server,
+                                      start=pos, end=earliest, messages=earliest - pos, exact=True,
+                                      after=lr.HeaderScan(), before=lr.HeaderScan(), target_offset=self.target_end,
+                                      cause=RETENTION, detected_at_ms=self.clock.time_ms())
+        lr.record_lost_range(self.store.zk, self.group, record)
+        log.warning("%s: source offsets %d..%d were deleted by retention before the mirror copied them: %d "
+                    "record(s) lost to source retention; the target keeps the same gap", self.unit, pos, earliest,
+                    earliest - pos)
+        self._past_gap(record)
 
     def _past_gap(self, record: dict) -> None:
         self.stats["lost_ranges"] += 1
@@ -370,9 +406,9 @@ class PartitionCopier:
         behind = max(0, self._source_end - self.position)
         if behind == 0:
             return Lag(0, 0.0)
-        if self._last_set is not None and self.header_reader is not None:
-            scan = lr.scan_headers(self._last_set, self.header_reader)
-            self._last_time_ms = scan.last_time if scan.last_time is not None else self._last_time_ms
+        if self._last_set is not None:
+            t = self.source.last_time_ms(self._last_set, self.header_reader)
+            self._last_time_ms = t if t is not None else self._last_time_ms
             self._last_set = None
         if self._last_time_ms is None:
             return Lag(behind, None)

@@ -3,7 +3,8 @@
 The mirror process (ingest/mirror/mirror_maker.py) keeps one Discovery and one
 ReplicaMetadata per source cluster and one of each for the target, one fallback
 Producer for the target (made on first need with :func:`make_fallback_producer`),
-and calls :func:`make_copier` for each unit it owns.
+and calls :func:`make_copier` for each unit it owns. A Kafka topic's unit reads and writes through the
+clusters' Kafka listeners (:mod:`ingest.mirror.kafka_io`).
 """
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from ingest.client.producer import Producer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.fetch_settings import FetchSettings
 from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import MirrorError
 from ingest.mirror.copier import PartitionCopier
 from ingest.mirror.fallback import FallbackSender, make_fallback_producer
+from ingest.mirror.kafka_io import KafkaSourceReader, KafkaTargetWriter
 from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.mapping import MirrorUnit
 from ingest.mirror.source_reader import SourceReader
@@ -33,7 +36,7 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
                 counter_factory: Callable | None = None, publisher=None, header_reader=None,
                 fetch: FetchSettings = MIRROR_FETCH, acks: int = -1, timeout_ms: int = 10_000,
                 checkpoint_interval_ms: int = 1000, mirror_server: str | None = None,
-                clock: Clock = SYSTEM_CLOCK) -> PartitionCopier:
+                kafka_bootstrap: tuple[str, str] | None = None, clock: Clock = SYSTEM_CLOCK) -> PartitionCopier:
     """The copier of ``unit``.
 
     Args:
@@ -44,7 +47,26 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         counter_factory: ``state -> PartitionCounter`` (state from the checkpoint, None the first time).
         publisher: TierEventPublisher (``publish_counts``, ``publish_lost_range``).
         header_reader: HeaderReader (session keys in fallback, lost-range bounds, lag seconds).
+        kafka_bootstrap: for a Kafka topic's unit, the Kafka listeners (``host:port,...``) of the source and of
+            the target cluster; None for a 0.7 topic's.
+
+    Raises:
+        MirrorError: a Kafka topic's unit without a target partition (the at-least-once fallback copies
+            0.7 topics only).
     """
+    if kafka_bootstrap is not None:
+        if unit.fallback:
+            raise MirrorError(f"{unit}: a Kafka topic is copied one to one only (the at-least-once fallback copies "
+                              "0.7 topics); give the target topic enough partitions (docs/mirroring.md)")
+        source_at, target_at = kafka_bootstrap
+        return PartitionCopier(
+            unit, group=group, zk=zk,
+            source=KafkaSourceReader(source_at, unit.topic, unit.partition, settings=fetch, clock=clock),
+            target=KafkaTargetWriter(target_at, unit.topic, unit.target_partition, acks=acks, timeout_ms=timeout_ms,
+                                     settings=fetch, clock=clock),
+            counter_factory=counter_factory, publisher=publisher, header_reader=header_reader,
+            checkpoint_interval_ms=checkpoint_interval_ms, mirror_server=mirror_server or socket.gethostname(),
+            clock=clock)
     source = SourceReader(source_discovery, unit.topic, unit.broker_id, unit.partition, metadata=source_metadata,
                           settings=fetch, clock=clock)
     target = fallback = None

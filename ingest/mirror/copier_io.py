@@ -1,4 +1,4 @@
-"""Small I/O helpers of the copier: which errors are waited out, range reads, safe publishing."""
+"""Small I/O helpers of the copier: which errors are waited out, reading the target back, safe publishing."""
 from __future__ import annotations
 
 import logging
@@ -15,7 +15,6 @@ from ingest.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
-    OffsetOutOfRangeError,
     RegistryUnavailableError,
     RequestTimedOutError,
     StorageError,
@@ -35,14 +34,6 @@ TRANSIENT = (
 """Errors after which the copier backs off (doubling, up to ``max_backoff_s``) and tries the same step again:
 a broker or leader away, an election, a full or offline log, ZooKeeper or the schema registry away. The step's state is unchanged,
 and a set that was appended although its answer was an error comes back as OFFSET_MISMATCH."""
-
-
-def read_source(source, start: int, end: int) -> bytes:
-    """One set of whole messages of the source's ``[start, end)`` (b"" when the bytes are gone)."""
-    try:
-        return source.fetch_set(start, min(source.fetch_size, end - start))[:end - start]
-    except OffsetOutOfRangeError:
-        return b""
 
 
 def read_target(target, start: int, end: int, limit: int = 64 << 20) -> bytes | None:

@@ -7,11 +7,12 @@ by the broker that registered it, as everywhere in this project.
 Two ways to find them, per source (``source.<name>.zk.connect`` or ``.broker.list``):
 
 * **ZooKeeper**: :func:`ingest.client.topics_admin.read_all_topics` (replicated topics'
-  assignments; 0.7 registrations ``/brokers/topics/[topic]/[broker_id]`` -> partition count, which
+  assignments, and which of them are Kafka topics, ``"format":"kafka"``; 0.7 registrations ``/brokers/topics/[topic]/[broker_id]`` -> partition count, which
   are ephemeral: only live brokers' partitions are listed). Watches on ``/brokers/ids`` and
   ``/brokers/topics`` wake the mirror's control loop (``on_change``) when topics come or go.
 * **broker list**: METADATA (request 11) to every listed broker gives its 0.7 partitions;
-  TOPIC_METADATA (request 14) gives the replicated topics (with their replicas). A broker that
+  TOPIC_METADATA (request 14) gives the replicated topics (with their replicas). Both are 0.7-port
+  requests: a broker-list source's Kafka topics are not listed (mirror them from a ZooKeeper source). A broker that
   does not answer contributes nothing this round (its partitions come back when it answers).
 
 Topics are filtered by :class:`TopicFilter` (whole-name ``whitelist`` / ``blacklist`` regexes;
@@ -26,6 +27,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from kazoo.exceptions import KazooException
 
+from ingest import znodes
 from ingest.client.discovery import StaticDiscovery, ZkDiscovery, start_kazoo
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
@@ -107,6 +109,7 @@ class SourceCluster:
             self.discovery = StaticDiscovery(spec.broker_list or "")
         self.metadata = ReplicaMetadata(lambda: self.discovery.brokers().values(), timeout_s=self.timeout_s)
         self._listed: dict[int, dict[str, list[tuple[int, int]]]] = {}   # broker id -> its last METADATA answer
+        self.kafka_topics: frozenset[str] = frozenset()   # its Kafka topics (ZooKeeper: "format":"kafka")
 
     def add_listener(self, fn: Callable[[], None]) -> None:
         """``fn()`` after the broker or topic registry changed (ZooKeeper sources only)."""
@@ -118,6 +121,7 @@ class SourceCluster:
 
     def _zk_partitions(self) -> dict[str, list[tuple[int, int]]]:
         topics = read_all_topics(self.zk)
+        self.kafka_topics = topics.kafka
         for name, why in topics.unreadable.items():
             _unreadable.warning(self.name, f"topic {name} skipped", "source %s: topic %s skipped: %s",
                                 self.name, name, why)
@@ -153,6 +157,10 @@ class SourceCluster:
                 if topic not in replicated:
                     out.setdefault(topic, []).extend(parts)
         return {t: sorted(set(parts)) for t, parts in out.items() if parts}
+
+    def topic_format(self, topic: str) -> str | None:
+        """``"kafka"`` for a Kafka topic of this cluster (as its last listing said), None for a 0.7 one."""
+        return znodes.KAFKA_FORMAT if topic in self.kafka_topics else None
 
     def latest_offset(self, topic: str, broker_id: int, partition: int) -> int | None:
         """The partition's end (OFFSETS latest at its leader, or at its 0.7 broker); None when no broker
@@ -211,6 +219,14 @@ class SourceDiscovery:
                 if self.filter.accepts(topic):
                     out.setdefault(topic, {})[name] = parts
         return out
+
+    def topic_format(self, topic: str) -> str | None:
+        """``"kafka"`` when a source (the first, in ``sources`` order, that has the topic) lists ``topic`` as a
+        Kafka topic, else None (0.7): the kind the target topic is created with."""
+        for cluster in self.sources.values():
+            if topic in self._last.get(cluster.name, {}):
+                return cluster.topic_format(topic)
+        return None
 
     def units(self) -> list[UnitKey]:
         """Every source partition to mirror now, sorted."""

@@ -159,13 +159,16 @@ class TopicMapping:
         return FALLBACK_STATUS if unit.fallback else EXACT_STATUS
 
 
-def target_topic_partitions(zk, topic: str) -> tuple[int | None, str | None]:
+def target_topic_partitions(zk, topic: str, topic_format: str | None = None) -> tuple[int | None, str | None]:
     """``(partition count of the replicated target topic, None)``, or ``(None, why)`` when it is missing,
-    unreplicated or unreadable."""
+    unreplicated, unreadable, or of the other kind than ``topic_format`` (``"kafka"``, or None: 0.7)."""
     from ingest.client.topics_admin import read_all_topics  # deferred: it imports kazoo
 
     topics = read_all_topics(zk, only=topic)
     if topic in topics.replicated:
+        if (topic in topics.kafka) != (topic_format == znodes.KAFKA_FORMAT):
+            kind = "a Kafka topic" if topic in topics.kafka else "a 0.7 topic"
+            return None, f"target topic {topic!r} exists as {kind}, and the source's is the other kind"
         return len(topics.replicated[topic]), None
     if topic in topics.legacy:
         return None, f"target topic {topic!r} exists as an unreplicated (Kafka 0.7) topic"
@@ -192,8 +195,10 @@ def read_mapping(zk, group: str, topic: str) -> tuple[list[MirrorUnit], str | No
     return units, reason, stat.version
 
 
-def _create_target(zk, topic: str, needed: int, reserve: int, replication_factor: int) -> tuple[int, str | None]:
-    """Create the replicated target topic with ``needed`` + reserve partitions, or find it.
+def _create_target(zk, topic: str, needed: int, reserve: int, replication_factor: int,
+                   topic_format: str | None = None) -> tuple[int, str | None]:
+    """Create the replicated target topic with ``needed`` + reserve partitions, of the source's kind
+    (``topic_format``: ``"kafka"`` or None for 0.7), or find it.
 
     Returns ``(partitions, None)``, or ``(partitions or 0, why it cannot take the mapping one to one)``
     when it exists unreplicated or with fewer than ``needed`` partitions.
@@ -202,21 +207,23 @@ def _create_target(zk, topic: str, needed: int, reserve: int, replication_factor
         MirrorError: the topic could not be created (no target broker, too few for the replication
             factor, ...): nothing is recorded, the caller tries again later.
     """
-    count, why = target_topic_partitions(zk, topic)
+    count, why = target_topic_partitions(zk, topic, topic_format)
     if count is None and why is not None and why.endswith("does not exist"):
         total = needed + reserve_partitions(needed, reserve)
         try:
             from ingest.client.topics_admin import create_topic  # deferred: it imports kazoo
 
-            create_topic(zk, topic, partitions=total, replication_factor=replication_factor, manual=None)
-            log.info("created target topic %s: %d partition(s) (%d mapped now, %d spare), replication factor %d",
-                     topic, total, needed, total - needed, replication_factor)
+            create_topic(zk, topic, partitions=total, replication_factor=replication_factor, manual=None,
+                         topic_format=topic_format)
+            log.info("created target topic %s (%s): %d partition(s) (%d mapped now, %d spare), replication factor %d",
+                     topic, "Kafka" if topic_format == znodes.KAFKA_FORMAT else "0.7", total, needed, total - needed,
+                     replication_factor)
         except ReplicationConfigError as exc:
-            count, why = target_topic_partitions(zk, topic)  # created by someone else meanwhile?
+            count, why = target_topic_partitions(zk, topic, topic_format)  # created by someone else meanwhile?
             if count is None and why.endswith("does not exist"):
                 raise MirrorError(f"target topic {topic!r} could not be created ({exc}); the mirror tries again "
                                   "later and records no mapping before it exists") from None
-        count, why = target_topic_partitions(zk, topic)
+        count, why = target_topic_partitions(zk, topic, topic_format)
     if count is not None and count < needed:
         return count, (f"target topic {topic!r} has {count} partition(s), fewer than the {needed} source "
                        "partitions of the mapping")
@@ -260,13 +267,14 @@ def _grow(zk, group: str, topic: str, sources: Sequence[str], recorded: list[Mir
 
 def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
                    partitions: Mapping[str, Iterable[tuple[int, int]]], *, replication_factor: int = 1,
-                   reserve: int = -1, clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
+                   reserve: int = -1, topic_format: str | None = None, clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
     """Create the target topic and record the mapping the first time ``topic`` is seen; afterwards read the
     recorded one, and give source partitions that appeared since the target topic's spare partitions.
     Returns the units of the source partitions in ``partitions`` (seen now).
 
     ``zk`` is a started kazoo client of the *target* ZooKeeper. The target topic gets the mapped
-    partitions plus ``reserve`` spare ones (-1: ``max(4, needed)``). Racing processes converge: the mapping
+    partitions plus ``reserve`` spare ones (-1: ``max(4, needed)``), and the source's kind
+    (``topic_format``: ``"kafka"`` for a Kafka topic, None for a 0.7 one). Racing processes converge: the mapping
     is created with one ``create`` and grown with version-conditional ``set`` calls; a loser reads the
     winner's.
 
@@ -283,7 +291,7 @@ def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
             planned = plan_units(topic, sources, parts)
             if not planned:
                 return TopicMapping(topic, [], None, None)
-            count, reason = _create_target(zk, topic, len(planned), reserve, replication_factor)
+            count, reason = _create_target(zk, topic, len(planned), reserve, replication_factor, topic_format)
             if reason is not None:
                 planned = [MirrorUnit(u.source, u.topic, u.broker_id, u.partition, None) for u in planned]
                 log.warning("topic %s: %s; its %d partition(s) are mirrored in fallback mode (%s)",
@@ -296,7 +304,7 @@ def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
                 pass
             continue
         units_recorded, reason, version = recorded
-        count, why = target_topic_partitions(zk, topic)
+        count, why = target_topic_partitions(zk, topic, topic_format)
         if reason is None and count is not None and _grow(zk, group, topic, sources, units_recorded, version,
                                                           parts, count):
             continue

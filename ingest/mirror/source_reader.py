@@ -24,8 +24,9 @@ from ingest.client.leader_consumer import LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.errors import BrokerUnavailableError, FetchSizeTooSmallError, InvalidMessageError
+from ingest.errors import BrokerUnavailableError, FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
 from ingest.mirror.config import MIRROR_FETCH
+from ingest.mirror.gaps import count_messages, scan_headers
 from ingest.records.message_set import first_message_size, scan
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,9 @@ def cluster_metadata(discovery: Discovery, *, timeout_s: float = 10.0, clock: Cl
 
 
 class SourceReader:
-    """Reads one partition (``topic``, home ``broker_id``, ``partition``) of a source cluster.
+    """Reads one partition (``topic``, home ``broker_id``, ``partition``) of a 0.7-format topic of a source cluster
+    (offsets are byte positions: ``logical`` is False; :class:`ingest.mirror.kafka_io.KafkaSourceReader` reads
+    Kafka topics with the same surface).
 
     Args:
         discovery: the source cluster's brokers (ZooKeeper or a static broker list).
@@ -46,6 +49,8 @@ class SourceReader:
         settings: bytes asked per fetch, the ceiling for one large message, the socket timeout
             and the failover wait (:data:`ingest.mirror.config.MIRROR_FETCH` when not given).
     """
+
+    logical = False
 
     def __init__(self, discovery: Discovery, topic: str, broker_id: int, partition: int, *,
                  metadata: ReplicaMetadata | None = None, settings: FetchSettings = MIRROR_FETCH,
@@ -119,6 +124,28 @@ class SourceReader:
                     f"max fetch size {self.max_fetch_size}")
             log.info("%s: message at %d needs %d bytes; growing the fetch from %d", self, offset, needed, size)
             size = needed
+
+    def range_set(self, start: int, end: int) -> bytes:
+        """One set of whole messages of ``[start, end)`` (b"" when the bytes are gone), for counting only."""
+        try:
+            return self.fetch_set(start, min(self.fetch_size, end - start))[:end - start]
+        except OffsetOutOfRangeError:
+            return b""
+
+    @staticmethod
+    def next_offset(offset: int, data) -> int:
+        """The source position after copying ``data`` from ``offset`` (byte offsets)."""
+        return offset + len(data)
+
+    @staticmethod
+    def count(counter, data) -> int:
+        """Messages of ``data`` (inner messages of compressed wrappers each count), by ``counter`` if given."""
+        return counter.count(data) if counter is not None else count_messages(data)
+
+    @staticmethod
+    def last_time_ms(data, header_reader) -> int | None:
+        """The event time (``header.time``) of the last message of ``data`` whose header reads."""
+        return scan_headers(data, header_reader).last_time if header_reader is not None else None
 
     def earliest(self) -> int:
         return self._call(lambda c: c.earliest_offset(self.topic, self.partition))

@@ -6,6 +6,8 @@
   asked again when the topic's source partitions change (a new one takes the next spare). A topic is held back (its units wait, nothing is recorded) while the target has fewer
   live brokers than ``target.replication.factor``: creating it then would fail and fix the topic
   in the at-least-once fallback for good.
+* **kinds**: a topic that its first source lists as a Kafka topic is created on the target as a Kafka
+  topic, and its units copy through the Kafka listeners (found in each cluster's ZooKeeper);
 * **clients**: the source clusters' discoveries and TOPIC_METADATA caches, the target's, one
   fallback producer (made on first need), and, when ``registry.url`` is set, the header reader and
   the tier-event publisher with one :class:`PartitionCounter` per unit (without a registry the
@@ -18,6 +20,7 @@ import socket
 import threading
 from typing import Any
 
+from ingest import znodes
 from ingest.client.discovery import read_brokers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
@@ -25,6 +28,7 @@ from ingest.errors import IngestError
 from ingest.mirror.config import fetch_settings
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
+from ingest.mirror.kafka_io import kafka_bootstrap
 from ingest.mirror.mapping import MirrorUnit, TopicMapping, ensure_mapping
 from ingest.ratelimited_log import RateLimitedLog
 
@@ -79,7 +83,8 @@ class Wiring:
             try:
                 mapping = ensure_mapping(self.zk, self.group, topic, list(self.sources.sources), parts,
                                          replication_factor=self.config["target.replication.factor"],
-                                         reserve=self.config["target.partitions.reserve"], clock=self.clock)
+                                         reserve=self.config["target.partitions.reserve"],
+                                         topic_format=self.sources.topic_format(topic), clock=self.clock)
             except IngestError as exc:   # this topic waits (logged once a minute); the others go on
                 _waiting.warning(topic, type(exc).__name__, "topic %s: no mapping now: %s", topic, exc)
                 continue
@@ -106,6 +111,9 @@ class Wiring:
         unit = self.unit(key)
         cluster = self.sources.sources[key.source]
         header_reader, publisher = self._event_parts()
+        kafka = None
+        if cluster.topic_format(key.topic) == znodes.KAFKA_FORMAT:
+            kafka = (kafka_bootstrap(cluster.zk), kafka_bootstrap(self.zk))
         return make_copier(
             unit, group=self.group, zk=self.zk, source_discovery=cluster.discovery,
             target_metadata=self.target.metadata, source_metadata=cluster.metadata,
@@ -113,7 +121,7 @@ class Wiring:
             counter_factory=self._counter_factory(unit, header_reader) if publisher is not None else None,
             publisher=publisher, header_reader=header_reader, fetch=fetch_settings(c), acks=c["target.acks"],
             timeout_ms=c["target.timeout.ms"], checkpoint_interval_ms=c["checkpoint.interval.ms"],
-            mirror_server=self.server, clock=self.clock)
+            mirror_server=self.server, kafka_bootstrap=kafka, clock=self.clock)
 
     def _fallback_producer(self):
         with self._lock:

@@ -58,7 +58,8 @@ class ErrorCode(IntEnum):
 class KafkaErrorCode(IntEnum):
     """Kafka protocol error codes (Apache Kafka's ``Errors``), used only on the Kafka port.
 
-    Only the codes the product sends are listed; add a code with the code that sends it.
+    Only the codes the product sends are listed; add a code with the code that sends it. Codes from
+    10000 belong to the private APIs (keys from 10000, docs/kafka-protocol.md) and answer nothing else.
     """
 
     UNKNOWN_SERVER_ERROR = -1
@@ -100,6 +101,8 @@ class KafkaErrorCode(IntEnum):
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     INVALID_RECORD = 87
+    OFFSET_MISMATCH = 10000
+    """Private (never sent to a Kafka client): AppendAt's log end is not the expected offset."""
 
 
 class CodeTable:
@@ -168,7 +171,7 @@ ERRORS = (
     (e.StaleLeaderEpochError,               ErrorCode.STALE_LEADER_EPOCH,           KafkaErrorCode.FENCED_LEADER_EPOCH),
     (e.UnknownLeaderEpochError,             _,                                      KafkaErrorCode.UNKNOWN_LEADER_EPOCH),
     (e.InvalidRequiredAcksError,            ErrorCode.INVALID_REQUIRED_ACKS,        KafkaErrorCode.INVALID_REQUIRED_ACKS),
-    (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              _),
+    (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              KafkaErrorCode.OFFSET_MISMATCH),
     (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
     (e.WrongTopicKindError,                 ErrorCode.WRONG_TOPIC_KIND,             KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
     (e.UnsupportedVersionError,             _,                                      KafkaErrorCode.UNSUPPORTED_VERSION),

@@ -2,18 +2,18 @@
 
 One :class:`KafkaApis` per broker, used by every Kafka listener's dispatcher. A handler module has
 ``handle(apis, request, ctx)`` and ``error(request, code, ctx)`` (the answer that gives every part of
-the request ``code``); :data:`HANDLERS` maps each advertised api key to its module, so what is
-advertised (:mod:`ingest.broker.kafka.versions`) and what is served are checked against each other
-at start-up.
+the request ``code``); :data:`HANDLERS` maps each served api key to its module, so what is advertised
+(:mod:`ingest.broker.kafka.versions`: a subset of what is served, the private APIs left out) and what
+is served are checked against each other at start-up.
 """
 from __future__ import annotations
 
 import logging
 
 from ingest.broker.groups.coordinator import GroupCoordinator
-from ingest.broker.kafka import (api_versions, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id,
-                                 join_group, leave_group, list_groups, list_offsets, metadata, offset_commit,
-                                 offset_fetch, offset_for_leader_epoch, produce, sync_group, versions)
+from ingest.broker.kafka import (api_versions, append_at, describe_groups, fetch, find_coordinator, heartbeat,
+                                 init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
+                                 offset_commit, offset_fetch, offset_for_leader_epoch, produce, sync_group, versions)
 from ingest.broker.kafka.init_producer_id import ProducerIds
 from ingest.clock import SYSTEM_CLOCK
 from ingest.ratelimited_log import RateLimitedLog
@@ -22,10 +22,11 @@ log = logging.getLogger(__name__)
 
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch,
             10: find_coordinator, 11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups,
-            16: list_groups, 18: api_versions, 22: init_producer_id, 23: offset_for_leader_epoch}
-"""api key -> the module that serves it."""
+            16: list_groups, 18: api_versions, 22: init_producer_id, 23: offset_for_leader_epoch, 10000: append_at}
+"""api key -> the module that serves it (the private ones, keys from 10000, are served, never advertised)."""
 
-assert sorted(HANDLERS) == sorted(versions.ADVERTISED), "every advertised API has a handler, and only those"
+assert set(versions.ADVERTISED) <= set(HANDLERS), "every advertised API has a handler"
+assert set(HANDLERS) == set(versions.SERVED), "every handled API is advertised or private, and only those"
 
 
 class KafkaApis:

@@ -11,7 +11,8 @@ replica manager themselves:
   read from the broker's replication view, and the partitions the replica manager leads here.
 
 A :class:`ServedPartition` is one partition this broker leads: its log, its leader epoch, the high
-watermark readers stop at, and ``append`` for a producer's batch; with ZooKeeper also
+watermark readers stop at, ``append`` for a producer's batch and ``append_copied`` for the mirror's
+(AppendAt); with ZooKeeper also
 ``follower_fetch`` (a Fetch with a ``replica_id``: the follower's position, D4) and ``epoch_end``
 (OffsetForLeaderEpoch from the leader-epoch history).
 
@@ -76,6 +77,8 @@ class ServedPartition(Protocol):
 
     def append(self, batch: ProducedBatch, acks: int) -> Appended: ...
 
+    def append_copied(self, records, acks: int, expected: int) -> Appended: ...
+
 
 class KafkaCluster(Protocol):
     """The cluster as the Kafka handlers see it (see the module docstring)."""
@@ -113,6 +116,10 @@ class LocalPartition:
     def append(self, batch: ProducedBatch, acks: int) -> Appended:
         """acks 1 and -1 alike: the only replica has it once appended."""
         return Appended(self.log.append(batch, leader_epoch=LOCAL_LEADER_EPOCH))
+
+    def append_copied(self, records, acks: int, expected: int) -> Appended:
+        """AppendAt: another log's batches with their offsets, only if the log end is ``expected``."""
+        return Appended(self.log.append_copied(records, expected, LOCAL_LEADER_EPOCH))
 
 
 class LocalCluster:

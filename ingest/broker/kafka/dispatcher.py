@@ -100,7 +100,7 @@ class KafkaDispatcher:
                                "client %s: unknown Kafka api key %d (served: %s); closing the connection, as Kafka"
                                " does", api_key, sorted(self.handlers))
         if not versions.supports(api_key, version):
-            lo, hi = versions.ADVERTISED[api_key]
+            lo, hi = versions.SERVED[api_key]
             if api_key == versions.API_VERSIONS_KEY:
                 # KIP-511: the broker's own range, error 35, in the v0 layout, header v0; the client retries
                 self.refusals.log(logging.INFO, client, f"ApiVersions v{version}",

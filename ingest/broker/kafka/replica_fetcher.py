@@ -15,7 +15,9 @@ logs, stall reports, ``stop``) speaking Kafka's protocol to the leader's Kafka l
 2. **Copying**: Fetch v11 (``replica_id`` = its broker id, ``current_leader_epoch``, ``min_bytes`` 1 and
    ``replica.fetch.wait.max.ms``: the leader holds the fetch in its purgatory until something is
    appended) from its log end; the leader's whole batches are appended with their offsets (KafkaLog's
-   replica append checks every CRC again), a batch of a newer leader epoch is added to the history, and
+   replica append checks every CRC again; a first batch after the fetch offset is a gap the mirror copied
+   into the leader's log from a source that lost those offsets, kept as a gap here too), a batch of a
+   newer leader epoch is added to the history, and
    the leader's high watermark becomes its own (capped at its log end). Each fetch tells the leader the
    follower's log end: that is how the leader moves its high watermark and in-sync set.
 3. **Errors**: OFFSET_OUT_OF_RANGE below the leader's log start (retention) restarts the log empty there;
@@ -151,14 +153,19 @@ class KafkaReplicaFetcher(ReplicaFetcher):
                 log.info("%s: raising the replica fetch size to %d bytes", part, self.max_bytes)
                 return True
             raise CorruptRecordError(f"the leader's answer at {pos} holds no whole record batch ({len(data)} bytes)")
-        if batches[0][1].base_offset != pos:
+        first = batches[0][1].base_offset
+        if first < pos:
             log.warning("%s: the leader's batch at offset %d does not start at this replica's log end %d; "
-                        "agreeing on leader epochs again", part, batches[0][1].base_offset, pos)
+                        "agreeing on leader epochs again", part, first, pos)
             return False
         self._resumed(pos)
         before = lg.log_end
         last = batches[-1]
-        lg.append(memoryview(data)[:last[0] + last[1].size], assign_offsets=False)
+        whole = memoryview(data)[:last[0] + last[1].size]
+        if first > pos:   # the leader has no offsets pos..first (a mirrored source's gap): nor has this log
+            lg.append_copied(whole, pos, None)
+        else:
+            lg.append(whole, assign_offsets=False)
         if part.epochs is not None:   # after the append, as Kafka: the history never runs ahead of the log
             latest = part.epochs.latest_epoch()
             for _p, h in batches:

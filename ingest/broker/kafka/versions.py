@@ -28,11 +28,19 @@ ADVERTISED: dict[int, tuple[int, int]] = {
 }
 """api key -> (min, max) version served."""
 
+PRIVATE: dict[int, tuple[int, int]] = {
+    10000: (0, 0),   # AppendAt (the mirror's conditional append, offsets kept)
+}
+"""The private APIs (keys from 10000, D6): served, never advertised (no Kafka client sends them)."""
+
+SERVED: dict[int, tuple[int, int]] = {**ADVERTISED, **PRIVATE}
+"""Every api key the listener answers, and its versions."""
+
 API_VERSIONS_KEY = 18
 
 ADVERTISED_KEYS: tuple[ApiVersion, ...] = tuple(ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(ADVERTISED.items()))
 
 
 def supports(api_key: int, version: int) -> bool:
-    served = ADVERTISED.get(api_key)
+    served = SERVED.get(api_key)
     return served is not None and served[0] <= version <= served[1]

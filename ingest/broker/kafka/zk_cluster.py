@@ -65,6 +65,18 @@ class LedPartition:
 
         return Appended(info, None if outcome() is True else outcome)
 
+    def append_copied(self, records, acks: int, expected: int) -> Appended:
+        """AppendAt as leader: batches with their offsets, only at ``expected`` (the outcome as :meth:`append`)."""
+        info, generation = self.part.append_copied(records, acks, self.min_isr, expected)
+        if acks != -1:
+            return Appended(info)
+        end = info.last_offset + 1
+
+        def outcome():
+            return self.part.ack_outcome(end, generation, self.min_isr)
+
+        return Appended(info, None if outcome() is True else outcome)
+
     def follower_fetch(self, replica_id: int, epoch: int, offset: int) -> int:
         """A follower fetches at ``offset`` (its log end) in ``epoch``: recorded; returns the limit of what it
         may read (the log end, not the high watermark).

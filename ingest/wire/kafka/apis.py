@@ -1,13 +1,15 @@
 """The Kafka APIs this product declares: api key -> request and response classes, and their versions.
 
 One table (Kafka's ``ApiKeys``), read by the broker's Kafka listener to decode requests and to
-answer ApiVersions, and by clients and tests. A version range here is what is declared; what the
+answer ApiVersions, and by clients and tests. Keys from 10000 are this product's private APIs
+(AppendAt): declared here like the others, never advertised. A version range here is what is declared; what the
 broker advertises is its own table of what it implements (ingest/broker/kafka/).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from ingest.wire.kafka.append_at import AppendAtRequest, AppendAtResponse
 from ingest.wire.kafka.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from ingest.wire.kafka.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from ingest.wire.kafka.fetch import FetchRequest, FetchResponse
@@ -60,6 +62,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse),
     _api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse),
     _api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    _api("AppendAt", AppendAtRequest, AppendAtResponse),
 )}
 """Every declared API by key."""
 
