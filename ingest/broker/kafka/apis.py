@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 
-from ingest.broker.kafka import (api_versions, fetch, find_coordinator, init_producer_id, list_offsets, metadata,
+from ingest.broker.kafka import (alter_configs, api_versions, create_partitions, create_topics, delete_topics,
+                                 describe_cluster, describe_configs, fetch, find_coordinator,
+                                 incremental_alter_configs, init_producer_id, list_offsets, metadata,
                                  offset_for_leader_epoch, produce, versions)
 from ingest.broker.kafka.init_producer_id import ProducerIds
 from ingest.ratelimited_log import RateLimitedLog
@@ -18,7 +20,9 @@ from ingest.ratelimited_log import RateLimitedLog
 log = logging.getLogger(__name__)
 
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 10: find_coordinator, 18: api_versions,
-            22: init_producer_id, 23: offset_for_leader_epoch}
+            22: init_producer_id, 23: offset_for_leader_epoch, 19: create_topics, 20: delete_topics,
+            32: describe_configs, 33: alter_configs, 37: create_partitions, 44: incremental_alter_configs,
+            60: describe_cluster}
 """api key -> the module that serves it."""
 
 assert sorted(HANDLERS) == sorted(versions.ADVERTISED), "every advertised API has a handler, and only those"
