@@ -205,6 +205,31 @@ class ReplicationConfigError(IngestError):
     ZooKeeper (the static broker-list mode keeps replication factor 1)."""
 
 
+class TopicAlreadyExistsError(IngestError):
+    """CreateTopics named a topic that exists (of either kind) or is being deleted."""
+
+
+class InvalidPartitionsError(IngestError):
+    """A partition count below 1 or above the limit, or CreatePartitions asking for no more than a topic has."""
+
+
+class InvalidReplicationFactorError(IngestError):
+    """A replication factor below 1 or above the live brokers."""
+
+
+class InvalidReplicaAssignmentError(IngestError):
+    """A manual replica assignment that is not partitions 0..n-1 of distinct, registered brokers, of one size."""
+
+
+class InvalidConfigError(IngestError):
+    """A topic config that is unknown, or whose value is outside what is allowed (the admin API)."""
+
+
+class PolicyViolationError(IngestError):
+    """An admin request that is well formed but refused by this product's rules (docs/kafka-protocol.md,
+    "The admin API"), e.g. a topic whose ``min.insync.replicas`` exceeds its replication factor."""
+
+
 class StaleControllerError(IngestError):
     """A controller's decision was refused because a newer controller epoch exists in ZooKeeper."""
 

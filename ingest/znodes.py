@@ -21,6 +21,10 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /controller_epoch                                        -> "<epoch>"                 persistent
     /admin/preferred_replica_election                        -> {"version":1,"partitions":[{"topic":T,
                                                                  "partition":P},...]}  persistent, deleted when done
+    /admin/delete_topics/[topic]                             -> (empty)  a Kafka topic marked for deletion
+    /admin/delete_topics/[topic]/[broker_id]                 -> (empty)  that broker deleted its replicas' logs
+    /config/topics/[topic]                                   -> {"version":1,"config":{"retention.ms":"1000",...}}
+                                                                a Kafka topic's configs (strings, as Kafka's)
     /consumers/[group]/ids/[consumer_id]                     -> {"topic": #streams, ...}  ephemeral, JSON
     /consumers/[group]/owners/[topic]/[broker_id-partition]  -> owning thread id          ephemeral
     /consumers/[group]/offsets/[topic]/[broker_id-partition] -> next offset to consume    persistent
@@ -80,6 +84,8 @@ LEGACY_PARTITIONS = "partitions"
 STORAGE_FAILURES = "/brokers/storage_failures"
 BROKER_ENDPOINTS = "/brokers/endpoints"
 CLUSTER_ID = "/cluster/id"
+DELETE_TOPICS = "/admin/delete_topics"
+CONFIG_TOPICS = "/config/topics"
 KAFKA_FORMAT = "kafka"
 """The ``format`` of a Kafka topic's assignment; a topic whose assignment has none is a 0.7 topic."""
 
@@ -322,6 +328,45 @@ class PartitionState:
                        int(obj.get("controller_epoch", 0)), zk_version, mzxid)
         except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             raise ValueError(f"not a partition state: {data[:200]!r}") from exc
+
+
+# --- topic deletion and topic configs (Kafka's /admin/delete_topics and /config/topics) -----
+
+def delete_topic_path(topic: str) -> str:
+    """``/admin/delete_topics/[topic]``: the topic is marked for deletion (the controller removes it once every
+    replica's broker acknowledged)."""
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def delete_ack_path(topic: str, broker_id: int) -> str:
+    """``/admin/delete_topics/[topic]/[broker_id]``: that broker deleted its logs of the topic."""
+    return f"{delete_topic_path(topic)}/{broker_id}"
+
+
+def topic_config_path(topic: str) -> str:
+    """``/config/topics/[topic]``: a Kafka topic's configs that differ from the brokers' defaults."""
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def topic_config_value(configs: dict[str, str]) -> bytes:
+    """The data of ``/config/topics/[topic]``, as Kafka writes it: ``{"version":1,"config":{name: value}}``."""
+    return json.dumps({"version": 1, "config": {k: str(v) for k, v in sorted(configs.items())}},
+                      separators=(",", ":")).encode()
+
+
+def parse_topic_config(data: bytes | None) -> dict[str, str]:
+    """name -> value from ``/config/topics/[topic]``; empty for no data.
+
+    Raises:
+        ValueError: not JSON of that form.
+    """
+    if not data:
+        return {}
+    obj = json.loads(data.decode("utf-8"))
+    config = obj.get("config", {})
+    if not isinstance(config, dict):
+        raise ValueError(f"topic config must be an object of name -> value: {obj}")
+    return {str(k): str(v) for k, v in config.items()}
 
 
 def controller_value(broker_id: int) -> bytes:

@@ -36,6 +36,13 @@ What it decides, always by a conditional write of the partition's state node
   gave up leadership (a failure, a restart, a full disk) takes it back once it has recovered
   and caught up.
 
+- topic deletion (Kafka's ``/admin/delete_topics``, its ``TopicDeletionManager``): a topic marked for
+  deletion gets no more elections; each broker holding a replica of it deletes its logs and
+  acknowledges with a child ``/admin/delete_topics/[topic]/[broker_id]``; once every broker named in
+  the topic's assignment has, the controller removes the topic's partition states, its assignment,
+  its configs and the marker in one transaction fenced by the controller epoch. A broker that is down
+  holds the deletion up until it returns and deletes its copy (Kafka's controller waits for it too).
+
 All of it runs on one thread (events queued by watches), and every pass re-reads each
 state with its version, so a pass is always safe to repeat.
 
@@ -115,6 +122,7 @@ class Controller:
         self._stop = threading.Event()
         self._errors = RateLimitedLog(log, interval_s=60.0)
         self.elections = 0
+        self._watched_markers: set[str] = set()
 
     def start(self) -> "Controller":
         self._thread.start()
@@ -124,6 +132,8 @@ class Controller:
         self.client.add_listener(self._on_session)
         self.client.DataWatch(znodes.CONTROLLER, self._on_controller_node)
         self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._on_preferred)
+        self.client.retry(self.client.ensure_path, znodes.DELETE_TOPICS)
+        self.client.ChildrenWatch(znodes.DELETE_TOPICS, self._on_delete_markers)
         self.view.on_brokers(lambda _b: self._events.put("pass"))
         self.view.on_topic(lambda _t, _a: self._events.put("pass"))
         self.view.on_storage_failures(lambda: self._events.put("pass"))
@@ -158,6 +168,24 @@ class Controller:
             self._events.put("preferred")
         return True
 
+    def _on_delete_markers(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        for topic in children:
+            if topic not in self._watched_markers:
+                self._watched_markers.add(topic)
+                self.client.ChildrenWatch(znodes.delete_topic_path(topic), self._ack_watcher(topic))
+        self._events.put("delete")
+        return True
+
+    def _ack_watcher(self, topic: str):
+        def watch(_children) -> bool:
+            if self._closed:
+                return False
+            self._events.put("delete")
+            return True
+        return watch
+
     # --- the controller thread -----------------------------------------------------------------
 
     def _run(self) -> None:
@@ -174,6 +202,8 @@ class Controller:
                     self._preferred()
                 elif self.active and event == "rebalance":
                     self._rebalance()
+                elif self.active and event == "delete":
+                    self._finish_deletions()
             except StaleControllerError as exc:
                 self.active = False
                 log.warning("broker %d: %s; stepping down as controller", self.broker_id, exc)
@@ -202,6 +232,7 @@ class Controller:
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         self._pass()
         self._preferred()
+        self._finish_deletions()
 
     def _bump_epoch(self) -> None:
         c = self.client
@@ -229,6 +260,8 @@ class Controller:
         """Look at every replicated partition once; fix what the live brokers require."""
         live = set(self.view.brokers)
         for topic, assignment in sorted(self.view.assignments.items()):
+            if self.view.is_deleting(topic):
+                continue
             legacy = self.client.retry(self.client.exists, znodes.legacy_partitions_dir(topic)) is not None
             for p, replicas in sorted(assignment.items()):
                 if not self.active:
@@ -402,6 +435,73 @@ class Controller:
                 return True
         return False
 
+    # --- topic deletion ------------------------------------------------------------------------------
+
+    def _finish_deletions(self) -> None:
+        """Remove every topic marked for deletion whose replicas' brokers all acknowledged (module docstring)."""
+        c = self.client
+        try:
+            marked = c.retry(c.get_children, znodes.DELETE_TOPICS)
+        except NoNodeError:
+            return
+        for topic in sorted(marked):
+            if not self.active:
+                return
+            try:
+                acked = {int(b) for b in c.retry(c.get_children, znodes.delete_topic_path(topic)) if b.isdigit()}
+            except NoNodeError:
+                continue
+            try:
+                data, _ = c.retry(c.get, znodes.topic_dir(topic))
+                assignment = znodes.parse_assignment(data) or {}
+            except NoNodeError:
+                assignment = {}
+            except ValueError:
+                log.error("topic %s: unreadable assignment; deleting it without waiting for replicas", topic)
+                assignment = {}
+            holders = {b for replicas in assignment.values() for b in replicas}
+            waiting = sorted(holders - acked)
+            if waiting:
+                log.info("topic %s: deletion waits for broker(s) %s to delete their replicas%s", topic, waiting,
+                         "" if set(waiting) <= set(self.view.brokers) else " (some are down: when they return)")
+                continue
+            self._remove_topic(topic, acked)
+
+    def _remove_topic(self, topic: str, acked: set[int]) -> None:
+        c = self.client
+        try:
+            states = c.retry(c.get_children, znodes.partition_states_dir(topic))
+        except NoNodeError:
+            states = None
+
+        def commit():
+            tx = c.transaction()
+            tx.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
+            for child in states or ():
+                tx.delete(f"{znodes.partition_states_dir(topic)}/{child}")
+            if states is not None:
+                tx.delete(znodes.partition_states_dir(topic))
+            if c.exists(znodes.topic_dir(topic)) is not None:
+                tx.delete(znodes.topic_dir(topic))
+            if c.exists(znodes.topic_config_path(topic)) is not None:
+                tx.delete(znodes.topic_config_path(topic))
+            for b in sorted(acked):
+                tx.delete(znodes.delete_ack_path(topic, b))
+            tx.delete(znodes.delete_topic_path(topic))
+            return tx.commit()
+
+        failed = failed_operation(c.retry(commit))
+        if failed == 0:
+            raise StaleControllerError(
+                f"controller epoch {self.epoch} is no longer current in ZooKeeper; a newer controller decides")
+        if failed is not None:
+            log.info("topic %s: its nodes changed while it was being removed; trying again", topic)
+            threading.Timer(0.5, self._events.put, ("delete",)).start()
+            return
+        self._watched_markers.discard(topic)
+        log.info("topic %s deleted: every replica's broker removed its logs; its assignment, states and configs "
+                 "are gone from ZooKeeper", topic)
+
     # --- automatic preferred-replica election ----------------------------------------------------
 
     def _rebalance_timer(self) -> None:
@@ -415,6 +515,8 @@ class Controller:
         live = set(self.view.brokers)
         preferred_by: dict[int, list[tuple[str, int, tuple[int, ...]]]] = {}
         for topic, assignment in sorted(self.view.assignments.items()):
+            if self.view.is_deleting(topic):
+                continue
             for p, replicas in sorted(assignment.items()):
                 preferred_by.setdefault(replicas[0], []).append((topic, p, replicas))
         for broker, parts in sorted(preferred_by.items()):

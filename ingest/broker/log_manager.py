@@ -38,10 +38,12 @@ import fcntl
 import logging
 import os
 import resource
+import shutil
 import threading
+import uuid
 from pathlib import Path
 
-from ingest.broker import log_settings
+from ingest.broker import log_settings, topic_config
 from ingest.broker.kafka_log import KafkaLog
 from ingest.broker.kafka_log_settings import KafkaLogSettings
 from ingest.broker.log import Log, LogSettings
@@ -86,6 +88,7 @@ class LogManager:
         # topic -> 1 + its highest partition with a log (the topics of self._logs); guarded by _lock
         self._topics: dict[str, int] = {}
         self._kinds: dict[str, TopicKind] = {}   # topic -> the kind of its logs; guarded by _lock
+        self._overrides: dict[str, dict[str, str]] = {}   # Kafka topic -> its configs from ZooKeeper; replaced whole
         self.files = OpenFiles(open_file_limit(config.get("log.max.open.files", -1)))
         """The segment descriptors of every log (``log.max.open.files``)."""
         self._lock = threading.Lock()
@@ -119,8 +122,58 @@ class LogManager:
         return log_settings.settings_07(self.config, topic)
 
     def kafka_settings_for(self, topic: str) -> KafkaLogSettings:
-        """A Kafka-format log's settings for ``topic``."""
-        return log_settings.settings_kafka(self.config, topic)
+        """A Kafka-format log's settings for ``topic``: the broker's keys, then the topic's configs
+        (:meth:`set_topic_config`)."""
+        return topic_config.apply(log_settings.settings_kafka(self.config, topic), self._overrides.get(topic, {}))
+
+    def set_topic_config(self, topic: str, overrides: dict[str, str]) -> int:
+        """A Kafka topic's configs (``/config/topics/[topic]``) changed: every log of the topic takes the new
+        settings at once (a log reads its settings object once per operation); returns how many logs."""
+        with self._lock:
+            self._overrides = {**{t: o for t, o in self._overrides.items() if t != topic},
+                               **({topic: dict(overrides)} if overrides else {})}
+            logs = [lg for (t, _p), lg in self._logs.items() if t == topic and isinstance(lg, KafkaLog)]
+        settings = self.kafka_settings_for(topic)
+        for lg in logs:
+            lg.settings = settings
+        return len(logs)
+
+    def delete_topic(self, topic: str) -> list[str]:
+        """Close and delete every log of ``topic`` on this broker (a topic deleted in the cluster); returns the
+        directories deleted. Each directory is first renamed ``<topic>-<p>.<id>-delete`` (one atomic step:
+        no reader or restart sees a half-deleted log; Kafka's name), then removed; a start-up removes any
+        such directory a crash left behind.
+
+        Raises:
+            StorageError: a directory could not be renamed or removed (the others are still deleted).
+        """
+        with self._lock:
+            doomed = [(key, lg) for key, lg in self._logs.items() if key[0] == topic]
+            for key, _lg in doomed:
+                del self._logs[key]
+            self._topics.pop(topic, None)
+            self._kinds.pop(topic, None)
+            self._overrides = {t: o for t, o in self._overrides.items() if t != topic}
+        deleted, failed = [], []
+        for (_t, partition), lg in sorted(doomed, key=lambda d: d[0]):
+            try:
+                lg.close()
+            except LogOfflineError:
+                pass   # the log said why as it went offline; its files go all the same
+            path = self.log_dir / partition_dir_name(topic, partition)
+            try:
+                if path.exists():
+                    gone = path.with_name(f"{path.name}.{uuid.uuid4().hex}-delete")
+                    os.rename(path, gone)
+                    shutil.rmtree(gone)
+                deleted.append(path.name)
+            except OSError as exc:
+                failed.append(f"{path.name}: {exc.strerror or exc}")
+        if failed:
+            raise StorageError(f"cannot delete the logs of topic {topic!r}: {'; '.join(failed)}")
+        if deleted:
+            log.info("deleted topic %s: removed %s", topic, ", ".join(deleted))
+        return deleted
 
     def _open_log(self, topic: str, partition: int, kind: TopicKind) -> Log | KafkaLog:
         path = self.log_dir / partition_dir_name(topic, partition)
@@ -162,6 +215,10 @@ class LogManager:
 
     def _load_logs(self) -> None:
         names = sorted(e.name for e in os.scandir(self.log_dir) if e.is_dir())
+        for name in [n for n in names if n.endswith("-delete")]:
+            log.info("log.dir %s: removing %s, a deleted topic's log left by a crash", self.log_dir, name)
+            shutil.rmtree(self.log_dir / name, ignore_errors=True)
+        names = [n for n in names if not n.endswith("-delete")]
         for i, name in enumerate(names, 1):
             parsed = parse_partition_dir(name)
             if parsed is None:

@@ -22,6 +22,13 @@ Its other threads:
   ZooKeeper, where the controller moves their leadership and in-sync membership to replicas
   that can; a leader does not let such a follower rejoin its in-sync set.
 
+Topic deletion and configs (Kafka's ``/admin/delete_topics`` and ``/config/topics``), on the worker
+thread too: a topic marked for deletion stops being followed or led here, every log of it on this
+broker is deleted, and the broker acknowledges with ``/admin/delete_topics/[topic]/[broker_id]``
+(the controller removes the topic once every replica's broker has; a broker that was down does it
+when it comes back, before it sets up any replica of the topic). A Kafka topic's configs are
+applied to its logs here as they change (:meth:`~ingest.broker.log_manager.LogManager.set_topic_config`).
+
 Followers that cannot copy past their leader's damaged bytes report it on the
 :class:`~ingest.broker.replica_stalls.StallBoard`; the in-sync-set thread publishes it in
 ZooKeeper after its writes (``ingest topics describe`` shows it).
@@ -121,6 +128,12 @@ class ReplicaManager:
         self.view.on_topic(lambda topic, assignment: self._enqueue_topic(topic, assignment))
         self.view.on_state(lambda topic, p, _state: self._work.put((topic, p)))
         self.view.on_brokers(lambda _brokers: self._work.put("brokers"))
+        self.view.on_deleting(lambda topics: [self._work.put(("delete", t)) for t in sorted(topics)])
+        self.view.on_topic_config(lambda topic, configs: self._work.put(("config", topic, configs)))
+        for topic in sorted(self.view.deleting):
+            self._work.put(("delete", topic))
+        for topic, configs in list(self.view.topic_configs.items()):
+            self.logs.set_topic_config(topic, configs)
         for topic, assignment in list(self.view.assignments.items()):
             self._enqueue_topic(topic, assignment)
         return self
@@ -156,6 +169,11 @@ class ReplicaManager:
                     for key, part in list(self.partitions.items()):
                         if part.role is not Role.LEADER:
                             self._reconcile(*key)
+                elif item[0] == "delete":
+                    self._delete_topic(item[1])
+                elif item[0] == "config":
+                    n = self.logs.set_topic_config(item[1], item[2])
+                    log.info("topic %s: configs %s applied to %d log(s) here", item[1], item[2] or "{}", n)
                 else:
                     self._reconcile(*item)
             except Exception:  # noqa: BLE001 - one partition's failure must not stop the others
@@ -164,7 +182,7 @@ class ReplicaManager:
 
     def _reconcile(self, topic: str, partition: int) -> None:
         replicas = self.view.assignments.get(topic, {}).get(partition)
-        if not replicas or self.broker_id not in replicas:
+        if not replicas or self.broker_id not in replicas or self.view.is_deleting(topic):
             return
         state = self.view.state(topic, partition)
         part = self.partitions.get((topic, partition))
@@ -225,6 +243,30 @@ class ReplicaManager:
         elif state.leader >= 0:
             log.info("%s: leader %d is not registered yet%s; waiting for it", part, state.leader,
                      f" with Kafka listener {self.inter_broker_listener}" if kafka else "")
+
+    def _delete_topic(self, topic: str) -> None:
+        """Stop being a replica of ``topic``, delete its logs here, acknowledge in ZooKeeper (worker thread)."""
+        if not self.view.is_deleting(topic):
+            return   # the marker is gone: the controller finished (this broker acknowledged earlier)
+        keys = [key for key in list(self.partitions) if key[0] == topic]
+        for key in keys:
+            self._stop_fetcher(key)
+        with self._lock:
+            for key in keys:
+                part = self.partitions.pop(key, None)
+                if part is not None:
+                    part.become_follower(znodes.PartitionState(-1, part.epoch, (), 0))   # answers waiting requests
+        self._hws = {k: v for k, v in self._hws.items() if k[0] != topic}
+        self.logs.delete_topic(topic)
+        for key in keys:
+            self.stalls.report(key, None)
+        try:
+            self.client.retry(self.client.create, znodes.delete_ack_path(topic, self.broker_id))
+        except NodeExistsError:
+            pass   # acknowledged before (a restart, or a replayed create)
+        except NoNodeError:
+            return   # the controller finished meanwhile
+        log.info("topic %s: deleted its logs on broker %d and acknowledged", topic, self.broker_id)
 
     def _stop_fetcher(self, key: tuple[str, int]) -> None:
         f = self.fetchers.pop(key, None)

@@ -43,6 +43,11 @@ class ReplicationView:
         self.controller_id = -1
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.storage_failures: dict[int, dict[tuple[str, int], str]] = {}   # broker id -> failed replicas
+        self.deleting: frozenset[str] = frozenset()   # topics marked for deletion (/admin/delete_topics)
+        self.topic_configs: dict[str, dict[str, str]] = {}   # Kafka topic -> its configs (/config/topics)
+        self._watched_configs: set[str] = set()
+        self._deleting_listeners: list[Callable[[frozenset[str]], None]] = []
+        self._config_listeners: list[Callable[[str, dict[str, str]], None]] = []
         self._lock = threading.Lock()
         self._watched_topics: set[str] = set()
         self._watched_states: set[tuple[str, int]] = set()
@@ -68,6 +73,14 @@ class ReplicationView:
         """``fn()`` after any broker's set of replicas that cannot write changed."""
         self._failure_listeners.append(fn)
 
+    def on_deleting(self, fn: Callable[[frozenset[str]], None]) -> None:
+        """``fn(topics)`` after the set of topics marked for deletion changed."""
+        self._deleting_listeners.append(fn)
+
+    def on_topic_config(self, fn: Callable[[str, dict[str, str]], None]) -> None:
+        """``fn(topic, configs)`` after a Kafka topic's configs changed (first read included)."""
+        self._config_listeners.append(fn)
+
     def _call(self, listeners, *args) -> None:
         for fn in list(listeners):
             try:
@@ -81,6 +94,9 @@ class ReplicationView:
         c = self.client
         c.retry(c.ensure_path, znodes.BROKER_IDS)
         c.retry(c.ensure_path, znodes.BROKER_TOPICS)
+        c.retry(c.ensure_path, znodes.DELETE_TOPICS)
+        # before the topics: a topic marked for deletion is never set up again by a restarting broker
+        c.ChildrenWatch(znodes.DELETE_TOPICS, self._on_deleting)
         c.ChildrenWatch(znodes.BROKER_IDS, self._on_ids)
         c.ChildrenWatch(znodes.BROKER_TOPICS, self._on_topics)
         c.retry(c.ensure_path, znodes.STORAGE_FAILURES)
@@ -105,6 +121,32 @@ class ReplicationView:
         self.endpoints = found
         self._call(self._broker_listeners, self.brokers)
         return True
+
+    def _on_deleting(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        found = frozenset(children)
+        if found != self.deleting:
+            self.deleting = found
+            self._call(self._deleting_listeners, found)
+        return True
+
+    def _config_watcher(self, topic: str):
+        def watch(data, _stat) -> bool:
+            if self._closed:
+                return False
+            try:
+                configs = znodes.parse_topic_config(data)
+            except (ValueError, UnicodeDecodeError) as exc:
+                log.error("topic %s: unreadable configs in ZooKeeper (%s); keeping the previous ones", topic, exc)
+                return True
+            with self._lock:
+                if self.topic_configs.get(topic, {}) == configs and topic in self.topic_configs:
+                    return True
+                self.topic_configs = {**self.topic_configs, topic: configs}
+            self._call(self._config_listeners, topic, configs)
+            return True
+        return watch
 
     def _on_controller(self, data, _stat) -> bool:
         if self._closed:
@@ -158,6 +200,12 @@ class ReplicationView:
                 log.error("topic %s: unreadable assignment in ZooKeeper (%s); ignoring it", topic, exc)
                 return True
             if assignment is None:
+                if data is None and topic in self.assignments:   # deleted: the controller finished deleting it
+                    with self._lock:
+                        self.assignments = {t: a for t, a in self.assignments.items() if t != topic}
+                        self.kafka_topics = self.kafka_topics - {topic}
+                    log.info("topic %s is gone from ZooKeeper", topic)
+                    self._call(self._topic_listeners, topic, {})
                 return True  # a legacy (0.7) topic, or not written yet
             with self._lock:
                 known = self.assignments.get(topic)
@@ -168,6 +216,10 @@ class ReplicationView:
                 self.assignments = {**self.assignments, topic: assignment}
                 fresh = [(topic, p) for p in assignment if (topic, p) not in self._watched_states]
                 self._watched_states.update(fresh)
+                watch_config = kafka and topic not in self._watched_configs
+                self._watched_configs.add(topic)
+            if watch_config:   # before the listeners: a new Kafka topic's logs are created with its configs
+                self.client.DataWatch(znodes.topic_config_path(topic), self._config_watcher(topic))
             self._call(self._topic_listeners, topic, assignment)
             for key in fresh:
                 self.client.DataWatch(znodes.partition_state_path(*key), self._state_watcher(*key))
@@ -258,6 +310,10 @@ class ReplicationView:
     def is_kafka(self, topic: str) -> bool:
         """Whether ``topic`` is a Kafka cluster topic (its assignment says ``"format":"kafka"``)."""
         return topic in self.kafka_topics
+
+    def is_deleting(self, topic: str) -> bool:
+        """Whether ``topic`` is marked for deletion (its replicas are being deleted; clients no longer see it)."""
+        return topic in self.deleting
 
     def is_replicated_07(self, topic: str) -> bool:
         """Whether ``topic`` is a replicated 0.7 topic (an assignment without a format)."""

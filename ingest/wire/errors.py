@@ -89,8 +89,14 @@ class KafkaErrorCode(IntEnum):
     INVALID_COMMIT_OFFSET_SIZE = 28
     INVALID_TIMESTAMP = 32
     UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    POLICY_VIOLATION = 44
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     GROUP_ID_NOT_FOUND = 69
@@ -101,6 +107,7 @@ class KafkaErrorCode(IntEnum):
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     INVALID_RECORD = 87
+    UNSUPPORTED_ENDPOINT_TYPE = 119
     OFFSET_MISMATCH = 10000
     """Private (never sent to a Kafka client): AppendAt's log end is not the expected offset."""
 
@@ -175,6 +182,12 @@ ERRORS = (
     (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
     (e.WrongTopicKindError,                 ErrorCode.WRONG_TOPIC_KIND,             KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
     (e.UnsupportedVersionError,             _,                                      KafkaErrorCode.UNSUPPORTED_VERSION),
+    (e.TopicAlreadyExistsError,             _,                                      KafkaErrorCode.TOPIC_ALREADY_EXISTS),
+    (e.InvalidPartitionsError,              _,                                      KafkaErrorCode.INVALID_PARTITIONS),
+    (e.InvalidReplicationFactorError,       _,                                      KafkaErrorCode.INVALID_REPLICATION_FACTOR),
+    (e.InvalidReplicaAssignmentError,       _,                                      KafkaErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    (e.InvalidConfigError,                  _,                                      KafkaErrorCode.INVALID_CONFIG),
+    (e.PolicyViolationError,                _,                                      KafkaErrorCode.POLICY_VIOLATION),
 )
 """The one table: each error class and the code it goes out with on each port (``_``: as its
 nearest listed ancestor). The 0.7 column has one class per code (the table of docs/protocol.md)."""

@@ -98,6 +98,8 @@ class KafkaCluster(Protocol):
 
     def create_topic(self, topic: str, partitions: int | None = None, replication_factor: int | None = None) -> bool: ...
 
+    def topic_configs(self, topic: str) -> dict[str, str]: ...
+
 
 class LocalPartition:
     """A partition of a broker without ZooKeeper: its own log, leader epoch 0, visible once appended."""
@@ -137,6 +139,11 @@ class LocalCluster:
         self.broker_id = broker_id
         self.listeners = listeners
         self.cluster_id = cluster_id
+        self.admin = None   # no ZooKeeper: the admin API's writes are refused (docs/kafka-protocol.md)
+
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        """No per-topic configs without ZooKeeper: every topic has the broker's settings."""
+        return {}
 
     def controller_id(self) -> int:
         return self.broker_id

@@ -25,6 +25,13 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     18: (0, 4),    # ApiVersions
     22: (0, 4),    # InitProducerId
     23: (0, 4),    # OffsetForLeaderEpoch
+    19: (0, 6),    # CreateTopics (v7: topic ids)
+    20: (0, 5),    # DeleteTopics (v6: topic ids)
+    32: (0, 4),    # DescribeConfigs
+    33: (0, 2),    # AlterConfigs
+    37: (0, 3),    # CreatePartitions
+    44: (0, 1),    # IncrementalAlterConfigs
+    60: (0, 2),    # DescribeCluster
 }
 """api key -> (min, max) version served."""
 

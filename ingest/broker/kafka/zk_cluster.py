@@ -10,6 +10,10 @@
 - **Leaders**: a partition this broker leads is served through its
   :class:`~ingest.broker.partition.ReplicatedPartition` (:class:`LedPartition`); a replica that does not
   lead answers NOT_LEADER_OR_FOLLOWER, a partition without leader LEADER_NOT_AVAILABLE.
+- **Deletion**: a topic marked for deletion (``/admin/delete_topics``) is no longer listed, and is
+  UNKNOWN_TOPIC_OR_PARTITION to every request, while its replicas are being deleted.
+- **Configs**: a partition's ``min.insync.replicas`` is its topic's (``/config/topics``), else the broker's;
+  :attr:`ZkCluster.admin` (:mod:`ingest.broker.kafka.zk_admin`) serves the admin API.
 - **Creation**: a new topic's assignment (``num.partitions``, ``default.replication.factor`` capped by the
   live brokers, ``(i + j) mod n``) is written on the coordination thread (never a network thread:
   :class:`~ingest.errors.NeedsZooKeeperError` sends the request there); the controller elects its
@@ -24,7 +28,9 @@ import logging
 from kazoo.exceptions import KazooException, NoNodeError
 
 from ingest import znodes
+from ingest.broker import topic_config
 from ingest.broker.kafka.cluster import Appended, BrokerNode, PartitionView
+from ingest.broker.kafka.zk_admin import ZkTopicAdmin
 from ingest.broker.listeners import parse_protocol_map
 from ingest.broker.partition import Role
 from ingest.broker.topic_kind import TopicKind, wrong_kind
@@ -116,6 +122,11 @@ class ZkCluster:
         self.replicas = replicas
         self.view = replicas.view
         self.coordinated = coordinated
+        self.admin = ZkTopicAdmin(config, self.view, replicas, logs, coordinated)
+
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        """The Kafka topic's configs (its overrides of the broker's settings), as this broker's watch has them."""
+        return self.view.topic_configs.get(topic, {})
 
     def controller_id(self) -> int:
         return self.view.controller_id
@@ -130,7 +141,7 @@ class ZkCluster:
         return tuple(out)
 
     def topic_names(self) -> list[str]:
-        return sorted(t for t in self.view.assignments if self.view.is_kafka(t))
+        return sorted(t for t in self.view.assignments if self.view.is_kafka(t) and not self.view.is_deleting(t))
 
     def _check_kind(self, topic: str) -> bool:
         """True for a Kafka cluster topic, False for a name not known here as either kind.
@@ -139,6 +150,8 @@ class ZkCluster:
             InvalidTopicError: a bad name. WrongTopicKindError: a 0.7 topic.
         """
         validate_topic(topic)
+        if self.view.is_deleting(topic):
+            raise UnknownTopicError(f"topic {topic!r} is marked for deletion")
         if self.view.is_kafka(topic):
             return True
         if self.view.is_replicated(topic) or self.logs.topic_kind(topic) is not None:
@@ -182,7 +195,8 @@ class ZkCluster:
                 raise NotLeaderForPartitionError(f"broker {self.broker_id} does not lead {topic}-{partition}; broker "
                                                  f"{st.leader} does (leader epoch {st.leader_epoch})")
             raise LeaderNotAvailableError(f"{topic}-{partition}: broker {self.broker_id} is becoming its leader")
-        return LedPartition(part, self.replicas.min_isr, self.replicas)
+        return LedPartition(part, topic_config.min_insync_replicas(self.view.topic_configs.get(topic),
+                                                                   self.replicas.min_isr), self.replicas)
 
     def create_topic(self, topic: str, partitions: int | None = None, replication_factor: int | None = None) -> bool:
         """Write a new Kafka topic's assignment (on the coordination thread); False: its leaders are being

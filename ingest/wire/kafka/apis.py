@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ingest.wire.kafka.append_at import AppendAtRequest, AppendAtResponse
+from ingest.wire.kafka.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from ingest.wire.kafka.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from ingest.wire.kafka.append_at import AppendAtRequest, AppendAtResponse
+from ingest.wire.kafka.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from ingest.wire.kafka.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from ingest.wire.kafka.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from ingest.wire.kafka.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from ingest.wire.kafka.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from ingest.wire.kafka.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from ingest.wire.kafka.fetch import FetchRequest, FetchResponse
 from ingest.wire.kafka.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from ingest.wire.kafka.heartbeat import HeartbeatRequest, HeartbeatResponse
+from ingest.wire.kafka.incremental_alter_configs import (IncrementalAlterConfigsRequest,
+                                                        IncrementalAlterConfigsResponse)
 from ingest.wire.kafka.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from ingest.wire.kafka.join_group import JoinGroupRequest, JoinGroupResponse
 from ingest.wire.kafka.leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -63,6 +71,13 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse),
     _api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     _api("AppendAt", AppendAtRequest, AppendAtResponse),
+    _api("CreateTopics", CreateTopicsRequest, CreateTopicsResponse),
+    _api("DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse),
+    _api("DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse),
+    _api("AlterConfigs", AlterConfigsRequest, AlterConfigsResponse),
+    _api("CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse),
+    _api("IncrementalAlterConfigs", IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    _api("DescribeCluster", DescribeClusterRequest, DescribeClusterResponse),
 )}
 """Every declared API by key."""
 
