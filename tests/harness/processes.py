@@ -47,6 +47,7 @@ PROCESS_FIXTURES = frozenset({
     "failing_disk",     # losetup, mkfs, mount (tests/harness/failing_disk.py)
     "airflow_db",       # `airflow db migrate` in .venv-airflow (tests/airflow/conftest.py)
     "py27",             # scripts/py27_env.sh, then the Python 2.7 clients (tests/kafka07/conftest.py)
+    "kafka_cluster",    # broker processes, with and without ZooKeeper (tests/kafka/conftest.py)
 })
 
 _EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec",
