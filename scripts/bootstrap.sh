@@ -9,6 +9,10 @@
 #                      pyspark-client overwrites pyspark's Python files (see docs/operations.md)
 #   - .venv-py27     : Python 2.7 with the real Kafka 0.7 clients (samsa, brod) for tests/kafka07/
 #                      (scripts/py27_env.sh; logged and skipped when no 2.7 interpreter exists)
+#   - .venv-kafka23  : kafka-python 2.3 for tests/kafka/test_kafka_python23.py (scripts/kafka23_env.sh),
+#                      kept apart because .venv's kafka-python 3.0 is the reference of tests/wire
+#   - kcat (Debian package) and kafkajs (`npm ci` in tests/kafka/node/, when node is installed):
+#                      the other-language Kafka clients of tests/kafka/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -65,6 +69,16 @@ if ! command -v valgrind >/dev/null 2>&1; then
     fi
 fi
 
+if ! command -v kcat >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        log "installing the Debian kcat package (the command-line Kafka client of tests/kafka/test_kcat.py)"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
+    else
+        log "WARNING: kcat missing and not root: tests/kafka/test_kcat.py will be skipped"
+    fi
+fi
+
 stamp() { sha256sum "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" | sha256sum | cut -c1-16; }
 STAMP=$(stamp)
 
@@ -91,5 +105,15 @@ if [ "$rc" = 3 ]; then
     log "no Python 2.7 interpreter: .venv-py27 not built, the Kafka 0.7 client tests will skip"
 elif [ "$rc" != 0 ]; then
     exit "$rc"
+fi
+./scripts/kafka23_env.sh
+if command -v npm >/dev/null 2>&1; then
+    if [ ! -f tests/kafka/node/node_modules/.package-lock.json ] \
+        || [ tests/kafka/node/package-lock.json -nt tests/kafka/node/node_modules/.package-lock.json ]; then
+        log "installing kafkajs (npm ci in tests/kafka/node)"
+        (cd tests/kafka/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    fi
+else
+    log "WARNING: node/npm missing: tests/kafka/test_kafkajs.py will be skipped"
 fi
 log "ready: $ROOT/.venv ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

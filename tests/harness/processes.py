@@ -49,6 +49,7 @@ PROCESS_FIXTURES = frozenset({
     "py27",             # scripts/py27_env.sh, then the Python 2.7 clients (tests/kafka07/conftest.py)
     "tansu",            # a Tansu broker, a Kafka-protocol peer (tests/harness/tansu.py)
     "tansu_own",        # a Tansu broker of one test's own (tests/harness/tansu.py)
+    "kafka_cluster",    # broker processes, with and without ZooKeeper (tests/kafka/conftest.py)
 })
 
 _EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec",
