@@ -1,5 +1,9 @@
 """Configuration keys of the producer (Kafka 0.7 names).
 
+Kafka-format topics (docs/kafka-protocol.md D5): ``bootstrap.servers`` (Kafka's key, in
+:data:`~ingest.client.discovery.DISCOVERY_KEYS`) names the Kafka listeners and
+``topic.format.default`` the kind a new topic gets.
+
 The replication keys are Kafka 0.8's: ``request.required.acks`` takes -1 (every
 in-sync replica), 0 or 1, ``request.timeout.ms`` is how long an acks=-1 leader may
 wait.
@@ -47,6 +51,9 @@ CODEC_BY_NAME = {"none": 0, "gzip": 1, "snappy": 2, "0": 0, "1": 1, "2": 2}
 # (ingest.records.message: magic 2 CRC over attributes + payload; magic 1 Kafka 0.7's, CRC over the payload;
 # magic 0 the pre-0.7 message without attributes, the only one some 0.7-era readers such as brod parse)
 MAGIC_BY_FORMAT = {"ingest": 2, "0.7": 1, "0.6": 0}
+
+TOPIC_FORMATS = ("kafka", "0.7")
+"""``topic.format.default`` values: the two kinds of topic (docs/kafka-protocol.md D2)."""
 
 PRODUCER_CONFIG = ConfigDef(
     "producer",
@@ -99,6 +106,10 @@ PRODUCER_CONFIG = ConfigDef(
             "are re-read from the brokers; a leader error re-reads at once"),
         Key("max.message.size", Int(1, 1 << 30), 1_000_000,
             "largest payload accepted by send(); bigger raises MessageTooLargeError"),
+        Key("topic.format.default", Choice(TOPIC_FORMATS), "kafka",
+            "the kind of a topic neither the Kafka listeners nor the 0.7 brokers know yet, created by its "
+            "first message: 'kafka' (through the Kafka listeners: bootstrap.servers or ZooKeeper's "
+            "/brokers/endpoints; with neither, 0.7) or '0.7'"),
     ),
 )
 
