@@ -38,7 +38,6 @@ from typing import Callable
 from kazoo.exceptions import NoNodeError
 
 from ingest import znodes
-from ingest.client.kafka.config import HostPorts
 from ingest.clock import Clock
 from ingest.config import Int, Key, Str, parse_int
 from ingest.errors import ConfigError, CoordinationError
@@ -49,9 +48,6 @@ log = logging.getLogger(__name__)
 DISCOVERY_KEYS = (
     Key("broker.list", Str(), None,
         "static brokers 'id:host:port,...' (used when zk.connect is not set)"),
-    Key("bootstrap.servers", HostPorts(), None,
-        "Kafka listeners host:port,... (Kafka's key) for Kafka-format topics; default: with zk.connect, the "
-        "listeners the brokers registered under /brokers/endpoints; neither: every topic is a 0.7 topic"),
     Key("zk.connect", Str(), None,
         "ZooKeeper connect string 'host:port[,host:port][/chroot]'; brokers found under /brokers"),
     Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000,

@@ -1,7 +1,7 @@
 """Configuration keys of the producer (Kafka 0.7 names).
 
-Kafka-format topics (docs/kafka-protocol.md D5): ``bootstrap.servers`` (Kafka's key, in
-:data:`~ingest.client.discovery.DISCOVERY_KEYS`) names the Kafka listeners and
+Kafka-format topics (docs/kafka-protocol.md D5): ``bootstrap.servers`` (Kafka's key) names the Kafka
+listeners and
 ``topic.format.default`` the kind a new topic gets.
 
 The replication keys are Kafka 0.8's: ``request.required.acks`` takes -1 (every
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.client.discovery import DISCOVERY_KEYS
+from ingest.client.kafka.config import HostPorts
 from ingest.config import Choice, ConfigDef, Int, Key, KeyType, Str
 
 ACKS_LEVELS = (-1, 0, 1)
@@ -58,6 +59,9 @@ TOPIC_FORMATS = ("kafka", "0.7")
 PRODUCER_CONFIG = ConfigDef(
     "producer",
     DISCOVERY_KEYS + (
+        Key("bootstrap.servers", HostPorts(), None,
+            "Kafka listeners host:port,... (Kafka's key) for Kafka-format topics; default: with zk.connect, the "
+            "listeners the brokers registered under /brokers/endpoints; neither: every topic is a 0.7 topic"),
         Key("producer.type", Choice(("sync", "async")), "sync",
             "sync: send() returns once the broker acknowledged; async: send() enqueues, a sender thread batches"),
         Key("batch.size", Int(1, 1_000_000), 200,
