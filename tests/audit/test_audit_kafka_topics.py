@@ -13,6 +13,7 @@ import pytest
 
 from ingest.audit.config import AUDIT_CONFIG
 from ingest.audit.job import run_audit
+from ingest.client.kafka.fetcher import KafkaFetcher
 from ingest.clock import FakeClock
 from ingest.events.event_producer import EventProducer
 from ingest.events.registry_client import RegistryClient
@@ -56,9 +57,11 @@ def test_the_audit_reconciles_kafka_topics(spark, tmp_path_factory, tmp_path: Pa
         first.send("k-clean", pages(4))
         for ep in producers:
             ep.poll()
-            assert ep.producer.routes.kind("audit-monitoring") == "kafka"
+            assert ep.producer.routes.kind("k-clean") == "kafka"
             stats = ep.close(timeout_s=30)
             assert stats["failed"] == 0 and stats["monitoring_pending"] == 0, stats
+        with KafkaFetcher({"bootstrap.servers": bootstrap}) as kafka:   # the audit topic is Kafka-format too
+            assert kafka.latest("audit-monitoring", 0) >= 2
 
         dest = tmp_path / "dest"
         load_config = LOADER_CONFIG.parse({"destination": str(dest), "bootstrap.servers": bootstrap,
