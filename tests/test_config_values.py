@@ -141,7 +141,7 @@ def test_auto_creation_refuses_a_replication_factor_below_min_insync(broker_fact
     [broker] = broker_factory(n=1, zk_connect=zk_connect, overrides={"default.replication.factor": 2,
                                                                      "min.insync.replicas": 2})
     wait_until(lambda: zk.exists(znodes.broker_path(0)), what="the broker registered")
-    with Producer({"zk.connect": zk_connect, "request.required.acks": -1, "message.send.max.retries": 2,
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7", "request.required.acks": -1, "message.send.max.retries": 2,
                    "retry.backoff.ms": 50}) as producer:
         with pytest.raises(TopicCreationRefusedError):
             producer.send("never-writable", [b"x"])

@@ -12,10 +12,12 @@ from ingest.config import non_ascii_note, parse_float, parse_int, parse_override
 from ingest.errors import ConfigError, ReplicationConfigError
 
 PRODUCER_EXAMPLES = """examples:
+  echo hello | ingest console-producer --bootstrap-server 127.0.0.1:29092 --topic test
   echo hello | ingest console-producer --brokers 0:127.0.0.1:9092 --topic test
   ingest console-producer --zk 127.0.0.1:2181 --topic clicks --set compression.codec=gzip < events.txt
 """
 CONSUMER_EXAMPLES = """examples:
+  ingest console-consumer --bootstrap-server 127.0.0.1:29092 --topic test --from-beginning --timeout-ms 2000
   ingest console-consumer --brokers 0:127.0.0.1:9092 --topic test --from-beginning --timeout-ms 2000
   ingest console-consumer --zk 127.0.0.1:2181 --topic clicks --group ops --max-messages 10
 """
@@ -47,10 +49,14 @@ PREFERRED_EXAMPLES = """examples:
 ZK_HELP = "ZooKeeper connect string of the brokers (default: zk.connect of --config when it enables ZooKeeper)"
 
 
-def _add_cluster_args(p: argparse.ArgumentParser, required: bool = True) -> None:
-    g = p.add_mutually_exclusive_group(required=required)
+def _add_cluster_args(p: argparse.ArgumentParser, required: bool = True, kafka: bool = False) -> None:
+    g = p.add_mutually_exclusive_group(required=required and not kafka)
     g.add_argument("--brokers", metavar="ID:HOST:PORT,...", help="static broker list")
     g.add_argument("--zk", metavar="HOST:PORT[/CHROOT]", help="find brokers in ZooKeeper")
+    if kafka:
+        p.add_argument("--bootstrap-server", metavar="HOST:PORT,...",
+                       help="Kafka listeners, for Kafka-format topics (with --zk: default the listeners the "
+                            "brokers registered); alone, only Kafka-format topics are reachable")
 
 
 def register(subparsers) -> None:
@@ -58,7 +64,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("console-producer", help="send stdin lines as messages",
                               description="Send each stdin line (without its newline) as one message.",
                               epilog=PRODUCER_EXAMPLES, formatter_class=fmt)
-    _add_cluster_args(p)
+    _add_cluster_args(p, kafka=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--key", help="partition key for every line (default: random partition per batch)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -69,7 +75,7 @@ def register(subparsers) -> None:
                               description="Print messages of a topic, one per line. With --zk it joins a "
                                           "consumer group (offsets in ZooKeeper).",
                               epilog=CONSUMER_EXAMPLES, formatter_class=fmt)
-    _add_cluster_args(c)
+    _add_cluster_args(c, kafka=True)
     c.add_argument("--topic", required=True)
     c.add_argument("--group", help="consumer group (--zk only; default: a new random group)")
     c.add_argument("--from-beginning", action="store_true",
@@ -161,7 +167,7 @@ def _producer(args) -> int:
     from ingest.client.console import console_producer  # deferred: imports kazoo
 
     return console_producer(brokers=args.brokers, zk=args.zk, topic=args.topic, lines=sys.stdin.buffer,
-                            key=args.key, overrides=parse_overrides(args.set))
+                            key=args.key, overrides=parse_overrides(args.set), bootstrap=args.bootstrap_server)
 
 
 def _consumer(args) -> int:
@@ -170,7 +176,7 @@ def _consumer(args) -> int:
     return console_consumer(brokers=args.brokers, zk=args.zk, topic=args.topic, group=args.group,
                             from_beginning=args.from_beginning, max_messages=args.max_messages,
                             timeout_ms=args.timeout_ms, print_offsets=args.print_offsets,
-                            overrides=parse_overrides(args.set))
+                            overrides=parse_overrides(args.set), bootstrap=args.bootstrap_server)
 
 
 def _topics(args) -> int:

@@ -191,6 +191,12 @@ class ClusterView:
             self._meta[addr.broker_id] = (now, topics)
         return topics
 
+    def knows(self, topic: str) -> bool:
+        """Whether a live broker's METADATA lists ``topic`` (a 0.7 topic that exists; cached as METADATA is)."""
+        now = self.clock.monotonic()
+        return any(topic in (self._broker_topics(addr, now) or {})
+                   for bid, addr in sorted(self._discovery.brokers().items()) if not self._is_down(bid, now))
+
     def partitions(self, topic: str) -> list[tuple[int, int]]:
         """Sorted ``(broker_id, partition)`` of ``topic`` over the live brokers (not marked down).
 

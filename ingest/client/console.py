@@ -4,6 +4,13 @@ Each tool takes either ``--brokers id:host:port,...`` (static) or ``--zk CONNECT
 (discovery through ``/brokers`` in ZooKeeper). The console consumer joins a
 consumer group when given ``--zk`` (offsets in ZooKeeper); with ``--brokers`` it
 reads every partition directly with a SimpleConsumer and keeps no offsets.
+
+Kafka-format topics (docs/kafka-protocol.md D5): the console producer and consumer also take
+``--bootstrap-server host:port,...`` (Kafka's flag; with ``--zk`` the listeners registered under
+``/brokers/endpoints`` are used without it). The producer's :class:`~ingest.client.producer.Producer`
+picks the path per topic. The consumer reads a topic the Kafka listeners know with the Kafka protocol,
+every partition directly from its leader, keeping no offsets (``--group`` is refused for it: consumer
+groups of Kafka-format topics do not exist yet); any other topic as before.
 """
 from __future__ import annotations
 
@@ -19,12 +26,16 @@ from ingest.client.consumer_group import ConsumerConnector, ConsumerTimeoutError
 from ingest.client.discovery import (Discovery, make_discovery, read_topic_partition_counts, read_topics,
                                      start_kazoo)
 from ingest.client.group_registry import replicated_assignment
+from ingest.client.discovery import read_kafka_servers
+from ingest.client.kafka.config import HostPorts
+from ingest.client.kafka.fetcher import KafkaFetcher
 from ingest.client.leader_consumer import LeaderConsumer
 from ingest.client.producer import Producer, SendResult
 from ingest.client.producer_config import PRODUCER_CONFIG
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
-from ingest.errors import BrokerUnavailableError, ConfigError, IngestError, UnknownTopicError
+from ingest.errors import (BrokerUnavailableError, WrongTopicKindError, ConfigError, IngestError, InvalidTopicError, LeaderNotAvailableError,
+                           OffsetOutOfRangeError, UnknownTopicError)
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +43,23 @@ log = logging.getLogger(__name__)
 EXIT_UNREACHABLE = 2
 
 
-def _discovery_keys(brokers: str | None, zk: str | None) -> dict[str, str]:
-    if bool(brokers) == bool(zk):
-        raise ConfigError("give exactly one of --brokers id:host:port,... or --zk host:port[/chroot]")
-    return {"broker.list": brokers} if brokers else {"zk.connect": zk}
+def _discovery_keys(brokers: str | None, zk: str | None, bootstrap: str | None = None) -> dict[str, str]:
+    if brokers and zk or not (brokers or zk or bootstrap):
+        raise ConfigError("give exactly one of --brokers id:host:port,... or --zk host:port[/chroot]"
+                          + (" (or --bootstrap-server host:port,... alone, for Kafka-format topics)"
+                             if bootstrap is not None else ""))
+    keys = {"broker.list": brokers} if brokers else {"zk.connect": zk} if zk else {}
+    if bootstrap:
+        keys["bootstrap.servers"] = bootstrap
+    return keys
 
 
 def console_producer(*, brokers: str | None, zk: str | None, topic: str, lines: BinaryIO,
                      key: str | None = None, overrides: dict[str, str] | None = None,
-                     err: TextIO = sys.stderr) -> int:
+                     err: TextIO = sys.stderr, bootstrap: str | None = None) -> int:
     """Send each line of ``lines`` (without its newline) as one message; returns an exit code."""
     raw = {"producer.type": "async", "batch.size": "200", "queue.time": "100",
-           "queue.enqueue.timeout.ms": "-1", **_discovery_keys(brokers, zk), **(overrides or {})}
+           "queue.enqueue.timeout.ms": "-1", **_discovery_keys(brokers, zk, bootstrap), **(overrides or {})}
     config = PRODUCER_CONFIG.parse(raw, source="console-producer")
     counts = {"acked": 0, "failed": 0}
 
@@ -73,13 +89,21 @@ def _format(topic: str, broker_id: int, partition: int, offset: int, payload: by
 def console_consumer(*, brokers: str | None, zk: str | None, topic: str, group: str | None = None,
                      from_beginning: bool = False, max_messages: int | None = None,
                      timeout_ms: int = -1, print_offsets: bool = False,
-                     overrides: dict[str, str] | None = None, out: BinaryIO | None = None) -> int:
+                     overrides: dict[str, str] | None = None, out: BinaryIO | None = None,
+                     bootstrap: str | None = None) -> int:
     """Print messages of ``topic``, one per line; returns an exit code."""
     out = out if out is not None else sys.stdout.buffer
     if max_messages is not None and max_messages < 1:
         raise ConfigError(f"--max-messages {max_messages}: allowed is an integer >= 1 (omit it for no limit)")
     if timeout_ms < -1:
         raise ConfigError(f"--timeout-ms {timeout_ms}: allowed is -1 (wait forever) or milliseconds >= 0")
+    _discovery_keys(brokers, zk, bootstrap)
+    servers = _kafka_servers(bootstrap, zk)
+    if servers and _kafka_topic(servers, topic, v07=bool(brokers or zk)):
+        if group:
+            raise ConfigError(f"topic {topic!r} is a Kafka-format topic: consumer groups of Kafka-format topics do "
+                              "not exist yet; read it without --group (every partition, no offsets kept)")
+        return _direct_kafka(servers, topic, from_beginning, max_messages, timeout_ms, print_offsets, out)
     if zk:
         _check_topic_registered(zk, topic)
         return _group_consumer(zk, topic, group, from_beginning, max_messages, timeout_ms, print_offsets,
@@ -91,6 +115,86 @@ def console_consumer(*, brokers: str | None, zk: str | None, topic: str, group: 
         return _direct_consumer(discovery, topic, from_beginning, max_messages, timeout_ms, print_offsets, out)
     finally:
         discovery.close()
+
+
+def _kafka_servers(bootstrap: str | None, zk: str | None) -> tuple[tuple[str, int], ...]:
+    """``--bootstrap-server``, else the Kafka listeners registered in ZooKeeper (none without ``--zk``)."""
+    if bootstrap:
+        try:
+            return HostPorts().parse(bootstrap)
+        except ValueError as exc:
+            raise ConfigError(f"--bootstrap-server {bootstrap!r}: {exc}; allowed is {HostPorts().allowed}") from None
+    if not zk:
+        return ()
+    client = start_kazoo(zk)
+    try:
+        return read_kafka_servers(client)
+    finally:
+        client.stop()
+        client.close()
+
+
+def _kafka_topic(servers, topic: str, *, v07: bool) -> bool:
+    """Whether the Kafka listeners at ``servers`` hold ``topic`` (a 0.7 topic or an unknown one: False).
+
+    Raises:
+        WrongTopicKindError / UnknownTopicError: not a Kafka topic, and no 0.7 broker was named to read it from.
+    """
+    with KafkaFetcher({"bootstrap.servers": servers, "client.id": "console-consumer"}) as f:
+        try:
+            f.cluster.partitions(topic, f.clock.monotonic())
+            return True
+        except LeaderNotAvailableError:
+            return True
+        except (InvalidTopicError, UnknownTopicError) as exc:
+            if v07:
+                return False
+            where = ",".join(f"{h}:{p}" for h, p in servers)
+            if isinstance(exc, InvalidTopicError):
+                raise WrongTopicKindError(f"topic {topic!r} is a 0.7 topic: give --brokers or --zk to read it "
+                                          f"(the Kafka listeners at {where} serve only Kafka-format topics)") from None
+            raise UnknownTopicError(f"topic {topic!r} does not exist on the Kafka listeners at {where}") from None
+
+
+class _Fetched:
+    """One partition's messages of one round, in the shape the printing loop reads (``messages``)."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, messages: list) -> None:
+        self.messages = messages
+
+
+class _Record:
+    __slots__ = ("offset", "payload")
+
+    def __init__(self, offset: int, payload: bytes) -> None:
+        self.offset, self.payload = offset, payload
+
+
+def _direct_kafka(servers, topic, from_beginning, max_messages, timeout_ms, print_offsets, out) -> int:
+    """The console consumer of a Kafka-format topic: every partition from its leader (named by its first
+    replica, as the loader names it), from the earliest or the latest offset; a position that retention
+    deleted meanwhile restarts at the earliest (logged)."""
+    with KafkaFetcher({"bootstrap.servers": servers, "client.id": "console-consumer"}) as f:
+        parts = f.cluster.partitions(topic, f.clock.monotonic() + f.timeout_s)
+        homes = {p.partition: p.replicas[0] if p.replicas else p.leader for p in parts}
+        positions = {p: f.earliest(topic, p) if from_beginning else f.latest(topic, p) for p in sorted(homes)}
+        wait_ms = 100 if len(positions) == 1 else 0
+
+        def fetch_round():
+            for p, offset in positions.items():
+                try:
+                    fetched = f.fetch(topic, p, offset, max_wait_ms=wait_ms)
+                except OffsetOutOfRangeError as exc:
+                    positions[p] = f.earliest(topic, p)
+                    log.warning("%s; reading on from the earliest offset %d", exc, positions[p])
+                    continue
+                records = [_Record(r.offset, b"" if r.value is None else bytes(r.value)) for r in fetched.records()]
+                yield homes[p], p, _Fetched(records)
+                positions[p] = fetched.next_offset
+
+        return _print_rounds(topic, fetch_round, max_messages, timeout_ms, print_offsets, out)
 
 
 def _unknown_topics(topics: Iterable[str], where: str, known: Iterable[str]) -> UnknownTopicError:

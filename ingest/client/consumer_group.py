@@ -63,7 +63,7 @@ from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
 from ingest.client.group_fetchers import GroupFetchers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError
+from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError, WrongTopicKindError
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,11 @@ class ConsumerConnector:
         for topic, n in topic_counts.items():
             if n < 1:
                 raise ConfigError(f"topic {topic!r}: number of streams must be >= 1, got {n}")
+            if registry.kafka_topic(self.zk, topic):
+                raise WrongTopicKindError(
+                    f"topic {topic!r} is a Kafka-format topic: consumer groups of Kafka-format topics do not exist "
+                    "yet; read its partitions with ingest.client.kafka.fetcher.KafkaFetcher (or `ingest "
+                    "console-consumer`), or use a Kafka consumer")
             self._streams[topic] = [MessageStream(f"{topic}-{i}", max_chunks, self.generation, timeout)
                                     for i in range(n)]
         self._subscription = dict(topic_counts)
@@ -255,7 +260,8 @@ class ConsumerConnector:
 
     def _whitelist_topics(self) -> dict[str, int]:
         pattern, n = self._whitelist
-        return {t: n for t in self.zk.retry(self.zk.get_children, znodes.BROKER_TOPICS) if pattern.fullmatch(t)}
+        return {t: n for t in self.zk.retry(self.zk.get_children, znodes.BROKER_TOPICS)
+                if pattern.fullmatch(t) and not registry.kafka_topic(self.zk, t)}   # a group reads 0.7 topics
 
     def _watch_topics(self) -> None:
         # The topic node is never created here: a replicated topic's creator writes its

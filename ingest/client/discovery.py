@@ -6,6 +6,7 @@ paths and values are built and parsed by :mod:`ingest.znodes`)::
     /brokers/ids/[broker_id]               -> "creator:host:port"  (ephemeral; Kafka 0.7's form;
                                                               plain "host:port" read too)
     /brokers/topics/[topic]/[broker_id]    -> "#partitions"  (ephemeral)
+    /brokers/endpoints/[broker_id]         -> the broker's Kafka listeners, Kafka's JSON (ephemeral)
 
 Both discoveries answer :meth:`brokers` (a snapshot ``{broker_id: BrokerAddress}``)
 and call their listeners (no arguments) whenever the broker or topic registry
@@ -17,6 +18,11 @@ re-register after a ZooKeeper outage, ``/brokers/ids`` is empty for a moment.
 of those nodes, shared with the consumer group. Every ZooKeeper call goes
 through ``client.retry`` (kazoo's recipe): a connection loss waits for the
 reconnect instead of failing the read.
+
+The Kafka listeners (for Kafka-format topics, docs/kafka-protocol.md D5) are ``bootstrap.servers``
+when set, else with ZooKeeper the first endpoint of every ``/brokers/endpoints/[id]``
+(:meth:`Discovery.kafka_servers`, read when asked, not watched: a Kafka client learns the rest of
+the cluster from Metadata).
 
 Concurrency: ``brokers()`` returns an immutable snapshot and is safe from any thread;
 ``version`` and ``wait_for_change`` too (a condition variable bumped after the listeners ran,
@@ -120,6 +126,26 @@ def read_brokers(zk) -> dict[int, BrokerAddress]:
     return out
 
 
+def read_kafka_servers(zk) -> tuple[tuple[str, int], ...]:
+    """``(host, port)`` of the first Kafka listener of every broker under ``/brokers/endpoints``, by broker
+    id (empty if none); a node that vanishes or holds junk is skipped."""
+    try:
+        children = zk.retry(zk.get_children, znodes.BROKER_ENDPOINTS)
+    except NoNodeError:
+        return ()
+    out = []
+    for child in sorted(children, key=lambda c: (len(c), c)):
+        try:
+            data, _ = zk.retry(zk.get, znodes.broker_endpoints_path(int(child)))
+            endpoints = znodes.parse_broker_endpoints(data)
+        except (NoNodeError, ValueError) as exc:
+            log.debug("skipping endpoints znode %s: %s", child, exc)
+            continue
+        if endpoints:
+            out.append(next(iter(endpoints.values())))
+    return tuple(out)
+
+
 def read_topics(zk) -> list[str]:
     """Every topic some broker registered under ``/brokers/topics`` (sorted; empty if none)."""
     try:
@@ -163,6 +189,10 @@ class Discovery:
 
     def brokers(self) -> dict[int, BrokerAddress]:
         return self._brokers
+
+    def kafka_servers(self) -> tuple[tuple[str, int], ...]:
+        """Kafka listeners found by this discovery (ZooKeeper's ``/brokers/endpoints``); none for a static list."""
+        return ()
 
     def add_listener(self, fn: Callable[[], None]) -> None:
         self._listeners.append(fn)
@@ -248,6 +278,9 @@ class ZkDiscovery(Discovery):
     def closed(self) -> bool:
         return self._closed
 
+    def kafka_servers(self) -> tuple[tuple[str, int], ...]:
+        return read_kafka_servers(self._client)
+
     def wait_for_change(self, version: int, timeout_s: float, clock: Clock) -> None:
         # a real-time wait: the watch thread wakes it (an injected clock cannot)
         with self._changed:
@@ -282,7 +315,8 @@ class ZkDiscovery(Discovery):
 
 
 def make_discovery(config) -> Discovery:
-    """ZkDiscovery when ``zk.connect`` is set, else StaticDiscovery over ``broker.list``."""
+    """ZkDiscovery when ``zk.connect`` is set, else StaticDiscovery over ``broker.list``; with neither but
+    ``bootstrap.servers`` (a client of Kafka-format topics only), a discovery of no 0.7 broker."""
     if config["zk.connect"]:
         client = start_kazoo(config["zk.connect"],
                              session_timeout_ms=config["zk.sessiontimeout.ms"],
@@ -290,4 +324,7 @@ def make_discovery(config) -> Discovery:
         return ZkDiscovery(client, own_client=True)
     if config["broker.list"]:
         return StaticDiscovery(config["broker.list"])
-    raise ConfigError("set either zk.connect (ZooKeeper discovery) or broker.list ('id:host:port,...')")
+    if config.get("bootstrap.servers"):
+        return Discovery()
+    raise ConfigError("set zk.connect (ZooKeeper discovery), broker.list ('id:host:port,...') or "
+                      "bootstrap.servers (Kafka listeners 'host:port,...', for Kafka-format topics)")

@@ -39,6 +39,16 @@ def replicated_assignment(zk, topic: str) -> dict[int, tuple[int, ...]] | None:
         return None
 
 
+def kafka_topic(zk, topic: str) -> bool:
+    """Whether ``topic`` is a Kafka-format topic (its assignment says ``"format":"kafka"``): a group of this
+    design cannot read it (its offsets are record offsets, served only by the Kafka listeners)."""
+    try:
+        data, _ = zk.retry(zk.get, znodes.topic_dir(topic))
+        return znodes.parse_topic_format(data) == znodes.KAFKA_FORMAT
+    except (NoNodeError, ValueError):
+        return False
+
+
 def partitions_of(zk, topic: str, live: dict[int, BrokerAddress]) -> tuple[list[tuple[int, int]], bool]:
     """Sorted ``(broker_id, partition)`` of ``topic`` and whether it is replicated.
 

@@ -69,10 +69,12 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ingest.client.cluster import ClusterView, Route
+from ingest.client.cluster import ClusterView
 from ingest.client.discovery import Discovery, make_discovery
+from ingest.client.kafka_sender import KafkaSender
 from ingest.client.producer_config import PRODUCER_CONFIG, codec_number, format_magic
 from ingest.client.send_batch import BatchSender, SendResult
+from ingest.client.topic_routes import Sender, TopicRoutes
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import ConfigError, IngestError, MessageTooLargeError, ProducerClosedError, ProducerQueueFullError
@@ -134,6 +136,9 @@ class Producer:
         self.stats = {"sent": 0, "acked": 0, "failed": 0, "dropped": 0, "retries": 0}
         self._sender_of_batches = BatchSender(self.cluster, config, codec=self.codec, magic=self.magic, clock=clock,
                                               stats=self.stats, stats_lock=self._lock)
+        self.routes = TopicRoutes(config, self.discovery, self.cluster, self._sender_of_batches,
+                                  lambda servers: KafkaSender(config, servers, codec=self.codec, clock=clock),
+                                  clock=clock)
         self._closed = False
         self._async = config["producer.type"] == "async"
         self._sender: threading.Thread | None = None
@@ -174,7 +179,14 @@ class Producer:
             raise MessageTooLargeError(
                 f"payload of {size} bytes for topic {topic!r} exceeds max.message.size {limit}")
         if not self._async:
-            result = self._sender_of_batches.send(topic, list(payloads), key)
+            try:
+                sender = self.routes.sender(topic)
+            except IngestError as exc:
+                result = SendResult(topic, -1, -1, len(payloads), None, exc)
+            else:
+                result = sender.send(topic, list(payloads), key)
+                if result.error is not None:
+                    self.routes.forget(topic, result.error)
             self._account(result)
             if callback is not None:
                 callback(result)
@@ -208,12 +220,15 @@ class Producer:
             if timeout_s is not None:
                 self._give_up_at = self.clock.monotonic() + max(0.0, timeout_s)
                 self._sender_of_batches.give_up_at = self._give_up_at   # the batch being retried, too
+                if self.routes.kafka is not None:
+                    self.routes.kafka.give_up_at = self._give_up_at
             marker = _Marker(close=True)
             self._put_marker(marker)
             self._sender.join()
             if self._given_up:
                 log.error("producer closed with %d message(s) unsent after its close timeout of %.1f s; they are "
                           "reported failed", self._given_up, timeout_s)
+        self.routes.close()
         self.cluster.close()
         if self._own_discovery:
             self.discovery.close()
@@ -227,8 +242,11 @@ class Producer:
     # --- cluster view (delegated) ------------------------------------------------------------
 
     def partitions(self, topic: str) -> list[tuple[int, int]]:
-        """Replicated topic: ``(leader, partition)`` per partition, in partition order (leader -1
-        while there is none). Otherwise sorted ``(broker_id, partition)`` over the live brokers."""
+        """Replicated or Kafka-format topic: ``(leader, partition)`` per partition, in partition order
+        (leader -1 while there is none). Otherwise sorted ``(broker_id, partition)`` over the live brokers."""
+        sender = self.routes.sender(topic)
+        if isinstance(sender, KafkaSender):
+            return sender.leaders(topic)
         leaders = self.cluster.leaders(topic)
         return leaders if leaders is not None else self.cluster.partitions(topic)
 
@@ -336,35 +354,45 @@ class Producer:
         if not items:
             return
         batch_size = self.config["batch.size"]
-        groups: dict[tuple, list[tuple[Callback | None, bytes]]] = defaultdict(list)
+        groups: dict[tuple, list[tuple[Callback | None, bytes, bytes | str | None]]] = defaultdict(list)
         keys: dict[tuple, bytes | str | None] = {}
-        keyless_route: dict[str, Route] = {}
+        keyless_route: dict[str, object] = {}
         for item in items:
+            try:
+                sender = self.routes.sender(item.topic)
+            except IngestError as exc:   # the topic's kind cannot be decided now: its messages fail
+                entries = [(item.callback, p, item.key) for p in item.payloads]
+                self._report(SendResult(item.topic, -1, -1, len(entries), None, exc), entries, None)
+                self._account(SendResult(item.topic, -1, -1, len(entries), None, exc))
+                continue
             try:
                 if item.key is None:
                     if item.topic not in keyless_route:
-                        keyless_route[item.topic] = self.cluster.route(item.topic, None)
+                        keyless_route[item.topic] = sender.route(item.topic, None)
                     route = keyless_route[item.topic]
                 else:
-                    route = self.cluster.route(item.topic, item.key)
-                gkey = (item.topic, route, None)
+                    route = sender.route(item.topic, item.key)
+                gkey = (item.topic, sender, route, None)
             except IngestError:
-                gkey = (item.topic, None, item.key)  # routed (and retried, or failed) per key below
+                gkey = (item.topic, sender, None, item.key)  # routed (and retried, or failed) per key below
             keys.setdefault(gkey, item.key)
             cb = item.callback
-            groups[gkey].extend((cb, p) for p in item.payloads)
+            groups[gkey].extend((cb, p, item.key) for p in item.payloads)
         try:
             for gkey, entries in groups.items():
-                topic, route, _ = gkey
+                topic, sender, route, _ = gkey
                 for i in range(0, len(entries), batch_size):
                     chunk = entries[i:i + batch_size]
                     give_up_at = self._give_up_at
                     if give_up_at is not None and self.clock.monotonic() >= give_up_at:
                         result = self._unsent(topic, len(chunk))
                     else:
-                        result = self._sender_of_batches.send(topic, [p for _, p in chunk], keys[gkey], route)
+                        result = sender.send(topic, [p for _, p, _ in chunk], keys[gkey], route,
+                                             keys=[k for _, _, k in chunk])
                         self._account(result)
-                    self._report(result, chunk)
+                        if result.error is not None:
+                            self.routes.forget(topic, result.error)
+                    self._report(result, chunk, sender)
         finally:
             with self._qlock:
                 self._queued -= sum(len(i.payloads) for i in items)
@@ -380,20 +408,26 @@ class Producer:
             f"{count} message(s) for topic {topic!r} not sent: the producer was closed and its close "
             "timeout passed"))
 
-    def _report(self, result: SendResult, entries: list[tuple[Callback | None, bytes]]) -> None:
-        """One callback per run of one ``send`` call's messages in the batch, with its first offset."""
+    def _report(self, result: SendResult, entries: list[tuple[Callback | None, bytes, object]],
+                sender: Sender | None) -> None:
+        """One callback per run of one ``send`` call's messages in the batch, with its first offset
+        (record offsets count records; byte offsets, of an uncompressed 0.7 set, count bytes)."""
         offset = result.first_offset
+        records = getattr(sender, "record_offsets", False)
         position = 0
         for callback, run in itertools.groupby(entries, key=lambda e: e[0]):
             run = list(run)
             if callback is not None:
                 first = None
                 if offset is not None:
-                    first = offset if self.codec else offset + position
+                    first = offset + position if records or not self.codec else offset
                 try:
                     callback(SendResult(result.topic, result.broker_id, result.partition, len(run),
                                         first, result.error))
                 except Exception:
                     log.exception("producer callback failed")
-            if offset is not None and not self.codec:
-                position += sum(HEADER_SIZE + len(p) for _, p in run)
+            if offset is not None:
+                if records:
+                    position += len(run)
+                elif not self.codec:
+                    position += sum(HEADER_SIZE + len(e[1]) for e in run)

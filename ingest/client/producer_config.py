@@ -1,5 +1,9 @@
 """Configuration keys of the producer (Kafka 0.7 names).
 
+Kafka-format topics (docs/kafka-protocol.md D5): ``bootstrap.servers`` (Kafka's key) names the Kafka
+listeners and
+``topic.format.default`` the kind a new topic gets.
+
 The replication keys are Kafka 0.8's: ``request.required.acks`` takes -1 (every
 in-sync replica), 0 or 1, ``request.timeout.ms`` is how long an acks=-1 leader may
 wait.
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.client.discovery import DISCOVERY_KEYS
+from ingest.client.kafka.config import HostPorts
 from ingest.config import Choice, ConfigDef, Int, Key, KeyType, Str
 
 ACKS_LEVELS = (-1, 0, 1)
@@ -48,9 +53,15 @@ CODEC_BY_NAME = {"none": 0, "gzip": 1, "snappy": 2, "0": 0, "1": 1, "2": 2}
 # magic 0 the pre-0.7 message without attributes, the only one some 0.7-era readers such as brod parse)
 MAGIC_BY_FORMAT = {"ingest": 2, "0.7": 1, "0.6": 0}
 
+TOPIC_FORMATS = ("kafka", "0.7")
+"""``topic.format.default`` values: the two kinds of topic (docs/kafka-protocol.md D2)."""
+
 PRODUCER_CONFIG = ConfigDef(
     "producer",
     DISCOVERY_KEYS + (
+        Key("bootstrap.servers", HostPorts(), None,
+            "Kafka listeners host:port,... (Kafka's key) for Kafka-format topics; default: with zk.connect, the "
+            "listeners the brokers registered under /brokers/endpoints; neither: every topic is a 0.7 topic"),
         Key("producer.type", Choice(("sync", "async")), "sync",
             "sync: send() returns once the broker acknowledged; async: send() enqueues, a sender thread batches"),
         Key("batch.size", Int(1, 1_000_000), 200,
@@ -99,6 +110,10 @@ PRODUCER_CONFIG = ConfigDef(
             "are re-read from the brokers; a leader error re-reads at once"),
         Key("max.message.size", Int(1, 1 << 30), 1_000_000,
             "largest payload accepted by send(); bigger raises MessageTooLargeError"),
+        Key("topic.format.default", Choice(TOPIC_FORMATS), "kafka",
+            "the kind of a topic neither the Kafka listeners nor the 0.7 brokers know yet, created by its "
+            "first message: 'kafka' (through the Kafka listeners: bootstrap.servers or ZooKeeper's "
+            "/brokers/endpoints; with neither, 0.7) or '0.7'"),
     ),
 )
 

@@ -131,9 +131,17 @@ class BatchSender:
         self.give_up_at: float | None = None
         """Set by a producer closing with a timeout (monotonic): no batch is retried past it."""
 
+    record_offsets = False
+    """Offsets are byte positions (a Kafka-format topic's sender numbers records)."""
+
+    def route(self, topic: str, key: bytes | str | None) -> Route:
+        """Where a batch of ``key`` goes now (:meth:`ClusterView.route`)."""
+        return self.cluster.route(topic, key)
+
     def send(self, topic: str, payloads: list[bytes], key: bytes | str | None,
-             route: Route | None = None) -> SendResult:
-        """Send one batch to one partition (``route``, or routed now), retrying as the module doc says."""
+             route: Route | None = None, keys=None) -> SendResult:
+        """Send one batch to one partition (``route``, or routed now), retrying as the module doc says.
+        ``keys`` (one per payload, from an async producer's queue) are not sent: a 0.7 message has no key."""
         try:
             message_set = encode_message_set(payloads, self.codec, self.magic)
         except IngestError as exc:

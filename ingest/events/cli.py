@@ -33,6 +33,7 @@ PRODUCE_EXAMPLES = """\
 examples:
   ingest produce --brokers 127.0.0.1:9092 --registry http://127.0.0.1:8081 --topic page_views --count 10000
   ingest produce --zk 127.0.0.1:2181 --registry http://127.0.0.1:8081 --topic clicks --count 600 --rate 10 --json
+  ingest produce --bootstrap-server 127.0.0.1:29092 --registry http://127.0.0.1:8081 --topic clicks --count 100
 """
 
 
@@ -57,9 +58,12 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("produce", help="publish synthetic events with monitoring events (load generator)",
                               epilog=PRODUCE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--brokers", help="static brokers: host:port or id:host:port, comma-separated")
     src.add_argument("--zk", help="ZooKeeper connect string (brokers found under /brokers)")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT,...",
+                   help="Kafka listeners, for Kafka-format topics (with --zk: default the listeners the brokers "
+                        "registered); alone, only Kafka-format topics are reachable")
     p.add_argument("--registry", required=True, help="schema registry URL, e.g. http://127.0.0.1:8081")
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int_flag("an integer >= 0"), required=True, help="events to publish")
@@ -166,10 +170,15 @@ def _produce(args: argparse.Namespace) -> int:
     raw: dict[str, Any] = dict(read_properties(args.config)) if args.config else {}
     raw.update(parse_overrides(args.set))
     event_keys, producer_keys = split_config(raw)
+    if not (args.brokers or args.zk or args.bootstrap_server):
+        raise ConfigError("give --brokers host:port,..., --zk host:port[/chroot] or --bootstrap-server host:port,... "
+                          "(Kafka listeners, for Kafka-format topics)")
     if args.brokers:
         producer_keys["broker.list"] = resolve_broker_list(args.brokers)
-    else:
+    elif args.zk:
         producer_keys["zk.connect"] = args.zk
+    if args.bootstrap_server:
+        producer_keys["bootstrap.servers"] = args.bootstrap_server
     producer_keys.setdefault("producer.type", "async")
     producer_keys.setdefault("batch.size", args.batch_size)
     producer_keys.setdefault("queue.time", 100)

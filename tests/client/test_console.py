@@ -46,7 +46,7 @@ def test_console_round_trip_with_static_brokers(broker_factory):
 @pytest.mark.slow
 def test_console_consumer_group_with_zookeeper_resumes(broker_factory, zk_connect):
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=2)
-    r = ingest("console-producer", "--zk", zk_connect, "--topic", "conz",
+    r = ingest("console-producer", "--zk", zk_connect, "--topic", "conz", "--set", "topic.format.default=0.7",
                stdin=b"".join(b"m%d\n" % i for i in range(20)))
     assert r.returncode == 0, r.stderr.decode()
     first = ingest("console-consumer", "--zk", zk_connect, "--topic", "conz", "--group", "ops",

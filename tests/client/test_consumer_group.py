@@ -88,7 +88,7 @@ def test_groups_of_one_to_five_rebalance_and_lose_nothing_across_broker_restart(
     all_parts = [(b.broker_id, p) for b in brokers for p in range(4)]
     wait_until(lambda: live_partitions(zk, topic) == all_parts, 20, "12 partitions registered")
     produced = [b"init"] * 3
-    producer = Producer({"zk.connect": zk_connect, "retry.backoff.ms": 20, "reconnect.backoff.max.ms": 500})
+    producer = Producer({"zk.connect": zk_connect, "topic.format.default": "0.7", "retry.backoff.ms": 20, "reconnect.backoff.max.ms": 500})
 
     def produce(n):
         batch = [b"m%05d" % (len(produced) + i) for i in range(n)]
@@ -133,7 +133,7 @@ def test_consumer_sigkilled_mid_stream_loses_nothing_for_its_group(broker_factor
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=2)
     topic = "g-kill"
     expected = [b"e%05d" % i for i in range(3000)]
-    with Producer({"zk.connect": zk_connect}) as p:
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
         for i in range(0, len(expected), 100):
             p.send(topic, expected[i:i + 100], key=b"%d" % i)
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -183,7 +183,7 @@ def test_expired_session_reregisters_and_rebalances(broker_factory, zk_connect, 
                    "a new ZooKeeper session")
         wait_until(lambda: zk.exists("/consumers/ge/ids/solo"), 20, "re-registration after expiry")
         wait_until(lambda: ownership_is_settled(zk, "ge", topic, [member], parts), 20, "ownership re-claimed")
-        with Producer({"zk.connect": zk_connect}) as p:
+        with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
             p.send(topic, [b"after-expiry"])
         wait_until(lambda: b"after-expiry" in sink, 20, "message after expiry consumed")
     finally:
@@ -192,7 +192,7 @@ def test_expired_session_reregisters_and_rebalances(broker_factory, zk_connect, 
 
 def test_whitelist_streams_follow_new_topics_and_reset_largest(broker_factory, zk_connect):
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
-    with Producer({"zk.connect": zk_connect}) as p:
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
         p.send("wl-a", [b"a-old"])
         p.send("other", [b"o"])
         c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "gw", "autooffset.reset": "largest",
@@ -215,7 +215,7 @@ def test_whitelist_streams_follow_new_topics_and_reset_largest(broker_factory, z
 
 def test_commit_offsets_on_demand_and_resume(broker_factory, zk_connect, zk):
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
-    with Producer({"zk.connect": zk_connect}) as p:
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
         p.send("g-commit", [b"%d" % i for i in range(10)])
     cfg = {"zk.connect": zk_connect, "groupid": "gc", "autocommit.enable": False, "consumer.timeout.ms": 5000,
            **FAST}
@@ -237,7 +237,7 @@ def test_group_fetcher_grows_fetch_size_for_a_large_message_then_hits_the_ceilin
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1,
                              overrides={"max.message.size": 2_000_000})
     big = b"B" * 500_000
-    with Producer({"zk.connect": zk_connect, "max.message.size": 2_000_000}) as p:
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7", "max.message.size": 2_000_000}) as p:
         p.send("g-big", [b"small", big, b"after"])
     base = {"zk.connect": zk_connect, "fetch.size": 4096, "consumer.timeout.ms": 10000, **FAST}
     c = ConsumerConnector({**base, "groupid": "gbig", "max.fetch.size": 1_000_000})
@@ -261,7 +261,7 @@ def test_several_streams_per_consumer_split_the_partitions(broker_factory, zk_co
     topic = "g-streams"
     create_topic(brokers, topic)
     expected = {b"init"}
-    with Producer({"zk.connect": zk_connect}) as p:
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
         for i in range(40):
             p.send(topic, [b"s%02d" % i], key=b"key%d" % i)
             expected.add(b"s%02d" % i)

@@ -185,7 +185,7 @@ def test_no_live_broker_fails_with_clear_error():
 
 def test_zookeeper_discovery_finds_brokers_and_follows_changes(broker_factory, zk_connect):
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=2)
-    with Producer({"zk.connect": zk_connect, "topic.metadata.refresh.interval.ms": 100}) as p:
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7", "topic.metadata.refresh.interval.ms": 100}) as p:
         p.send("p-zk", [b"one"])
         assert set(p.discovery.brokers()) == {brokers[0].broker_id}
         more = broker_factory(n=1, zk_connect=zk_connect, num_partitions=2)

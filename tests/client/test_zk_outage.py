@@ -171,7 +171,7 @@ def test_retries_end_with_the_attempts_or_the_time_budget_whichever_first(retrie
 @pytest.mark.slow
 def test_sends_outlast_a_zookeeper_outage_with_default_settings(zk_server, broker_link, broker):
     """Before the fix the retries (~0.7 s) ran out while /brokers/ids was empty and sends failed."""
-    producer = Producer({"zk.connect": zk_server.connect})
+    producer = Producer({"zk.connect": zk_server.connect, "topic.format.default": "0.7"})
     try:
         outcome = _send_through_outage(
             zk_server, broker_link, lambda i: producer.send(TOPIC, [b"m-%d" % i], key=b"k"))
@@ -189,7 +189,7 @@ def test_sends_outlast_a_zookeeper_outage_with_default_settings(zk_server, broke
 def test_with_a_tiny_budget_sends_fail_and_are_counted_failed(zk_server, broker_link, broker, registry):
     """delivery.timeout.ms below the re-registration window: failures, counted by the producer
     and in the event producer's monitoring counts (what its monitoring events report)."""
-    producer = Producer({"zk.connect": zk_server.connect, "delivery.timeout.ms": 50,
+    producer = Producer({"zk.connect": zk_server.connect, "topic.format.default": "0.7", "delivery.timeout.ms": 50,
                          "message.send.max.retries": 0})
     events = EventProducer(producer, registry, background=False, service_name="outage-test")
     gen = EventGenerator(seed=11)

@@ -78,7 +78,7 @@ def test_registry_reads_in_flight_when_the_connection_drops_are_replayed(proxy, 
 
 def test_offset_commit_in_flight_when_the_connection_drops_is_replayed(broker_factory, proxy, zk_connect, zk):
     brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
-    with Producer({"zk.connect": zk_connect}) as p:
+    with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
         p.send("retry-commit", [b"%d" % i for i in range(5)])
     c = ConsumerConnector({"zk.connect": f"127.0.0.1:{proxy.port}{_chroot(zk_connect)}", "groupid": "gr",
                            "autocommit.enable": False, "consumer.timeout.ms": 5000})

@@ -59,7 +59,8 @@ def test_produce_rejects_a_bad_broker_entry(registry):
 def test_produce_finds_brokers_through_zookeeper(broker_factory, registry, zk_connect):
     brokers = broker_factory(n=2, zk_connect=zk_connect, num_partitions=1)
     proc = run_produce("--zk", zk_connect, "--registry", registry.url, "--topic", "svc-metrics",
-                       "--count", "200", "--batch-size", "20", "--json")
+                       "--count", "200", "--batch-size", "20", "--json",
+                       "--set", "topic.format.default=0.7")   # read back below from the 0.7 port
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["acknowledged"] == 200 and summary["schema"] == "service_metric"

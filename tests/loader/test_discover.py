@@ -16,7 +16,7 @@ def test_zookeeper_discovery_finds_every_partition_with_offsets(zk_connect, tmp_
     try:
         from ingest.client.producer import Producer
 
-        with Producer({"zk.connect": zk_connect}) as p:
+        with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
             p.send("zk-topic", [b"a", b"b"], key="x")
         cfg = LOADER_CONFIG.parse({"destination": "/tmp/unused", "zk.connect": zk_connect,
                                    "registry.url": "http://127.0.0.1:1"})

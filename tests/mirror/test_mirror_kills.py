@@ -63,7 +63,7 @@ def test_mirror_sigkilled_30_times_copies_every_message_exactly_once(zookeeper, 
         except BaseException as exc:  # reported by the test thread
             errors.append(exc)
 
-    producers = [threading.Thread(target=publish, args=("dc1", {"zk.connect": dc1_zk}), daemon=True),
+    producers = [threading.Thread(target=publish, args=("dc1", {"zk.connect": dc1_zk, "topic.format.default": "0.7"}), daemon=True),
                  threading.Thread(target=publish, args=("dc2", {"broker.list": dc2.address,
                                                                 "compression.codec": "gzip"}), daemon=True)]
     props = {"sources": "dc1,dc2", "source.dc1.zk.connect": dc1_zk, "source.dc2.zk.connect": dc2_zk,

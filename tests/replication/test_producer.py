@@ -198,7 +198,7 @@ def _leader(brokers, md, topic: str, partitions: int, partition: int, *, not_bro
 
 
 def _producer(zk_connect: str, **keys) -> Producer:
-    return Producer({"zk.connect": zk_connect, **keys})
+    return Producer({"zk.connect": zk_connect, "topic.format.default": "0.7", **keys})   # replicated 0.7 topics
 
 
 def test_every_acks_level_reaches_the_leader_of_the_keys_hashed_partition(broker_factory, zk_connect, zk):
@@ -299,7 +299,7 @@ def test_acks_all_on_unreplicated_topics_behaves_as_acks_one(broker_factory, zk_
     ZooKeeper brokers with default.replication.factor 1 both acknowledge with the first offset."""
     static = broker_factory(n=1)
     zk_broker = broker_factory(n=1, zk_connect=zk_connect)
-    for config in ({"broker.list": static[0].address}, {"zk.connect": zk_connect}):
+    for config in ({"broker.list": static[0].address}, {"zk.connect": zk_connect, "topic.format.default": "0.7"}):
         results = []
         with Producer({**config, "request.required.acks": -1}) as producer:
             producer.send("plain", [b"a", b"b"], key="k", callback=results.append)

@@ -1,7 +1,9 @@
 """A Kafka-protocol client's view of the cluster: bootstrap, Metadata, and one connection per broker.
 
 Bootstrap (Kafka's ``bootstrap.servers``): Metadata is asked of any reachable address, the known
-brokers first and the bootstrap servers after them, each tried once per refresh; the answer names
+brokers first and the bootstrap servers after them, each tried once per refresh (until the caller's
+deadline; at least one); an address whose Metadata failed is asked after the others until it answers
+again, so a dead leader is not asked first by every refresh; the answer names
 every broker (node id, host, port) and, for each topic asked, its partitions with leader, leader
 epoch, replicas and in-sync replicas. Every request then goes to the partition's leader over that
 broker's one :class:`~ingest.wire.kafka.connection.KafkaConnection`, which agrees API versions with
@@ -103,6 +105,7 @@ class KafkaCluster:
         self._bootstrap_connections: dict[tuple[str, int], KafkaConnection] = {}
         self._failed_refreshes = 0
         self._next_refresh_at = 0.0
+        self._unanswered: dict[tuple[str, int], float] = {}   # address -> when its Metadata last failed
 
     # --- connections --------------------------------------------------------------------------
 
@@ -192,8 +195,10 @@ class KafkaCluster:
                 answer = conn.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), version)
             except (BrokerUnavailableError, MalformedResponseError) as exc:
                 tried.append(f"{conn!r} ({exc})")
+                self._unanswered[(conn.host, conn.port)] = self.clock.monotonic()
                 _refusals.warning(f"{conn.host}:{conn.port}", "metadata", "Metadata from %r failed: %s", conn, exc)
                 continue
+            self._unanswered.pop((conn.host, conn.port), None)
             self._apply(answer, ())
             self._failed_refreshes = 0
             return sorted(t.name for t in answer.topics if t.name in self._topics)
@@ -235,8 +240,10 @@ class KafkaCluster:
                 answer = conn.call(request, version)
             except (BrokerUnavailableError, MalformedResponseError) as exc:
                 tried.append(f"{conn!r} ({exc})")
+                self._unanswered[(conn.host, conn.port)] = self.clock.monotonic()
                 _refusals.warning(f"{conn.host}:{conn.port}", "metadata", "Metadata from %r failed: %s", conn, exc)
                 continue
+            self._unanswered.pop((conn.host, conn.port), None)
             self._apply(answer, names)
             self._failed_refreshes = 0
             return
@@ -244,6 +251,13 @@ class KafkaCluster:
                                      f"(bootstrap.servers {_servers(self.bootstrap)})")
 
     def _candidates(self) -> list[KafkaConnection]:
+        """Known brokers, then bootstrap servers; those whose Metadata failed last go after the others
+        (the longest ago first), so that a dead broker is not the only one a refresh with little time
+        left asks (a refresh asks at least one address even past its deadline)."""
+        out = self._addresses()
+        return sorted(out, key=lambda c: self._unanswered.get((c.host, c.port), float("-inf")))
+
+    def _addresses(self) -> list[KafkaConnection]:
         out = [self.connection(node_id) for node_id in sorted(self.nodes)]
         for host, port in self.bootstrap:
             if any((c.host, c.port) == (host, port) for c in out):

@@ -162,19 +162,24 @@ class KafkaProducer:
         if slot.bytes >= self.batch_size or now >= self._linger_due:
             self._send_due(now, force=False)
 
-    def produce(self, topic: str, partition: int, records: Iterable[SimpleRecord | bytes]) -> Delivery:
+    def produce(self, topic: str, partition: int, records: Iterable[SimpleRecord | bytes], *,
+                deadline: float | None = None) -> Delivery:
         """Send ``records`` to one partition now, as one batch, and return its delivery (records of
-        that partition still open are sent first, so order holds).
+        that partition still open are sent first, so order holds). ``deadline`` (a ``clock.monotonic()``
+        time) ends the wait for metadata and the retries earlier than ``max.block.ms`` and
+        ``delivery.timeout.ms`` would (a caller closing with a timeout).
 
         Raises:
             DeliveryFailedError: the batch failed (see the module docstring).
         """
-        self.cluster.partition(topic, partition, self.clock.monotonic() + self.max_block_s)
+        now = self.clock.monotonic()
+        until = now + self.delivery_timeout_s if deadline is None else min(now + self.delivery_timeout_s, deadline)
+        self.cluster.partition(topic, partition, min(now + self.max_block_s, until))
         if (topic, partition) in self._open:
             self._send_due(self.clock.monotonic(), force=True)
         recs = list(records)
         batch = _Batch(topic, partition, build_batch(recs, codec=self.codec, now_ms=self.clock.time_ms()),
-                       len(recs), self.clock.monotonic() + self.delivery_timeout_s)
+                       len(recs), until)
         delivered = self._deliver([batch])
         self._delivered.remove(delivered[0])
         return delivered[0]
