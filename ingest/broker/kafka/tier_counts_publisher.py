@@ -41,7 +41,7 @@ import uuid
 from pathlib import Path
 
 from ingest.broker.kafka.tier_counts import Taken, TierCounter, recount
-from ingest.errors import ConfigError, IngestError, LeaderNotAvailableError
+from ingest.errors import ConfigError, IngestError, LeaderNotAvailableError, NeedsZooKeeperError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.builder import SimpleRecord, build_batch
 
@@ -238,8 +238,15 @@ class TierCountsPublisher:
         cluster = self.apis.cluster
         parts = cluster.describe(self.topic)
         if parts is None:
-            if not cluster.create_topic(self.topic):
-                raise LeaderNotAvailableError(f"topic {self.topic!r} was just created; its leaders are being elected")
+            try:
+                created = cluster.create_topic(self.topic)
+            except NeedsZooKeeperError:
+                # the assignment is written on the broker's coordination thread, as for a producer's request
+                cluster.coordinated.submit(lambda: self._create_on_coordination_thread(cluster),
+                                           lambda _exc: None, 0)
+                created = False
+            if not created:
+                raise LeaderNotAvailableError(f"topic {self.topic!r} is being created; its leaders are being elected")
             parts = cluster.describe(self.topic) or ()
         n = len(parts)
         for i in range(n):
@@ -249,6 +256,12 @@ class TierCountsPublisher:
             except IngestError:
                 continue
         raise LeaderNotAvailableError(f"this broker leads no partition of {self.topic!r} now")
+
+    def _create_on_coordination_thread(self, cluster) -> None:
+        try:
+            cluster.create_topic(self.topic)
+        except IngestError as exc:
+            self._errors.warning("", "create", "cannot create the broker-tier counts topic %r yet: %s", self.topic, exc)
 
     def _events(self, taken: Taken) -> list[bytes]:
         import fastavro  # deferred: the heavy Avro library is needed only where counts are published
