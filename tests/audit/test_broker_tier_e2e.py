@@ -1,8 +1,9 @@
 """Broker-tier counts end to end with real processes: a topic fed only by confluent-kafka producers
 (AvroSerializer against the real registry, a schema without the product's header, no monitoring events)
 -> a real broker counting what it appends -> the loader (Spark) -> the audit on the shared Spark session:
-COMPLETE from the brokers' counts. Then acknowledged data is removed from one tier: a committed warehouse
-file is deleted, and the audit reports exactly its rows missing at the warehouse tier (DATA_LOSS).
+COMPLETE from the brokers' counts, with Parquet and with Avro output. Then acknowledged data is removed
+from one tier: 17 rows are cut out of a committed Parquet file, and the audit reports exactly those 17
+missing at the warehouse tier (DATA_LOSS), in the windows they belonged to.
 """
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def _audit(spark, dest):
     return run_audit(spark, cfg, clock=FakeClock(T0 + 6 * W), from_ms=T0, to_ms=T0 + 6 * W)
 
 
-def test_a_confluent_kafka_topic_is_judged_from_broker_counts_and_a_removed_file_is_exact_loss(
-        spark, registry_url, tmp_path_factory, tmp_path):
+@pytest.mark.parametrize("fmt", ["parquet", "avro"])
+def test_a_confluent_kafka_topic_is_judged_from_broker_counts_and_cut_rows_are_exact_loss(
+        spark, registry_url, tmp_path_factory, tmp_path, fmt):
     broker = broker_cluster(tmp_path_factory, n=1, num_partitions=2, audit_counts_enable="true",
                             schema_registry_url=registry_url, audit_counts_interval_ms=200)[0]
     bootstrap = f"127.0.0.1:{broker.kafka_port}"
@@ -65,7 +67,7 @@ def test_a_confluent_kafka_topic_is_judged_from_broker_counts_and_a_removed_file
         broker.stop()      # its last publication; then serve again for the load
         broker.restart()
         cfg = LOADER_CONFIG.parse({"destination": str(dest), "bootstrap.servers": bootstrap,
-                                   "registry.url": registry_url, "format": "parquet"})
+                                   "registry.url": registry_url, "format": fmt})
         assert run_load(cfg, spark).status == "committed"
     finally:
         stop_all([broker])
@@ -77,6 +79,8 @@ def test_a_confluent_kafka_topic_is_judged_from_broker_counts_and_a_removed_file
         {ws: ("COMPLETE", n, n) for ws, n in want.items()}
     assert all(r["tiers"]["producers"] is None and r["produced_acked"] == 0 for r in rows.values())
     assert run.exit_code == 0 and "audit-broker" not in run.inputs["topics"]
+    if fmt == "avro":
+        return   # the Avro files are read by the audit's own data source: counted the same; the cut is Parquet's
 
     # remove acknowledged data from the warehouse tier: 17 rows cut out of one committed file
     import pyarrow.parquet as pq   # deferred like the tests' other Parquet reads
