@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 SOURCE_NAME = "ingest_audit_avro"
 
+POSITION_SESSION = "partition:"
+"""A Kafka-format row without the product's header is identified by its record's position: session
+``partition:<n>``, seq = its offset, time = its record timestamp (docs/loader.md, "Record columns")."""
 IDS_FIELDS: tuple[tuple[str, str], ...] = (
     ("topic", "string"), ("session", "string"), ("seq", "long"), ("time", "long"), ("server", "string"),
 )
@@ -101,8 +104,15 @@ class AvroAuditReader(DataSourceReader):
             cols: dict[str, list] = {n: [] for n, _ in fields}
             for record in reader:
                 if self.projection == "ids":
-                    header = record["header"]
+                    header = record.get("header")
                     cols["topic"].append(topic)
+                    if header is None and record.get("_offset") is not None:
+                        # a Kafka-format record without the product's header: its position is its id
+                        cols["session"].append(f"{POSITION_SESSION}{record['_partition']}")
+                        cols["seq"].append(record["_offset"])
+                        cols["time"].append(record["_timestamp"])
+                        cols["server"].append(None)
+                        continue
                     cols["session"].append(header["session"])
                     cols["seq"].append(header["seq"])
                     cols["time"].append(header["time"])

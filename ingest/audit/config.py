@@ -14,6 +14,8 @@ from ingest.config import Bool, ConfigDef, Float, Int, Key, Regex, Str
 DEFAULT_AUDIT_TOPIC = "audit-monitoring"
 DEFAULT_WINDOW_MS = 600_000
 DEFAULT_MIRROR_MONITORING_TOPIC = "audit-mirror"
+DEFAULT_BROKER_MONITORING_TOPIC = "audit-broker"
+"""The brokers' audit.counts.topic default (ingest.broker.kafka.tier_counts_config)."""
 DEFAULT_MIRROR_LOST_TOPIC = "audit-mirror-lost"
 
 AUDIT_CONFIG = ConfigDef(
@@ -24,6 +26,9 @@ AUDIT_CONFIG = ConfigDef(
             "topic the producers publish monitoring events to (loaded by the loader like any topic)"),
         Key("mirror.monitoring.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_MONITORING_TOPIC,
             "topic the mirror publishes its tier counts to (source read, target acked; never audited itself)"),
+        Key("broker.monitoring.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_BROKER_MONITORING_TOPIC,
+            "topic the brokers publish their broker-tier counts to (audit.counts.topic of the brokers: records appended"
+            " from producers per window; never audited itself)"),
         Key("mirror.lost.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_LOST_TOPIC,
             "topic of the mirror's lost ranges (source data gone before mirroring: retention or missing segments; never "
             "audited itself)"),

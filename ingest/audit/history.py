@@ -65,8 +65,8 @@ SCHEMA = pa.schema([
     ("threshold", pa.float64()), ("producers_reported", pa.int64()), ("sessions", pa.list_(pa.string())),
     ("heartbeat", pa.bool_()), ("missing_report_seqs", pa.list_(pa.string())), ("retention_lost", pa.int64()),
     ("missing_id_sample", pa.list_(pa.string())), ("causes", pa.map_(pa.string(), pa.int64())),
-    ("tiers", pa.struct([("producers", pa.int64()), ("source", pa.int64()), ("target", pa.int64()),
-                         ("warehouse", pa.int64())])),
+    ("tiers", pa.struct([("producers", pa.int64()), ("broker", pa.int64()), ("source", pa.int64()),
+                         ("target", pa.int64()), ("warehouse", pa.int64())])),
     ("loss_tier", pa.string()),
     ("audit_run_id", pa.string()), ("audited_at_ms", pa.int64()),
     ("range_start_ms", pa.int64()), ("range_end_ms", pa.int64()),
@@ -151,6 +151,14 @@ def _conform(table: pa.Table) -> pa.Table:
     for f in SCHEMA:
         if f.name not in table.column_names:
             table = table.append_column(f, pa.nulls(len(table), f.type))
+    tiers_type = SCHEMA.field("tiers").type
+    old = table.column("tiers").combine_chunks()
+    if old.type != tiers_type:   # written before a tier existed (the broker tier): that tier is null
+        have = {old.type.field(i).name for i in range(old.type.num_fields)}
+        fields = [old.field(f.name).cast(f.type) if f.name in have else pa.nulls(len(old), f.type)
+                  for f in tiers_type]
+        table = table.set_column(table.column_names.index("tiers"), "tiers",
+                                 pa.StructArray.from_arrays(fields, fields=list(tiers_type), mask=old.is_null()))
     return table.select(SCHEMA.names).cast(SCHEMA)
 
 

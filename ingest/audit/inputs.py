@@ -29,7 +29,9 @@ from ingest.storage import open_storage
 log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
-IDS_PARQUET_SCHEMA = "header struct<time: long, server: string, session: string, seq: long>"
+IDS_PARQUET_SCHEMA = ("header struct<time: long, server: string, session: string, seq: long>, "
+                      "_partition int, _offset long, _timestamp long")
+POSITION_SESSION = avro_source.POSITION_SESSION
 MONITORING_PARQUET_SCHEMA = ", ".join(
     f"{n} {'int' if n == 'revision' else k}" for n, k in avro_source.MONITORING_FIELDS
 )
@@ -165,11 +167,13 @@ def read_ids(spark, files: Sequence[LoadedFile]):
             avro.append((f.topic, f.storage_uri, f.path))
     for topic, paths in sorted(parquet_by_topic.items()):
         # An explicit schema spares Spark a schema-inference job per read and prunes columns.
+        headerless = F.col("header").isNull() & F.col("_offset").isNotNull()
         df = spark.read.schema(IDS_PARQUET_SCHEMA).parquet(*paths).select(
             F.lit(topic).alias("topic"),
-            F.col("header.session").cast("string").alias("session"),
-            F.col("header.seq").cast("long").alias("seq"),
-            F.col("header.time").cast("long").alias("time"),
+            F.when(headerless, F.concat(F.lit(POSITION_SESSION), F.col("_partition").cast("string")))
+            .otherwise(F.col("header.session").cast("string")).alias("session"),
+            F.when(headerless, F.col("_offset")).otherwise(F.col("header.seq").cast("long")).alias("seq"),
+            F.when(headerless, F.col("_timestamp")).otherwise(F.col("header.time").cast("long")).alias("time"),
             F.col("header.server").cast("string").alias("server"),
         )
         frames.append(df)

@@ -6,8 +6,8 @@ Steps of :func:`run_audit`:
 2. ``inputs.load_state``: the loader's committed files and lost ranges.
 3. Monitoring events from the audit topic's files: dedup, latest revision,
    report_seq gaps (``monitoring_events``); the same for the mirror's tier
-   counts (``mirror.monitoring.topic``), and the mirror's lost ranges
-   (``mirror.lost.topic``).
+   counts (``mirror.monitoring.topic``) and the brokers' (``broker.monitoring.topic``),
+   and the mirror's lost ranges (``mirror.lost.topic``).
 4. Loaded ids of the hours overlapping the range (plus out-of-range hours):
    distinct counts per topic window (``counts``, Spark aggregations).
 5. Candidate missing seqs inside bounded lost ranges (``counts.gap_atoms``) and
@@ -151,25 +151,28 @@ def audited_topics(config: Config, names: set[str]) -> list[str]:
     """Topics matching ``topics`` and not ``topics.blacklist``, never the audit's own input topics."""
     include = re.compile(config["topics"])
     exclude = re.compile(config["topics.blacklist"]) if config["topics.blacklist"] else None
-    own = {config["audit.topic"], config["mirror.monitoring.topic"], config["mirror.lost.topic"]}
+    own = {config["audit.topic"], config["mirror.monitoring.topic"], config["mirror.lost.topic"],
+           config["broker.monitoring.topic"]}
     return sorted(
         t for t in names
         if t not in own and include.fullmatch(t) and not (exclude and exclude.fullmatch(t))
     )
 
 
-def _monitoring(spark, mon_files, mirror_files, window_ms):
-    """Latest snapshots (rebucketed) and report_seq gaps of the producers' and the mirror's monitoring events.
+def _monitoring(spark, mon_files, mirror_files, window_ms, broker_files=()):
+    """Latest snapshots (rebucketed) and report_seq gaps of the producers', the mirror's and the brokers'
+    monitoring events.
 
-    Both are read into one DataFrame (an ``origin`` column tells them apart;
-    their sessions never coincide), so the mirror costs no extra Spark job.
+    All are read into one DataFrame (an ``origin`` column tells them apart;
+    their sessions never coincide), so the mirror and the brokers cost no extra Spark job.
     """
     from pyspark.sql import functions as F
 
     mon_df = inputs.read_monitoring(spark, mon_files).withColumn("origin", F.lit(monitoring_events.ORIGIN_PRODUCERS))
-    if mirror_files:
-        mon_df = mon_df.unionByName(inputs.read_monitoring(spark, mirror_files)
-                                    .withColumn("origin", F.lit(monitoring_events.ORIGIN_MIRROR)))
+    for files, origin in ((mirror_files, monitoring_events.ORIGIN_MIRROR),
+                          (broker_files, monitoring_events.ORIGIN_BROKER)):
+        if files:
+            mon_df = mon_df.unionByName(inputs.read_monitoring(spark, files).withColumn("origin", F.lit(origin)))
     mon_df = mon_df.cache()  # small; read once for both passes
     try:
         latest = monitoring_events.latest_snapshots(mon_df)
@@ -177,9 +180,12 @@ def _monitoring(spark, mon_files, mirror_files, window_ms):
         gaps = monitoring_events.report_gaps(mon_df)
     finally:
         mon_df.unpersist()
-    mirror = [s for s in snapshots if s.origin == monitoring_events.ORIGIN_MIRROR]
-    sizes = {s.window_end_ms - s.window_start_ms for s in latest if s.origin != monitoring_events.ORIGIN_MIRROR}
-    return [s for s in snapshots if s.origin != monitoring_events.ORIGIN_MIRROR], mirror, gaps, sizes
+    by_origin: dict[str, list] = {}
+    for s in snapshots:
+        by_origin.setdefault(s.origin, []).append(s)
+    sizes = {s.window_end_ms - s.window_start_ms for s in latest if s.origin == monitoring_events.ORIGIN_PRODUCERS}
+    return (by_origin.get(monitoring_events.ORIGIN_PRODUCERS, []), by_origin.get(monitoring_events.ORIGIN_MIRROR, []),
+            gaps, sizes, by_origin.get(monitoring_events.ORIGIN_BROKER, []))
 
 
 def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostRange], lo: int, hi: int) -> dict[str, Candidates]:
@@ -251,13 +257,17 @@ def run_audit(
     mon_files = [f for f in state.files if f.topic == audit_topic]
     mirror_files = [f for f in state.files if f.topic == config["mirror.monitoring.topic"]]
     mirror_lost_files = [f for f in state.files if f.topic == config["mirror.lost.topic"]]
+    broker_files = [f for f in state.files if f.topic == config["broker.monitoring.topic"]]
     with _step("monitoring", timings):
-        snapshots, mirror_snapshots, gaps, producer_sizes = _monitoring(spark, mon_files, mirror_files, window_ms)
+        snapshots, mirror_snapshots, gaps, producer_sizes, broker_snapshots = _monitoring(
+            spark, mon_files, mirror_files, window_ms, broker_files)
         source_lost = inputs.read_mirror_lost(spark, mirror_lost_files)
 
-    topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots})
+    topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots}
+                            | {s.topic for s in broker_snapshots})
     snapshots = [s for s in snapshots if s.topic in set(topics)]
     mirror_snapshots = [s for s in mirror_snapshots if s.topic in set(topics)]
+    broker_snapshots = [s for s in broker_snapshots if s.topic in set(topics)]
     tiered_topics = {s.topic for s in mirror_snapshots}
     data_files = inputs.select_files(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
@@ -267,6 +277,7 @@ def run_audit(
         loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
     gap_sessions = sorted({g.session for g in gaps})
     touched = ({(s.session, s.topic) for s in snapshots} | {(s.session, s.topic) for s in mirror_snapshots}
+               | {(s.session, s.topic) for s in broker_snapshots}
                | counts.session_topics(ids, gap_sessions))
     params = reconcile.AuditParams(
         window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
@@ -283,7 +294,7 @@ def run_audit(
         session_topics=touched,
         by_producer_monitoring=monitoring_events.aggregate(snapshots, by_server=True) if by_producer else None,
         mirror=monitoring_events.aggregate(mirror_snapshots), source_lost=[g for g in lost if g.tier == "source"],
-        candidates=candidates, tiered_topics=tiered_topics,
+        candidates=candidates, tiered_topics=tiered_topics, broker=monitoring_events.aggregate(broker_snapshots),
     )
     with _step("missing-id samples", timings):
         samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
@@ -301,6 +312,7 @@ def run_audit(
             "topics": topics, "data_files_read": len(data_files), "data_files_committed": len(state.files),
             "monitoring_files": len(mon_files), "mirror_monitoring_files": len(mirror_files),
             "mirror_snapshots": len(mirror_snapshots), "mirror_lost_ranges": len(source_lost),
+            "broker_monitoring_files": len(broker_files), "broker_snapshots": len(broker_snapshots),
             "tiered_topics": sorted(tiered_topics),
             "monitoring_snapshots": len(snapshots), "report_seq_gaps": len(gaps),
             "lost_ranges": len(state.lost_ranges), "window_ms": window_ms, "grace_ms": config["grace.ms"],

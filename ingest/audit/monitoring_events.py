@@ -27,8 +27,10 @@ log = logging.getLogger(__name__)
 
 ORIGIN_PRODUCERS = "producers"
 ORIGIN_MIRROR = "mirror"
-"""Values of the optional ``origin`` column: the producers' monitoring (``audit.topic``) or the
-mirror's tier counts (``mirror.monitoring.topic``), read in one pass and told apart by it."""
+ORIGIN_BROKER = "broker"
+"""Values of the optional ``origin`` column: the producers' monitoring (``audit.topic``), the
+mirror's tier counts (``mirror.monitoring.topic``) or the brokers' (``broker.monitoring.topic``),
+read in one pass and told apart by it."""
 
 FIRST_REPORT_SEQ = 1
 """report_seq of a session's first monitoring event (docs/events.md); a session

@@ -83,15 +83,21 @@ class _Acc:
     gap_labels: list[str] = field(default_factory=list)
     tiered: bool = False
     mirror: WindowMonitoring | None = None
+    broker: WindowMonitoring | None = None   # the brokers' counts of what they appended (broker tier)
     explained: dict[str, dict[str, int]] = field(default_factory=dict)  # tier -> cause -> messages
 
     def tiers(self) -> dict:
-        acked = self.mon.acked if self.mon else 0
+        acked = self.mon.acked if self.mon else (None if self.broker else 0)
+        broker = self.broker.acked if self.broker else None
         if not self.tiered:
-            return tiers_mod.tier_counts(acked, self.distinct)
+            return tiers_mod.tier_counts(acked, self.distinct, broker=broker)
         source = self.mirror.attempted if self.mirror else 0
         target = self.mirror.acked if self.mirror else 0
-        return tiers_mod.tier_counts(acked, self.distinct, source, target)
+        return tiers_mod.tier_counts(acked, self.distinct, source, target, broker=broker)
+
+    def expected(self) -> int:
+        """What the warehouse should hold: acknowledged to producers, else appended by the brokers."""
+        return self.mon.acked if self.mon else (self.broker.acked if self.broker else 0)
 
 
 def is_out_of_range(window_start_ms: int, params: AuditParams) -> bool:
@@ -111,6 +117,7 @@ def build_rows(
     source_lost: Sequence = (),
     candidates: dict[str, Candidates] | None = None,
     tiered_topics: set[str] | None = None,
+    broker: dict[tuple, WindowMonitoring] | None = None,
 ) -> list[dict]:
     """Report rows for every topic window in [lo_ms, hi_ms) with monitoring or data.
 
@@ -125,11 +132,14 @@ def build_rows(
         source_lost: the mirror's lost ranges (``MirrorLostRange`` records, or as the audit read them).
         candidates: per topic, the session bounds of missing messages (see attribution).
         tiered_topics: topics with any mirror monitoring event (default: the topics of ``mirror``).
+        broker: the brokers' counts per ``(topic, window_start)`` (``acked`` = records appended from
+            producers), summed over broker sessions: the broker tier, and the baseline of a window
+            without producer monitoring.
     """
     loaded = list(loaded)
     mirror = mirror or {}
     tiered = set(tiered_topics) if tiered_topics is not None else {k[0] for k in mirror}
-    accs = _accumulate(params, monitoring, loaded, None, mirror)
+    accs = _accumulate(params, monitoring, loaded, None, mirror, broker or {})
     for a in accs.values():
         a.tiered = a.topic in tiered
     lost = as_gaps(lost_ranges, TIER_TARGET) + as_gaps(source_lost, TIER_SOURCE)
@@ -150,7 +160,7 @@ def as_gaps(ranges: Sequence, tier: str) -> list[LostRange]:
             for i, r in enumerate(ranges)]
 
 
-def _accumulate(params, monitoring, loaded, by, mirror=None) -> dict[tuple, _Acc]:
+def _accumulate(params, monitoring, loaded, by, mirror=None, broker=None) -> dict[tuple, _Acc]:
     accs: dict[tuple, _Acc] = {}
     producer_rows = by == "server"
 
@@ -197,11 +207,20 @@ def _accumulate(params, monitoring, loaded, by, mirror=None) -> dict[tuple, _Acc
         for attr in ("attempted", "acked", "failed", "bytes_acked"):
             setattr(a.mirror, attr, getattr(a.mirror, attr) + getattr(wm, attr))
         a.mirror.sessions |= wm.sessions
+    for wm in (broker or {}).values():
+        a = acc_for(wm.topic, wm.window_start_ms, None, create=bool(wm.acked))
+        if a is None:
+            continue
+        if a.broker is None:
+            a.broker = WindowMonitoring(wm.topic, wm.window_start_ms, wm.window_end_ms, None)
+        a.broker.acked += wm.acked
+        a.broker.attempted += wm.attempted
+        a.broker.sessions |= wm.sessions
     return accs
 
 
 def _missing(a: _Acc) -> int:
-    return max(0, (a.mon.acked if a.mon else 0) - a.distinct) if a.mon else 0
+    return max(0, a.expected() - a.distinct) if (a.mon or a.broker) else 0
 
 
 def _attribute(accs: dict[tuple, _Acc], lost: Sequence[LostRange], params: AuditParams,
@@ -241,10 +260,12 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
     failed = mon.failed if mon else 0
     duplicates = a.rows - a.distinct
     missing = _missing(a)
-    if mon is None:
+    counted = mon is not None or a.broker is not None   # a tier that says what the warehouse should hold
+    expected = a.expected()
+    if not counted:
         completeness = None
-    elif acked > 0:
-        completeness = round(a.distinct / acked, 6)
+    elif expected > 0:
+        completeness = round(a.distinct / expected, 6)
     else:
         completeness = 1.0 if a.distinct == 0 else None
     if a.row_type == ROW_OUT_OF_RANGE:
@@ -261,9 +282,9 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
             if (g.session, a.topic) in session_topics and gap_touches(g, ws, we):
                 gap_labels.extend(g.labels())
     producer_lost = min(failed, max(0, attempted - a.distinct - missing)) if mon else 0
-    extra = max(0, a.distinct - acked) if mon else 0
+    extra = max(0, a.distinct - expected) if counted else 0
     tiers = a.tiers()
-    drops = tiers_mod.drops(tiers) if mon else {}
+    drops = tiers_mod.drops(tiers) if counted else {}
     causes: dict[str, int] = tiers_mod.loss_causes(drops, a.explained, tiered=a.tiered)
     retention_lost = sum(n for k, n in causes.items() if k in ("retention", "source_retention", "target_retention"))
     if producer_lost:
@@ -281,7 +302,7 @@ def _finish(a: _Acc, params: AuditParams, gaps: Sequence[ReportGap], session_top
     producer_loss = params.producer_failures_are_loss and producer_lost > 0
     if not judged:
         status = Status.PENDING
-    elif mon is None:
+    elif not counted:
         status = Status.MONITORING_GAP if gap_labels else Status.NO_MONITORING
     elif below or producer_loss:
         status = Status.DATA_LOSS if producer_loss else (tiers_mod.loss_status(drops, a.explained) or Status.DATA_LOSS)

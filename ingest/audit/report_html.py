@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ingest.audit.report_json import TIER_ORDER, summary, tiers_text
 from ingest.audit.status import LOSS_STATUSES, NO_PROBLEM_STATUSES, Status
-from ingest.audit.tiers import drops
+from ingest.audit.tiers import baseline, drops
 from ingest.audit.times import grid_format, iso, label
 from ingest.audit.verdict import duration, verdict_line
 from ingest.jobs_support import EXIT_NOTHING_JUDGED
@@ -206,7 +206,7 @@ def tiers_table(rows: list[dict], fmt: str) -> str:
     out = ["<table><tr>" + "".join(f"<th class='l'>{_e(h)}</th>" for h in head) + "</tr>"]
     for r in windows:
         tiers = r.get("tiers") or {}
-        lost = drops(tiers) if tiers.get("producers") is not None and tiers.get("warehouse") is not None else {}
+        lost = drops(tiers) if baseline(tiers) is not None and tiers.get("warehouse") is not None else {}
         cells = []
         for t in TIER_ORDER:
             n = tiers.get(t)

@@ -4,8 +4,9 @@
 ``row_type`` ``producer`` rows when asked and one ``out_of_range`` row per
 topic with out-of-range timestamps). Fields: ``reconcile.ROW_FIELDS`` plus
 ``audit_run_id`` and ``audited_at_ms``; docs/audit.md describes each. Among them
-``tiers`` (``{"producers", "source", "target", "warehouse"}``, source and target
-null for a single-cluster topic) and ``loss_tier`` (the first tier whose count drops).
+``tiers`` (``{"producers", "broker", "source", "target", "warehouse"}``, source and target
+null for a single-cluster topic, broker null without broker-tier counts, producers null when only the
+brokers counted) and ``loss_tier`` (the first tier whose count drops).
 
 The last line is the run's verdict (:func:`verdict_row`, ``row_type`` ``verdict``):
 the same line and exit code the job prints and returns, so a report with no
@@ -58,7 +59,7 @@ def write_json_lines(run, path: str | Path) -> Path:
     return p
 
 
-TIER_ORDER = ("producers", "source", "target", "warehouse")
+TIER_ORDER = ("producers", "broker", "source", "target", "warehouse")
 
 
 def tiers_text(row: dict) -> str:

@@ -4,13 +4,17 @@ Tiers, in pipeline order:
 
 =============  ==============================================================
 ``producers``  acknowledged to the producers (their monitoring, ``audit.topic``)
+``broker``     appended by the leaders that first received them, from producers (the brokers'
+               counts, ``broker.monitoring.topic``; docs/audit.md, "Broker-tier counts")
 ``source``     read from the source cluster by the mirror (``count_attempted``
                of the mirror's monitoring events, ``mirror.monitoring.topic``)
 ``target``     acknowledged by the target (offline) cluster (``count_acked``)
 ``warehouse``  distinct ids committed by the loader
 =============  ==============================================================
 
-A topic with no mirror monitoring event at all is single-cluster: two tiers
+Without producer monitoring for a window, the broker tier is where the count starts: the later
+tiers are compared with what the brokers appended. A topic without broker counts has no broker
+tier (null). A topic with no mirror monitoring event at all is single-cluster: two tiers
 (producers, warehouse) and the cause names of the single-cluster audit
 (``retention``, ``missing_segments``, ``corruption``, ``unexplained_loss``,
 ``duplicates``).
@@ -35,11 +39,12 @@ from ingest.lost_ranges import CAUSES, CORRUPTION, MISSING_SEGMENTS, RETENTION, 
 log = logging.getLogger(__name__)
 
 PRODUCERS = "producers"
+BROKER = "broker"
 SOURCE = "source"
 TARGET = "target"
 WAREHOUSE = "warehouse"
-TIERS = (PRODUCERS, SOURCE, TARGET, WAREHOUSE)
-DROP_TIERS = (SOURCE, TARGET, WAREHOUSE)
+TIERS = (PRODUCERS, BROKER, SOURCE, TARGET, WAREHOUSE)
+DROP_TIERS = (BROKER, SOURCE, TARGET, WAREHOUSE)
 """Tiers whose count can drop (``loss_tier`` names one of them)."""
 
 GAP_TIER = {TIER_SOURCE: SOURCE, TIER_TARGET: WAREHOUSE}
@@ -47,6 +52,7 @@ GAP_TIER = {TIER_SOURCE: SOURCE, TIER_TARGET: WAREHOUSE}
 
 # cause names: (tier, kind) -> name; kind is a gap cause or "unexplained"
 TIERED_CAUSES = {
+    (BROKER, "unexplained"): "lost_before_broker",
     (SOURCE, RETENTION): "source_retention", (SOURCE, MISSING_SEGMENTS): "source_missing_segments",
     (SOURCE, "unexplained"): "lost_before_source",
     (TARGET, "unexplained"): "lost_in_mirroring",
@@ -54,6 +60,7 @@ TIERED_CAUSES = {
     (WAREHOUSE, CORRUPTION): "corruption", (WAREHOUSE, "unexplained"): "lost_at_loader",
 }
 SINGLE_CAUSES = {
+    (BROKER, "unexplained"): "lost_before_broker",
     (WAREHOUSE, RETENTION): "retention", (WAREHOUSE, MISSING_SEGMENTS): "missing_segments",
     (WAREHOUSE, CORRUPTION): "corruption", (WAREHOUSE, "unexplained"): "unexplained_loss",
 }
@@ -62,19 +69,26 @@ EXPECTED_CAUSES = (RETENTION, CORRUPTION)
 DUPLICATES_CAUSE = {True: "duplicated", False: "duplicates"}
 
 
-def tier_counts(producers: int, warehouse: int, source: int | None = None, target: int | None = None) -> dict:
-    """The row's ``tiers`` field (source/target None for a single-cluster topic)."""
-    return {PRODUCERS: producers, SOURCE: source, TARGET: target, WAREHOUSE: warehouse}
+def tier_counts(producers: int | None, warehouse: int, source: int | None = None, target: int | None = None,
+                broker: int | None = None) -> dict:
+    """The row's ``tiers`` field (source/target None for a single-cluster topic, broker None without broker
+    counts, producers None without producer monitoring)."""
+    return {PRODUCERS: producers, BROKER: broker, SOURCE: source, TARGET: target, WAREHOUSE: warehouse}
+
+
+def baseline(tiers: dict) -> int | None:
+    """Where the count starts: the producers' acknowledged count, else the brokers' (None: neither counted)."""
+    return tiers[PRODUCERS] if tiers.get(PRODUCERS) is not None else tiers.get(BROKER)
 
 
 def drops(tiers: dict) -> dict[str, int]:
-    """Messages lost at each tier (see the module docstring); they sum to max(0, producers - warehouse)."""
+    """Messages lost at each tier (see the module docstring); they sum to max(0, baseline - warehouse)."""
     warehouse = tiers[WAREHOUSE]
-    level = tiers[PRODUCERS]
+    level = baseline(tiers) or 0
     out = {}
     for name in DROP_TIERS:
         count = tiers.get(name)
-        if count is None:
+        if count is None or (name == BROKER and tiers.get(PRODUCERS) is None):
             out[name] = 0
             continue
         nxt = warehouse if name == WAREHOUSE else max(min(level, count), warehouse)

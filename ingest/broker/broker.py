@@ -19,6 +19,8 @@ from ingest.broker.kafka.apis import KafkaApis
 from ingest.broker.kafka.cluster import LocalCluster
 from ingest.broker.kafka.cluster_id import local_cluster_id
 from ingest.broker.kafka.listener import KafkaListeners
+from ingest.broker.kafka.tier_counts import TierCounter
+from ingest.broker.kafka.tier_counts_publisher import TierCheckpoint, TierCountsPublisher, recover
 from ingest.broker.listeners import listeners_of
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
@@ -66,6 +68,7 @@ class BrokerServer:
         self.kafka = None       # KafkaListeners (ingest.broker.kafka.listener) unless 'listeners' is empty
         self.kafka_apis = None
         self.kafka_purgatory: Purgatory | None = None
+        self.tier_counts = None  # TierCountsPublisher when audit.counts.enable (broker-tier audit counts)
         self.metrics = None     # BrokerMetrics when metrics.port is not -1
         self.exporter = None    # its endpoint (``exporter.url``)
         self._stopping = False
@@ -103,6 +106,8 @@ class BrokerServer:
                 self._bind_kafka_listeners(listeners)
             if cfg["enable.zookeeper"]:
                 self._start_zookeeper_parts()
+            if self.kafka is not None and cfg["audit.counts.enable"]:
+                self._start_tier_counts()
             self.network.start()
             if self.kafka is not None:
                 self.kafka.start()
@@ -128,7 +133,23 @@ class BrokerServer:
         self.kafka = KafkaListeners(cfg, self.kafka_apis, listeners)
         cluster.listeners = self.kafka.bind()
 
+    def _start_tier_counts(self) -> None:
+        """Broker-tier audit counts: the checkpoint read, this broker's own unpublished appends recounted from
+        its logs (before any producer is served), then the publishing thread."""
+        cfg = self.config
+        checkpoint = TierCheckpoint(cfg["log.dir"])
+        counter = TierCounter(cfg["audit.counts.window.ms"], checkpoint.note_epoch,
+                              excluded=frozenset({cfg["audit.counts.topic"]}))
+        publisher = TierCountsPublisher(cfg, counter, checkpoint, self.kafka_apis, self.broker_id, self.host,
+                                        self.clock)
+        recover(checkpoint, counter, self.log_manager)
+        self.kafka_apis.tier_counts = counter
+        self.tier_counts = publisher.start()
+
     def _stop_kafka(self) -> None:
+        if self.tier_counts is not None:   # the last counts published while the listeners still serve
+            self.tier_counts.stop()
+            self.tier_counts = None
         if self.kafka_purgatory is not None:   # waiting fetches and acks=-1 produces answered now
             self.kafka_purgatory.close()
         if self.kafka is not None:

@@ -43,6 +43,9 @@ TOPICS = (  # topic, schema, share of --rate
     ("clicks", "click", 0.4),
     ("service-metrics", "service_metric", 0.1),
 )
+KAFKA_TOPIC = ("orders", 0.2)
+"""Published with confluent-kafka by a foreign service (ingest/demo/kafka_orders.py, share of --rate): no
+monitoring events, judged from the brokers' counts."""
 SPARK_TIMEOUT_S = 240
 MIN_DURATION_FOR_TWO_LOADS_S = 20
 
@@ -118,6 +121,7 @@ class Demo:
         self.reports.mkdir()
         self.zk_connect: str | None = None
         self.brokers: list[str] = []
+        self.kafka_listeners: list[str] = []   # host:port of each broker's Kafka listener
         self.registry_url = ""
         self.produced: dict[str, dict] = {}
         self.step_times: dict[str, float] = {}
@@ -154,6 +158,9 @@ class Demo:
                 "log.flush.interval": 100, "log.default.flush.interval.ms": 200,
                 "log.default.flush.scheduler.interval.ms": 200,
                 "enable.zookeeper": "true" if self.zk_connect else "false",
+                # broker-tier counts of what producers hand the Kafka listener (the orders topic's audit)
+                "audit.counts.enable": "true", "schema.registry.url": self.registry_url,
+                "audit.counts.window.ms": WINDOW_MS, "audit.counts.interval.ms": 1000,
             }
             if self.zk_connect:
                 props["zk.connect"] = self.zk_connect
@@ -161,6 +168,7 @@ class Demo:
             child = self.sup.start(f"broker-{broker_id}", [self.py, "-m", "ingest.cli", "broker", "start", "--config", str(cfg)])
             self.sup.wait_port(child, port, timeout_s=60)
             self.brokers.append(f"127.0.0.1:{port}")
+            self.kafka_listeners.append(props["listeners"].removeprefix("PLAINTEXT://"))
         say(f"brokers: {', '.join(self.brokers)} (2 partitions per topic each)")
 
     def start_registry(self) -> None:
@@ -187,6 +195,14 @@ class Demo:
                 self.py, "-m", "ingest.cli", "produce", *self.discovery_args(), "--registry", self.registry_url,
                 "--topic", topic, "--schema", schema, "--count", str(count), "--rate", str(rate),
                 "--window-ms", str(WINDOW_MS), "--json"]))
+        topic, share = KAFKA_TOPIC
+        rate = max(1.0, self.opts.rate * share)
+        children.append(self.sup.start(f"produce-{topic}", [
+            self.py, "-m", "ingest.demo.kafka_orders", "--bootstrap", ",".join(self.kafka_listeners),
+            "--registry", self.registry_url, "--topic", topic, "--count", str(max(1, int(rate * self.opts.duration_s))),
+            "--rate", str(rate)]))
+        say(f"a foreign service: {topic} with confluent-kafka's AvroSerializer through the Kafka listeners, no "
+            "monitoring events: the brokers count what they append (audit-broker)")
         say(f"producers: {', '.join(t for t, _, _ in TOPICS)} for {self.opts.duration_s:.0f}s "
             f"(~{self.opts.rate:.0f} page views/s), monitoring events every {WINDOW_MS // 1000}s window "
             f"to audit-monitoring")
@@ -194,7 +210,8 @@ class Demo:
 
     def configs(self) -> dict[str, Path]:
         common = {"destination": self.warehouse}
-        loader = {**common, "registry.url": self.registry_url, "format": self.opts.fmt}
+        loader = {**common, "registry.url": self.registry_url, "format": self.opts.fmt,
+                  "bootstrap.servers": ",".join(self.kafka_listeners)}
         if self.zk_connect:
             loader["zk.connect"] = self.zk_connect
         else:
@@ -221,8 +238,8 @@ class Demo:
         t0 = time.monotonic()
         say(f"ingest demo: working directory {self.work}")
         self.start_zookeeper()
+        self.start_registry()   # before the brokers: they register the broker-tier counts' schema with it
         self.start_brokers()
-        self.start_registry()
         start_ms = int(time.time() * 1000)
         producers = self.start_producers()
         cfg = self.configs()

@@ -78,7 +78,7 @@ def test_crash_lost_tail_then_retention_gap_is_exactly_n_data_loss_plus_m_retent
     a, b = rows[A], rows[B]
     assert (a["status"], a["missing"], a["causes"], a["retention_lost"]) == ("DATA_LOSS", 10, {"unexplained_loss": 10}, 0)
     assert (b["status"], b["missing"], b["causes"], b["retention_lost"]) == ("RETENTION_LOSS", 20, {"retention": 20}, 20)
-    assert a["tiers"] == {"producers": 40, "source": None, "target": None, "warehouse": 30}
+    assert a["tiers"] == {"producers": 40, "broker": None, "source": None, "target": None, "warehouse": 30}
     assert (a["loss_tier"], b["loss_tier"]) == ("warehouse", "warehouse")
 
 
@@ -95,8 +95,8 @@ def test_the_same_at_the_source_tier_lost_before_source_and_source_retention():
     a, b = rows[A], rows[B]
     assert (a["status"], a["loss_tier"], a["causes"]) == ("DATA_LOSS", "source", {"lost_before_source": 10})
     assert (b["status"], b["loss_tier"], b["causes"]) == ("RETENTION_LOSS", "source", {"source_retention": 20})
-    assert a["tiers"] == {"producers": 40, "source": 30, "target": 30, "warehouse": 30}
-    assert b["tiers"] == {"producers": 40, "source": 20, "target": 20, "warehouse": 20}
+    assert a["tiers"] == {"producers": 40, "broker": None, "source": 30, "target": 30, "warehouse": 30}
+    assert b["tiers"] == {"producers": 40, "broker": None, "source": 20, "target": 20, "warehouse": 20}
     assert b["retention_lost"] == 20
 
 
@@ -112,7 +112,7 @@ def test_target_retention_and_lost_at_loader_in_adjacent_windows():
     assert (rows[A]["status"], rows[A]["loss_tier"], rows[A]["causes"]) == ("DATA_LOSS", "warehouse", {"lost_at_loader": 10})
     assert (rows[B]["status"], rows[B]["loss_tier"], rows[B]["causes"]) == \
         ("RETENTION_LOSS", "warehouse", {"target_retention": 20})
-    assert rows[A]["tiers"] == {"producers": 40, "source": 40, "target": 40, "warehouse": 30}
+    assert rows[A]["tiers"] == {"producers": 40, "broker": None, "source": 40, "target": 40, "warehouse": 30}
 
 
 def test_lost_in_mirroring_duplicated_and_two_tiers_in_one_window():
@@ -125,7 +125,7 @@ def test_lost_in_mirroring_duplicated_and_two_tiers_in_one_window():
     rows = by_window(build_rows(params(), mon, loaded, mirror=mirror, source_lost=[src]))
     a, b, c = rows[A], rows[B], rows[T0 + 2 * W]
     assert (a["status"], a["loss_tier"], a["causes"]) == ("DATA_LOSS", "target", {"lost_in_mirroring": 5})
-    assert a["tiers"] == {"producers": 50, "source": 50, "target": 45, "warehouse": 45}
+    assert a["tiers"] == {"producers": 50, "broker": None, "source": 50, "target": 45, "warehouse": 45}
     assert (b["status"], b["loss_tier"], b["causes"]) == ("DUPLICATES", None, {"duplicated": 3})
     # 5 lost to source retention, then 3 acknowledged by the target never loaded: data loss is never masked
     assert (c["status"], c["loss_tier"], c["missing"]) == ("DATA_LOSS", "source", 8)
@@ -244,7 +244,7 @@ def test_reports_show_the_tiers_side_by_side_and_the_drop():
         in text
     first = __import__("json").loads(json_lines(run).splitlines()[0])
     assert (first["tiers"], first["loss_tier"]) == (
-        {"producers": 40, "source": 30, "target": 30, "warehouse": 30}, "source")
+        {"producers": 40, "broker": None, "source": 30, "target": 30, "warehouse": 30}, "source")
     page = render(run)
     assert "Counts per tier" in page
     # the drop is highlighted at the source tier, in the window's status colour, with the number lost there
@@ -273,7 +273,7 @@ def test_revisions_keep_tiers_and_read_older_revisions_without_them(tmp_path):
     (tmp_path / "_audit" / "revisions" / history.revision_name(1, "old")).write_bytes(buf.getvalue())
     latest = {r["window_start_ms"]: r for r in history.latest_rows(str(tmp_path))}
     assert (latest[A]["tiers"], latest[A]["loss_tier"]) == (
-        {"producers": 40, "source": 30, "target": 30, "warehouse": 30}, "source")
+        {"producers": 40, "broker": None, "source": 30, "target": 30, "warehouse": 30}, "source")
     assert (latest[T0 + 3 * W]["tiers"], latest[T0 + 3 * W]["loss_tier"]) == (None, None)
 
 
@@ -284,4 +284,4 @@ def test_mirror_windows_make_rows_only_when_the_mirror_read_something():
     rows = by_window(build_rows(params(), mon, [LoadedCount("pv", A, "h", 10, 10)], mirror=mirror))
     assert sorted(rows) == [A, T0 + 2 * W]
     c = rows[T0 + 2 * W]
-    assert (c["status"], c["tiers"]) == ("NO_MONITORING", {"producers": 0, "source": 4, "target": 4, "warehouse": 0})
+    assert (c["status"], c["tiers"]) == ("NO_MONITORING", {"producers": 0, "broker": None, "source": 4, "target": 4, "warehouse": 0})

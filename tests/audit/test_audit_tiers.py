@@ -52,14 +52,14 @@ def test_crash_lost_tail_and_source_retention_in_adjacent_windows_and_a_lost_mir
     assert {r["topic"] for r in run.rows} == {"pv"}  # the audit's own input topics are not audited
     a, b = rows[A], rows[B]
     assert (a["status"], a["missing"], a["loss_tier"], a["causes"]) == ("DATA_LOSS", 10, "source", {"lost_before_source": 10})
-    assert a["tiers"] == {"producers": 40, "source": 30, "target": 30, "warehouse": 30}
+    assert a["tiers"] == {"producers": 40, "broker": None, "source": 30, "target": 30, "warehouse": 30}
     assert a["missing_id_sample"] == [f"s1:{s}" for s in range(20, 30)]
     assert (b["status"], b["missing"], b["loss_tier"], b["causes"], b["retention_lost"]) == \
         ("RETENTION_LOSS", 20, "source", {"source_retention": 20}, 20)
-    assert b["tiers"] == {"producers": 40, "source": 20, "target": 20, "warehouse": 20}
+    assert b["tiers"] == {"producers": 40, "broker": None, "source": 20, "target": 20, "warehouse": 20}
     c = rows[C]  # every tier has all 10, but a lost mirror report may have described it: never COMPLETE
     assert (c["status"], c["missing_report_seqs"], c["loss_tier"]) == ("MONITORING_GAP", [f"{UNIT}:3"], None)
-    assert c["tiers"] == {"producers": 10, "source": 10, "target": 10, "warehouse": 10}
+    assert c["tiers"] == {"producers": 10, "broker": None, "source": 10, "target": 10, "warehouse": 10}
     assert b["missing_report_seqs"] == [f"{UNIT}:3"] and a["missing_report_seqs"] == []
     assert run.exit_code == EXIT_DATA_LOSS
     assert (run.inputs["mirror_lost_ranges"], run.inputs["tiered_topics"]) == (1, ["pv"])
@@ -79,7 +79,7 @@ def test_single_cluster_loader_gap_with_session_bounds_is_exact(spark, tmp_path)
     a, b = rows[A], rows[B]
     assert (a["status"], a["causes"], a["loss_tier"]) == ("DATA_LOSS", {"unexplained_loss": 10}, "warehouse")
     assert (b["status"], b["causes"], b["retention_lost"]) == ("RETENTION_LOSS", {"retention": 20}, 20)
-    assert a["tiers"] == {"producers": 40, "source": None, "target": None, "warehouse": 30}
+    assert a["tiers"] == {"producers": 40, "broker": None, "source": None, "target": None, "warehouse": 30}
     assert run.inputs["tiered_topics"] == []
 
 

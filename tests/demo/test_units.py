@@ -130,9 +130,9 @@ def test_tier_lines_show_every_tier_or_say_they_are_missing():
     from ingest.demo.summary import tier_lines
 
     rows = [{"topic": "page-views", "window_start_ms": 10_000, "status": "DATA_LOSS", "loss_tier": "source",
-             "tiers": {"producers": 7, "source": 5, "target": 5, "warehouse": 5}},
+             "tiers": {"producers": 7, "broker": None, "source": 5, "target": 5, "warehouse": 5}},
             {"topic": "clicks", "window_start_ms": 0, "status": "COMPLETE",
-             "tiers": {"producers": 2, "source": None, "target": None, "warehouse": 2}}]
+             "tiers": {"producers": 2, "broker": None, "source": None, "target": None, "warehouse": 2}}]
     out = tier_lines(rows)
     assert out[3].split() == ["clicks", "00:00:00", "2", "-", "-", "2", "COMPLETE", "-"]
     assert out[4].split() == ["page-views", "00:00:10", "7", "5", "5", "5", "DATA_LOSS", "source"]

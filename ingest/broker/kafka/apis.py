@@ -53,6 +53,7 @@ class KafkaApis:
         self.producer_ids = ProducerIds(cluster.broker_id)
         self.groups = GroupCoordinator(self, clock)
         self.refusals = RateLimitedLog(log, interval_s=30.0)
+        self.tier_counts = None   # a TierCounter when audit.counts.enable (ingest.broker.kafka.tier_counts)
 
     def wake_fetches(self, topic: str, partition: int) -> None:
         """Something was appended to ``topic``/``partition``: waiting fetches look again."""

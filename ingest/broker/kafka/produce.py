@@ -144,6 +144,9 @@ def handle(apis, req: ProduceRequest, ctx):
                 continue
             info = appended.info
             apis.metrics.produced(topic, Produced(info.records, info.size))
+            if apis.tier_counts is not None:   # the broker tier of the audit counts what producers handed it
+                apis.tier_counts.appended(topic, index, sp.leader_epoch(), batch.data, batch.header,
+                                          info.first_offset, info.log_append_time)
             apis.wake_fetches(topic, index)
             if appended.outcome is not None:
                 waiting[(topic, index)] = (appended.outcome, info.first_offset, sp.log.start_offset)
