@@ -16,6 +16,8 @@ import json
 import sys
 import time
 
+from ingest.cli_numbers import float_flag, int_flag
+
 ORDER_SCHEMA = {"type": "record", "name": "Order", "namespace": "demo.orders",
                 "fields": [{"name": "order_id", "type": "string"}, {"name": "amount_cents", "type": "long"},
                            {"name": "currency", "type": "string"}]}
@@ -26,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bootstrap", required=True, help="host:port of Kafka listeners")
     p.add_argument("--registry", required=True, help="schema registry URL")
     p.add_argument("--topic", required=True)
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--rate", type=float, required=True, help="orders per second")
+    p.add_argument("--count", type=int_flag("an integer >= 0"), required=True)
+    p.add_argument("--rate", type=float_flag("a number > 0"), required=True, help="orders per second")
     args = p.parse_args(argv)
 
     # deferred: confluent-kafka is needed only by this demo child process
