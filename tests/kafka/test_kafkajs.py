@@ -17,7 +17,7 @@ import pytest
 
 from tests.kafka.clients import confluent_consume, messages
 from tests.kafka.conftest import PARTITIONS
-from tests.kafka.other_clients import (ClientUnavailable, by_partition, check_read, encode_messages, kafkajs,
+from tests.kafka.other_clients import (ClientUnavailable, by_partition, check_read, decode_records, encode_messages, kafkajs,
                                        kafkajs_dir, ok, wait_for_ends)
 
 pytestmark = pytest.mark.processes
@@ -62,3 +62,68 @@ def test_kafkajs_produces_every_message_and_its_admin_reads_the_offsets(kafka_cl
     ends = _ends(msgs)
     # message i has timestamp T0 + i and sits in partition i % PARTITIONS at offset i // PARTITIONS
     assert sorted(ok(offsets)["offsets"]) == [[p, half // PARTITIONS, ends[p], 0] for p in range(PARTITIONS)]
+
+
+def _merged(members: dict, partitions: int) -> dict[int, list[tuple]]:
+    """The members' reads together, per partition in offset order; each member read its part in order."""
+    rows: dict[int, list[tuple]] = {p: [] for p in range(partitions)}
+    for name, member in members.items():
+        got = decode_records(member["records"], partitions)
+        for p, part in got.items():
+            offsets = [r[0] for r in part]
+            assert offsets == sorted(offsets), f"member {name}, partition {p}: read out of order {offsets[:10]}"
+            rows[p] += part
+    return {p: sorted(part, key=lambda r: r[0]) for p, part in rows.items()}
+
+
+def test_kafkajs_group_members_read_every_message_once_and_commit_through_a_rebalance(kafka_cluster, node_dir):
+    """Member a subscribes from the beginning and reads the first messages; member b joins (a rebalance gives
+    each a partition); the second messages are read by the two together: every message once, byte-exact,
+    and the group's committed offsets (autoCommit) are the partitions' ends."""
+    topic = kafka_cluster.topic("kafkajs-group")
+    msgs = messages("kafkajs-group", 1_000, PARTITIONS, T0)
+    first, second = msgs[:600], msgs[600:]
+    [result] = kafkajs(node_dir, {"op": "group", "brokers": kafka_cluster.bootstrap.split(","), "topic": topic,
+                                  "group": f"kafkajs-{kafka_cluster.kind}", "partitions": PARTITIONS,
+                                  "first": encode_messages(first), "second": encode_messages(second),
+                                  "timeout_ms": 120_000})
+    members = ok(result)["members"]
+    check_read(_merged(members, PARTITIONS), by_partition(msgs, PARTITIONS))
+
+    a, b = members["a"], members["b"]
+    assert a["joins"][0]["assigned"] == list(range(PARTITIONS)), a["joins"]
+    assert sorted(a["joins"][-1]["assigned"] + b["joins"][-1]["assigned"]) == list(range(PARTITIONS)), (a, b)
+    assert b["records"], "member b read nothing after the rebalance"
+    assert result["committed"] == [[p, n] for p, n in _ends(msgs).items()]
+
+
+def test_kafkajs_admin_creates_describes_grows_and_deletes_a_topic(kafka_cluster, node_dir):
+    """createTopics (partitions, replication factor, configs), describeConfigs, createPartitions, deleteTopics.
+
+    A broker without ZooKeeper has its topics from its logs and server.properties: it refuses the writes
+    with INVALID_REQUEST and a message saying why ("The admin API"; kafkajs shows the code's text, not the
+    broker's message)."""
+    topic = f"kafkajs-admin-{kafka_cluster.kind}"      # created by the client, not the fixture
+    replication = len(kafka_cluster.brokers)
+    [out] = kafkajs(node_dir, {"op": "admin", "brokers": kafka_cluster.bootstrap.split(","), "topic": topic,
+                               "partitions": 3, "replication": replication, "more": 5,
+                               "configs": {"retention.ms": "7200000", "max.message.bytes": "65536"}})
+    out = ok(out)
+    if kafka_cluster.zk is None:
+        assert out["create"]["type"] == "INVALID_REQUEST", out
+        assert out["create_partitions"]["type"] == "INVALID_REQUEST", out
+        assert out["delete"]["type"] == "INVALID_REQUEST", out
+        return
+    assert out["create"] is True, out
+    assert out["create_again"] is False, out          # TOPIC_ALREADY_EXISTS: kafkajs answers false
+    ids = {b.broker_id for b in kafka_cluster.brokers}
+    assert isinstance(out["metadata"], list) and [p for p, _l, _r in out["metadata"]] == [0, 1, 2], out
+    assert all(leader in ids and n == replication for _p, leader, n in out["metadata"]), out
+    assert out["configs"]["retention.ms"][:2] == ["7200000", False], out
+    assert out["configs"]["max.message.bytes"][:2] == ["65536", False], out
+    assert out["configs"]["retention.bytes"][1] is True, out
+    assert out["create_partitions"] is True, out
+    assert isinstance(out["metadata_after"], list) and [p for p, _l, _r in out["metadata_after"]] == list(range(5)), out
+    assert all(leader in ids and n == replication for _p, leader, n in out["metadata_after"]), out
+    assert out["delete"] is True, out
+    assert topic not in out["topics_after"], out
