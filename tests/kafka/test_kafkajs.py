@@ -4,10 +4,12 @@ kafkajs 2.2.4 (pinned in tests/kafka/node/package-lock.json, installed with ``np
 and timestamps with acks -1, 1 and 0, uncompressed, gzip and snappy (the ``kafkajs-snappy`` codec;
 kafkajs's lz4 and zstd codecs need native modules: not run). Its admin client answers
 ``fetchTopicOffsets`` (ListOffsets latest and earliest) and ``fetchTopicOffsetsByTimestamp``, and
-``fetchTopicMetadata``. kafkajs's consumer works only in a consumer group (FindCoordinator, JoinGroup,
-SyncGroup, ...), which the broker does not serve yet, so confluent-kafka reads the records back.
-Against one broker without ZooKeeper and a replicated topic on three brokers with it: every message
-byte-exact, in order, none twice.
+``fetchTopicMetadata``; confluent-kafka reads the records back. kafkajs's consumer (it consumes only in a
+consumer group): one member reads from the beginning, a second joins (a rebalance splits the partitions),
+the two read the rest; every message once, and the group's commits (kafkajs's autoCommit) are the ends.
+Its admin client creates a topic with configs, describes them, adds partitions and deletes it (a broker
+without ZooKeeper refuses those writes: INVALID_REQUEST). Against one broker without ZooKeeper and a
+replicated topic on three brokers with it: every message byte-exact, in order, none twice.
 """
 from __future__ import annotations
 

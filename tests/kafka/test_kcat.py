@@ -5,7 +5,8 @@ each acks (``-X acks=``) and codec (``-z``); kcat reads them back by partition (
 the beginning and from a timestamp (``-o s@ms``), printing partition, offset, key, value, headers and
 timestamp with ``-f``. Against one broker without ZooKeeper and a replicated topic on three brokers with
 it: every message byte-exact, in order, none twice; ``-L`` shows the brokers and the partitions' leader,
-replicas and in-sync replicas.
+replicas and in-sync replicas. ``-G`` (the balanced consumer, auto-commit) reads every message once
+and commits the partitions' ends.
 """
 from __future__ import annotations
 
