@@ -19,8 +19,9 @@ import pytest
 
 from tests.kafka.clients import confluent_consume, messages
 from tests.kafka.conftest import PARTITIONS
-from tests.kafka.other_clients import (ClientUnavailable, by_partition, check_read, decode_records, encode_messages, kafkajs,
-                                       kafkajs_dir, ok, wait_for_ends)
+from tests.kafka.other_clients import (ClientUnavailable, by_partition, check_read, decode_records,
+                                       encode_messages, installed_as_locked, kafkajs, kafkajs_dir, ok,
+                                       wait_for_ends)
 
 pytestmark = pytest.mark.processes
 
@@ -35,6 +36,25 @@ def node_dir():
         return kafkajs_dir()
     except ClientUnavailable as exc:
         pytest.skip(str(exc))
+
+
+def test_an_install_from_the_same_lock_counts_as_current_whatever_the_file_times(tmp_path):
+    """A fresh checkout's lock file is newer than an install made from the same lock (a worktree sharing
+    another's node_modules): that install is current, and only a different package set is not."""
+    import json
+    import os
+
+    lock = {"name": "x", "lockfileVersion": 3, "packages": {"": {"name": "x"},
+                                                            "node_modules/kafkajs": {"version": "2.2.4"}}}
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / ".package-lock.json").write_text(
+        json.dumps({"name": "x", "packages": {"node_modules/kafkajs": {"version": "2.2.4"}}}))
+    (tmp_path / "package-lock.json").write_text(json.dumps(lock))
+    os.utime(tmp_path / "node_modules" / ".package-lock.json", (1, 1))
+    assert installed_as_locked(tmp_path)
+    lock["packages"]["node_modules/kafkajs"]["version"] = "2.2.3"
+    (tmp_path / "package-lock.json").write_text(json.dumps(lock))
+    assert not installed_as_locked(tmp_path)
 
 
 def _ends(msgs) -> dict[int, int]:
