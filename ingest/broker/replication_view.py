@@ -47,6 +47,7 @@ class ReplicationView:
         self.topic_configs: dict[str, dict[str, str]] = {}   # Kafka topic -> its configs (/config/topics)
         self._watched_configs: set[str] = set()
         self._deleting_listeners: list[Callable[[frozenset[str]], None]] = []
+        self._deleting_seen = threading.Condition()   # notified whenever ``deleting`` is replaced
         self._config_listeners: list[Callable[[str, dict[str, str]], None]] = []
         self._lock = threading.Lock()
         self._watched_topics: set[str] = set()
@@ -127,9 +128,19 @@ class ReplicationView:
             return False
         found = frozenset(children)
         if found != self.deleting:
-            self.deleting = found
+            with self._deleting_seen:
+                self.deleting = found
+                self._deleting_seen.notify_all()
             self._call(self._deleting_listeners, found)
         return True
+
+    def wait_deleting(self, topic: str, timeout_s: float) -> bool:
+        """Wait until this view has seen ``topic`` marked for deletion; False if ``timeout_s`` passed first.
+
+        For the broker that marked it: its own answers (Metadata, ...) stop naming the topic only once the
+        watch has fired, which comes after the marker's write is acknowledged."""
+        with self._deleting_seen:
+            return self._deleting_seen.wait_for(lambda: topic in self.deleting, max(0.0, timeout_s))
 
     def _config_watcher(self, topic: str):
         def watch(data, _stat) -> bool:

@@ -98,13 +98,30 @@ def kafka23(python: Path, *ops: dict[str, Any]) -> list[Any]:
 
 # --- kafkajs ----------------------------------------------------------------------------------------
 
+def installed_as_locked(node_dir: Path) -> bool:
+    """Whether ``node_dir/node_modules`` holds exactly the packages of its ``package-lock.json``.
+
+    Compares npm's record of what it installed (``node_modules/.package-lock.json``) with the lock by
+    content, not by file times: a fresh checkout (a git worktree) has a newer lock file than an install
+    made from the same lock elsewhere."""
+    installed = node_dir / "node_modules" / ".package-lock.json"
+    if not installed.exists():
+        return False
+    want = {k: v for k, v in json.loads((node_dir / "package-lock.json").read_text())["packages"].items() if k}
+    return json.loads(installed.read_text()).get("packages") == want
+
+
 def kafkajs_dir() -> Path:
-    """tests/kafka/node with its pinned packages installed (``npm ci`` when they are not)."""
+    """tests/kafka/node with its pinned packages installed (``npm ci`` when they are not).
+
+    A ``node_modules`` that is a symlink (to another checkout's install) is never reinstalled: ``npm ci``
+    empties it through the link first, under the other checkout's feet."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         raise ClientUnavailable("node/npm not installed: kafkajs cannot run here")
-    lock = NODE_DIR / "package-lock.json"
-    installed = NODE_DIR / "node_modules" / ".package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
+    if not installed_as_locked(NODE_DIR):
+        if (NODE_DIR / "node_modules").is_symlink():
+            raise RuntimeError(f"{NODE_DIR / 'node_modules'} is a symlink to packages that are not those of "
+                               f"package-lock.json; remove the link (the test then runs npm ci here)")
         proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, capture_output=True,
                               text=True, timeout=600)
         if proc.returncode != 0:

@@ -363,3 +363,34 @@ def test_a_broker_down_during_a_delete_deletes_its_copy_when_it_returns(broker_f
         wait_until(lambda: _gone_from_zookeeper(zk, topic), 60, "the topic gone from ZooKeeper")
     finally:
         admin.close()
+
+
+def test_the_broker_that_answers_a_delete_no_longer_lists_the_topic(broker_factory, zk_connect, zk):
+    """Kafka's ZooKeeper-mode broker answers DeleteTopics once its own metadata no longer has the topic, so a
+    client that lists topics on the same broker right after the answer does not see it (kafkajs's
+    ``deleteTopics`` then ``listTopics`` does this). Each broker in turn answers one delete."""
+    from ingest.wire.kafka.connection import KafkaConnection
+    from ingest.wire.kafka.delete_topics import DeleteTopicsRequest
+    from ingest.wire.kafka.metadata import MetadataRequest, MetadataRequestTopic
+
+    brokers = _cluster(broker_factory, zk_connect)
+    bootstrap = _bootstrap(brokers)
+    admin = KafkaPythonAdmin(bootstrap)
+    try:
+        for b in brokers:
+            topic = f"admin-gone-{b.broker_id}"
+            assert admin.create(topic, 2, 3) == (0, None)
+            _leaders_everywhere(bootstrap, topic, 2)
+            conn = KafkaConnection("127.0.0.1", b.kafka_port)
+            try:
+                answer = conn.call(DeleteTopicsRequest(topic_names=(topic,), timeout_ms=30_000), 4)
+                assert [(t.name, t.error_code) for t in answer.responses] == [(topic, 0)]
+                listed = conn.call(MetadataRequest(topics=None), 4)
+                named = conn.call(MetadataRequest(topics=(MetadataRequestTopic(topic),),
+                                                  allow_auto_topic_creation=False), 4)
+            finally:
+                conn.close()
+            assert topic not in [t.name for t in listed.topics], f"broker {b.broker_id} still lists {topic}"
+            assert [(t.name, t.error_code) for t in named.topics] == [(topic, UNKNOWN_TOPIC_OR_PARTITION)]
+    finally:
+        admin.close()

@@ -9,7 +9,8 @@ version produces with acks 1 and all and every codec it allows, and reads everyt
 earliest offset, against one broker without ZooKeeper and a replicated topic on three brokers with it.
 What the old versions cannot do is the client's refusal, named: ``offsets_for_times`` before 0.10.1,
 lz4 before 0.8.2, zstd before 2.1, headers before 0.11; a zstd batch is UNSUPPORTED_COMPRESSION_TYPE
-(76) to a Fetch below v10, as Kafka answers.
+(76) to a Fetch below v10, as Kafka answers. With a ``group_id`` (auto-detected version) ``subscribe``
+joins a group, reads everything once and ``commit()``/``committed()`` round-trip.
 
 acks=0 is not run: kafka-python 2.3 never writes an acks=0 Produce request until another request goes
 out on the same connection (``KafkaClient.send`` schedules the write only for a request whose future is
@@ -110,3 +111,25 @@ def test_old_versions_read_what_a_modern_producer_wrote_converted_down(kafka_clu
     for version in ("0.8.0", "0.8.2", "0.10.0"):
         result = _consume(py23, bootstrap, zstd, 100, VERSIONS[version][0])
         assert result["error"].startswith("UnsupportedCompressionTypeError"), (version, result)
+
+
+def test_a_group_consumer_reads_every_message_once_commits_and_reads_its_commits_back(kafka_cluster, py23):
+    """The auto-detected version with a ``group_id``: ``subscribe`` joins the group (FindCoordinator, JoinGroup,
+    SyncGroup), reads from the earliest offset, ``commit()`` commits; ``committed()`` answers the partitions'
+    ends, and the group started again reads nothing."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = kafka_cluster.topic("kp23-group")
+    group = f"kp23-{kafka_cluster.kind}"
+    msgs = messages("kp23-group", 1_000, PARTITIONS, T0)
+    _produce(py23, bootstrap, topic, msgs, None, (None, "gzip"), headers=True)
+    op = {"op": "group_consume", "bootstrap": bootstrap, "topic": topic, "partitions": PARTITIONS, "group": group,
+          "n": len(msgs), "timeout_ms": 60_000, "api_version": None}
+    [first] = kafka23(py23, op)
+    first = ok(first)
+    check_read(decode_records(first["records"], PARTITIONS), by_partition(msgs, PARTITIONS))
+    ends = [[p, sum(1 for m in msgs if m.partition == p)] for p in range(PARTITIONS)]
+    assert first["assigned"] == list(range(PARTITIONS)) and first["committed"] == ends, first
+
+    [again] = kafka23(py23, {**op, "n": 0, "timeout_ms": 10_000})
+    assert ok(again)["assigned"] == list(range(PARTITIONS)), again
+    assert again["records"] == [] and again["committed"] == ends, again

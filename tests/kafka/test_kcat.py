@@ -5,7 +5,8 @@ each acks (``-X acks=``) and codec (``-z``); kcat reads them back by partition (
 the beginning and from a timestamp (``-o s@ms``), printing partition, offset, key, value, headers and
 timestamp with ``-f``. Against one broker without ZooKeeper and a replicated topic on three brokers with
 it: every message byte-exact, in order, none twice; ``-L`` shows the brokers and the partitions' leader,
-replicas and in-sync replicas.
+replicas and in-sync replicas. ``-G`` (the balanced consumer, auto-commit) reads every message once
+and commits the partitions' ends.
 """
 from __future__ import annotations
 
@@ -75,3 +76,42 @@ def test_kcat_produces_keys_and_headers_and_reads_every_message_back_in_order_on
     for pm in md["topics"][0]["partitions"]:
         assert pm["leader"] in {b.broker_id for b in kafka_cluster.brokers}
         assert len(pm["replicas"]) == replicas and len(pm["isrs"]) == replicas, pm
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset
+                for tp in c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)}
+    finally:
+        c.close()
+
+
+def test_kcat_balanced_consumer_reads_every_message_once_and_commits(kafka_cluster):
+    """``kcat -G group topic`` (librdkafka's group consumer, auto-commit) from the earliest offset to the end
+    (``-e``): every message once, byte-exact; the group's committed offsets are the partitions' ends, so the
+    same group started again reads nothing."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = kafka_cluster.topic("kcat-group")
+    group = f"kcat-{kafka_cluster.kind}"
+    want: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        batch = [(f"k-{p}-{i}".encode(), f"group {p} {i} {os.urandom(8).hex()}".encode()) for i in range(PER_ROUND)]
+        kcat("-P", "-b", bootstrap, "-t", topic, "-p", str(p), "-K", "\t", "-X", "acks=all",
+             stdin=b"".join(k + b"\t" + v + b"\n" for k, v in batch))
+        want[p] += [(k, v, (), None) for k, v in batch]
+
+    def group_read() -> dict[int, list[tuple]]:
+        out = kcat("-b", bootstrap, "-G", group, "-X", "auto.offset.reset=earliest", "-e", "-q", "-f", FORMAT,
+                   topic)
+        rows: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+        for line in out.decode().splitlines():
+            part, offset, key, value, _headers, ts = line.split("\t")
+            rows[int(part)].append((int(offset), key.encode(), value.encode(), (), int(ts)))
+        return rows
+
+    check_read(group_read(), want, timestamps=False)
+    assert _committed(bootstrap, group, topic) == {p: len(want[p]) for p in range(PARTITIONS)}
+    assert group_read() == {p: [] for p in range(PARTITIONS)}, "the group read again what it had committed"

@@ -10,7 +10,9 @@ refused request changes nothing; ``validate_only`` runs the checks and stops the
   as the data of ``/brokers/topics/[topic]`` with ``"format":"kafka"``, and the configs at
   ``/config/topics/[topic]``, in one ZooKeeper transaction; the controller then elects the leaders.
 - **delete**: ``/admin/delete_topics/[topic]`` (the controller and every replica's broker do the rest,
-  :mod:`ingest.broker.controller`); from that moment clients no longer see the topic.
+  :mod:`ingest.broker.controller`), answered once this broker's own view has seen the mark (Kafka's
+  ``DelayedDeleteTopics``): from then on this broker no longer shows clients the topic, and the other
+  brokers stop as their watches fire, a moment later.
 - **partitions**: the assignment rewritten with the new partitions appended (a conditional write on the
   version read), each new one placed by the same rule or as the request says.
 - **configs**: ``/config/topics/[topic]`` replaced (AlterConfigs) or changed (IncrementalAlterConfigs),
@@ -26,6 +28,7 @@ Thread-safety: the coordination thread only.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -38,7 +41,8 @@ from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.topics import validate_topic
 from ingest.errors import (InvalidConfigError, InvalidPartitionsError, InvalidReplicaAssignmentError,
                            InvalidReplicationFactorError, NeedsZooKeeperError, PolicyViolationError,
-                           ReplicationConfigError, TopicAlreadyExistsError, UnknownTopicError)
+                           ReplicationConfigError, RequestTimedOutError, TopicAlreadyExistsError,
+                           UnknownTopicError)
 from ingest.wire.kafka import incremental_alter_configs as ops
 
 log = logging.getLogger(__name__)
@@ -199,7 +203,8 @@ class ZkTopicAdmin:
         """Mark a Kafka topic for deletion (a topic already marked: nothing to do).
 
         Raises:
-            InvalidTopicError, WrongTopicKindError, UnknownTopicError, CoordinationUnavailableError.
+            InvalidTopicError, WrongTopicKindError, UnknownTopicError, CoordinationUnavailableError,
+            RequestTimedOutError (marked, but not seen by this broker's watch before the deadline).
         """
         self.require_worker(f"deleting topic {topic!r}")
         try:
@@ -214,6 +219,11 @@ class ZkTopicAdmin:
         except NodeExistsError:
             pass   # marked meanwhile, or our own create replayed after a lost answer
         log.info("topic %s marked for deletion", topic)
+        # Kafka's ZooKeeper-mode broker answers once its own metadata no longer has the topic
+        # (DelayedDeleteTopics): a client that lists topics on this broker next must not see it
+        if not self.view.wait_deleting(topic, self.coordinated.deadline - time.monotonic()):
+            raise RequestTimedOutError(f"topic {topic!r} is marked for deletion, but this broker did not see the "
+                                       f"mark within zk.connectiontimeout.ms; the deletion goes on")
 
     # --- partitions -----------------------------------------------------------------------------------
 

@@ -1,12 +1,14 @@
 """Run kafka-python operations given as JSON on stdin; print their results as JSON on stdout.
 
-Run by tests/kafka/old_clients.py under .venv-kafka23 (kafka-python 2.3), so it imports nothing of
+Run by tests/kafka/other_clients.py under .venv-kafka23 (kafka-python 2.3), so it imports nothing of
 the project. Input: a list of operations; bytes travel as base64.
 
 - ``{"op": "produce", "bootstrap", "topic", "api_version": [0, 8, 2] | null, "acks", "codec",
   "messages": [[partition, key, value, [[hkey, hvalue], ...], timestamp], ...]}`` -> ``{"sent": n}``
 - ``{"op": "consume", "bootstrap", "topic", "partitions", "n", "api_version", "from_ts": ms | null}``
   -> ``{"records": [[partition, offset, key, value, [[hkey, hvalue], ...], timestamp], ...]}``
+- ``{"op": "group_consume", "bootstrap", "topic", "partitions", "group", "n", "timeout_ms", "api_version"}``
+  -> ``{"records": [...], "assigned": [partition, ...], "committed": [[partition, offset | null], ...]}``
 - ``{"op": "version", "bootstrap"}`` -> ``{"version": [..]}``: the broker version kafka-python infers
 
 An operation that raises gives ``{"error": "Type: message"}``.
@@ -14,6 +16,7 @@ An operation that raises gives ``{"error": "Type: message"}``.
 import base64
 import json
 import sys
+import time
 import traceback
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -70,6 +73,36 @@ def consume(op):
         c.close()
 
 
+def group_consume(op):
+    """A group member (``subscribe``, ``auto_offset_reset`` earliest, no auto-commit): reads ``n`` records,
+    commits them (``commit()``), then asks what the group has committed and where it stands."""
+    c = KafkaConsumer(op["topic"], bootstrap_servers=op["bootstrap"], group_id=op["group"],
+                      auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=op["timeout_ms"],
+                      **version_kw(op))
+    try:
+        out = []
+        if op["n"]:
+            for r in c:
+                out.append([r.partition, r.offset, b64(r.key), b64(r.value),
+                            [[h, b64(v)] for h, v in (r.headers or [])], r.timestamp])
+                if len(out) >= op["n"]:
+                    break
+        else:
+            # until the group has assigned it partitions, then once more: what is past the commits
+            deadline = time.time() + op["timeout_ms"] / 1000.0
+            polled = []
+            while not c.assignment() and time.time() < deadline:
+                polled += [r for batch in c.poll(timeout_ms=500).values() for r in batch]
+            polled += [r for batch in c.poll(timeout_ms=2000).values() for r in batch]
+            out = [[r.partition, r.offset, None, None, [], r.timestamp] for r in polled]
+        c.commit()
+        tps = [TopicPartition(op["topic"], p) for p in range(op["partitions"])]
+        return {"records": out, "assigned": sorted(tp.partition for tp in c.assignment()),
+                "committed": [[tp.partition, c.committed(tp)] for tp in tps]}
+    finally:
+        c.close()
+
+
 def version(op):
     from kafka import KafkaClient
 
@@ -80,7 +113,7 @@ def version(op):
         client.close()
 
 
-OPS = {"produce": produce, "consume": consume, "version": version}
+OPS = {"produce": produce, "consume": consume, "group_consume": group_consume, "version": version}
 
 
 def main():
