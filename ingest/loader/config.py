@@ -16,7 +16,8 @@ LOADER_CONFIG = ConfigDef(
         Key("zk.connect", Str(), None, "ZooKeeper connect string to discover brokers from /brokers/ids (instead of brokers)"),
         Key("bootstrap.servers", StrList(), (),
             "host:port list of Kafka listeners: the Kafka-format topics of the clusters they belong to are loaded, "
-            "partitions and leaders from Metadata (beside the 0.7 topics of brokers or zk.connect; either may be empty)"),
+            "partitions and leaders from Metadata (beside the 0.7 topics of brokers or zk.connect; either may be empty; "
+            "empty with zk.connect: the listeners registered under /brokers/endpoints)"),
         Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "ZooKeeper connection timeout"),
         Key("topics", Regex(), ".*", "whitelist: topics whose whole name matches this regex are loaded"),
         Key("topics.blacklist", Regex(), "", "topics whose whole name matches this regex are skipped (empty: none)"),

@@ -174,7 +174,7 @@ def discover_all(config) -> Discovery:
             for p in parts:
                 out.append(PartitionSnapshot(topic, md.broker_id, p.partition, host, port, earliest=p.earliest,
                                              latest=p.latest))
-    kafka, kafka_left_out, kafka_answered = kafka_partitions(config) if config.get("bootstrap.servers") else ([], [], 0)
+    kafka, kafka_left_out, kafka_answered = kafka_partitions(config)
     if not answered and not kafka_answered:
         raise BrokerUnavailableError("no broker answered METADATA: "
                                      + "; ".join(lo.describe() for lo in left_out + kafka_left_out))

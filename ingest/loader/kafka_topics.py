@@ -1,6 +1,7 @@
 """Kafka-format topics in a load run: partitions, leaders and offsets through the Kafka listeners.
 
-``bootstrap.servers`` names Kafka listeners. Each is asked Metadata for every topic (a null topic
+``bootstrap.servers`` names Kafka listeners (without it, a ``zk.connect`` loader takes those the brokers
+registered under ``/brokers/endpoints``). Each is asked Metadata for every topic (a null topic
 list). Listeners that answer with the same cluster id are one cluster (with ZooKeeper every broker
 of the cluster answers the same; without it a broker is a cluster of its own), whose topics are
 read once. Each partition is named by its first replica, its home broker (so committed offsets
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import logging
 
+from ingest.client.discovery import read_kafka_servers, start_kazoo
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.partition_reader import KAFKA, BrokerPartition, open_kafka_fetcher
 from ingest.config import non_ascii_note
@@ -30,6 +32,25 @@ from ingest.loader.gaps import Probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot
 
 log = logging.getLogger(__name__)
+
+
+def kafka_listeners(config) -> tuple[list[str], bool]:
+    """The Kafka listeners the loader asks: ``bootstrap.servers``, or, without it, the listeners the
+    brokers registered under ``/brokers/endpoints`` in ``zk.connect`` (so a ZooKeeper-configured loader
+    loads the cluster's Kafka-format topics too, as it loads its 0.7 topics); ``host:port`` strings,
+    and whether they came from ZooKeeper (all of one cluster).
+
+    Raises:
+        ConfigError: an item of ``bootstrap.servers`` is not host:port.
+    """
+    if config["bootstrap.servers"] or not config.get("zk.connect"):
+        return bootstrap_servers(config), False
+    zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
+    try:
+        return [f"{host}:{port}" for host, port in read_kafka_servers(zk)], True
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def bootstrap_servers(config) -> list[str]:
@@ -53,8 +74,10 @@ def kafka_partitions(config) -> tuple[list[PartitionSnapshot], list[LeftOut], in
     settings = FetchSettings.from_config(config)
     clusters: dict[str, list[str]] = {}   # cluster id -> the listeners that answered for it
     left_out: list[LeftOut] = []
+    silent: list[LeftOut] = []   # listeners that did not answer
     answered = 0
-    for server in bootstrap_servers(config):
+    servers, registered = kafka_listeners(config)
+    for server in servers:
         host, _, port = server.rpartition(":")
         probe = BrokerPartition("", -1, -1, host, int(port), server, KAFKA)
         try:
@@ -66,10 +89,14 @@ def kafka_partitions(config) -> tuple[list[PartitionSnapshot], list[LeftOut], in
                 raise
             log.warning("Kafka listener %s did not answer Metadata (%s): its cluster's Kafka-format topics are "
                         "left out of this run unless another listener of it answers", server, exc)
-            left_out.append(LeftOut(f"Kafka listener did not answer Metadata ({exc})", None, server))
+            silent.append(LeftOut(f"Kafka listener did not answer Metadata ({exc})", None, server))
             continue
         answered += 1
         clusters.setdefault(cluster_id, []).append(server)
+    if not (registered and answered):
+        # the listeners registered in one ZooKeeper are one cluster: one that answers speaks for it (a
+        # partition whose leader is silent is left out below); listeners named by hand may be several
+        left_out += silent
     out: list[PartitionSnapshot] = []
     for cluster_id, servers in clusters.items():
         found, missing = _cluster_partitions(",".join(servers), settings)

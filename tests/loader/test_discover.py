@@ -28,6 +28,27 @@ def test_zookeeper_discovery_finds_every_partition_with_offsets(zk_connect, tmp_
         stop_all(brokers)
 
 
+def test_a_zookeeper_loader_also_finds_the_kafka_format_topics_through_the_registered_listeners(
+        zk_connect, tmp_path_factory):
+    """Without ``bootstrap.servers``, the listeners under /brokers/endpoints: a ZooKeeper-configured loader
+    misses none of the cluster's topics, whichever kind its producers created."""
+    from confluent_kafka import Producer as KafkaProducer
+
+    brokers = broker_cluster(tmp_path_factory, n=1, zk_connect=zk_connect, num_partitions=2, first_id=3)
+    try:
+        p = KafkaProducer({"bootstrap.servers": f"{brokers[0].host}:{brokers[0].kafka_port}"})
+        for i in range(10):
+            p.produce("kafka-topic", value=b"v%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+        cfg = LOADER_CONFIG.parse({"destination": "/tmp/unused", "zk.connect": zk_connect,
+                                   "registry.url": "http://127.0.0.1:1"})
+        snaps = [s for s in discover(cfg) if s.topic == "kafka-topic"]
+        assert sorted((s.partition, s.kind, s.earliest, s.latest) for s in snaps) == [
+            (0, "kafka", 0, 5), (1, "kafka", 0, 5)]
+    finally:
+        stop_all(brokers)
+
+
 def test_no_broker_source_is_a_config_error(zk_connect):
     with pytest.raises(ConfigError, match="needs 'brokers'"):
         broker_addresses(LOADER_CONFIG.parse({"destination": "/x", "registry.url": "http://r"}))

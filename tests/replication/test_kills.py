@@ -210,7 +210,9 @@ def test_a_replica_with_a_damaged_sealed_segment_repairs_it_from_the_leader(brok
     r.wait_for(lambda: r.replica_bytes_differ(brokers, topic, 0, hw) is None, 60,
                f"replica {victim.broker_id}'s damaged segment {base} repaired from the leader")
     assert not path.with_suffix(".damaged").exists()
-    # and the repaired replica serves it as leader once the others are gone
+    # and the repaired replica serves it as leader once the others are gone (once it is back in the
+    # in-sync set: an out-of-sync replica is never elected with unclean election off)
+    r.wait_for_state(zk, topic, 0, lambda s: victim.broker_id in s.isr, 60, "the repaired replica in sync")
     for b in brokers:
         if b is not victim:
             b.kill()

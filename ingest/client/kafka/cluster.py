@@ -178,10 +178,12 @@ class KafkaCluster:
                                       f"partition {partition}")
         return parts[partition]
 
-    def topic_names(self, deadline: float) -> list[str]:
+    def topic_names(self, deadline: float, *, include_internal: bool = False) -> list[str]:
         """Every topic of the cluster (Metadata with a null topic list, v1+), its partitions read too
         (:meth:`partitions` then answers from them). Tried on one broker or bootstrap server after
-        another until one answers or ``deadline`` passes.
+        another until one answers or ``deadline`` passes. Internal topics (``__consumer_offsets``:
+        Metadata's ``is_internal``) only with ``include_internal``, as Kafka's consumers leave them out
+        (``exclude.internal.topics``).
 
         Raises:
             BrokerUnavailableError: no broker or bootstrap server answered Metadata.
@@ -201,7 +203,8 @@ class KafkaCluster:
             self._unanswered.pop((conn.host, conn.port), None)
             self._apply(answer, ())
             self._failed_refreshes = 0
-            return sorted(t.name for t in answer.topics if t.name in self._topics)
+            return sorted(t.name for t in answer.topics
+                          if t.name in self._topics and (include_internal or not t.is_internal))
         raise BrokerUnavailableError(f"no broker answered Metadata; tried {'; '.join(tried) or 'nothing'} "
                                      f"(bootstrap.servers {_servers(self.bootstrap)})")
 

@@ -43,7 +43,7 @@ def read_partition(fetcher: KafkaFetcher, topic: str, partition: int, offset: in
             return out, offset
 
 
-def read_all(fetcher: KafkaFetcher, topic: str, partitions: int, until: int, *, deadline_s: float = 60.0):
+def read_all(fetcher: KafkaFetcher, topic: str, partitions: int, until: int, *, deadline_s: float = 180.0):
     """Every record of every partition, read until ``until`` records were read in all (or the deadline:
     acks 0 gives no sign of when its records are in)."""
     got: dict[int, list] = {p: [] for p in range(partitions)}
