@@ -80,6 +80,8 @@ class KafkaErrorCode(IntEnum):
     UNSUPPORTED_VERSION = 35
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
@@ -154,6 +156,8 @@ ERRORS = (
     (e.StaleLeaderEpochError,               ErrorCode.STALE_LEADER_EPOCH,           KafkaErrorCode.FENCED_LEADER_EPOCH),
     (e.UnknownLeaderEpochError,             _,                                      KafkaErrorCode.UNKNOWN_LEADER_EPOCH),
     (e.InvalidRequiredAcksError,            ErrorCode.INVALID_REQUIRED_ACKS,        KafkaErrorCode.INVALID_REQUIRED_ACKS),
+    (e.OutOfOrderSequenceError,             _,                                      KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (e.InvalidProducerEpochError,           _,                                      KafkaErrorCode.INVALID_PRODUCER_EPOCH),
     (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              _),
     (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
     (e.WrongTopicKindError,                 ErrorCode.WRONG_TOPIC_KIND,             KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
