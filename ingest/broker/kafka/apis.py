@@ -12,7 +12,7 @@ import logging
 
 from ingest.broker.kafka import (api_versions, fetch, find_coordinator, init_producer_id, list_offsets, metadata,
                                  offset_for_leader_epoch, produce, versions)
-from ingest.broker.kafka.init_producer_id import ProducerIds
+from ingest.broker.kafka.producer_ids import LocalProducerIds
 from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,8 @@ class KafkaApis:
         self.cluster = cluster
         self.metrics = metrics
         self.purgatory = purgatory
-        self.producer_ids = ProducerIds(cluster.broker_id)
+        self.producer_ids = LocalProducerIds(cluster.broker_id)
+        """Replaced by ZooKeeper's blocks when the broker joins a cluster (:mod:`ingest.broker.kafka.producer_ids`)."""
         self.refusals = RateLimitedLog(log, interval_s=30.0)
 
     def wake_fetches(self, topic: str, partition: int) -> None:
