@@ -165,3 +165,44 @@ def test_a_retried_batch_is_still_a_duplicate_after_the_broker_is_killed_and_res
     assert _produce(broker.kafka_port, _batch(0), 12)[0] == 45         # older than the last five
     assert _produce(broker.kafka_port, _batch(28), 13)[0] == 45        # a gap
     assert _produce(broker.kafka_port, _batch(24), 14) == (0, 24)      # the next one
+
+
+# --- the product's own Kafka client ---------------------------------------------------------------
+
+class OwnProducer(threading.Thread):
+    """The product's :class:`~ingest.client.kafka.producer.KafkaProducer` (idempotence by default): sends
+    ``v-<n>`` in flushes of 100 until stopped; a flush that returns acknowledged its values."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(name="own-producer", daemon=True)
+        from ingest.client.kafka.producer import KafkaProducer
+
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", delivery_timeout_ms=300_000,
+                                      request_timeout_ms=30_000, linger_ms=1000)
+        self.acked: list[bytes] = []
+        self.failed: list[tuple[bytes, str]] = []
+        self.sent = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from ingest.errors import IngestError
+
+        while not self._halt.is_set():
+            values = [f"v-{self.sent + i:08d}".encode() for i in range(100)]
+            self.sent += len(values)
+            try:
+                for v in values:
+                    self.producer.send(TOPIC, v, partition=0)
+                self.producer.flush()
+                self.acked += values
+            except IngestError as exc:
+                self.failed += [(v, repr(exc)) for v in values]
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(330)
+        self.producer.close()
+
+
+def test_the_products_own_producer_through_a_few_leader_kills_writes_each_message_once(broker_factory, zk_connect, zk):
+    _through_kills(broker_factory, zk_connect, zk, OwnProducer, FEW_KILLS)

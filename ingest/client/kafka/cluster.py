@@ -103,6 +103,7 @@ class KafkaCluster:
         self._bootstrap_connections: dict[tuple[str, int], KafkaConnection] = {}
         self._failed_refreshes = 0
         self._next_refresh_at = 0.0
+        self._metadata_failed_at: dict[tuple[str, int], float] = {}
 
     # --- connections --------------------------------------------------------------------------
 
@@ -192,9 +193,11 @@ class KafkaCluster:
                 answer = conn.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), version)
             except (BrokerUnavailableError, MalformedResponseError) as exc:
                 tried.append(f"{conn!r} ({exc})")
+                self._metadata_failed_at[(conn.host, conn.port)] = self.clock.monotonic()
                 _refusals.warning(f"{conn.host}:{conn.port}", "metadata", "Metadata from %r failed: %s", conn, exc)
                 continue
             self._apply(answer, ())
+            self._metadata_failed_at.pop((conn.host, conn.port), None)
             self._failed_refreshes = 0
             return sorted(t.name for t in answer.topics if t.name in self._topics)
         raise BrokerUnavailableError(f"no broker answered Metadata; tried {'; '.join(tried) or 'nothing'} "
@@ -235,15 +238,19 @@ class KafkaCluster:
                 answer = conn.call(request, version)
             except (BrokerUnavailableError, MalformedResponseError) as exc:
                 tried.append(f"{conn!r} ({exc})")
+                self._metadata_failed_at[(conn.host, conn.port)] = self.clock.monotonic()
                 _refusals.warning(f"{conn.host}:{conn.port}", "metadata", "Metadata from %r failed: %s", conn, exc)
                 continue
             self._apply(answer, names)
+            self._metadata_failed_at.pop((conn.host, conn.port), None)
             self._failed_refreshes = 0
             return
         raise BrokerUnavailableError(f"no broker answered Metadata; tried {'; '.join(tried) or 'nothing'} "
                                      f"(bootstrap.servers {_servers(self.bootstrap)})")
 
     def _candidates(self) -> list[KafkaConnection]:
+        """Every broker and bootstrap server, those whose Metadata failed last (the longest ago first):
+        a refresh bounded by a deadline that lets it try only one still reaches a live broker."""
         out = [self.connection(node_id) for node_id in sorted(self.nodes)]
         for host, port in self.bootstrap:
             if any((c.host, c.port) == (host, port) for c in out):
@@ -253,7 +260,8 @@ class KafkaCluster:
                 conn = self._bootstrap_connections[(host, port)] = KafkaConnection(
                     host, port, client_id=self.client_id, timeout_s=self.timeout_s)
             out.append(conn)
-        return out
+        failed = self._metadata_failed_at
+        return sorted(out, key=lambda c: failed.get((c.host, c.port), -1.0))
 
     def _apply(self, answer, asked: Sequence[str]) -> None:
         now = self.clock.monotonic()
