@@ -15,6 +15,10 @@ Each row checks that the partition's high watermark grew by exactly N (nothing l
 ratios printed are idempotent / plain of the same client and cluster (the aim: >= 0.90), and for
 confluent-kafka also idempotent / plain with the same 5 requests in flight (the broker's own cost).
 
+**Append rows** (no server): the leader's append of ``--rebuild-batches`` batches of 10 records into a
+Kafka-format log, plain and idempotent (one producer id, sequences checked and recorded), alternating,
+CPU seconds of this process, best of 3: the broker's own cost of the check.
+
 **Rebuild rows** (no server): a Kafka-format log of ``--rebuild-batches`` one-record batches of 2,000
 producer ids, opened again (a) with the snapshot the last roll wrote (only the active segment is
 scanned, as after any restart) and (b) with every snapshot deleted (the whole log scanned: a log written
@@ -116,6 +120,30 @@ def produce_row(client: str, bootstrap: str, topic: str, msgs: list[bytes], idem
     return r.get("count", len(msgs)) / r["seconds"]
 
 
+def append_rows(batches: int, rounds: int = 3) -> dict:
+    """CPU seconds of a leader's appends of plain and of idempotent batches (alternating, best of ``rounds``)."""
+    value = os.urandom(200)
+    plain = build_batch([value] * 10)
+    idem = [build_batch([value] * 10, producer_id=77, producer_epoch=0, base_sequence=10 * i) for i in range(batches)]
+    best = {"plain": float("inf"), "idempotent": float("inf")}
+    for _ in range(rounds):
+        for kind in ("plain", "idempotent"):
+            work = Path(tempfile.mkdtemp(prefix="bench-idem-append-"))
+            try:
+                lg = KafkaLog(work / "t-0", KafkaLogSettings(), SystemClock())
+                t0 = time.process_time()
+                for i in range(batches):
+                    lg.append(plain if kind == "plain" else idem[i])
+                best[kind] = min(best[kind], time.process_time() - t0)
+                assert lg.log_end == 10 * batches
+                lg.close()
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    return {"batches": batches, "plain_us_per_batch": best["plain"] / batches * 1e6,
+            "idempotent_us_per_batch": best["idempotent"] / batches * 1e6,
+            "ratio_plain_over_idempotent": best["plain"] / best["idempotent"]}
+
+
 def rebuild_rows(batches: int) -> dict:
     """Opening a log again: with the last roll's snapshot, without any, and the same log's plain recovery."""
     work = Path(tempfile.mkdtemp(prefix="bench-idem-rebuild-"))
@@ -213,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         stopping_servers(servers.stop)
         stopped = pids
         shutil.rmtree(work, ignore_errors=True)
+    ap_ = append_rows(args.rebuild_batches)
+    out["append"] = ap_
+    print(f"\nleader appends of {ap_['batches']:,} batches of 10 records (CPU, best of 3): plain "
+          f"{ap_['plain_us_per_batch']:.1f} us/batch, idempotent {ap_['idempotent_us_per_batch']:.1f} us/batch, "
+          f"throughput idempotent / plain {ap_['ratio_plain_over_idempotent']:.2f}")
     rb = rebuild_rows(args.rebuild_batches)
     out["rebuild"] = rb
     print(f"\nproducer state rebuilt on open: {rb['batches']:,} one-record batches of 2,000 producer ids, "

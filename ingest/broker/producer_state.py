@@ -126,17 +126,17 @@ class ProducerState:
                     f"log {self.name}: producer id {pid} starts its new epoch {h.producer_epoch} at sequence "
                     f"{first}; a new epoch starts at 0; nothing appended")
             return None
+        expected = e.batches[-1].last_seq
+        if _in_sequence(expected, first):   # the common case; a stored batch never continues the sequence
+            return None
         last = last_sequence(h)
         for b in e.batches:
             if b.first_seq == first and b.last_seq == last:
                 return b
-        expected = e.batches[-1].last_seq
-        if not _in_sequence(expected, first):
-            raise OutOfOrderSequenceError(
-                f"log {self.name}: producer id {pid} epoch {e.epoch} sent sequence {first}, expected "
-                f"{(expected + 1) % (MAX_SEQUENCE + 1)} (its last appended batch ends at {expected}); "
-                "nothing appended")
-        return None
+        raise OutOfOrderSequenceError(
+            f"log {self.name}: producer id {pid} epoch {e.epoch} sent sequence {first}, expected "
+            f"{(expected + 1) % (MAX_SEQUENCE + 1)} (its last appended batch ends at {expected}); "
+            "nothing appended")
 
     def update(self, h: BatchHeader, base_offset: int) -> None:
         """Record an appended batch (``h`` as written, at ``base_offset``); a leader's after :meth:`check`,
