@@ -8,6 +8,10 @@ round of each printed with every round beside it):
   ``max.in.flight.requests.per.connection`` 5, and ``enable.idempotence`` true (which caps it at 5, as
   every Kafka client does), against (a) one broker without ZooKeeper and (b) a Kafka topic of
   replication factor 3 on 3 brokers with ZooKeeper, ``min.insync.replicas`` 2 (bench/peers/ours_kafka.py);
+- *confluent-kafka against Tansu* (bench/peers/tansu.py, one broker, memory storage), the same three
+  settings: an independent broker's figure for what librdkafka's idempotence costs by itself (it keeps
+  about one Produce request in flight per partition, measured from its statistics, where the plain
+  producer keeps up to 5); "not run" when Tansu is not installed;
 - *this product's KafkaProducer, acks=all*, ``enable.idempotence`` false vs true (a synchronous client:
   ``send`` of every message, then ``flush``), against the same two.
 
@@ -53,6 +57,7 @@ sys.path.insert(0, str(REPO))
 from bench.peers import kafka_clients as kc  # noqa: E402
 from bench.peers.ours_kafka import OursServers  # noqa: E402
 from bench.peers.run import Stop, machine, payloads, stop_on_signals, stopping_servers  # noqa: E402
+from bench.peers.tansu import Tansu, TansuMissing  # noqa: E402
 from ingest.broker.kafka_log import KafkaLog, KafkaLogSettings  # noqa: E402
 from ingest.clock import SystemClock  # noqa: E402
 from ingest.client.kafka.producer import KafkaProducer  # noqa: E402
@@ -103,20 +108,22 @@ def own_produce(bootstrap: str, topic: str, msgs: list[bytes], idempotent: bool)
     return {"seconds": seconds}
 
 
-def produce_row(client: str, bootstrap: str, topic: str, msgs: list[bytes], idempotent: str) -> float:
-    """msg/s of one row, the high watermark checked to grow by exactly N."""
-    _lo, before = kc.watermarks(bootstrap, topic)
-    if client == "confluent-kafka":
-        extra = ({"enable.idempotence": True} if idempotent == "idempotent" else
+def produce_row(client: str, bootstrap: str, topic: str, msgs: list[bytes], kind: str) -> float:
+    """msg/s of one row; on this product the high watermark is checked to grow by exactly N (Tansu's
+    ListOffsets answer lags, bench/bench_kafka.py: there the producer's own count is the check)."""
+    ours = client != "confluent-kafka (Tansu)"
+    before = kc.watermarks(bootstrap, topic)[1] if ours else 0
+    if client.startswith("confluent-kafka"):
+        extra = ({"enable.idempotence": True} if kind == "idempotent" else
                  {"enable.idempotence": False, "max.in.flight.requests.per.connection": 5}
-                 if idempotent == "plain, 5 in flight" else {"enable.idempotence": False})
+                 if kind == "plain, 5 in flight" else {"enable.idempotence": False})
         r = confluent_produce(bootstrap, topic, msgs, extra)
     else:
-        r = own_produce(bootstrap, topic, msgs, idempotent == "idempotent")
-    _lo, after = kc.watermarks(bootstrap, topic)
-    if after - before != len(msgs):   # the warm-up message included
-        raise RuntimeError(f"{client} idempotence={idempotent} {topic}: the high watermark grew by {after - before}, "
-                           f"not {len(msgs)}")
+        r = own_produce(bootstrap, topic, msgs, kind == "idempotent")
+    if ours:
+        grew = kc.watermarks(bootstrap, topic)[1] - before
+        if grew != len(msgs):   # the warm-up message included
+            raise RuntimeError(f"{client} {kind} {topic}: the high watermark grew by {grew}, not {len(msgs)}")
     return r.get("count", len(msgs)) / r["seconds"]
 
 
@@ -203,29 +210,43 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {"rows": {}, "rounds": []}
     work = Path(tempfile.mkdtemp(prefix="bench-idem-"))
     servers = OursServers(work, REPO, kafka=True, cluster=True)
+    tansu: Tansu | None = None
     stopped: list[int] = []
     try:
         servers.start()
         clusters = {"one broker": servers.bootstrap_one, "RF 3, 3 brokers": servers.bootstrap_cluster}
-        topic = {"one broker": "idem", "RF 3, 3 brokers": "idem3"}
+        topic = {"one broker": "idem", "RF 3, 3 brokers": "idem3", "Tansu": "idemt"}
+        try:
+            tansu = Tansu().start()
+            tansu.create_topic("idemt", 1)
+        except TansuMissing as exc:
+            print(f"Tansu rows not run: {exc}")
+            tansu = None
         kc.wait_topic(servers.bootstrap_one, "idem", 1)
         servers.create_kafka_rf3("idem3")
         kc.wait_topic(servers.bootstrap_cluster, "idem3", 3)
         kinds = {"confluent-kafka": ("plain", "plain, 5 in flight", "idempotent"),
                  "KafkaProducer": ("plain", "idempotent")}
         rows = [(client, cl, kind) for client in kinds for cl in clusters for kind in kinds[client]]
+        if tansu is not None:
+            kinds["confluent-kafka (Tansu)"] = kinds["confluent-kafka"]
+            clusters_t = {**clusters, "Tansu": tansu.bootstrap}
+            rows += [("confluent-kafka (Tansu)", "Tansu", k) for k in kinds["confluent-kafka"]]
+        else:
+            clusters_t = clusters
         msgs = {"confluent-kafka": payloads(args.count), "KafkaProducer": payloads(args.own_count)}
+        msgs["confluent-kafka (Tansu)"] = msgs["confluent-kafka"]
         for r in range(args.rounds):
             order = rows if r % 2 == 0 else list(reversed(rows))
             got = {}
             for client, cl, idem in order:
-                got[(client, cl, idem)] = produce_row(client, clusters[cl], topic[cl], msgs[client], idem)
+                got[(client, cl, idem)] = produce_row(client, clusters_t[cl], topic[cl], msgs[client], idem)
             out["rounds"].append({f"{c} | {cl} | {k}": v for (c, cl, k), v in got.items()})
             print(f"round {r + 1}: load average {os.getloadavg()[0]:.2f}: " +
                   ", ".join(f"{c} {cl} {k}: {v:,.0f}" for (c, cl, k), v in got.items()))
         print("\nproduce, acks=all, 200-byte messages (msg/s, best of rounds; every round above)")
         for client, ks in kinds.items():
-            for cl in clusters:
+            for cl in (["Tansu"] if "Tansu" in client else clusters):
                 best = {k: max(rd[f"{client} | {cl} | {k}"] for rd in out["rounds"]) for k in ks}
                 row = {**best, "idempotent / plain": best["idempotent"] / best["plain"]}
                 if "plain, 5 in flight" in best:
@@ -239,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pids = servers.pids
         stopping_servers(servers.stop)
+        if tansu is not None:
+            pids += list(tansu.server.pids)
+            stopping_servers(tansu.stop)
         stopped = pids
         shutil.rmtree(work, ignore_errors=True)
     ap_ = append_rows(args.rebuild_batches)
