@@ -185,6 +185,17 @@ class UnknownLeaderEpochError(IngestError):
     retriable = True
 
 
+class OutOfOrderSequenceError(IngestError):
+    """An idempotent producer's batch does not continue its sequence on the partition (a gap, or an old
+    batch no longer among the last five the leader keeps per producer): refused, nothing appended
+    (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER). A producer that gets it has lost or reordered a batch."""
+
+
+class InvalidProducerEpochError(IngestError):
+    """An idempotent producer's batch carries an older producer epoch than the partition has seen from that
+    producer id: a fenced instance; refused, nothing appended (Kafka's INVALID_PRODUCER_EPOCH)."""
+
+
 class InvalidRequiredAcksError(IngestError):
     """``request.required.acks`` is not one of -1, 0, 1."""
 

@@ -11,6 +11,8 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
                                                                  "listener_security_protocol_map":{...},
                                                                  "timestamp":"ms"}        ephemeral
     /cluster/id                                              -> {"version":"1","id":"<22 chars>"} persistent
+    /latest_producer_id_block                                -> {"version":1,"broker":B,"block_start":"S",
+                                                                 "block_end":"E"}  persistent, versioned writes
     /brokers/partition_states/[topic]/[p]                    -> {"controller_epoch":E,"leader":L,
                                                                  "leader_epoch":N,"isr":[...],"version":1}
     /brokers/replica_stalls/[topic]/[p]/[broker_id]          -> {"offset":O,"leader":L,"reason":...,
@@ -86,6 +88,7 @@ BROKER_ENDPOINTS = "/brokers/endpoints"
 CLUSTER_ID = "/cluster/id"
 DELETE_TOPICS = "/admin/delete_topics"
 CONFIG_TOPICS = "/config/topics"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 KAFKA_FORMAT = "kafka"
 """The ``format`` of a Kafka topic's assignment; a topic whose assignment has none is a 0.7 topic."""
 
@@ -199,6 +202,24 @@ def parse_cluster_id(data: bytes) -> str:
     if not isinstance(cid, str) or not cid:
         raise ValueError(f"not a cluster id node: {data[:200]!r}")
     return cid
+
+
+def producer_id_block_value(broker_id: int, start: int, end: int) -> bytes:
+    """The data of ``/latest_producer_id_block``: the last block of producer ids a broker took, as Kafka writes it."""
+    return json.dumps({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)},
+                      separators=(",", ":")).encode()
+
+
+def parse_producer_id_block(data: bytes) -> tuple[int, int]:
+    """``(block_start, block_end)`` of ``/latest_producer_id_block`` (ValueError if not one)."""
+    try:
+        d = json.loads(data.decode("utf-8"))
+        start, end = int(d["block_start"]), int(d["block_end"])
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a producer id block node: {data[:200]!r}") from exc
+    if not 0 <= start <= end:
+        raise ValueError(f"not a producer id block node: {data[:200]!r}")
+    return start, end
 
 
 # --- replication (Kafka 0.8 layout) -------------------------------------------------------

@@ -175,6 +175,7 @@ class BrokerServer:
         # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
         from ingest.broker.controller import Controller, Rebalance
         from ingest.broker.kafka.cluster_id import zookeeper_cluster_id
+        from ingest.broker.kafka.producer_ids import ZkProducerIds
         from ingest.broker.kafka.zk_cluster import ZkCluster, endpoints_value
         from ingest.broker.replica_manager import ReplicaManager
         from ingest.broker.replication_view import ReplicationView
@@ -209,6 +210,7 @@ class BrokerServer:
             # with ZooKeeper, Kafka topics are cluster topics (docs/kafka-protocol.md, D2)
             self.kafka_apis.cluster = ZkCluster(cfg, self.broker_id, zookeeper_cluster_id(client), self.log_manager,
                                                 self.replicas, self.coordinated)
+            self.kafka_apis.producer_ids = ZkProducerIds(self.broker_id, self.replicas.zk, client, self.coordinated)
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
                                      unclean=cfg["unclean.leader.election.enable"],

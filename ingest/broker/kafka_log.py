@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ingest.broker.kafka_log_offsets import KafkaLogOffsets
+from ingest.broker.kafka_log_producers import KafkaLogProducers
 from ingest.broker.kafka_log_read import KafkaLogReads
 from ingest.broker.kafka_log_settings import KafkaLogSettings
 from ingest.broker.kafka_segment import KafkaSegment
@@ -71,7 +72,7 @@ class ProducedBatch(NamedTuple):
     settings: KafkaLogSettings
 
 
-class KafkaLog(KafkaLogReads, KafkaLogOffsets, ReplicaLogOps, LogRetention, SegmentedLog):
+class KafkaLog(KafkaLogReads, KafkaLogOffsets, KafkaLogProducers, ReplicaLogOps, LogRetention, SegmentedLog):
     """One Kafka-format topic-partition log; see the module docstring for the contract.
 
     ``KafkaLog(directory, settings, clock, *, name=None, files=UNLIMITED)`` opens (recovers) or
@@ -80,6 +81,10 @@ class KafkaLog(KafkaLogReads, KafkaLogOffsets, ReplicaLogOps, LogRetention, Segm
 
     SEGMENT = KafkaSegment
     settings: KafkaLogSettings
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._load_producers_locked()   # not shared yet: no lock needed
 
     # --- the format's segments and settings -------------------------------------------------
 
@@ -120,6 +125,12 @@ class KafkaLog(KafkaLogReads, KafkaLogOffsets, ReplicaLogOps, LogRetention, Segm
     def _retention_limits(self) -> tuple[int, int]:
         return self.settings.retention_ms, self.settings.retention_bytes
 
+    def cleanup(self, now_ms: int) -> tuple[int, int]:
+        """Retention (:meth:`~ingest.broker.log_retention.LogRetention.cleanup`), then idle producer ids expire."""
+        out = super().cleanup(now_ms)
+        self.expire_producers(now_ms)
+        return out
+
     # --- writing ----------------------------------------------------------------------------
 
     def validate(self, records) -> ProducedBatch:
@@ -148,11 +159,17 @@ class KafkaLog(KafkaLogReads, KafkaLogOffsets, ReplicaLogOps, LogRetention, Segm
             leader_epoch: written into a leader's batch as its partition leader epoch (kept as is when None).
             expected: append only if the log end equals it (checked under the lock).
 
+        A leader's batch of an idempotent producer is checked against the partition's producer state
+        (:mod:`ingest.broker.producer_state`) under the lock: a duplicate of one of the producer's last
+        batches is not written, and its stored offsets are returned with ``records`` and ``size`` 0.
+
         Raises:
             CorruptRecordError, InvalidRecordError, InvalidTimestampError, UnsupportedCompressionError,
                 RecordTooLargeError: the batch is refused (nothing is written).
             RecordListTooLargeError: the records exceed ``segment.bytes``.
             OffsetMismatchError: ``expected`` (or a replica batch's base offset) is not the log end.
+            OutOfOrderSequenceError / InvalidProducerEpochError: a leader's batch breaks its producer's
+                sequence or carries a fenced epoch (nothing is written).
             DiskFullError / LogWriteError: the write failed (ENOSPC / another I/O error) and was cut
                 back (nothing appended).
             LogOfflineError: the log is offline, or went offline during this append.
@@ -184,6 +201,9 @@ class KafkaLog(KafkaLogReads, KafkaLogOffsets, ReplicaLogOps, LogRetention, Segm
             data = records
             if assign_offsets:
                 h = headers[0]
+                dup = self.producers.check(h)
+                if dup is not None:
+                    return AppendInfo(dup.first_offset, dup.last_offset, 0, dup.max_timestamp, NO_TIMESTAMP, 0)
                 last = end + h.last_offset_delta
                 max_ts = h.max_timestamp
                 if s.timestamp_type == LOG_APPEND_TIME:
@@ -207,6 +227,11 @@ class KafkaLog(KafkaLogReads, KafkaLogOffsets, ReplicaLogOps, LogRetention, Segm
                 max_ts = max(h.max_timestamp for h in headers)
                 count = last + 1 - end
             self._write_locked(data, head, batches, last, count, now)
+            if assign_offsets:
+                self.producers.update(headers[0], end)
+            else:
+                for h in headers:
+                    self.producers.update(h, h.base_offset)
             return AppendInfo(end, last, count, max_ts, append_time, n)
 
     def append_copied(self, records, expected: int, leader_epoch: int | None) -> AppendInfo:

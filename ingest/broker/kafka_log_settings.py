@@ -25,3 +25,4 @@ class KafkaLogSettings:
     timestamp_type: int = CREATE_TIME                # message.timestamp.type: CreateTime 0, LogAppendTime 1
     timestamp_before_max_ms: int | None = None       # message.timestamp.before.max.ms (None: no bound)
     timestamp_after_max_ms: int | None = None        # message.timestamp.after.max.ms (None: no bound)
+    producer_id_expiration_ms: int = 86_400_000      # (producer.id.expiration.ms, broker-level only)

@@ -5,7 +5,8 @@ record batches back to back exactly as produced (base offset and partition
 leader epoch rewritten by the log); ``<base>.index`` (:mod:`ingest.broker.offset_index`)
 and ``<base>.timeindex`` (:mod:`ingest.broker.time_index`) are saved when the
 segment is sealed; ``<base>.damaged`` (:mod:`ingest.broker.segment_damage`)
-records damaged ranges.
+records damaged ranges; ``<base>.snapshot`` (:mod:`ingest.broker.producer_state`)
+holds the idempotent producers' state before the segment's first batch.
 
 Offsets are logical: the batch at file position ``p`` carries its base offset;
 ``next_offset`` is the offset after the segment's last batch. A read finds
@@ -44,6 +45,7 @@ from ingest.broker.kafka_segment_recovery import KafkaSegmentRecovery
 from ingest.broker.offset_index import SUFFIX as INDEX_SUFFIX
 from ingest.broker.offset_index import OffsetIndex
 from ingest.broker.open_files import UNLIMITED, OpenFiles
+from ingest.broker.producer_state import SNAPSHOT_SUFFIX
 from ingest.broker.segment_damage import DAMAGED_SUFFIX, KafkaDamage, load_kafka_damage
 from ingest.broker.segment_file import SegmentFile, file_name, parse_file_name
 from ingest.broker.time_index import SUFFIX as TIME_INDEX_SUFFIX
@@ -92,7 +94,7 @@ class KafkaSegment(KafkaSegmentRecovery, SegmentFile):
     """One Kafka-format segment; see the module docstring for the contract."""
 
     SUFFIX = SUFFIX
-    SIDECARS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, DAMAGED_SUFFIX)
+    SIDECARS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, DAMAGED_SUFFIX, SNAPSHOT_SUFFIX)
 
     def __init__(self, path: Path, base_offset: int, size: int, clock: Clock, interval: int, *,
                  files: OpenFiles = UNLIMITED, fd: int | None = None, mtime_ms: int,

@@ -76,6 +76,9 @@ LOG_CONFIG = ConfigDef(
         Key("log.message.timestamp.after.max.ms", Int(0, _INT64_MAX), _INT64_MAX,
             "a Kafka-format batch whose timestamp is more than this after the broker's clock is refused"
             " (INVALID_TIMESTAMP)"),
+        Key("producer.id.expiration.ms", Int(1, _INT32_MAX), 86_400_000,
+            "an idempotent producer id's state (its epoch and last five batches, which catch its retried"
+            " batches) is dropped from a partition this long after its last batch's timestamp"),
     ),
 )
 

@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 class ReplicaLogOps:
     """Replica operations of a log (mixed into it)."""
 
+    def _log_cut_locked(self, offset: int, emptied: bool) -> None:
+        """The format's state kept beside the log follows a cut to ``offset`` (``emptied``: by
+        :meth:`reset_to`); called under the log's lock with the new view published."""
+
     def truncate_to(self, offset: int) -> int:
         """Cut the log back to ``offset`` (a message boundary in the 0.7 log, a batch's base offset in
         the Kafka format; or the log end); returns the bytes removed. A follower does this before
@@ -54,6 +58,7 @@ class ReplicaLogOps:
             self._unflushed = 0
             self._view = v._replace(segments=v.segments[:i + 1], bases=v.bases[:i + 1], end=min(v.end, offset),
                                     end_position=seg.size)
+            self._log_cut_locked(offset, emptied=False)
         for victim in victims:
             victim.delete()
         log.warning("log %s: truncated to offset %d (%d bytes removed) to agree with the partition leader",
@@ -86,4 +91,5 @@ class ReplicaLogOps:
         self._write_end = offset
         self._unflushed = 0
         self._view = self._view._replace(segments=(seg,), bases=(offset,), end=offset, end_position=0)
+        self._log_cut_locked(offset, emptied=True)
         return victims

@@ -113,4 +113,5 @@ def settings_kafka(config, topic: str) -> KafkaLogSettings:
         timestamp_type=LOG_APPEND_TIME if config["log.message.timestamp.type"] == "LogAppendTime" else CREATE_TIME,
         timestamp_before_max_ms=None if before >= _INT64_MAX else before,
         timestamp_after_max_ms=None if after >= _INT64_MAX else after,
+        producer_id_expiration_ms=config["producer.id.expiration.ms"],
     )

@@ -97,6 +97,8 @@ class KafkaErrorCode(IntEnum):
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
     POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     GROUP_ID_NOT_FOUND = 69
@@ -178,6 +180,8 @@ ERRORS = (
     (e.StaleLeaderEpochError,               ErrorCode.STALE_LEADER_EPOCH,           KafkaErrorCode.FENCED_LEADER_EPOCH),
     (e.UnknownLeaderEpochError,             _,                                      KafkaErrorCode.UNKNOWN_LEADER_EPOCH),
     (e.InvalidRequiredAcksError,            ErrorCode.INVALID_REQUIRED_ACKS,        KafkaErrorCode.INVALID_REQUIRED_ACKS),
+    (e.OutOfOrderSequenceError,             _,                                      KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (e.InvalidProducerEpochError,           _,                                      KafkaErrorCode.INVALID_PRODUCER_EPOCH),
     (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              KafkaErrorCode.OFFSET_MISMATCH),
     (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
     (e.WrongTopicKindError,                 ErrorCode.WRONG_TOPIC_KIND,             KafkaErrorCode.INVALID_TOPIC_EXCEPTION),

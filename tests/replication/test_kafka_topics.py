@@ -63,13 +63,13 @@ def _all_in_sync(zk, brokers, timeout: float = 120.0):
 class AckedProducer(threading.Thread):
     """confluent-kafka, acks=all, retries: sends ``v-<n>`` until stopped; records which were acknowledged."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, **config) -> None:
         super().__init__(name="acked-producer", daemon=True)
         from confluent_kafka import Producer
 
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
                                   "retries": 1_000_000, "retry.backoff.ms": 100, "message.timeout.ms": 120_000,
-                                  "linger.ms": 5, "max.in.flight.requests.per.connection": 1})
+                                  "linger.ms": 5, "max.in.flight.requests.per.connection": 1, **config})
         self.acked: list[bytes] = []
         self.failed: list[tuple[bytes, str]] = []
         self.sent = 0

@@ -16,7 +16,7 @@ from ingest.broker.kafka import (alter_configs, api_versions, append_at, create_
                                  find_coordinator, heartbeat, incremental_alter_configs, init_producer_id, join_group,
                                  leave_group, list_groups, list_offsets, metadata, offset_commit, offset_fetch,
                                  offset_for_leader_epoch, produce, sync_group, versions)
-from ingest.broker.kafka.init_producer_id import ProducerIds
+from ingest.broker.kafka.producer_ids import LocalProducerIds
 from ingest.clock import SYSTEM_CLOCK
 from ingest.ratelimited_log import RateLimitedLog
 
@@ -50,7 +50,8 @@ class KafkaApis:
         self.cluster = cluster
         self.metrics = metrics
         self.purgatory = purgatory
-        self.producer_ids = ProducerIds(cluster.broker_id)
+        self.producer_ids = LocalProducerIds(cluster.broker_id)
+        """Replaced by ZooKeeper's blocks when the broker joins a cluster (:mod:`ingest.broker.kafka.producer_ids`)."""
         self.groups = GroupCoordinator(self, clock)
         self.refusals = RateLimitedLog(log, interval_s=30.0)
         self.tier_counts = None   # a TierCounter when audit.counts.enable (ingest.broker.kafka.tier_counts)

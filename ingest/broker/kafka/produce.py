@@ -23,9 +23,11 @@ other partitions are served):
   thread and the partition answered LEADER_NOT_AVAILABLE until its leader is elected); every partition
   is resolved before the first append, so a request served again there appends nothing twice.
 
-Idempotence (KIP-98) is not checked: a batch's producer id, epoch and base sequence are stored as sent
-and never compared with the previous batch's, so a producer's retried batch may be stored twice
-(docs/kafka-protocol.md, "Producer ids").
+An idempotent producer's batch (KIP-98) is checked by the partition's log against the producer's epoch
+and last batches (:mod:`ingest.broker.producer_state`): a retried batch already stored is answered with
+its first offset as a success and not appended again (acks=-1 still waits until the in-sync replicas
+have the stored batch), a sequence gap is refused OUT_OF_ORDER_SEQUENCE_NUMBER (45), a fenced epoch
+INVALID_PRODUCER_EPOCH (47) (docs/kafka-protocol.md, "Idempotent producers").
 """
 from __future__ import annotations
 

@@ -103,6 +103,9 @@ KAFKA_PRODUCER_CONFIG = ConfigDef("kafka producer", COMMON_KEYS + (
         "how long send() waits for a topic's metadata (an unknown topic fails after it)"),
     Key("compression.type", Choice(tuple(CODECS_BY_NAME)), "none",
         "codec of each record batch: " + ", ".join(CODECS_BY_NAME)),
+    Key("enable.idempotence", Bool(), True,
+        "batches carry a producer id and sequence numbers, so a retried batch is stored once (needs acks=all "
+        "and retries > 0: by default it is off when they are not; set true with them it is refused)"),
 ))
 
 KAFKA_CONSUMER_CONFIG = ConfigDef("kafka consumer", COMMON_KEYS + (

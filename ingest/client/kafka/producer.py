@@ -14,8 +14,9 @@ connection ...) sends the same batch again after a back-off (``retry.backoff.ms`
 ``retries`` times and within ``delivery.timeout.ms`` of its first send. Any other error, or the end
 of the retries, fails the batch: :class:`~ingest.errors.DeliveryFailedError` is raised by the call
 that sent it, naming each failed partition and its cause. A refused batch is never reported
-delivered. A retried batch that the broker had in fact appended (an answer lost with its connection)
-is written twice: this producer is not idempotent (no InitProducerId, no sequence numbers).
+delivered. With ``enable.idempotence`` (the default with acks all) every batch carries a producer id and
+its partition's sequence (:mod:`ingest.client.kafka.idempotence`), so a retried batch that the broker had
+in fact appended (an answer lost with its connection) is stored once; without it, it is written twice.
 
 acks 0: the request is written to the socket and nothing is answered (Kafka's broker answers nothing);
 a delivery then has base offset -1. A failed write to the socket is retried like any lost connection.
@@ -33,11 +34,12 @@ from typing import Iterable, NamedTuple, Sequence
 
 from ingest.client.kafka.cluster import Backoff, KafkaCluster, describe_code, needs_refresh
 from ingest.client.kafka.config import KAFKA_PRODUCER_CONFIG, as_config
+from ingest.client.kafka.idempotence import ProducerSequences
 from ingest.client.kafka.partitioner import StickyPartitions, partition_for_key
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
-from ingest.errors import (BrokerUnavailableError, DeliveryFailedError, IngestError, MalformedResponseError,
-                           RecordTooLargeError, UnsupportedVersionError)
+from ingest.errors import (BrokerUnavailableError, ConfigError, DeliveryFailedError, IngestError,
+                           MalformedResponseError, RecordTooLargeError, UnsupportedVersionError)
 from ingest.records.builder import SimpleRecord, build_batch
 from ingest.records.compression import CODECS_BY_NAME
 from ingest.wire.errors import KAFKA, KafkaErrorCode, kafka_error_for
@@ -114,6 +116,8 @@ class KafkaProducer:
         self.max_block_s = cfg["max.block.ms"] / 1000.0
         self.request_timeout_ms: int = cfg["request.timeout.ms"]
         self.backoff = Backoff(cfg["retry.backoff.ms"], cfg["retry.backoff.max.ms"])
+        self.idempotent: bool = _idempotence(cfg)
+        self._sequences = ProducerSequences()
         self._open: dict[tuple[str, int], _Open] = {}   # records: bare values or SimpleRecords
         self._counts: dict[str, int] = {}
         self._sticky = StickyPartitions()
@@ -178,8 +182,8 @@ class KafkaProducer:
         if (topic, partition) in self._open:
             self._send_due(self.clock.monotonic(), force=True)
         recs = list(records)
-        batch = _Batch(topic, partition, build_batch(recs, codec=self.codec, now_ms=self.clock.time_ms()),
-                       len(recs), until)
+        self._ensure_id(topic, partition, until)
+        batch = _Batch(topic, partition, self._build(topic, partition, recs, self.clock.time_ms()), len(recs), until)
         delivered = self._deliver([batch])
         self._delivered.remove(delivered[0])
         return delivered[0]
@@ -217,6 +221,17 @@ class KafkaProducer:
 
     # --- internals ------------------------------------------------------------------------------
 
+    def _ensure_id(self, topic: str, partition: int, deadline: float) -> None:
+        """A producer id before the first batch is built (idempotence on); nothing is taken from the open
+        batches if it cannot be had."""
+        if self.idempotent:
+            self._sequences.ensure_id(self.cluster, topic, partition, deadline, self.backoff, self.clock)
+
+    def _build(self, topic: str, partition: int, records, now_ms: int) -> bytearray:
+        pid, epoch, seq = self._sequences.stamp(topic, partition, len(records))
+        return build_batch(records, codec=self.codec, now_ms=now_ms, producer_id=pid, producer_epoch=epoch,
+                           base_sequence=seq)
+
     def _count(self, topic: str) -> int:
         parts = self.cluster.partitions(topic, self.clock.monotonic() + self.max_block_s)
         self._counts[topic] = len(parts)
@@ -226,9 +241,11 @@ class KafkaProducer:
         due = [(tp, slot) for tp, slot in self._open.items()
                if force or slot.bytes >= self.batch_size or now - slot.first_at >= self.linger_s]
         batches = []
+        if due:
+            self._ensure_id(due[0][0][0], due[0][0][1], now + self.delivery_timeout_s)
         for (topic, partition), slot in due:
             del self._open[(topic, partition)]
-            data = build_batch(slot.records, codec=self.codec, now_ms=slot.first_at_ms)
+            data = self._build(topic, partition, slot.records, slot.first_at_ms)
             batches.append(_Batch(topic, partition, data, len(slot.records), now + self.delivery_timeout_s))
             self._sticky.batch_sent(topic, partition, self._counts.get(topic, 1))
         self._linger_due = min((s.first_at + self.linger_s for s in self._open.values()), default=math.inf)
@@ -261,6 +278,7 @@ class KafkaProducer:
                 self.clock.sleep(wait)
         self._delivered.extend(delivered)
         if failed:
+            self._sequences.reset()   # the leader may or may not hold a failed batch: a new id, sequences from 0
             all_delivered, self._delivered = self._delivered, []
             first = failed[0]
             what = "; ".join(f"{b.topic}-{b.partition} ({b.count} records): {b.error}" for b in failed[:5])
@@ -339,3 +357,21 @@ class KafkaProducer:
                 log.warning("%s refused with %s: %s", context, describe_code(p.error_code), p.error_message)
                 b.attempts = self.retries + 1
                 retry.append(b)
+
+
+def _idempotence(cfg: Config) -> bool:
+    """``enable.idempotence`` as Kafka 3.x clients resolve it: on by default, off by default when acks is not
+    all or retries is 0, and a set ``true`` that conflicts with them is refused.
+
+    Raises:
+        ConfigError: ``enable.idempotence=true`` set together with acks 0/1 or retries 0.
+    """
+    if not cfg["enable.idempotence"]:
+        return False
+    conflict = ("acks is not all" if cfg["acks"] != -1 else "retries is 0" if cfg["retries"] == 0 else None)
+    if conflict is None:
+        return True
+    if cfg.is_set("enable.idempotence"):
+        raise ConfigError(f"enable.idempotence=true needs acks=all and retries > 0, but {conflict}; set acks=all "
+                          "or enable.idempotence=false")
+    return False

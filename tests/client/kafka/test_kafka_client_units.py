@@ -123,3 +123,14 @@ def test_batches_as_the_producer_builds_them_pass_the_brokers_validation_and_rea
             tuple((k, v and bytes(v)) for k, v in r.headers)) for r in fetched.records()]
     assert got == [(i, r.timestamp, r.key, r.value, tuple(r.headers)) for i, r in enumerate(records)][10:]
     assert check_batches(data)[0].records_count == 500 and len(list(iter_records(data))) == 500
+
+
+def test_idempotence_is_on_by_default_off_by_default_with_acks_1_and_refused_when_set_with_them():
+    assert KafkaProducer(bootstrap_servers="127.0.0.1:1").idempotent
+    assert not KafkaProducer(bootstrap_servers="127.0.0.1:1", acks="1").idempotent
+    assert not KafkaProducer(bootstrap_servers="127.0.0.1:1", retries=0).idempotent
+    assert not KafkaProducer(bootstrap_servers="127.0.0.1:1", enable_idempotence="false").idempotent
+    with pytest.raises(ConfigError, match="enable.idempotence=true needs acks=all .* but acks is not all"):
+        KafkaProducer(bootstrap_servers="127.0.0.1:1", acks="0", enable_idempotence="true")
+    with pytest.raises(ConfigError, match="but retries is 0"):
+        KafkaProducer(bootstrap_servers="127.0.0.1:1", retries=0, enable_idempotence=True)
