@@ -22,6 +22,7 @@ deletion waits in ZooKeeper; when the broker returns it deletes its copy and the
 from __future__ import annotations
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from ingest import znodes
 from tests.harness import replicated as r
@@ -204,6 +205,14 @@ UNKNOWN_TOPIC_OR_PARTITION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_RE
 INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, POLICY_VIOLATION = 39, 40, 44
 
 
+def _controller(zk) -> int | None:
+    try:
+        data, _ = zk.retry(zk.get, znodes.CONTROLLER)
+    except NoNodeError:
+        return None
+    return znodes.parse_controller(data)
+
+
 def _cluster(broker_factory, zk_connect):
     return broker_factory(3, zk_connect, overrides=r.replication_overrides(min_isr=1, **{"num.partitions": 2}))
 
@@ -348,6 +357,10 @@ def test_a_broker_down_during_a_delete_deletes_its_copy_when_it_returns(broker_f
         down = brokers[2]
         down.kill()
         alive = [b for b in brokers if b is not down]
+        # until its ZooKeeper session ends, Metadata still lists the killed broker (maybe as the controller,
+        # whom kafka-python's admin client asks first), as Kafka's would
+        wait_until(lambda: zk.retry(zk.exists, znodes.broker_path(down.broker_id)) is None
+                   and _controller(zk) not in (None, down.broker_id), 60, "the killed broker's session ended")
         admin.close()
         admin = KafkaPythonAdmin(_bootstrap(alive))
         assert admin.delete(topic) == (0, None)
