@@ -6,7 +6,8 @@ Run by the demo as a child process::
         --topic orders --count 300 --rate 5
 
 It stands for a service written by others: Confluent's client and serializer (the schema has no product
-header), acks=all (idempotence off until the brokers check producer sequences); the audit judges its topic from the brokers' own counts (docs/audit.md,
+header), acks=all with idempotence on (each message stored once, also when a send is retried); the audit judges
+its topic from the brokers' own counts (docs/audit.md,
 "Broker-tier counts"). Prints one JSON line like ``ingest produce --json``: ``acknowledged``, ``failed``.
 """
 from __future__ import annotations
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
     serializer = AvroSerializer(SchemaRegistryClient({"url": args.registry}), json.dumps(ORDER_SCHEMA))
     ctx = SerializationContext(args.topic, MessageField.VALUE)
-    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 20})
+    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 20})
     outcome = {"acknowledged": 0, "failed": 0}
 
     def done(err, _msg) -> None:
