@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -70,6 +71,9 @@ def test_short_demo_runs_the_whole_pipeline_and_stops_everything(tmp_path):
     for topic in ("page-views", "clicks", "service-metrics"):
         assert topic in out
     assert (work / "reports" / "audit.jsonl").exists()
+    # the foreign service (confluent-kafka, AvroSerializer, idempotent): every acknowledged order loaded once
+    orders = re.search(r"^orders\s+(\d+)\s+(\d+)\s", out, re.M)
+    assert orders and int(orders[1]) == int(orders[2]) > 0, out[-3000:]
     import json
 
     hours = json.loads((work / "reports" / "compaction.json").read_text())["hours"]
