@@ -67,7 +67,9 @@ class TopicRoutes:
         self._make_kafka = make_kafka
         self.clock = clock
         self.default = config["topic.format.default"]
-        self._has_v07 = bool(config["zk.connect"] or config["broker.list"])
+        # a producer reaches 0.7 brokers unless bootstrap.servers is all it was given (a discovery passed in,
+        # as the mirror's producers to their target are, brings 0.7 brokers without either key)
+        self._has_v07 = bool(config["zk.connect"] or config["broker.list"] or not config["bootstrap.servers"])
         self._kinds: dict[str, str] = {}
         self._metadata: KafkaCluster | None = None
         self._lock = threading.Lock()

@@ -87,7 +87,11 @@ class TierEventPublisher:
 
     def __init__(self, producer_config: Config | Mapping[str, Any], registry: RegistryClient, *,
                  monitoring_topic: str = DEFAULT_MONITORING_TOPIC, lost_topic: str = DEFAULT_LOST_TOPIC) -> None:
-        config = producer_config if isinstance(producer_config, Config) else PRODUCER_CONFIG.parse(dict(producer_config))
+        if not isinstance(producer_config, Config):
+            # the tier events are new 0.7 topics on the target, whatever kind the copied topics are: where
+            # earlier mirrors made them, and what the audit of a mirrored cluster has always read
+            producer_config = PRODUCER_CONFIG.parse({"topic.format.default": "0.7", **producer_config})
+        config = producer_config
         acks = config["request.required.acks"] or 1  # an unacknowledged publish could not keep events pending
         self.config = config.with_overrides({"producer.type": "sync", "request.required.acks": acks})
         self.monitoring_topic = monitoring_topic

@@ -143,12 +143,9 @@ class Wiring:
                 from ingest.mirror.tier_events import TierEventPublisher
 
                 registry = RegistryClient(url)
-                # the tier events stay 0.7 topics (where an earlier mirror made them, and what the audit of a
-                # mirrored cluster has always read), whatever kind the copied topics are
                 producer_config = {"zk.connect": self.config["target.zk.connect"], "producer.type": "sync",
                                    "request.required.acks": self.config["target.acks"],
-                                   "request.timeout.ms": self.config["target.timeout.ms"],
-                                   "topic.format.default": "0.7"}
+                                   "request.timeout.ms": self.config["target.timeout.ms"]}
                 self._events = (HeaderReader(registry), TierEventPublisher(
                     producer_config, registry, monitoring_topic=self.config["monitoring.topic"],
                     lost_topic=self.config["lost.topic"]))
