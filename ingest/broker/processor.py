@@ -63,7 +63,9 @@ class Dispatcher(Protocol):
     ``refusal(code)``: the reply to a frame this layer refuses (a bad size, a frame larger than
     the budget) or whose dispatch failed unexpectedly; it must close the connection. Without it
     the 0.7 answer is sent (an error response, then close); the Kafka listener closes without one,
-    as Kafka's socket server does.
+    as Kafka's socket server does. A dispatcher with ``new_session(client, peer_certificate)`` (the
+    Kafka listener's) gets a session per connection, made when it is accepted, and ``dispatch``
+    receives it as a fourth argument.
     """
 
     def dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None: ...
@@ -114,7 +116,8 @@ class Connection:
     """One client socket owned by one processor thread (never shared)."""
 
     __slots__ = ("sock", "addr", "inbuf", "start", "replies", "part", "sent", "closing", "mask",
-                 "pending_bytes", "reserved", "muted", "complete", "frame_started", "last_active", "held")
+                 "pending_bytes", "reserved", "muted", "complete", "frame_started", "last_active", "held",
+                 "session")
 
     def __init__(self, sock: socket.socket, addr: str, now: float) -> None:
         self.sock = sock
@@ -133,6 +136,7 @@ class Connection:
         self.frame_started: float | None = None   # when we began waiting for the rest of a frame
         self.last_active = now  # last byte received or sent
         self.held = False       # a deferred reply that holds the connection is pending: dispatch nothing
+        self.session = None     # the dispatcher's per-connection session (Kafka listener: who the client is)
 
 
 class Processor(threading.Thread):
@@ -257,6 +261,9 @@ class Processor(threading.Thread):
                 sock.close()
                 continue
             conn = Connection(sock, addr, self.server.clock_monotonic())
+            new_session = getattr(self.server.dispatcher, "new_session", None)
+            if new_session is not None:
+                conn.session = new_session(addr, None)
             self.conns[sock.fileno()] = conn
             self._interest(conn)
 
@@ -473,7 +480,8 @@ class Processor(threading.Thread):
             conn.start = end
             dispatched += 1
             try:
-                reply = self.server.dispatcher.dispatch(kind, body, conn.addr)
+                reply = (self.server.dispatcher.dispatch(kind, body, conn.addr) if conn.session is None else
+                         self.server.dispatcher.dispatch(kind, body, conn.addr, conn.session))
             except Exception:  # noqa: BLE001 - a handler bug answers UNKNOWN, never kills the thread
                 self.server.refusals.log(logging.ERROR, conn.addr, f"request type {kind} failed unexpectedly",
                                          "client %s: request type %d failed unexpectedly", conn.addr, kind,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from ingest.broker.kafka.dispatcher import KafkaDispatcher
-from ingest.broker.listeners import Listeners
+from ingest.broker.listeners import Listeners, parse_protocol_map
 from ingest.broker.server import SocketServer
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,10 @@ class KafkaListeners:
             ConfigError: a port cannot be bound (naming the listener and the key).
         """
         try:
+            protocols = parse_protocol_map(self.config["listener.security.protocol.map"])
             for e in self.listeners.bind:
-                d = KafkaDispatcher(e.name, self.apis.handlers())
+                d = KafkaDispatcher(e.name, self.apis.handlers(), security_protocol=protocols[e.name],
+                                    sasl=self.apis.sasl)
                 self.dispatchers[e.name] = d
                 self.servers[e.name] = SocketServer.from_config(
                     self.config, d, e.host, e.port, name=f"kafka-{e.name.lower()}",

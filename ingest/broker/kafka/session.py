@@ -1,0 +1,41 @@
+"""Who is on one connection of a Kafka listener: the listener, its security protocol, the client, the principal.
+
+One :class:`Session` per connection, made by the dispatcher when the connection is accepted
+(:meth:`~ingest.broker.kafka.dispatcher.KafkaDispatcher.new_session`) and passed with every request
+of that connection. Principals are Kafka's strings: ``User:ANONYMOUS`` until something proves who the
+client is; ``User:<username>`` once SASL authentication succeeded. On a SASL listener (SASL_PLAINTEXT,
+SASL_SSL) the session carries its SASL exchange (:class:`~ingest.broker.kafka.sasl.SaslExchange`)
+until it completes: only ApiVersions, SaslHandshake and SaslAuthenticate are served before.
+
+Concurrency: a session belongs to its connection's network thread; requests served on another
+thread (the coordination thread) only read it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ANONYMOUS = "User:ANONYMOUS"
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+
+@dataclass(slots=True)
+class Session:
+    """One connection's identity (see the module docstring)."""
+
+    listener: str
+    security_protocol: str
+    client: str               # host:port of the peer
+    principal: str = ANONYMOUS
+    authenticated: bool = False   # something (SASL, a client certificate) proved the principal
+    sasl: object | None = None    # the SaslExchange of a SASL listener's connection, until it completes
+
+    @property
+    def client_host(self) -> str:
+        """The peer's address without its port (what Kafka's ACLs call the host)."""
+        host = self.client.rpartition(":")[0] or self.client
+        return host.strip("[]")
+
+    @property
+    def authenticating(self) -> bool:
+        """A SASL listener's connection that has not authenticated yet."""
+        return self.sasl is not None and not self.authenticated
