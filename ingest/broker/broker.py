@@ -134,7 +134,9 @@ class BrokerServer:
         self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory, self.clock)
         check_sasl_keys(cfg, listeners.inter_broker)
         if sasl_listeners(cfg):   # the users are read from ZooKeeper in _start_zookeeper_parts
-            self.kafka_apis.sasl = SaslAuthenticator(cfg["sasl.enabled.mechanisms"], self.kafka_apis.metrics)
+            self.kafka_apis.sasl = SaslAuthenticator(
+                cfg["sasl.enabled.mechanisms"], self.kafka_apis.metrics, purgatory=self.kafka_purgatory,
+                failure_delay_ms=cfg["connection.failed.authentication.delay.ms"])
         self.kafka = KafkaListeners(cfg, self.kafka_apis, listeners)
         cluster.listeners = self.kafka.bind()
 

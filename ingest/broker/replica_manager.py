@@ -55,6 +55,7 @@ from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
 from ingest.broker.kafka.replica_fetcher import KafkaReplicaFetcher
+from ingest.broker.kafka.sasl_config import inter_broker_login
 from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
@@ -90,6 +91,7 @@ class ReplicaManager:
         self.config = config
         self.kafka_purgatory = kafka_purgatory   # where the Kafka listener's fetches and acks=-1 produces wait
         self.inter_broker_listener = inter_broker_listener   # the leader's Kafka listener a Kafka topic's follower uses
+        self.inter_broker_login = inter_broker_login(config, inter_broker_listener)   # its SASL login, if any
         self.broker_id = broker_id
         self.logs = log_manager
         self.client = client
@@ -233,11 +235,12 @@ class ReplicaManager:
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
+            extra = {"sasl": self.inter_broker_login} if kafka else {}
             f = (KafkaReplicaFetcher if kafka else ReplicaFetcher)(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
                                socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
-                               on_stall=self.stalls.report)
+                               on_stall=self.stalls.report, **extra)
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:

@@ -11,7 +11,9 @@ carries a :class:`SaslExchange`. Until it completes, the dispatcher serves only:
   answered the same way (Kafka's pre-KIP-152 form);
 - SaslAuthenticate (36): the mechanism's next token. A failure is answered SASL_AUTHENTICATION_FAILED
   (58) with Kafka's message, counted (``ingest_broker_sasl_authentications{result="failure"}``), logged
-  rate-limited, and the connection is closed.
+  rate-limited, and the connection is closed. As in Kafka, that answer (and an unsupported mechanism's)
+  is sent ``connection.failed.authentication.delay.ms`` (100) after the failure, the connection held
+  meanwhile: a client cannot try passwords in a tight loop.
 
 Any other request before authentication closes the connection unanswered (Kafka: "Unexpected Kafka
 request of type ... during SASL handshake"); after the handshake it is answered ILLEGAL_SASL_STATE (34)
@@ -27,7 +29,11 @@ same stored SCRAM credentials (no cleartext password is stored anywhere). A toke
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
+
+from ingest.broker.delayed import DelayedOp
+from ingest.broker.reply import Reply
 
 from ingest.errors import SaslAuthenticationError
 from ingest.ratelimited_log import RateLimitedLog
@@ -124,8 +130,11 @@ class SaslAuthenticator:
         metrics: the broker's metrics (``authenticated``).
     """
 
-    def __init__(self, mechanisms: tuple[str, ...], metrics, users=None) -> None:
+    def __init__(self, mechanisms: tuple[str, ...], metrics, users=None, *, purgatory=None,
+                 failure_delay_ms: int = 100) -> None:
         self.mechanisms = mechanisms
+        self.purgatory = purgatory
+        self.failure_delay_s = failure_delay_ms / 1000.0
         self.users = users if users is not None else NoUsers()
         """Replaced by the watched :class:`~ingest.broker.kafka.scram_users.UserCache` once ZooKeeper is up."""
         self.metrics = metrics
@@ -177,6 +186,16 @@ class SaslAuthenticator:
             log.debug("client %s on listener %s authenticated as %s with %s", session.client, session.listener,
                       session.principal, exchange.mechanism)
         return answer
+
+    def refuse(self, parts: list) -> Reply:
+        """The refusal ``parts``, sent after the failure delay, then the connection closed (Kafka's
+        delayed close on a failed authentication); at once without a purgatory or a delay."""
+        if self.purgatory is None or self.failure_delay_s <= 0:
+            return Reply(parts, close_after=True)
+        reply = Reply.deferred(hold=True)
+        self.purgatory.add(("sasl-refused",), DelayedOp(time.monotonic() + self.failure_delay_s, lambda: False,
+                                                        lambda: reply.complete(parts, close_after=True)))
+        return reply
 
     @staticmethod
     def client_message(exc: SaslAuthenticationError, mechanism: str | None) -> str:

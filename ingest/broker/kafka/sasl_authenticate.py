@@ -2,11 +2,11 @@
 
 A failed authentication is answered SASL_AUTHENTICATION_FAILED (58) with Kafka's message, and the
 connection is closed. On an authenticated connection, or on a listener without SASL, Kafka answers
-ILLEGAL_SASL_STATE (34), and so does this broker.
+ILLEGAL_SASL_STATE (34), and so does this broker. The refusal is sent after
+``connection.failed.authentication.delay.ms``, as Kafka does.
 """
 from __future__ import annotations
 
-from ingest.broker.reply import Reply
 from ingest.errors import SaslAuthenticationError
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
@@ -22,8 +22,8 @@ def handle(apis, req: SaslAuthenticateRequest, ctx):
         answer = apis.sasl.evaluate(session, req.auth_bytes)
     except SaslAuthenticationError as exc:
         message = apis.sasl.client_message(exc, session.sasl.mechanism)
-        return Reply(ctx.reply(SaslAuthenticateResponse(KafkaErrorCode.SASL_AUTHENTICATION_FAILED, message,
-                                                        b"")).parts, close_after=True)
+        return apis.sasl.refuse(ctx.reply(SaslAuthenticateResponse(KafkaErrorCode.SASL_AUTHENTICATION_FAILED,
+                                                                   message, b"")).parts)
     return SaslAuthenticateResponse(KafkaErrorCode.NONE, None, answer, 0)
 
 

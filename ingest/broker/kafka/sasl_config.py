@@ -14,8 +14,9 @@ from typing import Any
 from ingest.broker.kafka.sasl import parse_mechanisms
 from ingest.broker.listeners import parse_protocol_map
 from ingest.broker.kafka.session import SASL_PROTOCOLS
-from ingest.config import Key, KeyType, Str
+from ingest.config import Int, Key, KeyType, Str
 from ingest.errors import ConfigError
+from ingest.wire.kafka.connection import SaslLogin
 
 
 class Mechanisms(KeyType):
@@ -41,6 +42,9 @@ SASL_KEYS = (
     Key("sasl.enabled.mechanisms", Mechanisms(), ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
         "SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener offers (credentials: /config/users in ZooKeeper,"
         " managed with `ingest users`)"),
+    Key("connection.failed.authentication.delay.ms", Int(0, 60_000), 100,
+        "how long the answer to a failed authentication (and the close after it) is held back, as Kafka does: a"
+        " client cannot try passwords in a tight loop"),
     Key("sasl.mechanism.inter.broker.protocol", Mechanism(), "SCRAM-SHA-512",
         "the mechanism this broker's followers log in with when the inter-broker listener uses SASL"),
     Key("inter.broker.sasl.username", Str(), "",
@@ -76,3 +80,11 @@ def check_sasl_keys(config, inter_broker: str | None) -> None:
         raise ConfigError(f"inter.broker.listener.name={inter_broker} uses SASL: set inter.broker.sasl.username and "
                           "inter.broker.sasl.password (a user made with `ingest users add`), which this broker's "
                           "followers log in with")
+
+
+def inter_broker_login(config, inter_broker: str | None) -> SaslLogin | None:
+    """What this broker's followers log in with on the inter-broker listener, or None when it has no SASL."""
+    if inter_broker is None or inter_broker not in sasl_listeners(config):
+        return None
+    return SaslLogin(config["sasl.mechanism.inter.broker.protocol"], config["inter.broker.sasl.username"],
+                     config["inter.broker.sasl.password"])

@@ -6,7 +6,6 @@ SASL, Kafka answers ILLEGAL_SASL_STATE (34), and so does this broker.
 """
 from __future__ import annotations
 
-from ingest.broker.reply import Reply
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
@@ -22,8 +21,8 @@ def handle(apis, req: SaslHandshakeRequest, ctx):
                                "client %s on listener %s: SASL mechanism %r is not enabled (sasl.enabled.mechanisms="
                                "%s); closing the connection", ctx.client, ctx.listener, req.mechanism[:40],
                                ",".join(enabled))
-    return Reply(ctx.reply(SaslHandshakeResponse(KafkaErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled)).parts,
-                 close_after=True)
+    return apis.sasl.refuse(ctx.reply(SaslHandshakeResponse(KafkaErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                                            enabled)).parts)
 
 
 def error(req: SaslHandshakeRequest, code: int, ctx) -> SaslHandshakeResponse:

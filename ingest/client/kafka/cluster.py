@@ -30,6 +30,7 @@ from ingest.errors import (BrokerUnavailableError, IngestError, InvalidTopicErro
                            MalformedResponseError, UnknownTopicError, WrongPartitionError)
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.wire.errors import KafkaErrorCode, kafka_error_for, kafka_error_name
+from ingest.client.kafka.config import sasl_login
 from ingest.wire.kafka.connection import KafkaConnection
 from ingest.wire.kafka.metadata import MetadataRequest, MetadataRequestTopic
 
@@ -91,6 +92,7 @@ class KafkaCluster:
     def __init__(self, config: Config, clock: Clock, *, allow_auto_create: bool) -> None:
         self.bootstrap: tuple[tuple[str, int], ...] = config["bootstrap.servers"]
         self.client_id: str = config["client.id"]
+        self.sasl = sasl_login(config)
         self.timeout_s = config["request.timeout.ms"] / 1000.0
         self.max_age_s = config["metadata.max.age.ms"] / 1000.0
         self.backoff = Backoff(config["retry.backoff.ms"], config["retry.backoff.max.ms"])
@@ -124,7 +126,8 @@ class KafkaCluster:
             if conn is not None:
                 conn.close()
             conn = self._connections[node_id] = KafkaConnection(node.host, node.port, client_id=self.client_id,
-                                                                timeout_s=self.timeout_s, node_id=node_id)
+                                                                timeout_s=self.timeout_s, node_id=node_id,
+                                                                sasl=self.sasl)
         return conn
 
     def close(self) -> None:
@@ -268,7 +271,7 @@ class KafkaCluster:
             conn = self._bootstrap_connections.get((host, port))
             if conn is None:
                 conn = self._bootstrap_connections[(host, port)] = KafkaConnection(
-                    host, port, client_id=self.client_id, timeout_s=self.timeout_s)
+                    host, port, client_id=self.client_id, timeout_s=self.timeout_s, sasl=self.sasl)
             out.append(conn)
         return out
 

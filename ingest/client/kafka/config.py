@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ingest.config import REQUIRED, Bool, Choice, Config, ConfigDef, Int, Key, KeyType, Str, parse_int
+from ingest.errors import ConfigError
+from ingest.wire.kafka.connection import SaslLogin
 from ingest.records.compression import CODECS_BY_NAME
 
 INT32_MAX = 2 ** 31 - 1
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
 """``acks`` values (Kafka's): 0 no answer, 1 the leader appended, all (-1) every in-sync replica has it."""
 
@@ -81,6 +85,14 @@ COMMON_KEYS = (
         "cap of the doubling back-off"),
     Key("metadata.max.age.ms", Int(0, INT32_MAX), 300_000,
         "metadata older than this is read again even without an error"),
+    Key("security.protocol", Choice(SECURITY_PROTOCOLS), "PLAINTEXT",
+        "how to talk to the brokers: PLAINTEXT, or SASL_PLAINTEXT (log in with sasl.mechanism, sasl.username,"
+        " sasl.password on every connection)"),
+    Key("sasl.mechanism", Choice(("",) + SASL_MECHANISMS), "",
+        "the SASL mechanism with security.protocol=SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default,"
+        " GSSAPI, is not implemented: name one)"),
+    Key("sasl.username", Str(), "", "the SASL user name"),
+    Key("sasl.password", Str(), "", "the SASL user's password"),
 )
 
 KAFKA_PRODUCER_CONFIG = ConfigDef("kafka producer", COMMON_KEYS + (
@@ -138,3 +150,18 @@ def as_config(definition: ConfigDef, config: Config | Mapping[str, Any] | None, 
     if isinstance(config, Config):
         return config.with_overrides(extra) if extra else config
     return definition.parse({**dict(config or {}), **extra}, source=f"{definition.name} config")
+
+
+def sasl_login(config: Config) -> SaslLogin | None:
+    """The SASL login a client config asks for (``security.protocol=SASL_*``), or None.
+
+    Raises:
+        ConfigError: SASL without ``sasl.mechanism``, ``sasl.username`` or ``sasl.password``.
+    """
+    if not config["security.protocol"].startswith("SASL_"):
+        return None
+    missing = [k for k in ("sasl.mechanism", "sasl.username", "sasl.password") if not config[k]]
+    if missing:
+        raise ConfigError(f"security.protocol={config['security.protocol']} needs {', '.join(missing)} (allowed "
+                          f"mechanisms: {', '.join(SASL_MECHANISMS)})")
+    return SaslLogin(config["sasl.mechanism"], config["sasl.username"], config["sasl.password"])
