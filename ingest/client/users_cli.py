@@ -51,6 +51,7 @@ def register(subparsers) -> None:
     src = a.add_mutually_exclusive_group(required=True)
     src.add_argument("--password-file", metavar="F", help="file holding the password (- for standard input)")
     src.add_argument("--password-env", metavar="VAR", help="environment variable holding the password")
+    src.add_argument("--password", help=argparse.SUPPRESS)   # refused with the reason (see _add)
     a.set_defaults(func=_add)
     r = us.add_parser("remove", help="remove a user (or one of its mechanisms)", epilog=EXAMPLES, formatter_class=fmt,
                       description="Remove NAME's credentials: new connections can no longer log in as NAME "
@@ -122,6 +123,10 @@ def _add(args) -> int:
     if not scram.MIN_ITERATIONS <= args.iterations <= scram.MAX_ITERATIONS:
         raise ConfigError(f"--iterations {args.iterations} is outside [{scram.MIN_ITERATIONS}, "
                           f"{scram.MAX_ITERATIONS}] (Kafka's bounds)")
+    if args.password is not None:
+        raise ConfigError("--password is refused: a password on the command line is visible to every user (ps) and "
+                          "kept in the shell's history; give --password-file F (- for standard input) or "
+                          "--password-env VAR")
     password = read_password(args.password_file, args.password_env)
     mechanisms = tuple(dict.fromkeys(args.mechanism or DEFAULT_MECHANISMS))
     with _zk(args) as client:

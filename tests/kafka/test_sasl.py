@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 
@@ -31,7 +34,8 @@ from ingest.wire.kafka.sasl_authenticate import SaslAuthenticateRequest, SaslAut
 from ingest.wire.kafka.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from tests.harness import replicated as r
 from tests.harness import sasl as s
-from tests.harness.brokers import broker_cluster, stop_all
+from tests.harness.brokers import REPO_ROOT, broker_cluster, stop_all
+from tests.harness.metrics import metrics_url, scrape_until, value
 from tests.harness.zookeeper import fresh_chroot
 
 pytestmark = pytest.mark.processes
@@ -69,7 +73,7 @@ def cluster(zookeeper, tmp_path_factory):
     s.add_user(zk_connect, s.BROKER_USER, s.BROKER_PASSWORD, "SCRAM-SHA-512")
     s.add_user(zk_connect, ALICE, ALICE_PW)
     brokers = broker_cluster(tmp_path_factory, n=3, zk_connect=zk_connect,
-                             overrides=s.sasl_broker_overrides(**r.replication_overrides(min_isr=2)))
+                             overrides=s.sasl_broker_overrides(**r.replication_overrides(min_isr=2), **{"metrics.port": 0}))
     zk = KazooClient(hosts=zk_connect)
     zk.start(timeout=15)
     try:
@@ -219,7 +223,7 @@ def _kafka_python_login_error(bootstrap, mechanism, user, password) -> str:
     from kafka.errors import KafkaTimeoutError
 
     with _Logged("kafka") as logged, pytest.raises(KafkaTimeoutError):
-        KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000,
+        KafkaAdminClient(bootstrap_servers=bootstrap, bootstrap_timeout_ms=3000,
                          **s.kafka_python_settings(mechanism, user, password))
     return logged.first("SaslAuthenticationFailedError")
 
@@ -435,3 +439,38 @@ def test_a_v0_handshake_exchanges_bare_tokens_as_kafka_before_kip_152(cluster):
         assert {b.node_id for b in answer.brokers} == {0, 1, 2}
     finally:
         raw.close()
+
+
+def test_logins_are_counted_by_mechanism_and_result(cluster):
+    broker = cluster.brokers[2]
+    url = metrics_url(broker.output)
+    raw = Raw(broker.kafka_port)
+    try:
+        assert _authenticate(raw, "PLAIN", [b"\0alice\0wrong"]).error_code == 58
+    finally:
+        raw.close()
+    raw = Raw(broker.kafka_port)
+    try:
+        client = scram.ScramClient("SCRAM-SHA-512", ALICE, ALICE_PW)
+        first = _authenticate(raw, "SCRAM-SHA-512", [client.first()])
+        final = raw.call(SaslAuthenticateRequest(client.final(first.auth_bytes)), 2, SaslAuthenticateResponse)
+        assert final.error_code == 0
+        client.verify(final.auth_bytes)
+    finally:
+        raw.close()
+    name = "ingest_broker_sasl_authentications_total"
+    scrape_until(url, lambda m: (value(m, name, listener="PLAINTEXT", mechanism="PLAIN", result="failure") or 0) >= 1
+                 and (value(m, name, listener="PLAINTEXT", mechanism="SCRAM-SHA-512", result="success") or 0) >= 1,
+                 "a PLAIN failure and a SCRAM-SHA-512 success counted")
+
+
+def test_a_sasl_listener_without_zookeeper_is_refused_at_start_up(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "ingest.cli", "broker", "start", "--config",
+                           str(REPO_ROOT / "conf/server.properties"), "--set", f"log.dir={tmp_path / 'logs'}",
+                           "--set", "port=0", "--set", "listeners=SECURE://127.0.0.1:0",
+                           "--set", "listener.security.protocol.map=SECURE:SASL_PLAINTEXT",
+                           "--set", "enable.zookeeper=false"],
+                          capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "listeners ['SECURE'] use SASL, whose users live in ZooKeeper (/config/users)" in done.stderr
