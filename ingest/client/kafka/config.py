@@ -69,6 +69,18 @@ class Acks(KeyType):
         return ACKS[text]
 
 
+class SaslMechanism(KeyType):
+    """``sasl.mechanism``: one of the implemented mechanisms, or empty (not set)."""
+
+    allowed = f"one of {', '.join(SASL_MECHANISMS)}, or empty (not set)"
+
+    def parse(self, raw: Any) -> str:
+        text = str(raw).strip()
+        if text and text not in SASL_MECHANISMS:
+            raise ValueError(text)
+        return text
+
+
 COMMON_KEYS = (
     Key("bootstrap.servers", HostPorts(), REQUIRED,
         "where to start: Kafka listeners host:port,... (any of them; the rest of the cluster comes from "
@@ -88,7 +100,7 @@ COMMON_KEYS = (
     Key("security.protocol", Choice(SECURITY_PROTOCOLS), "PLAINTEXT",
         "how to talk to the brokers: PLAINTEXT, or SASL_PLAINTEXT (log in with sasl.mechanism, sasl.username,"
         " sasl.password on every connection)"),
-    Key("sasl.mechanism", Choice(("",) + SASL_MECHANISMS), "",
+    Key("sasl.mechanism", SaslMechanism(), "",
         "the SASL mechanism with security.protocol=SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default,"
         " GSSAPI, is not implemented: name one)"),
     Key("sasl.username", Str(), "", "the SASL user name"),
