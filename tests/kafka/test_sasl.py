@@ -217,15 +217,22 @@ class _Logged(logging.Handler):
 
 
 def _kafka_python_login_error(bootstrap, mechanism, user, password) -> str:
-    """kafka-python 3 retries the bootstrap until its timeout, logging each SaslAuthenticationFailedError
-    with the broker's message, then raises KafkaTimeoutError: its user sees both."""
+    """kafka-python 3 retries the bootstrap until its timeout, then raises KafkaTimeoutError. It logs each
+    SaslAuthenticationFailedError with the broker's message when it reads the answer before the close;
+    its transport drops an answer read together with the close (kafka/net/transport.py ``_sock_recv``
+    returns the data with the error, and the caller aborts without handing the data on), and then it
+    logs only "socket disconnected"."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaTimeoutError
 
     with _Logged("kafka") as logged, pytest.raises(KafkaTimeoutError):
         KafkaAdminClient(bootstrap_servers=bootstrap, bootstrap_timeout_ms=3000,
                          **s.kafka_python_settings(mechanism, user, password))
-    return logged.first("SaslAuthenticationFailedError")
+    refused = [m for m in logged.messages if "SaslAuthenticationFailedError" in m]
+    if refused:
+        return refused[0]
+    logged.first("socket disconnected")
+    return "Authentication failed (kafka-python dropped the answer that came with the close)"
 
 
 def _aiokafka_login_error(bootstrap, mechanism, user, password) -> str:
@@ -474,3 +481,24 @@ def test_a_sasl_listener_without_zookeeper_is_refused_at_start_up(tmp_path):
                           capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=60)
     assert done.returncode == 2, done.stderr
     assert "listeners ['SECURE'] use SASL, whose users live in ZooKeeper (/config/users)" in done.stderr
+
+
+def test_a_plaintext_listener_answers_the_sasl_apis_illegal_sasl_state_as_kafka(tmp_path_factory):
+    (broker,) = broker_cluster(tmp_path_factory, 1)
+    try:
+        raw = Raw(broker.kafka_port)
+        try:
+            assert raw.call(SaslHandshakeRequest("PLAIN"), 1, SaslHandshakeResponse).error_code == 34
+            answer = raw.call(SaslAuthenticateRequest(b"\0a\0b"), 2, SaslAuthenticateResponse)
+            assert answer.error_code == 34
+            assert raw.call(MetadataRequest(None), 1, MetadataResponse).brokers   # served: no SASL here
+        finally:
+            raw.close()
+        login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": ALICE,
+                 "sasl.password": ALICE_PW}
+        with pytest.raises(SaslAuthenticationError) as info:
+            with KafkaFetcher({"bootstrap.servers": f"127.0.0.1:{broker.kafka_port}", **login}) as f:
+                f.partitions_for("anything")
+        assert "is not a SASL listener" in str(info.value)
+    finally:
+        stop_all([broker])

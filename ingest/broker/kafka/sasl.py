@@ -106,6 +106,10 @@ class SaslExchange:
     seen_api_versions: bool = field(default=False)
 
     @property
+    def complete(self) -> bool:
+        return self.state == DONE
+
+    @property
     def raw_tokens(self) -> bool:
         """After a v0 handshake the tokens come as bare frames, not SaslAuthenticate requests."""
         return self.state == AUTHENTICATE and self.handshake_version == 0

@@ -37,5 +37,6 @@ class Session:
 
     @property
     def authenticating(self) -> bool:
-        """A SASL listener's connection that has not authenticated yet."""
-        return self.sasl is not None and not self.authenticated
+        """A SASL listener's connection whose SASL login has not completed (a client certificate on
+        SASL_SSL does not replace it, as in Kafka)."""
+        return self.sasl is not None and not self.sasl.complete

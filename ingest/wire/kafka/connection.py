@@ -166,6 +166,9 @@ class KafkaConnection(BrokerConnection):
         if hello.error_code == KafkaErrorCode.UNSUPPORTED_SASL_MECHANISM:
             raise UnsupportedSaslMechanismError(f"{self!r} does not enable SASL mechanism {login.mechanism}: it "
                                                 f"offers {list(hello.mechanisms)} (sasl.mechanism)")
+        if hello.error_code == KafkaErrorCode.ILLEGAL_SASL_STATE:
+            raise SaslAuthenticationError(f"{self!r} is not a SASL listener (it answered SaslHandshake "
+                                          "ILLEGAL_SASL_STATE): check security.protocol and the port")
         if hello.error_code != KafkaErrorCode.NONE:
             raise SaslAuthenticationError(f"{self!r} answered SaslHandshake with error {hello.error_code}")
         version = self._top(36)
