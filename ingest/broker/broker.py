@@ -136,7 +136,8 @@ class BrokerServer:
         if sasl_listeners(cfg):   # the users are read from ZooKeeper in _start_zookeeper_parts
             self.kafka_apis.sasl = SaslAuthenticator(
                 cfg["sasl.enabled.mechanisms"], self.kafka_apis.metrics, purgatory=self.kafka_purgatory,
-                failure_delay_ms=cfg["connection.failed.authentication.delay.ms"])
+                failure_delay_ms=cfg["connection.failed.authentication.delay.ms"],
+                max_receive_bytes=cfg["sasl.server.max.receive.size"])
         self.kafka = KafkaListeners(cfg, self.kafka_apis, listeners)
         cluster.listeners = self.kafka.bind()
 

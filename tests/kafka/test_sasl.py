@@ -400,7 +400,7 @@ def test_hostile_tokens_are_refused_clearly_and_the_broker_keeps_serving(cluster
     raw = Raw(cluster.brokers[1].kafka_port)
     try:
         if case == "huge":
-            answer = _authenticate(raw, "SCRAM-SHA-256", [b"\xff" * (1 << 20)])
+            answer = _authenticate(raw, "SCRAM-SHA-256", [b"\xff" * (100 << 10)])
         elif case == "garbage-scram":
             answer = _authenticate(raw, "SCRAM-SHA-512", [b"\x00\x01garbage,,=,\xc3"])
         elif case == "garbage-plain":
@@ -502,3 +502,19 @@ def test_a_plaintext_listener_answers_the_sasl_apis_illegal_sasl_state_as_kafka(
         assert "is not a SASL listener" in str(info.value)
     finally:
         stop_all([broker])
+
+
+def test_a_frame_over_the_sasl_receive_limit_before_authentication_is_closed_unanswered(cluster):
+    raw = Raw(cluster.brokers[0].kafka_port)
+    try:
+        assert raw.call(SaslHandshakeRequest("PLAIN"), 1, SaslHandshakeResponse).error_code == 0
+        raw.send(SaslAuthenticateRequest(b"\0" * 600_000), 2)   # sasl.server.max.receive.size is 512 KiB
+        assert raw.closed_by_peer()
+    finally:
+        raw.close()
+    # once authenticated, a request of that size is served (the listener's own limit applies)
+    topic = cluster.topic("big-after-login")
+    login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": ALICE,
+             "sasl.password": ALICE_PW}
+    with KafkaProducer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **login}) as p:
+        p.produce(topic, 0, [SimpleRecord(os.urandom(600_000))])

@@ -15,7 +15,9 @@ carries a :class:`SaslExchange`. Until it completes, the dispatcher serves only:
   is sent ``connection.failed.authentication.delay.ms`` (100) after the failure, the connection held
   meanwhile: a client cannot try passwords in a tight loop.
 
-Any other request before authentication closes the connection unanswered (Kafka: "Unexpected Kafka
+A frame larger than ``sasl.server.max.receive.size`` (512 KiB) before authentication is refused by the
+network layer and the connection closed, as Kafka does. Any other request before authentication closes
+the connection unanswered (Kafka: "Unexpected Kafka
 request of type ... during SASL handshake"); after the handshake it is answered ILLEGAL_SASL_STATE (34)
 and then closed. Once authenticated the principal is ``User:<username>``; SaslHandshake and
 SaslAuthenticate are then answered ILLEGAL_SASL_STATE (Kafka's ``KafkaApis``), as on any non-SASL
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ingest.broker.delayed import DelayedOp
 from ingest.broker.reply import Reply
@@ -103,7 +105,7 @@ class SaslExchange:
     mechanism: str | None = None
     server: object | None = None
     handshake_version: int = 1
-    seen_api_versions: bool = field(default=False)
+    max_receive_bytes: int = 524_288
 
     @property
     def complete(self) -> bool:
@@ -135,8 +137,9 @@ class SaslAuthenticator:
     """
 
     def __init__(self, mechanisms: tuple[str, ...], metrics, users=None, *, purgatory=None,
-                 failure_delay_ms: int = 100) -> None:
+                 failure_delay_ms: int = 100, max_receive_bytes: int = 524_288) -> None:
         self.mechanisms = mechanisms
+        self.max_receive_bytes = max_receive_bytes
         self.purgatory = purgatory
         self.failure_delay_s = failure_delay_ms / 1000.0
         self.users = users if users is not None else NoUsers()
@@ -145,7 +148,7 @@ class SaslAuthenticator:
         self.failures = RateLimitedLog(log, interval_s=FAILURE_LOG_INTERVAL_S)
 
     def new_exchange(self) -> SaslExchange:
-        return SaslExchange()
+        return SaslExchange(max_receive_bytes=self.max_receive_bytes)
 
     def handshake(self, exchange: SaslExchange, mechanism: str, version: int) -> bool:
         """Start ``mechanism``; False (the exchange failed) when it is not enabled."""

@@ -45,6 +45,9 @@ SASL_KEYS = (
     Key("connection.failed.authentication.delay.ms", Int(0, 60_000), 100,
         "how long the answer to a failed authentication (and the close after it) is held back, as Kafka does: a"
         " client cannot try passwords in a tight loop"),
+    Key("sasl.server.max.receive.size", Int(1024, 2**31 - 1), 524_288,
+        "the largest request frame a connection of a SASL listener may send before it authenticated (larger:"
+        " the connection is closed, as Kafka does)"),
     Key("sasl.mechanism.inter.broker.protocol", Mechanism(), "SCRAM-SHA-512",
         "the mechanism this broker's followers log in with when the inter-broker listener uses SASL"),
     Key("inter.broker.sasl.username", Str(), "",

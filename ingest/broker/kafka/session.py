@@ -36,6 +36,13 @@ class Session:
         return host.strip("[]")
 
     @property
+    def max_receive_bytes(self) -> int | None:
+        """The largest frame this connection may send now: ``sasl.server.max.receive.size`` until its SASL
+        login completed (Kafka's bound on what an unauthenticated client can make the broker buffer), else
+        None (the listener's own bound)."""
+        return self.sasl.max_receive_bytes if self.authenticating else None
+
+    @property
     def authenticating(self) -> bool:
         """A SASL listener's connection whose SASL login has not completed (a client certificate on
         SASL_SSL does not replace it, as in Kafka)."""
