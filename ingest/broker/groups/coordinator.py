@@ -243,21 +243,49 @@ class GroupCoordinator:
             return
         new.member_id = f"{new.client_id}-{uuid.uuid4()}"
         if new.instance_id is not None:
-            old_id = group.instances.get(new.instance_id)
-            if old_id is not None:         # a static member restarted: its old id is fenced
-                old = group.members.get(old_id)
-                if old is not None:
-                    log.info("group %s: static member %s rejoined as %s; %s is fenced", group.group_id,
-                             new.instance_id, new.member_id, old_id)
-                    self._answer_join(old, JoinResult(E.FENCED_INSTANCE_ID, old_id))
-                    self._answer_sync(old, E.FENCED_INSTANCE_ID, b"")
-                    self._cancel(old.heartbeat_timer)
-                    group.remove(old_id)
+            if group.instances.get(new.instance_id) in group.members:
+                self._replace_static(group, new, answer)
+                return
         elif version >= 4:                 # KIP-394: the member comes back with its id
             group.pending.add(new.member_id)
             answer(JoinResult(E.MEMBER_ID_REQUIRED, new.member_id))
             return
         self._add_and_rebalance(group, new, answer)
+
+    def _replace_static(self, group: Group, new: Member, answer) -> None:
+        """A static member joined without a member id while its instance id is in the group (it restarted, or a
+        second process uses the same instance id): the new id takes the old one's place, assignment and
+        leadership; requests with the old id are FENCED_INSTANCE_ID from now on (Kafka's
+        ``updateStaticMemberAndRebalance``).
+
+        Stable: no rebalance unless the group's protocol would change; the member is answered the current
+        generation with the leader as it was (so a restarted leader does not compute an assignment the stable
+        group would not hand out) and gets its assignment in SyncGroup. CompletingRebalance: the leader may be
+        assigning to the old id, so the group rebalances. PreparingRebalance: the member joins the rebalance.
+        """
+        old_id = group.instances[new.instance_id]
+        m = group.members[old_id]
+        leader = group.leader_id
+        log.info("group %s: static member %s joined again as %s; %s is fenced", group.group_id, new.instance_id,
+                 new.member_id, old_id)
+        self._answer_join(m, JoinResult(E.FENCED_INSTANCE_ID, old_id))
+        self._answer_sync(m, E.FENCED_INSTANCE_ID, b"")
+        group.rename(old_id, new.member_id)
+        m.client_id, m.client_host, m.join_version = new.client_id, new.client_host, new.join_version
+        m.protocols = new.protocols
+        m.session_timeout_ms, m.rebalance_timeout_ms = new.session_timeout_ms, new.rebalance_timeout_ms
+        self._arm_session(group, m)
+        m.join_answer = answer
+        if group.state == STABLE:
+            if group.select_protocol() == group.protocol_name:
+                self._answer_join(m, JoinResult(0, m.member_id, group.generation, group.protocol_type,
+                                                group.protocol_name, leader or ""))
+            else:
+                self._prepare_rebalance(group, f"static member {new.instance_id} joined with other protocols")
+        elif group.state == COMPLETING:
+            self._prepare_rebalance(group, f"static member {new.instance_id} joined while the group was syncing")
+        else:
+            self._try_complete_join(group)
 
     def _join_known(self, group: Group, new: Member, answer) -> None:
         mid = new.member_id
@@ -265,14 +293,11 @@ class GroupCoordinator:
             group.pending.discard(mid)
             self._add_and_rebalance(group, new, answer)
             return
-        m = group.members.get(mid)
-        if m is None:
-            fenced = new.instance_id is not None and new.instance_id in group.instances
-            answer(JoinResult(E.FENCED_INSTANCE_ID if fenced else E.UNKNOWN_MEMBER_ID, mid))
+        code = self._current_member(group, mid, new.instance_id)
+        if code:
+            answer(JoinResult(code, mid))
             return
-        if new.instance_id is not None and m.instance_id != new.instance_id:
-            answer(JoinResult(E.FENCED_INSTANCE_ID, mid))
-            return
+        m = group.members[mid]
         self._heard_from(m)
         if group.state == PREPARING:
             m.protocols, m.join_version = new.protocols, new.join_version
@@ -422,16 +447,20 @@ class GroupCoordinator:
     def _check_member(self, group: Group | None, member_id: str, instance_id: str | None, generation: int) -> int:
         if group is None or group.state == DEAD:
             return E.UNKNOWN_MEMBER_ID
-        m = group.members.get(member_id)
-        if m is None:
-            if instance_id is not None and instance_id in group.instances:
-                return E.FENCED_INSTANCE_ID
-            return E.UNKNOWN_MEMBER_ID
-        if instance_id is not None and m.instance_id != instance_id:
-            return E.FENCED_INSTANCE_ID
-        if generation != group.generation:
-            return E.ILLEGAL_GENERATION
-        return 0
+        return self._current_member(group, member_id, instance_id) or \
+            (E.ILLEGAL_GENERATION if generation != group.generation else 0)
+
+    @staticmethod
+    def _current_member(group: Group, member_id: str, instance_id: str | None) -> int:
+        """Kafka's ``validateCurrentMember``: a static member's instance id must map to ``member_id``
+        (FENCED_INSTANCE_ID when it maps to another, UNKNOWN_MEMBER_ID when to none); a dynamic member must
+        be in the group."""
+        if instance_id is not None:
+            current = group.instances.get(instance_id)
+            if current != member_id:
+                return E.FENCED_INSTANCE_ID if current is not None else E.UNKNOWN_MEMBER_ID
+            return 0
+        return 0 if member_id in group.members else E.UNKNOWN_MEMBER_ID
 
     # --- Heartbeat, LeaveGroup ----------------------------------------------------------------
 
@@ -460,18 +489,13 @@ class GroupCoordinator:
                 return 0, [E.UNKNOWN_MEMBER_ID] * len(members)
             codes = []
             for member_id, instance_id in members:
-                if instance_id is not None:
-                    member_id = member_id or group.instances.get(instance_id, "")
-                m = group.members.get(member_id)
-                if m is None:
-                    codes.append(E.UNKNOWN_MEMBER_ID)
-                    continue
-                if instance_id is not None and m.instance_id != instance_id:
-                    codes.append(E.FENCED_INSTANCE_ID)
-                    continue
-                log.info("group %s: member %s left", group_id, member_id)
-                self._remove_member(group, m)
-                codes.append(0)
+                if not member_id and instance_id is not None:   # an operator removing a static member by name
+                    member_id = group.instances.get(instance_id, "")
+                code = self._current_member(group, member_id, instance_id) if member_id else E.UNKNOWN_MEMBER_ID
+                if not code:
+                    log.info("group %s: member %s left", group_id, member_id)
+                    self._remove_member(group, group.members[member_id])
+                codes.append(code)
             return 0, codes
 
     def _remove_member(self, group: Group, m: Member) -> None:
