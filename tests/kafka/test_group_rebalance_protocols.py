@@ -11,8 +11,9 @@ on replication; tests/kafka/test_consumer_groups.py covers the coordinator's fai
   session gets its partitions back and the others see no rebalance; a second process with a member's
   instance id takes its place (the first is fenced: FENCED_INSTANCE_ID) without a rebalance; a member
   closed (librdkafka sends no LeaveGroup for a static member, as Kafka's clients) and started again gets its
-  partitions back without a rebalance; one that stays away past its session timeout is removed and its
-  partitions move.
+  partitions back without a rebalance; one removed by an operator (LeaveGroup by instance id, kafka-python's
+  AdminClient) leaves at once and the group rebalances; one that stays away past its session timeout is
+  removed and its partitions move.
 
 Afterwards every acknowledged value was processed and no record was covered by two successful commits.
 """
@@ -66,6 +67,18 @@ def _since(member: gc.Member, mark: int) -> list[dict]:
 
 def _revoked(events) -> list[int]:
     return [p for ev in events if ev["e"] == "revoke" for p in ev["p"]]
+
+
+def _remove_members(bootstrap: str, group: str, instance_ids: list[str]) -> dict[str, str]:
+    """kafka-python's AdminClient removes static members by instance id; the error class name of each."""
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        got = admin.remove_group_members(group, [MemberToRemove(group_instance_id=i) for i in instance_ids])
+    finally:
+        admin.close()
+    return {getattr(k, "group_instance_id", k): err.__name__ for k, err in got.items()}   # keyed by instance id
 
 
 def test_cooperative_sticky_members_keep_their_partitions_and_give_up_only_those_that_move(broker_factory, tmp_path):
@@ -170,6 +183,15 @@ def test_static_members_come_back_to_their_partitions_without_a_rebalance(broker
         wait_until(lambda: s2.current_assignment(), timeout=60, interval=0.5, what="the reopened member assigned")
         assert s2.current_assignment() == before[s2.name]
         no_rebalance((s0, twin), marks, "a static member closed and opened again")
+
+        # an operator removes a static member by instance id (LeaveGroup v3+, as Kafka's AdminClient): it is
+        # removed at once and the group rebalances; the process joins again as a new member
+        marks = {m.name: len(m.callbacks()) for m in (s0, twin)}
+        assert _remove_members(bootstrap, group, ["instance-2", "no-such-instance"]) == \
+            {"instance-2": "NoError", "no-such-instance": "UnknownMemberIdError"}
+        wait_until(lambda: all(_revoked(_since(m, marks[m.name])) for m in (s0, twin)), timeout=60, interval=0.5,
+                   what="a rebalance after a static member was removed")
+        gc.wait_all_assigned([s0, twin, s2], PARTITIONS, "after the removed static member joined again")
 
         # away past its session timeout: removed, its partitions move to the others
         s0.kill()
