@@ -15,6 +15,7 @@ from pathlib import Path
 from tests.harness import reaper
 from tests.harness.brokers import REPO_ROOT
 from tests.harness.wait import wait_until
+from tests.kafka.group_member import SESSION_MS
 
 
 def bootstrap_of(brokers) -> str:
@@ -25,12 +26,15 @@ class Member:
     """One member process of ``group`` reading ``topic``; each start writes a new events file.
 
     ``instance_id`` makes it a static member (``group.instance.id``); ``session_ms`` is its
-    ``session.timeout.ms`` (group_member.py's default when None)."""
+    ``session.timeout.ms`` (group_member.py's default when None); ``poll_ms`` its ``max.poll.interval.ms``
+    (kafka-python members only)."""
 
     def __init__(self, client: str, name: str, bootstrap: str, workdir: Path, group: str, topic: str,
-                 assignor: str = "range", instance_id: str | None = None, session_ms: int | None = None) -> None:
+                 assignor: str = "range", instance_id: str | None = None, session_ms: int | None = None,
+                 poll_ms: int | None = None) -> None:
         self.client, self.name, self.bootstrap, self.workdir, self.assignor = client, name, bootstrap, workdir, assignor
         self.group, self.topic, self.instance_id, self.session_ms = group, topic, instance_id, session_ms
+        self.poll_ms = poll_ms
         self.files: list[Path] = []
         self.proc: subprocess.Popen | None = None
 
@@ -38,8 +42,9 @@ class Member:
         path = self.workdir / f"{self.name}-{len(self.files)}.jsonl"
         self.files.append(path)
         args = [self.client, self.bootstrap, self.group, self.topic, str(path), self.assignor]
-        if self.instance_id is not None or self.session_ms is not None:
-            args += [self.instance_id or "-"] + ([str(self.session_ms)] if self.session_ms is not None else [])
+        if self.instance_id is not None or self.session_ms is not None or self.poll_ms is not None:
+            args += [self.instance_id or "-", str(self.session_ms or SESSION_MS)]
+            args += [str(self.poll_ms)] if self.poll_ms is not None else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.kafka.group_member", *args], cwd=str(REPO_ROOT),
             stdout=open(self.workdir / f"{self.name}.out", "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

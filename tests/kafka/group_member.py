@@ -2,11 +2,12 @@
 
 Run by tests/kafka/test_consumer_groups.py::
 
-    python -m tests.kafka.group_member CLIENT BOOTSTRAP GROUP TOPIC OUT [ASSIGNOR [INSTANCE_ID [SESSION_MS]]]
+    python -m tests.kafka.group_member CLIENT BOOTSTRAP GROUP TOPIC OUT [ASSIGNOR [INSTANCE_ID [SESSION_MS [POLL_MS]]]]
 
 ``CLIENT`` is ``confluent`` (confluent-kafka), ``kafka-python`` or ``aiokafka``; ``ASSIGNOR`` is ``range``
 (the default), ``roundrobin`` or ``cooperative-sticky``; ``INSTANCE_ID`` (``-`` for none) makes the member
-static (``group.instance.id``); ``SESSION_MS`` is its ``session.timeout.ms``. Every event is one JSON line
+static (``group.instance.id``); ``SESSION_MS`` is its ``session.timeout.ms``, ``POLL_MS`` its
+``max.poll.interval.ms`` (the rebalance timeout it asks for; kafka-python only). Every event is one JSON line
 written to ``OUT`` with ``os.write`` (in the kernel as soon as written, so a SIGKILL loses nothing logged):
 
 - ``{"e": "assign", "p": [...], "inc": B}`` / ``{"e": "revoke", "p": [...], "inc": B}``: the client's
@@ -132,7 +133,7 @@ def run_confluent(bootstrap: str, group: str, topic: str, out: Log, assignor: st
 
 
 def run_kafka_python(bootstrap: str, group: str, topic: str, out: Log, assignor: str, stop, instance_id,
-                     session_ms) -> None:
+                     session_ms, poll_ms=None) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -157,7 +158,8 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, out: Log, assignor:
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="earliest", session_timeout_ms=session_ms,
                       heartbeat_interval_ms=HEARTBEAT_MS, group_instance_id=instance_id,
-                      partition_assignment_strategy=assignors[assignor])
+                      partition_assignment_strategy=assignors[assignor],
+                      **({"max_poll_interval_ms": poll_ms} if poll_ms else {}))
     c.subscribe([topic], listener=Listener())
     try:
         while not stop():
@@ -224,11 +226,12 @@ def main(argv: list[str]) -> None:
     assignor = argv[5] if len(argv) > 5 else "range"
     instance_id = argv[6] if len(argv) > 6 and argv[6] != "-" else None
     session_ms = int(argv[7]) if len(argv) > 7 else SESSION_MS
+    extra = {"poll_ms": int(argv[8])} if len(argv) > 8 else {}
     halt = []
     signal.signal(signal.SIGTERM, lambda *_: halt.append(1))
     out = Log(path)
     out(e="start", client=client, pid=os.getpid())
-    RUNNERS[client](bootstrap, group, topic, out, assignor, lambda: bool(halt), instance_id, session_ms)
+    RUNNERS[client](bootstrap, group, topic, out, assignor, lambda: bool(halt), instance_id, session_ms, **extra)
     out(e="closed")
 
 

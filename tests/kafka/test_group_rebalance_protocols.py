@@ -203,3 +203,46 @@ def test_static_members_come_back_to_their_partitions_without_a_rebalance(broker
         producer.halt.set()
         for m in members:
             m.stop()
+
+
+def test_a_static_member_that_misses_a_rebalance_keeps_its_place_until_its_session_expires(broker_factory, tmp_path):
+    """KIP-345: a static member is removed by its session timeout only. One SIGKILLed while a new member
+    joins does not rejoin within the rebalance timeout (kafka-python's ``max.poll.interval.ms``, shorter
+    than the session here); the generation completes with it still a member (its partitions wait for it),
+    and when it comes back within its session it takes them without another rebalance."""
+    b = _broker(broker_factory)
+    bootstrap = f"127.0.0.1:{b.kafka_port}"
+    group = "static-missed"
+
+    def member(name: str, instance_id: str | None) -> gc.Member:
+        return gc.Member("kafka-python", name, bootstrap, tmp_path, group, TOPIC, instance_id=instance_id,
+                         session_ms=STATIC_SESSION_MS * 3 // 2, poll_ms=6000)
+
+    producer = _start_producing(bootstrap)
+    a, c = member("static-a", "instance-a"), member("static-c", "instance-c")
+    newcomer = member("dynamic", None)
+    members = [a, c, newcomer]
+    try:
+        for m in (a, c):
+            m.start()
+        gc.wait_all_assigned([a, c], PARTITIONS, "two static members joined")
+        a.kill()
+        mark = len(c.callbacks())
+        newcomer.start()             # a rebalance that the killed static member cannot rejoin
+        wait_until(lambda: newcomer.current_assignment() and any(ev["e"] == "assign" for ev in _since(c, mark)),
+                   timeout=120, interval=0.5, what=f"the rebalance without {a.name} completed ({gc.assigned(members)})")
+        kept = gc.assigned([c, newcomer])
+        owned = {p for ps in kept.values() for p in ps}
+        assert len(owned) < PARTITIONS, \
+            f"the absent static member is still a member and its share waits for it: the others own {kept}"
+        marks = {m.name: len(m.callbacks()) for m in (c, newcomer)}
+        a.start()
+        gc.wait_all_assigned(members, PARTITIONS, "the static member back")
+        assert a.current_assignment() == sorted(set(range(PARTITIONS)) - owned)
+        for m in (c, newcomer):
+            assert _since(m, marks[m.name]) == [], f"{m.name} saw a rebalance: {_since(m, marks[m.name])}"
+        _finish(producer, members, bootstrap, group)
+    finally:
+        producer.halt.set()
+        for m in members:
+            m.stop()

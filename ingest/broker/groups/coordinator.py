@@ -6,9 +6,10 @@ Kafka's ``GroupCoordinator`` (classic protocol), in the same order of checks, wi
   MEMBER_ID_REQUIRED with it first and joins with it (KIP-394). A join starts a rebalance (state
   PreparingRebalance) unless the member is known and its protocols are unchanged and it is not the
   leader (then it gets the current generation back). The join phase ends when every known member has
-  rejoined, or after the largest rebalance timeout of the members, when those that did not rejoin are
-  removed; an empty group's first rebalance waits ``group.initial.rebalance.delay.ms`` for more members
-  (extended by each new one, up to the rebalance timeout). Then the generation goes up, the protocol
+  rejoined, or after the largest rebalance timeout of the members, when the dynamic members that did not
+  rejoin are removed (static ones stay until their session expires); an empty group's first rebalance
+  waits ``group.initial.rebalance.delay.ms`` for more members (extended by each new one, up to the
+  rebalance timeout). Then the generation goes up, the protocol
   every member supports with the most first-choice votes is chosen, and every waiting member is
   answered; the leader (the first member, kept while it stays) gets every member's metadata.
 - **SyncGroup**: the leader's carries the assignment (members it leaves out get an empty one); every
@@ -18,9 +19,10 @@ Kafka's ``GroupCoordinator`` (classic protocol), in the same order of checks, wi
   waiting in JoinGroup) is removed and the group rebalances.
 - **LeaveGroup**: the members leave at once and the group rebalances without waiting for their sessions.
 - **Fencing**: a request naming an unknown member is UNKNOWN_MEMBER_ID, another generation
-  ILLEGAL_GENERATION; a commit during CompletingRebalance REBALANCE_IN_PROGRESS; a static member
-  (``group.instance.id``, KIP-345) that rejoins without its member id replaces its old id, whose later
-  requests are FENCED_INSTANCE_ID.
+  ILLEGAL_GENERATION; a commit during CompletingRebalance REBALANCE_IN_PROGRESS.
+- **Static members** (``group.instance.id``, KIP-345): one that joins without a member id while its instance
+  id is in the group takes the old id's place and assignment (without a rebalance while the group is
+  Stable); the old id's later requests are FENCED_INSTANCE_ID.
 - **Offsets** (:class:`~ingest.broker.groups.offset_store.OffsetStore`): a commit with generation -1 from
   no member is accepted while the group has no members (``assign`` consumers); otherwise the member and
   generation must be current (commits are allowed while a rebalance is being prepared, as Kafka allows).
@@ -366,16 +368,27 @@ class GroupCoordinator:
             self._complete_join(group)
 
     def _join_expired(self, group: Group) -> None:
-        """The rebalance timeout passed: members that did not rejoin are removed, the join phase ends."""
+        """The rebalance timeout passed: dynamic members that did not rejoin are removed, the join phase ends.
+
+        Static members that did not rejoin stay (KIP-345: only their session timeout removes them): the new
+        generation includes them with their last metadata, and one that comes back within its session takes
+        its place without another rebalance. If no member rejoined, the join phase waits another rebalance
+        timeout (the sessions of the absent static members end it), as Kafka's ``onCompleteJoin``."""
         if group.state != PREPARING or self._groups.get(group.group_id, (0, None))[1] is not group:
             return
         group.join_not_before = 0.0
         group.pending.clear()
-        for m in [m for m in group.members.values() if m.join_answer is None]:
+        for m in [m for m in group.members.values() if m.join_answer is None and m.instance_id is None]:
             log.info("group %s: member %s did not rejoin within the rebalance timeout: removed", group.group_id,
                      m.member_id)
             self._cancel(m.heartbeat_timer)
             group.remove(m.member_id)
+        if group.members and not any(m.join_answer is not None for m in group.members.values()):
+            log.warning("group %s: no member rejoined within the rebalance timeout; waiting for them or for their"
+                        " sessions to expire", group.group_id)
+            timeout = max(m.rebalance_timeout_ms for m in group.members.values()) / 1000.0
+            group.join_timer = self._timer(timeout, lambda: self._join_expired(group))
+            return
         self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
@@ -387,8 +400,9 @@ class GroupCoordinator:
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
             return
         group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
+        leader = group.members.get(group.leader_id)
+        if leader is None or leader.join_answer is None:    # the leader must be one that rejoined
+            group.leader_id = next(mid for mid, m in group.members.items() if m.join_answer is not None)
         group.state = COMPLETING
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id, group.generation,
                  len(group.members), group.protocol_name, group.leader_id)
