@@ -90,7 +90,8 @@ def test_cooperative_sticky_members_keep_their_partitions_and_give_up_only_those
         return gc.Member(client, name, bootstrap, tmp_path, group, TOPIC, assignor="cooperative-sticky")
 
     producer = _start_producing(bootstrap)
-    first = [member("confluent", "rdkafka-0"), member("confluent", "rdkafka-1"), member("kafka-python", "kafka-python-0")]
+    first = [member("confluent", "rdkafka-0"), member("confluent", "rdkafka-1"),
+             member("kafka-python", "kafka-python-0")]
     newcomer = member("kafka-python", "kafka-python-1")
     members = first + [newcomer]
     try:
