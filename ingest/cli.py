@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 COMMAND_MODULES = (
     "ingest.broker.cli",      # broker start
     "ingest.broker.dump",     # log dump
+    "ingest.broker.zk_acls",  # zk-acls secure / unsecure / check
     "ingest.client.cli",      # console-producer, console-consumer, topics
     "ingest.client.groups_cli",  # groups list / describe / reset-offsets
     "ingest.events.cli",      # registry start, produce

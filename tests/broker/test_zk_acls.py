@@ -1,0 +1,182 @@
+"""ZooKeeper authentication and znode ACLs (``zookeeper.set.acl``) and the migration tool ``ingest zk-acls``.
+
+Real ZooKeeper, real broker processes, real clients (confluent-kafka on the Kafka listener, a kazoo
+client without credentials as the attacker).
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from ingest import znodes
+from ingest.cli import main
+from ingest.errors import ConfigError
+from ingest.zk_security import ZkSecurity
+from tests.harness import replicated as r
+from tests.harness import zk_secure
+from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
+from tests.kafka.clients import confluent_consume, confluent_produce, messages
+
+pytestmark = pytest.mark.processes
+
+PARTITIONS = 2
+
+
+def _kafka_topic(brokers, topic: str) -> None:
+    """Created by the brokers themselves (CreateTopics on the Kafka listener): the controller writes it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    futures = admin.create_topics([NewTopic(topic, PARTITIONS, replication_factor=len(brokers))],
+                                  operation_timeout=30)
+    futures[topic].result(60)
+
+
+def _bootstrap(brokers) -> str:
+    return ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)
+
+
+_rounds = itertools.count()
+
+
+def _serves(brokers, zk, topic: str, tag: str) -> None:
+    """Every partition of ``topic`` has all replicas in sync; a produce with acks=all reads back whole."""
+    ids = {b.broker_id for b in brokers}
+    for p in range(PARTITIONS):
+        r.wait_for_state(zk, topic, p, lambda s: s.leader in ids and set(s.isr) == ids, 60, f"{ids} in sync")
+    t0 = 1_700_000_000_000 + next(_rounds) * 1_000_000   # each round read back from its own first timestamp
+    msgs = messages(tag, 20, PARTITIONS, t0)
+    confluent_produce(_bootstrap(brokers), topic, msgs, "all", None)
+    got = confluent_consume(_bootstrap(brokers), topic, PARTITIONS, len(msgs), from_ts=t0)
+    assert sorted(v for records in got.values() for _o, _k, v, _h, _t in records) == sorted(m.value for m in msgs)
+
+
+def _assert_cluster_state_protected(zk_connect: str, topic: str) -> None:
+    """An unauthenticated client reads what is world-readable and can change none of it."""
+    with zk_secure.anonymous(zk_connect) as anon:
+        assert anon.get_children(znodes.BROKER_IDS)                      # discovery still works
+        assert anon.get(znodes.CONTROLLER)[0]
+        state = znodes.partition_state_path(topic, 0)
+        assert anon.get(state)[0]
+        zk_secure.assert_no_auth(lambda: anon.create(znodes.broker_path(99), b"evil:127.0.0.1:1"))
+        zk_secure.assert_no_auth(lambda: anon.delete(znodes.broker_path(0)))
+        zk_secure.assert_no_auth(lambda: anon.set(znodes.CONTROLLER, b'{"version":1,"brokerid":99}'))
+        zk_secure.assert_no_auth(lambda: anon.delete(znodes.CONTROLLER))
+        zk_secure.assert_no_auth(lambda: anon.set(znodes.CONTROLLER_EPOCH, b"999"))
+        zk_secure.assert_no_auth(lambda: anon.set(state, b'{"leader":99,"isr":[99]}'))
+        zk_secure.assert_no_auth(lambda: anon.delete(state))
+        zk_secure.assert_no_auth(lambda: anon.create(znodes.partition_state_path(topic, 7), b"{}"))
+        zk_secure.assert_no_auth(lambda: anon.set(znodes.topic_dir(topic), b"{}"))
+        zk_secure.assert_no_auth(lambda: anon.create(znodes.topic_dir("planted"), b"{}"))
+        zk_secure.assert_no_auth(lambda: anon.create(znodes.CONFIG_TOPICS + "/planted", b"{}"))
+        zk_secure.assert_no_auth(lambda: anon.create("/planted", b""))       # beside /brokers, in the chroot
+        for root in znodes.KAFKA_ACL_ROOTS:
+            zk_secure.assert_no_auth(lambda root=root: anon.create(root + "/Topic/x", b"{}"))
+            zk_secure.assert_no_auth(lambda root=root: anon.get(root))
+            zk_secure.assert_no_auth(lambda root=root: anon.delete(root + "/Topic"))
+        zk_secure.assert_no_auth(lambda: anon.get(znodes.CONFIG_USERS + "/alice"))
+        zk_secure.assert_no_auth(lambda: anon.get_children(znodes.CONFIG_USERS))
+        zk_secure.assert_no_auth(lambda: anon.set(znodes.CONFIG_USERS + "/alice", b"{}"))
+        # the 0.7 consumers' own state stays theirs
+        anon.create(znodes.CONSUMERS + "/g/ids/anon", b"{}", makepath=True, ephemeral=True)
+
+
+def _sensitive_nodes(zk_connect: str) -> None:
+    """What the authorizer and the SCRAM credentials write, written the way the product writes."""
+    with zk_secure.product(zk_connect) as zk:
+        zk.retry(zk.create, znodes.CONFIG_USERS + "/alice", b'{"version":1,"config":{}}', makepath=True)
+        for root in znodes.KAFKA_ACL_ROOTS:
+            zk.retry(zk.ensure_path, root + "/Topic")
+
+
+def test_a_secured_cluster_serves_and_an_unauthenticated_client_cannot_change_it(broker_factory, zk_connect, zk):
+    brokers = broker_factory(n=2, zk_connect=zk_connect, overrides=r.replication_overrides(**zk_secure.SECURE))
+    _kafka_topic(brokers, "orders")
+    _serves(brokers, zk, "orders", "secured")
+    _sensitive_nodes(zk_connect)
+    _assert_cluster_state_protected(zk_connect, "orders")
+    with zk_secure.product(zk_connect) as product:
+        assert product.retry(product.get, znodes.CONFIG_USERS + "/alice")[0]   # the product reads what it wrote
+    # a broker that restarts re-registers and is elected again under the secured nodes
+    brokers[0].stop()
+    brokers[0].start()
+    _serves(brokers, zk, "orders", "after-restart")
+
+
+def test_the_migration_tool_secures_a_running_cluster_after_the_rolling_restarts(broker_factory, zk_connect, zk,
+                                                                                 tmp_path, capsys):
+    brokers = broker_factory(n=2, zk_connect=zk_connect, overrides=r.replication_overrides())
+    _kafka_topic(brokers, "clicks")
+    _serves(brokers, zk, "clicks", "open")
+    cred = tmp_path / "zk.properties"
+    cred.write_text(f"zk.connect={zk_connect}\nzookeeper.digest.username={zk_secure.USERNAME}\n"
+                    f"zookeeper.digest.password={zk_secure.PASSWORD}\n")
+    assert main(["zk-acls", "check", "--config", str(cred)]) == 1        # an open tree is reported
+    with zk_secure.anonymous(zk_connect) as anon:
+        anon.set(znodes.CONTROLLER_EPOCH, anon.get(znodes.CONTROLLER_EPOCH)[0])   # anyone may change it today
+    # 1) every broker restarts with the credentials, 2) then with zookeeper.set.acl=true
+    for step in (zk_secure.CREDENTIALS, zk_secure.SECURE):
+        for b in brokers:
+            b.stop()
+            b.overrides.update(step)
+            b.start()
+            _serves(brokers, zk, "clicks", f"rolling-{b.broker_id}-{len(step)}")
+    # 3) the tool sets the ACLs of what was created before; a rerun changes nothing and succeeds
+    assert main(["zk-acls", "secure", "--config", str(cred)]) == 0
+    assert main(["zk-acls", "secure", "--config", str(cred)]) == 0
+    capsys.readouterr()
+    assert main(["zk-acls", "check", "--config", str(cred)]) == 0, capsys.readouterr().out
+    _sensitive_nodes(zk_connect)
+    _assert_cluster_state_protected(zk_connect, "clicks")
+    _serves(brokers, zk, "clicks", "secured")
+    brokers[1].stop()
+    brokers[1].start()
+    _serves(brokers, zk, "clicks", "secured-restart")
+    # and back (Kafka's order): a rolling restart with zookeeper.set.acl=false, then the tool opens the tree
+    for b in brokers:
+        b.stop()
+        b.overrides["zookeeper.set.acl"] = False
+        b.start()
+        _serves(brokers, zk, "clicks", f"unsecuring-{b.broker_id}")
+    assert main(["zk-acls", "unsecure", "--config", str(cred)]) == 0
+    with zk_secure.anonymous(zk_connect) as anon:
+        anon.set(znodes.CONTROLLER_EPOCH, anon.get(znodes.CONTROLLER_EPOCH)[0])
+        assert anon.get(znodes.CONFIG_USERS + "/alice")[0]
+    _serves(brokers, zk, "clicks", "unsecured")
+
+
+def test_the_migration_tool_without_the_identity_is_refused_with_the_keys_to_set(zk_connect, capsys):
+    assert main(["zk-acls", "secure", "--zk-connect", zk_connect]) == 2
+    err = capsys.readouterr().err
+    assert "zookeeper.digest.username" in err and "zookeeper.digest.password" in err
+
+
+def test_the_policy_gives_each_node_its_own_acl(zk_connect):
+    """Parents made by ``makepath``/``ensure_path`` and nodes made in a transaction get their own path's ACL."""
+    from kazoo.security import READ_ACL_UNSAFE
+
+    with zk_secure.product(zk_connect) as zk:
+        zk.create(znodes.CONFIG_USERS + "/bob", b"{}", makepath=True)
+        t = zk.transaction()
+        t.create(znodes.CONTROLLER, b"{}")
+        t.commit()
+        zk.ensure_path(znodes.CONSUMERS + "/g/offsets")
+        world_read = READ_ACL_UNSAFE[0]
+        assert world_read in zk.get_acls(znodes.CONFIG)[0]                      # /config is readable...
+        assert world_read not in zk.get_acls(znodes.CONFIG_USERS)[0]            # ...its users are not
+        assert zk.get_acls(znodes.CONFIG_USERS + "/bob")[0] == zk.get_acls(znodes.CONFIG_USERS)[0]
+        assert world_read in zk.get_acls(znodes.CONTROLLER)[0]
+        assert len(zk.get_acls(znodes.CONTROLLER)[0]) == 2
+        assert zk.get_acls(znodes.CONSUMERS + "/g/offsets")[0][0].id.scheme == "world"
+        assert zk.get_acls(znodes.CONSUMERS + "/g/offsets")[0][0].acl_list == ["ALL"]
+
+
+def test_set_acl_without_an_identity_is_a_config_error_naming_the_keys():
+    with pytest.raises(ConfigError, match="zookeeper.set.acl=true needs .*zookeeper.digest.username"):
+        ZkSecurity.from_config({"zookeeper.set.acl": True})
+    with pytest.raises(ConfigError, match="zookeeper.digest.password is not set"):
+        ZkSecurity.from_config({"zookeeper.digest.username": "ingest"})
+    with pytest.raises(ConfigError, match="contains ':'"):
+        ZkSecurity("a:b", "pw")
+    assert "pw" not in repr(ZkSecurity("ingest", "pw", True))
