@@ -132,6 +132,14 @@ def new_kazoo(connect: str, security: ZkSecurity | None = None, **kwargs: Any):
     return client
 
 
+def refused_message(connect: str, security: ZkSecurity) -> str:
+    """What to tell an operator whose client ZooKeeper refused a change (NoAuthError)."""
+    who = (f"the identity {security.username!r} (zookeeper.digest.username) is not the one the nodes name: "
+           f"check it and {DIGEST_PASSWORD}") if security.authenticated else (
+        f"this client has no identity: set {DIGEST_USERNAME} and {DIGEST_PASSWORD} (the cluster's)")
+    return f"ZooKeeper at {connect!r} refused the change: the cluster's nodes are secured ({SET_ACL}) and {who}"
+
+
 def same_acls(a, b) -> bool:
     """Whether two ACL lists grant the same (order and duplicates aside)."""
     def key(acls):

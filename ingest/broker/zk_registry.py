@@ -38,12 +38,12 @@ import threading
 import time
 
 from kazoo.client import KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ingest import znodes
 from ingest.errors import BrokerIdTakenError, CoordinationError
-from ingest.zk_security import ZkSecurity, new_kazoo, secure_chroot
+from ingest.zk_security import ZkSecurity, new_kazoo, refused_message, secure_chroot
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,10 @@ class BrokerRegistry:
                 current = dict(self._topics)
             for topic, count in current.items():
                 self._register_topic_node(topic, count)
+        except NoAuthError as exc:
+            self.client.stop()
+            self.client.close()
+            raise CoordinationError(refused_message(self.zk_connect, self.security)) from exc
         except BaseException:
             self.client.stop()
             self.client.close()

@@ -9,8 +9,8 @@ from ingest.broker.server_config import SERVER_CONFIG
 from ingest.broker.topics import validate_topic
 from ingest.cli_numbers import int_flag
 from ingest.config import non_ascii_note, parse_float, parse_int, parse_overrides
-from ingest.errors import ConfigError, ReplicationConfigError
-from ingest.zk_security import ZkSecurity
+from ingest.errors import ConfigError, CoordinationError, ReplicationConfigError
+from ingest.zk_security import ZkSecurity, refused_message
 
 PRODUCER_EXAMPLES = """examples:
   echo hello | ingest console-producer --bootstrap-server 127.0.0.1:29092 --topic test
@@ -217,11 +217,16 @@ def _zk_connect(zookeeper: str | None, server, command: str) -> str | None:
 @contextmanager
 def _zk_session(connect: str, server=None):
     """A session on ``connect`` with the ZooKeeper identity of the broker config ``server`` (if given)."""
+    from kazoo.exceptions import NoAuthError  # deferred: kazoo
+
     from ingest.client.discovery import start_kazoo  # deferred: imports kazoo
 
-    client = start_kazoo(connect, security=None if server is None else ZkSecurity.from_config(server))
+    security = ZkSecurity() if server is None else ZkSecurity.from_config(server)
+    client = start_kazoo(connect, security=security)
     try:
         yield client
+    except NoAuthError as exc:
+        raise CoordinationError(refused_message(connect, security) + " (give --config with them)") from exc
     finally:
         client.stop()
         client.close()

@@ -180,3 +180,62 @@ def test_set_acl_without_an_identity_is_a_config_error_naming_the_keys():
     with pytest.raises(ConfigError, match="contains ':'"):
         ZkSecurity("a:b", "pw")
     assert "pw" not in repr(ZkSecurity("ingest", "pw", True))
+
+
+def test_clients_without_the_identity_are_refused_with_the_keys_to_set(broker_factory, zk_connect, tmp_path,
+                                                                        capsys):
+    from tests.harness.brokers import BrokerProcess, BrokerStartError
+
+    brokers = broker_factory(n=1, zk_connect=zk_connect, overrides=zk_secure.SECURE)
+    # the topics tool: without the broker's config it has no identity, with it the topic is written
+    assert main(["topics", "create", "--zookeeper", zk_connect, "--topic", "views", "--partitions", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "secured (zookeeper.set.acl)" in err and "zookeeper.digest.username" in err, err
+    assert main(["topics", "create", "--config", str(brokers[0].config_path), "--topic", "views",
+                 "--partitions", "1"]) == 0
+    # a broker without the identity (or with another one) cannot join, and says why
+    for overrides in ({}, {"zookeeper.digest.username": "intruder", "zookeeper.digest.password": "guess"}):
+        stranger = BrokerProcess(50 + len(overrides), tmp_path / f"stranger{len(overrides)}", zk_connect=zk_connect,
+                                 overrides=overrides)
+        try:
+            with pytest.raises(BrokerStartError, match="refused the change: the cluster's nodes are secured"):
+                stranger.start()
+        finally:
+            stranger.kill()
+    with zk_secure.anonymous(zk_connect) as anon:
+        assert anon.get_children(znodes.BROKER_IDS) == ["0"]
+
+
+def test_the_registry_store_secures_its_nodes(zk_connect):
+    from ingest.events.registry_store import ZooKeeperStore
+
+    store = ZooKeeperStore(zk_connect, security=ZkSecurity(zk_secure.USERNAME, zk_secure.PASSWORD, set_acl=True))
+    try:
+        with store.write_lock():
+            schema_id = store.add_schema('"string"')
+    finally:
+        store.close()
+    with zk_secure.anonymous(zk_connect) as anon:
+        assert anon.get(znodes.registry_id_path(schema_id))[0] == b'"string"'
+        zk_secure.assert_no_auth(lambda: anon.set(znodes.registry_id_path(schema_id), b'"int"'))
+        zk_secure.assert_no_auth(lambda: anon.create(znodes.registry_dir("subjects") + "/planted", b""))
+
+
+def test_the_walk_reports_progress_skips_what_is_not_the_products_and_checks_clean(zk_connect, monkeypatch):
+    from ingest.broker import zk_acls
+
+    monkeypatch.setattr(zk_acls, "BATCH", 50)
+    monkeypatch.setattr(zk_acls, "PROGRESS_EVERY", 200)
+    with zk_secure.product(zk_connect, set_acl=False) as zk:      # an open tree, as before the migration
+        zk.ensure_path(znodes.BROKER_TOPICS)
+        zk.ensure_path("/other-tenant")
+        results = [zk.create_async(f"{znodes.BROKER_TOPICS}/t{i}", b"") for i in range(600)]
+        for res in results:
+            res.get(timeout=30)
+        secure = ZkSecurity(zk_secure.USERNAME, zk_secure.PASSWORD, set_acl=True)
+        assert len(zk_acls.check(zk, secure.acl_for)) == 603     # /, /brokers, /brokers/topics and the 600
+        seen: list[int] = []
+        assert zk_acls.apply(zk, secure.acl_for, progress=seen.append) == 603
+        assert seen == [200, 400, 600]
+        assert zk_acls.check(zk, secure.acl_for) == []
+        assert zk.get_acls("/other-tenant")[0][0].id.scheme == "world"     # not the product's: left alone
