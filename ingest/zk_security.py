@@ -132,6 +132,16 @@ def new_kazoo(connect: str, security: ZkSecurity | None = None, **kwargs: Any):
     return client
 
 
+NO_AUTH_HINT = (f"ZooKeeper refused a change: the cluster's nodes are secured ({SET_ACL}); give this command "
+                f"the cluster's identity ({DIGEST_USERNAME} and {DIGEST_PASSWORD} in its config)")
+"""What a command says when ZooKeeper refused it (NoAuthError) where no better message was given."""
+
+
+def is_no_auth(exc: BaseException) -> bool:
+    """Whether ``exc`` is kazoo's NoAuthError (without importing kazoo where ZooKeeper was never used)."""
+    return type(exc).__name__ == "NoAuthError" and type(exc).__module__.startswith("kazoo")
+
+
 def refused_message(connect: str, security: ZkSecurity) -> str:
     """What to tell an operator whose client ZooKeeper refused a change (NoAuthError)."""
     who = (f"the identity {security.username!r} (zookeeper.digest.username) is not the one the nodes name: "

@@ -204,6 +204,13 @@ def test_clients_without_the_identity_are_refused_with_the_keys_to_set(broker_fa
             stranger.kill()
     with zk_secure.anonymous(zk_connect) as anon:
         assert anon.get_children(znodes.BROKER_IDS) == ["0"]
+    # any command refused by ZooKeeper says what to give it, in one line
+    mirror = tmp_path / "mirror.properties"
+    mirror.write_text(f"sources=dc1\nsource.dc1.zk.connect={zk_connect}\ntarget.zk.connect={zk_connect}\n")
+    capsys.readouterr()
+    assert main(["mirror", "--config", str(mirror)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ingest mirror: error: ZooKeeper refused a change") and "zookeeper.digest" in err[-1]
 
 
 def test_the_registry_store_secures_its_nodes(zk_connect):
@@ -239,3 +246,31 @@ def test_the_walk_reports_progress_skips_what_is_not_the_products_and_checks_cle
         assert seen == [200, 400, 600]
         assert zk_acls.check(zk, secure.acl_for) == []
         assert zk.get_acls("/other-tenant")[0][0].id.scheme == "world"     # not the product's: left alone
+
+
+def test_a_mirror_with_the_identity_copies_between_secured_clusters_and_its_checkpoints_are_protected(
+        zookeeper, broker_factory, tmp_path):
+    from ingest.mirror.mirror_maker import MirrorMaker
+    from tests.mirror.mirror_setup import TargetCluster, chroot, produce, wait_mirrored
+
+    dc1_zk, target_zk = chroot(zookeeper, "dc1"), chroot(zookeeper, "target")
+    (dc1,) = broker_factory(1, zk_connect=dc1_zk, overrides=zk_secure.SECURE)
+    broker_factory(1, zk_connect=target_zk, overrides=zk_secure.SECURE)
+    sent = produce(dc1, "clicks", 0, [f"c{i}".encode() * 10 for i in range(20)])
+    props = {"sources": "dc1", "source.dc1.zk.connect": dc1_zk, "target.zk.connect": target_zk,
+             "mirror.id": "m-secure", "mirror.group": "secure", "checkpoint.interval.ms": 100,
+             "topic.refresh.ms": 500, **zk_secure.SECURE}
+    target = TargetCluster(target_zk)
+    try:
+        mirror = MirrorMaker(props).start()
+        try:
+            wait_mirrored(target, {("clicks", 0): sent})
+        finally:
+            mirror.stop()
+    finally:
+        target.close()
+    with zk_secure.anonymous(target_zk) as anon:
+        group = znodes.mirror_group_path("secure")
+        assert anon.get_children(group)
+        zk_secure.assert_no_auth(lambda: anon.create(group + "/planted", b""))
+        zk_secure.assert_no_auth(lambda: anon.delete(group + "/" + sorted(anon.get_children(group))[0]))
