@@ -274,3 +274,14 @@ def test_a_mirror_with_the_identity_copies_between_secured_clusters_and_its_chec
         assert anon.get_children(group)
         zk_secure.assert_no_auth(lambda: anon.create(group + "/planted", b""))
         zk_secure.assert_no_auth(lambda: anon.delete(group + "/" + sorted(anon.get_children(group))[0]))
+
+
+def test_a_new_session_after_expiry_authenticates_again(zk_connect):
+    """kazoo sends the credentials again on every new session: a broker that lost its session re-registers."""
+    from tests.harness.zookeeper import expire_session
+
+    with zk_secure.product(zk_connect) as zk:
+        zk.create(znodes.broker_path(1), b"a", ephemeral=True, makepath=True)
+        expire_session(zk, zk_connect)
+        zk.retry(zk.create, znodes.broker_path(1), b"b", ephemeral=True)     # under the secured /brokers/ids
+        assert zk.retry(zk.get, znodes.broker_path(1))[0] == b"b"
