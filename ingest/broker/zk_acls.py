@@ -104,11 +104,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"{len(wrong)} znode(s) of {config['zk.connect']} not secured", file=sys.stderr)
             return 1 if wrong else 0
         policy = secure.acl_for if args.zk_acls_command == "secure" else ZkSecurity().acl_for
-        if args.zk_acls_command == "secure":
-            # the 0.7 consumers must still be able to register once the root is read-only to them
-            client.retry(client.ensure_path, znodes.CONSUMERS)
         count = apply(client, policy)
         print(f"{args.zk_acls_command}d {count} znodes of {config['zk.connect']}")
+        if count <= 1:   # only / (Kafka's tool warns the same way): most likely the wrong chroot
+            print(f"no node of the product ({', '.join(znodes.PRODUCT_ROOTS[:3])}, ...) under "
+                  f"{config['zk.connect']!r}: is the chroot right?", file=sys.stderr)
+            return 1
+        if args.zk_acls_command == "secure":
+            # the 0.7 consumers must still be able to register once the root is read-only to them (open ACL)
+            client.retry(client.ensure_path, znodes.CONSUMERS)
         return 0
     finally:
         client.stop()

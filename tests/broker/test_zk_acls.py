@@ -150,6 +150,10 @@ def test_the_migration_tool_without_the_identity_is_refused_with_the_keys_to_set
     assert main(["zk-acls", "secure", "--zk-connect", zk_connect]) == 2
     err = capsys.readouterr().err
     assert "zookeeper.digest.username" in err and "zookeeper.digest.password" in err
+    # a chroot with nothing of the product in it (a typo) is said, exit 1
+    assert main(["zk-acls", "secure", "--zk-connect", zk_connect, "--set", "zookeeper.digest.username=u",
+                 "--set", "zookeeper.digest.password=p"]) == 1
+    assert "is the chroot right?" in capsys.readouterr().err
 
 
 def test_the_policy_gives_each_node_its_own_acl(zk_connect):
