@@ -27,6 +27,7 @@ from typing import Sequence
 
 from ingest import __version__
 from ingest.errors import IngestError
+from ingest.zk_security import NO_AUTH_HINT, is_no_auth
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 COMMAND_MODULES = (
     "ingest.broker.cli",      # broker start
     "ingest.broker.dump",     # log dump
+    "ingest.broker.zk_acls",  # zk-acls secure / unsecure / check
     "ingest.client.cli",      # console-producer, console-consumer, topics
     "ingest.client.groups_cli",  # groups list / describe / reset-offsets
     "ingest.events.cli",      # registry start, produce
@@ -128,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ingest {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line here, the traceback with --verbose
+        if is_no_auth(exc):   # not a bug: secured ZooKeeper nodes and a command without the identity
+            if args.verbose:
+                log.exception("failed")
+            print(f"ingest {args.command}: error: {NO_AUTH_HINT}", file=sys.stderr)
+            return EXIT_ERROR
         if args.verbose:
             log.exception("failed")
         print(f"ingest {args.command}: internal error: {type(exc).__name__}: {exc} "

@@ -62,6 +62,10 @@ created on demand. A broker's value is Kafka 0.7's ``creator:host:port``
 writes it), which 0.7 clients parse by splitting on ``:``; readers also accept the
 plain ``host:port`` that earlier versions of this project wrote, and JSON.
 
+With ``zookeeper.set.acl=true`` every node gets an ACL by its path (:mod:`ingest.zk_security`):
+the product's identity ALL and everyone READ; nothing for others under :data:`SENSITIVE_ROOTS`;
+open to all under :data:`OPEN_ROOTS`.
+
 Only this module spells paths; callers use these functions, so the layout can
 change in one place (replication will add to it).
 """
@@ -599,3 +603,28 @@ def mirror_lost_range_prefix(group: str) -> str:
 def mirror_lost_range_path(group: str, child: str) -> str:
     """``/mirrors/[group]/lost/[child]``: one recorded lost range."""
     return f"{mirror_lost_dir(group)}/{child}"
+
+
+# --- znode ACLs (``zookeeper.set.acl``; :mod:`ingest.zk_security`) ---------------------------
+
+CONFIG = "/config"
+CONFIG_USERS = "/config/users"
+"""SASL/SCRAM credentials, one child per user (Kafka's ``/config/users/[name]``)."""
+CONFIG_BROKERS = "/config/brokers"
+KAFKA_ACL_ROOTS = ("/kafka-acl", "/kafka-acl-extended", "/kafka-acl-changes", "/kafka-acl-extended-changes")
+"""The authorizer's ACLs and their change notifications (Kafka 2.x's layout)."""
+
+PRODUCT_ROOTS = ("/brokers", CONTROLLER, CONTROLLER_EPOCH, ADMIN, "/cluster", CONFIG, LATEST_PRODUCER_ID_BLOCK,
+                 CONSUMERS, SCHEMA_REGISTRY, MIRRORS) + KAFKA_ACL_ROOTS
+"""Every top-level node the product writes: what ``ingest zk-acls`` walks (nothing else in a shared ensemble)."""
+SENSITIVE_ROOTS = (CONFIG_USERS, CONFIG_BROKERS) + KAFKA_ACL_ROOTS
+"""Subtrees nobody but the product may read once ACLs are set (Kafka's ``ZkData.SensitiveRootPaths`` plus the
+authorizer's ACLs)."""
+OPEN_ROOTS = (CONSUMERS,)
+"""Subtrees that stay open to everyone: the 0.7 consumers' own state, written by clients that cannot
+authenticate to ZooKeeper (Kafka keeps ``/consumers`` open for its old consumers)."""
+
+
+def under(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``path`` is one of ``roots`` or inside one of them (``/config/users2`` is not under ``/config/users``)."""
+    return any(path == r or path.startswith(r + "/") for r in roots)

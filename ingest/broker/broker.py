@@ -30,6 +30,7 @@ from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
 from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher, NoBrokerMetrics
 from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
+from ingest.zk_security import ZkSecurity
 from ingest.ratelimited_log import flush_all
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class BrokerServer:
         cfg = self.config
         if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
             raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
+        self.zk_security = ZkSecurity.from_config(cfg)   # a half-given identity fails here, before any port opens
         check_replication_keys(cfg)
         listeners = listeners_of(cfg)
         self.log_manager = LogManager(cfg, self.clock)
@@ -186,7 +188,7 @@ class BrokerServer:
         self.registry = BrokerRegistry(
             cfg["zk.connect"], self.broker_id, self.host, self.port,
             session_timeout_ms=cfg["zk.sessiontimeout.ms"],
-            connection_timeout_ms=cfg["zk.connectiontimeout.ms"],
+            connection_timeout_ms=cfg["zk.connectiontimeout.ms"], security=self.zk_security,
             endpoints=None if kafka_listeners is None else
             endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"]))
         self.registry.start({})

@@ -12,6 +12,7 @@ from ingest.broker.log_config import LOG_CONFIG
 from ingest.config import Bool, Config, Int, Key, Str
 from ingest.errors import ConfigError
 from ingest.metrics.keys import METRICS_KEYS
+from ingest.zk_security import ZK_SECURITY_KEYS
 
 SERVER_KEYS = (
     Key("brokerid", Int(0, 2**31 - 1), doc="unique id of this broker in the cluster"),
@@ -84,7 +85,7 @@ SERVER_KEYS = (
         " moves them back (auto.leader.rebalance.enable)"),
 )
 
-SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + METRICS_KEYS)
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
 
 

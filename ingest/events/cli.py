@@ -17,6 +17,7 @@ from ingest.events import compatibility
 from ingest.events.event_producer_config import split_config
 from ingest.events.registry_config import REGISTRY_CONFIG
 from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
+from ingest.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def _registry_start(args: argparse.Namespace) -> int:
     if level not in compatibility.LEVELS:
         raise ConfigError(f"--compatibility {args.compatibility!r} is not one of {', '.join(compatibility.LEVELS)}")
     config = REGISTRY_CONFIG.load(args.config, parse_overrides(args.set))
-    store = ZooKeeperStore(args.zk) if args.zk else DirectoryStore(args.store)
+    store = ZooKeeperStore(args.zk, security=ZkSecurity.from_config(config)) if args.zk else DirectoryStore(args.store)
     try:
         server = RegistryServer(SchemaRegistry(store, level), args.host, args.port, config)
     except BaseException:

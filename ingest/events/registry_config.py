@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ingest.config import ConfigDef, Int, Key
 from ingest.metrics.keys import METRICS_KEYS
+from ingest.zk_security import ZK_SECURITY_KEYS
 
 SERVER_KEYS = (
     Key("num.io.threads", Int(1, 256), 8,
@@ -21,7 +22,7 @@ SERVER_KEYS = (
         "request (the request read timeout); Confluent's idle.timeout.ms default"),
 )
 
-REGISTRY_CONFIG = ConfigDef("registry", SERVER_KEYS + METRICS_KEYS)
+REGISTRY_CONFIG = ConfigDef("registry", SERVER_KEYS + METRICS_KEYS + ZK_SECURITY_KEYS)
 """Every key ``ingest registry start`` accepts in ``--config`` / ``--set``."""
 
 REGISTRY_DEFAULTS = REGISTRY_CONFIG.parse({}, source="defaults")

@@ -5,6 +5,7 @@ Keys starting with ``spark.`` are passed to the SparkSession builder verbatim.
 from __future__ import annotations
 
 from ingest.config import Bool, Choice, ConfigDef, Float, Int, Key, Regex, Str, StrList
+from ingest.zk_security import ZK_SECURITY_KEYS
 
 MB = 1024 * 1024
 
@@ -19,6 +20,7 @@ LOADER_CONFIG = ConfigDef(
             "partitions and leaders from Metadata (beside the 0.7 topics of brokers or zk.connect; either may be empty; "
             "empty with zk.connect: the listeners registered under /brokers/endpoints)"),
         Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "ZooKeeper connection timeout"),
+        *ZK_SECURITY_KEYS,
         Key("topics", Regex(), ".*", "whitelist: topics whose whole name matches this regex are loaded"),
         Key("topics.blacklist", Regex(), "", "topics whose whole name matches this regex are skipped (empty: none)"),
         Key("format", Choice(("avro", "parquet")), "avro", "output file format"),

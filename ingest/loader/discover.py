@@ -41,6 +41,7 @@ from ingest.loader.fetch import raw_fetch
 from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
 from ingest.records.message_batch import iter_messages
+from ingest.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,8 @@ def registered_brokers(config) -> list[tuple[int | None, str, int]]:
             out.append((None, host, int(port)))
         return out
     if config["zk.connect"]:
-        zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
+        zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"],
+                         security=ZkSecurity.from_config(config))
         try:
             found = [(bid, a.host, a.port) for bid, a in sorted(read_brokers(zk).items())]
         finally:

@@ -30,6 +30,7 @@ from ingest.config import non_ascii_note
 from ingest.errors import ConfigError, IngestError
 from ingest.loader.gaps import Probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot
+from ingest.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ def kafka_listeners(config) -> tuple[list[str], bool]:
     """
     if config["bootstrap.servers"] or not config.get("zk.connect"):
         return bootstrap_servers(config), False
-    zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
+    zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"],
+                     security=ZkSecurity.from_config(config))
     try:
         return [f"{host}:{port}" for host, port in read_kafka_servers(zk)], True
     finally:

@@ -29,6 +29,7 @@ from ingest.client.fetch_settings import FetchSettings
 from ingest.config import REQUIRED, Config, ConfigDef, Int, Key, Regex, Str, StrList
 from ingest.errors import ConfigError, MirrorConfigError
 from ingest.metrics.keys import METRICS_KEYS
+from ingest.zk_security import ZK_SECURITY_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ MIRROR_CONFIG = ConfigDef("mirror", (
         "how long to wait for the first ZooKeeper connection"),
     Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
         "socket timeout of one request to a source or target broker"),
-) + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
+) + ZK_SECURITY_KEYS + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
 
 MIRROR_FETCH = FetchSettings.defaults_of(MIRROR_CONFIG, leader_wait_s=MIRROR_LEADER_WAIT_S)
 """The copiers' fetch settings when none are configured (the defaults of ``fetch.size``, ``socket.timeout.ms``)."""
