@@ -1,0 +1,150 @@
+"""The network layer serving TLS (an SSL listener), in process with a dispatcher that answers each frame
+with what the test asks: handshakes, the session's principal from a client certificate, replies of byte
+parts and of file regions (read and encrypted, never sendfile'd raw), and clients that break the
+handshake: each refused alone while the others are served."""
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import time
+
+import pytest
+
+from ingest.broker.kafka.session import Session
+from ingest.broker.reply import FileRegion, Reply
+from ingest.broker.server import SocketServer
+from ingest.errors import BrokerUnavailableError
+from ingest.wire.connection import BrokerConnection
+from ingest.wire.tls import ANONYMOUS, client_context, server_context
+from tests.harness.tls import make_pki
+
+pytestmark = pytest.mark.processes   # openssl makes the certificates
+
+WHO, FILE = 1, 2      # request kinds of the test dispatcher
+
+
+class Answering:
+    """Kind WHO: the session's principal; kind FILE: ``length:int32`` bytes of ``path`` as a file region."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.sessions: list[Session] = []
+
+    def new_session(self, client: str, peer_cert: dict | None) -> Session:
+        from ingest.wire.tls import principal_of
+        s = Session("SSL", "SSL", client, principal_of(peer_cert), peer_cert is not None)
+        self.sessions.append(s)
+        return s
+
+    def dispatch(self, kind: int, body: memoryview, client: str, session: Session) -> Reply:
+        if kind == WHO:
+            data = session.principal.encode()
+            return Reply([struct.pack(">ih", len(data) + 2, 0) + data])
+        (length,) = struct.unpack(">i", body[:4])
+        fd = os.open(self.path, os.O_RDONLY)
+        return Reply([struct.pack(">ih", length + 2, 0), FileRegion(fd, 0, length, lambda: os.close(fd))])
+
+
+def frame(kind: int, body: bytes = b"") -> bytes:
+    return struct.pack(">ih", len(body) + 2, kind) + body
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture
+def server(pki, tmp_path):
+    path = tmp_path / "segment"
+    path.write_bytes(os.urandom(8 << 20))
+    ctx = server_context(str(pki.server), truststore=str(pki.ca), client_auth="requested")
+    srv = SocketServer("127.0.0.1", 0, Answering(str(path)), max_request_bytes=1 << 20, ssl_context=ctx,
+                       partial_timeout_s=1.0, name="tls-test").start()
+    srv.data = path.read_bytes()
+    yield srv
+    srv.stop()
+
+
+def connection(server, pki, cert=None) -> BrokerConnection:
+    ctx = client_context(ca_location=str(pki.ca), certificate_location=cert and str(cert[0]),
+                         key_location=cert and str(cert[1]))
+    return BrokerConnection("127.0.0.1", server.port, timeout_s=20, ssl_context=ctx)
+
+
+def test_principal_is_anonymous_without_a_client_certificate_and_the_subject_dn_with_one(server, pki):
+    with_cert = connection(server, pki, pki.client("alice"))
+    without = connection(server, pki)
+    try:
+        assert bytes(with_cert.request_buffer(frame(WHO)))[2:].decode() == "User:CN=alice,O=ingest-test"
+        assert bytes(without.request_buffer(frame(WHO)))[2:].decode() == ANONYMOUS
+    finally:
+        with_cert.close()
+        without.close()
+
+
+def test_file_region_replies_are_encrypted_whole(server, pki):
+    """8 MB regions: the socket fills, TLS writes are retried with the same bytes, the client reads them
+    decrypted and identical to the file (sendfile would have put the file's clear bytes on the wire)."""
+    c = connection(server, pki)
+    try:
+        for length in (1, 300_000, 8 << 20):
+            got = c.request_buffer(frame(FILE, struct.pack(">i", length)), max_response_bytes=16 << 20)
+            assert bytes(got[2:]) == server.data[:length]
+    finally:
+        c.close()
+
+
+def test_untrusted_broker_certificate_fails_naming_the_verification(server, pki):
+    ctx = client_context(ca_location=str(pki.untrusted_ca))
+    c = BrokerConnection("127.0.0.1", server.port, timeout_s=10, ssl_context=ctx)
+    with pytest.raises(BrokerUnavailableError, match="certificate verify failed"):
+        c.request_buffer(frame(WHO))
+    ok = connection(server, pki)
+    assert bytes(ok.request_buffer(frame(WHO)))[2:].decode() == ANONYMOUS
+    ok.close()
+
+
+def test_bad_handshakes_are_closed_and_others_are_served(server, pki, caplog):
+    """Plaintext frames, garbage, and a client that stops half-way through its ClientHello: each closed by
+    the broker (the stalled one after request.partial.timeout.ms), the others served meanwhile."""
+    plain = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    plain.sendall(frame(WHO))
+    garbage = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    garbage.sendall(os.urandom(4096))
+    hello = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = client_context(ca_location=str(pki.ca)).wrap_bio(hello[0], hello[1], server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    client_hello = hello[1].read()
+    stalled = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    stalled.sendall(client_hello[: len(client_hello) // 2])
+    try:
+        ok = connection(server, pki, pki.client("bob"))
+        for _ in range(20):
+            assert bytes(ok.request_buffer(frame(WHO)))[2:].decode() == "User:CN=bob,O=ingest-test"
+        ok.close()
+        for sock in (plain, garbage, stalled):
+            sock.settimeout(30)
+            try:
+                while sock.recv(65536):
+                    pass          # a TLS alert, then end of stream
+            except ConnectionResetError:
+                pass
+        assert server.connection_count() == 0
+    finally:
+        for sock in (plain, garbage, stalled):
+            sock.close()
+
+
+def test_a_listener_without_a_usable_keystore_is_refused_naming_the_key(tmp_path, pki):
+    from ingest.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="ssl.keystore.location"):
+        server_context(str(tmp_path / "missing.pem"))
+    with pytest.raises(ConfigError, match="ssl.keystore.location.*PEM"):
+        server_context(str(pki.ca))          # a certificate without its key
+    with pytest.raises(ConfigError, match="ssl.client.auth='sometimes'"):
+        server_context(str(pki.server), client_auth="sometimes")
