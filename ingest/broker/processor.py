@@ -437,9 +437,10 @@ class Processor(threading.Thread):
 
     # --- reading and dispatching -----------------------------------------------------------
 
-    def _recv(self, conn: Connection, limit: int) -> bytes:
+    def _recv(self, conn: Connection, limit: int) -> bytes | bytearray:
         """Up to ``limit`` bytes; on TLS, records are decrypted until ``limit`` or until the socket has
-        no more (a record's rest is never left in the TLS buffer, where the selector would not see it).
+        no more, and the rest of a record cut at ``limit`` with it (left in the TLS buffer, it would wait
+        for an event the selector never reports).
 
         Raises:
             BlockingIOError: nothing to read now.
@@ -447,24 +448,31 @@ class Processor(threading.Thread):
         sock = conn.sock
         if not isinstance(sock, ssl.SSLSocket):
             return sock.recv(limit)
-        chunks: list[bytes] = []
+        buf = bytearray(limit)
+        view = memoryview(buf)
         got = 0
-        while got < limit or sock.pending():
-            try:
-                chunk = sock.recv(max(limit - got, sock.pending()))
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                break
-            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                chunk = b""
-            if not chunk:
-                if not chunks:
-                    return b""      # closed
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        if not chunks:
+        try:
+            while got < limit:
+                try:
+                    n = sock.recv_into(view[got:], limit - got)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    break
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    n = 0
+                if not n:
+                    if not got:
+                        return b""      # closed
+                    break
+                got += n
+        finally:
+            view.release()
+        if not got:
             raise BlockingIOError
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        del buf[got:]
+        if sock.pending():
+            # the rest of a record cut at ``limit``: decrypted already, so the selector will not report it
+            buf += sock.recv(sock.pending())
+        return buf
 
     def _on_readable(self, conn: Connection) -> None:
         if not self._wants_read(conn):
@@ -482,7 +490,7 @@ class Processor(threading.Thread):
             return
         conn.last_active = self.server.clock_monotonic()
         if conn.start == len(conn.inbuf):
-            conn.inbuf = bytearray(data)
+            conn.inbuf = data if isinstance(data, bytearray) else bytearray(data)
             conn.start = 0
         else:
             conn.inbuf += data

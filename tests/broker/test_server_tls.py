@@ -4,6 +4,7 @@ parts and of file regions (read and encrypted, never sendfile'd raw), and client
 handshake: each refused alone while the others are served."""
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import ssl
@@ -22,11 +23,12 @@ from tests.harness.tls import make_pki
 
 pytestmark = pytest.mark.processes   # openssl makes the certificates
 
-WHO, FILE = 1, 2      # request kinds of the test dispatcher
+WHO, FILE, DIGEST = 1, 2, 3      # request kinds of the test dispatcher
 
 
 class Answering:
-    """Kind WHO: the session's principal; kind FILE: ``length:int32`` bytes of ``path`` as a file region."""
+    """Kind WHO: the session's principal; kind FILE: ``length:int32`` bytes of ``path`` as a file region;
+    kind DIGEST: the SHA-256 of the request's body."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -41,6 +43,9 @@ class Answering:
     def dispatch(self, kind: int, body: memoryview, client: str, session: Session) -> Reply:
         if kind == WHO:
             data = session.principal.encode()
+            return Reply([struct.pack(">ih", len(data) + 2, 0) + data])
+        if kind == DIGEST:
+            data = hashlib.sha256(body).digest()
             return Reply([struct.pack(">ih", len(data) + 2, 0) + data])
         (length,) = struct.unpack(">i", body[:4])
         fd = os.open(self.path, os.O_RDONLY)
@@ -97,6 +102,37 @@ def test_file_region_replies_are_encrypted_whole(server, pki):
         c.close()
 
 
+def test_large_and_pipelined_request_frames_arrive_whole(server, pki):
+    """Frames of every size up to 900 KB, many TLS records each, several sent before any answer is read:
+    a record cut at a read's limit is decrypted whole and nothing waits in the TLS buffer unseen."""
+    c = connection(server, pki)
+    try:
+        bodies = [os.urandom(n) for n in (1, 16_383, 16_385, 65_530, 65_536, 300_001, 900_000)]
+        c.send(b"".join(frame(DIGEST, b) for b in bodies))
+        from ingest.wire.frames import recv_response_buffer
+        for b in bodies:
+            assert bytes(recv_response_buffer(c._sock)[2:]) == hashlib.sha256(b).digest()
+    finally:
+        c.close()
+
+
+def test_a_tls_record_cut_at_the_read_limit_is_not_left_unread(server, pki):
+    """A small frame in its own TLS record, then a frame of exactly four full records: the network
+    layer's 64 KB read ends inside the last record; the rest of it, already decrypted, must be read too
+    (the selector never reports it: nothing more arrives) or the frame waits until it is timed out."""
+    for _ in range(10):
+        c = connection(server, pki)
+        try:
+            body = os.urandom(4 * 16_384 - 6)
+            c.send(frame(WHO))
+            c.send(frame(DIGEST, body))
+            from ingest.wire.frames import recv_response_buffer
+            assert bytes(recv_response_buffer(c._sock)[2:]) == ANONYMOUS.encode()
+            assert bytes(recv_response_buffer(c._sock)[2:]) == hashlib.sha256(body).digest()
+        finally:
+            c.close()
+
+
 def test_untrusted_broker_certificate_fails_naming_the_verification(server, pki):
     ctx = client_context(ca_location=str(pki.untrusted_ca))
     c = BrokerConnection("127.0.0.1", server.port, timeout_s=10, ssl_context=ctx)
@@ -107,7 +143,7 @@ def test_untrusted_broker_certificate_fails_naming_the_verification(server, pki)
     ok.close()
 
 
-def test_bad_handshakes_are_closed_and_others_are_served(server, pki, caplog):
+def test_bad_handshakes_are_closed_and_others_are_served(server, pki):
     """Plaintext frames, garbage, and a client that stops half-way through its ClientHello: each closed by
     the broker (the stalled one after request.partial.timeout.ms), the others served meanwhile."""
     plain = socket.create_connection(("127.0.0.1", server.port), timeout=10)
