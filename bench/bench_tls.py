@@ -6,7 +6,9 @@ tests/harness/tls.py). Each round, for each protocol (the order alternating): pr
 messages to a new one-partition topic (``acks`` 1, ``linger.ms`` 5, delivery reports for errors only;
 the clock runs from the first ``produce()`` to ``flush()`` returning with nothing left), then consume
 them from the beginning (``assign``, ``consume(10000)``, ``fetch.queue.backoff.ms`` 10) until exactly
-N. A row's figure is the best of its rounds; every round is printed. The broker is stopped in
+N. A row's figure is the best of its rounds; every round is printed, with the CPU each side spent per
+message (this process: the Python calls and librdkafka's threads, ``time.process_time``; the broker:
+``/proc/<pid>/stat``), which the machine's load disturbs less than the rates. The broker is stopped in
 ``finally`` (and by the harness reaper if this process is killed).
 
 Usage::
@@ -32,6 +34,19 @@ from tests.harness.net import free_port  # noqa: E402
 from tests.harness.tls import make_pki  # noqa: E402
 
 PAYLOAD = 200
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid: int, fn, *args) -> tuple[float, float, float]:
+    """``(wall seconds, this process's CPU seconds, the broker's CPU seconds)`` of ``fn(*args)``."""
+    c0, b0 = time.process_time(), cpu_s(pid)
+    wall = fn(*args)
+    return wall, time.process_time() - c0, cpu_s(pid) - b0
 
 
 def produce(bootstrap: str, sec: dict, topic: str, msgs: list[bytes]) -> float:
@@ -90,6 +105,7 @@ def main() -> None:
     msgs = [i.to_bytes(8, "big") + base[(i % 64) * PAYLOAD:(i % 64) * PAYLOAD + PAYLOAD - 8]
             for i in range(args.count)]
     best: dict[tuple[str, str], float] = {}
+    cpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
     print(f"{args.count} messages of {PAYLOAD} bytes, one partition, acks=1; load average {os.getloadavg()}")
     b.start()
     try:
@@ -98,13 +114,18 @@ def main() -> None:
             for name in order:
                 bootstrap, sec = systems[name]
                 topic = f"bench-tls-{name.lower()}-{rnd}"
-                rates = {"produce": args.count / produce(bootstrap, sec, topic, msgs)}
+                runs = {"produce": measured(b.pid, produce, bootstrap, sec, topic, msgs)}
                 time.sleep(1.5)    # the flusher makes the last messages visible
-                rates["consume"] = args.count / consume(bootstrap, sec, topic, args.count)
-                for kind, rate in rates.items():
+                runs["consume"] = measured(b.pid, consume, bootstrap, sec, topic, args.count)
+                line = []
+                for kind, (wall, client, broker) in runs.items():
+                    rate = args.count / wall
                     best[(name, kind)] = max(best.get((name, kind), 0.0), rate)
-                print(f"round {rnd + 1} {name:9s} produce {rates['produce']:>9,.0f} msg/s   "
-                      f"consume {rates['consume']:>9,.0f} msg/s   load {os.getloadavg()[0]:.1f}", flush=True)
+                    cpu.setdefault((name, kind), []).append((client / args.count * 1e6, broker / args.count * 1e6))
+                    line.append(f"{kind} {rate:>9,.0f} msg/s (CPU µs/msg client {cpu[(name, kind)][-1][0]:.2f}, "
+                                f"broker {cpu[(name, kind)][-1][1]:.2f})")
+                print(f"round {rnd + 1} {name:9s} " + "   ".join(line) + f"   load {os.getloadavg()[0]:.1f}",
+                      flush=True)
     finally:
         b.stop()
     print()
@@ -112,6 +133,11 @@ def main() -> None:
         plain, tls = best[("PLAINTEXT", kind)], best[("SSL", kind)]
         print(f"{kind:8s} PLAINTEXT {plain:>9,.0f} msg/s ({plain * PAYLOAD / 1e6:5.1f} MB/s)   "
               f"SSL {tls:>9,.0f} msg/s ({tls * PAYLOAD / 1e6:5.1f} MB/s)   SSL/PLAINTEXT {tls / plain:.2f}")
+        for side, i in (("client", 0), ("broker", 1)):
+            p_cpu = min(c[i] for c in cpu[("PLAINTEXT", kind)])
+            t_cpu = min(c[i] for c in cpu[("SSL", kind)])
+            print(f"{'':8s} {side} CPU µs/msg (least of the rounds): PLAINTEXT {p_cpu:.2f}   SSL {t_cpu:.2f}   "
+                  f"SSL/PLAINTEXT {t_cpu / p_cpu:.2f}")
     print(f"broker pid {b.pid} stopped")
 
 

@@ -173,6 +173,7 @@ class Processor(threading.Thread):
         self.frame_from_type = bool(getattr(server.dispatcher, "frame_from_type", False))
         self.new_session = getattr(server.dispatcher, "new_session", None)
         self.ssl_context: ssl.SSLContext | None = getattr(server, "ssl_context", None)
+        self._scratch: memoryview | None = None   # where TLS reads land (RECV_CHUNK bytes, made on first use)
 
     def add(self, sock: socket.socket, addr: str) -> None:
         self.new_conns.put((sock, addr))
@@ -437,10 +438,11 @@ class Processor(threading.Thread):
 
     # --- reading and dispatching -----------------------------------------------------------
 
-    def _recv(self, conn: Connection, limit: int) -> bytes | bytearray:
+    def _recv(self, conn: Connection, limit: int) -> bytes | memoryview:
         """Up to ``limit`` bytes; on TLS, records are decrypted until ``limit`` or until the socket has
         no more, and the rest of a record cut at ``limit`` with it (left in the TLS buffer, it would wait
-        for an event the selector never reports).
+        for an event the selector never reports). A TLS read lands in the processor's scratch buffer: the
+        view returned is valid until the next read (the caller copies it into the connection's buffer).
 
         Raises:
             BlockingIOError: nothing to read now.
@@ -448,31 +450,28 @@ class Processor(threading.Thread):
         sock = conn.sock
         if not isinstance(sock, ssl.SSLSocket):
             return sock.recv(limit)
-        buf = bytearray(limit)
-        view = memoryview(buf)
+        if self._scratch is None:
+            self._scratch = memoryview(bytearray(RECV_CHUNK))
+        view = self._scratch
         got = 0
-        try:
-            while got < limit:
-                try:
-                    n = sock.recv_into(view[got:], limit - got)
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    break
-                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                    n = 0
-                if not n:
-                    if not got:
-                        return b""      # closed
-                    break
-                got += n
-        finally:
-            view.release()
+        while got < limit:
+            try:
+                n = sock.recv_into(view[got:limit], limit - got)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                break
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                n = 0
+            if not n:
+                if not got:
+                    return b""      # closed
+                break
+            got += n
         if not got:
             raise BlockingIOError
-        del buf[got:]
         if sock.pending():
             # the rest of a record cut at ``limit``: decrypted already, so the selector will not report it
-            buf += sock.recv(sock.pending())
-        return buf
+            return bytes(view[:got]) + sock.recv(sock.pending())
+        return view[:got]
 
     def _on_readable(self, conn: Connection) -> None:
         if not self._wants_read(conn):
@@ -490,7 +489,7 @@ class Processor(threading.Thread):
             return
         conn.last_active = self.server.clock_monotonic()
         if conn.start == len(conn.inbuf):
-            conn.inbuf = data if isinstance(data, bytearray) else bytearray(data)
+            conn.inbuf = bytearray(data)
             conn.start = 0
         else:
             conn.inbuf += data

@@ -112,6 +112,42 @@ def kafka_python_refused(bootstrap: str, kw: dict) -> None:
         KafkaProducer(bootstrap_servers=bootstrap, bootstrap_timeout_ms=3000, **kw).close(1)
 
 
+def aiokafka_refused(bootstrap: str, **kw) -> None:
+    """aiokafka cannot start a producer: KafkaConnectionError."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaConnectionError
+
+    async def start():
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=5000, **kw)
+        try:
+            await p.start()
+        finally:
+            await p.stop()
+
+    with pytest.raises(KafkaConnectionError):
+        asyncio.run(start())
+
+
+def aiokafka_ssl(pki, cert=None, ca=None) -> dict:
+    from aiokafka.helpers import create_ssl_context
+
+    return {"security_protocol": "SSL", "ssl_context": create_ssl_context(
+        cafile=str(ca or pki.ca), certfile=cert and str(cert[0]), keyfile=cert and str(cert[1]))}
+
+
+def product_refused(bootstrap: str, sec: dict, match: str = "") -> None:
+    """The product's Kafka client cannot ask Metadata: BrokerUnavailableError (naming why, ``match``)."""
+    from ingest.client.kafka.producer import KafkaProducer
+    from ingest.errors import BrokerUnavailableError
+
+    p = KafkaProducer({**sec, "bootstrap.servers": bootstrap, "max.block.ms": 3000})
+    try:
+        with pytest.raises(BrokerUnavailableError, match=match):
+            p.partitions_for("refused")
+    finally:
+        p.close()
+
+
 def kafka_python_roundtrip(bootstrap: str, topic: str, kw: dict) -> list[bytes]:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -228,9 +264,14 @@ def test_mutual_tls_admits_a_trusted_client_certificate_and_refuses_none_or_an_u
     # no certificate: the broker's TLS 1.3 alert, as librdkafka words it
     errors = confluent_errors(bootstrap, librdkafka_settings(pki))
     assert any("certificate required" in e for e in errors), errors
+    aiokafka_refused(bootstrap, **aiokafka_ssl(pki))
+    product_refused(bootstrap, librdkafka_settings(pki))
     # a certificate from a CA the broker does not trust
-    errors = confluent_errors(bootstrap, librdkafka_settings(pki, pki.untrusted_client("mallory")))
+    mallory = pki.untrusted_client("mallory")
+    errors = confluent_errors(bootstrap, librdkafka_settings(pki, mallory))
     assert any("unknown ca" in e for e in errors), errors
+    aiokafka_refused(bootstrap, **aiokafka_ssl(pki, mallory))
+    product_refused(bootstrap, librdkafka_settings(pki, mallory))
     kafka_python_refused(bootstrap, kafka_python_kwargs(pki))
 
 
@@ -239,30 +280,9 @@ def test_a_client_that_does_not_trust_the_brokers_ca_is_refused(broker, pki):
     errors = confluent_errors(bootstrap, librdkafka_settings(pki, ca=pki.untrusted_ca))
     assert any("certificate verify failed" in e for e in errors), errors
     kafka_python_refused(bootstrap, kafka_python_kwargs(pki, ca=pki.untrusted_ca))
-    from aiokafka.errors import KafkaConnectionError
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.helpers import create_ssl_context
-
-    async def start():
-        p = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL", request_timeout_ms=5000,
-                             ssl_context=create_ssl_context(cafile=str(pki.untrusted_ca)))
-        try:
-            await p.start()
-        finally:
-            await p.stop()
-
-    with pytest.raises(KafkaConnectionError):
-        asyncio.run(start())
+    aiokafka_refused(bootstrap, **aiokafka_ssl(pki, ca=pki.untrusted_ca))
     # the product's client names the verification failure
-    from ingest.client.kafka.producer import KafkaProducer
-    from ingest.errors import BrokerUnavailableError
-    p = KafkaProducer({**librdkafka_settings(pki, ca=pki.untrusted_ca), "bootstrap.servers": bootstrap,
-                       "max.block.ms": 3000})
-    try:
-        with pytest.raises(BrokerUnavailableError, match="certificate verify failed"):
-            p.partitions_for("refused")
-    finally:
-        p.close()
+    product_refused(bootstrap, librdkafka_settings(pki, ca=pki.untrusted_ca), "certificate verify failed")
 
 
 def test_a_plaintext_client_on_the_ssl_port_gets_an_error_and_the_broker_serves_others(broker, pki):
@@ -270,6 +290,8 @@ def test_a_plaintext_client_on_the_ssl_port_gets_an_error_and_the_broker_serves_
     # librdkafka logs "might be caused by incorrect security.protocol"; its error callback says the broker is down
     assert confluent_errors(bootstrap, {"security.protocol": "PLAINTEXT"})
     kafka_python_refused(bootstrap, {})
+    aiokafka_refused(bootstrap)
+    product_refused(bootstrap, {})
     assert confluent_roundtrip(bootstrap, topic(), librdkafka_settings(pki)) == expected("confluent")
     # and the plaintext listener of the same broker is unchanged
     assert confluent_roundtrip(f"127.0.0.1:{broker.kafka_port}", topic(), {}) == expected("confluent")
