@@ -184,3 +184,27 @@ def test_a_listener_without_a_usable_keystore_is_refused_naming_the_key(tmp_path
         server_context(str(pki.ca))          # a certificate without its key
     with pytest.raises(ConfigError, match="ssl.client.auth='sometimes'"):
         server_context(str(pki.server), client_auth="sometimes")
+
+
+def test_a_broker_refuses_to_start_an_ssl_listener_without_a_keystore_and_any_sasl_listener(tmp_path, pki):
+    from ingest.broker.broker import BrokerServer
+    from ingest.broker.server_config import SERVER_CONFIG
+    from ingest.errors import ConfigError
+
+    def config(**extra):
+        return SERVER_CONFIG.parse({"brokerid": 1, "port": 0, "log.dir": str(tmp_path / "logs"), **extra})
+
+    with pytest.raises(ConfigError, match="listener SSL .*ssl.keystore.location"):
+        BrokerServer(config(**{"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL"})).start()
+    with pytest.raises(ConfigError, match="SASL_SSL, which this broker does not serve"):
+        BrokerServer(config(**{"listeners": "S://127.0.0.1:0", "listener.security.protocol.map": "S:SASL_SSL",
+                               "ssl.keystore.location": str(pki.server)})).start()
+    b = BrokerServer(config(**{"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL",
+                               "ssl.keystore.location": str(pki.server)})).start()
+    try:
+        ctx = client_context(ca_location=str(pki.ca))
+        with socket.create_connection(("127.0.0.1", b.kafka.port()), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                assert tls.version() in ("TLSv1.2", "TLSv1.3")
+    finally:
+        b.stop()
