@@ -208,3 +208,23 @@ def test_a_broker_refuses_to_start_an_ssl_listener_without_a_keystore_and_any_sa
                 assert tls.version() in ("TLSv1.2", "TLSv1.3")
     finally:
         b.stop()
+
+
+def test_failed_handshakes_are_logged_once_per_client_host_then_counted(server, pki, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="ingest.broker.server")
+    for _ in range(30):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n" * 20)
+            s.settimeout(10)
+            try:
+                while s.recv(4096):
+                    pass
+            except ConnectionResetError:
+                pass
+    lines = [r.getMessage() for r in caplog.records if "TLS handshake failed" in r.getMessage()]
+    assert len(lines) == 1 and "client 127.0.0.1:" in lines[0], lines
+    ok = connection(server, pki)
+    assert bytes(ok.request_buffer(frame(WHO)))[2:].decode() == ANONYMOUS
+    ok.close()
