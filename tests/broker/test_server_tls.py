@@ -210,10 +210,35 @@ def test_a_broker_refuses_to_start_an_ssl_listener_without_a_keystore_and_any_sa
         b.stop()
 
 
-def test_failed_handshakes_are_logged_once_per_client_host_then_counted(server, pki, caplog):
+def test_failed_handshakes_are_logged_once_per_client_host_then_counted(server, pki):
     import logging
 
-    caplog.set_level(logging.INFO, logger="ingest.broker.server")
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record):
+            self.records.append(record)
+
+    lines_seen = Lines()
+    logger = logging.getLogger("ingest.broker.server")
+    logger.addHandler(lines_seen)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        hammer(server)
+    finally:
+        logger.removeHandler(lines_seen)
+        logger.setLevel(level)
+    lines = [r.getMessage() for r in lines_seen.records if "TLS handshake failed" in r.getMessage()]
+    assert len(lines) == 1 and "client 127.0.0.1:" in lines[0], lines
+    ok = connection(server, pki)
+    assert bytes(ok.request_buffer(frame(WHO)))[2:].decode() == ANONYMOUS
+    ok.close()
+
+
+def hammer(server) -> None:
+    """30 connections that send an HTTP request to the TLS port, each read until the broker closes it."""
     for _ in range(30):
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
             s.sendall(b"GET / HTTP/1.0\r\n\r\n" * 20)
@@ -223,8 +248,3 @@ def test_failed_handshakes_are_logged_once_per_client_host_then_counted(server, 
                     pass
             except ConnectionResetError:
                 pass
-    lines = [r.getMessage() for r in caplog.records if "TLS handshake failed" in r.getMessage()]
-    assert len(lines) == 1 and "client 127.0.0.1:" in lines[0], lines
-    ok = connection(server, pki)
-    assert bytes(ok.request_buffer(frame(WHO)))[2:].decode() == ANONYMOUS
-    ok.close()
