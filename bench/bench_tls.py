@@ -136,8 +136,9 @@ def main() -> None:
         for side, i in (("client", 0), ("broker", 1)):
             p_cpu = min(c[i] for c in cpu[("PLAINTEXT", kind)])
             t_cpu = min(c[i] for c in cpu[("SSL", kind)])
+            ratio = f"{t_cpu / p_cpu:.2f}" if p_cpu else "n/a (below the clock's tick)"
             print(f"{'':8s} {side} CPU µs/msg (least of the rounds): PLAINTEXT {p_cpu:.2f}   SSL {t_cpu:.2f}   "
-                  f"SSL/PLAINTEXT {t_cpu / p_cpu:.2f}")
+                  f"SSL/PLAINTEXT {ratio}")
     print(f"broker pid {b.pid} stopped")
 
 
