@@ -22,6 +22,7 @@ from ingest.broker.kafka.listener import KafkaListeners
 from ingest.broker.kafka.tier_counts import TierCounter
 from ingest.broker.kafka.tier_counts_publisher import TierCheckpoint, TierCountsPublisher, recover
 from ingest.broker.listeners import listeners_of
+from ingest.broker.tls_config import inter_broker_context
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
 from ingest.broker.topic_kind import TopicKind
@@ -201,7 +202,8 @@ class BrokerServer:
         # topics fetch from that listener of their leader
         inter = listeners_of(cfg).inter_broker
         self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view,
-                                       kafka_purgatory=self.kafka_purgatory, inter_broker_listener=inter).start()
+                                       kafka_purgatory=self.kafka_purgatory, inter_broker_listener=inter,
+                                       inter_broker_ssl=inter_broker_context(cfg, inter)).start()
         # requests that need ZooKeeper are served on a thread of their own, never a network thread
         self.coordinated = CoordinatedRequests(cfg["zk.connectiontimeout.ms"] / 1000.0,
                                                cfg["queued.max.request.bytes"],

@@ -11,8 +11,9 @@ A name appears once in each list; two listeners never share a port. ``host`` may
 interface: ``0.0.0.0``) or an IPv6 address in brackets; port 0 binds any free port (tests). An empty
 ``listeners`` turns the Kafka listener off. A listener advertises its own host (the ``hostname`` key
 when it binds every interface: a client cannot connect to 0.0.0.0) and the port it bound, unless
-``advertised.listeners`` names it. Only the PLAINTEXT security protocol is served now: a listener
-whose name maps to another protocol (SSL, SASL_PLAINTEXT, SASL_SSL) is refused at start-up.
+``advertised.listeners`` names it. The PLAINTEXT and SSL security protocols are served (SSL's keys:
+:mod:`ingest.broker.tls_config`); a listener whose name maps to another protocol (SASL_PLAINTEXT,
+SASL_SSL) is refused at start-up.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ingest.config import KeyType
 from ingest.errors import ConfigError
 
 PLAINTEXT = "PLAINTEXT"
-SUPPORTED_PROTOCOLS = frozenset({PLAINTEXT})
+SUPPORTED_PROTOCOLS = frozenset({PLAINTEXT, "SSL"})
 KNOWN_PROTOCOLS = frozenset({PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 ANY_HOST = "0.0.0.0"
 
@@ -139,7 +140,7 @@ def listeners_of(config) -> Listeners:
 
     Raises:
         ConfigError: naming the key, the value and what is allowed: a listener whose protocol is not
-            served (only PLAINTEXT now) or not in ``listener.security.protocol.map``, an advertised
+            served (PLAINTEXT and SSL) or not in ``listener.security.protocol.map``, an advertised
             listener that is not a listener, ``inter.broker.listener.name`` not a listener, an
             advertised host 0.0.0.0.
     """

@@ -86,10 +86,11 @@ class ReplicaManager:
     """
 
     def __init__(self, config, broker_id: int, log_manager, client, view, *, kafka_purgatory: Purgatory | None = None,
-                 inter_broker_listener: str | None = None) -> None:
+                 inter_broker_listener: str | None = None, inter_broker_ssl=None) -> None:
         self.config = config
         self.kafka_purgatory = kafka_purgatory   # where the Kafka listener's fetches and acks=-1 produces wait
         self.inter_broker_listener = inter_broker_listener   # the leader's Kafka listener a Kafka topic's follower uses
+        self.inter_broker_ssl = inter_broker_ssl   # the client SSLContext towards that listener when it is SSL
         self.broker_id = broker_id
         self.logs = log_manager
         self.client = client
@@ -237,7 +238,8 @@ class ReplicaManager:
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
                                socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
-                               on_stall=self.stalls.report)
+                               on_stall=self.stalls.report,
+                               **({"ssl_context": self.inter_broker_ssl} if kafka else {}))
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:

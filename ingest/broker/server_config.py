@@ -9,6 +9,7 @@ from ingest.broker.groups.config import GROUP_KEYS
 from ingest.broker.kafka.tier_counts_config import TIER_COUNT_KEYS
 from ingest.broker.listeners import ListenerList, ProtocolMap
 from ingest.broker.log_config import LOG_CONFIG
+from ingest.broker.tls_config import TLS_KEYS
 from ingest.config import Bool, Config, Int, Key, Str
 from ingest.errors import ConfigError
 from ingest.metrics.keys import METRICS_KEYS
@@ -28,7 +29,7 @@ SERVER_KEYS = (
         "the listeners clients are told to connect to, NAME://host:port,... (default: the listeners, with"
         " 'hostname' for a listener on every interface and the bound port for port 0)"),
     Key("listener.security.protocol.map", ProtocolMap(), "PLAINTEXT:PLAINTEXT",
-        "each listener name's security protocol, NAME:PROTOCOL,... (only PLAINTEXT is served now)"),
+        "each listener name's security protocol, NAME:PROTOCOL,... (PLAINTEXT and SSL are served; docs/security.md)"),
     Key("inter.broker.listener.name", Str(), "",
         "the listener other brokers (followers) connect to (default: the first of 'listeners')"),
     Key("enable.zookeeper", Bool(), False, "register the broker and its topics in ZooKeeper"),
@@ -85,7 +86,8 @@ SERVER_KEYS = (
         " moves them back (auto.leader.rebalance.enable)"),
 )
 
-SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + METRICS_KEYS)
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + GROUP_KEYS + TIER_COUNT_KEYS
+                                  + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ingest.broker.kafka import versions
+from ingest.broker.kafka.session import Session
 from ingest.broker.reply import Reply
 from ingest.errors import IngestError, MalformedRequestError, NeedsZooKeeperError
 from ingest.ratelimited_log import RateLimitedLog
@@ -38,6 +39,7 @@ from ingest.wire.errors import KafkaErrorCode, kafka_code
 from ingest.wire.kafka.api_versions import ApiVersion, ApiVersionsResponse
 from ingest.wire.kafka.apis import APIS, api_name
 from ingest.wire.kafka.message import KafkaResponse, RequestHeader, decode_request_header, response_parts
+from ingest.wire.tls import ANONYMOUS, principal_of
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ REFUSAL_LOG_INTERVAL_S = 30.0
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked what: the listener the request came in on, the client's address, its header."""
+    """Who asked what: the listener the request came in on, the client's address, its header, its session."""
 
     listener: str
     client: str
@@ -54,6 +56,12 @@ class RequestContext:
     version: int
     correlation_id: int
     client_id: str | None
+    session: Session | None = None
+
+    @property
+    def principal(self) -> str:
+        """The connection's principal (``User:ANONYMOUS`` without a session)."""
+        return ANONYMOUS if self.session is None else self.session.principal
 
     def reply(self, response: KafkaResponse) -> Reply:
         """The reply frame of ``response`` at this request's version (file regions kept as regions)."""
@@ -69,6 +77,7 @@ class KafkaDispatcher:
 
     Args:
         listener: the listener's name (what Metadata answers with: each listener advertises its own).
+        security_protocol: the listener's protocol (``listener.security.protocol.map``), kept in sessions.
         handlers: api key -> (handler, error answer): ``handler(request, ctx)``, and
             ``error(request, code, ctx)`` the response that answers every part of the request with ``code``.
         coordinated: the coordination thread's queue (ZooKeeper on), or None.
@@ -76,8 +85,10 @@ class KafkaDispatcher:
 
     frame_from_type = True
 
-    def __init__(self, listener: str, handlers: dict[int, tuple[Handler, ErrorAnswer]], coordinated=None) -> None:
+    def __init__(self, listener: str, handlers: dict[int, tuple[Handler, ErrorAnswer]], coordinated=None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.listener = listener
+        self.security_protocol = security_protocol
         self.handlers = handlers
         self.coordinated = coordinated
         self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
@@ -88,7 +99,13 @@ class KafkaDispatcher:
         """A frame the network layer refused: Kafka's socket server closes such a connection, unanswered."""
         return Reply([], close_after=True)
 
-    def dispatch(self, api_key: int, frame: memoryview, client: str) -> Reply | None:
+    def new_session(self, client: str, peer_cert: dict | None) -> Session:
+        """The session of a new connection from ``client`` (for TLS: after the handshake, with the verified
+        client certificate as ``getpeercert()`` gives it, or None)."""
+        principal = principal_of(peer_cert)
+        return Session(self.listener, self.security_protocol, client, principal, principal != ANONYMOUS)
+
+    def dispatch(self, api_key: int, frame: memoryview, client: str, session: Session | None = None) -> Reply | None:
         try:
             head = RequestHeader.decode_from(frame, 0, len(frame), 0)[0]   # key, version, correlation id
         except MalformedRequestError as exc:
@@ -118,7 +135,7 @@ class KafkaDispatcher:
             return self._close(client, f"malformed {api.name}",
                                "client %s: malformed %s v%d request: %s; closing the connection, as Kafka does",
                                api.name, version, exc)
-        ctx = RequestContext(self.listener, client, api_key, version, corr, header.client_id)
+        ctx = RequestContext(self.listener, client, api_key, version, corr, header.client_id, session)
         handler, error = self.handlers[api_key]
         try:
             return self._answer(handler(request, ctx), ctx)

@@ -69,11 +69,12 @@ class KafkaConnection(BrokerConnection):
         timeout_s: connect and per-request socket timeout (``request.timeout.ms``); a request that
             waits on the broker's side (a Fetch's ``max_wait_ms``) passes its own.
         node_id: the broker's id in Metadata, for messages only.
+        ssl_context: TLS (``security.protocol=SSL``), see :class:`~ingest.wire.connection.BrokerConnection`.
     """
 
     def __init__(self, host: str, port: int, *, client_id: str | None = None, timeout_s: float = 30.0,
-                 node_id: int | None = None) -> None:
-        super().__init__(host, port, timeout_s=timeout_s, broker_id=node_id)
+                 node_id: int | None = None, ssl_context=None) -> None:
+        super().__init__(host, port, timeout_s=timeout_s, broker_id=node_id, ssl_context=ssl_context)
         self.client_id = client_id
         self._advertised: dict[int, VersionRange] | None = None
 
