@@ -1,0 +1,143 @@
+"""The schema registry over HTTPS with HTTP basic auth and read/write roles, through real clients.
+
+One real registry process (``ingest registry start`` with ``listeners=https://...``,
+``authentication.method=BASIC``) and confluent-kafka's ``SchemaRegistryClient``; certificates made
+by the test (tests/harness/tls.py).
+"""
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaRegistryClient, ServerConfig
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from ingest.events.registry_users import user_line
+from tests.harness.registry import REPO, RegistryProcess
+from tests.harness.tls import CertificateAuthority
+
+pytestmark = pytest.mark.processes
+
+RECORD = json.dumps({"type": "record", "name": "Sec", "fields": [{"name": "a", "type": "int"}]})
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    d = tmp_path_factory.mktemp("registry-sec")
+    ca = CertificateAuthority(d / "ca")
+    server = ca.issue("registry", key_password="keypw")
+    users = d / "users"
+    users.write_text("# registry users\n" + user_line("alice", "alice-pw", ("admin",), iterations=20_000) + "\n"
+                     + user_line("bob", "bob-pw", ("readonly",), iterations=20_000) + "\n")
+    keypw = d / "key.password"
+    keypw.write_text("keypw\n")
+    reg = RegistryProcess(d / "store", https=True, overrides={
+        "ssl.keystore.location": server.pem, "ssl.key.password": f"${{file:{keypw}}}",
+        "authentication.method": "BASIC", "authentication.users.file": users}).start()
+    try:
+        yield reg, ca, d
+    finally:
+        reg.stop()
+
+
+def _client(reg, ca, user_info: str) -> SchemaRegistryClient:
+    return SchemaRegistryClient({"url": reg.url, "ssl.ca.location": str(ca.cert), "basic.auth.user.info": user_info,
+                                 "max.retries": 0})
+
+
+def test_confluent_client_registers_and_fetches_over_https_with_basic_auth(secured):
+    reg, ca, _ = secured
+    assert reg.url.startswith("https://")
+    sr = _client(reg, ca, "alice:alice-pw")
+    schema_id = sr.register_schema("sec-a-value", Schema(RECORD, "AVRO"))
+    fresh = _client(reg, ca, "alice:alice-pw")  # no cache: asks the server
+    assert json.loads(fresh.get_schema(schema_id).schema_str) == json.loads(RECORD)
+    assert fresh.get_latest_version("sec-a-value").schema_id == schema_id
+
+
+def test_a_wrong_password_is_401_through_the_client_error(secured):
+    reg, ca, _ = secured
+    for user_info in ("alice:wrong", "nobody:alice-pw"):
+        with pytest.raises(SchemaRegistryError) as err:
+            _client(reg, ca, user_info).get_subjects()
+        assert (err.value.http_status_code, err.value.error_code, err.value.error_message) == (401, 401, "Unauthorized")
+
+
+def test_no_credentials_is_401_with_confluents_body_and_a_basic_challenge(secured):
+    reg, ca, _ = secured
+    ctx = ssl.create_default_context(cafile=str(ca.cert))
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(reg.url + "/subjects", timeout=10, context=ctx)
+    assert err.value.code == 401
+    assert err.value.headers["WWW-Authenticate"] == 'Basic realm="SchemaRegistry-Props"'
+    assert json.loads(err.value.read()) == {"error_code": 401, "message": "Unauthorized"}
+
+
+def test_a_read_only_user_reads_but_cannot_write(secured):
+    reg, ca, _ = secured
+    schema_id = _client(reg, ca, "alice:alice-pw").register_schema("sec-ro-value", Schema(RECORD, "AVRO"))
+    bob = _client(reg, ca, "bob:bob-pw")
+    assert json.loads(bob.get_schema(schema_id).schema_str) == json.loads(RECORD)
+    assert "sec-ro-value" in bob.get_subjects()
+    assert bob.lookup_schema("sec-ro-value", Schema(RECORD, "AVRO")).schema_id == schema_id  # a POST that reads
+    for write in (lambda: bob.register_schema("sec-ro2-value", Schema(RECORD, "AVRO")),
+                  lambda: bob.delete_subject("sec-ro-value"),
+                  lambda: bob.set_config("sec-ro-value", ServerConfig(compatibility=ConfigCompatibilityLevel.NONE))):
+        with pytest.raises(SchemaRegistryError) as err:
+            write()
+        assert (err.value.http_status_code, err.value.error_code) == (403, 40301)
+        assert "User bob is denied operation Write" in err.value.error_message
+    assert bob.get_subjects().count("sec-ro-value") == 1  # nothing was deleted
+
+
+def test_plain_http_and_an_untrusted_certificate_are_refused(secured):
+    reg, ca, d = secured
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        urllib.request.urlopen(reg.url.replace("https://", "http://") + "/subjects", timeout=10).read()
+    other = CertificateAuthority(d / "other-ca", name="another CA")
+    with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):  # the client's httpx ConnectError
+        SchemaRegistryClient({"url": reg.url, "ssl.ca.location": str(other.cert),
+                              "basic.auth.user.info": "alice:alice-pw", "max.retries": 0}).get_subjects()
+    with pytest.raises(urllib.error.URLError) as err:
+        urllib.request.urlopen(reg.url + "/subjects", timeout=10, context=ssl.create_default_context())
+    assert isinstance(err.value.reason, ssl.SSLCertVerificationError)
+
+
+def test_bad_authorization_headers_and_garbage_bytes_do_not_stop_the_registry(secured):
+    reg, ca, _ = secured
+    ctx = ssl.create_default_context(cafile=str(ca.cert))
+    for header in ("Basic !!!notbase64", "Basic " + "QQ==" * 2000, "Basic YWxpY2U=", "Bearer abc", "Basic",
+                   "Basic w4h6w6k=", "Digest username=alice"):
+        req = urllib.request.Request(reg.url + "/subjects", headers={"Authorization": header})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10, context=ctx)
+        assert err.value.code in (400, 401, 431), header
+    for junk in (b"\x16\x03\x01\x00\x05hello", b"\x00" * 5000, b"GET / HTTP/1.1\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", reg.port), timeout=10) as s:
+            s.sendall(junk)
+            s.shutdown(socket.SHUT_WR)
+            try:
+                while s.recv(4096):
+                    pass
+            except OSError:
+                pass
+    assert reg.proc.poll() is None
+    assert isinstance(_client(reg, ca, "alice:alice-pw").get_subjects(), list)
+
+
+def test_a_cleartext_password_in_the_users_file_stops_the_start_naming_the_line_not_the_password(tmp_path):
+    users = tmp_path / "users"
+    users.write_text(user_line("alice", "pw", ("admin",), iterations=1000) + "\nmallory: hunter2,admin\n")
+    proc = subprocess.run([sys.executable, "-m", "ingest.cli", "registry", "start", "--port", "0", "--store",
+                           str(tmp_path / "store"), "--set", "authentication.method=BASIC",
+                           "--set", f"authentication.users.file={users}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert f"registry users file {users}, line 2" in proc.stderr
+    assert "hunter2" not in proc.stderr + proc.stdout
