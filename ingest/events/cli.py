@@ -199,7 +199,6 @@ def _produce(args: argparse.Namespace) -> int:
     # deferred: these import fastavro (and the producer kazoo)
     from ingest.events.event_producer import EventProducer
     from ingest.events.loadgen import EventGenerator
-    from ingest.events.registry_client import RegistryClient
     from ingest.events.schemas import load_schema, schema_for_topic
 
     if args.count < 0:
@@ -242,8 +241,8 @@ def _produce(args: argparse.Namespace) -> int:
         gen = EventGenerator(schema_name, seed=args.seed)
     except ValueError as exc:  # names the schema and the ones that have a generator
         raise ConfigError(f"--schema: {exc}") from exc
-    registry = RegistryClient(args.registry)
-    ep = EventProducer(producer_keys, registry, config=event_keys, topics=[args.topic])
+    event_keys["schema.registry.url"] = args.registry  # with the config's basic.auth.* and schema.registry.ssl.*
+    ep = EventProducer(producer_keys, None, config=event_keys, topics=[args.topic])
     ep.register_topic(args.topic, load_schema(schema_name))
     clock = SYSTEM_CLOCK
     started = clock.monotonic()

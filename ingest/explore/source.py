@@ -42,6 +42,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ingest.client.fetch_settings import FetchSettings
 from ingest.errors import ConfigError, SchemaError, SchemaNotFoundError
+from ingest.events.registry_client_config import RegistryAuth
 from ingest.explore.avro_types import record_type
 from ingest.explore.offsets import ReadRange, partition_name, plan_ranges
 from ingest.explore.partitions import discovery_config, offset_for_time, topic_partitions
@@ -71,7 +72,7 @@ def reader_schema(cfg) -> tuple[int, dict]:
 
     subject = subject_of(cfg["topic"])
     try:
-        return RegistryClient(cfg["registry.url"]).latest(subject)
+        return RegistryClient(cfg["registry.url"], auth=RegistryAuth.from_config(cfg)).latest(subject)
     except SchemaNotFoundError as exc:
         raise SchemaNotFoundError(f"topic {cfg['topic']!r} has no schema: subject {subject!r} is not in the registry "
                                   f"{cfg['registry.url']} (its events are written by the event producer, which "
@@ -140,7 +141,7 @@ class IngestReader(DataSourceReader):
         self.settings = ReadSettings(
             registry_url=self.cfg["registry.url"], reader_schema=avro, reader_schema_id=schema_id,
             fetch=FetchSettings.from_config(self.cfg), start_strategy=self.cfg["startingOffsetsByTimestampStrategy"],
-            fail_on_data_loss=self.cfg["failOnDataLoss"])
+            fail_on_data_loss=self.cfg["failOnDataLoss"], registry_auth=RegistryAuth.from_config(self.cfg))
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = plan_ranges(self.cfg, self.parts, lambda p, t: offset_for_time(self.cfg, p, t))

@@ -37,6 +37,7 @@ from ingest.client.simple_consumer import SimpleConsumer
 from ingest.config import non_ascii_note
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
+from ingest.events.registry_client_config import RegistryAuth
 from ingest.loader.fetch import raw_fetch
 from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
@@ -251,7 +252,8 @@ def prober(config):
             from ingest.events.registry_client import RegistryClient
             from ingest.events.serde import EventDeserializer
 
-            rec = EventDeserializer(RegistryClient(config["registry.url"])).deserialize(
+            registry = RegistryClient(config["registry.url"], auth=RegistryAuth.from_config(config))
+            rec = EventDeserializer(registry).deserialize(
                 msgs[0].payload, topic=snap.topic, offset=msgs[0].offset)
             first_time = rec["header"]["time"]
         except Exception as exc:

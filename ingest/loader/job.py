@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from ingest.client.fetch_settings import FetchSettings
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
+from ingest.events.registry_client_config import RegistryAuth
 from ingest.loader import commit, discover, layout, manifests, rdd_tasks
 from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.gaps import bounds_of_gap
@@ -52,7 +53,7 @@ def task_settings(config, run_id: str, faults: Faults = NO_FAULTS) -> TaskSettin
         destination=config["destination"], run_id=run_id, format=config["format"],
         registry_url=config["registry.url"], avro_codec=config["avro.codec"],
         parquet_compression=config["parquet.compression"], row_group_rows=config["parquet.row.group.rows"],
-        fetch=FetchSettings.from_config(config), faults=faults.spec,
+        fetch=FetchSettings.from_config(config), faults=faults.spec, registry_auth=RegistryAuth.from_config(config),
     )
 
 

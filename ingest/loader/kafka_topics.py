@@ -28,6 +28,7 @@ from ingest.client.fetch_settings import FetchSettings
 from ingest.client.partition_reader import KAFKA, BrokerPartition, open_kafka_fetcher
 from ingest.config import non_ascii_note
 from ingest.errors import ConfigError, IngestError
+from ingest.events.registry_client_config import RegistryAuth
 from ingest.loader.gaps import Probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot
 
@@ -153,7 +154,8 @@ def kafka_probe(config, snap: BrokerPartition, offset: int) -> Probe:
         from ingest.events.registry_client import RegistryClient
         from ingest.events.serde import EventDeserializer
 
-        rec = EventDeserializer(RegistryClient(config["registry.url"])).deserialize(
+        registry = RegistryClient(config["registry.url"], auth=RegistryAuth.from_config(config))
+        rec = EventDeserializer(registry).deserialize(
             bytes(first.value or b""), topic=snap.topic, offset=first.offset)
         return Probe(None, int(rec["header"]["time"]))
     except Exception:  # noqa: BLE001 - no product header: the record's own time

@@ -25,6 +25,7 @@ from ingest.client.discovery import read_brokers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import IngestError
+from ingest.events.registry_client_config import RegistryAuth
 from ingest.mirror.config import fetch_settings
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
@@ -142,7 +143,7 @@ class Wiring:
                 from ingest.events.registry_client import RegistryClient
                 from ingest.mirror.tier_events import TierEventPublisher
 
-                registry = RegistryClient(url)
+                registry = RegistryClient(url, auth=RegistryAuth.from_config(self.config))
                 producer_config = {"zk.connect": self.config["target.zk.connect"], "producer.type": "sync",
                                    "request.required.acks": self.config["target.acks"],
                                    "request.timeout.ms": self.config["target.timeout.ms"]}

@@ -7,6 +7,8 @@ by the test (tests/harness/tls.py).
 from __future__ import annotations
 
 import json
+import logging
+import pickle
 import socket
 import ssl
 import subprocess
@@ -18,7 +20,18 @@ import pytest
 from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaRegistryClient, ServerConfig
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from ingest.errors import IngestError, SchemaError
+from ingest.events.event_producer import EventProducer
+from ingest.events.envelope import HEADER_FIELD
+from ingest.events.loadgen import EventGenerator
+from ingest.events.registry_client import RegistryClient
+from ingest.events.registry_client_config import RegistryAuth
 from ingest.events.registry_users import user_line
+from ingest.events.schemas import PAGE_VIEW, load_schema
+from ingest.events.serde import EventSerializer
+from ingest.loader.config import LOADER_CONFIG
+from ingest.loader.job import task_settings
+from ingest.loader.task import new_decoder
 from tests.harness.registry import REPO, RegistryProcess
 from tests.harness.tls import CertificateAuthority
 
@@ -141,3 +154,57 @@ def test_a_cleartext_password_in_the_users_file_stops_the_start_naming_the_line_
     assert proc.returncode == 2
     assert f"registry users file {users}, line 2" in proc.stderr
     assert "hunter2" not in proc.stderr + proc.stdout
+
+
+# --- the product's clients: credentials and the CA from their configs ---------------------------------------------
+
+
+def _client_keys(reg, ca, user_info_ref: str) -> dict:
+    return {"basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": user_info_ref,
+            "schema.registry.ssl.ca.location": str(ca.cert)}
+
+
+def test_the_event_producer_and_the_loaders_decoder_use_the_credentials_of_their_configs(secured, tmp_path,
+                                                                                        monkeypatch, caplog):
+    reg, ca, d = secured
+    secret = tmp_path / "registry.properties"
+    secret.write_text("user.info=alice:alice-pw\n")
+    monkeypatch.setenv("REGISTRY_READER", "bob:bob-pw")
+    # the event producer registers with the write user's credentials, read from a properties file
+    ep = EventProducer({"broker.list": "0:127.0.0.1:9"}, None, monitoring_enable=False,
+                       config={"schema.registry.url": reg.url, **_client_keys(reg, ca, f"${{file:{secret}:user.info}}")})
+    try:
+        schema = load_schema(PAGE_VIEW)
+        schema_id = ep.register_topic("sec-pv", schema)
+        record = {**EventGenerator(PAGE_VIEW, seed=1).batch(1)[0], HEADER_FIELD: ep.headers.next()}
+        payload = EventSerializer(ep.registry, "sec-pv-value", schema).serialize(record)
+    finally:
+        ep.close(timeout_s=0)
+    assert "alice-pw" not in repr(ep.config) and "[hidden]" in repr(ep.config)
+
+    # the loader's tasks decode with the read-only user's credentials, from the environment
+    config = LOADER_CONFIG.parse({"destination": str(tmp_path / "dest"), "registry.url": reg.url,
+                                  **_client_keys(reg, ca, "${env:REGISTRY_READER}")})
+    settings = task_settings(config, "r1")
+    assert "bob-pw" not in repr(settings) and "bob-pw" not in repr(config)
+    with caplog.at_level(logging.DEBUG):
+        schema_used, decoded = new_decoder(pickle.loads(pickle.dumps(settings))).decode(payload, topic="sec-pv", offset=0)
+    assert schema_used == schema_id and decoded["header"] == record[HEADER_FIELD]
+    assert "bob-pw" not in caplog.text and "alice-pw" not in caplog.text
+
+    # without credentials the same path is refused, and says why without retrying
+    anonymous = task_settings(LOADER_CONFIG.parse({"destination": str(tmp_path / "dest"), "registry.url": reg.url,
+                                                   "schema.registry.ssl.ca.location": str(ca.cert)}), "r2")
+    with pytest.raises(IngestError, match="HTTP 401"):
+        new_decoder(anonymous).decode(payload, topic="sec-pv", offset=0)
+
+
+def test_the_product_client_refuses_an_untrusted_registry_at_once(secured, tmp_path):
+    reg, ca, d = secured
+    other = CertificateAuthority(tmp_path / "other", name="another CA")
+    client = RegistryClient(reg.url, retries=6, backoff_s=5.0, max_backoff_s=5.0,
+                            auth=RegistryAuth("alice:alice-pw", str(other.cert)))
+    with pytest.raises(SchemaError, match="certificate is not trusted"):  # final: no 30 s of retries
+        client.subjects()
+    assert "alice-pw" not in repr(client)
+    assert RegistryClient(reg.url, auth=RegistryAuth("alice:alice-pw", str(ca.cert))).subjects()
