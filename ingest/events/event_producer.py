@@ -34,9 +34,9 @@ from ingest.events.event_producer_config import EVENTS_CONFIG
 from ingest.events.envelope import HEADER_FIELD, HeaderFactory, ProducerIdentity, has_header
 from ingest.events.window_counts import MonitoringCounter, ReportBuffer
 from ingest.events.registry_client import RegistryClient
-from ingest.events.registry_client_config import RegistryAuth
 from ingest.events.schemas import MONITORING_EVENT, load_schema, schema_for_topic
 from ingest.events.serde import EventSerializer, subject_for_topic
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ingest.config import Bool, ConfigDef, Int, Key, Str
-from ingest.events.registry_client_config import REGISTRY_CLIENT_KEYS
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 TOPIC_PATTERN = r"[A-Za-z0-9.-][A-Za-z0-9._-]{0,248}"  # never starts with '_': '_' paths are hidden from Hadoop
 

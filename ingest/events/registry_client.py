@@ -12,7 +12,7 @@ with exponential back-off: ``retries`` more attempts, the first after
 ``backoff_s``, doubling up to ``max_backoff_s`` (defaults: 6 retries spread over
 about 6 s, which outlasts a registry restart). A 4xx answer is final.
 
-Security (``auth``, :class:`~ingest.events.registry_client_config.RegistryAuth`): HTTP basic
+Security (``auth``, :class:`~ingest.registry_client_config.RegistryAuth`): HTTP basic
 credentials (``basic.auth.user.info``, or ``user:password@`` in the URL, which is then removed
 from :attr:`url` so that no message shows it) and, for an ``https://`` URL, TLS with host-name
 checks against ``schema.registry.ssl.ca.location``. A refusal (401, 403) and a certificate that
@@ -26,7 +26,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import base64
 import random
 import ssl
 import time
@@ -37,9 +36,9 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ingest.errors import (IncompatibleSchemaError, RegistryUnavailableError, SchemaError,
                            SchemaNotFoundError)
-from ingest.events.registry_client_config import NO_AUTH, RegistryAuth
 from ingest.events.registry_references import inline, named_definitions
 from ingest.events.schemas import canonical
+from ingest.registry_client_config import NO_AUTH, RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +64,7 @@ class RegistryClient:
         self._by_id: dict[int, dict] = {}
         self._registered: dict[tuple[str, str], int] = {}
         self._headers = {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE}
-        user_info = auth.user_info or url_user_info
-        if user_info:
-            self._headers["Authorization"] = "Basic " + base64.b64encode(user_info.encode("utf-8")).decode("ascii")
+        self._headers.update(auth.headers(url_user_info))
         self._auth = auth
         self._tls = auth.ssl_context() if self.url.startswith("https://") else None
 

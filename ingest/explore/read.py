@@ -38,11 +38,11 @@ from ingest.client.fetch_settings import FetchSettings
 from ingest.client.partition_reader import open_consumer, open_kafka_fetcher
 from ingest.errors import EventDecodeError, InvalidMessageError, OffsetOutOfRangeError
 from ingest.events.envelope import PREFIX, PREFIX_SIZE
-from ingest.events.registry_client_config import NO_AUTH, RegistryAuth
 from ingest.explore.offsets import ReadRange, partition_name
 from ingest.loader.fetch import Corrupt, Damaged, iter_range
 from ingest.loader.kafka_fetch import iter_kafka_range
 from ingest.loader.record_columns import record_values
+from ingest.registry_client_config import NO_AUTH, RegistryAuth
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,6 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ingest.client.fetch_settings import FetchSettings
 from ingest.errors import ConfigError, SchemaError, SchemaNotFoundError
-from ingest.events.registry_client_config import RegistryAuth
 from ingest.explore.avro_types import record_type
 from ingest.explore.offsets import ReadRange, partition_name, plan_ranges
 from ingest.explore.partitions import discovery_config, offset_for_time, topic_partitions
@@ -50,6 +49,7 @@ from ingest.explore.read import META_COLUMNS, ReadSettings, rows
 from ingest.explore.source_config import parse_options
 from ingest.explore.split import segment_starts, split_range, split_records
 from ingest.loader.record_columns import RECORD_COLUMNS, record_columns_in, with_record_columns
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Mapping
 
 from ingest.config import Bool, Choice, Config, ConfigDef, Int, Key, Str, StrList
 from ingest.errors import ConfigError
-from ingest.events.registry_client_config import REGISTRY_CLIENT_KEYS
 from ingest.loader.kafka_topics import bootstrap_servers
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Keys starting with ``spark.`` are passed to the SparkSession builder verbatim.
 from __future__ import annotations
 
 from ingest.config import Bool, Choice, ConfigDef, Float, Int, Key, Regex, Str, StrList
-from ingest.events.registry_client_config import REGISTRY_CLIENT_KEYS
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 MB = 1024 * 1024
 

@@ -37,11 +37,11 @@ from ingest.client.simple_consumer import SimpleConsumer
 from ingest.config import non_ascii_note
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
-from ingest.events.registry_client_config import RegistryAuth
 from ingest.loader.fetch import raw_fetch
 from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
 from ingest.records.message_batch import iter_messages
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 

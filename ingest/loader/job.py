@@ -16,7 +16,6 @@ from typing import Any, Mapping, Sequence
 from ingest.client.fetch_settings import FetchSettings
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CommitError, IngestError
-from ingest.events.registry_client_config import RegistryAuth
 from ingest.loader import commit, discover, layout, manifests, rdd_tasks
 from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.gaps import bounds_of_gap
@@ -32,6 +31,7 @@ from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, t
 from ingest.loader.state import LoaderState, read_run_record
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
+from ingest.registry_client_config import RegistryAuth
 from ingest.storage import Storage, open_storage
 
 log = logging.getLogger(__name__)

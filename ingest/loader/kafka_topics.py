@@ -28,9 +28,9 @@ from ingest.client.fetch_settings import FetchSettings
 from ingest.client.partition_reader import KAFKA, BrokerPartition, open_kafka_fetcher
 from ingest.config import non_ascii_note
 from ingest.errors import ConfigError, IngestError
-from ingest.events.registry_client_config import RegistryAuth
 from ingest.loader.gaps import Probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.partition_reader import open_consumer, open_kafka_fetcher
-from ingest.events.registry_client_config import NO_AUTH, RegistryAuth
 from ingest.loader import layout
 from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.faults import Faults
@@ -37,6 +36,7 @@ from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, Tas
 from ingest.loader.staging import Staged, stage_messages  # noqa: F401 - stage_messages: a phase tests call
 from ingest.loader.tally import task_tally
 from ingest.records.message_batch import MessageBatch
+from ingest.registry_client_config import NO_AUTH, RegistryAuth
 from ingest.storage import open_storage
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from ingest.client.discovery import parse_broker_list
 from ingest.client.fetch_settings import FetchSettings
 from ingest.config import REQUIRED, Config, ConfigDef, Int, Key, Regex, Str, StrList
 from ingest.errors import ConfigError, MirrorConfigError
-from ingest.events.registry_client_config import REGISTRY_CLIENT_KEYS
 from ingest.metrics.keys import METRICS_KEYS
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 log = logging.getLogger(__name__)
 

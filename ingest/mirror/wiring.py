@@ -25,13 +25,13 @@ from ingest.client.discovery import read_brokers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import IngestError
-from ingest.events.registry_client_config import RegistryAuth
 from ingest.mirror.config import fetch_settings
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
 from ingest.mirror.kafka_io import kafka_bootstrap
 from ingest.mirror.mapping import MirrorUnit, TopicMapping, ensure_mapping
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 

@@ -25,14 +25,14 @@ from ingest.events.event_producer import EventProducer
 from ingest.events.envelope import HEADER_FIELD
 from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
-from ingest.events.registry_client_config import RegistryAuth
 from ingest.events.registry_users import user_line
 from ingest.events.schemas import PAGE_VIEW, load_schema
 from ingest.events.serde import EventSerializer
 from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.job import task_settings
 from ingest.loader.task import new_decoder
-from tests.harness.registry import REPO, RegistryProcess
+from ingest.registry_client_config import RegistryAuth
+from tests.harness.registry import REPO, secured_registry
 from tests.harness.tls import CertificateAuthority
 
 pytestmark = pytest.mark.processes
@@ -43,16 +43,12 @@ RECORD = json.dumps({"type": "record", "name": "Sec", "fields": [{"name": "a", "
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     d = tmp_path_factory.mktemp("registry-sec")
-    ca = CertificateAuthority(d / "ca")
-    server = ca.issue("registry", key_password="keypw")
-    users = d / "users"
-    users.write_text("# registry users\n" + user_line("alice", "alice-pw", ("admin",), iterations=20_000) + "\n"
-                     + user_line("bob", "bob-pw", ("readonly",), iterations=20_000) + "\n")
+    reg, ca = secured_registry(d, {"alice": ("alice-pw", ("admin",)), "bob": ("bob-pw", ("readonly",))},
+                               key_password="keypw")
     keypw = d / "key.password"
     keypw.write_text("keypw\n")
-    reg = RegistryProcess(d / "store", https=True, overrides={
-        "ssl.keystore.location": server.pem, "ssl.key.password": f"${{file:{keypw}}}",
-        "authentication.method": "BASIC", "authentication.users.file": users}).start()
+    reg.overrides["ssl.key.password"] = f"${{file:{keypw}}}"  # the key's password from a file
+    reg.start()
     try:
         yield reg, ca, d
     finally:

@@ -21,8 +21,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ingest.events.registry_users import user_line
 from tests.harness.net import free_port
 from tests.harness import reaper
+from tests.harness.tls import CertificateAuthority
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,3 +110,23 @@ class RegistryProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def secured_registry(directory: Path, users: dict[str, tuple[str, tuple[str, ...]]], *,
+                     key_password: str | None = None) -> tuple[RegistryProcess, CertificateAuthority]:
+    """A registry (not started) serving HTTPS with a certificate of a fresh CA and HTTP basic auth.
+
+    ``users``: name -> (password, roles); ``admin`` is the write role. Returns the process and the CA
+    (``ca.cert`` is what clients trust: ``ssl.ca.location`` / ``schema.registry.ssl.ca.location``).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = CertificateAuthority(directory / "ca")
+    server = ca.issue("registry", key_password=key_password)
+    users_file = directory / "users"
+    users_file.write_text("".join(user_line(name, pw, roles, iterations=20_000) + "\n"
+                                  for name, (pw, roles) in users.items()))
+    overrides: dict[str, object] = {"ssl.keystore.location": server.pem, "authentication.method": "BASIC",
+                                    "authentication.users.file": users_file}
+    if key_password:
+        overrides["ssl.key.password"] = key_password
+    return RegistryProcess(directory / "store", https=True, overrides=overrides), ca

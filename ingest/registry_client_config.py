@@ -1,7 +1,7 @@
 """How a registry client authenticates: Confluent's client keys, and the picklable settings built from them.
 
-Every component that reads schemas (loader, Spark source, mirror, event producer) takes these
-keys beside its registry URL, with the names of Confluent's serializer settings:
+Every component that talks to the registry (loader, Spark source, mirror, event producer, and the
+broker's tier counts) takes these keys beside its registry URL, with the names of Confluent's serializer settings:
 
 - ``basic.auth.credentials.source``: ``USER_INFO`` (credentials from ``basic.auth.user.info``)
   or ``URL`` (from the URL's ``user:password@``, Confluent's default; no user info, no auth);
@@ -19,6 +19,7 @@ keys beside its registry URL, with the names of Confluent's serializer settings:
 """
 from __future__ import annotations
 
+import base64
 import ssl
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -68,6 +69,13 @@ class RegistryAuth:
         return cls(user_info, config["schema.registry.ssl.ca.location"],
                    config["schema.registry.ssl.certificate.location"], config["schema.registry.ssl.key.location"],
                    config["schema.registry.ssl.key.password"])
+
+    def headers(self, user_info: str = "") -> dict[str, str]:
+        """The ``Authorization`` header of these credentials (or of ``user_info`` when there are none), or none."""
+        credentials = self.user_info or user_info
+        if not credentials:
+            return {}
+        return {"Authorization": "Basic " + base64.b64encode(credentials.encode("utf-8")).decode("ascii")}
 
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context of an https registry: host names checked, the CA bundle or the system's CAs.
