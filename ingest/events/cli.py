@@ -30,8 +30,8 @@ examples:
   ingest registry start --port 8081 --store /var/lib/ingest/registry
   ingest registry start --port 8081 --zk 127.0.0.1:2181     # state in ZooKeeper, several registries
   ingest registry start --port 8081 --set metrics.port=9102  # Prometheus metrics on 127.0.0.1:9102
-  ingest registry start --config conf/registry.properties    # listeners=https://..., authentication.method=BASIC
-  echo "$PASSWORD" | ingest registry passwd --file conf/registry-users --user alice --roles admin
+  ingest registry start --config /etc/ingest/registry.properties  # listeners=https://..., authentication.method=BASIC
+  echo "$PASSWORD" | ingest registry passwd --file /etc/ingest/registry-users --user alice --roles admin
 """
 
 PRODUCE_EXAMPLES = """\
