@@ -109,10 +109,14 @@ class RegistryClient:
                                   f"{'does not know these credentials' if exc.code == 401 else 'lets this user only read'})") from None
             raise SchemaError(text) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", exc)
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # (an SSLError's reason is text)
             if isinstance(reason, ssl.SSLCertVerificationError):
                 raise SchemaError(f"schema registry {self.url}: its certificate is not trusted ({reason.verify_message}); "
                                   "check schema.registry.ssl.ca.location") from None
+            if isinstance(reason, ssl.SSLError) and not isinstance(reason, ssl.SSLEOFError):
+                raise SchemaError(f"schema registry {self.url}: TLS refused ({reason}); check the schema.registry.ssl.* "
+                                  "keys (a registry with ssl.client.authentication needs this client's certificate)") \
+                    from None
             raise RegistryUnavailableError(
                 f"schema registry {self.url} unreachable ({method} {path}): {reason}; "
                 "is `ingest registry start` running there?") from exc

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaRegistryClient, ServerConfig
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from ingest.errors import IngestError, SchemaError
+from ingest.errors import IngestError, RegistryUnavailableError, SchemaError
 from ingest.events.event_producer import EventProducer
 from ingest.events.envelope import HEADER_FIELD
 from ingest.events.loadgen import EventGenerator
@@ -32,7 +32,7 @@ from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.job import task_settings
 from ingest.loader.task import new_decoder
 from ingest.registry_client_config import RegistryAuth
-from tests.harness.registry import REPO, secured_registry
+from tests.harness.registry import REPO, RegistryProcess, secured_registry
 from tests.harness.tls import CertificateAuthority
 
 pytestmark = pytest.mark.processes
@@ -204,3 +204,28 @@ def test_the_product_client_refuses_an_untrusted_registry_at_once(secured, tmp_p
         client.subjects()
     assert "alice-pw" not in repr(client)
     assert RegistryClient(reg.url, auth=RegistryAuth("alice:alice-pw", str(ca.cert))).subjects()
+
+
+def test_a_registry_that_requires_client_certificates_serves_only_clients_that_show_one(tmp_path):
+    ca = CertificateAuthority(tmp_path / "ca")
+    server, loader = ca.issue("registry"), ca.issue("loader", client=True)
+    stranger = CertificateAuthority(tmp_path / "stranger", name="stranger CA").issue("loader", client=True)
+    reg = RegistryProcess(tmp_path / "store", https=True, overrides={
+        "ssl.keystore.location": server.pem, "ssl.truststore.location": ca.cert,
+        "ssl.client.authentication": "REQUIRED"}).start()
+    try:
+        shown = RegistryAuth(ca_location=str(ca.cert), certificate_location=str(loader.cert),
+                             key_location=str(loader.key))
+        assert RegistryClient(reg.url, auth=shown).subjects() == []
+        for auth in (RegistryAuth(ca_location=str(ca.cert)),
+                     RegistryAuth(ca_location=str(ca.cert), certificate_location=str(stranger.cert),
+                                  key_location=str(stranger.key))):
+            # the registry closes the connection once the handshake fails (asyncio sends no alert)
+            with pytest.raises(RegistryUnavailableError, match="unreachable"):
+                RegistryClient(reg.url, retries=0, auth=auth).subjects()
+        assert reg.proc.poll() is None
+        assert SchemaRegistryClient({"url": reg.url, "ssl.ca.location": str(ca.cert),
+                                     "ssl.certificate.location": str(loader.cert),
+                                     "ssl.key.location": str(loader.key)}).get_subjects() == []
+    finally:
+        reg.stop()

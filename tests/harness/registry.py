@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -74,8 +75,14 @@ class RegistryProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"registry exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
             try:
-                # any HTTP answer means it serves (401 with authentication on); the probe trusts any certificate
-                with urllib.request.urlopen(self.url + "/config", timeout=1, context=_PROBE_TLS) as r:
+                if self.https:
+                    # a completed TLS handshake means it serves (whatever it then asks of clients); the
+                    # probe trusts any certificate
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1) as raw:
+                        with _PROBE_TLS.wrap_socket(raw, server_hostname="127.0.0.1"):
+                            return self
+                # any HTTP answer means it serves (401 with authentication on)
+                with urllib.request.urlopen(self.url + "/config", timeout=1) as r:
                     r.read()
                 return self
             except urllib.error.HTTPError:
