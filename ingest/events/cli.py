@@ -163,9 +163,14 @@ def _registry_passwd(args: argparse.Namespace) -> int:
             raise ConfigError("the password is read from the first line of stdin, and it is empty")
         roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
         kept.append(user_line(args.user, password, roles))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # a new file renamed over the old one: a registry reading it again sees the old file or the new, never half
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in kept))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
     print(f"{'removed' if args.remove else 'wrote'} user {args.user} in {path}")
     return 0
 

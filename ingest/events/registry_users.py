@@ -10,19 +10,27 @@ naming the line, never the text. ``ingest registry passwd`` writes such lines.
 
 ``#`` and ``!`` start comment lines; blank lines are ignored.
 
+The file is read again when it changes (its modification time, size or inode, looked at on each
+check: one ``stat``), as Jetty's ``PropertyUserStore`` with hot reload, so users and passwords
+change without a restart; a changed file that does not read keeps the users read before (logged,
+rate-limited), a missing one too.
+
 Checking a password costs one PBKDF2 (tens of milliseconds at the default iterations, by
 design). A credential that passed is remembered (its own salted digest, not the password) so a
 client's next requests cost a dictionary look-up; at most :data:`REMEMBERED` are kept, and a
 failed attempt is never remembered (guessing stays slow).
 
-Concurrency contract: :class:`UserStore` is read-only after construction except its cache of
-passed credentials, a dict guarded by a lock.
+Concurrency contract: :class:`UserStore` is called from every worker thread; the users are
+replaced whole (one reference) when the file is read again, and that and the cache of passed
+credentials are guarded by one lock. Writers of the file should replace it by rename (as
+``ingest registry passwd`` does), so that no reader sees half of it.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
 import hmac
+import logging
 import os
 import re
 import threading
@@ -30,6 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ingest.errors import ConfigError
+from ingest.ratelimited_log import RateLimitedLog
+
+log = logging.getLogger(__name__)
+_reload_errors = RateLimitedLog(log)
 
 SCHEME = "PBKDF2-SHA256"
 DEFAULT_ITERATIONS = 100_000
@@ -72,21 +84,50 @@ class UserStore:
             ConfigError: the file cannot be read, or a line is not ``user: PBKDF2-SHA256:...[,role...]``.
         """
         self.path = Path(path)
+        self._lock = threading.Lock()
+        self._passed: dict[tuple[str, bytes], frozenset[str]] = {}
+        self._key = os.urandom(32)  # keys the remembered credentials: they are not the passwords either
+        self._version = self._stat()
+        self._users = self._read()
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def _read(self) -> dict[str, _Credential]:
         try:
             text = self.path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot read the registry users file {path}: {exc.strerror}") from None
+            raise ConfigError(f"cannot read the registry users file {self.path}: {exc.strerror}") from None
         except UnicodeDecodeError:
-            raise ConfigError(f"the registry users file {path} is not UTF-8 text") from None
-        self._users: dict[str, _Credential] = {}
+            raise ConfigError(f"the registry users file {self.path} is not UTF-8 text") from None
+        users: dict[str, _Credential] = {}
         for lineno, line in enumerate(text.splitlines(), 1):
             stripped = line.strip()
             if not stripped or stripped[0] in "#!":
                 continue
-            self._users[self._user(stripped, lineno)] = self._credential(stripped, lineno)
-        self._passed: dict[tuple[str, bytes], frozenset[str]] = {}
-        self._key = os.urandom(32)  # keys the remembered credentials: they are not the passwords either
-        self._lock = threading.Lock()
+            users[self._user(stripped, lineno)] = self._credential(stripped, lineno)
+        return users
+
+    def _reload_if_changed(self) -> None:
+        version = self._stat()
+        if version == self._version or version is None:
+            return
+        with self._lock:
+            if version == self._version:
+                return
+            self._version = version
+            try:
+                users = self._read()
+            except ConfigError as exc:
+                _reload_errors.warning("*", "users file", "%s; the users read before stay in force", exc)
+                return
+            self._users = users
+            self._passed.clear()
+        log.info("registry users file %s read again: %d users", self.path, len(users))
 
     def _where(self, lineno: int) -> str:
         return f"registry users file {self.path}, line {lineno}"
@@ -118,6 +159,7 @@ class UserStore:
 
     def authenticate(self, user: str, password: str) -> frozenset[str] | None:
         """The user's roles when ``password`` is theirs, else None (unknown user or wrong password)."""
+        self._reload_if_changed()
         credential = self._users.get(user)
         if credential is None:
             # the same work as a known user, so the answer's time does not tell which names exist
@@ -131,6 +173,8 @@ class UserStore:
         if not hmac.compare_digest(attempt, credential.digest):
             return None
         with self._lock:
+            if self._users.get(user) is not credential:
+                return None  # the file changed meanwhile and no longer holds this credential
             if len(self._passed) >= REMEMBERED:
                 self._passed.pop(next(iter(self._passed)))
             self._passed[token] = credential.roles

@@ -7,6 +7,7 @@ by the test (tests/harness/tls.py).
 from __future__ import annotations
 
 import json
+import os
 import logging
 import pickle
 import socket
@@ -229,3 +230,31 @@ def test_a_registry_that_requires_client_certificates_serves_only_clients_that_s
                                      "ssl.key.location": str(loader.key)}).get_subjects() == []
     finally:
         reg.stop()
+
+
+def test_users_and_passwords_change_without_a_restart_and_a_bad_file_keeps_the_old_users(secured, tmp_path):
+    reg, ca, d = secured
+    users = d / "users"
+    before = users.read_text()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    passwd = [sys.executable, "-m", "ingest.cli", "registry", "passwd", "--file", str(users)]
+    try:
+        subprocess.run(passwd + ["--user", "carol", "--roles", "admin"], input="carol-pw\n", text=True, env=env,
+                       cwd=REPO, check=True, capture_output=True, timeout=60)
+        subprocess.run(passwd + ["--user", "bob", "--roles", "readonly"], input="bob-new\n", text=True, env=env,
+                       cwd=REPO, check=True, capture_output=True, timeout=60)
+        assert (users.stat().st_mode & 0o777) == 0o600
+        _client(reg, ca, "carol:carol-pw").register_schema("sec-carol-value", Schema(RECORD, "AVRO"))
+        assert "sec-carol-value" in _client(reg, ca, "bob:bob-new").get_subjects()
+        with pytest.raises(SchemaRegistryError) as err:
+            _client(reg, ca, "bob:bob-pw").get_subjects()  # the old password, remembered before: forgotten
+        assert err.value.http_status_code == 401
+        broken = users.with_name("users.new")
+        broken.write_text(users.read_text() + "mallory: hunter2,admin\n")
+        broken.replace(users)
+        assert "sec-carol-value" in _client(reg, ca, "carol:carol-pw").get_subjects()  # the users before stay
+        assert "hunter2" not in reg.log_path.read_text() and "carol-pw" not in reg.log_path.read_text()
+    finally:
+        fixed = users.with_name("users.fixed")
+        fixed.write_text(before)
+        fixed.replace(users)
