@@ -196,7 +196,7 @@ def test_the_event_producer_and_the_loaders_decoder_use_the_credentials_of_their
         new_decoder(anonymous).decode(payload, topic="sec-pv", offset=0)
 
 
-def test_the_product_client_refuses_an_untrusted_registry_at_once(secured, tmp_path):
+def test_the_product_client_refuses_an_untrusted_registry_at_once_and_pickles_with_its_tls(secured, tmp_path):
     reg, ca, d = secured
     other = CertificateAuthority(tmp_path / "other", name="another CA")
     client = RegistryClient(reg.url, retries=6, backoff_s=5.0, max_backoff_s=5.0,
@@ -204,7 +204,9 @@ def test_the_product_client_refuses_an_untrusted_registry_at_once(secured, tmp_p
     with pytest.raises(SchemaError, match="certificate is not trusted"):  # final: no 30 s of retries
         client.subjects()
     assert "alice-pw" not in repr(client)
-    assert RegistryClient(reg.url, auth=RegistryAuth("alice:alice-pw", str(ca.cert))).subjects()
+    trusted = RegistryClient(reg.url, auth=RegistryAuth("alice:alice-pw", str(ca.cert)))
+    trusted.register("sec-pickled-value", json.loads(RECORD))
+    assert "sec-pickled-value" in pickle.loads(pickle.dumps(trusted)).subjects()
 
 
 def test_a_registry_that_requires_client_certificates_serves_only_clients_that_show_one(tmp_path):
