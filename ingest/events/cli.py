@@ -112,6 +112,9 @@ def _registry_start(args: argparse.Namespace) -> int:
         raise ConfigError(f"--compatibility {args.compatibility!r} is not one of {', '.join(compatibility.LEVELS)}")
     config = REGISTRY_CONFIG.load(args.config, parse_overrides(args.set))
     tls, host, port = _listener(args, config["listeners"])
+    if config["authentication.method"] == "BASIC" and not tls and host not in ("127.0.0.1", "::1", "localhost"):
+        log.warning("authentication.method=BASIC on a plain http listener (%s): passwords cross the network in "
+                    "clear; serve https (listeners=https://..., ssl.keystore.location)", host)
     store = ZooKeeperStore(args.zk) if args.zk else DirectoryStore(args.store)
     try:
         server = RegistryServer(SchemaRegistry(store, level), host, port, config, tls=tls)
