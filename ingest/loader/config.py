@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ingest.config import Bool, Choice, ConfigDef, Float, Int, Key, Regex, Str, StrList
 from ingest.zk_security import ZK_SECURITY_KEYS
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 MB = 1024 * 1024
 
@@ -25,6 +26,7 @@ LOADER_CONFIG = ConfigDef(
         Key("topics.blacklist", Regex(), "", "topics whose whole name matches this regex are skipped (empty: none)"),
         Key("format", Choice(("avro", "parquet")), "avro", "output file format"),
         Key("registry.url", Str(nonempty=True), doc="schema registry base URL, e.g. http://127.0.0.1:8081"),
+        *REGISTRY_CLIENT_KEYS,
         Key("fail.on.data.loss", Bool(), True, "fail the run when unloaded data is gone from a broker: deleted by retention, or missing segments (false: record "
             "it and continue from earliest)"),
         Key("new.partition.start", Choice(("earliest", "latest")), "earliest", "where a partition never loaded before starts"),

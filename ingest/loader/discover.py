@@ -42,6 +42,7 @@ from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
 from ingest.records.message_batch import iter_messages
 from ingest.zk_security import ZkSecurity
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +254,8 @@ def prober(config):
             from ingest.events.registry_client import RegistryClient
             from ingest.events.serde import EventDeserializer
 
-            rec = EventDeserializer(RegistryClient(config["registry.url"])).deserialize(
+            registry = RegistryClient(config["registry.url"], auth=RegistryAuth.from_config(config))
+            rec = EventDeserializer(registry).deserialize(
                 msgs[0].payload, topic=snap.topic, offset=msgs[0].offset)
             first_time = rec["header"]["time"]
         except Exception as exc:

@@ -31,6 +31,7 @@ from ingest.errors import ConfigError, IngestError
 from ingest.loader.gaps import Probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot
 from ingest.zk_security import ZkSecurity
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,8 @@ def kafka_probe(config, snap: BrokerPartition, offset: int) -> Probe:
         from ingest.events.registry_client import RegistryClient
         from ingest.events.serde import EventDeserializer
 
-        rec = EventDeserializer(RegistryClient(config["registry.url"])).deserialize(
+        registry = RegistryClient(config["registry.url"], auth=RegistryAuth.from_config(config))
+        rec = EventDeserializer(registry).deserialize(
             bytes(first.value or b""), topic=snap.topic, offset=first.offset)
         return Probe(None, int(rec["header"]["time"]))
     except Exception:  # noqa: BLE001 - no product header: the record's own time

@@ -30,6 +30,7 @@ from ingest.config import REQUIRED, Config, ConfigDef, Int, Key, Regex, Str, Str
 from ingest.errors import ConfigError, MirrorConfigError
 from ingest.metrics.keys import METRICS_KEYS
 from ingest.zk_security import ZK_SECURITY_KEYS
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ MIRROR_CONFIG = ConfigDef("mirror", (
         "how often the source clusters' topics and partitions are read again (ZooKeeper changes also wake it)"),
     Key("registry.url", Str(), None,
         "schema registry URL, to read event headers for the per-window counts (none: every message in window 0)"),
+    *REGISTRY_CLIENT_KEYS,
     Key("monitoring.topic", Str(pattern=NAME_PATTERN), "audit-mirror",
         "target topic of the mirror's monitoring events (what it read and what the target acknowledged)"),
     Key("lost.topic", Str(pattern=NAME_PATTERN), "audit-mirror-lost",
