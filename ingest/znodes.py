@@ -160,17 +160,31 @@ def broker_endpoints_path(broker_id: int) -> str:
 
 
 def broker_endpoints_value(endpoints: list[tuple[str, str, int]], protocols: dict[str, str],
-                           registered_ms: int | None = None) -> bytes:
+                           registered_ms: int | None = None, principal: str | None = None) -> bytes:
     """A broker's Kafka listeners in Kafka's registration shape (``/brokers/ids/[id]`` of Kafka 2.x, v5):
     ``endpoints`` as ``(listener name, host, port)``, the first also as ``host``/``port``;
-    ``protocols`` maps each listener name to its security protocol."""
+    ``protocols`` maps each listener name to its security protocol; ``principal`` (a field of this product:
+    Kafka has none) the principal the broker authenticates as on the inter-broker listener, which the
+    other brokers require of a fetch naming this broker's id as its replica id."""
     if registered_ms is None:
         registered_ms = int(time.time() * 1000)
     host, port = (endpoints[0][1], endpoints[0][2]) if endpoints else ("", -1)
-    return json.dumps({"version": 5, "host": host, "port": port,
-                       "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
-                       "listener_security_protocol_map": dict(protocols),
-                       "timestamp": str(registered_ms)}, separators=(",", ":")).encode()
+    value = {"version": 5, "host": host, "port": port,
+             "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
+             "listener_security_protocol_map": dict(protocols),
+             "timestamp": str(registered_ms)}
+    if principal is not None:
+        value["principal"] = principal
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def parse_broker_principal(data: bytes) -> str | None:
+    """The ``principal`` of a ``/brokers/endpoints/[id]`` value (None: not registered, or not readable)."""
+    try:
+        principal = json.loads(data.decode("utf-8")).get("principal")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return principal if isinstance(principal, str) else None
 
 
 def parse_broker_endpoints(data: bytes) -> dict[str, tuple[str, int]]:

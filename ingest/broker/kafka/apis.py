@@ -55,6 +55,9 @@ class KafkaApis:
         self.groups = GroupCoordinator(self, clock)
         self.refusals = RateLimitedLog(log, interval_s=30.0)
         self.tier_counts = None   # a TierCounter when audit.counts.enable (ingest.broker.kafka.tier_counts)
+        self.authorizer = None    # an Authorizer when authorizer.class.name is set (ingest.broker.authorizer)
+        self.registered_principal = lambda broker_id: None
+        """broker id -> the inter-broker principal that broker registered in ZooKeeper (None: unknown)."""
 
     def wake_fetches(self, topic: str, partition: int) -> None:
         """Something was appended to ``topic``/``partition``: waiting fetches look again."""

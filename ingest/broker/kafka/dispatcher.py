@@ -33,7 +33,7 @@ from typing import Callable
 from ingest.broker.kafka import versions
 from ingest.broker.reply import Reply
 from ingest.errors import IngestError, MalformedRequestError, NeedsZooKeeperError
-from ingest.ratelimited_log import RateLimitedLog
+from ingest.ratelimited_log import RateLimitedLog, client_host
 from ingest.wire.errors import KafkaErrorCode, kafka_code
 from ingest.wire.kafka.api_versions import ApiVersion, ApiVersionsResponse
 from ingest.wire.kafka.apis import APIS, api_name
@@ -46,7 +46,8 @@ REFUSAL_LOG_INTERVAL_S = 30.0
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked what: the listener the request came in on, the client's address, its header."""
+    """Who asked what: the listener the request came in on, the client's address, its header, and the
+    principal of the connection (User:ANONYMOUS until a connection authenticates)."""
 
     listener: str
     client: str
@@ -54,6 +55,12 @@ class RequestContext:
     version: int
     correlation_id: int
     client_id: str | None
+    principal: str = "User:ANONYMOUS"
+
+    @property
+    def host(self) -> str:
+        """The client's address without its port (what an ACL's host is compared with)."""
+        return client_host(self.client).strip("[]")
 
     def reply(self, response: KafkaResponse) -> Reply:
         """The reply frame of ``response`` at this request's version (file regions kept as regions)."""
