@@ -11,6 +11,7 @@ topic is never created by AppendAt (the mirror creates its target topics through
 """
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
 import time
 
 from ingest.broker import append_at
@@ -23,6 +24,8 @@ from ingest.wire.kafka.append_at import AppendAtRequest, AppendAtResponse
 
 
 def handle(apis, req: AppendAtRequest, ctx):
+    if not authorization.cluster(apis, ctx, authorization.CLUSTER_ACTION):   # the mirror: a broker-only API
+        return AppendAtResponse(KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
     what = f"AppendAt to {req.topic}-{req.partition}"
     records = req.records or b""
     query = append_at.is_query(what, req.acks, req.expected_offset, len(records))
