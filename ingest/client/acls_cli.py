@@ -9,6 +9,9 @@ import argparse
 import sys
 from contextlib import contextmanager
 
+from ingest.broker.authorizer.acl import (CLUSTER_NAME, Acl, AclEntry, Operation, PatternType, Permission,
+                                          ResourcePattern, ResourceType)
+from ingest.broker.server_config import SERVER_CONFIG
 from ingest.errors import ConfigError
 
 EXAMPLES = """\
@@ -66,7 +69,6 @@ def register(subparsers) -> None:
 
 @contextmanager
 def _zk(args):
-    from ingest.broker.server_config import SERVER_CONFIG
     from ingest.client.discovery import start_kazoo  # deferred: imports kazoo
 
     connect = args.zookeeper
@@ -92,8 +94,6 @@ def _parse(kind, text: str, flag: str):
 
 
 def _patterns(args, pattern_type) -> list:
-    from ingest.broker.authorizer.acl import CLUSTER_NAME, ResourcePattern, ResourceType
-
     out = []
     for flag, rtype, names in (("--topic", ResourceType.TOPIC, args.topic), ("--group", ResourceType.GROUP, args.group),
                                ("--transactional-id", ResourceType.TRANSACTIONAL_ID, args.transactional_id),
@@ -108,8 +108,6 @@ def _patterns(args, pattern_type) -> list:
 
 def _bindings(args, patterns) -> list:
     """(pattern, entry) of every ACL the add/remove command names."""
-    from ingest.broker.authorizer.acl import Acl, AclEntry, Operation, Permission, ResourceType
-
     ops = {_parse(Operation, o, "--operation") for o in args.operation}
     by_type = {}
     if args.producer:
@@ -135,9 +133,7 @@ def _bindings(args, patterns) -> list:
 
 
 def _run(args) -> int:
-    from ingest.broker.authorizer import zk_store
-    from ingest.broker.authorizer.acl import PatternType
-
+    from ingest.broker.authorizer import zk_store  # deferred: imports kazoo
     kind = args.resource_pattern_type.lower()
     listing = args.acls_command == "list"
     if kind not in ("literal", "prefixed") and not (listing and kind in ("any", "match")):
@@ -173,9 +169,7 @@ def _run(args) -> int:
 
 
 def _list(zk, patterns, kind: str, principal: str | None, out) -> int:
-    from ingest.broker.authorizer import zk_store
-    from ingest.broker.authorizer.acl import PatternType
-
+    from ingest.broker.authorizer import zk_store  # deferred: imports kazoo
     stored = zk_store.read_all(zk)
     for p in sorted(stored, key=lambda q: (q.type.value, q.pattern.value, q.name)):
         if patterns:
