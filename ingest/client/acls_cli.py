@@ -163,8 +163,8 @@ def _run(args) -> int:
         if principals and not bindings:
             raise ConfigError("acls remove with principals needs --operation (or --producer / --consumer)")
         for p in patterns:
-            remove = None if not principals else {a.entry for a in bindings if a.resource == p}
-            _show(p, zk_store.change(zk, p, remove=remove), out, "Current ACLs for")
+            remove = {a.entry for a in bindings if a.resource == p}
+            _show(p, zk_store.change(zk, p, remove=remove, remove_all=not principals), out, "Current ACLs for")
     return 0
 
 

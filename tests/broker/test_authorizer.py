@@ -56,11 +56,13 @@ def test_the_store_writes_kafkas_layout_and_every_cache_follows_changes(zk):
     topic = ResourcePattern(ResourceType.TOPIC, "page-views")
     prefix = ResourcePattern(ResourceType.TOPIC, "page-", PatternType.PREFIXED)
     zk_store.change(zk, topic, add={e(Operation.WRITE)})
+    zk_store.change(zk, topic, add={e(Operation.WRITE, D, "User:bob")})
+    zk_store.change(zk, topic, remove={e(Operation.WRITE, D, "User:bob")})     # adds and removes keep the others
     data, _ = zk.get("/kafka-acl/Topic/page-views")
     assert json.loads(data) == {"version": 1, "acls": [{"principal": ALICE, "permissionType": "Allow",
                                                         "operation": "Write", "host": "*"}]}
     assert [zk.get(f"/kafka-acl-changes/{c}")[0] for c in zk.get_children("/kafka-acl-changes")] == \
-        [b"Topic:page-views"]
+        [b"Topic:page-views"] * 3
     cache = AclCache(zk).start()
     try:
         assert cache.entries(ResourceType.TOPIC, "page-views") == [e(Operation.WRITE)]
@@ -69,7 +71,7 @@ def test_the_store_writes_kafkas_layout_and_every_cache_follows_changes(zk):
         wait_until(lambda: len(cache.entries(ResourceType.TOPIC, "page-views")) == 2, 30, "the prefixed ACL cached")
         assert cache.entries(ResourceType.TOPIC, "page-clicks") == [e(Operation.READ)]
         assert cache.entries(ResourceType.TOPIC, "clicks") == []
-        zk_store.change(zk, topic, remove=None)
+        zk_store.change(zk, topic, remove_all=True)
         assert zk.exists("/kafka-acl/Topic/page-views") is None       # an empty pattern's znode is deleted
         wait_until(lambda: cache.entries(ResourceType.TOPIC, "page-views") == [e(Operation.READ)], 30,
                    "the removal cached")

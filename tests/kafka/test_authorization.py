@@ -111,7 +111,7 @@ def test_a_principal_allowed_write_on_page_views_cannot_read_it_or_write_clicks(
     assert reports["page-views"] is None
     assert reports["clicks"] is not None and reports["clicks"].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, \
         reports["clicks"]
-    del p
+    del p   # (librdkafka's handle: no close)
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False, **client_config()})
     try:
@@ -207,3 +207,47 @@ def test_an_acl_added_with_the_cli_takes_effect_on_every_broker_without_a_restar
     _cli("remove", "--zk-connect", zk_connect, "--allow-principal", PRINCIPAL, "--allow-host", authz.OTHER_HOST,
          "--operation", "Write", "--topic", "orders")
     _eventually(produce_everywhere, [K.TOPIC_AUTHORIZATION_FAILED] * 3, "the ACL withdrawn on all three brokers")
+
+
+def test_admin_clients_create_describe_and_delete_acls(broker_factory, zk_connect, zk):
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    authz.allow(zk, PRINCIPAL, "Alter", "Cluster", "kafka-cluster")      # who may manage ACLs
+    authz.allow(zk, PRINCIPAL, "Describe", "Cluster", "kafka-cluster")
+    broker = _broker(broker_factory, zk_connect, zk)
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.kafka_port}", **client_config()})
+    write = AclBinding(ResourceType.TOPIC, "page-", ResourcePatternType.PREFIXED, PRINCIPAL, "*", AclOperation.WRITE,
+                       AclPermissionType.ALLOW)
+    assert _produce(broker, "page-views") == K.TOPIC_AUTHORIZATION_FAILED
+    for future in admin.create_acls([write], request_timeout=30).values():
+        assert future.result() is None
+    assert _produce(broker, "page-views") == 0                          # in force on the broker that stored it
+    assert zk.exists("/kafka-acl-extended/prefixed/Topic/page-") is not None
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    described = admin.describe_acls(everything, request_timeout=30).result()
+    assert write in described and len(described) == 3, described
+    topics = AclBindingFilter(ResourceType.TOPIC, "page-views", ResourcePatternType.MATCH, None, None,
+                              AclOperation.ANY, AclPermissionType.ANY)
+    assert admin.describe_acls(topics, request_timeout=30).result() == [write]
+    deleted = admin.delete_acls([topics], request_timeout=30)[topics].result()
+    assert deleted == [write]
+    assert _produce(broker, "page-views") == K.TOPIC_AUTHORIZATION_FAILED
+
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             KafkaAdminClient, ResourcePattern, ResourcePatternFilter)
+    from kafka.admin import ResourceType as KResourceType
+
+    kadmin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{broker.kafka_port}", **client_config())
+    try:
+        acl = ACL(PRINCIPAL, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                  ResourcePattern(KResourceType.GROUP, "g", ACLResourcePatternType.LITERAL))
+        result = kadmin.create_acls([acl])
+        assert result["failed"] == [] and len(result["succeeded"]) == 1, result
+        found, error = kadmin.describe_acls(ACLFilter(PRINCIPAL, "*", ACLOperation.ANY, ACLPermissionType.ANY,
+                                                      ResourcePatternFilter(KResourceType.GROUP, None,
+                                                                            ACLResourcePatternType.ANY)))
+        assert [(a.resource_pattern.resource_name, a.operation) for a in found] == [("g", ACLOperation.READ)], error
+    finally:
+        kadmin.close()

@@ -88,13 +88,14 @@ def _children(zk, path: str) -> list[str]:
         return []
 
 
-def change(zk, p: ResourcePattern, add=frozenset(), remove=None) -> frozenset[AclEntry]:
-    """Add ``add`` to the pattern's entries and take ``remove`` away (None: every entry), conditionally
-    on the znode's version; a change notification follows. Returns the entries now stored."""
+def change(zk, p: ResourcePattern, add=frozenset(), remove=frozenset(), remove_all: bool = False) \
+        -> frozenset[AclEntry]:
+    """Add ``add`` to the pattern's entries and take ``remove`` (``remove_all``: every entry) away,
+    conditionally on the znode's version; a change notification follows. Returns the entries now stored."""
     path = pattern_path(p)
     while True:
         current, version = read(zk, p)
-        new = (current - (current if remove is None else frozenset(remove))) | frozenset(add)
+        new = (frozenset() if remove_all else current - frozenset(remove)) | frozenset(add)
         if new == current:
             return current
         try:
