@@ -251,3 +251,29 @@ def test_admin_clients_create_describe_and_delete_acls(broker_factory, zk_connec
         assert [(a.resource_pattern.resource_name, a.operation) for a in found] == [("g", ACLOperation.READ)], error
     finally:
         kadmin.close()
+
+
+def test_a_consumer_allowed_the_topic_but_not_its_group_gets_the_group_error(broker_factory, zk_connect, zk):
+    from kafka import KafkaConsumer
+    from kafka.errors import GroupAuthorizationFailedError
+
+    from ingest.wire.kafka.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+    authz.allow(zk, PRINCIPAL, "Read", "Topic", "page-views")
+    authz.allow(zk, PRINCIPAL, "Read", "Group", "loaders-", prefixed=True)
+    broker = _broker(broker_factory, zk_connect, zk)
+    assert _produce(broker, "page-views") == K.TOPIC_AUTHORIZATION_FAILED          # Read does not imply Write
+    assert _fetch(broker, "page-views") == 0
+    for group, code in (("loaders-eu", 0), ("other", K.GROUP_AUTHORIZATION_FAILED)):
+        resp = authz.call(broker.kafka_port, FindCoordinatorRequest(group, 0), 2,
+                          FindCoordinatorResponse)
+        assert resp.error_code in ((0, K.COORDINATOR_NOT_AVAILABLE) if code == 0 else (code,)), (group, resp)
+    c = KafkaConsumer("page-views", bootstrap_servers=f"127.0.0.1:{broker.kafka_port}", group_id="other",
+                      **client_config())
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                c.poll(timeout_ms=1000)
+    finally:
+        c.close()
