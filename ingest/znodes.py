@@ -9,7 +9,12 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /brokers/endpoints/[broker_id]                           -> {"version":5,"host":H,"port":P,
                                                                  "endpoints":["NAME://H:P",...],
                                                                  "listener_security_protocol_map":{...},
-                                                                 "timestamp":"ms"}        ephemeral
+                                                                 "timestamp":"ms"         ephemeral
+                                                                 [,"principal":"User:..."]} (the inter-broker
+                                                                principal, which fetches naming this replica
+                                                                id must come from)
+    /kafka-acl/..., /kafka-acl-extended/..., /kafka-acl-changes/..., /kafka-acl-extended-changes/...
+                                                                Kafka's ACLs (ingest.broker.authorizer.zk_store)
     /cluster/id                                              -> {"version":"1","id":"<22 chars>"} persistent
     /latest_producer_id_block                                -> {"version":1,"broker":B,"block_start":"S",
                                                                  "block_end":"E"}  persistent, versioned writes
