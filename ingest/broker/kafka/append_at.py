@@ -11,11 +11,11 @@ topic is never created by AppendAt (the mirror creates its target topics through
 """
 from __future__ import annotations
 
-from ingest.broker.kafka import authorization
 import time
 
 from ingest.broker import append_at
 from ingest.broker.delayed import DelayedOp
+from ingest.broker.kafka import authorization
 from ingest.broker.kafka.produce import MAX_ACK_TIMEOUT_MS, Produced
 from ingest.broker.reply import Reply
 from ingest.errors import OffsetMismatchError

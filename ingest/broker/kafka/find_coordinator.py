@@ -9,8 +9,8 @@ is no transaction coordinator.
 """
 from __future__ import annotations
 
-from ingest.broker.kafka import authorization
 from ingest.broker.groups.offsets_topic import OFFSETS_TOPIC, partition_for
+from ingest.broker.kafka import authorization
 from ingest.errors import IngestError, NeedsZooKeeperError
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.find_coordinator import GROUP, FindCoordinatorRequest, FindCoordinatorResponse

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ingest.broker.kafka import authorization
 from ingest.wire.errors import KafkaErrorCode
-
 from ingest.wire.kafka.heartbeat import HeartbeatRequest, HeartbeatResponse
 
 

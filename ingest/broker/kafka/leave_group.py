@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ingest.broker.kafka import authorization
 from ingest.wire.errors import KafkaErrorCode
-
 from ingest.wire.kafka.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 
 

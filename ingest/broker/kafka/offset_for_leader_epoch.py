@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ingest.broker.kafka import authorization
 from ingest.broker.kafka.fetch import check_epoch, code_of
-from ingest.wire.errors import KafkaErrorCode
 from ingest.errors import IngestError
+from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.offset_for_leader_epoch import (EpochEndOffsetResult, OffsetForLeaderEpochRequest,
                                                        OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult)
 

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 from ingest.broker.kafka import authorization
-from ingest.wire.errors import KafkaErrorCode
-
 from ingest.broker.kafka.answer import Answer
+from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
