@@ -21,6 +21,8 @@ from ingest.wire.errors import KafkaErrorCode as K
 from ingest.wire.kafka.list_offsets import (ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
                                             ListOffsetsTopic)
 from ingest.wire.kafka.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from ingest.wire.kafka.offset_for_leader_epoch import (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+                                                       OffsetForLeaderPartition, OffsetForLeaderTopic)
 from ingest.wire.kafka.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
@@ -59,7 +61,8 @@ def _forge(leader, followers, epoch: int, offset: int) -> list[int]:
 
 def _attack(brokers, state):
     """Pause the followers, send an acks=-1 write, forge their fetches until the write is answered or
-    10 s pass. Returns (the produce's error code or None if unanswered, the forged fetches' codes)."""
+    10 s pass. Returns (the produce's error code or None if unanswered, the forged fetches' codes, the
+    leader's high watermark then)."""
     leader = r.by_id(brokers, state.leader)
     followers = [b for b in brokers if b.broker_id != state.leader]
     batch = bytes(build_batch([SimpleRecord(b"the only copy", b"k", (), int(time.time() * 1000))]))
@@ -81,7 +84,8 @@ def _attack(brokers, state):
                     answered = resp.responses[0].partition_responses[0].error_code
                 except TimeoutError:
                     pass
-            return answered, codes
+            # measured while the followers are still paused: only a forged fetch could have moved it
+            return answered, codes, _high_watermark(leader)
     finally:
         for f in followers:
             r.sigcont(f)
@@ -91,7 +95,8 @@ def test_without_an_authorizer_a_forged_follower_fetch_is_believed(broker_factor
     """The attack as it stands on an open cluster (the default: no authorizer): documents why an
     inter-broker identity check is needed."""
     brokers, state = _cluster(broker_factory, zk_connect, zk)
-    answered, codes = _attack(brokers, state)
+    answered, codes, hw = _attack(brokers, state)
+    assert hw == 1
     assert answered == 0 and 0 in codes, (answered, codes)   # (a fetch before the append: out of range)
 
 
@@ -100,11 +105,16 @@ def test_with_an_authorizer_a_forged_follower_fetch_is_refused_and_acknowledges_
     authz.brokers_acl(zk)
     authz.allow(zk, "User:ANONYMOUS", "Write", "Topic", TOPIC, host=authz.BROKER_HOST)
     brokers, state = _cluster(broker_factory, zk_connect, zk, **{"authorizer.class.name": authz.AUTHORIZER})
-    answered, codes = _attack(brokers, state)
+    answered, codes, hw = _attack(brokers, state)
     assert codes and set(codes) == {K.CLUSTER_AUTHORIZATION_FAILED}, codes
     assert answered is None, f"the write was answered {answered} while only the leader had it"
+    assert hw == 0
     leader = r.by_id(brokers, state.leader)
-    assert _high_watermark(leader) == 0
+    for f in (b for b in brokers if b.broker_id != state.leader):       # the truncation step is refused too
+        req = OffsetForLeaderEpochRequest(f.broker_id, (OffsetForLeaderTopic(TOPIC, (
+            OffsetForLeaderPartition(0, state.leader_epoch, state.leader_epoch),)),))
+        answer = authz.call(leader.kafka_port, req, 3, OffsetForLeaderEpochResponse)
+        assert answer.topics[0].partitions[0].error_code == K.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _high_watermark(broker) -> int:
