@@ -59,8 +59,8 @@ def register(subparsers) -> None:
             s.add_argument("--operation", action="append", default=[],
                            help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
                                 "AlterConfigs, IdempotentWrite or All (repeatable)")
-            s.add_argument("--producer", action="store_true", help="Write, Describe, Create on the topics "
-                                                                   "(and IdempotentWrite on the cluster)")
+            s.add_argument("--producer", action="store_true", help="Write, Describe, Create on the topics (Write, "
+                                                                   "Describe on the transactional ids)")
             s.add_argument("--consumer", action="store_true", help="Read, Describe on the topics and Read on the "
                                                                    "groups")
             s.add_argument("--force", action="store_true", help="accepted for kafka-acls compatibility")
@@ -110,9 +110,9 @@ def _bindings(args, patterns) -> list:
     """(pattern, entry) of every ACL the add/remove command names."""
     ops = {_parse(Operation, o, "--operation") for o in args.operation}
     by_type = {}
-    if args.producer:
+    if args.producer:   # Kafka's shortcut; idempotence needs no more since KIP-679 (Write on a topic)
         by_type[ResourceType.TOPIC] = {Operation.WRITE, Operation.DESCRIBE, Operation.CREATE}
-        by_type[ResourceType.CLUSTER] = {Operation.IDEMPOTENT_WRITE}
+        by_type[ResourceType.TRANSACTIONAL_ID] = {Operation.WRITE, Operation.DESCRIBE}
     if args.consumer:
         by_type.setdefault(ResourceType.TOPIC, set()).update({Operation.READ, Operation.DESCRIBE})
         by_type[ResourceType.GROUP] = {Operation.READ}

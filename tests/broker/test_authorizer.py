@@ -3,6 +3,8 @@ cache, and the replica-identity rule, against a real ZooKeeper."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -98,3 +100,31 @@ def test_a_replica_id_is_accepted_only_from_that_brokers_registered_principal(zk
                                         ("Fetch", "Cluster", "ClusterAction"): 1}
     finally:
         cache.close()
+
+
+def _acls(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ingest.cli", "acls", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.processes
+def test_the_acls_command_adds_lists_removes_and_names_bad_values(zk, zk_connect):
+    out = _acls("add", "--zookeeper", zk_connect, "--allow-principal", ALICE, "--producer", "--topic", "page-",
+                "--resource-pattern-type", "prefixed")
+    assert out.returncode == 0, out.stderr
+    assert "name=page-, patternType=PREFIXED" in out.stdout and "operation=CREATE" in out.stdout
+    stored = zk_store.read_all(zk)
+    assert {(p.type.value, p.name, p.pattern.value, e.operation.value) for p, es in stored.items() for e in es} \
+        == {("Topic", "page-", "Prefixed", op) for op in ("Write", "Describe", "Create")}
+    listed = _acls("list", "--zookeeper", zk_connect, "--topic", "page-views", "--resource-pattern-type", "match")
+    assert "name=page-," in listed.stdout and "operation=WRITE" in listed.stdout
+    assert _acls("list", "--zookeeper", zk_connect, "--topic", "clicks", "--resource-pattern-type",
+                 "match").stdout == ""
+    removed = _acls("remove", "--zookeeper", zk_connect, "--topic", "page-", "--resource-pattern-type", "prefixed")
+    assert removed.returncode == 0 and zk.exists("/kafka-acl-extended/prefixed/Topic/page-") is None
+    for args, message in ((("--allow-principal", "alice", "--operation", "Read", "--topic", "t"), "TYPE:NAME"),
+                          (("--allow-principal", ALICE, "--operation", "Frob", "--topic", "t"), "'Frob' is not"),
+                          (("--allow-principal", ALICE, "--operation", "Write", "--group", "g"), "does not apply"),
+                          (("--allow-principal", ALICE, "--operation", "Read"), "needs a resource")):
+        bad = _acls("add", "--zookeeper", zk_connect, *args)
+        assert bad.returncode != 0 and message in bad.stderr, (args, bad.stderr)
