@@ -62,7 +62,8 @@ def call(port: int, request, version: int, response_cls, source: str = OTHER_HOS
 def allow(zk, principal: str, op: str, rtype: str, name: str, host: str = "*", prefixed: bool = False,
           deny: bool = False) -> None:
     """Store one ACL as ``ingest acls add`` does."""
-    pattern = ResourcePattern(ResourceType.parse(rtype), name, PatternType.PREFIXED if prefixed else PatternType.LITERAL)
+    kind = PatternType.PREFIXED if prefixed else PatternType.LITERAL
+    pattern = ResourcePattern(ResourceType.parse(rtype), name, kind)
     entry = AclEntry(principal, host, Operation.parse(op), Permission.DENY if deny else Permission.ALLOW)
     zk_store.change(zk, pattern, add={entry})
 

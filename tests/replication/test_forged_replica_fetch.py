@@ -33,11 +33,14 @@ pytestmark = pytest.mark.processes
 TOPIC = "orders"
 PRODUCE_V = 9
 FETCH_V = 11
+ATTACK_S = 5
 
 
 def _cluster(broker_factory, zk_connect, zk, **extra):
-    brokers = broker_factory(3, zk_connect, overrides=r.replication_overrides(min_isr=2, lag_ms=30_000, session_ms=30_000,
-                                                                         **extra))
+    # the followers stay alive and in the isr while paused: the test ZooKeeper's session cap is 10 s, the attack
+    # lasts 5 s
+    overrides = r.replication_overrides(min_isr=2, lag_ms=30_000, session_ms=10_000, **extra)
+    brokers = broker_factory(3, zk_connect, overrides=overrides)
     zk.retry(zk.create, znodes.topic_dir(TOPIC), znodes.assignment_value({0: [0, 1, 2]}, znodes.KAFKA_FORMAT),
              makepath=True)
     ids = {b.broker_id for b in brokers}
@@ -61,7 +64,7 @@ def _forge(leader, followers, epoch: int, offset: int) -> list[int]:
 
 def _attack(brokers, state):
     """Pause the followers, send an acks=-1 write, forge their fetches until the write is answered or
-    10 s pass. Returns (the produce's error code or None if unanswered, the forged fetches' codes, the
+    ATTACK_S pass. Returns (the produce's error code or None if unanswered, the forged fetches' codes, the
     leader's high watermark then)."""
     leader = r.by_id(brokers, state.leader)
     followers = [b for b in brokers if b.broker_id != state.leader]
@@ -76,7 +79,7 @@ def _attack(brokers, state):
             codes: list[int] = []
             producer.settimeout(0.5)
             answered = None
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + ATTACK_S
             while answered is None and time.monotonic() < deadline:
                 codes.extend(_forge(leader, followers, state.leader_epoch, 1))
                 try:
@@ -107,7 +110,8 @@ def test_with_an_authorizer_a_forged_follower_fetch_is_refused_and_acknowledges_
     brokers, state = _cluster(broker_factory, zk_connect, zk, **{"authorizer.class.name": authz.AUTHORIZER})
     answered, codes, hw = _attack(brokers, state)
     assert codes and set(codes) == {K.CLUSTER_AUTHORIZATION_FAILED}, codes
-    assert answered is None, f"the write was answered {answered} while only the leader had it"
+    # unanswered (or, on a machine so loaded that the paused followers' sessions expired, refused)
+    assert answered != 0, "the write was acknowledged while only the leader had it"
     assert hw == 0
     leader = r.by_id(brokers, state.leader)
     for f in (b for b in brokers if b.broker_id != state.leader):       # the truncation step is refused too
