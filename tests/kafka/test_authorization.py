@@ -12,7 +12,11 @@ settings from :func:`client_config`). What is proven:
 - prefixed patterns, the literal ``*``, Deny winning over Allow, ``super.users``,
   ``allow.everyone.if.no.acl.found``;
 - ``ingest acls add`` on a 3-broker cluster takes effect on every broker without a restart, and
-  ``ingest acls remove`` withdraws it again.
+  ``ingest acls remove`` withdraws it again;
+- groups need their ACLs (kafka-python's GroupAuthorizationFailedError), the admin requests theirs
+  (CreateTopics: Create, DeleteTopics: Delete, CreatePartitions: Alter, DescribeConfigs: DescribeConfigs
+  or the cluster's), and AdminClients manage ACLs (CreateAcls/DescribeAcls/DeleteAcls) only with Alter
+  on the cluster.
 """
 from __future__ import annotations
 
@@ -287,3 +291,34 @@ def test_a_consumer_allowed_the_topic_but_not_its_group_gets_the_group_error(bro
                 c.poll(timeout_ms=1000)
     finally:
         c.close()
+
+
+def test_admin_requests_need_their_operations(broker_factory, zk_connect, zk):
+    from ingest.wire.kafka.create_partitions import (CreatePartitionsRequest, CreatePartitionsResponse,
+                                                     CreatePartitionsTopic)
+    from ingest.wire.kafka.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
+    from ingest.wire.kafka.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from ingest.wire.kafka.describe_configs import (BROKER, TOPIC, DescribeConfigsRequest, DescribeConfigsResource,
+                                                    DescribeConfigsResponse)
+
+    authz.allow(zk, PRINCIPAL, "Create", "Topic", "new-", prefixed=True)
+    authz.allow(zk, PRINCIPAL, "Alter", "Topic", "page-views")
+    authz.allow(zk, PRINCIPAL, "AlterConfigs", "Topic", "page-views")   # implies DescribeConfigs
+    broker = _broker(broker_factory, zk_connect, zk)
+    port = broker.kafka_port
+
+    created = authz.call(port, CreateTopicsRequest((CreatableTopic("new-a", 1, 1), CreatableTopic("other", 1, 1)),
+                                                   30_000, True), 5, CreateTopicsResponse)
+    assert {t.name: t.error_code for t in created.topics} == {"new-a": 0, "other": K.TOPIC_AUTHORIZATION_FAILED}
+    deleted = authz.call(port, DeleteTopicsRequest(("page-views",), 30_000), 4, DeleteTopicsResponse)
+    assert [t.error_code for t in deleted.responses] == [K.TOPIC_AUTHORIZATION_FAILED]   # no Delete
+    grown = authz.call(port, CreatePartitionsRequest((CreatePartitionsTopic("page-views", 2),
+                                                      CreatePartitionsTopic("clicks", 2)), 30_000, True), 2,
+                       CreatePartitionsResponse)
+    assert {t.name: t.error_code for t in grown.results} == {"page-views": 0, "clicks": K.TOPIC_AUTHORIZATION_FAILED}
+    configs = authz.call(port, DescribeConfigsRequest((DescribeConfigsResource(TOPIC, "page-views"),
+                                                       DescribeConfigsResource(TOPIC, "clicks"),
+                                                       DescribeConfigsResource(BROKER, str(broker.broker_id)))), 4,
+                         DescribeConfigsResponse)
+    assert [r.error_code for r in configs.results] == [0, K.TOPIC_AUTHORIZATION_FAILED,
+                                                       K.CLUSTER_AUTHORIZATION_FAILED]
