@@ -9,7 +9,12 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /brokers/endpoints/[broker_id]                           -> {"version":5,"host":H,"port":P,
                                                                  "endpoints":["NAME://H:P",...],
                                                                  "listener_security_protocol_map":{...},
-                                                                 "timestamp":"ms"}        ephemeral
+                                                                 "timestamp":"ms"         ephemeral
+                                                                 [,"principal":"User:..."]} (the inter-broker
+                                                                principal, which fetches naming this replica
+                                                                id must come from)
+    /kafka-acl/..., /kafka-acl-extended/..., /kafka-acl-changes/..., /kafka-acl-extended-changes/...
+                                                                Kafka's ACLs (ingest.broker.authorizer.zk_store)
     /cluster/id                                              -> {"version":"1","id":"<22 chars>"} persistent
     /latest_producer_id_block                                -> {"version":1,"broker":B,"block_start":"S",
                                                                  "block_end":"E"}  persistent, versioned writes
@@ -164,17 +169,31 @@ def broker_endpoints_path(broker_id: int) -> str:
 
 
 def broker_endpoints_value(endpoints: list[tuple[str, str, int]], protocols: dict[str, str],
-                           registered_ms: int | None = None) -> bytes:
+                           registered_ms: int | None = None, principal: str | None = None) -> bytes:
     """A broker's Kafka listeners in Kafka's registration shape (``/brokers/ids/[id]`` of Kafka 2.x, v5):
     ``endpoints`` as ``(listener name, host, port)``, the first also as ``host``/``port``;
-    ``protocols`` maps each listener name to its security protocol."""
+    ``protocols`` maps each listener name to its security protocol; ``principal`` (a field of this product:
+    Kafka has none) the principal the broker authenticates as on the inter-broker listener, which the
+    other brokers require of a fetch naming this broker's id as its replica id."""
     if registered_ms is None:
         registered_ms = int(time.time() * 1000)
     host, port = (endpoints[0][1], endpoints[0][2]) if endpoints else ("", -1)
-    return json.dumps({"version": 5, "host": host, "port": port,
-                       "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
-                       "listener_security_protocol_map": dict(protocols),
-                       "timestamp": str(registered_ms)}, separators=(",", ":")).encode()
+    value = {"version": 5, "host": host, "port": port,
+             "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
+             "listener_security_protocol_map": dict(protocols),
+             "timestamp": str(registered_ms)}
+    if principal is not None:
+        value["principal"] = principal
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def parse_broker_principal(data: bytes) -> str | None:
+    """The ``principal`` of a ``/brokers/endpoints/[id]`` value (None: not registered, or not readable)."""
+    try:
+        principal = json.loads(data.decode("utf-8")).get("principal")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return principal if isinstance(principal, str) else None
 
 
 def parse_broker_endpoints(data: bytes) -> dict[str, tuple[str, int]]:

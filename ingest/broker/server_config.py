@@ -5,6 +5,7 @@ validates; a value out of range fails at start-up naming key, value and range.
 """
 from __future__ import annotations
 
+from ingest.broker.authorizer.config import AUTHORIZER_KEYS
 from ingest.broker.groups.config import GROUP_KEYS
 from ingest.broker.kafka.tier_counts_config import TIER_COUNT_KEYS
 from ingest.broker.listeners import ListenerList, ProtocolMap
@@ -86,8 +87,8 @@ SERVER_KEYS = (
         " moves them back (auto.leader.rebalance.enable)"),
 )
 
-SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + GROUP_KEYS + TIER_COUNT_KEYS
-                                  + METRICS_KEYS)
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS + GROUP_KEYS
+                                  + TIER_COUNT_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
 
 

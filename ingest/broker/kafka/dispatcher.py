@@ -34,7 +34,7 @@ from ingest.broker.kafka import versions
 from ingest.broker.kafka.session import Session
 from ingest.broker.reply import Reply
 from ingest.errors import IngestError, MalformedRequestError, NeedsZooKeeperError
-from ingest.ratelimited_log import RateLimitedLog
+from ingest.ratelimited_log import RateLimitedLog, client_host
 from ingest.wire.errors import KafkaErrorCode, kafka_code
 from ingest.wire.kafka.api_versions import ApiVersion, ApiVersionsResponse
 from ingest.wire.kafka.apis import APIS, api_name
@@ -48,7 +48,8 @@ REFUSAL_LOG_INTERVAL_S = 30.0
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked what: the listener the request came in on, the client's address, its header, its session."""
+    """Who asked what: the listener the request came in on, the client's address, its header, its session
+    (whose principal is User:ANONYMOUS until the connection authenticates)."""
 
     listener: str
     client: str
@@ -62,6 +63,11 @@ class RequestContext:
     def principal(self) -> str:
         """The connection's principal (``User:ANONYMOUS`` without a session)."""
         return ANONYMOUS if self.session is None else self.session.principal
+
+    @property
+    def host(self) -> str:
+        """The client's address without its port (what an ACL's host is compared with)."""
+        return client_host(self.client).strip("[]")
 
     def reply(self, response: KafkaResponse) -> Reply:
         """The reply frame of ``response`` at this request's version (file regions kept as regions)."""

@@ -99,6 +99,13 @@ class KafkaReplicaFetcher(ReplicaFetcher):
                         truncated = False
                     backoff = self._wait(backoff)
                     continue
+                if code == KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                    # the leader's authorizer does not take this broker for replica part.broker_id: an ACL
+                    # (ClusterAction) or the registered principal is wrong; replication stalls until fixed
+                    _failures.log(logging.WARNING, f"{part.topic}-{part.partition}", "not authorized",
+                                  "%s: leader %d refused this broker's fetch (CLUSTER_AUTHORIZATION_FAILED): it "
+                                  "needs ClusterAction on the cluster for the principal it registered",
+                                  part, self.leader_id)
                 if code != 0:
                     log.debug("%s: leader %d answered %s", part, self.leader_id, KafkaErrorCode(code).name)
                     backoff = self._wait(backoff)
