@@ -27,6 +27,7 @@ from typing import Sequence
 
 from ingest import __version__
 from ingest.errors import IngestError
+from ingest.zk_security import NO_AUTH_HINT, is_no_auth
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,11 @@ log = logging.getLogger(__name__)
 COMMAND_MODULES = (
     "ingest.broker.cli",      # broker start
     "ingest.broker.dump",     # log dump
+    "ingest.broker.zk_acls",  # zk-acls secure / unsecure / check
     "ingest.client.cli",      # console-producer, console-consumer, topics
     "ingest.client.groups_cli",  # groups list / describe / reset-offsets
     "ingest.client.users_cli",   # users add / remove / list (SASL credentials)
+    "ingest.client.acls_cli",  # acls add / remove / list
     "ingest.events.cli",      # registry start, produce
     "ingest.loader.cli",      # loader status / reset
     "ingest.audit.cli",       # audit summary tools
@@ -129,6 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ingest {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line here, the traceback with --verbose
+        if is_no_auth(exc):   # not a bug: secured ZooKeeper nodes and a command without the identity
+            if args.verbose:
+                log.exception("failed")
+            print(f"ingest {args.command}: error: {NO_AUTH_HINT}", file=sys.stderr)
+            return EXIT_ERROR
         if args.verbose:
             log.exception("failed")
         print(f"ingest {args.command}: internal error: {type(exc).__name__}: {exc} "

@@ -9,6 +9,10 @@ value and what is allowed; an unknown key fails with the closest known names
 
 Properties grammar (the Java subset operators use): ``key=value`` or
 ``key: value`` per line, ``#`` / ``!`` comments, surrounding blanks ignored.
+
+Any value may be a secret reference, ``${env:NAME}``, ``${file:PATH}`` or
+``${file:PATH:KEY}``, replaced when the config is parsed
+(:mod:`ingest.config_providers`); secret keys print as ``[hidden]`` in ``repr``.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from ingest.config_providers import redact, resolve_all
 from ingest.errors import ConfigError
 
 REQUIRED: Any = object()
@@ -269,7 +274,11 @@ class Config(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"Config({self._definition.name}, {self._values!r})"
+        return f"Config({self._definition.name}, {redact(self._values)!r})"
+
+    def redacted(self) -> dict[str, Any]:
+        """The values with every secret key's hidden (``[hidden]``): what may be printed or logged."""
+        return redact(self._values)
 
     @property
     def definition(self) -> "ConfigDef":
@@ -281,8 +290,8 @@ class Config(Mapping[str, Any]):
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
         raw = {k: self._values[k] for k in self._explicit}
-        raw.update(overrides)
-        return self._definition.parse(raw, source="overrides")
+        raw.update(resolve_all(overrides, parse_properties))
+        return self._definition.parse(raw, source="overrides", resolved=True)
 
     def as_properties(self) -> dict[str, str]:
         """Values rendered back to properties strings (for passing to subprocesses)."""
@@ -332,13 +341,19 @@ class ConfigDef:
         """A new definition with more keys (e.g. broker = log keys + server keys)."""
         return ConfigDef(name, self.keys + tuple(keys), self.prefixes)
 
-    def parse(self, raw: Mapping[str, Any], *, source: str = "<dict>") -> Config:
+    def parse(self, raw: Mapping[str, Any], *, source: str = "<dict>", resolved: bool = False) -> Config:
         """Validate ``raw`` and return a frozen Config.
+
+        Secret references (``${env:NAME}``, ``${file:PATH}``, ``${file:PATH:KEY}``) are replaced
+        first, unless ``resolved`` (values that were resolved already, and may hold ``${`` as text).
 
         Raises:
             ConfigError: naming the key, the value and what is allowed; or the
-                unknown key with the closest known names; or a missing required key.
+                unknown key with the closest known names; or a missing required key;
+                or a secret reference that cannot be resolved (the key and the reference).
         """
+        if not resolved:
+            raw = resolve_all(raw, parse_properties)
         known = {k.name: k for k in self.keys}
         values: dict[str, Any] = {}
         explicit = set()
@@ -358,9 +373,10 @@ class ConfigDef:
                 try:
                     values[name] = key.type.parse(value)
                 except (ValueError, TypeError, re.error) as exc:
+                    shown = redact({name: str(value)})[name]
                     raise ConfigError(
-                        f"{source}: invalid value {str(value)!r} for '{name}': "
-                        f"allowed is {key.type.allowed}{non_ascii_note(value)}"
+                        f"{source}: invalid value {shown!r} for '{name}': "
+                        f"allowed is {key.type.allowed}{'' if shown != str(value) else non_ascii_note(value)}"
                     ) from exc
                 explicit.add(name)
             elif key.required:
@@ -384,13 +400,13 @@ class ConfigDef:
         """Every key, its default and meaning, as a Markdown table (docs/configuration.md and the docs pages)."""
         lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
         for k in self.keys:
-            default = "(required)" if k.required else ("" if k.default is None else _render(k.default))
+            default = "(required)" if k.required else ("" if k.default is None else render_value(k.default))
             cells = (f"`{k.name}`", f"`{default}`", k.type.allowed, k.doc)
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a | ends a cell
         return "\n".join(lines)
 
 
-def _render(value: Any) -> str:
+def render_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):

@@ -9,7 +9,12 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /brokers/endpoints/[broker_id]                           -> {"version":5,"host":H,"port":P,
                                                                  "endpoints":["NAME://H:P",...],
                                                                  "listener_security_protocol_map":{...},
-                                                                 "timestamp":"ms"}        ephemeral
+                                                                 "timestamp":"ms"         ephemeral
+                                                                 [,"principal":"User:..."]} (the inter-broker
+                                                                principal, which fetches naming this replica
+                                                                id must come from)
+    /kafka-acl/..., /kafka-acl-extended/..., /kafka-acl-changes/..., /kafka-acl-extended-changes/...
+                                                                Kafka's ACLs (ingest.broker.authorizer.zk_store)
     /cluster/id                                              -> {"version":"1","id":"<22 chars>"} persistent
     /latest_producer_id_block                                -> {"version":1,"broker":B,"block_start":"S",
                                                                  "block_end":"E"}  persistent, versioned writes
@@ -64,6 +69,10 @@ created on demand. A broker's value is Kafka 0.7's ``creator:host:port``
 (``creator`` = ``<host>-<epoch ms>``, as 0.7's ``KafkaZooKeeper.registerBrokerInZk``
 writes it), which 0.7 clients parse by splitting on ``:``; readers also accept the
 plain ``host:port`` that earlier versions of this project wrote, and JSON.
+
+With ``zookeeper.set.acl=true`` every node gets an ACL by its path (:mod:`ingest.zk_security`):
+the product's identity ALL and everyone READ; nothing for others under :data:`SENSITIVE_ROOTS`;
+open to all under :data:`OPEN_ROOTS`.
 
 Only this module spells paths; callers use these functions, so the layout can
 change in one place (replication will add to it).
@@ -165,17 +174,31 @@ def broker_endpoints_path(broker_id: int) -> str:
 
 
 def broker_endpoints_value(endpoints: list[tuple[str, str, int]], protocols: dict[str, str],
-                           registered_ms: int | None = None) -> bytes:
+                           registered_ms: int | None = None, principal: str | None = None) -> bytes:
     """A broker's Kafka listeners in Kafka's registration shape (``/brokers/ids/[id]`` of Kafka 2.x, v5):
     ``endpoints`` as ``(listener name, host, port)``, the first also as ``host``/``port``;
-    ``protocols`` maps each listener name to its security protocol."""
+    ``protocols`` maps each listener name to its security protocol; ``principal`` (a field of this product:
+    Kafka has none) the principal the broker authenticates as on the inter-broker listener, which the
+    other brokers require of a fetch naming this broker's id as its replica id."""
     if registered_ms is None:
         registered_ms = int(time.time() * 1000)
     host, port = (endpoints[0][1], endpoints[0][2]) if endpoints else ("", -1)
-    return json.dumps({"version": 5, "host": host, "port": port,
-                       "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
-                       "listener_security_protocol_map": dict(protocols),
-                       "timestamp": str(registered_ms)}, separators=(",", ":")).encode()
+    value = {"version": 5, "host": host, "port": port,
+             "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
+             "listener_security_protocol_map": dict(protocols),
+             "timestamp": str(registered_ms)}
+    if principal is not None:
+        value["principal"] = principal
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def parse_broker_principal(data: bytes) -> str | None:
+    """The ``principal`` of a ``/brokers/endpoints/[id]`` value (None: not registered, or not readable)."""
+    try:
+        principal = json.loads(data.decode("utf-8")).get("principal")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return principal if isinstance(principal, str) else None
 
 
 def parse_broker_endpoints(data: bytes) -> dict[str, tuple[str, int]]:
@@ -625,3 +648,28 @@ def mirror_lost_range_prefix(group: str) -> str:
 def mirror_lost_range_path(group: str, child: str) -> str:
     """``/mirrors/[group]/lost/[child]``: one recorded lost range."""
     return f"{mirror_lost_dir(group)}/{child}"
+
+
+# --- znode ACLs (``zookeeper.set.acl``; :mod:`ingest.zk_security`) ---------------------------
+
+CONFIG = "/config"
+CONFIG_USERS = "/config/users"
+"""SASL/SCRAM credentials, one child per user (Kafka's ``/config/users/[name]``)."""
+CONFIG_BROKERS = "/config/brokers"
+KAFKA_ACL_ROOTS = ("/kafka-acl", "/kafka-acl-extended", "/kafka-acl-changes", "/kafka-acl-extended-changes")
+"""The authorizer's ACLs and their change notifications (Kafka 2.x's layout)."""
+
+PRODUCT_ROOTS = ("/brokers", CONTROLLER, CONTROLLER_EPOCH, ADMIN, "/cluster", CONFIG, LATEST_PRODUCER_ID_BLOCK,
+                 CONSUMERS, SCHEMA_REGISTRY, MIRRORS) + KAFKA_ACL_ROOTS
+"""Every top-level node the product writes: what ``ingest zk-acls`` walks (nothing else in a shared ensemble)."""
+SENSITIVE_ROOTS = (CONFIG_USERS, CONFIG_BROKERS) + KAFKA_ACL_ROOTS
+"""Subtrees nobody but the product may read once ACLs are set (Kafka's ``ZkData.SensitiveRootPaths`` plus the
+authorizer's ACLs)."""
+OPEN_ROOTS = (CONSUMERS,)
+"""Subtrees that stay open to everyone: the 0.7 consumers' own state, written by clients that cannot
+authenticate to ZooKeeper (Kafka keeps ``/consumers`` open for its old consumers)."""
+
+
+def under(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``path`` is one of ``roots`` or inside one of them (``/config/users2`` is not under ``/config/users``)."""
+    return any(path == r or path.startswith(r + "/") for r in roots)

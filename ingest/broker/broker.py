@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from ingest.broker.authorizer.config import authorizer_enabled, inter_broker_principal, super_users
 from ingest.broker.coordinated import CoordinatedRequests
 from ingest.broker.delayed import Purgatory
 from ingest.broker.handlers import BrokerHandlers
@@ -23,7 +24,8 @@ from ingest.broker.kafka.sasl import SaslAuthenticator
 from ingest.broker.kafka.sasl_config import check_sasl_keys, sasl_listeners
 from ingest.broker.kafka.tier_counts import TierCounter
 from ingest.broker.kafka.tier_counts_publisher import TierCheckpoint, TierCountsPublisher, recover
-from ingest.broker.listeners import listeners_of
+from ingest.broker.listeners import listeners_of, parse_protocol_map
+from ingest.broker.tls_config import inter_broker_context
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
 from ingest.broker.topic_kind import TopicKind
@@ -32,6 +34,7 @@ from ingest.clock import SYSTEM_CLOCK
 from ingest.errors import ConfigError
 from ingest.metrics.broker import BrokerCollector, BrokerMetrics, MeteredDispatcher, NoBrokerMetrics
 from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
+from ingest.zk_security import ZkSecurity
 from ingest.ratelimited_log import flush_all
 
 log = logging.getLogger(__name__)
@@ -86,7 +89,10 @@ class BrokerServer:
         cfg = self.config
         if cfg["enable.zookeeper"] and not cfg["zk.connect"]:
             raise ConfigError("enable.zookeeper=true needs zk.connect (host:port[/chroot])")
+        self.zk_security = ZkSecurity.from_config(cfg)   # a half-given identity fails here, before any port opens
         check_replication_keys(cfg)
+        secured = authorizer_enabled(cfg)   # a bad authorizer config fails before anything starts
+        super_users(cfg)
         listeners = listeners_of(cfg)
         self.log_manager = LogManager(cfg, self.clock)
         registry = self._start_metrics() if metrics_enabled(cfg) else None
@@ -107,7 +113,7 @@ class BrokerServer:
             if listeners.bind:
                 self._bind_kafka_listeners(listeners)
             if cfg["enable.zookeeper"]:
-                self._start_zookeeper_parts()
+                self._start_zookeeper_parts(secured)
             if self.kafka is not None and cfg["audit.counts.enable"]:
                 self._start_tier_counts()
             self.network.start()
@@ -177,9 +183,10 @@ class BrokerServer:
         if self.exporter is not None:
             self.exporter.stop()
 
-    def _start_zookeeper_parts(self) -> None:
-        """Registry (with the Kafka endpoints), replication view, replica manager, the Kafka listener's
-        cluster view and controller (one ZooKeeper session)."""
+    def _start_zookeeper_parts(self, secured: bool = False) -> None:
+        """Registry (with the Kafka endpoints and this broker's inter-broker principal), replication view,
+        replica manager, the Kafka listener's cluster view and controller, and with ``secured`` the ACL
+        authorizer (one ZooKeeper session)."""
         # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
         from ingest.broker.controller import Controller, Rebalance
         from ingest.broker.kafka.cluster_id import zookeeper_cluster_id
@@ -192,23 +199,28 @@ class BrokerServer:
 
         cfg = self.config
         kafka_listeners = self.kafka.listeners if self.kafka is not None else None
+        inter = listeners_of(cfg).inter_broker
+        protocol = parse_protocol_map(cfg["listener.security.protocol.map"]).get(inter or "", "PLAINTEXT")
+        principal = inter_broker_principal(cfg, protocol) if kafka_listeners is not None else None
         self.registry = BrokerRegistry(
             cfg["zk.connect"], self.broker_id, self.host, self.port,
             session_timeout_ms=cfg["zk.sessiontimeout.ms"],
-            connection_timeout_ms=cfg["zk.connectiontimeout.ms"],
+            connection_timeout_ms=cfg["zk.connectiontimeout.ms"], security=self.zk_security,
             endpoints=None if kafka_listeners is None else
-            endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"]))
+            endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"], principal))
         self.registry.start({})
         client = self.registry.client
         self.view = ReplicationView(client).start()
+        if secured and self.kafka_apis is not None:
+            self._start_authorizer(client)
         for topic, count in self.log_manager.topics(TopicKind.V07).items():
             if not self.view.is_replicated(topic):   # replica logs are not Kafka 0.7 topics
                 self.registry.register_topic(topic, count)
         # the inter-broker listener's name is the same on every broker (Kafka's rule): followers of Kafka
         # topics fetch from that listener of their leader
-        inter = listeners_of(cfg).inter_broker
         self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view,
-                                       kafka_purgatory=self.kafka_purgatory, inter_broker_listener=inter).start()
+                                       kafka_purgatory=self.kafka_purgatory, inter_broker_listener=inter,
+                                       inter_broker_ssl=inter_broker_context(cfg, inter)).start()
         # requests that need ZooKeeper are served on a thread of their own, never a network thread
         self.coordinated = CoordinatedRequests(cfg["zk.connectiontimeout.ms"] / 1000.0,
                                                cfg["queued.max.request.bytes"],
@@ -227,7 +239,21 @@ class BrokerServer:
                                      unclean=cfg["unclean.leader.election.enable"],
                                      rebalance=Rebalance.from_config(cfg)).start()
 
+    def _start_authorizer(self, client) -> None:
+        """The ACL cache (read now, then watched) and the authorizer every Kafka handler asks."""
+        # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
+        from ingest.broker.authorizer.authorizer import Authorizer
+        from ingest.broker.authorizer.cache import AclCache
+
+        cfg = self.config
+        cache = AclCache(client).start()
+        self.kafka_apis.authorizer = Authorizer(cache, super_users(cfg), cfg["allow.everyone.if.no.acl.found"])
+        view = self.view
+        self.kafka_apis.registered_principal = lambda broker_id: view.principals.get(broker_id)
+
     def _stop_zookeeper_parts(self) -> None:
+        if self.kafka_apis is not None and self.kafka_apis.authorizer is not None:
+            self.kafka_apis.authorizer.close()
         if self.coordinated is not None:
             self.coordinated.stop()
         if self.controller is not None:

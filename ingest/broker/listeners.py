@@ -11,9 +11,9 @@ A name appears once in each list; two listeners never share a port. ``host`` may
 interface: ``0.0.0.0``) or an IPv6 address in brackets; port 0 binds any free port (tests). An empty
 ``listeners`` turns the Kafka listener off. A listener advertises its own host (the ``hostname`` key
 when it binds every interface: a client cannot connect to 0.0.0.0) and the port it bound, unless
-``advertised.listeners`` names it. The PLAINTEXT and SASL_PLAINTEXT security protocols are served
-(SASL: :mod:`ingest.broker.kafka.sasl`); a listener whose name maps to another protocol is refused at
-start-up.
+``advertised.listeners`` names it. Every security protocol of Kafka is served: PLAINTEXT, SSL (its keys:
+:mod:`ingest.broker.tls_config`), SASL_PLAINTEXT and SASL_SSL (the SASL login:
+:mod:`ingest.broker.kafka.sasl`; SASL_SSL's TLS is SSL's).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ingest.config import KeyType
 from ingest.errors import ConfigError
 
 PLAINTEXT = "PLAINTEXT"
-SUPPORTED_PROTOCOLS = frozenset({PLAINTEXT, "SASL_PLAINTEXT"})
+SUPPORTED_PROTOCOLS = frozenset({PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 KNOWN_PROTOCOLS = frozenset({PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 ANY_HOST = "0.0.0.0"
 

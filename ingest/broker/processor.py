@@ -4,7 +4,13 @@ A :class:`Processor` owns its connections (never shared with another thread) and
 drives them with non-blocking sockets: it reads what is available, cuts complete
 frames (``size:int32`` + ``type:int16`` + body), hands each to the
 :class:`Dispatcher` inline and writes the :class:`~ingest.broker.reply.Reply`
-parts back with ``send`` and ``os.sendfile`` as the socket drains. Its bounds
+parts back with ``send`` and ``os.sendfile`` as the socket drains. On a TLS listener (the server has an
+``ssl_context``) each socket is wrapped on arrival and its handshake driven by the same selector
+(``do_handshake`` until it stops asking to read or write); bytes are read and written through TLS, and
+file regions are read (``os.pread``) and encrypted, since ``sendfile`` would bypass TLS. A handshake
+that fails closes its connection (logged rate-limited); one that does not finish within
+``request.partial.timeout.ms`` is closed by the sweep. The dispatcher's ``new_session`` (if it has one)
+makes each connection's session, once the handshake is done, with the client's certificate. Its bounds
 (requests per turn, unsent replies, buffered bytes, the shared
 :class:`RequestBudget`, timeouts) are described in docs/protocol.md,
 "Concurrency model"; the acceptor that feeds it is
@@ -22,6 +28,7 @@ import os
 import queue
 import selectors
 import socket
+import ssl
 import threading
 from collections import deque
 from typing import Callable, Protocol
@@ -49,6 +56,8 @@ SMALL_FRAME_BYTES = 64 * 1024
 also the largest read for a connection without a reservation."""
 SWEEP_INTERVAL_S = 0.5
 """How often a processor checks its connections' timeouts and retries budget waits."""
+TLS_SEND_CHUNK = 256 * 1024
+"""Largest plaintext handed to one TLS write (a retry after SSLWantWriteError repeats the same bytes)."""
 
 
 class Dispatcher(Protocol):
@@ -58,7 +67,10 @@ class Dispatcher(Protocol):
     bytes after it, or, when the dispatcher's ``frame_from_type`` is true, the bytes after ``size``
     with that int16 included (the Kafka listener decodes its request header whole).
 
-    A dispatcher may also have ``connection_closed(client)``, called once when the
+    A dispatcher may also have ``new_session(client, peer_cert)``: called once per connection (after
+    the TLS handshake, with ``getpeercert()``'s verified client certificate or None); its result is
+    passed with every frame of that connection as ``dispatch(kind, body, client, session)``. It may
+    also have ``connection_closed(client)``, called once when the
     connection from ``client`` closes (handlers.py logs its refusal summary there), and
     ``refusal(code)``: the reply to a frame this layer refuses (a bad size, a frame larger than
     the budget) or whose dispatch failed unexpectedly; it must close the connection. Without it
@@ -108,6 +120,7 @@ class ProcessorHost(Protocol):
     idle_timeout_s: float
     partial_timeout_s: float
     clock_monotonic: Callable[[], float]
+    ssl_context: ssl.SSLContext | None   # a TLS listener's context, or None (plaintext)
 
     def count_refused_frame(self, code: ErrorCode) -> None: ...
 
@@ -117,7 +130,7 @@ class Connection:
 
     __slots__ = ("sock", "addr", "inbuf", "start", "replies", "part", "sent", "closing", "mask",
                  "pending_bytes", "reserved", "muted", "complete", "frame_started", "last_active", "held",
-                 "session")
+                 "handshake", "accepted", "session")
 
     def __init__(self, sock: socket.socket, addr: str, now: float) -> None:
         self.sock = sock
@@ -136,7 +149,9 @@ class Connection:
         self.frame_started: float | None = None   # when we began waiting for the rest of a frame
         self.last_active = now  # last byte received or sent
         self.held = False       # a deferred reply that holds the connection is pending: dispatch nothing
-        self.session = None     # the dispatcher's per-connection session (Kafka listener: who the client is)
+        self.handshake = 0      # TLS handshake in progress: the selector event it waits for (0 = none/done)
+        self.accepted = now
+        self.session = None     # the dispatcher's session for this connection (new_session), once known
 
 
 class Processor(threading.Thread):
@@ -158,6 +173,9 @@ class Processor(threading.Thread):
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
         self.draining = False
         self.frame_from_type = bool(getattr(server.dispatcher, "frame_from_type", False))
+        self.new_session = getattr(server.dispatcher, "new_session", None)
+        self.ssl_context: ssl.SSLContext | None = getattr(server, "ssl_context", None)
+        self._scratch: memoryview | None = None   # where TLS reads land (RECV_CHUNK bytes, made on first use)
 
     def add(self, sock: socket.socket, addr: str) -> None:
         self.new_conns.put((sock, addr))
@@ -260,14 +278,26 @@ class Processor(threading.Thread):
             if self.draining:
                 sock.close()
                 continue
-            conn = Connection(sock, addr, self.server.clock_monotonic())
-            new_session = getattr(self.server.dispatcher, "new_session", None)
-            if new_session is not None:
-                conn.session = new_session(addr, None)
+            now = self.server.clock_monotonic()
+            if self.ssl_context is not None:
+                try:
+                    sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except OSError as exc:      # the peer already went away
+                    log.debug("TLS setup of the connection from %s failed: %s", addr, exc)
+                    sock.close()
+                    continue
+            conn = Connection(sock, addr, now)
             self.conns[sock.fileno()] = conn
+            if self.ssl_context is not None:
+                conn.handshake = selectors.EVENT_READ      # the client speaks first (ClientHello)
+            elif self.new_session is not None:
+                conn.session = self.new_session(addr, None)
             self._interest(conn)
 
     def _on_event(self, conn: Connection, events: int) -> None:
+        if conn.handshake:
+            self._handshake(conn)
+            return
         if events & selectors.EVENT_READ:
             self._on_readable(conn)
         if events & selectors.EVENT_WRITE and conn.sock.fileno() >= 0:
@@ -293,7 +323,9 @@ class Processor(threading.Thread):
     def _interest(self, conn: Connection) -> None:
         """Register exactly the events we act on: never READ we would not read (no busy loop)."""
         want = 0
-        if self._wants_read(conn):
+        if conn.handshake:
+            want = conn.handshake
+        elif self._wants_read(conn):
             want |= selectors.EVENT_READ
             if conn.frame_started is not None and not conn.mask & selectors.EVENT_READ:
                 # the partial-request clock runs only while we are waiting for the client
@@ -357,7 +389,13 @@ class Processor(threading.Thread):
     def _sweep(self, now: float) -> None:
         server = self.server
         for conn in list(self.conns.values()):
-            if (conn.frame_started is not None and conn.mask & selectors.EVENT_READ
+            if conn.handshake and now - conn.accepted > server.partial_timeout_s:
+                server.refusals.warning(
+                    conn.addr, "TLS handshake timeout",
+                    "client %s: TLS handshake not finished %.0f s after connecting (request.partial.timeout.ms=%d);"
+                    " closing the connection", conn.addr, now - conn.accepted, server.partial_timeout_s * 1000)
+                self._close(conn)
+            elif (conn.frame_started is not None and conn.mask & selectors.EVENT_READ
                     and now - conn.frame_started > server.partial_timeout_s):
                 have = len(conn.inbuf) - conn.start
                 server.refusals.warning(
@@ -373,13 +411,75 @@ class Processor(threading.Thread):
                     "closing the connection", conn.addr, now - conn.last_active, server.idle_timeout_s * 1000)
                 self._close(conn)
 
+    # --- TLS handshake ---------------------------------------------------------------------
+
+    def _handshake(self, conn: Connection) -> None:
+        """Drive a TLS handshake one step; when it is done, make the session and read what followed it."""
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            conn.handshake = selectors.EVENT_READ
+        except ssl.SSLWantWriteError:
+            conn.handshake = selectors.EVENT_WRITE
+        except (ssl.SSLError, OSError) as exc:
+            # a plaintext client, an untrusted or missing client certificate, garbage: this client only
+            self.server.refusals.warning(conn.addr, "TLS handshake failed",
+                                         "client %s: TLS handshake failed (%s); closing the connection",
+                                         conn.addr, getattr(exc, "reason", None) or exc)
+            self._close(conn)
+            return
+        else:
+            conn.handshake = 0
+            conn.last_active = self.server.clock_monotonic()
+            if self.new_session is not None:
+                conn.session = self.new_session(conn.addr, conn.sock.getpeercert() or None)
+            self._interest(conn)
+            self._on_readable(conn)      # application data may have come with the handshake's last flight
+            return
+        self._interest(conn)
+
     # --- reading and dispatching -----------------------------------------------------------
+
+    def _recv(self, conn: Connection, limit: int) -> bytes | memoryview:
+        """Up to ``limit`` bytes; on TLS, records are decrypted until ``limit`` or until the socket has
+        no more, and the rest of a record cut at ``limit`` with it (left in the TLS buffer, it would wait
+        for an event the selector never reports). A TLS read lands in the processor's scratch buffer: the
+        view returned is valid until the next read (the caller copies it into the connection's buffer).
+
+        Raises:
+            BlockingIOError: nothing to read now.
+        """
+        sock = conn.sock
+        if not isinstance(sock, ssl.SSLSocket):
+            return sock.recv(limit)
+        if self._scratch is None:
+            self._scratch = memoryview(bytearray(RECV_CHUNK))
+        view = self._scratch
+        got = 0
+        while got < limit:
+            try:
+                n = sock.recv_into(view[got:limit], limit - got)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                break
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                n = 0
+            if not n:
+                if not got:
+                    return b""      # closed
+                break
+            got += n
+        if not got:
+            raise BlockingIOError
+        if sock.pending():
+            # the rest of a record cut at ``limit``: decrypted already, so the selector will not report it
+            return bytes(view[:got]) + sock.recv(sock.pending())
+        return view[:got]
 
     def _on_readable(self, conn: Connection) -> None:
         if not self._wants_read(conn):
             return       # interest changed after the selector reported
         try:
-            data = conn.sock.recv(RECV_CHUNK if conn.reserved else SMALL_FRAME_BYTES)
+            data = self._recv(conn, RECV_CHUNK if conn.reserved else SMALL_FRAME_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -483,8 +583,10 @@ class Processor(threading.Thread):
             conn.start = end
             dispatched += 1
             try:
-                reply = (self.server.dispatcher.dispatch(kind, body, conn.addr) if conn.session is None else
-                         self.server.dispatcher.dispatch(kind, body, conn.addr, conn.session))
+                if self.new_session is not None:
+                    reply = self.server.dispatcher.dispatch(kind, body, conn.addr, conn.session)
+                else:
+                    reply = self.server.dispatcher.dispatch(kind, body, conn.addr)
             except Exception:  # noqa: BLE001 - a handler bug answers UNKNOWN, never kills the thread
                 self.server.refusals.log(logging.ERROR, conn.addr, f"request type {kind} failed unexpectedly",
                                          "client %s: request type %d failed unexpectedly", conn.addr, kind,
@@ -513,7 +615,10 @@ class Processor(threading.Thread):
     # --- writing -------------------------------------------------------------------------
 
     def _on_writable(self, conn: Connection) -> None:
+        if conn.handshake:
+            return
         sock = conn.sock
+        tls = isinstance(sock, ssl.SSLSocket)
         progressed = False
         try:
             while conn.replies:
@@ -524,14 +629,24 @@ class Processor(threading.Thread):
                     part = reply.parts[conn.part]
                     if isinstance(part, FileRegion):
                         remaining = part.length - conn.sent
-                        n = os.sendfile(sock.fileno(), part.fd, part.position + conn.sent,
-                                        min(remaining, SENDFILE_CHUNK)) if remaining else 0
+                        if not remaining:
+                            n = 0
+                        elif tls:
+                            n = self._send_file_tls(sock, part, conn.sent)
+                        else:
+                            n = os.sendfile(sock.fileno(), part.fd, part.position + conn.sent,
+                                            min(remaining, SENDFILE_CHUNK))
                         if remaining and n == 0:
                             raise OSError(f"segment file ended {remaining} bytes early")
                         total = part.length
                     else:
                         total = len(part)
-                        n = sock.send(memoryview(part)[conn.sent:]) if conn.sent < total else 0
+                        if conn.sent >= total:
+                            n = 0
+                        elif tls:
+                            n = sock.send(memoryview(part)[conn.sent:conn.sent + TLS_SEND_CHUNK])
+                        else:
+                            n = sock.send(memoryview(part)[conn.sent:])
                         conn.pending_bytes -= n
                     conn.sent += n
                     progressed = progressed or n > 0
@@ -541,7 +656,7 @@ class Processor(threading.Thread):
                     conn.sent = 0
                 conn.replies.popleft().release()
                 conn.part = 0
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
             pass
         except OSError as exc:
             log.info("client %s: send failed (%s); closing", conn.addr, exc)
@@ -550,3 +665,10 @@ class Processor(threading.Thread):
         if progressed:
             conn.last_active = self.server.clock_monotonic()
         self._after_io(conn)
+
+    @staticmethod
+    def _send_file_tls(sock: ssl.SSLSocket, part: FileRegion, sent: int) -> int:
+        """Part of a file region read and written through TLS; the same bytes again after SSLWantWriteError
+        (a segment's bytes do not change while a region pins them)."""
+        data = os.pread(part.fd, min(part.length - sent, TLS_SEND_CHUNK), part.position + sent)
+        return sock.send(data) if data else 0

@@ -77,7 +77,7 @@ class ReplicaFetcher(threading.Thread):
 
     def __init__(self, part, leader: tuple[int, str, int], epoch: int, *, max_bytes: int, wait_ms: int,
                  socket_timeout_s: float, on_stall: Callable[[tuple[str, int], Stall | None], None] | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, ssl_context=None) -> None:
         super().__init__(name=f"replica-fetcher-{part.topic}-{part.partition}", daemon=True)
         self.part = part
         self.leader_id, self.host, self.port = leader
@@ -86,7 +86,7 @@ class ReplicaFetcher(threading.Thread):
         self.wait_ms = wait_ms
         self._halt = threading.Event()
         self._conn = BrokerConnection(self.host, self.port, broker_id=self.leader_id,
-                                      timeout_s=socket_timeout_s + wait_ms / 1000.0)
+                                      timeout_s=socket_timeout_s + wait_ms / 1000.0, ssl_context=ssl_context)
         self.fetches = 0
         self._next_repair = 0.0
         self.stall: Stall | None = None

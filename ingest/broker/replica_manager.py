@@ -87,11 +87,12 @@ class ReplicaManager:
     """
 
     def __init__(self, config, broker_id: int, log_manager, client, view, *, kafka_purgatory: Purgatory | None = None,
-                 inter_broker_listener: str | None = None) -> None:
+                 inter_broker_listener: str | None = None, inter_broker_ssl=None) -> None:
         self.config = config
         self.kafka_purgatory = kafka_purgatory   # where the Kafka listener's fetches and acks=-1 produces wait
         self.inter_broker_listener = inter_broker_listener   # the leader's Kafka listener a Kafka topic's follower uses
         self.inter_broker_login = inter_broker_login(config, inter_broker_listener)   # its SASL login, if any
+        self.inter_broker_ssl = inter_broker_ssl   # the client SSLContext towards that listener when it is SSL
         self.broker_id = broker_id
         self.logs = log_manager
         self.client = client
@@ -235,7 +236,7 @@ class ReplicaManager:
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
-            extra = {"sasl": self.inter_broker_login} if kafka else {}
+            extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl} if kafka else {}
             f = (KafkaReplicaFetcher if kafka else ReplicaFetcher)(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],

@@ -40,6 +40,7 @@ class ReplicationView:
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self.kafka_topics: frozenset[str] = frozenset()   # the cluster topics whose assignment says "format":"kafka"
         self.endpoints: dict[int, dict[str, tuple[str, int]]] = {}   # broker id -> Kafka listener -> (host, port)
+        self.principals: dict[int, str] = {}   # broker id -> its inter-broker principal (/brokers/endpoints)
         self.controller_id = -1
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.storage_failures: dict[int, dict[tuple[str, int], str]] = {}   # broker id -> failed replicas
@@ -112,6 +113,7 @@ class ReplicationView:
         if self._closed:
             return False
         found: dict[int, dict[str, tuple[str, int]]] = {}
+        principals: dict[int, str] = {}
         for child in children:
             try:
                 bid = int(child)
@@ -119,7 +121,11 @@ class ReplicationView:
                 found[bid] = znodes.parse_broker_endpoints(data)
             except (NoNodeError, ValueError, UnicodeDecodeError):
                 continue
+            principal = znodes.parse_broker_principal(data)
+            if principal is not None:
+                principals[bid] = principal
         self.endpoints = found
+        self.principals = principals
         self._call(self._broker_listeners, self.brokers)
         return True
 

@@ -13,6 +13,7 @@ import errno
 import itertools
 import logging
 import socket
+import ssl
 import threading
 import time
 from typing import Callable
@@ -39,7 +40,7 @@ class SocketServer:
     Thread-safe: ``start``/``stop`` may be called from any thread (once each).
     ``port`` is the bound port (useful when configured as 0). The bounds are
     described in docs/protocol.md, "Concurrency model"; the keyword arguments
-    are the ``server.properties`` keys of the same meaning.
+    are the ``server.properties`` keys of the same meaning; ``ssl_context`` makes it a TLS listener.
     """
 
     def __init__(self, host: str, port: int, dispatcher: Dispatcher, *, max_request_bytes: int,
@@ -47,8 +48,9 @@ class SocketServer:
                  drain_timeout_s: float = 10.0, queued_max_request_bytes: int = 128 * 1024 * 1024,
                  idle_timeout_s: float = 600.0, partial_timeout_s: float = 30.0,
                  monotonic: Callable[[], float] | None = None, name: str = "broker",
-                 bind_keys: str = "'hostname' and 'port'") -> None:
+                 bind_keys: str = "'hostname' and 'port'", ssl_context: ssl.SSLContext | None = None) -> None:
         self.name = name
+        self.ssl_context = ssl_context   # TLS on every connection (a listener of protocol SSL), or None
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.send_buffer = send_buffer
@@ -75,7 +77,8 @@ class SocketServer:
 
     @classmethod
     def from_config(cls, config, dispatcher: Dispatcher, host: str, port: int, **kw) -> "SocketServer":
-        """A server with the bounds of a broker config (``SERVER_CONFIG``); ``kw``: ``name``, ``bind_keys``."""
+        """A server with the bounds of a broker config (``SERVER_CONFIG``); ``kw``: ``name``, ``bind_keys``,
+        ``ssl_context``."""
         return cls(host, port, dispatcher, **kw,
                    max_request_bytes=config["max.socket.request.bytes"],
                    send_buffer=config["socket.send.buffer"], receive_buffer=config["socket.receive.buffer"],
@@ -105,8 +108,8 @@ class SocketServer:
         for p in self._processors:
             p.start()
         self._acceptor.start()
-        log.info("%s: listening on %s:%d with %d network threads", self.name, self.host, self.port,
-                 len(self._processors))
+        log.info("%s: listening on %s:%d%s with %d network threads", self.name, self.host, self.port,
+                 " (TLS)" if self.ssl_context is not None else "", len(self._processors))
         return self
 
     def _accept_loop(self) -> None:

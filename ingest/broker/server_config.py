@@ -5,14 +5,17 @@ validates; a value out of range fails at start-up naming key, value and range.
 """
 from __future__ import annotations
 
+from ingest.broker.authorizer.config import AUTHORIZER_KEYS
 from ingest.broker.groups.config import GROUP_KEYS
 from ingest.broker.kafka.sasl_config import SASL_KEYS
 from ingest.broker.kafka.tier_counts_config import TIER_COUNT_KEYS
 from ingest.broker.listeners import ListenerList, ProtocolMap
 from ingest.broker.log_config import LOG_CONFIG
+from ingest.broker.tls_config import TLS_KEYS
 from ingest.config import Bool, Config, Int, Key, Str
 from ingest.errors import ConfigError
 from ingest.metrics.keys import METRICS_KEYS
+from ingest.zk_security import ZK_SECURITY_KEYS
 
 SERVER_KEYS = (
     Key("brokerid", Int(0, 2**31 - 1), doc="unique id of this broker in the cluster"),
@@ -28,7 +31,8 @@ SERVER_KEYS = (
         "the listeners clients are told to connect to, NAME://host:port,... (default: the listeners, with"
         " 'hostname' for a listener on every interface and the bound port for port 0)"),
     Key("listener.security.protocol.map", ProtocolMap(), "PLAINTEXT:PLAINTEXT",
-        "each listener name's security protocol, NAME:PROTOCOL,... (PLAINTEXT and SASL_PLAINTEXT are served)"),
+        "each listener name's security protocol, NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL;"
+        " docs/security.md)"),
     Key("inter.broker.listener.name", Str(), "",
         "the listener other brokers (followers) connect to (default: the first of 'listeners')"),
     Key("enable.zookeeper", Bool(), False, "register the broker and its topics in ZooKeeper"),
@@ -85,7 +89,8 @@ SERVER_KEYS = (
         " moves them back (auto.leader.rebalance.enable)"),
 )
 
-SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + SASL_KEYS + METRICS_KEYS)
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS + GROUP_KEYS
+                                  + TIER_COUNT_KEYS + SASL_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
 
 

@@ -37,12 +37,13 @@ import queue
 import threading
 import time
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.client import KazooState
+from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ingest import znodes
 from ingest.errors import BrokerIdTakenError, CoordinationError
+from ingest.zk_security import ZkSecurity, new_kazoo, refused_message, secure_chroot
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,12 @@ class BrokerRegistry:
         broker_id, host, port: what to register.
         session_timeout_ms: the session timeout asked of ZooKeeper.
         connection_timeout_ms: how long ``start`` waits for the first connection.
+        security: the broker's ZooKeeper identity and ACL policy (none: open nodes, as before).
     """
 
     def __init__(self, zk_connect: str, broker_id: int, host: str, port: int, *,
                  session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000,
-                 endpoints: bytes | None = None) -> None:
+                 endpoints: bytes | None = None, security: ZkSecurity | None = None) -> None:
         self.zk_connect = zk_connect
         self.endpoints = endpoints   # the /brokers/endpoints/[id] value (None: no Kafka listener)
         self.broker_id = broker_id
@@ -67,7 +69,8 @@ class BrokerRegistry:
         self.address = f"{host}:{port}"
         self.session_timeout_s = session_timeout_ms / 1000.0
         self.connection_timeout_s = connection_timeout_ms / 1000.0
-        self.client = KazooClient(hosts=zk_connect, timeout=self.session_timeout_s)
+        self.security = security or ZkSecurity()
+        self.client = new_kazoo(zk_connect, self.security, timeout=self.session_timeout_s)
         self._pending: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
         self._worker = threading.Thread(target=self._topic_worker, name="zk-topics", daemon=True)
         self._topics: dict[str, int] = {}
@@ -93,12 +96,17 @@ class BrokerRegistry:
                 f"cannot connect to ZooKeeper at {self.zk_connect!r} within "
                 f"{self.connection_timeout_s:g}s (zk.connectiontimeout.ms); is it running?") from exc
         try:
+            secure_chroot(self.client, self.security)
             self._register_broker(initial=True)
             with self._lock:
                 self._topics.update(topics or {})
                 current = dict(self._topics)
             for topic, count in current.items():
                 self._register_topic_node(topic, count)
+        except NoAuthError as exc:
+            self.client.stop()
+            self.client.close()
+            raise CoordinationError(refused_message(self.zk_connect, self.security)) from exc
         except BaseException:
             self.client.stop()
             self.client.close()

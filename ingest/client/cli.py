@@ -9,7 +9,8 @@ from ingest.broker.server_config import SERVER_CONFIG
 from ingest.broker.topics import validate_topic
 from ingest.cli_numbers import int_flag
 from ingest.config import non_ascii_note, parse_float, parse_int, parse_overrides
-from ingest.errors import ConfigError, ReplicationConfigError
+from ingest.errors import ConfigError, CoordinationError, ReplicationConfigError
+from ingest.zk_security import ZkSecurity, refused_message
 
 PRODUCER_EXAMPLES = """examples:
   echo hello | ingest console-producer --bootstrap-server 127.0.0.1:29092 --topic test
@@ -214,12 +215,18 @@ def _zk_connect(zookeeper: str | None, server, command: str) -> str | None:
 
 
 @contextmanager
-def _zk_session(connect: str):
+def _zk_session(connect: str, server=None):
+    """A session on ``connect`` with the ZooKeeper identity of the broker config ``server`` (if given)."""
+    from kazoo.exceptions import NoAuthError  # deferred: kazoo
+
     from ingest.client.discovery import start_kazoo  # deferred: imports kazoo
 
-    client = start_kazoo(connect)
+    security = ZkSecurity() if server is None else ZkSecurity.from_config(server)
+    client = start_kazoo(connect, security=security)
     try:
         yield client
+    except NoAuthError as exc:
+        raise CoordinationError(refused_message(connect, security) + " (give --config with them)") from exc
     finally:
         client.stop()
         client.close()
@@ -255,7 +262,7 @@ def _create(args) -> int:
             "topics create writes the topic to ZooKeeper: give --zookeeper HOST:PORT[/chroot]; the static "
             "broker-list mode keeps replication factor 1 and a broker creates a topic on its first message "
             "(num.partitions partitions)")
-    with _zk_session(connect) as client:
+    with _zk_session(connect, server) as client:
         plan = topics_admin.create_topic(client, args.topic, partitions=partitions, replication_factor=rf,
                                          manual=manual,
                                          min_insync_replicas=server["min.insync.replicas"] if server else None,
@@ -271,8 +278,9 @@ def _describe(args) -> int:
 
     if args.topic is not None:
         validate_topic(args.topic)
-    connect = _zk_connect(args.zookeeper, _server_config(args.config), "describe")
-    with _zk_session(connect) as client:
+    server = _server_config(args.config)
+    connect = _zk_connect(args.zookeeper, server, "describe")
+    with _zk_session(connect, server) as client:
         records = topics_describe.describe_records(client, args.topic)
         controller = topics_admin.read_controller(client)
     if args.json:
@@ -296,8 +304,9 @@ def _preferred(args) -> int:
             wait_s = -1.0
         if not 0 <= wait_s <= 86_400:
             raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400{non_ascii_note(args.wait)}")
-    connect = _zk_connect(args.zookeeper, _server_config(args.config), "preferred-leader")
-    with _zk_session(connect) as client:
+    server = _server_config(args.config)
+    connect = _zk_connect(args.zookeeper, server, "preferred-leader")
+    with _zk_session(connect, server) as client:
         topics = topics_admin.read_all_topics(client)
         partitions = topics_admin.election_partitions(topics.replicated, topics.legacy, args.topic, partition)
         topics_admin.request_election(client, partitions)

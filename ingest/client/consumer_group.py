@@ -64,6 +64,7 @@ from ingest.client.group_fetchers import GroupFetchers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import ConfigError, ConsumerTimeoutError, CoordinationError, WrongTopicKindError
+from ingest.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ class ConsumerConnector:
         self.consumer_id = config["consumer.id"] or (
             f"{re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.zk = start_kazoo(config["zk.connect"], session_timeout_ms=config["zk.sessiontimeout.ms"],
-                              connection_timeout_ms=config["zk.connectiontimeout.ms"])
+                              connection_timeout_ms=config["zk.connectiontimeout.ms"],
+                              security=ZkSecurity.from_config(config))
         self._lock = threading.RLock()
         self._generation = 0
         self._subscription: dict[str, int] = {}

@@ -41,6 +41,7 @@ from ingest import znodes
 from ingest.clock import Clock
 from ingest.config import Int, Key, Str, parse_int
 from ingest.errors import ConfigError, CoordinationError
+from ingest.zk_security import ZK_SECURITY_KEYS, ZkSecurity, new_kazoo
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ DISCOVERY_KEYS = (
         "ZooKeeper session timeout; a client that stops heart-beating this long loses its ephemeral nodes"),
     Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
         "socket read/write timeout for one broker request"),
-)
+) + ZK_SECURITY_KEYS
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -235,15 +236,16 @@ class StaticDiscovery(Discovery):
         self._brokers = {b.broker_id: b for b in parse_broker_list(broker_list)}
 
 
-def start_kazoo(connect: str, *, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000):
-    """A started KazooClient, or CoordinationError naming the connect string."""
+def start_kazoo(connect: str, *, session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000,
+                security: ZkSecurity | None = None):
+    """A started KazooClient (authenticated and setting ACLs as ``security`` says), or CoordinationError
+    naming the connect string."""
     # deferred: kazoo's client (and its handler threads' machinery) only when ZooKeeper is used
-    from kazoo.client import KazooClient
     from kazoo.retry import KazooRetry
 
-    client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0,
-                         connection_retry=KazooRetry(max_tries=-1, max_delay=2),
-                         command_retry=KazooRetry(max_tries=10, max_delay=2))
+    client = new_kazoo(connect, security, timeout=session_timeout_ms / 1000.0,
+                       connection_retry=KazooRetry(max_tries=-1, max_delay=2),
+                       command_retry=KazooRetry(max_tries=10, max_delay=2))
     try:
         client.start(timeout=connection_timeout_ms / 1000.0)
     except Exception as exc:
@@ -320,7 +322,8 @@ def make_discovery(config) -> Discovery:
     if config["zk.connect"]:
         client = start_kazoo(config["zk.connect"],
                              session_timeout_ms=config["zk.sessiontimeout.ms"],
-                             connection_timeout_ms=config["zk.connectiontimeout.ms"])
+                             connection_timeout_ms=config["zk.connectiontimeout.ms"],
+                             security=ZkSecurity.from_config(config))
         return ZkDiscovery(client, own_client=True)
     if config["broker.list"]:
         return StaticDiscovery(config["broker.list"])

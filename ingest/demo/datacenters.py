@@ -28,6 +28,7 @@ from ingest.demo.processes import free_port
 from ingest.demo.summary import render_datacenters
 from ingest.errors import DemoError
 from ingest.jobs_support import EXIT_NOTHING_JUDGED
+from ingest.zk_security import new_kazoo
 
 log = logging.getLogger(__name__)
 
@@ -223,9 +224,7 @@ class DatacentersDemo(Demo):
 
 
 def _ensure_chroot(zk_connect: str, path: str) -> None:
-    from kazoo.client import KazooClient  # deferred: kazoo is only needed by this topology
-
-    client = KazooClient(hosts=zk_connect)
+    client = new_kazoo(zk_connect)
     client.start(timeout=30)
     try:
         client.retry(client.ensure_path, path)

@@ -4,8 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from ingest.cli_numbers import float_flag, int_flag
@@ -17,6 +19,8 @@ from ingest.events import compatibility
 from ingest.events.event_producer_config import split_config
 from ingest.events.registry_config import REGISTRY_CONFIG
 from ingest.events.registry_store import DirectoryStore, ZooKeeperStore
+from ingest.zk_security import ZkSecurity
+from ingest.events.registry_users import user_line
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,8 @@ examples:
   ingest registry start --port 8081 --store /var/lib/ingest/registry
   ingest registry start --port 8081 --zk 127.0.0.1:2181     # state in ZooKeeper, several registries
   ingest registry start --port 8081 --set metrics.port=9102  # Prometheus metrics on 127.0.0.1:9102
+  ingest registry start --config /etc/ingest/registry.properties  # listeners=https://..., authentication.method=BASIC
+  echo "$PASSWORD" | ingest registry passwd --file /etc/ingest/registry-users --user alice --roles admin
 """
 
 PRODUCE_EXAMPLES = """\
@@ -43,9 +49,9 @@ def register(subparsers: Any) -> None:
     reg_sub = reg.add_subparsers(dest="registry_command", metavar="SUBCOMMAND")
     start = reg_sub.add_parser("start", help="serve the schema registry REST API", epilog=REGISTRY_EXAMPLES,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    start.add_argument("--port", type=int_flag("a TCP port 0-65535 (0 picks a free one)"), required=True,
-                       help="TCP port (0 picks a free one)")
-    start.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    start.add_argument("--port", type=int_flag("a TCP port 0-65535 (0 picks a free one)"), default=None,
+                       help="TCP port (0 picks a free one); required unless the config has listeners")
+    start.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     where = start.add_mutually_exclusive_group()
     where.add_argument("--store", default="registry-data", help="directory store (default ./registry-data)")
     where.add_argument("--zk", help="ZooKeeper connect string: keep state in ZooKeeper (shared by registries)")
@@ -54,6 +60,16 @@ def register(subparsers: Any) -> None:
                                                       "metrics.host; `ingest config docs` lists them)")
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     start.set_defaults(func=_registry_start)
+    pw = reg_sub.add_parser("passwd", help="add or replace a user of a registry users file (password from stdin)",
+                            description="Reads the password from the first line of stdin and writes the user's line "
+                                        "'user: PBKDF2-SHA256:<iterations>:<salt>:<hash>,role,...' into FILE "
+                                        "(created with mode 600; an existing line of the user is replaced).",
+                            epilog=REGISTRY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pw.add_argument("--file", required=True, help="the users file (authentication.users.file)")
+    pw.add_argument("--user", required=True, help="user name")
+    pw.add_argument("--roles", default="", help="comma-separated roles, e.g. admin (writes) or readonly")
+    pw.add_argument("--remove", action="store_true", help="remove the user instead")
+    pw.set_defaults(func=_registry_passwd)
     reg.set_defaults(func=lambda args: (reg.print_help(), 2)[1])
 
     p = subparsers.add_parser("produce", help="publish synthetic events with monitoring events (load generator)",
@@ -92,15 +108,17 @@ def _registry_start(args: argparse.Namespace) -> int:
     from ingest.events.registry import SchemaRegistry  # deferred: imports fastavro (and the server waitress)
     from ingest.events.registry_server import RegistryServer
 
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port {args.port}: allowed is a TCP port 0-65535 (0 picks a free one)")
     level = args.compatibility.upper()
     if level not in compatibility.LEVELS:
         raise ConfigError(f"--compatibility {args.compatibility!r} is not one of {', '.join(compatibility.LEVELS)}")
     config = REGISTRY_CONFIG.load(args.config, parse_overrides(args.set))
-    store = ZooKeeperStore(args.zk) if args.zk else DirectoryStore(args.store)
+    tls, host, port = _listener(args, config["listeners"])
+    if config["authentication.method"] == "BASIC" and not tls and host not in ("127.0.0.1", "::1", "localhost"):
+        log.warning("authentication.method=BASIC on a plain http listener (%s): passwords cross the network in "
+                    "clear; serve https (listeners=https://..., ssl.keystore.location)", host)
+    store = ZooKeeperStore(args.zk, security=ZkSecurity.from_config(config)) if args.zk else DirectoryStore(args.store)
     try:
-        server = RegistryServer(SchemaRegistry(store, level), args.host, args.port, config)
+        server = RegistryServer(SchemaRegistry(store, level), host, port, config, tls=tls)
     except BaseException:
         store.close()
         raise
@@ -118,6 +136,46 @@ def _registry_start(args: argparse.Namespace) -> int:
         pass
     finally:
         server.close()
+    return 0
+
+
+def _listener(args: argparse.Namespace, listeners: str) -> tuple[bool, str, int]:
+    """(TLS?, host, port) from Confluent's ``listeners`` key or from ``--host``/``--port``."""
+    if listeners:
+        if args.port is not None or args.host is not None:
+            raise ConfigError(f"listeners={listeners} and --host/--port both name the address: give one of them")
+        scheme, _, address = listeners.partition("://")
+        host, _, port = address.rpartition(":")
+        port_number = _port(port) if port != "0" else 0
+        if port_number is None:
+            raise ConfigError(f"listeners={listeners}: the port must be 0-65535")
+        return scheme == "https", host.strip("[]") or "0.0.0.0", port_number
+    if args.port is None:
+        raise ConfigError("give --port PORT (0 picks a free one), or listeners=http(s)://HOST:PORT in --config/--set")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: allowed is a TCP port 0-65535 (0 picks a free one)")
+    return False, args.host or "127.0.0.1", args.port
+
+
+def _registry_passwd(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    kept = [line for line in lines if line.split(":", 1)[0].strip() != args.user]
+    if not args.remove:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise ConfigError("the password is read from the first line of stdin, and it is empty")
+        roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
+        kept.append(user_line(args.user, password, roles))
+    # a new file renamed over the old one: a registry reading it again sees the old file or the new, never half
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in kept))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+    print(f"{'removed' if args.remove else 'wrote'} user {args.user} in {path}")
     return 0
 
 
@@ -150,7 +208,6 @@ def _produce(args: argparse.Namespace) -> int:
     # deferred: these import fastavro (and the producer kazoo)
     from ingest.events.event_producer import EventProducer
     from ingest.events.loadgen import EventGenerator
-    from ingest.events.registry_client import RegistryClient
     from ingest.events.schemas import load_schema, schema_for_topic
 
     if args.count < 0:
@@ -193,8 +250,8 @@ def _produce(args: argparse.Namespace) -> int:
         gen = EventGenerator(schema_name, seed=args.seed)
     except ValueError as exc:  # names the schema and the ones that have a generator
         raise ConfigError(f"--schema: {exc}") from exc
-    registry = RegistryClient(args.registry)
-    ep = EventProducer(producer_keys, registry, config=event_keys, topics=[args.topic])
+    event_keys["schema.registry.url"] = args.registry  # with the config's basic.auth.* and schema.registry.ssl.*
+    ep = EventProducer(producer_keys, None, config=event_keys, topics=[args.topic])
     ep.register_topic(args.topic, load_schema(schema_name))
     clock = SYSTEM_CLOCK
     started = clock.monotonic()

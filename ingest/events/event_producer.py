@@ -36,6 +36,7 @@ from ingest.events.window_counts import MonitoringCounter, ReportBuffer
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import MONITORING_EVENT, load_schema, schema_for_topic
 from ingest.events.serde import EventSerializer, subject_for_topic
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ class EventProducer:
     Args:
         producer: the data Producer (shared, not closed) or a producer config
             (mapping or Config) from which one is built (and closed on close()).
-        registry: schema registry client.
+        registry: schema registry client; None: one for ``schema.registry.url`` with the credentials
+            and TLS files of the config (``basic.auth.user.info``, ``schema.registry.ssl.*``).
         config: EVENTS_CONFIG keys (mapping or Config); keyword overrides win.
         clock: all window logic and header times use it.
         background: run the reporter thread; tests with a FakeClock pass False and call poll().
@@ -71,7 +73,7 @@ class EventProducer:
         ConfigError: an async ``monitoring_producer``.
     """
 
-    def __init__(self, producer: Producer | Config | Mapping[str, Any], registry: RegistryClient, *,
+    def __init__(self, producer: Producer | Config | Mapping[str, Any], registry: RegistryClient | None, *,
                  config: Config | Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK,
                  background: bool = True, topics: Sequence[str] = (),
                  monitoring_producer: Producer | None = None, **overrides: Any) -> None:
@@ -83,6 +85,10 @@ class EventProducer:
         raw.update({k.replace("_", "."): v for k, v in overrides.items()})
         self.config = EVENTS_CONFIG.parse(raw, source="EventProducer")
         self.clock = clock
+        if registry is None:
+            if not self.config["schema.registry.url"]:
+                raise ConfigError("EventProducer: give a RegistryClient or schema.registry.url in its config")
+            registry = RegistryClient(self.config["schema.registry.url"], auth=RegistryAuth.from_config(self.config))
         self.registry = registry
         self._own_producer = not isinstance(producer, Producer)
         self.producer = Producer(producer, clock=clock) if self._own_producer else producer

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ingest.config import Bool, ConfigDef, Int, Key, Str
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 TOPIC_PATTERN = r"[A-Za-z0-9.-][A-Za-z0-9._-]{0,248}"  # never starts with '_': '_' paths are hidden from Hadoop
 
@@ -16,6 +17,7 @@ EVENTS_CONFIG = ConfigDef(
     (
         Key("schema.registry.url", Str(pattern=r"https?://.+"), None,
             "schema registry base URL, e.g. http://127.0.0.1:8081"),
+        *REGISTRY_CLIENT_KEYS,
         Key("service.name", Str(nonempty=True), "ingest-producer",
             "header.service of every event and the 'service' of monitoring events"),
         Key("server.name", Str(), None,

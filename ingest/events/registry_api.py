@@ -35,6 +35,11 @@ Confluent's REST layer answers). Boolean query parameters are true when they rea
 ``true`` in any case (Java's ``Boolean.parseBoolean``, what Confluent's JAX-RS
 resources use).
 
+Security (:mod:`ingest.events.registry_auth`): with ``authentication.method=BASIC`` every
+request is authenticated first (401 before anything else is looked at, unknown paths
+included), then a request to an endpoint that changes the registry is authorized against
+the write roles (403).
+
 Metrics (``metrics.port``, :mod:`ingest.metrics.registry`): each routed request is
 counted and timed under its route name.
 
@@ -52,6 +57,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ingest.errors import RegistryHttpError
 from ingest.events.registry import SchemaRegistry
+from ingest.events.registry_auth import BasicAuth
 from ingest.metrics.registry import RegistryMetrics
 
 log = logging.getLogger(__name__)
@@ -242,30 +248,32 @@ class _Api:
         return _page(q, [DEFAULT_CONTEXT])
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
             413: "Payload Too Large", 422: "Unprocessable Entity", 500: "Internal Server Error"}
 
 
 class RegistryApp:
     """WSGI application over a :class:`SchemaRegistry` (module docstring)."""
 
-    def __init__(self, registry: SchemaRegistry, metrics: RegistryMetrics | None = None) -> None:
+    def __init__(self, registry: SchemaRegistry, metrics: RegistryMetrics | None = None,
+                 auth: BasicAuth | None = None) -> None:
         self.api = _Api(registry)
         self.metrics = metrics
+        self.auth = auth
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         method = environ["REQUEST_METHOD"].upper()
         began = time.perf_counter()
-        endpoint, status, value = self._route(method, environ)
+        endpoint, status, value, headers = self._route(method, environ)
         data = json.dumps(value).encode("utf-8")
         start_response(f"{status} {_REASONS.get(status, '')}".rstrip(),
-                       [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(data)))])
+                       [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(data))), *headers])
         if self.metrics is not None:
             self.metrics.request(endpoint, status, time.perf_counter() - began)
         return [b""] if method == "HEAD" else [data]  # HEAD: GET's status and headers, no body
 
-    def _route(self, method: str, environ: dict) -> tuple[str, int, Any]:
-        """(endpoint name, HTTP status, JSON value) of one request."""
+    def _route(self, method: str, environ: dict) -> tuple[str, int, Any, list[tuple[str, str]]]:
+        """(endpoint name, HTTP status, JSON value, extra headers) of one request."""
         # the raw request target: PATH_INFO is already percent-decoded, and a subject may hold "/"
         parts = urlsplit(environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/"))
         path = parts.path
@@ -273,6 +281,7 @@ class RegistryApp:
         routed = "GET" if method == "HEAD" else method
         endpoint = "unknown"
         try:
+            principal = None if self.auth is None else self.auth.authenticate(environ)
             body = self._body(environ)
             allowed = []
             for m, pattern, name in ROUTES:
@@ -284,16 +293,19 @@ class RegistryApp:
                     continue
                 params = {k: unquote(v) for k, v in match.groupdict().items()}
                 endpoint = name
-                return endpoint, 200, getattr(self.api, name)(params, body, query)
+                if principal is not None:
+                    self.auth.authorize(principal, name, method, path, environ)  # type: ignore[union-attr]
+                return endpoint, 200, getattr(self.api, name)(params, body, query), []
             if allowed:
                 raise RegistryHttpError(405, 405, f"HTTP 405 Method Not Allowed: {method} {path}; "
                                                   f"allowed: {', '.join(sorted(set(allowed)))}")
             raise RegistryHttpError(404, 404, f"HTTP 404 Not Found: no endpoint {method} {path}")
         except RegistryHttpError as exc:
-            return endpoint, exc.status, {"error_code": exc.error_code, "message": exc.message}
+            return endpoint, exc.status, {"error_code": exc.error_code, "message": exc.message}, \
+                list(getattr(exc, "headers", []))
         except Exception as exc:  # the store failed: report, keep serving
             log.exception("registry request %s %s failed", method, path[:300])
-            return endpoint, 500, {"error_code": 50001, "message": f"Error in the backend data store: {exc}"}
+            return endpoint, 500, {"error_code": 50001, "message": f"Error in the backend data store: {exc}"}, []
 
     @staticmethod
     def _body(environ: dict) -> Any:

@@ -12,6 +12,12 @@ with exponential back-off: ``retries`` more attempts, the first after
 ``backoff_s``, doubling up to ``max_backoff_s`` (defaults: 6 retries spread over
 about 6 s, which outlasts a registry restart). A 4xx answer is final.
 
+Security (``auth``, :class:`~ingest.registry_client_config.RegistryAuth`): HTTP basic
+credentials (``basic.auth.user.info``, or ``user:password@`` in the URL, which is then removed
+from :attr:`url` so that no message shows it) and, for an ``https://`` URL, TLS with host-name
+checks against ``schema.registry.ssl.ca.location``. A refusal (401, 403) and a certificate that
+fails verification are final, not retried.
+
 Concurrency contract: thread-safe; the caches are dicts filled idempotently
 (two threads may both fetch the same id once; they store equal values).
 """
@@ -21,16 +27,18 @@ import http.client
 import json
 import logging
 import random
+import ssl
 import time
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ingest.errors import (IncompatibleSchemaError, RegistryUnavailableError, SchemaError,
                            SchemaNotFoundError)
 from ingest.events.registry_references import inline, named_definitions
 from ingest.events.schemas import canonical
+from ingest.registry_client_config import NO_AUTH, RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +49,8 @@ class RegistryClient:
     """Register schemas and look them up by id (see docs/events.md for the API)."""
 
     def __init__(self, url: str, timeout_s: float = 10.0, *, retries: int = 6, backoff_s: float = 0.1,
-                 max_backoff_s: float = 2.0) -> None:
+                 max_backoff_s: float = 2.0, auth: RegistryAuth = NO_AUTH) -> None:
+        url, url_user_info = _split_user_info(url)
         if not url.startswith(("http://", "https://")):
             raise SchemaError(f"registry URL {url!r} must start with http:// or https://")
         if retries < 0 or backoff_s < 0 or max_backoff_s < backoff_s:
@@ -54,6 +63,13 @@ class RegistryClient:
         self.max_backoff_s = max_backoff_s
         self._by_id: dict[int, dict] = {}
         self._registered: dict[tuple[str, str], int] = {}
+        self._headers = {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE}
+        self._headers.update(auth.headers(url_user_info))
+        self._auth = auth
+        self._tls = auth.ssl_context() if self.url.startswith("https://") else None
+
+    def __repr__(self) -> str:
+        return f"RegistryClient({self.url!r})"
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         """One idempotent request, retried with back-off while the failure is one a retry can cure."""
@@ -71,10 +87,9 @@ class RegistryClient:
 
     def _request_once(self, method: str, path: str, body: Any) -> Any:
         data = None if body is None else json.dumps(body).encode("utf-8")
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE})
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._tls) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             try:
@@ -89,12 +104,32 @@ class RegistryClient:
                 raise IncompatibleSchemaError(text) from None
             if exc.code >= 500:
                 raise RegistryUnavailableError(text) from None
+            if exc.code in (401, 403):
+                raise SchemaError(f"{text} (check basic.auth.user.info: the registry "
+                                  f"{'does not know these credentials' if exc.code == 401 else 'lets this user only read'})") from None
             raise SchemaError(text) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", exc)
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # (an SSLError's reason is text)
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise SchemaError(f"schema registry {self.url}: its certificate is not trusted ({reason.verify_message}); "
+                                  "check schema.registry.ssl.ca.location") from None
+            if isinstance(reason, ssl.SSLError) and not isinstance(reason, ssl.SSLEOFError):
+                raise SchemaError(f"schema registry {self.url}: TLS refused ({reason}); check the schema.registry.ssl.* "
+                                  "keys (a registry with ssl.client.authentication needs this client's certificate)") \
+                    from None
             raise RegistryUnavailableError(
                 f"schema registry {self.url} unreachable ({method} {path}): {reason}; "
                 "is `ingest registry start` running there?") from exc
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_tls"] = None if self._tls is None else True  # an SSLContext does not pickle: made again
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._tls is not None:
+            self._tls = self._auth.ssl_context()
 
     def register(self, subject: str, schema: dict | str) -> int:
         """Register ``schema`` under ``subject``; returns its id (cached).
@@ -164,3 +199,12 @@ class RegistryClient:
     def set_compatibility(self, level: str, subject: str | None = None) -> str:
         path = "/config" if subject is None else f"/config/{quote(subject, safe='')}"
         return str(self._request("PUT", path, {"compatibility": level})["compatibility"])
+
+
+def _split_user_info(url: str) -> tuple[str, str]:
+    """(URL without ``user:password@``, ``user:password`` or "") of a registry URL."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, ""
+    user_info, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=host)), unquote(user_info)

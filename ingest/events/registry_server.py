@@ -23,6 +23,12 @@ Limits (``conf`` keys, :mod:`ingest.events.registry_config`):
   with 413 by waitress before they are read; bodies over 512 KB are spooled to a
   temporary file while they arrive, so memory stays bounded by connections, not bytes.
 
+TLS and authentication (docs/security.md, "Schema registry and secrets"): a ``listeners`` key
+of ``https://HOST:PORT`` serves TLS through :class:`~ingest.events.registry_tls.TlsFront`, which
+hands each decrypted connection to waitress as if accepted from the client (waitress's own
+socket then does not listen); ``authentication.method=BASIC`` makes the application check
+credentials and write roles (:mod:`ingest.events.registry_auth`).
+
 Logs: a client that closes its connection in the middle of a request, and a request
 that stops arriving until the idle timeout, are each one line per client host per
 minute (:class:`~ingest.ratelimited_log.RateLimitedLog`); refusals at
@@ -46,7 +52,9 @@ from waitress.task import ErrorTask
 
 from ingest.events.registry import SchemaRegistry
 from ingest.events.registry_api import CONTENT_TYPE, MAX_BODY, RegistryApp
+from ingest.events.registry_auth import BasicAuth
 from ingest.events.registry_config import REGISTRY_DEFAULTS
+from ingest.events.registry_tls import TlsFront, server_context
 from ingest.metrics.exporter import metrics_enabled, new_registry, start_exporter
 from ingest.metrics.registry import RegistryMetrics
 from ingest.ratelimited_log import RateLimitedLog, flush_all
@@ -149,10 +157,16 @@ class _Channel(HTTPChannel):
 class _Server(TcpWSGIServer):
     channel_class = _Channel
 
-    def __init__(self, app: RegistryApp, adj: Adjustments, max_connections: int, sock_map: dict) -> None:
+    def __init__(self, app: RegistryApp, adj: Adjustments, max_connections: int, sock_map: dict,
+                 listen: bool = True) -> None:
+        """``listen=False``: no socket of its own; connections come from :meth:`adopt` (the TLS front)."""
         self.max_connections = max_connections
         self.refusal = _refusal(max_connections)
-        super().__init__(app, map=sock_map, adj=adj)
+        super().__init__(app, map=sock_map, adj=adj, bind_socket=listen, _start=listen)
+
+    def adopt(self, sock: socket.socket, addr: tuple) -> None:
+        """Serve ``sock`` as a connection accepted from ``addr`` (called on this server's loop thread)."""
+        self.channel_class(self, sock, addr, self.adj, map=self._map)
 
     def handle_accept(self) -> None:
         """Accept up to ``ACCEPTS_PER_TURN`` connections per loop turn (waitress accepts one: with
@@ -206,13 +220,16 @@ class RegistryServer:
     """The registry HTTP service on ``host:port`` (port 0 picks a free one)."""
 
     def __init__(self, registry: SchemaRegistry, host: str = "127.0.0.1", port: int = 0,
-                 config: Mapping[str, Any] | None = None) -> None:
+                 config: Mapping[str, Any] | None = None, *, tls: bool = False) -> None:
         """``config``: the keys of ``ingest.events.registry_config`` (None: their defaults, metrics off).
+        ``tls``: serve HTTPS on ``host:port`` with the ``ssl.*`` keys.
 
         Raises:
-            ConfigError: the metrics endpoint cannot be bound.
+            ConfigError: the metrics endpoint cannot be bound; bad TLS files; a bad users file.
         """
         keys = {**REGISTRY_DEFAULTS, **(config or {})}
+        auth = BasicAuth.from_config(keys)
+        context = server_context(keys) if tls else None
         self.registry = registry
         self.exporter = None
         metrics = None
@@ -236,24 +253,35 @@ class RegistryServer:
             log_socket_errors=False)
         self._map: dict = {}
         self._stopping = threading.Event()
-        self._httpd = _Server(RegistryApp(registry, metrics), adj, self.max_connections, self._map)
+        self._httpd = _Server(RegistryApp(registry, metrics, auth), adj, self.max_connections, self._map,
+                              listen=context is None)
         self._thread: threading.Thread | None = None
         self._closed = False
-        if metrics is not None:
-            try:
+        self._tls: TlsFront | None = None
+        try:
+            if context is not None:
+                self._tls = TlsFront(host, port, context, self._adopt, max_open=self.max_connections + REFUSING_AT_ONCE,
+                                     handshake_timeout_s=min(60.0, idle_s), backlog=LISTEN_BACKLOG)
+            if metrics is not None:
                 self.exporter = start_exporter(prom, config, "schema registry")
-            except BaseException:
-                self._close_sockets()
-                raise
+        except BaseException:
+            self._close_sockets()
+            raise
+
+    def _adopt(self, sock: socket.socket, addr: tuple) -> None:
+        """A TLS client's plain end, served by waitress from its own loop thread (the TLS front's hand-over)."""
+        self._httpd.trigger.pull_trigger(lambda: self._httpd.adopt(sock, addr))
 
     @property
     def address(self) -> tuple[str, int]:
+        if self._tls is not None:
+            return str(self._tls.address[0]), int(self._tls.address[1])
         return str(self._httpd.effective_host), int(self._httpd.effective_port)
 
     @property
     def url(self) -> str:
         host, port = self.address
-        return f"http://{host}:{port}"
+        return f"{'https' if self._tls is not None else 'http'}://{host}:{port}"
 
     def serve_forever(self) -> None:
         """Run the event loop until :meth:`stop` (or an exception, e.g. KeyboardInterrupt)."""
@@ -274,6 +302,8 @@ class RegistryServer:
         self.close()
 
     def _close_sockets(self) -> None:
+        if self._tls is not None:
+            self._tls.close()
         for dispatcher in list(self._map.values()):
             try:
                 dispatcher.close()

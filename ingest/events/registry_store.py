@@ -61,6 +61,7 @@ from urllib.parse import quote, unquote
 
 from ingest import znodes
 from ingest.errors import StorageError
+from ingest.zk_security import ZkSecurity, new_kazoo
 
 log = logging.getLogger(__name__)
 
@@ -336,12 +337,11 @@ def _alive(pid: int) -> bool:
 class ZooKeeperStore:
     """The registry's state in ZooKeeper; several registry processes may share it."""
 
-    def __init__(self, connect: str, *, timeout_s: float = 15.0) -> None:
-        from kazoo.client import KazooClient
-        from kazoo.retry import KazooRetry
+    def __init__(self, connect: str, *, timeout_s: float = 15.0, security: ZkSecurity | None = None) -> None:
+        from kazoo.retry import KazooRetry  # deferred: kazoo
 
-        self._zk = KazooClient(hosts=connect, timeout=timeout_s,
-                               connection_retry=KazooRetry(max_tries=-1, max_delay=2))
+        self._zk = new_kazoo(connect, security, timeout=timeout_s,
+                             connection_retry=KazooRetry(max_tries=-1, max_delay=2))
         try:
             self._zk.start(timeout=timeout_s)
         except Exception as exc:

@@ -42,6 +42,7 @@ from ingest.explore.offsets import ReadRange, partition_name
 from ingest.loader.fetch import Corrupt, Damaged, iter_range
 from ingest.loader.kafka_fetch import iter_kafka_range
 from ingest.loader.record_columns import record_values
+from ingest.registry_client_config import NO_AUTH, RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class ReadSettings:
     fetch: FetchSettings
     start_strategy: str = "error"   # startingOffsetsByTimestampStrategy
     fail_on_data_loss: bool = True  # failOnDataLoss
+    registry_auth: RegistryAuth = NO_AUTH  # basic.auth.* / schema.registry.ssl.* (repr hides secrets)
 
 
 def event_time(ms: int | None) -> _dt.datetime | None:
@@ -76,7 +78,7 @@ class _Decoder:
         from ingest.events.registry_client import RegistryClient  # deferred: imports fastavro
         from ingest.events.serde import EventDeserializer  # deferred: imports fastavro
 
-        registry = RegistryClient(settings.registry_url)
+        registry = RegistryClient(settings.registry_url, auth=settings.registry_auth)
         self.same = EventDeserializer(registry)
         self.resolving = EventDeserializer(registry, reader_schema=settings.reader_schema)
         self.reader_id = settings.reader_schema_id

@@ -49,6 +49,7 @@ from ingest.explore.read import META_COLUMNS, ReadSettings, rows
 from ingest.explore.source_config import parse_options
 from ingest.explore.split import segment_starts, split_range, split_records
 from ingest.loader.record_columns import RECORD_COLUMNS, record_columns_in, with_record_columns
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def reader_schema(cfg) -> tuple[int, dict]:
 
     subject = subject_of(cfg["topic"])
     try:
-        return RegistryClient(cfg["registry.url"]).latest(subject)
+        return RegistryClient(cfg["registry.url"], auth=RegistryAuth.from_config(cfg)).latest(subject)
     except SchemaNotFoundError as exc:
         raise SchemaNotFoundError(f"topic {cfg['topic']!r} has no schema: subject {subject!r} is not in the registry "
                                   f"{cfg['registry.url']} (its events are written by the event producer, which "
@@ -140,7 +141,7 @@ class IngestReader(DataSourceReader):
         self.settings = ReadSettings(
             registry_url=self.cfg["registry.url"], reader_schema=avro, reader_schema_id=schema_id,
             fetch=FetchSettings.from_config(self.cfg), start_strategy=self.cfg["startingOffsetsByTimestampStrategy"],
-            fail_on_data_loss=self.cfg["failOnDataLoss"])
+            fail_on_data_loss=self.cfg["failOnDataLoss"], registry_auth=RegistryAuth.from_config(self.cfg))
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = plan_ranges(self.cfg, self.parts, lambda p, t: offset_for_time(self.cfg, p, t))

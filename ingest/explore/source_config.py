@@ -21,6 +21,7 @@ from typing import Mapping
 from ingest.config import Bool, Choice, Config, ConfigDef, Int, Key, Str, StrList
 from ingest.errors import ConfigError
 from ingest.loader.kafka_topics import bootstrap_servers
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ SOURCE_CONFIG = ConfigDef(
         Key("bootstrap.servers", StrList(), (), "host:port list of Kafka listeners: a Kafka-format topic is read through them (partitions and leaders from Metadata); beside or instead of brokers/zk.connect"),
         Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "ZooKeeper connection timeout"),
         Key("registry.url", Str(nonempty=True), doc="schema registry base URL; the columns are the latest schema of subject <topic>-value"),
+        *REGISTRY_CLIENT_KEYS,
         Key("startingOffsets", Str(nonempty=True), "earliest", 'earliest, or JSON {"topic":{"<partition>":offset}} naming every partition (-2: earliest)'),
         Key("endingOffsets", Str(nonempty=True), "latest", 'latest, or JSON {"topic":{"<partition>":offset}} naming every partition (-1: latest); exclusive'),
         Key("startingTimestamp", Int(0, None), None, "time (ms): every partition starts at its first message with header.time >= it (a Kafka-format topic: its first record whose timestamp is >= it, by ListOffsets) (beats the two below)"),

@@ -5,6 +5,8 @@ Keys starting with ``spark.`` are passed to the SparkSession builder verbatim.
 from __future__ import annotations
 
 from ingest.config import Bool, Choice, ConfigDef, Float, Int, Key, Regex, Str, StrList
+from ingest.zk_security import ZK_SECURITY_KEYS
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 MB = 1024 * 1024
 
@@ -19,10 +21,12 @@ LOADER_CONFIG = ConfigDef(
             "partitions and leaders from Metadata (beside the 0.7 topics of brokers or zk.connect; either may be empty; "
             "empty with zk.connect: the listeners registered under /brokers/endpoints)"),
         Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "ZooKeeper connection timeout"),
+        *ZK_SECURITY_KEYS,
         Key("topics", Regex(), ".*", "whitelist: topics whose whole name matches this regex are loaded"),
         Key("topics.blacklist", Regex(), "", "topics whose whole name matches this regex are skipped (empty: none)"),
         Key("format", Choice(("avro", "parquet")), "avro", "output file format"),
         Key("registry.url", Str(nonempty=True), doc="schema registry base URL, e.g. http://127.0.0.1:8081"),
+        *REGISTRY_CLIENT_KEYS,
         Key("fail.on.data.loss", Bool(), True, "fail the run when unloaded data is gone from a broker: deleted by retention, or missing segments (false: record "
             "it and continue from earliest)"),
         Key("new.partition.start", Choice(("earliest", "latest")), "earliest", "where a partition never loaded before starts"),

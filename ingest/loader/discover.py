@@ -41,6 +41,8 @@ from ingest.loader.fetch import raw_fetch
 from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
 from ingest.records.message_batch import iter_messages
+from ingest.zk_security import ZkSecurity
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,8 @@ def registered_brokers(config) -> list[tuple[int | None, str, int]]:
             out.append((None, host, int(port)))
         return out
     if config["zk.connect"]:
-        zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
+        zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"],
+                         security=ZkSecurity.from_config(config))
         try:
             found = [(bid, a.host, a.port) for bid, a in sorted(read_brokers(zk).items())]
         finally:
@@ -251,7 +254,8 @@ def prober(config):
             from ingest.events.registry_client import RegistryClient
             from ingest.events.serde import EventDeserializer
 
-            rec = EventDeserializer(RegistryClient(config["registry.url"])).deserialize(
+            registry = RegistryClient(config["registry.url"], auth=RegistryAuth.from_config(config))
+            rec = EventDeserializer(registry).deserialize(
                 msgs[0].payload, topic=snap.topic, offset=msgs[0].offset)
             first_time = rec["header"]["time"]
         except Exception as exc:

@@ -31,6 +31,7 @@ from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, t
 from ingest.loader.state import LoaderState, read_run_record
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
+from ingest.registry_client_config import RegistryAuth
 from ingest.storage import Storage, open_storage
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def task_settings(config, run_id: str, faults: Faults = NO_FAULTS) -> TaskSettin
         destination=config["destination"], run_id=run_id, format=config["format"],
         registry_url=config["registry.url"], avro_codec=config["avro.codec"],
         parquet_compression=config["parquet.compression"], row_group_rows=config["parquet.row.group.rows"],
-        fetch=FetchSettings.from_config(config), faults=faults.spec,
+        fetch=FetchSettings.from_config(config), faults=faults.spec, registry_auth=RegistryAuth.from_config(config),
     )
 
 

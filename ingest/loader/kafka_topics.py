@@ -30,6 +30,8 @@ from ingest.config import non_ascii_note
 from ingest.errors import ConfigError, IngestError
 from ingest.loader.gaps import Probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot
+from ingest.zk_security import ZkSecurity
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,8 @@ def kafka_listeners(config) -> tuple[list[str], bool]:
     """
     if config["bootstrap.servers"] or not config.get("zk.connect"):
         return bootstrap_servers(config), False
-    zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"])
+    zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"],
+                     security=ZkSecurity.from_config(config))
     try:
         return [f"{host}:{port}" for host, port in read_kafka_servers(zk)], True
     finally:
@@ -153,7 +156,8 @@ def kafka_probe(config, snap: BrokerPartition, offset: int) -> Probe:
         from ingest.events.registry_client import RegistryClient
         from ingest.events.serde import EventDeserializer
 
-        rec = EventDeserializer(RegistryClient(config["registry.url"])).deserialize(
+        registry = RegistryClient(config["registry.url"], auth=RegistryAuth.from_config(config))
+        rec = EventDeserializer(registry).deserialize(
             bytes(first.value or b""), topic=snap.topic, offset=first.offset)
         return Probe(None, int(rec["header"]["time"]))
     except Exception:  # noqa: BLE001 - no product header: the record's own time

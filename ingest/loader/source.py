@@ -33,6 +33,7 @@ from ingest.loader.task import TaskSettings, run_task
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "ingest_load"
+AUTH_OPTION = "registry.auth.secret"  # matches Spark's default spark.redaction.regex: hidden in the UI and plans
 _registered: set[str] = set()  # application ids this data source is registered with
 
 
@@ -47,7 +48,9 @@ class TaskPartition(InputPartition):
 class LoadReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.tasks = [TaskRange(**t) for t in json.loads(options["tasks"])]
-        self.settings = TaskSettings.from_json(json.loads(options["settings"]))
+        # the registry's credentials travel in an option whose name Spark's spark.redaction.regex hides
+        self.settings = TaskSettings.from_json({**json.loads(options["settings"]),
+                                                "registry_auth": json.loads(options[AUTH_OPTION])})
 
     def partitions(self) -> Sequence[InputPartition]:
         return [TaskPartition(t) for t in self.tasks]
@@ -83,10 +86,13 @@ def execute_tasks(spark, tasks: Sequence[TaskRange], settings: TaskSettings) -> 
     if app not in _registered:
         spark.dataSource.register(LoadDataSource)
         _registered.add(app)
+    plain = asdict(settings)
+    auth = plain.pop("registry_auth")
     df = (
         spark.read.format(FORMAT_NAME)
         .option("tasks", json.dumps([asdict(t) for t in tasks]))
-        .option("settings", json.dumps(asdict(settings)))
+        .option("settings", json.dumps(plain))
+        .option(AUTH_OPTION, json.dumps(auth))
         .load()
     )
     return outcomes_from_rows(row.asDict() for row in df.collect())

@@ -36,6 +36,7 @@ from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, Tas
 from ingest.loader.staging import Staged, stage_messages  # noqa: F401 - stage_messages: a phase tests call
 from ingest.loader.tally import task_tally
 from ingest.records.message_batch import MessageBatch
+from ingest.registry_client_config import NO_AUTH, RegistryAuth
 from ingest.storage import open_storage
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class TaskSettings:
     row_group_rows: int = 131_072
     fetch: FetchSettings = FetchSettings.defaults_of(LOADER_CONFIG)   # the loader's keys' defaults
     faults: str = ""   # the driver's INGEST_FAULTS (ingest.loader.faults); empty in production
+    registry_auth: RegistryAuth = NO_AUTH   # credentials and TLS files of the registry (repr hides secrets)
 
     @classmethod
     def from_json(cls, d: dict) -> "TaskSettings":
@@ -70,6 +72,8 @@ class TaskSettings:
         d = dict(d)
         if isinstance(d.get("fetch"), dict):
             d["fetch"] = FetchSettings(**d["fetch"])
+        if isinstance(d.get("registry_auth"), dict):
+            d["registry_auth"] = RegistryAuth(**d["registry_auth"])
         return cls(**d)
 
 
@@ -125,7 +129,7 @@ def new_decoder(settings: TaskSettings, deserializer=None):
     from ingest.events.serde import EventDeserializer
     from ingest.loader.decode import PayloadDecoder
 
-    return PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url)))
+    return PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url, auth=settings.registry_auth)))
 
 
 def read_range(consumer, task: TaskRange, settings: TaskSettings, *, chunks: bool = False) -> Iterator:

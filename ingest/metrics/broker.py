@@ -226,6 +226,7 @@ class BrokerCollector:
         yield from self._replication(b.replicas)
         yield self._group_lag(b)
         yield self._refusals(CounterMetricFamily)
+        yield self._denials(CounterMetricFamily)
         conns = GaugeMetricFamily("ingest_broker_connections", "Open client connections")
         conns.add_metric([], b.network.connection_count() if b.network is not None else 0)
         yield conns
@@ -276,6 +277,18 @@ class BrokerCollector:
         under.add_metric([], count)
         failed.add_metric([], n_failed)
         return under, isr, stalled, failed
+
+    def _denials(self, family):
+        denied = family("ingest_broker_authorization_denials", "Requests (or parts of requests) the authorizer "
+                        "denied, by request, resource type and operation (resource type Replica: a replica id "
+                        "claimed by a principal that is not that broker's)",
+                        labels=["request", "resource_type", "operation"])
+        apis = self.broker.kafka_apis
+        authorizer = apis.authorizer if apis is not None else None
+        if authorizer is not None:
+            for (request, rtype, op), n in sorted(authorizer.denials().items()):
+                denied.add_metric([request, rtype, op], n)
+        return denied
 
     def _refusals(self, family):
         refused = family("ingest_broker_refused_requests", "Requests refused by the broker: responseless produce "

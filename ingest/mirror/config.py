@@ -29,6 +29,8 @@ from ingest.client.fetch_settings import FetchSettings
 from ingest.config import REQUIRED, Config, ConfigDef, Int, Key, Regex, Str, StrList
 from ingest.errors import ConfigError, MirrorConfigError
 from ingest.metrics.keys import METRICS_KEYS
+from ingest.zk_security import ZK_SECURITY_KEYS
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ MIRROR_CONFIG = ConfigDef("mirror", (
         "how often the source clusters' topics and partitions are read again (ZooKeeper changes also wake it)"),
     Key("registry.url", Str(), None,
         "schema registry URL, to read event headers for the per-window counts (none: every message in window 0)"),
+    *REGISTRY_CLIENT_KEYS,
     Key("monitoring.topic", Str(pattern=NAME_PATTERN), "audit-mirror",
         "target topic of the mirror's monitoring events (what it read and what the target acknowledged)"),
     Key("lost.topic", Str(pattern=NAME_PATTERN), "audit-mirror-lost",
@@ -91,7 +94,7 @@ MIRROR_CONFIG = ConfigDef("mirror", (
         "how long to wait for the first ZooKeeper connection"),
     Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
         "socket timeout of one request to a source or target broker"),
-) + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
+) + ZK_SECURITY_KEYS + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
 
 MIRROR_FETCH = FetchSettings.defaults_of(MIRROR_CONFIG, leader_wait_s=MIRROR_LEADER_WAIT_S)
 """The copiers' fetch settings when none are configured (the defaults of ``fetch.size``, ``socket.timeout.ms``)."""

@@ -42,6 +42,7 @@ from ingest.mirror.group import MirrorGroup
 from ingest.mirror.wiring import Wiring
 from ingest.mirror.status import NOT_STARTED, read_checkpoint, unit_status
 from ingest.ratelimited_log import RateLimitedLog, flush_all
+from ingest.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,8 @@ class MirrorMaker:
         c = self.config
         try:
             self.zk = start_kazoo(c["target.zk.connect"], session_timeout_ms=c["zk.sessiontimeout.ms"],
-                                  connection_timeout_ms=c["zk.connectiontimeout.ms"])
+                                  connection_timeout_ms=c["zk.connectiontimeout.ms"],
+                                  security=ZkSecurity.from_config(c))
             self.target = SourceCluster(SourceSpec("target", zk_connect=c["target.zk.connect"]), zk=self.zk,
                                         socket_timeout_ms=c["socket.timeout.ms"])
             self.sources = SourceDiscovery(c)

@@ -29,6 +29,7 @@ from ingest.config import Config
 from ingest.mirror.config import SourceSpec
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
 from ingest.mirror.group import read_members
+from ingest.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,8 @@ def status(config: Config, *, zk=None, clock: Clock = SYSTEM_CLOCK) -> list[Unit
     own = zk is None
     if own:
         zk = start_kazoo(config["target.zk.connect"], session_timeout_ms=config["zk.sessiontimeout.ms"],
-                         connection_timeout_ms=config["zk.connectiontimeout.ms"])
+                         connection_timeout_ms=config["zk.connectiontimeout.ms"],
+                         security=ZkSecurity.from_config(config))
     sources = None
     target = None
     try:

@@ -31,6 +31,7 @@ from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
 from ingest.mirror.kafka_io import kafka_bootstrap
 from ingest.mirror.mapping import MirrorUnit, TopicMapping, ensure_mapping
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class Wiring:
                 from ingest.events.registry_client import RegistryClient
                 from ingest.mirror.tier_events import TierEventPublisher
 
-                registry = RegistryClient(url)
+                registry = RegistryClient(url, auth=RegistryAuth.from_config(self.config))
                 producer_config = {"zk.connect": self.config["target.zk.connect"], "producer.type": "sync",
                                    "request.required.acks": self.config["target.acks"],
                                    "request.timeout.ms": self.config["target.timeout.ms"]}

@@ -6,7 +6,10 @@ connection is opened lazily, and after any socket error it is closed and
 :class:`~ingest.errors.BrokerUnavailableError` is raised; the next request reconnects. A response
 that does not match its layout closes the connection (it can no longer be trusted to be in sync)
 and raises :class:`~ingest.errors.MalformedResponseError`. A broker error code in a response
-becomes the matching error with :func:`ingest.wire.errors.check`.
+becomes the matching error with :func:`ingest.wire.errors.check`. Given an SSL context
+(:func:`ingest.wire.tls.client_context`), the socket speaks TLS: the handshake runs when it connects
+(within the connect timeout), and a broker whose certificate is not trusted (or, with host-name
+checking, does not name ``host``) fails as :class:`~ingest.errors.BrokerUnavailableError` naming why.
 
 Concurrency: a connection serialises its requests with a lock, so it may be
 shared between threads (the producer's sender thread and ``send`` callers), but
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 from typing import Callable, TypeVar
 
@@ -39,11 +43,13 @@ class BrokerConnection:
         nodelay: set TCP_NODELAY. Right for request/response (one write per request, then
             wait); fire-and-forget producers turn it off so Nagle's algorithm coalesces
             back-to-back small requests into full segments.
+        ssl_context: speak TLS with this client context (a listener of protocol SSL), or plaintext.
     """
 
     def __init__(self, host: str, port: int, *, timeout_s: float = 30.0, broker_id: int | None = None,
-                 nodelay: bool = True) -> None:
+                 nodelay: bool = True, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
+        self.ssl_context = ssl_context
         self.nodelay = nodelay
         self.port = port
         self.timeout_s = timeout_s
@@ -65,6 +71,12 @@ class BrokerConnection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+            if self.ssl_context is not None:
+                try:
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+                except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
+                    sock.close()
+                    raise BrokerUnavailableError(f"TLS handshake with {self!r} failed: {exc}") from exc
             self._sock = sock
         return self._sock
 

@@ -102,3 +102,36 @@ def test_a_read_writes_no_znode_and_no_file(read, cluster):
     assert after_zk == before_zk
     assert after_files == before_files
     assert any(p.endswith(".kafka") for p in before_files)  # the snapshot saw the broker logs
+
+
+def test_a_secured_registry_is_read_with_the_credentials_and_ca_of_the_options(read, cluster, tmp_path):
+    """HTTPS and basic auth: the options name the CA and the user info (from a file: Spark shows options)."""
+    from ingest.events.envelope import HeaderFactory, ProducerIdentity
+    from ingest.events.loadgen import EventGenerator
+    from ingest.events.serde import EventSerializer
+    from ingest.registry_client_config import RegistryAuth
+    from tests.explore.helpers import T0, send
+    from tests.harness.registry import secured_registry
+    from tests.harness.wire import WireClient
+
+    reg, ca = secured_registry(tmp_path / "registry", {"writer": ("w-pw", ("admin",)), "reader": ("r-pw", ())})
+    reg.start()
+    try:
+        ser = EventSerializer(RegistryClient(reg.url, auth=RegistryAuth("writer:w-pw", str(ca.cert))),
+                              "sx-secure-value", page_view_schema())
+        headers = HeaderFactory(ProducerIdentity("h1", "explore-test", "session-secure"))
+        batch = [(ser.serialize({**rec, "header": headers.next(time_ms=T0 + i)}), rec, T0 + i)
+                 for i, rec in enumerate(EventGenerator(seed=7).batch(3))]
+        b = cluster.brokers[0]
+        with WireClient(b.host, b.port) as w:
+            send(w, "sx-secure", 0, "0-0", batch)
+        user_info = tmp_path / "reader.properties"
+        user_info.write_text("user.info=reader:r-pw\n")
+        rows = read("sx-secure", **{"registry.url": reg.url, "basic.auth.credentials.source": "USER_INFO",
+                                    "basic.auth.user.info": f"${{file:{user_info}:user.info}}",
+                                    "schema.registry.ssl.ca.location": str(ca.cert)})
+        assert [r["url"] for r in rows] == [rec["url"] for _, rec, _ in batch]
+        with pytest.raises(Exception, match="HTTP 401"):
+            read("sx-secure", **{"registry.url": reg.url, "schema.registry.ssl.ca.location": str(ca.cert)})
+    finally:
+        reg.stop()

@@ -4,8 +4,11 @@
 broker without ZooKeeper (``local``: Kafka topics auto-created, one partition leader) and against
 three brokers with ZooKeeper (``replicated``: each test's topic created with replication factor 3,
 ``min.insync.replicas`` 2, leaders spread over the brokers, all replicas in sync before the test
-produces; a topic a client auto-creates gets three replicas too, ``default.replication.factor``). Only
-one of the two clusters runs at a time.
+produces, and every partition's leader answering a client; a topic a client auto-creates gets three
+replicas too, ``default.replication.factor``). Only one of the two clusters runs at a time. No test here
+kills a broker: ZooKeeper sessions and replica lag get generous timeouts (6 s, 10 s), so a loaded machine
+does not move leaders or shrink in-sync sets in the middle of a test (an acks=0 round sent to a leader
+that just lost its leadership is lost, as in Kafka).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from ingest import znodes
 from tests.harness import replicated as r
 from tests.harness.brokers import BrokerProcess, broker_cluster, stop_all
 from tests.harness.zookeeper import fresh_chroot
+from tests.kafka.other_clients import wait_for_ends
 
 PARTITIONS = 2
 
@@ -48,6 +52,7 @@ class KafkaCluster:
             for p in range(PARTITIONS):
                 r.wait_for_state(self.zk, topic, p, lambda s: s.leader in ids and set(s.isr) == set(ids), 120,
                                  f"all of {ids} in the isr")
+            wait_for_ends(self.bootstrap, topic, {p: 0 for p in range(PARTITIONS)}, timeout=120)
         return topic
 
 
@@ -62,7 +67,8 @@ def kafka_cluster(request, tmp_path_factory):
 
     zk_connect = fresh_chroot(request.getfixturevalue("zookeeper"), "/kc")
     brokers = broker_cluster(tmp_path_factory, n=3, zk_connect=zk_connect, num_partitions=PARTITIONS,
-                             overrides=r.replication_overrides(min_isr=2, **{"default.replication.factor": 3}))
+                             overrides=r.replication_overrides(min_isr=2, session_ms=6000, lag_ms=10_000,
+                                                               **{"default.replication.factor": 3}))
     zk = KazooClient(hosts=zk_connect)
     zk.start(timeout=15)
     try:

@@ -2,13 +2,21 @@
 
 Run by tests/kafka/test_consumer_groups.py::
 
-    python -m tests.kafka.group_member CLIENT BOOTSTRAP GROUP TOPIC OUT [assignor]
+    python -m tests.kafka.group_member CLIENT BOOTSTRAP GROUP TOPIC OUT [ASSIGNOR [INSTANCE_ID [SESSION_MS [POLL_MS]]]]
 
-``CLIENT`` is ``confluent`` (confluent-kafka), ``kafka-python`` or ``aiokafka``. Every event is one JSON
-line written to ``OUT`` with ``os.write`` (in the kernel as soon as written, so a SIGKILL loses nothing
-logged):
+``CLIENT`` is ``confluent`` (confluent-kafka), ``kafka-python`` or ``aiokafka``; ``ASSIGNOR`` is ``range``
+(the default), ``roundrobin`` or ``cooperative-sticky``; ``INSTANCE_ID`` (``-`` for none) makes the member
+static (``group.instance.id``); ``SESSION_MS`` is its ``session.timeout.ms``, ``POLL_MS`` its
+``max.poll.interval.ms`` (the rebalance timeout it asks for; kafka-python only). Every event is one JSON line
+written to ``OUT`` with ``os.write`` (in the kernel as soon as written, so a SIGKILL loses nothing logged):
 
-- ``{"e": "assign", "p": [...]}`` / ``{"e": "revoke", "p": [...]}``: the client's rebalance callback ran;
+- ``{"e": "assign", "p": [...], "inc": B}`` / ``{"e": "revoke", "p": [...], "inc": B}``: the client's
+  rebalance callback ran; ``inc`` is true under an incremental (cooperative) assignor, whose callbacks name
+  only the partitions added or taken away, false under an eager one, whose assign names the whole
+  assignment (and whose revoke takes everything);
+- ``{"e": "error", "code": NAME, "fatal": B, "text": TEXT}``: the client reported an error (each code
+  once); a fatal one (librdkafka's ``_FATAL``, e.g. FENCED_INSTANCE_ID: another process joined with this
+  member's instance id) ends the member;
 - ``{"e": "processed", "p": P, "o": OFFSET, "v": VALUE}``: a record was processed;
 - ``{"e": "committed", "p": P, "from": A, "to": B}``: a commit of offset ``B`` for partition ``P``
   succeeded, covering the records of offsets ``A`` .. ``B - 1`` this member processed since it got ``P``
@@ -28,6 +36,7 @@ import sys
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000
+INCREMENTAL = {"cooperative-sticky"}
 
 
 class Log:
@@ -66,19 +75,37 @@ class Positions:
             self.pending.pop(p, None)
 
 
-def run_confluent(bootstrap: str, group: str, topic: str, out: Log, assignor: str, stop) -> None:
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+class Errors:
+    """Each distinct client error logged once (a fenced member would repeat its error every poll)."""
+
+    def __init__(self, out: Log) -> None:
+        self.out, self.seen = out, set()
+
+    def __call__(self, code: str, fatal: bool, text: str = "") -> None:
+        if code not in self.seen:
+            self.seen.add(code)
+            self.out(e="error", code=code, fatal=fatal, text=text)
+
+
+def run_confluent(bootstrap: str, group: str, topic: str, out: Log, assignor: str, stop, instance_id, session_ms):
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     pos = Positions(out)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS,
-                  "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": assignor})
+    errors = Errors(out)
+    inc = assignor in INCREMENTAL
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": assignor,
+            "error_cb": lambda err: errors(err.name(), err.fatal(), err.str())}
+    if instance_id:
+        conf["group.instance.id"] = instance_id
+    c = Consumer(conf)
 
     def on_assign(_c, parts):
-        out(e="assign", p=sorted(x.partition for x in parts))
+        out(e="assign", p=sorted(x.partition for x in parts), inc=inc)
 
     def on_revoke(_c, parts):
-        out(e="revoke", p=sorted(x.partition for x in parts))
+        out(e="revoke", p=sorted(x.partition for x in parts), inc=inc)
         pos.forget(x.partition for x in parts)
 
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
@@ -88,6 +115,10 @@ def run_confluent(bootstrap: str, group: str, topic: str, out: Log, assignor: st
             for m in msgs:
                 if m.error() is None:
                     pos.processed(m.partition(), m.offset(), m.value())
+                elif m.error().code() != KafkaError._PARTITION_EOF:
+                    errors(m.error().name(), m.error().fatal(), m.error().str())
+            if "_FATAL" in errors.seen:
+                return                     # fenced (FENCED_INSTANCE_ID): another process is this member now
             todo = pos.to_commit()
             if todo:
                 try:
@@ -101,24 +132,34 @@ def run_confluent(bootstrap: str, group: str, topic: str, out: Log, assignor: st
         c.close()
 
 
-def run_kafka_python(bootstrap: str, group: str, topic: str, out: Log, assignor: str, stop) -> None:
+def run_kafka_python(bootstrap: str, group: str, topic: str, out: Log, assignor: str, stop, instance_id,
+                     session_ms, poll_ms=None) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.errors import KafkaError
     from kafka.structs import OffsetAndMetadata
 
     pos = Positions(out)
+    inc = assignor in INCREMENTAL
+    # "range" is kafka-python's default list (range, then roundrobin: what aiokafka's default matches)
+    assignors = {"range": (RangePartitionAssignor, RoundRobinPartitionAssignor),
+                 "roundrobin": (RoundRobinPartitionAssignor,), "cooperative-sticky": (CooperativeStickyAssignor,)}
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
-            out(e="revoke", p=sorted(x.partition for x in revoked))
+            out(e="revoke", p=sorted(x.partition for x in revoked), inc=inc)
             pos.forget(x.partition for x in revoked)
 
         def on_partitions_assigned(self, assigned):
-            out(e="assign", p=sorted(x.partition for x in assigned))
+            out(e="assign", p=sorted(x.partition for x in assigned), inc=inc)
 
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                      auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
-                      heartbeat_interval_ms=HEARTBEAT_MS)
+                      auto_offset_reset="earliest", session_timeout_ms=session_ms,
+                      heartbeat_interval_ms=HEARTBEAT_MS, group_instance_id=instance_id,
+                      partition_assignment_strategy=assignors[assignor],
+                      **({"max_poll_interval_ms": poll_ms} if poll_ms else {}))
     c.subscribe([topic], listener=Listener())
     try:
         while not stop():
@@ -137,7 +178,8 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, out: Log, assignor:
         c.close()
 
 
-def run_aiokafka(bootstrap: str, group: str, topic: str, out: Log, assignor: str, stop) -> None:
+def run_aiokafka(bootstrap: str, group: str, topic: str, out: Log, assignor: str, stop, instance_id,
+                 session_ms) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
     from aiokafka.errors import KafkaError
 
@@ -145,15 +187,15 @@ def run_aiokafka(bootstrap: str, group: str, topic: str, out: Log, assignor: str
 
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, revoked):
-            out(e="revoke", p=sorted(x.partition for x in revoked))
+            out(e="revoke", p=sorted(x.partition for x in revoked), inc=False)
             pos.forget(x.partition for x in revoked)
 
         async def on_partitions_assigned(self, assigned):
-            out(e="assign", p=sorted(x.partition for x in assigned))
+            out(e="assign", p=sorted(x.partition for x in assigned), inc=False)
 
     async def main():
         c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                             auto_offset_reset="earliest", session_timeout_ms=SESSION_MS,
+                             auto_offset_reset="earliest", session_timeout_ms=session_ms,
                              heartbeat_interval_ms=HEARTBEAT_MS)
         c.subscribe([topic], listener=Listener())
         await c.start()
@@ -182,11 +224,14 @@ RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokaf
 def main(argv: list[str]) -> None:
     client, bootstrap, group, topic, path = argv[:5]
     assignor = argv[5] if len(argv) > 5 else "range"
+    instance_id = argv[6] if len(argv) > 6 and argv[6] != "-" else None
+    session_ms = int(argv[7]) if len(argv) > 7 else SESSION_MS
+    extra = {"poll_ms": int(argv[8])} if len(argv) > 8 else {}
     halt = []
     signal.signal(signal.SIGTERM, lambda *_: halt.append(1))
     out = Log(path)
     out(e="start", client=client, pid=os.getpid())
-    RUNNERS[client](bootstrap, group, topic, out, assignor, lambda: bool(halt))
+    RUNNERS[client](bootstrap, group, topic, out, assignor, lambda: bool(halt), instance_id, session_ms, **extra)
     out(e="closed")
 
 

@@ -196,14 +196,22 @@ def wait_for_ends(bootstrap: str, topic: str, ends: dict[int, int], timeout: flo
     """Wait until each partition's high watermark is at least ``ends[partition]``.
 
     After an acks=0 produce: nothing tells the producer when the broker has appended, and the next
-    producer's connection may overtake it, so a test that orders rounds waits here before the next one."""
-    from confluent_kafka import Consumer, TopicPartition
+    producer's connection may overtake it, so a test that orders rounds waits here before the next one.
+    Also after a topic is created: every partition's leader answers (its leadership reached the brokers).
+    A retriable error (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE) is asked again until ``timeout``."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "enable.auto.commit": False})
     try:
         def reached() -> bool:
-            return all(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] >= n
-                       for p, n in ends.items())
+            try:
+                return all(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] >= n
+                           for p, n in ends.items())
+            except KafkaException as exc:
+                # a leader that moved, or one still taking over: asked again, as a Kafka client does
+                if exc.args[0].retriable():
+                    return False
+                raise
         wait_until(reached, timeout, f"{topic} to reach {ends}", interval=0.1)
     finally:
         c.close()

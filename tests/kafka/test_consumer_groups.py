@@ -20,11 +20,9 @@ committed nothing); aiokafka's group consumer joins the same kind of group.
 """
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -32,9 +30,10 @@ import pytest
 
 from ingest import znodes
 from ingest.broker.groups.offsets_topic import OFFSETS_TOPIC, partition_for
-from tests.harness import reaper
 from tests.harness import replicated as r
 from tests.harness.brokers import REPO_ROOT, broker_factory  # noqa: F401  (fixture)
+from tests.kafka import group_checks as gc
+from tests.kafka.group_checks import bootstrap_of
 from tests.harness.wait import wait_until
 
 log = logging.getLogger(__name__)
@@ -49,10 +48,6 @@ GROUP_OVERRIDES = {"offsets.topic.num.partitions": OFFSETS_PARTITIONS, "offsets.
                    "group.initial.rebalance.delay.ms": 500, "offsets.commit.timeout.ms": 10_000}
 
 
-def _bootstrap(brokers) -> str:
-    return ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)
-
-
 def _cluster(broker_factory, zk_connect, zk, partitions: int = PARTITIONS):
     brokers = broker_factory(3, zk_connect, overrides=r.replication_overrides(min_isr=2, **GROUP_OVERRIDES))
     assignment = {p: [(p + j) % 3 for j in range(3)] for p in range(partitions)}
@@ -63,103 +58,12 @@ def _cluster(broker_factory, zk_connect, zk, partitions: int = PARTITIONS):
     return brokers
 
 
-class Member:
-    """One member process; each start writes a new events file."""
-
-    def __init__(self, client: str, name: str, bootstrap: str, workdir: Path, assignor: str = "range") -> None:
-        self.client, self.name, self.bootstrap, self.workdir, self.assignor = client, name, bootstrap, workdir, assignor
-        self.files: list[Path] = []
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Member":
-        path = self.workdir / f"{self.name}-{len(self.files)}.jsonl"
-        self.files.append(path)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.kafka.group_member", self.client, self.bootstrap, GROUP, TOPIC, str(path),
-             self.assignor], cwd=str(REPO_ROOT), stdout=open(self.workdir / f"{self.name}.out", "ab"),
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        reaper.watch(self.proc)
-        return self
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
-
-    def events(self) -> list[dict]:
-        out = []
-        for f in self.files:
-            if f.exists():
-                out.extend(json.loads(line) for line in f.read_text().splitlines() if line.strip())
-        return out
-
-    def current_assignment(self) -> list[int] | None:
-        """The partitions of the latest callback of the running incarnation (None before its first)."""
-        f = self.files[-1]
-        got = None
-        if f.exists():
-            for line in f.read_text().splitlines():
-                ev = json.loads(line)
-                if ev["e"] == "assign":
-                    got = ev["p"]
-                elif ev["e"] == "revoke":
-                    got = [p for p in (got or []) if p not in ev["p"]]
-        return got
-
-
-class Producer(threading.Thread):
-    """confluent-kafka, acks=all: distinct values ``id-N`` to partition N % 12, about 200 a second."""
-
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(name="group-test-producer", daemon=True)
-        from confluent_kafka import Producer as CProducer
-
-        self.p = CProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
-                            "retries": 1_000_000, "retry.backoff.ms": 100, "message.timeout.ms": 120_000,
-                            "linger.ms": 5})
-        self.acked: set[str] = set()
-        self.failed: list[str] = []
-        self.sent = 0
-        self.halt = threading.Event()
-
-    def _done(self, err, msg) -> None:
-        (self.failed.append if err is not None else self.acked.add)(msg.value().decode())
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            try:
-                self.p.produce(TOPIC, f"id-{self.sent}".encode(), partition=self.sent % PARTITIONS,
-                               on_delivery=self._done)
-                self.sent += 1
-            except BufferError:
-                pass
-            self.p.poll(0.005)
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(30)
-        assert self.p.flush(180) == 0, "records still unanswered after 180 s"
-
-
-def _assigned(members) -> dict[str, list[int]]:
-    return {m.name: m.current_assignment() for m in members}
+def _member(client: str, name: str, bootstrap: str, workdir: Path) -> gc.Member:
+    return gc.Member(client, name, bootstrap, workdir, GROUP, TOPIC)
 
 
 def _wait_all_assigned(members, what: str, timeout: float = 180.0) -> None:
-    def ok():
-        got = _assigned(members)
-        parts = [p for ps in got.values() if ps for p in ps]
-        return all(ps for ps in got.values()) and sorted(parts) == list(range(PARTITIONS))
-    wait_until(ok, timeout=timeout, interval=1.0, what=f"{what}: every partition assigned to exactly one of the live members "
-                                          f"(now {_assigned(members)})")
+    gc.wait_all_assigned(members, PARTITIONS, what, timeout)
 
 
 def _coordinator(bootstrap: str) -> int:
@@ -178,57 +82,26 @@ def _coordinator(bootstrap: str) -> int:
     return resp.node_id
 
 
-def _processed_everything(members, acked: set[str]) -> bool:
-    seen = {ev["v"] for m in members for ev in m.events() if ev["e"] == "processed"}
-    return acked <= seen
-
-
 def _end_offsets(bootstrap: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets", "enable.auto.commit": False})
-    try:
-        return {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in range(PARTITIONS)}
-    finally:
-        c.close()
+    return gc.end_offsets(bootstrap, TOPIC, PARTITIONS)
 
 
 def _committed(bootstrap: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-    try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)],
-                                                             timeout=30)}
-    finally:
-        c.close()
+    return gc.committed(bootstrap, GROUP, TOPIC, PARTITIONS)
 
 
 def _no_record_committed_twice(members) -> dict[int, int]:
-    """Per partition, the successful commits' ranges are disjoint; returns the highest committed offset."""
-    ranges: dict[int, list[tuple[int, int, str]]] = {}
-    for m in members:
-        for ev in m.events():
-            if ev["e"] == "committed":
-                ranges.setdefault(ev["p"], []).append((ev["from"], ev["to"], m.name))
-    top = {}
-    for p, rs in ranges.items():
-        rs.sort()
-        for (a0, a1, an), (b0, b1, bn) in zip(rs, rs[1:]):
-            assert a1 <= b0, f"{TOPIC}-{p}: records {b0}..{min(a1, b1) - 1} committed twice ({an}: {a0}..{a1 - 1}, " \
-                             f"{bn}: {b0}..{b1 - 1})"
-        top[p] = rs[-1][1]
-    return top
+    return gc.no_record_committed_twice(members, TOPIC)
 
 
 def test_five_members_of_two_clients_share_a_topic_through_member_and_coordinator_kills(broker_factory, zk_connect,
                                                                                       zk, tmp_path):
     brokers = _cluster(broker_factory, zk_connect, zk)
-    bootstrap = _bootstrap(brokers)
-    producer = Producer(bootstrap)
+    bootstrap = bootstrap_of(brokers)
+    producer = gc.Producer(bootstrap, TOPIC, PARTITIONS)
     producer.start()
-    members = [Member("confluent", f"rdkafka-{i}", bootstrap, tmp_path) for i in range(3)] + \
-              [Member("kafka-python", f"kafka-python-{i}", bootstrap, tmp_path) for i in range(2)]
+    members = [_member("confluent", f"rdkafka-{i}", bootstrap, tmp_path) for i in range(3)] + \
+              [_member("kafka-python", f"kafka-python-{i}", bootstrap, tmp_path) for i in range(2)]
     try:
         for m in members:
             m.start()
@@ -255,8 +128,8 @@ def test_five_members_of_two_clients_share_a_topic_through_member_and_coordinato
         acked = len(producer.acked)
         wait_until(lambda: len(producer.acked) > acked + 500, timeout=120, interval=1.0, what="production after the broker kill")
         alive = [b for b in brokers if b.broker_id != coordinator]
-        wait_until(lambda: _coordinator(_bootstrap(alive)) != coordinator, timeout=60, interval=1.0, what="a new coordinator")
-        successor = r.by_id(brokers, _coordinator(_bootstrap(alive)))
+        wait_until(lambda: _coordinator(bootstrap_of(alive)) != coordinator, timeout=60, interval=1.0, what="a new coordinator")
+        successor = r.by_id(brokers, _coordinator(bootstrap_of(alive)))
         wait_until(lambda: f"loaded {OFFSETS_TOPIC}-{p} " in successor.output(), timeout=60, interval=1.0,
                    what=f"broker {successor.broker_id} loading {OFFSETS_TOPIC}-{p}")
         r.by_id(brokers, coordinator).start()
@@ -265,7 +138,7 @@ def test_five_members_of_two_clients_share_a_topic_through_member_and_coordinato
         producer.stop()
     try:
         assert not producer.failed, f"{len(producer.failed)} records not delivered, e.g. {producer.failed[:3]}"
-        wait_until(lambda: _processed_everything(members, producer.acked), timeout=180,
+        wait_until(lambda: gc.processed_everything(members, producer.acked), timeout=180,
                    what="every acknowledged record processed")
         ends = _end_offsets(bootstrap)
         wait_until(lambda: _no_record_committed_twice(members) == ends, timeout=120,
@@ -328,8 +201,8 @@ def test_an_aiokafka_group_consumer_and_a_kafka_python_one_share_partitions_and_
     for i in range(200):
         p.produce(TOPIC, f"id-{i}".encode(), partition=i % 4)
     assert p.flush(30) == 0
-    members = [Member("aiokafka", "aiokafka-0", bootstrap, tmp_path),
-               Member("kafka-python", "kafka-python-0", bootstrap, tmp_path)]
+    members = [_member("aiokafka", "aiokafka-0", bootstrap, tmp_path),
+               _member("kafka-python", "kafka-python-0", bootstrap, tmp_path)]
     try:
         for m in members:
             m.start()
@@ -338,7 +211,7 @@ def test_an_aiokafka_group_consumer_and_a_kafka_python_one_share_partitions_and_
             got = [m.current_assignment() for m in members]
             return all(got) and sorted(x for g in got for x in g) == [0, 1, 2, 3]
         wait_until(shared, timeout=120, interval=1.0, what="both members assigned")
-        wait_until(lambda: _processed_everything(members, {f"id-{i}" for i in range(200)}), timeout=120,
+        wait_until(lambda: gc.processed_everything(members, {f"id-{i}" for i in range(200)}), timeout=120,
                    interval=1.0, what="every record processed")
         wait_until(lambda: _no_record_committed_twice(members) == {0: 50, 1: 50, 2: 50, 3: 50}, timeout=60,
                    interval=1.0, what="every record committed")

@@ -124,3 +124,33 @@ def test_counts_not_yet_published_survive_a_sigkill(tmp_path_factory, registry_u
         assert _totals(_events(broker.log_dir)) == want
     finally:
         stop_all([broker])
+
+
+def test_the_broker_registers_its_counts_schema_with_the_credentials_of_its_config(tmp_path_factory, monkeypatch):
+    """A registry with HTTPS and basic auth: the broker's publisher uses basic.auth.user.info (from the
+    environment, so server.properties holds only the reference) and the CA."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from tests.harness.registry import secured_registry
+
+    reg, ca = secured_registry(tmp_path_factory.mktemp("sec-registry"), {"broker": ("broker-pw", ("admin",))})
+    reg.start()
+    monkeypatch.setenv("TC_REGISTRY_USER_INFO", "broker:broker-pw")  # the broker process inherits it
+    broker = None
+    try:
+        broker = _counting(tmp_path_factory, reg.url, audit_counts_interval_ms=200,
+                           basic_auth_credentials_source="USER_INFO", basic_auth_user_info="${env:TC_REGISTRY_USER_INFO}",
+                           schema_registry_ssl_ca_location=ca.cert)
+        _produce(f"127.0.0.1:{broker.kafka_port}", "tc-sec", [T0 + 5, T0 + 6])
+        deadline = time.monotonic() + 60
+        while _totals(_events(broker.log_dir)) != {("tc-sec", T0): 2}:
+            assert time.monotonic() < deadline, _totals(_events(broker.log_dir))
+            time.sleep(0.2)
+        sr = SchemaRegistryClient({"url": reg.url, "ssl.ca.location": str(ca.cert),
+                                   "basic.auth.user.info": "broker:broker-pw"})
+        assert f"{COUNTS}-value" in sr.get_subjects()
+        assert "broker-pw" not in broker.output_path.read_text() + broker.config_path.read_text()
+    finally:
+        if broker is not None:
+            stop_all([broker])
+        reg.stop()

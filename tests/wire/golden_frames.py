@@ -133,6 +133,13 @@ def _foreign() -> dict:
 
 
 def _error_tree() -> list[type]:
+    """Every error class of the product, whichever modules the run has imported so far (so: all of them)."""
+    import importlib
+    import pkgutil
+
+    import ingest
+    for m in pkgutil.walk_packages(ingest.__path__, "ingest."):
+        importlib.import_module(m.name)
     out, stack = [], [IngestError]
     while stack:
         cls = stack.pop()

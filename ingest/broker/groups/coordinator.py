@@ -6,9 +6,10 @@ Kafka's ``GroupCoordinator`` (classic protocol), in the same order of checks, wi
   MEMBER_ID_REQUIRED with it first and joins with it (KIP-394). A join starts a rebalance (state
   PreparingRebalance) unless the member is known and its protocols are unchanged and it is not the
   leader (then it gets the current generation back). The join phase ends when every known member has
-  rejoined, or after the largest rebalance timeout of the members, when those that did not rejoin are
-  removed; an empty group's first rebalance waits ``group.initial.rebalance.delay.ms`` for more members
-  (extended by each new one, up to the rebalance timeout). Then the generation goes up, the protocol
+  rejoined, or after the largest rebalance timeout of the members, when the dynamic members that did not
+  rejoin are removed (static ones stay until their session expires); an empty group's first rebalance
+  waits ``group.initial.rebalance.delay.ms`` for more members (extended by each new one, up to the
+  rebalance timeout). Then the generation goes up, the protocol
   every member supports with the most first-choice votes is chosen, and every waiting member is
   answered; the leader (the first member, kept while it stays) gets every member's metadata.
 - **SyncGroup**: the leader's carries the assignment (members it leaves out get an empty one); every
@@ -18,9 +19,10 @@ Kafka's ``GroupCoordinator`` (classic protocol), in the same order of checks, wi
   waiting in JoinGroup) is removed and the group rebalances.
 - **LeaveGroup**: the members leave at once and the group rebalances without waiting for their sessions.
 - **Fencing**: a request naming an unknown member is UNKNOWN_MEMBER_ID, another generation
-  ILLEGAL_GENERATION; a commit during CompletingRebalance REBALANCE_IN_PROGRESS; a static member
-  (``group.instance.id``, KIP-345) that rejoins without its member id replaces its old id, whose later
-  requests are FENCED_INSTANCE_ID.
+  ILLEGAL_GENERATION; a commit during CompletingRebalance REBALANCE_IN_PROGRESS.
+- **Static members** (``group.instance.id``, KIP-345): one that joins without a member id while its instance
+  id is in the group takes the old id's place and assignment (without a rebalance while the group is
+  Stable); the old id's later requests are FENCED_INSTANCE_ID.
 - **Offsets** (:class:`~ingest.broker.groups.offset_store.OffsetStore`): a commit with generation -1 from
   no member is accepted while the group has no members (``assign`` consumers); otherwise the member and
   generation must be current (commits are allowed while a rebalance is being prepared, as Kafka allows).
@@ -243,21 +245,49 @@ class GroupCoordinator:
             return
         new.member_id = f"{new.client_id}-{uuid.uuid4()}"
         if new.instance_id is not None:
-            old_id = group.instances.get(new.instance_id)
-            if old_id is not None:         # a static member restarted: its old id is fenced
-                old = group.members.get(old_id)
-                if old is not None:
-                    log.info("group %s: static member %s rejoined as %s; %s is fenced", group.group_id,
-                             new.instance_id, new.member_id, old_id)
-                    self._answer_join(old, JoinResult(E.FENCED_INSTANCE_ID, old_id))
-                    self._answer_sync(old, E.FENCED_INSTANCE_ID, b"")
-                    self._cancel(old.heartbeat_timer)
-                    group.remove(old_id)
+            if group.instances.get(new.instance_id) in group.members:
+                self._replace_static(group, new, answer)
+                return
         elif version >= 4:                 # KIP-394: the member comes back with its id
             group.pending.add(new.member_id)
             answer(JoinResult(E.MEMBER_ID_REQUIRED, new.member_id))
             return
         self._add_and_rebalance(group, new, answer)
+
+    def _replace_static(self, group: Group, new: Member, answer) -> None:
+        """A static member joined without a member id while its instance id is in the group (it restarted, or a
+        second process uses the same instance id): the new id takes the old one's place, assignment and
+        leadership; requests with the old id are FENCED_INSTANCE_ID from now on (Kafka's
+        ``updateStaticMemberAndRebalance``).
+
+        Stable: no rebalance unless the group's protocol would change; the member is answered the current
+        generation with the leader as it was (so a restarted leader does not compute an assignment the stable
+        group would not hand out) and gets its assignment in SyncGroup. CompletingRebalance: the leader may be
+        assigning to the old id, so the group rebalances. PreparingRebalance: the member joins the rebalance.
+        """
+        old_id = group.instances[new.instance_id]
+        m = group.members[old_id]
+        leader = group.leader_id
+        log.info("group %s: static member %s joined again as %s; %s is fenced", group.group_id, new.instance_id,
+                 new.member_id, old_id)
+        self._answer_join(m, JoinResult(E.FENCED_INSTANCE_ID, old_id))
+        self._answer_sync(m, E.FENCED_INSTANCE_ID, b"")
+        group.rename(old_id, new.member_id)
+        m.client_id, m.client_host, m.join_version = new.client_id, new.client_host, new.join_version
+        m.protocols = new.protocols
+        m.session_timeout_ms, m.rebalance_timeout_ms = new.session_timeout_ms, new.rebalance_timeout_ms
+        self._arm_session(group, m)
+        m.join_answer = answer
+        if group.state == STABLE:
+            if group.select_protocol() == group.protocol_name:
+                self._answer_join(m, JoinResult(0, m.member_id, group.generation, group.protocol_type,
+                                                group.protocol_name, leader or ""))
+            else:
+                self._prepare_rebalance(group, f"static member {new.instance_id} joined with other protocols")
+        elif group.state == COMPLETING:
+            self._prepare_rebalance(group, f"static member {new.instance_id} joined while the group was syncing")
+        else:
+            self._try_complete_join(group)
 
     def _join_known(self, group: Group, new: Member, answer) -> None:
         mid = new.member_id
@@ -265,14 +295,11 @@ class GroupCoordinator:
             group.pending.discard(mid)
             self._add_and_rebalance(group, new, answer)
             return
-        m = group.members.get(mid)
-        if m is None:
-            fenced = new.instance_id is not None and new.instance_id in group.instances
-            answer(JoinResult(E.FENCED_INSTANCE_ID if fenced else E.UNKNOWN_MEMBER_ID, mid))
+        code = self._current_member(group, mid, new.instance_id)
+        if code:
+            answer(JoinResult(code, mid))
             return
-        if new.instance_id is not None and m.instance_id != new.instance_id:
-            answer(JoinResult(E.FENCED_INSTANCE_ID, mid))
-            return
+        m = group.members[mid]
         self._heard_from(m)
         if group.state == PREPARING:
             m.protocols, m.join_version = new.protocols, new.join_version
@@ -341,16 +368,27 @@ class GroupCoordinator:
             self._complete_join(group)
 
     def _join_expired(self, group: Group) -> None:
-        """The rebalance timeout passed: members that did not rejoin are removed, the join phase ends."""
+        """The rebalance timeout passed: dynamic members that did not rejoin are removed, the join phase ends.
+
+        Static members that did not rejoin stay (KIP-345: only their session timeout removes them): the new
+        generation includes them with their last metadata, and one that comes back within its session takes
+        its place without another rebalance. If no member rejoined, the join phase waits another rebalance
+        timeout (the sessions of the absent static members end it), as Kafka's ``onCompleteJoin``."""
         if group.state != PREPARING or self._groups.get(group.group_id, (0, None))[1] is not group:
             return
         group.join_not_before = 0.0
         group.pending.clear()
-        for m in [m for m in group.members.values() if m.join_answer is None]:
+        for m in [m for m in group.members.values() if m.join_answer is None and m.instance_id is None]:
             log.info("group %s: member %s did not rejoin within the rebalance timeout: removed", group.group_id,
                      m.member_id)
             self._cancel(m.heartbeat_timer)
             group.remove(m.member_id)
+        if group.members and not any(m.join_answer is not None for m in group.members.values()):
+            log.warning("group %s: no member rejoined within the rebalance timeout; waiting for them or for their"
+                        " sessions to expire", group.group_id)
+            timeout = max(m.rebalance_timeout_ms for m in group.members.values()) / 1000.0
+            group.join_timer = self._timer(timeout, lambda: self._join_expired(group))
+            return
         self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
@@ -362,8 +400,9 @@ class GroupCoordinator:
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
             return
         group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
+        leader = group.members.get(group.leader_id)
+        if leader is None or leader.join_answer is None:    # the leader must be one that rejoined
+            group.leader_id = next(mid for mid, m in group.members.items() if m.join_answer is not None)
         group.state = COMPLETING
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id, group.generation,
                  len(group.members), group.protocol_name, group.leader_id)
@@ -422,16 +461,20 @@ class GroupCoordinator:
     def _check_member(self, group: Group | None, member_id: str, instance_id: str | None, generation: int) -> int:
         if group is None or group.state == DEAD:
             return E.UNKNOWN_MEMBER_ID
-        m = group.members.get(member_id)
-        if m is None:
-            if instance_id is not None and instance_id in group.instances:
-                return E.FENCED_INSTANCE_ID
-            return E.UNKNOWN_MEMBER_ID
-        if instance_id is not None and m.instance_id != instance_id:
-            return E.FENCED_INSTANCE_ID
-        if generation != group.generation:
-            return E.ILLEGAL_GENERATION
-        return 0
+        return self._current_member(group, member_id, instance_id) or \
+            (E.ILLEGAL_GENERATION if generation != group.generation else 0)
+
+    @staticmethod
+    def _current_member(group: Group, member_id: str, instance_id: str | None) -> int:
+        """Kafka's ``validateCurrentMember``: a static member's instance id must map to ``member_id``
+        (FENCED_INSTANCE_ID when it maps to another, UNKNOWN_MEMBER_ID when to none); a dynamic member must
+        be in the group."""
+        if instance_id is not None:
+            current = group.instances.get(instance_id)
+            if current != member_id:
+                return E.FENCED_INSTANCE_ID if current is not None else E.UNKNOWN_MEMBER_ID
+            return 0
+        return 0 if member_id in group.members else E.UNKNOWN_MEMBER_ID
 
     # --- Heartbeat, LeaveGroup ----------------------------------------------------------------
 
@@ -460,18 +503,13 @@ class GroupCoordinator:
                 return 0, [E.UNKNOWN_MEMBER_ID] * len(members)
             codes = []
             for member_id, instance_id in members:
-                if instance_id is not None:
-                    member_id = member_id or group.instances.get(instance_id, "")
-                m = group.members.get(member_id)
-                if m is None:
-                    codes.append(E.UNKNOWN_MEMBER_ID)
-                    continue
-                if instance_id is not None and m.instance_id != instance_id:
-                    codes.append(E.FENCED_INSTANCE_ID)
-                    continue
-                log.info("group %s: member %s left", group_id, member_id)
-                self._remove_member(group, m)
-                codes.append(0)
+                if not member_id and instance_id is not None:   # an operator removing a static member by name
+                    member_id = group.instances.get(instance_id, "")
+                code = self._current_member(group, member_id, instance_id) if member_id else E.UNKNOWN_MEMBER_ID
+                if not code:
+                    log.info("group %s: member %s left", group_id, member_id)
+                    self._remove_member(group, group.members[member_id])
+                codes.append(code)
             return 0, codes
 
     def _remove_member(self, group: Group, m: Member) -> None:

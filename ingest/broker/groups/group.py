@@ -115,5 +115,16 @@ class Group:
             self.protocol_type = None
         return m
 
+    def rename(self, old_id: str, new_id: str) -> Member:
+        """The member ``old_id`` is ``new_id`` from now on, in the same place (a static member's new id)."""
+        m = self.members[old_id]
+        m.member_id = new_id
+        self.members = {(new_id if k == old_id else k): v for k, v in self.members.items()}
+        if m.instance_id is not None:
+            self.instances[m.instance_id] = new_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        return m
+
     def all_joined(self) -> bool:
         return not self.pending and all(m.join_answer is not None for m in self.members.values())

@@ -10,21 +10,27 @@ value out of range, UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist, 
 from __future__ import annotations
 
 from ingest.broker.kafka import admin_outcome as ao
+from ingest.broker.kafka import authorization
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.alter_configs import AlterConfigsRequest, AlterConfigsResourceResponse, AlterConfigsResponse
+from ingest.broker.kafka.describe_configs import denied_code
 from ingest.wire.kafka.describe_configs import TOPIC
 
 NOT_A_TOPIC = ("only topic configs (resource type 2) can be changed: a broker's settings come from its "
                "server.properties at start (there are no dynamic broker configs)")
 
 
-def resource_results(admin, resources, change) -> tuple[AlterConfigsResourceResponse, ...]:
+def resource_results(admin, resources, change, apis=None, ctx=None) -> tuple[AlterConfigsResourceResponse, ...]:
     """Each resource answered alone; ``change(resource)`` does a topic's write (AlterConfigs and
-    IncrementalAlterConfigs share this)."""
+    IncrementalAlterConfigs share this); each needs AlterConfigs on the topic or the cluster."""
     twice = ao.duplicates((r.resource_type, r.resource_name) for r in resources)
     out = []
     for r in resources:
-        if (r.resource_type, r.resource_name) in twice:
+        denied = 0 if apis is None else denied_code(apis, ctx, r.resource_type, r.resource_name,
+                                                authorization.ALTER_CONFIGS)
+        if denied:
+            out.append(AlterConfigsResourceResponse(denied, None, r.resource_type, r.resource_name))
+        elif (r.resource_type, r.resource_name) in twice:
             out.append(AlterConfigsResourceResponse(KafkaErrorCode.INVALID_REQUEST,
                                                     ao.duplicate_message(r.resource_name), r.resource_type,
                                                     r.resource_name))
@@ -43,7 +49,7 @@ def handle(apis, req: AlterConfigsRequest, ctx) -> AlterConfigsResponse:
         return error(req, KafkaErrorCode.INVALID_REQUEST, ctx, ao.NO_ZOOKEEPER)
     admin.require_worker("AlterConfigs")
     return AlterConfigsResponse(0, resource_results(admin, req.resources, lambda r: admin.alter_configs(
-        r.resource_name, {c.name: c.value for c in r.configs}, req.validate_only)))
+        r.resource_name, {c.name: c.value for c in r.configs}, req.validate_only), apis, ctx))
 
 
 def error(req: AlterConfigsRequest, code: int, ctx, message: str | None = None) -> AlterConfigsResponse:

@@ -7,7 +7,9 @@ batches' offsets kept, the leader epoch stamped, a source gap kept as a gap); a 
 ``expected_offset`` answers OFFSET_MISMATCH (10000) with the log end; acks -1 waits for the in-sync
 replicas in the purgatory as Produce does (NOT_ENOUGH_REPLICAS, ..._AFTER_APPEND, REQUEST_TIMED_OUT).
 A partition not led here answers NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE, the query too. A
-topic is never created by AppendAt (the mirror creates its target topics through ZooKeeper).
+topic is never created by AppendAt (the mirror creates its target topics through ZooKeeper). With an
+authorizer it needs ClusterAction on the cluster (CLUSTER_AUTHORIZATION_FAILED (31) otherwise): it writes
+offsets a producer never may, as a broker's replica does (docs/security.md).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 
 from ingest.broker import append_at
 from ingest.broker.delayed import DelayedOp
+from ingest.broker.kafka import authorization
 from ingest.broker.kafka.produce import MAX_ACK_TIMEOUT_MS, Produced
 from ingest.broker.reply import Reply
 from ingest.errors import OffsetMismatchError
@@ -23,6 +26,8 @@ from ingest.wire.kafka.append_at import AppendAtRequest, AppendAtResponse
 
 
 def handle(apis, req: AppendAtRequest, ctx):
+    if not authorization.cluster(apis, ctx, authorization.CLUSTER_ACTION):   # the mirror: a broker-only API
+        return AppendAtResponse(KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
     what = f"AppendAt to {req.topic}-{req.partition}"
     records = req.records or b""
     query = append_at.is_query(what, req.acks, req.expected_offset, len(records))

@@ -8,6 +8,7 @@ for a topic that does not exist or is being deleted.
 from __future__ import annotations
 
 from ingest.broker.kafka import admin_outcome as ao
+from ingest.broker.kafka import authorization
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.create_partitions import (CreatePartitionsRequest, CreatePartitionsResponse,
                                                  CreatePartitionsTopicResult)
@@ -24,6 +25,9 @@ def handle(apis, req: CreatePartitionsRequest, ctx) -> CreatePartitionsResponse:
         if t.name in twice:
             results.append(CreatePartitionsTopicResult(t.name, KafkaErrorCode.INVALID_REQUEST,
                                                         ao.duplicate_message(t.name)))
+            continue
+        if not authorization.topic(apis, ctx, authorization.ALTER, t.name):
+            results.append(CreatePartitionsTopicResult(t.name, KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             continue
         manual = None if t.assignments is None else [a.broker_ids for a in t.assignments]
         code, message, _ = ao.outcome(lambda: admin.create_partitions(t.name, t.count, manual, req.validate_only))

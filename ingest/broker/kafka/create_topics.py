@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ingest.broker import topic_config
 from ingest.broker.kafka import admin_outcome as ao
+from ingest.broker.kafka import authorization
 from ingest.broker.kafka.describe_configs import SOURCES
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.create_topics import (CreatableTopicConfigs, CreatableTopicResult, CreateTopicsRequest,
@@ -28,6 +29,9 @@ def handle(apis, req: CreateTopicsRequest, ctx) -> CreateTopicsResponse:
     for t in req.topics:
         if t.name in twice:
             results.append(CreatableTopicResult(t.name, KafkaErrorCode.INVALID_REQUEST, ao.duplicate_message(t.name)))
+            continue
+        if not authorization.create_topic(apis, ctx, t.name):   # Create on the cluster or the topic
+            results.append(CreatableTopicResult(t.name, KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             continue
         manual = {a.partition_index: a.broker_ids for a in t.assignments} or None
         configs = {c.name: c.value for c in t.configs}

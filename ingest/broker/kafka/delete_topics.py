@@ -11,6 +11,7 @@ marked is answered with success.
 from __future__ import annotations
 
 from ingest.broker.kafka import admin_outcome as ao
+from ingest.broker.kafka import authorization
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
 
@@ -25,6 +26,9 @@ def handle(apis, req: DeleteTopicsRequest, ctx) -> DeleteTopicsResponse:
     for name in req.topic_names:
         if name in twice:
             results.append(DeletableTopicResult(name, KafkaErrorCode.INVALID_REQUEST, ao.duplicate_message(name)))
+            continue
+        if not authorization.topic(apis, ctx, authorization.DELETE, name):
+            results.append(DeletableTopicResult(name, KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             continue
         code, message, _ = ao.outcome(lambda: admin.delete_topic(name))
         results.append(DeletableTopicResult(name, code, message))

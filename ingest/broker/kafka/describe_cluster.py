@@ -6,6 +6,7 @@ answered UNSUPPORTED_ENDPOINT_TYPE (119), as Kafka answers a broker-only cluster
 """
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.describe_cluster import (BROKERS, DescribeClusterBroker, DescribeClusterRequest,
                                                 DescribeClusterResponse)
@@ -13,6 +14,8 @@ from ingest.wire.kafka.describe_cluster import (BROKERS, DescribeClusterBroker, 
 
 def handle(apis, req: DescribeClusterRequest, ctx) -> DescribeClusterResponse:
     cluster = apis.cluster
+    if not authorization.cluster(apis, ctx, authorization.DESCRIBE):
+        return error(req, KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED, ctx)
     if req.endpoint_type != BROKERS:
         return DescribeClusterResponse(0, KafkaErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                                        f"endpoint type {req.endpoint_type}: this cluster has brokers (1) only, no "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ingest.broker import topic_config
 from ingest.broker.kafka import admin_outcome as ao
+from ingest.broker.kafka import authorization
 from ingest.errors import UnknownTopicError
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka import describe_configs as dc
@@ -41,6 +42,10 @@ def _broker(apis, name: str) -> tuple[int, str | None, list | None]:
 def handle(apis, req: DescribeConfigsRequest, ctx) -> DescribeConfigsResponse:
     results = []
     for r in req.resources:
+        denied = denied_code(apis, ctx, r.resource_type, r.resource_name, authorization.DESCRIBE_CONFIGS)
+        if denied:
+            results.append(DescribeConfigsResult(denied, None, r.resource_type, r.resource_name, ()))
+            continue
         if r.resource_type == dc.TOPIC:
             code, message, rows = ao.outcome(lambda: _topic(apis, r.resource_name))
             read_only = False
@@ -58,6 +63,16 @@ def handle(apis, req: DescribeConfigsRequest, ctx) -> DescribeConfigsResponse:
         entries = tuple(_entry(d, read_only, req, ctx.version) for d in rows if wanted is None or d.name in wanted)
         results.append(DescribeConfigsResult(0, None, r.resource_type, r.resource_name, entries))
     return DescribeConfigsResponse(0, tuple(results))
+
+
+def denied_code(apis, ctx, resource_type: int, name: str, op) -> int:
+    """0, or the authorization error of ``op`` (DescribeConfigs, AlterConfigs) on a topic or the cluster
+    (a broker's configs are the cluster's, as Kafka's ``KafkaApis``)."""
+    if resource_type == dc.TOPIC:
+        return 0 if authorization.topic(apis, ctx, op, name) else KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == dc.BROKER:
+        return 0 if authorization.cluster(apis, ctx, op) else KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return 0
 
 
 def _entry(d, read_only: bool, req: DescribeConfigsRequest, version: int) -> DescribeConfigsResourceResult:

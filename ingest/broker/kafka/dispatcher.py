@@ -36,15 +36,16 @@ from typing import Callable
 
 from ingest.broker.kafka import versions
 from ingest.broker.kafka.sasl import AUTHENTICATE, HANDSHAKE
-from ingest.broker.kafka.session import ANONYMOUS, SASL_PROTOCOLS, Session
+from ingest.broker.kafka.session import SASL_PROTOCOLS, Session
 from ingest.broker.reply import Reply
 from ingest.errors import IngestError, MalformedRequestError, NeedsZooKeeperError, SaslAuthenticationError
-from ingest.ratelimited_log import RateLimitedLog
+from ingest.ratelimited_log import RateLimitedLog, client_host
 from ingest.wire.errors import KafkaErrorCode, kafka_code
 from ingest.wire.frames import SIZE
 from ingest.wire.kafka.api_versions import ApiVersion, ApiVersionsResponse
 from ingest.wire.kafka.apis import APIS, api_name
 from ingest.wire.kafka.message import KafkaResponse, RequestHeader, decode_request_header, response_parts
+from ingest.wire.tls import ANONYMOUS, principal_of
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ BEFORE_AUTHENTICATION = {HANDSHAKE: frozenset({versions.API_VERSIONS_KEY, SASL_H
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked what: the listener the request came in on, the client's address, its header, its session."""
+    """Who asked what: the listener the request came in on, the client's address, its header, its session
+    (whose principal is User:ANONYMOUS until the connection authenticates)."""
 
     listener: str
     client: str
@@ -71,6 +73,11 @@ class RequestContext:
     def principal(self) -> str:
         """The connection's principal (``User:ANONYMOUS`` without a session)."""
         return ANONYMOUS if self.session is None else self.session.principal
+
+    @property
+    def host(self) -> str:
+        """The client's address without its port (what an ACL's host is compared with)."""
+        return client_host(self.client).strip("[]")
 
     def reply(self, response: KafkaResponse) -> Reply:
         """The reply frame of ``response`` at this request's version (file regions kept as regions)."""
@@ -86,6 +93,7 @@ class KafkaDispatcher:
 
     Args:
         listener: the listener's name (what Metadata answers with: each listener advertises its own).
+        security_protocol: the listener's protocol (``listener.security.protocol.map``), kept in sessions.
         handlers: api key -> (handler, error answer): ``handler(request, ctx)``, and
             ``error(request, code, ctx)`` the response that answers every part of the request with ``code``.
         coordinated: the coordination thread's queue (ZooKeeper on), or None.
@@ -110,9 +118,11 @@ class KafkaDispatcher:
         """A frame the network layer refused: Kafka's socket server closes such a connection, unanswered."""
         return Reply([], close_after=True)
 
-    def new_session(self, client: str, peer_cert: dict | None = None) -> Session:
-        """The session of a new connection from ``client`` (a SASL listener's starts its SASL exchange)."""
-        session = Session(self.listener, self.security_protocol, client)
+    def new_session(self, client: str, peer_cert: dict | None) -> Session:
+        """The session of a new connection from ``client`` (for TLS: after the handshake, with the verified
+        client certificate as ``getpeercert()`` gives it, or None); a SASL listener's starts its SASL exchange."""
+        principal = principal_of(peer_cert)
+        session = Session(self.listener, self.security_protocol, client, principal, principal != ANONYMOUS)
         if self.sasl is not None:
             session.sasl = self.sasl.new_exchange()
         return session

@@ -26,12 +26,20 @@ to the leader's log end instead of the high watermark, and tells the leader the 
 leader moves the high watermark and the in-sync set; its ``current_leader_epoch`` must be the leader's.
 An OFFSET_OUT_OF_RANGE answer to a follower carries the leader's log start offset, so that a follower
 below it restarts there. Without ZooKeeper there are no followers: such a fetch is served like a consumer's.
+
+With an authorizer (:mod:`ingest.broker.kafka.authorization`), as Kafka's ``KafkaApis.handleFetchRequest``:
+a follower's fetch needs ClusterAction on the cluster and the registered principal of the broker it names
+(otherwise every partition is answered CLUSTER_AUTHORIZATION_FAILED (31) and nothing of it is recorded,
+so nothing counts toward the high watermark or the in-sync set); a consumer's needs Read on each topic
+(TOPIC_AUTHORIZATION_FAILED (29) for the partitions of a topic it may not read).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from ingest.broker.delayed import DelayedOp
+from ingest.broker.kafka import authorization
 from ingest.broker.reply import FileRegion, Reply
 from ingest.errors import IngestError, StaleLeaderEpochError, UnknownLeaderEpochError, UnsupportedCompressionError
 from ingest.records.batch import ATTRIBUTES_OFFSET, CODEC_MASK, iter_batches
@@ -163,6 +171,30 @@ def _response(read: _Read) -> FetchResponse:
 
 
 def handle(apis, req: FetchRequest, ctx):
+    if authorization.enabled(apis):
+        if req.replica_id >= 0:
+            if not authorization.replica(apis, ctx, req.replica_id):
+                return error(req, KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED, ctx, top_level=False)
+        else:
+            denied = [t for t in req.topics if not authorization.topic(apis, ctx, authorization.READ, t.topic)]
+            if denied:
+                return _partly(apis, req, ctx, denied)
+    return _serve(apis, req, ctx)
+
+
+def _partly(apis, req: FetchRequest, ctx, denied):
+    """The allowed topics read (at once: an answer with errors does not wait), the partitions of the
+    ``denied`` topics answered TOPIC_AUTHORIZATION_FAILED."""
+    refused = {id(t) for t in denied}
+    read = _read(apis, dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in refused)), ctx,
+                 record=True)
+    code = KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED
+    tail = tuple(FetchableTopicResponse(t.topic, tuple(PartitionData(p.partition, code) for p in t.partitions))
+                 for t in denied)
+    return ctx.reply(FetchResponse(0, 0, 0, _response(read).responses + tail))
+
+
+def _serve(apis, req: FetchRequest, ctx):
     read = _read(apis, req, ctx, record=True)
     if read.errors or read.size >= req.min_bytes or req.max_wait_ms <= 0:
         return ctx.reply(_response(read))
@@ -185,7 +217,7 @@ def handle(apis, req: FetchRequest, ctx):
     return reply
 
 
-def error(req: FetchRequest, code: int, ctx) -> FetchResponse:
-    return FetchResponse(0, 0 if ctx.version < 7 else code, 0, tuple(
+def error(req: FetchRequest, code: int, ctx, top_level: bool = True) -> FetchResponse:
+    return FetchResponse(0, 0 if ctx.version < 7 or not top_level else code, 0, tuple(
         FetchableTopicResponse(t.topic, tuple(PartitionData(p.partition, code) for p in t.partitions))
         for t in req.topics))

@@ -10,6 +10,7 @@ is no transaction coordinator.
 from __future__ import annotations
 
 from ingest.broker.groups.offsets_topic import OFFSETS_TOPIC, partition_for
+from ingest.broker.kafka import authorization
 from ingest.errors import IngestError, NeedsZooKeeperError
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.find_coordinator import GROUP, FindCoordinatorRequest, FindCoordinatorResponse
@@ -22,6 +23,8 @@ def handle(apis, req: FindCoordinatorRequest, ctx) -> FindCoordinatorResponse:
         return FindCoordinatorResponse(0, KafkaErrorCode.COORDINATOR_NOT_AVAILABLE, NO_TRANSACTIONS)
     if not req.key:
         return FindCoordinatorResponse(0, KafkaErrorCode.INVALID_GROUP_ID, "the group id is empty")
+    if not authorization.group(apis, ctx, authorization.DESCRIBE, req.key):
+        return FindCoordinatorResponse(0, KafkaErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     try:
         n = apis.groups.offsets.ensure_topic()
     except NeedsZooKeeperError:

@@ -20,7 +20,7 @@ def handle(apis, req: IncrementalAlterConfigsRequest, ctx) -> IncrementalAlterCo
     admin.require_worker("IncrementalAlterConfigs")
     return IncrementalAlterConfigsResponse(0, resource_results(admin, req.resources, lambda r: (
         admin.incremental_alter_configs(r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs],
-                                        req.validate_only))))
+                                        req.validate_only)), apis, ctx))
 
 
 def error(req: IncrementalAlterConfigsRequest, code: int, ctx,

@@ -10,6 +10,7 @@ transaction coordinator.
 """
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
@@ -20,6 +21,11 @@ def handle(apis, req: InitProducerIdRequest, ctx) -> InitProducerIdResponse:
                               "client %s: InitProducerId for transactional id %r refused: this broker has no "
                               "transaction coordinator", ctx.client, req.transactional_id)
         return error(req, KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx)
+    # Kafka: IdempotentWrite on the cluster, or Write on some topic (KIP-679)
+    if not (authorization.cluster(apis, ctx, authorization.IDEMPOTENT_WRITE, audit=False)
+            or authorization.any_topic(apis, ctx, authorization.WRITE)):
+        apis.authorizer.cluster(ctx.principal, ctx.host, authorization.IDEMPOTENT_WRITE, "InitProducerId")
+        return error(req, KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED, ctx)
     return InitProducerIdResponse(0, 0, apis.producer_ids.next(), 0)
 
 

@@ -1,11 +1,15 @@
 """JoinGroup (11): a member joins a group; answered when the join phase ends (:mod:`ingest.broker.groups.coordinator`)."""
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
 from ingest.broker.kafka.answer import Answer
+from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 
 
 def handle(apis, req: JoinGroupRequest, ctx):
+    if not authorization.group(apis, ctx, authorization.READ, req.group_id):   # Kafka: Read on the group
+        return error(req, KafkaErrorCode.GROUP_AUTHORIZATION_FAILED, ctx)
     answer = Answer(ctx)
     version = ctx.version
 

@@ -5,10 +5,14 @@ top-level error is the group's: NOT_COORDINATOR and the like).
 """
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
+from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 
 
 def handle(apis, req: LeaveGroupRequest, ctx) -> LeaveGroupResponse:
+    if not authorization.group(apis, ctx, authorization.READ, req.group_id):   # Kafka: Read on the group
+        return error(req, KafkaErrorCode.GROUP_AUTHORIZATION_FAILED, ctx)
     if ctx.version < 3:
         code, codes = apis.groups.leave(req.group_id, [(req.member_id, None)])
         return LeaveGroupResponse(0, code or codes[0], ())

@@ -5,10 +5,12 @@ As Kafka's ``Partition.fetchOffsetForTimestamp`` for a consumer (``replica_id`` 
 latest is the high watermark, a timestamp lookup never answers an offset at or past it (offset -1 and
 timestamp -1 when no record is at or after the time), earliest is the log start. v0 answers a list of
 offsets (``max_num_offsets``): segment starts before the time, as Kafka 0.8 did. v4+ check the
-request's ``current_leader_epoch`` and answer the partition's leader epoch.
+request's ``current_leader_epoch`` and answer the partition's leader epoch. With an authorizer, each topic
+needs Describe (TOPIC_AUTHORIZATION_FAILED (29) for its partitions otherwise), as Kafka.
 """
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
 from ingest.broker.kafka.fetch import check_epoch, code_of
 from ingest.broker.kafka_log_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from ingest.errors import IngestError, MalformedRequestError
@@ -20,8 +22,12 @@ MAX_TIMESTAMP_VERSION = 7
 
 
 def handle(apis, req: ListOffsetsRequest, ctx) -> ListOffsetsResponse:
+    denied = KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED
     return ListOffsetsResponse(0, tuple(
         ListOffsetsTopicResponse(t.name, tuple(_partition(apis, ctx, t.name, p) for p in t.partitions))
+        if authorization.topic(apis, ctx, authorization.DESCRIBE, t.name) else
+        ListOffsetsTopicResponse(t.name, tuple(ListOffsetsPartitionResponse(p.partition_index, denied)
+                                               for p in t.partitions))
         for t in req.topics))
 
 

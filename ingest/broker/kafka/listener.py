@@ -3,15 +3,19 @@ entry of ``listeners``, each with its :class:`~ingest.broker.kafka.dispatcher.Ka
 
 The same network layer as the 0.7 port (processors, fairness, budgets, timeouts, graceful stop:
 docs/protocol.md), each listener on its own port. Started after the logs are recovered; a listener
-bound to port 0 advertises the port it got.
+bound to port 0 advertises the port it got. A listener whose protocol is SSL serves TLS with the
+broker's keystore (:mod:`ingest.broker.tls_config`).
 """
 from __future__ import annotations
 
 import logging
 
 from ingest.broker.kafka.dispatcher import KafkaDispatcher
-from ingest.broker.listeners import Listeners, parse_protocol_map
+from ingest.broker.listeners import PLAINTEXT, Listeners, parse_protocol_map
 from ingest.broker.server import SocketServer
+from ingest.broker.tls_config import SSL, listener_context
+
+SASL_SSL = "SASL_SSL"   # TLS as SSL's, with the SASL login on top (ingest.broker.kafka.sasl)
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +36,16 @@ class KafkaListeners:
         Raises:
             ConfigError: a port cannot be bound (naming the listener and the key).
         """
+        protocols = parse_protocol_map(self.config["listener.security.protocol.map"])
         try:
-            protocols = parse_protocol_map(self.config["listener.security.protocol.map"])
             for e in self.listeners.bind:
-                d = KafkaDispatcher(e.name, self.apis.handlers(), security_protocol=protocols[e.name],
-                                    sasl=self.apis.sasl)
+                protocol = protocols.get(e.name, PLAINTEXT)
+                d = KafkaDispatcher(e.name, self.apis.handlers(), security_protocol=protocol, sasl=self.apis.sasl)
                 self.dispatchers[e.name] = d
                 self.servers[e.name] = SocketServer.from_config(
                     self.config, d, e.host, e.port, name=f"kafka-{e.name.lower()}",
-                    bind_keys=f"listener {e.name} of 'listeners'")
+                    bind_keys=f"listener {e.name} of 'listeners'",
+                    ssl_context=listener_context(self.config, e.name) if protocol in (SSL, SASL_SSL) else None)
         except BaseException:
             self.stop()
             raise

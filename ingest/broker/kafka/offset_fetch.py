@@ -2,17 +2,34 @@
 
 v0-v7 ask for one group (v2+: a null topic list means every committed partition, and a group-level
 error code); v8+ for several groups, each answered on its own. A partition without a commit is
-answered offset -1, metadata "" and no error, as Kafka answers it.
+answered offset -1, metadata "" and no error, as Kafka answers it. With an authorizer, each group needs
+Describe (GROUP_AUTHORIZATION_FAILED (30) otherwise) and each topic Describe (TOPIC_AUTHORIZATION_FAILED
+(29) for its partitions; left out of an answer for every committed partition), as Kafka's.
 """
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
 from ingest.errors import GroupRequestError
+from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.offset_fetch import (NO_OFFSET, OffsetFetchRequest, OffsetFetchResponse,
                                             OffsetFetchResponseGroup, OffsetFetchResponsePartition,
                                             OffsetFetchResponseTopic)
 
 
-def _topics(apis, group_id: str, topics) -> tuple[int, tuple[OffsetFetchResponseTopic, ...]]:
+def _topics(apis, ctx, group_id: str, topics) -> tuple[int, tuple[OffsetFetchResponseTopic, ...]]:
+    if not authorization.group(apis, ctx, authorization.DESCRIBE, group_id):
+        code = KafkaErrorCode.GROUP_AUTHORIZATION_FAILED
+        return code, tuple(OffsetFetchResponseTopic(t.name, tuple(
+            OffsetFetchResponsePartition(p, NO_OFFSET, -1, "", code) for p in t.partition_indexes))
+            for t in topics or ())
+    if topics is not None and authorization.enabled(apis):
+        denied = [t for t in topics if not authorization.topic(apis, ctx, authorization.DESCRIBE, t.name)]
+        if denied:
+            code = KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED
+            err, found = _topics(apis, ctx, group_id, [t for t in topics if t not in denied])
+            return err, found + tuple(OffsetFetchResponseTopic(t.name, tuple(
+                OffsetFetchResponsePartition(p, NO_OFFSET, -1, "", code) for p in t.partition_indexes))
+                for t in denied)
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         got = apis.groups.fetch_offsets(group_id, wanted)
@@ -23,7 +40,7 @@ def _topics(apis, group_id: str, topics) -> tuple[int, tuple[OffsetFetchResponse
             OffsetFetchResponsePartition(p, NO_OFFSET, -1, "", exc.code) for p in t.partition_indexes))
             for t in topics)
     if wanted is None:
-        wanted = sorted(got)
+        wanted = sorted(k for k in got if authorization.topic(apis, ctx, authorization.DESCRIBE, k[0], audit=False))
     by_topic: dict[str, list] = {}
     for topic, p in wanted:
         c = got.get((topic, p))
@@ -37,10 +54,10 @@ def handle(apis, req: OffsetFetchRequest, ctx) -> OffsetFetchResponse:
     if ctx.version >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _topics(apis, g.group_id, g.topics)
+            code, topics = _topics(apis, ctx, g.group_id, g.topics)
             groups.append(OffsetFetchResponseGroup(g.group_id, topics, code))
         return OffsetFetchResponse(0, (), 0, tuple(groups))
-    code, topics = _topics(apis, req.group_id, req.topics)
+    code, topics = _topics(apis, ctx, req.group_id, req.topics)
     if code and ctx.version < 2 and not topics:
         topics = ()
     return OffsetFetchResponse(0, topics, code if ctx.version >= 2 else 0)

@@ -28,6 +28,10 @@ and last batches (:mod:`ingest.broker.producer_state`): a retried batch already 
 its first offset as a success and not appended again (acks=-1 still waits until the in-sync replicas
 have the stored batch), a sequence gap is refused OUT_OF_ORDER_SEQUENCE_NUMBER (45), a fenced epoch
 INVALID_PRODUCER_EPOCH (47) (docs/kafka-protocol.md, "Idempotent producers").
+
+With an authorizer, each topic needs Write (TOPIC_AUTHORIZATION_FAILED (29) for its partitions, nothing
+of them appended), and auto-creating a topic needs Create on the cluster or the topic (otherwise the
+unknown topic stays UNKNOWN_TOPIC_OR_PARTITION), as Kafka's.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ import time
 from typing import NamedTuple
 
 from ingest.broker.delayed import DelayedOp
+from ingest.broker.kafka import authorization
 from ingest.broker.kafka_log import ProducedBatch
 from ingest.broker.reply import Reply
 from ingest.errors import (InvalidRecordError, InvalidRequiredAcksError, IngestError, LeaderNotAvailableError,
@@ -103,12 +108,14 @@ def batch_for(version: int, records, log) -> ProducedBatch:
     return ProducedBatch(data, read_header(data), s)
 
 
-def _served(apis, topic: str, partition: int):
+def _served(apis, ctx, topic: str, partition: int):
     cluster = apis.cluster
     try:
         return cluster.leader(topic, partition)
     except UnknownTopicError:
         if not apis.config.get("auto.create.topics.enable", True):
+            raise
+        if not authorization.create_topic(apis, ctx, topic):
             raise
         if not cluster.create_topic(topic):
             raise LeaderNotAvailableError(f"topic {topic!r} was just created; its leaders are being elected, "
@@ -127,9 +134,16 @@ def handle(apis, req: ProduceRequest, ctx):
             return _everywhere(req, KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx, apis,
                                "transactional batches: this broker has no transaction coordinator")
         served = {}
+        writable: dict[str, bool] = {}
         for topic, index, _records in parts:          # every partition first: nothing appended yet
+            if topic not in writable:
+                writable[topic] = authorization.topic(apis, ctx, authorization.WRITE, topic)
+            if not writable[topic]:
+                answers[(topic, index)] = PartitionProduceResponse(index, KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                                   -1)
+                continue
             try:
-                served[(topic, index)] = _served(apis, topic, index)
+                served[(topic, index)] = _served(apis, ctx, topic, index)
             except NeedsZooKeeperError:
                 raise
             except IngestError as exc:

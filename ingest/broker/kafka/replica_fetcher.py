@@ -61,7 +61,7 @@ class KafkaReplicaFetcher(ReplicaFetcher):
         self.client_id = f"replica-{self.part.broker_id}"
         if sasl is not None:   # a SASL inter-broker listener: every new socket logs in first
             self._conn = KafkaConnection(self.host, self.port, client_id=self.client_id, timeout_s=self._conn.timeout_s,
-                                         node_id=self.leader_id, sasl=sasl)
+                                         node_id=self.leader_id, ssl_context=self._conn.ssl_context, sasl=sasl)
 
     def _exchange(self, request, version: int, response_cls):
         frame = encode_request(request, version, next(self._correlation), self.client_id)
@@ -103,6 +103,13 @@ class KafkaReplicaFetcher(ReplicaFetcher):
                         truncated = False
                     backoff = self._wait(backoff)
                     continue
+                if code == KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                    # the leader's authorizer does not take this broker for replica part.broker_id: an ACL
+                    # (ClusterAction) or the registered principal is wrong; replication stalls until fixed
+                    _failures.log(logging.WARNING, f"{part.topic}-{part.partition}", "not authorized",
+                                  "%s: leader %d refused this broker's fetch (CLUSTER_AUTHORIZATION_FAILED): it "
+                                  "needs ClusterAction on the cluster for the principal it registered",
+                                  part, self.leader_id)
                 if code != 0:
                     log.debug("%s: leader %d answered %s", part, self.leader_id, KafkaErrorCode(code).name)
                     backoff = self._wait(backoff)

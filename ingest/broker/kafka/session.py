@@ -1,11 +1,12 @@
 """Who is on one connection of a Kafka listener: the listener, its security protocol, the client, the principal.
 
-One :class:`Session` per connection, made by the dispatcher when the connection is accepted
-(:meth:`~ingest.broker.kafka.dispatcher.KafkaDispatcher.new_session`) and passed with every request
-of that connection. Principals are Kafka's strings: ``User:ANONYMOUS`` until something proves who the
-client is; ``User:<username>`` once SASL authentication succeeded. On a SASL listener (SASL_PLAINTEXT,
-SASL_SSL) the session carries its SASL exchange (:class:`~ingest.broker.kafka.sasl.SaslExchange`)
-until it completes: only ApiVersions, SaslHandshake and SaslAuthenticate are served before.
+One :class:`Session` per connection, made by the dispatcher when the connection is accepted (for
+TLS: once the handshake is done, with the client's certificate) and passed with every request of
+that connection. Principals are Kafka's strings: ``User:ANONYMOUS`` on PLAINTEXT and on SSL without a
+client certificate, ``User:<subject DN, RFC 2253>`` with one (Kafka's default principal builder),
+``User:<username>`` once a SASL login succeeded. On a SASL listener (SASL_PLAINTEXT, SASL_SSL) the
+session carries its SASL exchange (:class:`~ingest.broker.kafka.sasl.SaslExchange`) until it
+completes: only ApiVersions, SaslHandshake and SaslAuthenticate are served before.
 
 Concurrency: a session belongs to its connection's network thread; requests served on another
 thread (the coordination thread) only read it.
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-ANONYMOUS = "User:ANONYMOUS"
+from ingest.wire.tls import ANONYMOUS
+
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
@@ -26,8 +28,8 @@ class Session:
     security_protocol: str
     client: str               # host:port of the peer
     principal: str = ANONYMOUS
-    authenticated: bool = False   # something (SASL, a client certificate) proved the principal
-    sasl: object | None = None    # the SaslExchange of a SASL listener's connection, until it completes
+    authenticated: bool = False   # a client certificate or a SASL login proved the principal
+    sasl: object | None = None    # the SaslExchange of a SASL listener's connection
 
     @property
     def client_host(self) -> str:

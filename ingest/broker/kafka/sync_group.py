@@ -1,11 +1,15 @@
 """SyncGroup (14): the leader's assignment in, each member's own out (:mod:`ingest.broker.groups.coordinator`)."""
 from __future__ import annotations
 
+from ingest.broker.kafka import authorization
 from ingest.broker.kafka.answer import Answer
+from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.kafka.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
 def handle(apis, req: SyncGroupRequest, ctx):
+    if not authorization.group(apis, ctx, authorization.READ, req.group_id):   # Kafka: Read on the group
+        return error(req, KafkaErrorCode.GROUP_AUTHORIZATION_FAILED, ctx)
     answer = Answer(ctx)
     coordinator = apis.groups
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ingest.config import Bool, Int, Key, Str
+from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
 NAME_PATTERN = r"[A-Za-z0-9._-]{1,249}"
 TIER_COUNT_KEYS = (
@@ -18,4 +19,5 @@ TIER_COUNT_KEYS = (
         "how long one publication waits for the counts topic's in-sync replicas"),
     Key("schema.registry.url", Str(), "",
         "schema registry the broker registers the monitoring event schema with (needed by audit.counts.enable)"),
+    *REGISTRY_CLIENT_KEYS,  # its credentials (a user with a write role) and CA
 )

@@ -44,6 +44,7 @@ from ingest.broker.kafka.tier_counts import Taken, TierCounter, recount
 from ingest.errors import ConfigError, IngestError, LeaderNotAvailableError, NeedsZooKeeperError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.builder import SimpleRecord, build_batch
+from ingest.registry_client_config import RegistryAuth
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ class TierCountsPublisher:
         if not self._registry_url:
             raise ConfigError("audit.counts.enable=true needs schema.registry.url: the broker-tier counts are "
                               "monitoring events framed with the registry's schema id")
+        self._registry_auth = RegistryAuth.from_config(config)
         self._schema_text = SCHEMA_FILE.read_text()
         self._schema = None
         self._schema_id: int | None = None
@@ -294,10 +296,11 @@ class TierCountsPublisher:
         """The schema id of the monitoring event schema under ``<audit.counts.topic>-value`` (registered if new)."""
         url = f"{self._registry_url}/subjects/{self.topic}-value/versions"
         body = json.dumps({"schema": self._schema_text}).encode()
-        req = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        req = urllib.request.Request(url, data=body, method="POST", headers={
+            "Content-Type": "application/vnd.schemaregistry.v1+json", **self._registry_auth.headers()})
+        tls = self._registry_auth.ssl_context() if url.startswith("https://") else None
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=tls) as resp:
                 return int(json.loads(resp.read())["id"])
         except (OSError, ValueError, KeyError) as exc:
             raise IngestError(f"schema registry {self._registry_url} did not register the monitoring event schema "

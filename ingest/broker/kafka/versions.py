@@ -34,6 +34,9 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     37: (0, 3),    # CreatePartitions
     44: (0, 1),    # IncrementalAlterConfigs
     60: (0, 2),    # DescribeCluster
+    29: (0, 3),    # DescribeAcls
+    30: (0, 3),    # CreateAcls
+    31: (0, 3),    # DeleteAcls
 }
 """api key -> (min, max) version served."""
 

@@ -239,10 +239,12 @@ class ZkCluster:
         return False
 
 
-def endpoints_value(listeners, protocol_map: str) -> bytes:
+def endpoints_value(listeners, protocol_map: str, principal: str | None = None) -> bytes:
     """The ``/brokers/endpoints/[id]`` value of a broker's advertised Kafka listeners (:mod:`ingest.znodes`);
-    ``protocol_map``: ``listener.security.protocol.map``, of which the listeners' entries are published."""
+    ``protocol_map``: ``listener.security.protocol.map``, of which the listeners' entries are published;
+    ``principal``: the broker's inter-broker principal."""
     protocols = parse_protocol_map(protocol_map)
     return znodes.broker_endpoints_value([(e.name, e.host, e.port) for e in listeners.advertised],
-                                         {e.name: protocols[e.name] for e in listeners.advertised})
+                                         {e.name: protocols[e.name] for e in listeners.advertised},
+                                         principal=principal)
 

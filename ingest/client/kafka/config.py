@@ -15,11 +15,12 @@ from typing import Any, Mapping
 
 from ingest.config import REQUIRED, Bool, Choice, Config, ConfigDef, Int, Key, KeyType, Str, parse_int
 from ingest.errors import ConfigError
-from ingest.wire.kafka.connection import SaslLogin
 from ingest.records.compression import CODECS_BY_NAME
+from ingest.wire.kafka.connection import SaslLogin
+from ingest.wire.tls import client_context
 
 INT32_MAX = 2 ** 31 - 1
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
 """``acks`` values (Kafka's): 0 no answer, 1 the leader appended, all (-1) every in-sync replica has it."""
@@ -97,15 +98,41 @@ COMMON_KEYS = (
         "cap of the doubling back-off"),
     Key("metadata.max.age.ms", Int(0, INT32_MAX), 300_000,
         "metadata older than this is read again even without an error"),
+    # TLS and SASL, under librdkafka's names (docs/security.md, "TLS" and "SASL")
     Key("security.protocol", Choice(SECURITY_PROTOCOLS), "PLAINTEXT",
-        "how to talk to the brokers: PLAINTEXT, or SASL_PLAINTEXT (log in with sasl.mechanism, sasl.username,"
-        " sasl.password on every connection)"),
+        "PLAINTEXT; SSL: every connection to the brokers speaks TLS; SASL_PLAINTEXT: every connection logs in with"
+        " sasl.mechanism, sasl.username, sasl.password; SASL_SSL: both (the listener's protocol must match)"),
+    Key("ssl.ca.location", Str(), "",
+        "PEM bundle of the CAs that sign the brokers' certificates (empty: the system's CAs)"),
+    Key("ssl.certificate.location", Str(), "",
+        "PEM file with this client's certificate (chain), for brokers with ssl.client.auth; its subject is the"
+        " client's principal"),
+    Key("ssl.key.location", Str(), "",
+        "PEM file with the private key of ssl.certificate.location (empty: the key is in that file)"),
+    Key("ssl.key.password", Str(), "", "password of that private key, if it is encrypted"),
+    Key("ssl.endpoint.identification.algorithm", Choice(("https", "none")), "https",
+        "https: the broker's certificate must name the host connected to; none: not checked (the certificate is"
+        " still verified against ssl.ca.location)"),
     Key("sasl.mechanism", SaslMechanism(), "",
         "the SASL mechanism with security.protocol=SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default,"
         " GSSAPI, is not implemented: name one)"),
     Key("sasl.username", Str(), "", "the SASL user name"),
     Key("sasl.password", Str(), "", "the SASL user's password"),
 )
+
+
+def ssl_context_of(config: Config):
+    """The SSL context of a client config with ``security.protocol=SSL`` or ``SASL_SSL``, or None.
+
+    Raises:
+        ConfigError: a file of ``ssl.*.location`` missing or not PEM, naming the key.
+    """
+    if config["security.protocol"] not in ("SSL", "SASL_SSL"):
+        return None
+    return client_context(ca_location=config["ssl.ca.location"],
+                          certificate_location=config["ssl.certificate.location"],
+                          key_location=config["ssl.key.location"], key_password=config["ssl.key.password"],
+                          check_hostname=config["ssl.endpoint.identification.algorithm"] == "https")
 
 KAFKA_PRODUCER_CONFIG = ConfigDef("kafka producer", COMMON_KEYS + (
     Key("acks", Acks(), -1,

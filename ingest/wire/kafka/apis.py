@@ -15,6 +15,8 @@ from ingest.wire.kafka.append_at import AppendAtRequest, AppendAtResponse
 from ingest.wire.kafka.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from ingest.wire.kafka.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from ingest.wire.kafka.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from ingest.wire.kafka.acls import (CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+                                    DescribeAclsRequest, DescribeAclsResponse)
 from ingest.wire.kafka.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from ingest.wire.kafka.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from ingest.wire.kafka.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
@@ -82,6 +84,9 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse),
     _api("IncrementalAlterConfigs", IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     _api("DescribeCluster", DescribeClusterRequest, DescribeClusterResponse),
+    _api("DescribeAcls", DescribeAclsRequest, DescribeAclsResponse),
+    _api("CreateAcls", CreateAclsRequest, CreateAclsResponse),
+    _api("DeleteAcls", DeleteAclsRequest, DeleteAclsResponse),
 )}
 """Every declared API by key."""
 

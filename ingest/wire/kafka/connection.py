@@ -91,12 +91,14 @@ class KafkaConnection(BrokerConnection):
         timeout_s: connect and per-request socket timeout (``request.timeout.ms``); a request that
             waits on the broker's side (a Fetch's ``max_wait_ms``) passes its own.
         node_id: the broker's id in Metadata, for messages only.
-        sasl: the login of a SASL listener, or None (PLAINTEXT).
+        ssl_context: TLS (``security.protocol=SSL`` or ``SASL_SSL``), see
+            :class:`~ingest.wire.connection.BrokerConnection`.
+        sasl: the login of a SASL listener (SASL_PLAINTEXT, SASL_SSL), or None.
     """
 
     def __init__(self, host: str, port: int, *, client_id: str | None = None, timeout_s: float = 30.0,
-                 node_id: int | None = None, sasl: SaslLogin | None = None) -> None:
-        super().__init__(host, port, timeout_s=timeout_s, broker_id=node_id)
+                 node_id: int | None = None, ssl_context=None, sasl: SaslLogin | None = None) -> None:
+        super().__init__(host, port, timeout_s=timeout_s, broker_id=node_id, ssl_context=ssl_context)
         self.client_id = client_id
         self.sasl = sasl
         self._advertised: dict[int, VersionRange] | None = None

@@ -172,6 +172,18 @@ async function adminOps(op) {
     out.create = await attempt(() => admin.createTopics({ timeout: 30000, topics: [{
       topic: op.topic, numPartitions: op.partitions, replicationFactor: op.replication,
       configEntries: Object.entries(op.configs).map(([name, value]) => ({ name, value })) }] }));
+    const growTo = (count) => attempt(async () => {
+      await admin.createPartitions({ timeout: 30000, topicPartitions: [{ topic: op.topic, count }] });
+      return true;
+    });
+    const remove = () => attempt(async () => { await admin.deleteTopics({ topics: [op.topic], timeout: 30000 }); return true; });
+    if (out.create !== true) {
+      // refused (a broker without ZooKeeper): the other writes must be refused too; the topic was never
+      // made, so reading its metadata would only wait out kafkajs's retries
+      out.create_partitions = await growTo(op.more);
+      out.delete = await remove();
+      return out;
+    }
     out.create_again = await attempt(() => admin.createTopics({ topics: [{ topic: op.topic, numPartitions: 1 }] }));
     out.metadata = await attempt(partitionsOf);
     out.configs = await attempt(async () => {
@@ -181,10 +193,7 @@ async function adminOps(op) {
       if (r.errorCode !== 0) return { error: `describeConfigs ${r.errorCode}: ${r.errorMessage}` };
       return Object.fromEntries(r.configEntries.map((c) => [c.configName, [c.configValue, c.isDefault, c.configSource]]));
     });
-    out.create_partitions = await attempt(async () => {
-      await admin.createPartitions({ timeout: 30000, topicPartitions: [{ topic: op.topic, count: op.more }] });
-      return true;
-    });
+    out.create_partitions = await growTo(op.more);
     out.metadata_after = await attempt(async () => {
       // the controller elects the new partitions' leaders a moment after the answer
       // (until then kafkajs may throw LEADER_NOT_AVAILABLE)
@@ -195,7 +204,7 @@ async function adminOps(op) {
       }
       return await partitionsOf();
     });
-    out.delete = await attempt(async () => { await admin.deleteTopics({ topics: [op.topic], timeout: 30000 }); return true; });
+    out.delete = await remove();
     // the broker that answered no longer lists it; the others stop as their ZooKeeper watches fire
     out.topics_after = await attempt(async () => {
       for (let i = 0; i < 300; i++) {

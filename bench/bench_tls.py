@@ -1,0 +1,146 @@
+"""TLS against plaintext on the Kafka listener: confluent-kafka produce and consume through one broker's SSL
+and PLAINTEXT listeners, in the same run, alternating, ratios printed.
+
+One broker process with both listeners (tests/harness/brokers.py; certificates made with openssl by
+tests/harness/tls.py). Each round, for each protocol (the order alternating): produce N 200-byte
+messages to a new one-partition topic (``acks`` 1, ``linger.ms`` 5, delivery reports for errors only;
+the clock runs from the first ``produce()`` to ``flush()`` returning with nothing left), then consume
+them from the beginning (``assign``, ``consume(10000)``, ``fetch.queue.backoff.ms`` 10) until exactly
+N. A row's figure is the best of its rounds; every round is printed, with the CPU each side spent per
+message (this process: the Python calls and librdkafka's threads, ``time.process_time``; the broker:
+``/proc/<pid>/stat``), which the machine's load disturbs less than the rates. The broker is stopped in
+``finally`` (and by the harness reaper if this process is killed).
+
+Usage::
+
+    .venv/bin/python bench/bench_tls.py [--count 300000] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import confluent_kafka as ck  # noqa: E402
+
+from tests.harness.brokers import BrokerProcess  # noqa: E402
+from tests.harness.net import free_port  # noqa: E402
+from tests.harness.tls import make_pki  # noqa: E402
+
+PAYLOAD = 200
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid: int, fn, *args) -> tuple[float, float, float]:
+    """``(wall seconds, this process's CPU seconds, the broker's CPU seconds)`` of ``fn(*args)``."""
+    c0, b0 = time.process_time(), cpu_s(pid)
+    wall = fn(*args)
+    return wall, time.process_time() - c0, cpu_s(pid) - b0
+
+
+def produce(bootstrap: str, sec: dict, topic: str, msgs: list[bytes]) -> float:
+    errors: list = []
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "delivery.report.only.error": True,
+                     **sec})
+    p.list_topics(timeout=30)      # connected (and the TLS handshake done) before the clock starts
+    start = time.perf_counter()
+    for m in msgs:
+        while True:
+            try:
+                p.produce(topic, m, partition=0, on_delivery=lambda e, _m: errors.append(e))
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(120)
+    took = time.perf_counter() - start
+    assert left == 0 and not errors, (left, errors[:3])
+    return took
+
+
+def consume(bootstrap: str, sec: dict, topic: str, n: int) -> float:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-tls", "enable.auto.commit": False,
+                     "fetch.queue.backoff.ms": 10, **sec})
+    try:
+        c.list_topics(topic, timeout=30)
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        got, start = 0, time.perf_counter()
+        while got < n:
+            for m in c.consume(10000, timeout=1.0):
+                assert m.error() is None, m.error()
+                got += 1
+        took = time.perf_counter() - start
+        assert got == n, got
+        return took
+    finally:
+        c.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=300_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-tls-"))
+    pki = make_pki(work / "pki")
+    b = BrokerProcess(0, work / "broker")
+    ssl_port = free_port()
+    b.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{b.kafka_port},SSL://127.0.0.1:{ssl_port}",
+                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                   "ssl.keystore.location": str(pki.server), "log.flush.interval": 10_000,
+                   "log.default.flush.interval.ms": 1000, "log.default.flush.scheduler.interval.ms": 100}
+    systems = {"PLAINTEXT": (f"127.0.0.1:{b.kafka_port}", {}),
+               "SSL": (f"127.0.0.1:{ssl_port}", {"security.protocol": "SSL", "ssl.ca.location": str(pki.ca)})}
+    base = os.urandom(PAYLOAD * 64)
+    msgs = [i.to_bytes(8, "big") + base[(i % 64) * PAYLOAD:(i % 64) * PAYLOAD + PAYLOAD - 8]
+            for i in range(args.count)]
+    best: dict[tuple[str, str], float] = {}
+    cpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    print(f"{args.count} messages of {PAYLOAD} bytes, one partition, acks=1; load average {os.getloadavg()}")
+    b.start()
+    try:
+        for rnd in range(args.rounds):
+            order = list(systems) if rnd % 2 == 0 else list(reversed(systems))
+            for name in order:
+                bootstrap, sec = systems[name]
+                topic = f"bench-tls-{name.lower()}-{rnd}"
+                runs = {"produce": measured(b.pid, produce, bootstrap, sec, topic, msgs)}
+                time.sleep(1.5)    # the flusher makes the last messages visible
+                runs["consume"] = measured(b.pid, consume, bootstrap, sec, topic, args.count)
+                line = []
+                for kind, (wall, client, broker) in runs.items():
+                    rate = args.count / wall
+                    best[(name, kind)] = max(best.get((name, kind), 0.0), rate)
+                    cpu.setdefault((name, kind), []).append((client / args.count * 1e6, broker / args.count * 1e6))
+                    line.append(f"{kind} {rate:>9,.0f} msg/s (CPU µs/msg client {cpu[(name, kind)][-1][0]:.2f}, "
+                                f"broker {cpu[(name, kind)][-1][1]:.2f})")
+                print(f"round {rnd + 1} {name:9s} " + "   ".join(line) + f"   load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+    finally:
+        b.stop()
+    print()
+    for kind in ("produce", "consume"):
+        plain, tls = best[("PLAINTEXT", kind)], best[("SSL", kind)]
+        print(f"{kind:8s} PLAINTEXT {plain:>9,.0f} msg/s ({plain * PAYLOAD / 1e6:5.1f} MB/s)   "
+              f"SSL {tls:>9,.0f} msg/s ({tls * PAYLOAD / 1e6:5.1f} MB/s)   SSL/PLAINTEXT {tls / plain:.2f}")
+        for side, i in (("client", 0), ("broker", 1)):
+            p_cpu = min(c[i] for c in cpu[("PLAINTEXT", kind)])
+            t_cpu = min(c[i] for c in cpu[("SSL", kind)])
+            ratio = f"{t_cpu / p_cpu:.2f}" if p_cpu else "n/a (below the clock's tick)"
+            print(f"{'':8s} {side} CPU µs/msg (least of the rounds): PLAINTEXT {p_cpu:.2f}   SSL {t_cpu:.2f}   "
+                  f"SSL/PLAINTEXT {ratio}")
+    print(f"broker pid {b.pid} stopped")
+
+
+if __name__ == "__main__":
+    main()
