@@ -86,10 +86,10 @@ def cluster(zookeeper, tmp_path_factory):
 
 # --- the three clients, each with its own SASL settings ---------------------------------------------
 
-def _confluent_roundtrip(bootstrap, topic, values, mechanism, user, password):
+def _confluent_roundtrip(bootstrap, topic, values, mechanism, user, password, tls=None):
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-    login = s.confluent_settings(mechanism, user, password)
+    login = {**s.confluent_settings(mechanism, user, password), **(tls or {})}
     errors = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", **login})
     for v in values:
@@ -109,10 +109,10 @@ def _confluent_roundtrip(bootstrap, topic, values, mechanism, user, password):
         c.close()
 
 
-def _kafka_python_roundtrip(bootstrap, topic, values, mechanism, user, password):
+def _kafka_python_roundtrip(bootstrap, topic, values, mechanism, user, password, tls=None):
     from kafka import KafkaConsumer, KafkaProducer as KP, TopicPartition
 
-    login = s.kafka_python_settings(mechanism, user, password)
+    login = {**s.kafka_python_settings(mechanism, user, password), **(tls or {})}
     p = KP(bootstrap_servers=bootstrap, acks="all", **login)
     try:
         for f in [p.send(topic, v, partition=0) for v in values]:
@@ -134,10 +134,10 @@ def _kafka_python_roundtrip(bootstrap, topic, values, mechanism, user, password)
         c.close()
 
 
-def _aiokafka_roundtrip(bootstrap, topic, values, mechanism, user, password):
+def _aiokafka_roundtrip(bootstrap, topic, values, mechanism, user, password, tls=None):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    login = s.aiokafka_settings(mechanism, user, password)
+    login = {**s.aiokafka_settings(mechanism, user, password), **(tls or {})}
 
     async def run():
         p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **login)
@@ -266,10 +266,10 @@ def test_a_wrong_password_is_refused_with_the_error_each_client_reports(cluster,
     assert _own_client_roundtrip(cluster, mechanism, ALICE, ALICE_PW, f"after-{client}")
 
 
-def _own_client_roundtrip(cluster, mechanism, user, password, tag) -> bool:
+def _own_client_roundtrip(cluster, mechanism, user, password, tag, tls=None) -> bool:
     topic = cluster.topic(f"own-{tag}-{mechanism.lower()}")
     login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user,
-             "sasl.password": password}
+             "sasl.password": password, **(tls or {})}
     with KafkaProducer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **login}) as p:
         p.produce(topic, 0, [SimpleRecord(b"v1"), SimpleRecord(b"v2")])
     with KafkaFetcher({"bootstrap.servers": cluster.bootstrap, **login}) as f:
