@@ -68,7 +68,7 @@ def register(subparsers) -> None:
 
 
 def _add_zk_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--zookeeper", "--zk", dest="zookeeper", metavar="HOST:PORT[/CHROOT]", help=ZK_HELP)
+    p.add_argument("--zookeeper", "--zk", "--zk-connect", dest="zookeeper", metavar="HOST:PORT[/CHROOT]", help=ZK_HELP)
     p.add_argument("--config", metavar="SERVER_PROPERTIES", help="broker config whose zk.connect to use")
 
 
