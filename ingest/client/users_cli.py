@@ -16,8 +16,9 @@ from contextlib import contextmanager
 
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.cli_numbers import int_flag
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, CoordinationError
 from ingest.wire import scram
+from ingest.zk_security import ZkSecurity, refused_message
 
 EXAMPLES = """\
 examples:
@@ -72,10 +73,9 @@ def _add_zk_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="SERVER_PROPERTIES", help="broker config whose zk.connect to use")
 
 
-def _connect(args) -> str:
+def _connect(args, server) -> str:
     if args.zookeeper:
         return args.zookeeper
-    server = SERVER_CONFIG.load(args.config) if args.config else None
     if server is not None and server["zk.connect"]:
         return server["zk.connect"]
     raise ConfigError("users live in ZooKeeper: give --zookeeper HOST:PORT[/chroot], or --config with zk.connect")
@@ -83,11 +83,20 @@ def _connect(args) -> str:
 
 @contextmanager
 def _zk(args):
+    """A session with the ZooKeeper identity of ``--config`` (if given), as ``ingest topics`` opens one:
+    on a cluster with ``zookeeper.set.acl`` only that identity may change ``/config/users``."""
+    from kazoo.exceptions import NoAuthError  # deferred: kazoo
+
     from ingest.client.discovery import start_kazoo  # deferred: imports kazoo
 
-    client = start_kazoo(_connect(args))
+    server = SERVER_CONFIG.load(args.config) if args.config else None
+    connect = _connect(args, server)
+    security = ZkSecurity() if server is None else ZkSecurity.from_config(server)
+    client = start_kazoo(connect, security=security)
     try:
         yield client
+    except NoAuthError as exc:
+        raise CoordinationError(refused_message(connect, security) + " (give --config with them)") from exc
     finally:
         client.stop()
         client.close()
