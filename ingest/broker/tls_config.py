@@ -15,7 +15,7 @@ import tempfile
 from ingest.broker.listeners import parse_protocol_map
 from ingest.config import Choice, Key, Str
 from ingest.errors import ConfigError
-from ingest.wire.tls import CLIENT_AUTH, client_context, server_context
+from ingest.wire.tls import CLIENT_AUTH, client_context, principal_of, server_context
 
 SSL = "SSL"
 
@@ -96,6 +96,24 @@ def listener_context(config, listener: str) -> ssl.SSLContext:
     with _Pem(config) as pem:
         return server_context(pem.keystore(f"listener {listener} (SSL)"), key_password=config["ssl.key.password"],
                               truststore=pem.truststore(), client_auth=config["ssl.client.auth"])
+
+
+def keystore_principal(config) -> str:
+    """``User:<subject DN>`` of the broker's own keystore certificate (the first certificate of the chain):
+    the principal a TLS listener that asks for client certificates gives this broker's follower connections,
+    computed the same way (:func:`ingest.wire.tls.principal_of` on the certificate as the ssl module decodes it).
+
+    Raises:
+        ConfigError: no keystore, or one that holds no readable PEM certificate.
+    """
+    with _Pem(config) as pem:
+        path = pem.keystore("the broker's certificate principal")
+        try:
+            # the decoder behind SSLSocket.getpeercert(), so both sides read the subject alike
+            decoded = ssl._ssl._test_decode_cert(path)  # type: ignore[attr-defined]
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"ssl.keystore.location: cannot read a PEM certificate from {path!r}: {exc}") from exc
+    return principal_of(decoded)
 
 
 def inter_broker_context(config, listener: str | None) -> ssl.SSLContext | None:
