@@ -6,8 +6,8 @@ broker registers the subject of its own keystore certificate as its principal (`
 the principal the other brokers give its follower's TLS connection), so the replica identity check lets
 each follower fetch as itself: with ClusterAction granted to the three DNs, all three replicas get in
 sync and an acks=all produce is acknowledged and read back. A client with a certificate the brokers
-trust but another subject, forging a follower fetch, is refused (CLUSTER_AUTHORIZATION_FAILED), and so
-is a broker's own certificate claiming to be another broker.
+trust and ClusterAction, but another subject than the broker's, forging a follower fetch, is refused
+(CLUSTER_AUTHORIZATION_FAILED), and so is a broker's own certificate claiming to be another broker.
 """
 from __future__ import annotations
 
@@ -52,8 +52,10 @@ def test_brokers_known_by_their_certificates_replicate_and_a_forged_replica_fetc
     zk = KazooClient(hosts=zk_connect)
     zk.start(timeout=15)
     try:
-        for i in range(3):   # the brokers' DNs may replicate; the producer's may write and read the topic
-            authz.allow(zk, pki.principal(f"broker{i}"), "ClusterAction", "Cluster", "kafka-cluster")
+        # the brokers' DNs may replicate, and so may mallory's (a cluster tool, say: but no broker); the
+        # producer's may write and read the topic
+        for name in ("broker0", "broker1", "broker2", "mallory"):
+            authz.allow(zk, pki.principal(name), "ClusterAction", "Cluster", "kafka-cluster")
         producer = pki.client("producer")
         for op, rtype, name in (("Write", "Topic", TOPIC), ("Describe", "Topic", TOPIC), ("Read", "Topic", TOPIC),
                                 ("Read", "Group", "tls")):
@@ -82,9 +84,8 @@ def test_brokers_known_by_their_certificates_replicate_and_a_forged_replica_fetc
 
         leader = r.by_id(brokers, state.leader)
         follower, other = (b.broker_id for b in brokers if b.broker_id != state.leader)
-        mallory = (*pki.client("mallory"), pki.ca)       # trusted by the brokers, but nobody's broker
+        mallory = (*pki.client("mallory"), pki.ca)       # trusted, allowed ClusterAction, but no broker
         assert _forged_fetch(leader.ssl_port, mallory, follower, state.leader_epoch) == K.CLUSTER_AUTHORIZATION_FAILED
-        authz.allow(zk, pki.principal("mallory"), "ClusterAction", "Cluster", "kafka-cluster")
         as_other = (keystores[other], None, pki.ca)      # a real broker's certificate, claiming another broker's id
         assert _forged_fetch(leader.ssl_port, as_other, follower, state.leader_epoch) == K.CLUSTER_AUTHORIZATION_FAILED
         assert "TLS handshake failed" not in "".join(b.output() for b in brokers)
