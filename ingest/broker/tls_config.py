@@ -3,7 +3,8 @@
 A listener whose protocol is ``SSL`` (``listener.security.protocol.map``) serves TLS with the
 broker's keystore; when the inter-broker listener is ``SSL``, the broker's followers connect to their
 leaders with the same keystore as their client certificate and the truststore to verify the
-leader (:func:`inter_broker_context`). Files are read when the broker starts: replacing them takes
+leader (:func:`inter_broker_context`), and the subject of that certificate is the principal the broker
+registers for itself (:func:`keystore_principal`). Files are read when the broker starts: replacing them takes
 a restart (docs/security.md, "TLS").
 """
 from __future__ import annotations
@@ -37,7 +38,9 @@ TLS_KEYS = (
         " ssl.truststore.location)"),
     Key("ssl.client.auth", Choice(CLIENT_AUTH), "none",
         "client certificates on SSL listeners: none (not asked), requested (verified if given), required"
-        " (a client without a trusted certificate is refused); a verified certificate's subject is the principal"),
+        " (a client without a trusted certificate is refused); a verified certificate's subject is the principal;"
+        " on the SSL inter-broker listener, requested or required makes this broker register its own"
+        " certificate's subject as its principal"),
     Key("ssl.endpoint.identification.algorithm", Choice(("https", "")), "https",
         "https: a follower checks that its leader's certificate names the leader's host; empty: it does not"
         " (the certificate is still verified against the truststore)"),
