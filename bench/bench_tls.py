@@ -9,7 +9,7 @@ them from the beginning (``assign``, ``consume(10000)``, ``fetch.queue.backoff.m
 N. A row's figure is the best of its rounds; every round is printed, with the CPU each side spent per
 message (this process: the Python calls and librdkafka's threads, ``time.process_time``; the broker:
 ``/proc/<pid>/stat``), which the machine's load disturbs less than the rates. The broker is stopped in
-``finally`` (and by the harness reaper if this process is killed).
+``finally`` (and by the harness reaper if this process is killed), and its files removed.
 
 Then replication (``--replicated-count`` messages, 0 to skip): three clusters of three brokers on one
 ZooKeeper (a chroot each), whose one Kafka listener is the client and the inter-broker listener and speaks
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -194,6 +195,13 @@ def main() -> None:
                     help="messages per round of the acks=all replication part (0: skip it)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-tls-"))
+    try:
+        run(args, work)
+    finally:   # the brokers' logs: hundreds of MB on a shared machine
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args, work: Path) -> None:
     pki = make_pki(work / "pki")
     b = BrokerProcess(0, work / "broker")
     ssl_port = free_port()
