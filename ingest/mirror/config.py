@@ -97,8 +97,7 @@ MIRROR_CONFIG = ConfigDef("mirror", (
         "how long to wait for the first ZooKeeper connection"),
     Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
         "socket timeout of one request to a source or target broker"),
-) + security_keys("target.", whose="the target's Kafka listeners (AppendAt); each source's are "
-                                  "source.<name>.security.protocol, source.<name>.ssl.*, source.<name>.sasl.*")
+) + security_keys("target.", whose="the target's Kafka listeners (each source's: source.<name>.<the same key>)")
   + ZK_SECURITY_KEYS + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
 
 MIRROR_FETCH = FetchSettings.defaults_of(MIRROR_CONFIG, leader_wait_s=MIRROR_LEADER_WAIT_S)
