@@ -145,7 +145,9 @@ class Wiring:
                 from ingest.mirror.tier_events import TierEventPublisher
 
                 registry = RegistryClient(url, auth=RegistryAuth.from_config(self.config))
-                producer_config = {"zk.connect": self.config["target.zk.connect"], "producer.type": "sync",
+                # the target's security settings: the events' topics are Kafka-format topics by default
+                producer_config = {**target_security(self.config).client_keys(),
+                                   "zk.connect": self.config["target.zk.connect"], "producer.type": "sync",
                                    "request.required.acks": self.config["target.acks"],
                                    "request.timeout.ms": self.config["target.timeout.ms"]}
                 self._events = (HeaderReader(registry), TierEventPublisher(
