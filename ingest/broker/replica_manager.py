@@ -6,8 +6,8 @@ partition this broker is a replica of, it becomes the leader when the state name
 otherwise follows the named leader: a 0.7-format partition with a
 :class:`~ingest.broker.replica_fetcher.ReplicaFetcher` thread of its own, a Kafka topic's partition on one
 of the :class:`~ingest.broker.kafka.replica_fetcher.ReplicaFetcherThread` threads towards its leader
-(``num.replica.fetchers`` per leader, :mod:`ingest.broker.kafka.fetcher_manager`). Role changes run on one worker thread,
-in the order the watches delivered them (kazoo's event thread never waits for a log).
+(``num.replica.fetchers`` per leader, :mod:`ingest.broker.kafka.fetcher_manager`). Role changes run on one
+worker thread, in the order the watches delivered them (kazoo's event thread never waits for a log).
 
 Its other threads:
 

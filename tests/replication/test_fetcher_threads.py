@@ -10,7 +10,10 @@ preferred (so 0 leads them all), ``num.replica.fetchers=2``, ``min.insync.replic
 - a confluent-kafka producer with ``acks=all`` writes to all 30 partitions while broker 0 is SIGKILLed:
   leadership moves to 1 and 2, each follower now runs at most two threads per leader it copies from, the
   restarted broker 0 catches up on every partition (all 30 in-sync sets full again), and every
-  acknowledged value is read back from its partition.
+  acknowledged value is read back from its partition;
+- a partition whose leader bytes fail their check on the follower stalls alone: the follower's one thread
+  keeps copying the partition's siblings, the stall is reported in ZooKeeper, and the partition copies
+  and rejoins by itself once the leader's bytes are good again.
 """
 from __future__ import annotations
 
@@ -164,4 +167,48 @@ def test_a_follower_of_30_partitions_runs_num_replica_fetchers_threads_and_fails
     got = _read_all(bootstrap, ends)
     for p in range(PARTITIONS):
         missing = producer.acked[p] - got[p]
-        assert not missing, f"{TOPIC}-{p}: {len(missing)} acknowledged value(s) not read back, e.g. {sorted(missing)[:3]}"
+        assert not missing, f"{TOPIC}-{p}: {len(missing)} acknowledged value(s) not read back: {sorted(missing)[:3]}"
+
+
+def test_a_partition_whose_leader_bytes_fail_their_check_stalls_alone_and_resumes(broker_factory, zk_connect, zk):
+    """Four partitions led by broker 0, followed by broker 1 on one thread; partition 0's bytes on the leader
+    are damaged while broker 1 is down. Back up, broker 1 copies partitions 1-3 (their in-sync sets fill)
+    while partition 0 stalls: reported in ZooKeeper (``ingest topics describe``), out of the in-sync set.
+    Once the leader's bytes are good again, partition 0 copies and rejoins, and the stall is withdrawn."""
+    from confluent_kafka import Producer as CProducer
+
+    topic = "iso"
+    brokers = broker_factory(2, zk_connect, overrides=r.replication_overrides(min_isr=1))
+    zk.retry(zk.create, znodes.topic_dir(topic), znodes.assignment_value({p: [0, 1] for p in range(4)},
+                                                                          znodes.KAFKA_FORMAT), makepath=True)
+    for p in range(4):
+        r.wait_for_state(zk, topic, p, lambda s: s.leader == 0 and set(s.isr) == {0, 1}, 60, f"{topic}-{p} in sync")
+    brokers[1].stop()
+    for p in range(4):
+        r.wait_for_state(zk, topic, p, lambda s: s.isr == (0,), 60, f"{topic}-{p}: broker 1 out of the isr")
+    prod = CProducer({"bootstrap.servers": f"127.0.0.1:{brokers[0].kafka_port}", "acks": 1, "linger.ms": 0})
+    for p in range(4):
+        for i in range(5):
+            prod.produce(topic, value=f"p{p}-{i}".encode() * 10, partition=p)
+            prod.flush(30)   # one batch each
+    assert prod.flush(30) == 0
+    segment = brokers[0].log_dir / f"{topic}-0" / f"{0:020d}.log"
+    good = segment.read_bytes()
+    at = len(good) - 3   # inside the last batch's last record
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        f.write(bytes([good[at] ^ 0xFF]))
+
+    brokers[1].start()
+    for p in (1, 2, 3):
+        r.wait_for_state(zk, topic, p, lambda s: set(s.isr) == {0, 1}, 60, f"{topic}-{p} back in sync")
+    stall = znodes.replica_stall_path(topic, 0, 1)
+    wait_until(lambda: zk.exists(stall), timeout=60, what="broker 1's stall on partition 0 in ZooKeeper")
+    assert r.partition_state(zk, topic, 0).isr == (0,)
+    assert fetcher_threads(brokers[1]) == {"fetcher-0-0": 1}
+
+    with open(segment, "r+b") as f:   # the leader's bytes are good again
+        f.seek(at)
+        f.write(bytes([good[at]]))
+    r.wait_for_state(zk, topic, 0, lambda s: set(s.isr) == {0, 1}, 90, f"{topic}-0 back in sync")
+    wait_until(lambda: not zk.exists(stall), timeout=30, what="the stall withdrawn")
