@@ -138,6 +138,29 @@ def test_purgatory_completes_on_check_and_expires_at_the_deadline():
     assert late == ["expired"]                               # after close: answered at once
 
 
+def test_an_op_watched_under_many_keys_is_tried_once_when_registered_and_completes_on_any_key():
+    # a fetch of many partitions waits under each of them: trying it once per key as it is registered
+    # would read every partition once per partition (quadratic in the partitions of one request)
+    pg = Purgatory()
+    try:
+        tries, ready, out = [], threading.Event(), []
+        keys = [("fetch", "t", p) for p in range(300)]
+        pg.watch(keys, DelayedOp(time.monotonic() + 30, lambda: tries.append(1) or ready.is_set(),
+                                 lambda: out.append("expired")))
+        assert len(tries) == 1
+        assert pg.check(keys[7]) == 0 and len(tries) == 2
+        ready.set()
+        assert pg.check(keys[123]) == 1 and out == []
+        expiring = []
+        pg.watch(keys[:3], DelayedOp(time.monotonic() + 0.05, lambda: False, lambda: expiring.append(1)))
+        deadline = time.monotonic() + 5
+        while not expiring and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert expiring == [1] and out == []
+    finally:
+        pg.close()
+
+
 # --- a leader's rules -----------------------------------------------------------------------------
 
 @pytest.fixture

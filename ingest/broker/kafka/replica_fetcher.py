@@ -185,9 +185,9 @@ class ReplicaFetcherThread(threading.Thread):
     def _round(self, ready: list[FollowedPartition]) -> None:
         self.rounds += 1
         agreeing = [fp for fp in ready if not fp.truncated]
+        copying = [fp for fp in ready if fp.truncated]   # those agreeing now copy from the next round on
         if agreeing:
             self._agree(agreeing)
-        copying = [fp for fp in ready if fp.truncated and fp not in agreeing]
         if copying and not self._halt.is_set():
             self._copy(copying)
 
