@@ -313,3 +313,17 @@ def test_the_controller_moves_leadership_and_isr_away_from_replicas_that_cannot_
     assert (None if decided is None else (decided.leader, decided.isr)) == expected
     if decided is not None:
         assert decided.leader_epoch == 8
+
+
+# --- fetcher threads ------------------------------------------------------------------------------
+
+def test_a_partitions_fetcher_thread_is_kafkas_hash_of_topic_and_partition():
+    from ingest.broker.kafka.fetcher_manager import fetcher_id, java_string_hash
+
+    assert java_string_hash("hello") == 99162322 and java_string_hash("") == 0   # Java's "hello".hashCode()
+    assert java_string_hash("a" * 20) == 1542361408                               # int32 overflow wraps
+    # abs(31 * 99162322 + 0) as int32 = 1220935314, % 3
+    assert fetcher_id("hello", 0, 3) == 1220935314 % 3 == 0
+    assert fetcher_id("hello", 1, 3) == 1220935313 % 3
+    assert {fetcher_id("many", p, 2) for p in range(30)} == {0, 1}
+    assert all(fetcher_id("t", p, 1) == 0 for p in range(100))
