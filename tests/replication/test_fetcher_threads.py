@@ -137,7 +137,8 @@ def test_a_follower_of_30_partitions_runs_num_replica_fetchers_threads_and_fails
     for b in brokers[1:]:
         wait_until(lambda: fetcher_threads(b) == {"fetcher-0-0": 1, "fetcher-1-0": 1}, timeout=30,
                    what=f"broker {b.broker_id}'s two fetcher threads towards broker 0: {fetcher_threads(b)}")
-        assert thread_count(b) < PARTITIONS, f"broker {b.broker_id} runs {thread_count(b)} threads"
+        # about 25 (the broker's own threads and the 2 fetchers); a thread per partition made it 52
+        assert thread_count(b) < 40, f"broker {b.broker_id} runs {thread_count(b)} threads"
 
     bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)
     producer = Producer(bootstrap)
