@@ -27,7 +27,7 @@ from ingest.lost_ranges import LostRange
 from ingest.loader.replay import rewrite_compacted
 from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import QUARANTINE, TaskOutcome
-from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, totals, write_run_record
+from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, summary, totals, write_run_record
 from ingest.loader.state import LoaderState, read_run_record
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
@@ -383,6 +383,7 @@ def finish_run(storage: Storage, record: dict[str, Any], clock: Clock, elapsed_s
     record["finished_at_ms"] = finished
     record["duration_ms"] = finished - record["started_at_ms"]
     record["totals"] = totals(record, elapsed_s)
+    record["summary"] = summary(record)
     try:
         write_run_record(storage, record)
     except Exception as exc:  # never mask the run's own outcome
