@@ -41,6 +41,7 @@ from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, Lea
 from ingest.loader.fetch import raw_fetch
 from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
+from ingest.loader.records import PartitionKey
 from ingest.records.message_batch import iter_messages
 from ingest.zk_security import ZkSecurity
 from ingest.registry_client_config import RegistryAuth
@@ -232,16 +233,49 @@ def discover(config) -> list[PartitionSnapshot]:
     return discover_all(config).snapshots
 
 
-def segment_starts(config):
-    """A callable: a partition's segment start offsets (cut points for splitting)."""
+def segment_starts(config, snapshots: Sequence[PartitionSnapshot] = ()):
+    """A callable: a partition's segment start offsets (cut points for splitting, and each task's last
+    segment start for the tally).
+
+    The first question about a partition of ``snapshots`` asks every Kafka 0.7 partition of them at
+    once: one connection per broker (a replicated partition's: its leader when discovered), its OFFSETS
+    questions pipelined (:func:`segment_starts_by_broker`), instead of a connection and a round trip per
+    partition. A partition that exchange could not answer (its leader moved, its broker went silent), and
+    any other partition, is asked alone, following a failover."""
+    batched: dict[PartitionKey, tuple[int, ...]] | None = None
 
     def fetch(snap: PartitionSnapshot) -> Sequence[int]:
+        nonlocal batched
         if snap.kafka:
             return ()   # record offsets: a Kafka-format partition's range is not cut at segments
+        if batched is None:
+            batched = segment_starts_by_broker(config, [s for s in snapshots if not s.kafka])
+        if snap.key in batched:
+            return batched[snap.key]
         with open_consumer(snap, FetchSettings.from_config(config)) as c:
             return c.offsets_before(snap.topic, snap.partition, -1, 1 << 30)
 
     return fetch
+
+
+def segment_starts_by_broker(config, snapshots: Sequence[PartitionSnapshot]) -> dict[PartitionKey, tuple[int, ...]]:
+    """The segment starts of Kafka 0.7 partitions, asked of each partition's broker (``host:port``: a
+    replicated partition's leader when discovered) on one connection with the questions pipelined; a
+    partition missing from the result was not answered (an error, a silent broker)."""
+    by_broker: dict[tuple[str, int], list[PartitionSnapshot]] = {}
+    for snap in snapshots:
+        by_broker.setdefault((snap.host, snap.port), []).append(snap)
+    out: dict[PartitionKey, tuple[int, ...]] = {}
+    for (host, port), snaps in by_broker.items():
+        try:
+            with _consumer(host, port, config) as c:
+                answers = c.offsets_many([(s.topic, s.partition, LATEST, 1 << 30) for s in snaps])
+        except IngestError as exc:
+            log.info("pipelined segment starts of %d partition(s) from %s:%d failed (%s): each is asked alone",
+                     len(snaps), host, port, exc)
+            continue
+        out.update((s.key, tuple(offsets)) for s, (error, offsets) in zip(snaps, answers) if error == 0)
+    return out
 
 
 def deleted_segments_asker(config):

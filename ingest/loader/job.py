@@ -83,10 +83,11 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
     what discovery could not reach, completed with the committed partitions it keeps from this run."""
     chosen, skipped = select_topics([s.topic for s in snapshots], config["topics"], config["topics.blacklist"])
     chosen_set = set(chosen)
+    planned = [s for s in snapshots if s.topic in chosen_set]
     plan = build_plan(
-        run_id=run_id, base_seq=state.seq, snapshots=[s for s in snapshots if s.topic in chosen_set],
+        run_id=run_id, base_seq=state.seq, snapshots=planned,
         committed=state.offsets, committed_files=lambda key: state.files_of_partition(key),
-        resets=resets, segment_starts=segment_starts or discover.segment_starts(config),
+        resets=resets, segment_starts=segment_starts or discover.segment_starts(config, planned),
         probe=probe or discover.prober(config),
         deleted_segments=deleted_segments or discover.deleted_segments_asker(config), new_partition_start=config["new.partition.start"],
         max_bytes_per_task=config["max.bytes.per.task"], max_bytes_per_run=config["max.bytes.per.run"],

@@ -105,3 +105,31 @@ def test_pipelined_offsets_answer_each_question_in_order_errors_included(cluster
             else:
                 assert (error, offsets) == (0, alone[q[2]])
         assert c.latest_offset(topic, 0) == alone[LATEST][0]   # the connection is in step afterwards
+
+
+def test_the_plan_asks_segment_starts_per_broker_not_per_partition(cluster, tmp_path, monkeypatch):
+    """Every task learns its range's last segment start (for the tally): asked once per broker, pipelined,
+    the same starts the partition's leader gives when asked alone."""
+    from ingest.clock import SYSTEM_CLOCK
+    from ingest.loader.job import make_plan
+    from ingest.loader.plan import last_segment_start
+    from ingest.loader.state import LoaderState
+    from ingest.storage import open_storage
+
+    cfg = LOADER_CONFIG.parse({"destination": str(tmp_path / "out"), "zk.connect": cluster.zk_connect,
+                               "registry.url": cluster.registry.url}, source="test")
+    found = discover.discover_all(cfg)
+    state = LoaderState.load(open_storage(str(tmp_path / "out")))
+    ports = {b.port for b in cluster.brokers} | {b.kafka_port for b in cluster.brokers}
+    counter = WriteCounter(monkeypatch, ports)
+    plan = make_plan(cfg, state, found.snapshots, "run-1", SYSTEM_CLOCK, left_out=found.left_out)
+    monkeypatch.undo()
+    replicated = [p for p in plan.partitions if not p.snapshot.kafka]
+    assert len(plan.tasks) == TOPICS * PARTITIONS and len(replicated) == TOPICS * PARTITIONS // 2
+    # one pipelined exchange per broker (a connection each); asked alone it was a connection, a
+    # TOPIC_METADATA and an OFFSETS per partition (40 writes here)
+    assert counter.writes <= 2 * len(cluster.brokers), f"{counter.writes} writes to plan {len(replicated)} partitions"
+    with LeaderConsumer(static_metadata(replicated[0].snapshot.metadata_brokers)) as lc:
+        for p in replicated:
+            starts = lc.offsets_before(p.snapshot.topic, p.snapshot.partition, -1, 1 << 30)
+            assert [t.segment_start for t in p.tasks] == [last_segment_start(starts, t.start, t.end) for t in p.tasks]
