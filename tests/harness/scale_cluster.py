@@ -16,16 +16,17 @@ exact rows of each partition are known. Everything started is stopped by :meth:`
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from kazoo.client import KazooClient
 
 from ingest.client.kafka.partitioner import partition_for_key
 from ingest.client.partitioner import stable_hash
+from ingest import znodes
 from ingest.client.topics_admin import create_topic
 from tests.harness.brokers import BrokerProcess, stop_all
 from tests.harness.registry import RegistryProcess
+from tests.harness.wait import wait_until
 from tests.harness.zookeeper import ZooKeeperServer
 
 PARTITIONS = 10
@@ -87,15 +88,20 @@ class ScaleCluster:
             for t in topics:
                 create_topic(zk, t, partitions=PARTITIONS, replication_factor=2, manual=None,
                              topic_format="kafka" if "-kafka-" in t else None)
-            deadline = time.monotonic() + timeout_s
-            from ingest import znodes
+        finally:
+            zk.stop()
+            zk.close()
+        self.wait_for_leaders(topics, PARTITIONS, timeout_s)
 
+    def wait_for_leaders(self, topics: list[str], partitions: int, timeout_s: float = 120.0) -> None:
+        """Wait until every partition of ``topics`` has its state (a leader) in ZooKeeper."""
+        zk = KazooClient(hosts=self.zk_connect, timeout=10.0)
+        zk.start(timeout=30)
+        try:
             for t in topics:
-                for p in range(PARTITIONS):
-                    while not zk.exists(znodes.partition_state_path(t, p)):
-                        if time.monotonic() > deadline:
-                            raise RuntimeError(f"{t}-{p}: no leader elected within {timeout_s:.0f} s")
-                        time.sleep(0.05)
+                for p in range(partitions):
+                    wait_until(lambda: zk.exists(znodes.partition_state_path(t, p)), timeout_s,
+                               f"a leader of {t}-{p}")
         finally:
             zk.stop()
             zk.close()

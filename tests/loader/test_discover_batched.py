@@ -133,3 +133,35 @@ def test_the_plan_asks_segment_starts_per_broker_not_per_partition(cluster, tmp_
         for p in replicated:
             starts = lc.offsets_before(p.snapshot.topic, p.snapshot.partition, -1, 1 << 30)
             assert [t.segment_start for t in p.tasks] == [last_segment_start(starts, t.start, t.end) for t in p.tasks]
+
+
+def test_a_dead_leaders_partitions_are_left_out_and_the_others_found(tmp_path_factory, tmp_path):
+    """What a leader's batched exchange cannot answer is asked alone as before: a SIGKILLed broker's
+    partitions (replication factor 1, so no other leader) are left out of the run, with a reason, and
+    every partition of the live broker is found with its offsets."""
+    from kazoo.client import KazooClient
+
+    from ingest.client.topics_admin import create_topic
+
+    c = ScaleCluster(tmp_path_factory.mktemp("dead")).start()
+    try:
+        zk = KazooClient(hosts=c.zk_connect, timeout=10.0)
+        zk.start(timeout=30)
+        try:
+            for t, fmt in (("dead-repl", None), ("dead-kafka", "kafka")):
+                create_topic(zk, t, partitions=None, replication_factor=None, manual="0,1,0,1", topic_format=fmt)
+        finally:
+            zk.stop()
+            zk.close()
+        c.wait_for_leaders(["dead-repl", "dead-kafka"], partitions=4)
+        c.brokers[1].kill()
+        cfg = LOADER_CONFIG.parse({"destination": str(tmp_path / "out"), "zk.connect": c.zk_connect,
+                                   "registry.url": c.registry.url, "socket.timeout.ms": 1000}, source="test")
+        found = discover.discover_all(cfg)
+    finally:
+        c.close()
+    got = {(s.topic, s.partition) for s in found.snapshots if s.topic.startswith("dead-")}
+    gone = {(lo.topic, lo.partition) for lo in found.left_out if lo.topic and lo.topic.startswith("dead-")}
+    assert got == {(t, p) for t in ("dead-repl", "dead-kafka") for p in (0, 2)}
+    assert gone == {(t, p) for t in ("dead-repl", "dead-kafka") for p in (1, 3)}
+    assert all(lo.reason for lo in found.left_out)
