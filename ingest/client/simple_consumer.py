@@ -209,6 +209,19 @@ class SimpleConsumer:
         check(resp.error, f"OFFSETS {topic}/{partition} time {time_ms} from {self.conn!r}")
         return list(resp.offsets)
 
+    def offsets_many(self, questions: Sequence[tuple[str, int, int, int]]) -> list[tuple[int, list[int]]]:
+        """OFFSETS of many ``(topic, partition, time_ms, max_offsets)`` on this one connection, pipelined
+        (:meth:`~ingest.wire.connection.BrokerConnection.request_pipelined`: OFFSETS carries one partition,
+        so the requests share round trips instead of carrying the partitions in one request). Returns, per
+        question in order, ``(error code, offsets newest first)``: an error is the caller's to judge,
+        partition by partition.
+
+        Raises:
+            BrokerUnavailableError, MalformedResponseError: the connection failed (no answer is returned).
+        """
+        frames = [protocol.OffsetsRequest(t, p, time_ms, n).encode() for t, p, time_ms, n in questions]
+        return [(r.error, list(r.offsets)) for r in self.conn.request_pipelined(frames, protocol.OffsetsResponse)]
+
     def earliest_offset(self, topic: str, partition: int) -> int:
         offs = self.offsets_before(topic, partition, EARLIEST, 1)
         return offs[0] if offs else 0

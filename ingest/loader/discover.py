@@ -32,14 +32,16 @@ from ingest import znodes
 from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import LeaderConsumer, static_metadata
+from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.partition_reader import open_consumer
-from ingest.client.simple_consumer import SimpleConsumer
+from ingest.client.simple_consumer import EARLIEST, LATEST, SimpleConsumer
 from ingest.config import non_ascii_note
 from ingest.errors import (BrokerUnavailableError, ConfigError, IngestError, LeaderNotAvailableError,
                            NotLeaderForPartitionError)
 from ingest.loader.fetch import raw_fetch
 from ingest.loader.kafka_topics import kafka_partitions, kafka_probe
 from ingest.loader.plan import LeftOut, PartitionSnapshot, Probe
+from ingest.loader.records import PartitionKey
 from ingest.records.message_batch import iter_messages
 from ingest.zk_security import ZkSecurity
 from ingest.registry_client_config import RegistryAuth
@@ -117,28 +119,60 @@ def replicated_partitions(config, addresses: list[tuple[str, int]]) -> tuple[lis
         # of a version before replication); a replicated topic's data waits for a run that sees it
         log.warning("no replicated topic is loaded in this run: %s", exc)
         return [], [LeftOut(f"every replicated topic: no broker answered TOPIC_METADATA ({exc})")]
+    found = []
+    for topic in topics:
+        t = metadata.topic(topic)
+        found += [(topic, part) for part in (t.partitions if t is not None else ())]
     with LeaderConsumer(metadata, settings=FetchSettings.from_config(config)) as lc:
-        for topic in topics:
-            t = metadata.topic(topic)
-            for part in (t.partitions if t is not None else ()):
-                p = part.partition
-                if part.leader < 0:
-                    reason = f"no leader now (in-sync {list(part.isr)})"
-                    log.warning("replicated %s-%d (home broker %d): %s: left out of this run", topic, p, part.home,
-                                reason)
-                    left_out.append(LeftOut(reason, part.home, topic=topic, partition=p))
-                    continue
-                try:
-                    earliest = lc.earliest_offset(topic, p)
-                    latest = lc.latest_offset(topic, p)
-                    leader: BrokerAddress = metadata.leader(topic, p)
-                except (LeaderNotAvailableError, NotLeaderForPartitionError, BrokerUnavailableError) as exc:
-                    log.warning("replicated %s-%d (home broker %d) left out of this run: %s", topic, p, part.home, exc)
-                    left_out.append(LeftOut(f"no reachable leader: {exc}", part.home, topic=topic, partition=p))
-                    continue
-                out.append(PartitionSnapshot(topic, part.home, p, leader.host, leader.port, shipped, earliest=earliest,
-                                             latest=latest))
+        asked = offsets_by_leader(lc, metadata, [(topic, part.partition) for topic, part in found if part.leader >= 0])
+        for topic, part in found:
+            p = part.partition
+            if part.leader < 0:
+                reason = f"no leader now (in-sync {list(part.isr)})"
+                log.warning("replicated %s-%d (home broker %d): %s: left out of this run", topic, p, part.home,
+                            reason)
+                left_out.append(LeftOut(reason, part.home, topic=topic, partition=p))
+                continue
+            try:
+                # what the leader's pipelined answers did not give is asked alone, following a failover
+                earliest, latest = asked.get((topic, p)) or (lc.earliest_offset(topic, p), lc.latest_offset(topic, p))
+                leader: BrokerAddress = metadata.leader(topic, p)
+            except (LeaderNotAvailableError, NotLeaderForPartitionError, BrokerUnavailableError) as exc:
+                log.warning("replicated %s-%d (home broker %d) left out of this run: %s", topic, p, part.home, exc)
+                left_out.append(LeftOut(f"no reachable leader: {exc}", part.home, topic=topic, partition=p))
+                continue
+            out.append(PartitionSnapshot(topic, part.home, p, leader.host, leader.port, shipped, earliest=earliest,
+                                         latest=latest))
     return out, left_out
+
+
+def offsets_by_leader(lc: LeaderConsumer, metadata: ReplicaMetadata,
+                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(earliest, latest)`` of replicated partitions, asked of each leader on one connection with its
+    OFFSETS questions pipelined (an OFFSETS request names one partition: the questions share round trips,
+    as the partitions of one Kafka ListOffsets share a request). A partition whose leader is unknown,
+    answered an error for it, or did not answer is missing from the result: the caller asks it alone."""
+    by_leader: dict[BrokerAddress, list[tuple[str, int]]] = {}
+    for topic, p in partitions:
+        try:
+            addr = metadata.leader(topic, p)
+        except (LeaderNotAvailableError, BrokerUnavailableError, ValueError):
+            continue
+        by_leader.setdefault(addr, []).append((topic, p))
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for addr, parts in by_leader.items():
+        questions = [(t, p, when, 1) for t, p in parts for when in (EARLIEST, LATEST)]
+        try:
+            answers = lc.consumer_at(addr).offsets_many(questions)
+        except IngestError as exc:
+            log.info("pipelined OFFSETS of %d partition(s) from broker %s failed (%s): each is asked alone",
+                     len(parts), addr, exc)
+            continue
+        for i, key in enumerate(parts):
+            (e_err, e_offs), (l_err, l_offs) = answers[2 * i], answers[2 * i + 1]
+            if e_err == 0 and l_err == 0:
+                out[key] = (e_offs[0] if e_offs else 0, l_offs[0] if l_offs else 0)
+    return out
 
 
 def discover_all(config) -> Discovery:
@@ -199,16 +233,49 @@ def discover(config) -> list[PartitionSnapshot]:
     return discover_all(config).snapshots
 
 
-def segment_starts(config):
-    """A callable: a partition's segment start offsets (cut points for splitting)."""
+def segment_starts(config, snapshots: Sequence[PartitionSnapshot] = ()):
+    """A callable: a partition's segment start offsets (cut points for splitting, and each task's last
+    segment start for the tally).
+
+    The first question about a partition of ``snapshots`` asks every Kafka 0.7 partition of them at
+    once: one connection per broker (a replicated partition's: its leader when discovered), its OFFSETS
+    questions pipelined (:func:`segment_starts_by_broker`), instead of a connection and a round trip per
+    partition. A partition that exchange could not answer (its leader moved, its broker went silent), and
+    any other partition, is asked alone, following a failover."""
+    batched: dict[PartitionKey, tuple[int, ...]] | None = None
 
     def fetch(snap: PartitionSnapshot) -> Sequence[int]:
+        nonlocal batched
         if snap.kafka:
             return ()   # record offsets: a Kafka-format partition's range is not cut at segments
+        if batched is None:
+            batched = segment_starts_by_broker(config, [s for s in snapshots if not s.kafka])
+        if snap.key in batched:
+            return batched[snap.key]
         with open_consumer(snap, FetchSettings.from_config(config)) as c:
             return c.offsets_before(snap.topic, snap.partition, -1, 1 << 30)
 
     return fetch
+
+
+def segment_starts_by_broker(config, snapshots: Sequence[PartitionSnapshot]) -> dict[PartitionKey, tuple[int, ...]]:
+    """The segment starts of Kafka 0.7 partitions, asked of each partition's broker (``host:port``: a
+    replicated partition's leader when discovered) on one connection with the questions pipelined; a
+    partition missing from the result was not answered (an error, a silent broker)."""
+    by_broker: dict[tuple[str, int], list[PartitionSnapshot]] = {}
+    for snap in snapshots:
+        by_broker.setdefault((snap.host, snap.port), []).append(snap)
+    out: dict[PartitionKey, tuple[int, ...]] = {}
+    for (host, port), snaps in by_broker.items():
+        try:
+            with _consumer(host, port, config) as c:
+                answers = c.offsets_many([(s.topic, s.partition, LATEST, 1 << 30) for s in snaps])
+        except IngestError as exc:
+            log.info("pipelined segment starts of %d partition(s) from %s:%d failed (%s): each is asked alone",
+                     len(snaps), host, port, exc)
+            continue
+        out.update((s.key, tuple(offsets)) for s, (error, offsets) in zip(snaps, answers) if error == 0)
+    return out
 
 
 def deleted_segments_asker(config):

@@ -27,7 +27,7 @@ from ingest.lost_ranges import LostRange
 from ingest.loader.replay import rewrite_compacted
 from ingest.loader.reset import check_reset_args, removed_by_replay, resolve_resets
 from ingest.loader.results import QUARANTINE, TaskOutcome
-from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, totals, write_run_record
+from ingest.loader.runrecord import StageTimes, new_run_id, partition_entries, summary, totals, write_run_record
 from ingest.loader.state import LoaderState, read_run_record
 from ingest.loader.tally import partition_tally
 from ingest.loader.task import TaskSettings
@@ -83,10 +83,11 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
     what discovery could not reach, completed with the committed partitions it keeps from this run."""
     chosen, skipped = select_topics([s.topic for s in snapshots], config["topics"], config["topics.blacklist"])
     chosen_set = set(chosen)
+    planned = [s for s in snapshots if s.topic in chosen_set]
     plan = build_plan(
-        run_id=run_id, base_seq=state.seq, snapshots=[s for s in snapshots if s.topic in chosen_set],
+        run_id=run_id, base_seq=state.seq, snapshots=planned,
         committed=state.offsets, committed_files=lambda key: state.files_of_partition(key),
-        resets=resets, segment_starts=segment_starts or discover.segment_starts(config),
+        resets=resets, segment_starts=segment_starts or discover.segment_starts(config, planned),
         probe=probe or discover.prober(config),
         deleted_segments=deleted_segments or discover.deleted_segments_asker(config), new_partition_start=config["new.partition.start"],
         max_bytes_per_task=config["max.bytes.per.task"], max_bytes_per_run=config["max.bytes.per.run"],
@@ -383,6 +384,7 @@ def finish_run(storage: Storage, record: dict[str, Any], clock: Clock, elapsed_s
     record["finished_at_ms"] = finished
     record["duration_ms"] = finished - record["started_at_ms"]
     record["totals"] = totals(record, elapsed_s)
+    record["summary"] = summary(record)
     try:
         write_run_record(storage, record)
     except Exception as exc:  # never mask the run's own outcome

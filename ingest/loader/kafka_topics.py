@@ -26,6 +26,7 @@ import logging
 from ingest.client.discovery import read_kafka_servers, start_kazoo
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.partition_reader import KAFKA, BrokerPartition, open_kafka_fetcher
+from ingest.wire.kafka.list_offsets import EARLIEST, LATEST
 from ingest.config import non_ascii_note
 from ingest.errors import ConfigError, IngestError
 from ingest.loader.gaps import Probe
@@ -119,28 +120,37 @@ def _cluster_partitions(servers: str, settings: FetchSettings) -> tuple[list[Par
     left_out: list[LeftOut] = []
     with open_kafka_fetcher(BrokerPartition("", -1, -1, host, int(port), servers, KAFKA), settings) as f:
         cluster = f.cluster
-        for topic in cluster.topic_names(f.clock.monotonic() + settings.socket_timeout_s):
-            for p in cluster.known_partitions(topic):
-                home = p.replicas[0] if p.replicas else p.leader
-                if p.leader < 0:
-                    log.warning("Kafka topic %s-%d (home broker %d): no leader now; left out of this run", topic,
-                                p.partition, home)
-                    left_out.append(LeftOut(f"no leader now (in-sync {list(p.isr)})", home, topic=topic,
-                                            partition=p.partition))
-                    continue
-                try:
+        found = [(topic, p) for topic in cluster.topic_names(f.clock.monotonic() + settings.socket_timeout_s)
+                 for p in cluster.known_partitions(topic)]
+        led = [(topic, p.partition) for topic, p in found if p.leader >= 0]
+        # one ListOffsets per leader for all its partitions; a partition it could not answer is asked alone below
+        earliest_of = f.list_offsets_many(led, EARLIEST)
+        latest_of = f.list_offsets_many(led, LATEST)
+        for topic, p in found:
+            home = p.replicas[0] if p.replicas else p.leader
+            if p.leader < 0:
+                log.warning("Kafka topic %s-%d (home broker %d): no leader now; left out of this run", topic,
+                            p.partition, home)
+                left_out.append(LeftOut(f"no leader now (in-sync {list(p.isr)})", home, topic=topic,
+                                        partition=p.partition))
+                continue
+            try:
+                earliest = earliest_of.get((topic, p.partition))
+                if earliest is None:
                     earliest = f.earliest(topic, p.partition)
+                latest = latest_of.get((topic, p.partition))
+                if latest is None:
                     latest = f.latest(topic, p.partition)
-                except IngestError as exc:
-                    if not exc.retriable:
-                        raise
-                    log.warning("Kafka topic %s-%d (home broker %d) left out of this run: %s", topic, p.partition,
-                                home, exc)
-                    left_out.append(LeftOut(f"no reachable leader: {exc}", home, topic=topic, partition=p.partition))
-                    continue
-                leader = cluster.nodes[p.leader]
-                out.append(PartitionSnapshot(topic, home, p.partition, leader.host, leader.port, servers, KAFKA,
-                                             earliest=earliest, latest=latest))
+            except IngestError as exc:
+                if not exc.retriable:
+                    raise
+                log.warning("Kafka topic %s-%d (home broker %d) left out of this run: %s", topic, p.partition,
+                            home, exc)
+                left_out.append(LeftOut(f"no reachable leader: {exc}", home, topic=topic, partition=p.partition))
+                continue
+            leader = cluster.nodes[p.leader]
+            out.append(PartitionSnapshot(topic, home, p.partition, leader.host, leader.port, servers, KAFKA,
+                                         earliest=earliest, latest=latest))
     return out, left_out
 
 

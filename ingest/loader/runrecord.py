@@ -14,8 +14,18 @@ with its ``run_id``) or not at all. Shape::
                      "latest_offset", "earliest_offset", "deferred_bytes", "replay", "messages", "bytes",
                      "files": [path...], "quarantined", "lost_ranges": [LostRange...], "errors": [...],
                      "tasks", "duration_ms"}],
+     "summary": {"topics": [{"topic", "partitions", "tasks", "messages", "bytes", "files", "quarantined",
+                             "deferred_bytes", "lost_ranges", "task_ms_max"}...],       # by topic
+                 "slowest": [{"topic", "broker_id", "partition", "duration_ms", "messages", "bytes"}...],
+                 "largest": [...the same, by bytes]},                                  # SUMMARY_PARTITIONS each
      "lost_ranges": [LostRange...],
      "left_out": [{"reason", "broker_id", "broker", "topic", "partition", "partitions": [[topic, broker, p]...]}]}
+
+The file is written for a person as much as for a program: keys sorted, ``partitions`` last; every list
+of objects one object a line, so a run over 1,000 partitions opens on its totals, stages, per-topic lines
+and slowest and largest partitions, then its partitions one a line, not 25,000 lines of detail.
+(What later runs need of a partition, its committed offset and tally, is in the loader's state,
+:mod:`ingest.loader.state`; the run record is the report of one run.)
 
 ``left_out``: what discovery could not reach (a broker that did not answer, with its committed
 Kafka 0.7 partitions; a replicated partition without a reachable leader): not loaded by this run,
@@ -77,9 +87,55 @@ def stages_text(record: dict[str, Any]) -> str:
     return ", ".join(f"{s} {seconds[s]:.2f} s" for s in STAGES if s in seconds) or "none"
 
 
+SUMMARY_PARTITIONS = 5
+"""Partitions the run record's summary names as the slowest, and as the largest."""
+
+SUMMARY_TOPICS = 20
+"""Topic lines the printed summary shows (the busiest by messages); the record's summary has them all."""
+
+
+def run_record_text(record: dict[str, Any]) -> str:
+    """The record as JSON for a person: keys sorted, ``partitions`` last; objects open one key a line,
+    and every list of objects (partitions, topics, lost ranges...) one object a line (module docstring)."""
+    keys = sorted(k for k in record if k != "partitions") + (["partitions"] if "partitions" in record else [])
+    return _render({k: record[k] for k in keys}, "", sort=False)
+
+
+def _render(value: Any, indent: str, *, sort: bool = True) -> str:
+    inner = indent + " "
+    if isinstance(value, dict) and value:
+        items = sorted(value.items()) if sort else value.items()
+        return "{\n" + ",\n".join(f"{inner}{json.dumps(k)}: {_render(v, inner)}" for k, v in items) + f"\n{indent}}}"
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return "[\n" + ",\n".join(inner + json.dumps(v, sort_keys=True) for v in value) + f"\n{indent}]"
+    return json.dumps(value, sort_keys=True)
+
+
 def write_run_record(storage: Storage, record: dict[str, Any]) -> None:
-    storage.write_atomic(storage.join(layout.run_record_path(record["run_id"])),
-                         json.dumps(record, indent=1, sort_keys=True).encode())
+    storage.write_atomic(storage.join(layout.run_record_path(record["run_id"])), run_record_text(record).encode())
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The run's per-topic lines and its slowest and largest partitions (``summary`` of the record)."""
+    topics: dict[str, dict[str, Any]] = {}
+    for p in record.get("partitions", []):
+        t = topics.setdefault(p["topic"], {"topic": p["topic"], "partitions": 0, "tasks": 0, "messages": 0,
+                                           "bytes": 0, "files": 0, "quarantined": 0, "deferred_bytes": 0,
+                                           "lost_ranges": 0, "task_ms_max": 0})
+        t["partitions"] += 1
+        for key in ("tasks", "messages", "bytes", "quarantined", "deferred_bytes"):
+            t[key] += p[key]
+        t["files"] += len(p["files"])
+        t["lost_ranges"] += len(p["lost_ranges"])
+        t["task_ms_max"] = max(t["task_ms_max"], p["duration_ms"])
+
+    def brief(p: dict[str, Any]) -> dict[str, Any]:
+        return {k: p[k] for k in ("topic", "broker_id", "partition", "duration_ms", "messages", "bytes")}
+
+    parts = [p for p in record.get("partitions", []) if p["tasks"]]
+    return {"topics": [topics[t] for t in sorted(topics)],
+            "slowest": [brief(p) for p in sorted(parts, key=lambda p: -p["duration_ms"])[:SUMMARY_PARTITIONS]],
+            "largest": [brief(p) for p in sorted(parts, key=lambda p: -p["bytes"])[:SUMMARY_PARTITIONS]]}
 
 
 def partition_entries(plan, outcomes: list[TaskOutcome] | None = None) -> list[dict[str, Any]]:
@@ -138,6 +194,7 @@ def summary_text(record: dict[str, Any]) -> str:
         f"  stages: {stages_text(record)}"
         + (f"; {t['execute_messages_per_s']} msg/s while executing" if t.get("execute_messages_per_s") else ""),
     ]
+    lines += _topic_lines(record.get("summary") or {})
     for r in record.get("lost_ranges", []):
         lines.append(f"  LOST ({r.get('cause', 'retention')}): {r['topic']} b{r['broker_id']} p{r['partition']} "
                      f"[{r['start_offset']}, {r['end_offset']}) {r['bytes']} bytes "
@@ -147,3 +204,28 @@ def summary_text(record: dict[str, Any]) -> str:
     if record.get("error"):
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)
+
+
+def _topic_lines(summ: dict[str, Any]) -> list[str]:
+    """The summary's topics (the busiest :data:`SUMMARY_TOPICS`) and its slowest and largest partitions,
+    when the run had more than one topic or partition."""
+    topics = summ.get("topics", [])
+    if len(topics) < 2 and sum(t["partitions"] for t in topics) < 2:
+        return []
+    shown = sorted(topics, key=lambda t: (-t["messages"], t["topic"]))[:SUMMARY_TOPICS]
+    lines = [f"  topic {t['topic']}: partitions {t['partitions']}, tasks {t['tasks']}, messages {t['messages']}, "
+             f"bytes {t['bytes']}, files {t['files']}, slowest task {t['task_ms_max']} ms"
+             + (f", quarantined {t['quarantined']}" if t["quarantined"] else "")
+             + (f", {t['deferred_bytes']} bytes deferred" if t["deferred_bytes"] else "")
+             + (f", {t['lost_ranges']} lost ranges" if t["lost_ranges"] else "") for t in sorted(shown, key=lambda t: t["topic"])]
+    if len(topics) > len(shown):
+        lines.append(f"  ... {len(topics) - len(shown)} more topics (the run record's summary lists them all)")
+
+    def named(ps: list[dict[str, Any]], what: str) -> str:
+        return ", ".join(f"{p['topic']} b{p['broker_id']} p{p['partition']} {p[what]}" for p in ps)
+
+    if summ.get("slowest"):
+        lines.append(f"  slowest partitions (ms): {named(summ['slowest'][:3], 'duration_ms')}")
+    if summ.get("largest"):
+        lines.append(f"  largest partitions (bytes): {named(summ['largest'][:3], 'bytes')}")
+    return lines

@@ -21,7 +21,7 @@ import logging
 import socket
 import ssl
 import threading
-from typing import Callable, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 from ingest.errors import BrokerUnavailableError, MalformedResponseError
 from ingest.wire.frames import MAX_FRAME_BYTES, recv_response, recv_response_buffer
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SOCKET_BUFFER = 1 << 20
+
+PIPELINE_WINDOW = 64
+"""Requests :meth:`BrokerConnection.request_pipelined` puts on the wire before reading their answers: the
+broker reads on while it has fewer than 64 replies unsent (docs/protocol.md, back-pressure)."""
 
 
 class BrokerConnection:
@@ -103,6 +107,39 @@ class BrokerConnection:
         """
         return self._exchange(frame, lambda sock: response_cls.decode(  # type: ignore[attr-defined]
             recv_response(sock, max_response_bytes)))
+
+    def request_pipelined(self, frames: Sequence[bytes], response_cls: type[T], *, window: int = PIPELINE_WINDOW,
+                          max_response_bytes: int = MAX_FRAME_BYTES) -> list[T]:
+        """Send many request frames that each have a response and decode the responses, in order.
+
+        At most ``window`` requests are on the wire unanswered: each window is one write and then
+        its responses (the broker serves a connection's requests in order, docs/protocol.md "Frames"),
+        so ``n`` requests cost ``ceil(n / window)`` round trips instead of ``n``, and neither side
+        buffers more than a window. The lock is held for the whole exchange.
+
+        Raises:
+            BrokerUnavailableError, MalformedResponseError: as :meth:`request` (the socket is closed;
+                none of the answers is returned).
+        """
+        if window < 1:
+            raise ValueError(f"window {window}: at least 1 request in flight")
+        out: list[T] = []
+        with self._lock:
+            sock = self._connect()
+            try:
+                for i in range(0, len(frames), window):
+                    chunk = frames[i:i + window]
+                    sock.sendall(b"".join(chunk))
+                    out.extend(response_cls.decode(recv_response(sock, max_response_bytes))  # type: ignore[attr-defined]
+                               for _ in chunk)
+            except (OSError, ConnectionError) as exc:
+                raise self._fail(exc, "pipelined requests to") from exc
+            except MalformedResponseError as exc:
+                self._close_socket()
+                raise MalformedResponseError(
+                    f"bad response from {self!r}: {exc}; is that address an ingest broker of this protocol "
+                    "version (docs/protocol.md)?") from exc
+        return out
 
     def request_buffer(self, frame: bytes, *, max_response_bytes: int = MAX_FRAME_BYTES) -> bytearray:
         """Send one request frame; its response's bytes after ``size`` (``error`` + body), undecoded.

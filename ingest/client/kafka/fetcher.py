@@ -25,7 +25,7 @@ Concurrency: not thread-safe; one thread uses a fetcher.
 from __future__ import annotations
 
 import logging
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Sequence
 
 from ingest.client.kafka.cluster import Backoff, KafkaCluster, needs_refresh
 from ingest.client.kafka.config import KAFKA_CONSUMER_CONFIG, as_config
@@ -224,6 +224,53 @@ class KafkaFetcher:
                               find=lambda a: _find(a.topics, "name", "partitions", "partition_index", topic,
                                                    partition))
         return OffsetAndTimestamp(p.offset, p.timestamp)
+
+    def list_offsets_many(self, partitions: Sequence[tuple[str, int]],
+                          timestamp: int) -> dict[tuple[str, int], int]:
+        """ListOffsets at ``timestamp`` (-2 earliest or -1 latest) of many partitions: one request per
+        leader carrying all its partitions, as Kafka's consumer asks (``OffsetFetcher`` groups the
+        partitions by leader). Returns the offset of each partition its leader answered without an error;
+        a partition without a known leader, one whose leader answered an error for it, or whose leader
+        did not answer at all is missing from the result (ask it alone with :meth:`list_offsets`, which
+        retries and raises the error that names it). One pass: no retries here."""
+        if timestamp not in (EARLIEST, LATEST):
+            raise ValueError(f"timestamp {timestamp}: list_offsets_many asks -2 (earliest) or -1 (latest)")
+        deadline = self.clock.monotonic() + self.timeout_s
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for topic, partition in partitions:
+            try:
+                leader = self.cluster.partition(topic, partition, deadline).leader
+            except IngestError as exc:
+                if not exc.retriable:
+                    raise
+                continue
+            if leader >= 0:
+                by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+        out: dict[tuple[str, int], int] = {}
+        for leader, topics in by_leader.items():
+            request = ListOffsetsRequest(replica_id=-1, topics=tuple(
+                ListOffsetsTopic(t, tuple(ListOffsetsPartition(p, timestamp=timestamp) for p in parts))
+                for t, parts in topics.items()))
+            try:
+                conn = self.cluster.connection(leader)
+                answer = conn.call(request, conn.version(LIST_OFFSETS_API_KEY, lo=MIN_LIST_OFFSETS_VERSION, hi=None),
+                                   timeout_s=self.timeout_s)
+            except (BrokerUnavailableError, MalformedResponseError) as exc:
+                log.debug("ListOffsets of %d partition(s) from broker %d failed (%s): each is asked alone",
+                          sum(map(len, topics.values())), leader, exc)
+                self.cluster.invalidate()
+                continue
+            except IngestError as exc:
+                if not exc.retriable:
+                    raise
+                continue
+            if getattr(answer, "error_code", 0):
+                continue
+            for t in answer.topics:
+                for p in t.partitions:
+                    if p.error_code == KafkaErrorCode.NONE and p.partition_index in topics.get(t.name, ()):
+                        out[(t.name, p.partition_index)] = p.offset
+        return out
 
     def earliest(self, topic: str, partition: int) -> int:
         """The log start offset of the partition."""
