@@ -114,7 +114,10 @@ class ScaleCluster:
 
         gen = EventGenerator(seed=7)
         sent: dict[str, int] = {}
-        with EventProducer({"zk.connect": self.zk_connect, "topic.format.default": "0.7"},
+        # acks=-1: a send returns once every in-sync replica has it, so the high watermark (what the
+        # loader and discovery read up to) already covers every event when produce returns
+        with EventProducer({"zk.connect": self.zk_connect, "topic.format.default": "0.7",
+                            "request.required.acks": -1},
                            RegistryClient(self.registry.url), monitoring_enable=False, background=False) as ep:
             for t in topics:
                 for key in partition_keys(t):
