@@ -11,8 +11,9 @@ Real ZooKeeper, three real broker processes, SIGTERM through the harness (``Brok
   behind) keeps the leadership, and the broker stops anyway after ``controlled.shutdown.max.retries``
   attempts of ``controlled.shutdown.retry.backoff.ms``, exit code 0;
 - a rolling restart (each broker SIGTERMed and started again, one at a time, the next once every
-  replica is back in sync) under a confluent-kafka ``acks=all`` producer with retries: nothing
-  acknowledged lost, no send failed; the longest time without an acknowledgement is printed. Rounds:
+  replica is back in sync) under a confluent-kafka ``acks=all`` producer with retries on a Kafka topic
+  and the product's own producer (``request.required.acks=-1``, retries) on a replicated 0.7 topic:
+  nothing acknowledged lost, no send failed; the longest time without an acknowledgement is printed. Rounds:
   ``INGEST_ROLLING_RESTARTS`` (1 in the suite, 5 for the proof run, docs/replication.md).
 """
 from __future__ import annotations
@@ -129,28 +130,80 @@ class TimedProducer(AckedProducer):
                 self.last_ack = now
 
 
+class OwnProducer07(threading.Thread):
+    """The product's own producer on a replicated 0.7 topic: sync sends with ``request.required.acks=-1`` and
+    retries (ZooKeeper discovery), one message each, until stopped; keeps what was acknowledged."""
+
+    def __init__(self, zk_connect: str, topic: str) -> None:
+        super().__init__(name="own-producer-07", daemon=True)
+        from ingest.client.producer import Producer
+
+        self.topic = topic
+        self.producer = Producer({"zk.connect": zk_connect, "topic.format.default": "0.7",
+                                  "request.required.acks": -1, "delivery.timeout.ms": 120_000,
+                                  "retry.backoff.max.ms": 500})
+        self.acked: list[int] = []
+        self.failed: list[tuple[int, str]] = []
+        self.longest_stall_s = 0.0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from ingest.errors import IngestError
+
+        i, last = 0, time.monotonic()
+        while not self._halt.is_set():
+            try:
+                self.producer.send(self.topic, [r.payload(i)])
+                now = time.monotonic()
+                self.longest_stall_s, last = max(self.longest_stall_s, now - last), now
+                self.acked.append(i)
+            except IngestError as exc:
+                self.failed.append((i, repr(exc)))
+            i += 1
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(150)
+        self.producer.close()
+
+
 def test_rolling_restarts_under_acks_all_lose_nothing_and_fail_no_send(broker_factory, zk_connect, zk):
     brokers, _ = _cluster(broker_factory, zk_connect, zk)
+    ids = {b.broker_id for b in brokers}
+    r.create_topic(zk, "roll07", {0: sorted(ids)})
+    r.wait_for_state(zk, "roll07", 0, lambda s: s.leader >= 0 and set(s.isr) == ids, 60, "roll07 all in sync")
     bootstrap = _bootstrap(brokers)
     producer = TimedProducer(bootstrap)
+    own = OwnProducer07(zk_connect, "roll07")
     producer.start()
+    own.start()
     restarts = 0
     try:
-        wait_until(lambda: len(producer.acked) > 100, timeout=60, what="first acknowledgements")
+        wait_until(lambda: len(producer.acked) > 100 and len(own.acked) > 20, timeout=60,
+                   what="first acknowledgements")
         for _round in range(ROUNDS):
             for b in brokers:
-                before = len(producer.acked)
+                before, before_own = len(producer.acked), len(own.acked)
                 assert b.stop() == 0
                 b.start(timeout=60)
                 restarts += 1
                 _all_in_sync(zk, brokers)
-                wait_until(lambda: len(producer.acked) > before, timeout=120,
+                r.wait_for_state(zk, "roll07", 0, lambda s: set(s.isr) == ids, 120, "roll07 all in sync")
+                wait_until(lambda: len(producer.acked) > before and len(own.acked) > before_own, timeout=120,
                            what=f"acknowledgements after broker {b.broker_id}'s restart")
     finally:
         producer.stop()
+        own.stop()
     _check(bootstrap, producer)
     assert not producer.failed
-    line = (f"rolling restart: {ROUNDS} round(s), {restarts} controlled restarts, {producer.sent} sent, "
-            f"{len(producer.acked)} acknowledged, 0 failed, longest produce stall {producer.longest_stall_s:.2f} s")
+    assert not own.failed, f"{len(own.failed)} 0.7 send(s) failed, e.g. {own.failed[:3]}"
+    state = r.wait_for_leader_state(zk, "roll07", 0)
+    stored = {r.payload_id(data) for _, _, data in r.read_committed(r.by_id(brokers, state.leader), "roll07", 0)}
+    lost = sorted(set(own.acked) - stored)
+    assert not lost, f"{len(lost)} acknowledged 0.7 message(s) not in the log, e.g. {lost[:5]}"
+    line = (f"rolling restart: {ROUNDS} round(s), {restarts} controlled restarts; Kafka topic (confluent-kafka): "
+            f"{producer.sent} sent, {len(producer.acked)} acknowledged, 0 failed, 0 lost, longest produce stall "
+            f"{producer.longest_stall_s:.2f} s; 0.7 topic (own producer, acks=-1): {len(own.acked)} acknowledged, "
+            f"0 failed, 0 lost, longest send stall {own.longest_stall_s:.2f} s")
     log.info(line)
     print(line)
