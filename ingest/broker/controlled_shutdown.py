@@ -18,6 +18,9 @@ What the stopping broker does (:func:`shut_down_controlled`), before it stops se
    another live replica could take;
 3. done, or after the last attempt, stop anyway and log which partitions it still leads.
 
+Without ZooKeeper (not connected, or the request cannot be written within a few seconds) nothing can
+move, and the broker stops at once, as before controlled shutdown.
+
 A partition that only this broker can lead (its other replicas are out of the in-sync set) stays
 led by it, as in Kafka, and the broker waits the whole bound for a follower to catch up; one whose
 other replicas' brokers are all down (the last broker of a cluster stopping) has nothing it could
@@ -107,6 +110,11 @@ def shut_down_controlled(zk, view, broker_id: int, settings: ControlledShutdownS
 
     if not waiting():
         return led_partitions(view, broker_id)
+    if not zk.client.connected:
+        # nobody can move anything without ZooKeeper (the controller decides through it): do not wait
+        log.warning("broker %d: ZooKeeper is not connected; stopping without a controlled shutdown (the partitions "
+                    "it leads fail over once its session expires)", broker_id)
+        return led_partitions(view, broker_id)
     start = time.monotonic()
     for attempt in range(1, settings.max_retries + 1):
         log.info("broker %d: controlled shutdown, attempt %d of %d: asking the controller to move the leadership "
@@ -114,7 +122,9 @@ def shut_down_controlled(zk, view, broker_id: int, settings: ControlledShutdownS
         try:
             _request(zk, broker_id, attempt)
         except (IngestError, KazooException) as exc:
-            log.warning("broker %d: controlled shutdown request not written (%s)", broker_id, exc)
+            log.warning("broker %d: controlled shutdown request not written (%s); stopping without it", broker_id,
+                        exc)
+            return led_partitions(view, broker_id)
         deadline = time.monotonic() + settings.retry_backoff_ms / 1000.0
         while waiting():
             left = deadline - time.monotonic()

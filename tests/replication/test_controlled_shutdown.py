@@ -10,6 +10,8 @@ Real ZooKeeper, three real broker processes, SIGTERM through the harness (``Brok
 - a leader that is the only member of its in-sync set (its followers SIGSTOPped: registered, far
   behind) keeps the leadership, and the broker stops anyway after ``controlled.shutdown.max.retries``
   attempts of ``controlled.shutdown.retry.backoff.ms``, exit code 0;
+- with ZooKeeper gone, a SIGTERMed leader does not wait for a hand-over nobody can make: it says so
+  and stops at once;
 - a rolling restart (each broker SIGTERMed and started again, one at a time, the next once every
   replica is back in sync) under a confluent-kafka ``acks=all`` producer with retries on a Kafka topic
   and the product's own producer (``request.required.acks=-1``, retries) on a replicated 0.7 topic:
@@ -207,3 +209,41 @@ def test_rolling_restarts_under_acks_all_lose_nothing_and_fail_no_send(broker_fa
             f"0 failed, 0 lost, longest send stall {own.longest_stall_s:.2f} s")
     log.info(line)
     print(line)
+
+
+@pytest.fixture
+def own_zookeeper():
+    """A ZooKeeper of this test's own: the session's shared one must not be killed."""
+    from tests.harness.zookeeper import ZooKeeperServer, fresh_chroot, zookeeper_available
+
+    if not zookeeper_available():
+        pytest.skip("Debian package zookeeper is not installed")
+    server = ZooKeeperServer().start()
+    try:
+        yield server, fresh_chroot(server)
+    finally:
+        server.stop()
+
+
+def test_without_zookeeper_a_sigtermed_leader_stops_at_once_without_waiting_for_a_hand_over(broker_factory,
+                                                                                             own_zookeeper):
+    from kazoo.client import KazooClient
+
+    server, connect = own_zookeeper
+    brokers = broker_factory(3, connect, overrides=r.replication_overrides(min_isr=1))
+    ids = {b.broker_id for b in brokers}
+    zk = KazooClient(hosts=connect)
+    zk.start(timeout=15)
+    try:
+        first = brokers[0].broker_id
+        r.create_topic(zk, "nozk", {0: [first, *sorted(ids - {first})]})
+        r.wait_for_state(zk, "nozk", 0, lambda s: s.leader == first and set(s.isr) == ids, 60, "all in sync")
+    finally:
+        zk.stop()
+        zk.close()
+    server.kill()
+    wait_until(lambda: "Connection dropped" in brokers[0].output(), timeout=60,
+               what=f"broker {first} noticing that ZooKeeper is gone")
+    assert brokers[0].stop() == 0
+    out = brokers[0].output()
+    assert "ZooKeeper is not connected; stopping without a controlled shutdown" in out, out[-3000:]
