@@ -51,8 +51,10 @@ class BrokerServer:
 
     ``start`` recovers the logs, binds the port, registers in ZooKeeper when
     ``enable.zookeeper`` is true (``BrokerIdTakenError`` if the id is taken),
-    then serves. ``stop`` is the graceful shutdown of SIGTERM: stop accepting,
-    finish in-flight requests, flush and close the logs, deregister. Both are
+    then serves. ``stop`` is the graceful shutdown of SIGTERM: a controlled shutdown
+    first (``controlled.shutdown.enable``: the controller moves this broker's leaderships
+    away, bounded), then stop accepting, finish in-flight requests, flush and close the
+    logs, deregister. Both are
     idempotent and may be called from any thread.
     """
 
