@@ -79,12 +79,20 @@ class Purgatory:
     def add(self, key: Hashable, op: DelayedOp) -> None:
         """Watch ``op`` under ``key``; tries it once more after registering (no lost wake-up).
         After :meth:`close`, the op is expired at once."""
+        self.watch((key,), op)
+
+    def watch(self, keys, op: DelayedOp) -> None:
+        """Watch ``op`` under every one of ``keys`` (a fetch of many partitions), with one deadline; tries it
+        once more after registering them all (no lost wake-up), not once per key (Kafka's
+        ``tryCompleteElseWatch``). After :meth:`close`, the op is expired at once."""
+        keys = list(keys)
         with self._cond:
             if self._closed:
                 closed = True
             else:
                 closed = False
-                self._ops.setdefault(key, []).append(op)
+                for key in keys:
+                    self._ops.setdefault(key, []).append(op)
                 heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
                 self._cond.notify()
         if closed:
@@ -92,7 +100,8 @@ class Purgatory:
                 op.expire()
             return
         if op.try_complete():
-            self._prune(key)
+            for key in keys:
+                self._prune(key)
 
     def check(self, key: Hashable) -> int:
         """Try every op under ``key``; returns how many completed."""

@@ -3,9 +3,11 @@
 The replica manager turns the partition states in ZooKeeper (watched by
 :class:`~ingest.broker.replication_view.ReplicationView`) into roles: for each replicated
 partition this broker is a replica of, it becomes the leader when the state names it, and
-otherwise follows the named leader with a
-:class:`~ingest.broker.replica_fetcher.ReplicaFetcher`. Role changes run on one worker thread,
-in the order the watches delivered them (kazoo's event thread never waits for a log).
+otherwise follows the named leader: a 0.7-format partition with a
+:class:`~ingest.broker.replica_fetcher.ReplicaFetcher` thread of its own, a Kafka topic's partition on one
+of the :class:`~ingest.broker.kafka.replica_fetcher.ReplicaFetcherThread` threads towards its leader
+(``num.replica.fetchers`` per leader, :mod:`ingest.broker.kafka.fetcher_manager`). Role changes run on one
+worker thread, in the order the watches delivered them (kazoo's event thread never waits for a log).
 
 Its other threads:
 
@@ -54,7 +56,9 @@ from ingest import znodes
 from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
-from ingest.broker.kafka.replica_fetcher import KafkaReplicaFetcher
+from ingest.broker.kafka.fetcher_manager import ReplicaFetcherManager
+from ingest.broker.kafka.followed_partition import FollowedPartition
+from ingest.broker.kafka.replica_fetcher import ReplicaFetcherThread
 from ingest.broker.kafka.sasl_config import inter_broker_login
 from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
@@ -101,7 +105,8 @@ class ReplicaManager:
         self.min_isr = config["min.insync.replicas"]
         self.lag_ms = config["replica.lag.time.max.ms"]
         self.partitions: dict[tuple[str, int], ReplicatedPartition] = {}
-        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}
+        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}   # 0.7-format partitions: a thread each
+        self.kafka_fetchers = ReplicaFetcherManager(config["num.replica.fetchers"], self._fetcher_thread)
         self._hws = hw_checkpoint.read(config["log.dir"])
         self.zk = DeadlineCalls(client)   # for requests a client waits on (never client.retry's endless wait)
         self._work: queue.SimpleQueue = queue.SimpleQueue()
@@ -149,6 +154,7 @@ class ReplicaManager:
         self._isr_wanted.set()
         for f in list(self.fetchers.values()):
             f.stop()
+        self.kafka_fetchers.stop()
         self.repair.stop()
         self.purgatory.close()
         for t in self._threads:
@@ -224,12 +230,11 @@ class ReplicaManager:
             part.become_leader(state)
             self._isr_wanted.set()
             return
-        fetcher = self.fetchers.get(part.key)
         if kafka:
-            addr = None if self.inter_broker_listener is None else \
-                self.view.kafka_endpoint(state.leader, self.inter_broker_listener)
-        else:
-            addr = self.view.brokers.get(state.leader)
+            self._follow_kafka(part, state)
+            return
+        fetcher = self.fetchers.get(part.key)
+        addr = self.view.brokers.get(state.leader)
         if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
                 and fetcher is not None and fetcher.is_alive() and addr == (fetcher.host, fetcher.port)):
             part.update_state(state)
@@ -237,17 +242,41 @@ class ReplicaManager:
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
-            extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl} if kafka else {}
-            f = (KafkaReplicaFetcher if kafka else ReplicaFetcher)(part, (state.leader, *addr), state.leader_epoch,
+            f = ReplicaFetcher(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
                                socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
-                               on_stall=self.stalls.report, **extra)
+                               on_stall=self.stalls.report)
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:
-            log.info("%s: leader %d is not registered yet%s; waiting for it", part, state.leader,
-                     f" with Kafka listener {self.inter_broker_listener}" if kafka else "")
+            log.info("%s: leader %d is not registered yet; waiting for it", part, state.leader)
+
+    def _follow_kafka(self, part: ReplicatedPartition, state) -> None:
+        """Follow a Kafka topic's partition on the fetcher thread of its leader (worker thread)."""
+        addr = None if self.inter_broker_listener is None else \
+            self.view.kafka_endpoint(state.leader, self.inter_broker_listener)
+        followed = self.kafka_fetchers.followed(part.key)
+        if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
+                and followed is not None and addr == (followed[0].host, followed[0].port)):
+            part.update_state(state)
+            return
+        self._stop_fetcher(part.key)
+        part.become_follower(state)
+        if state.leader >= 0 and addr is not None:
+            self.kafka_fetchers.add(FollowedPartition(part, state.leader, state.leader_epoch,
+                                                      max_bytes=self.config["replica.fetch.max.bytes"],
+                                                      on_stall=self.stalls.report), (state.leader, *addr))
+        elif state.leader >= 0:
+            log.info("%s: leader %d is not registered yet with Kafka listener %s; waiting for it", part,
+                     state.leader, self.inter_broker_listener)
+
+    def _fetcher_thread(self, fetcher_id: int, leader: tuple[int, str, int]) -> ReplicaFetcherThread:
+        return ReplicaFetcherThread(fetcher_id, self.broker_id, leader,
+                                    wait_ms=self.config["replica.fetch.wait.max.ms"],
+                                    response_max_bytes=self.config["replica.fetch.response.max.bytes"],
+                                    socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
+                                    ssl_context=self.inter_broker_ssl, sasl=self.inter_broker_login)
 
     def _delete_topic(self, topic: str) -> None:
         """Stop being a replica of ``topic``, delete its logs here, acknowledge in ZooKeeper (worker thread)."""
@@ -277,6 +306,7 @@ class ReplicaManager:
         f = self.fetchers.pop(key, None)
         if f is not None:
             f.stop()
+        self.kafka_fetchers.remove(key)
 
     # --- requests ----------------------------------------------------------------------------------
 

@@ -71,6 +71,12 @@ SERVER_KEYS = (
         "how long a leader holds a follower's fetch while it has nothing new for it"),
     Key("replica.fetch.max.bytes", Int(1024, 2**31 - 1), 1024 * 1024,
         "bytes a follower asks for per fetch (raised automatically for a larger message)"),
+    Key("replica.fetch.response.max.bytes", Int(1024, 2**31 - 1), 10 * 1024 * 1024,
+        "bytes a follower asks for in one fetch of a Kafka topic's partitions from one leader, all of them"
+        " together (replica.fetch.max.bytes bounds each partition; a first batch larger than either still comes)"),
+    Key("num.replica.fetchers", Int(1, 64), 1,
+        "fetcher threads a broker runs per leader it copies Kafka topics' partitions from; each fetches all"
+        " its partitions in one request (a partition's thread: hash of topic and partition, as Kafka)"),
     Key("replica.high.watermark.checkpoint.interval.ms", Int(100, 3_600_000), 5000,
         "how often each replica saves its high watermarks to <log.dir>/replication-offset-checkpoint"),
     Key("unclean.leader.election.enable", Bool(), False,

@@ -138,6 +138,29 @@ def test_purgatory_completes_on_check_and_expires_at_the_deadline():
     assert late == ["expired"]                               # after close: answered at once
 
 
+def test_an_op_watched_under_many_keys_is_tried_once_when_registered_and_completes_on_any_key():
+    # a fetch of many partitions waits under each of them: trying it once per key as it is registered
+    # would read every partition once per partition (quadratic in the partitions of one request)
+    pg = Purgatory()
+    try:
+        tries, ready, out = [], threading.Event(), []
+        keys = [("fetch", "t", p) for p in range(300)]
+        pg.watch(keys, DelayedOp(time.monotonic() + 30, lambda: tries.append(1) or ready.is_set(),
+                                 lambda: out.append("expired")))
+        assert len(tries) == 1
+        assert pg.check(keys[7]) == 0 and len(tries) == 2
+        ready.set()
+        assert pg.check(keys[123]) == 1 and out == []
+        expiring = []
+        pg.watch(keys[:3], DelayedOp(time.monotonic() + 0.05, lambda: False, lambda: expiring.append(1)))
+        deadline = time.monotonic() + 5
+        while not expiring and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert expiring == [1] and out == []
+    finally:
+        pg.close()
+
+
 # --- a leader's rules -----------------------------------------------------------------------------
 
 @pytest.fixture
@@ -312,3 +335,17 @@ def test_the_controller_moves_leadership_and_isr_away_from_a_broker_in_controlle
     leader, isr = state
     decided = c._decide("t", 0, (1, 2, 3), set(live), znodes.PartitionState(leader, 7, isr, 1, zk_version=3))
     assert (None if decided is None else (decided.leader, decided.isr)) == expected
+
+
+# --- fetcher threads ------------------------------------------------------------------------------
+
+def test_a_partitions_fetcher_thread_is_kafkas_hash_of_topic_and_partition():
+    from ingest.broker.kafka.fetcher_manager import fetcher_id, java_string_hash
+
+    assert java_string_hash("hello") == 99162322 and java_string_hash("") == 0   # Java's "hello".hashCode()
+    assert java_string_hash("a" * 20) == 1542361408                               # int32 overflow wraps
+    # abs(31 * 99162322 + 0) as int32 = 1220935314, % 3
+    assert fetcher_id("hello", 0, 3) == 1220935314 % 3 == 0
+    assert fetcher_id("hello", 1, 3) == 1220935313 % 3
+    assert {fetcher_id("many", p, 2) for p in range(30)} == {0, 1}
+    assert all(fetcher_id("t", p, 1) == 0 for p in range(100))

@@ -211,9 +211,7 @@ def _serve(apis, req: FetchRequest, ctx):
 
     op = DelayedOp(time.monotonic() + min(req.max_wait_ms, MAX_WAIT_MS) / 1000.0,
                    lambda: attempt(False), lambda: attempt(True))
-    for t in req.topics:
-        for p in t.partitions:
-            apis.purgatory.add(("fetch", t.topic, p.partition), op)
+    apis.purgatory.watch([("fetch", t.topic, p.partition) for t in req.topics for p in t.partitions], op)
     return reply
 
 
