@@ -44,6 +44,14 @@ ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = int(os.environ.get("INGEST_ROLLING_RESTARTS", "1"))
 
 
+def _wait_leading(broker, topic: str) -> None:
+    """Until ``broker`` has applied the state naming it leader of ``topic``-0 (its own view has it: ZooKeeper
+    having it is not enough, the broker acts on what its watches delivered)."""
+    wait_until(lambda: any(f"{topic}-0(" in line and line.endswith("): now leader")
+                           for line in broker.output().splitlines()), timeout=60,
+               what=f"broker {broker.broker_id} leading {topic}-0")
+
+
 def _state_and_zxid(zk, topic: str, partition: int) -> tuple[znodes.PartitionState, int]:
     data, stat = zk.retry(zk.get, znodes.partition_state_path(topic, partition))
     return znodes.PartitionState.parse(data, stat.version, stat.mzxid), stat.mzxid
@@ -61,6 +69,7 @@ def test_a_sigtermed_leader_hands_over_leadership_before_its_registration_goes(b
     for topic in topics:
         r.wait_for_state(zk, topic, 0, lambda s: s.leader == first and set(s.isr) == ids, 60,
                          f"{topic}: broker {first} leading, all in sync")
+        _wait_leading(brokers[0], topic)
     assert brokers[0].stop() == 0
     for topic in topics:
         r.wait_for_state(zk, topic, 0, lambda s: s.leader in ids - {first}, 60, f"{topic}: a new leader")
@@ -98,6 +107,7 @@ def test_a_leader_alone_in_its_isr_keeps_leading_and_stops_after_the_bound(broke
     first = brokers[0].broker_id
     r.create_topic(zk, "alone", {0: [first, *sorted(ids - {first})]})
     r.wait_for_state(zk, "alone", 0, lambda s: s.leader == first and set(s.isr) == ids, 60, "all in sync")
+    _wait_leading(brokers[0], "alone")
     followers = brokers[1:]
     for b in followers:       # registered (a 60 s session) but no longer fetching: they fall out of the isr
         r.sigstop(b)
@@ -238,6 +248,7 @@ def test_without_zookeeper_a_sigtermed_leader_stops_at_once_without_waiting_for_
         first = brokers[0].broker_id
         r.create_topic(zk, "nozk", {0: [first, *sorted(ids - {first})]})
         r.wait_for_state(zk, "nozk", 0, lambda s: s.leader == first and set(s.isr) == ids, 60, "all in sync")
+        _wait_leading(brokers[0], "nozk")
     finally:
         zk.stop()
         zk.close()
