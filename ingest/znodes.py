@@ -28,6 +28,8 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /controller_epoch                                        -> "<epoch>"                 persistent
     /admin/preferred_replica_election                        -> {"version":1,"partitions":[{"topic":T,
                                                                  "partition":P},...]}  persistent, deleted when done
+    /admin/controlled_shutdown/[broker_id]                   -> {"version":1,"attempt":N}  ephemeral: that broker
+                                                                asks the controller to move its leaderships away
     /admin/delete_topics/[topic]                             -> (empty)  a Kafka topic marked for deletion
     /admin/delete_topics/[topic]/[broker_id]                 -> (empty)  that broker deleted its replicas' logs
     /config/topics/[topic]                                   -> {"version":1,"config":{"retention.ms":"1000",...}}
@@ -100,6 +102,7 @@ STORAGE_FAILURES = "/brokers/storage_failures"
 BROKER_ENDPOINTS = "/brokers/endpoints"
 CLUSTER_ID = "/cluster/id"
 DELETE_TOPICS = "/admin/delete_topics"
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 CONFIG_TOPICS = "/config/topics"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 KAFKA_FORMAT = "kafka"
@@ -384,6 +387,18 @@ def delete_topic_path(topic: str) -> str:
     """``/admin/delete_topics/[topic]``: the topic is marked for deletion (the controller removes it once every
     replica's broker acknowledged)."""
     return f"{DELETE_TOPICS}/{topic}"
+
+
+def controlled_shutdown_path(broker_id: int) -> str:
+    """``/admin/controlled_shutdown/[broker_id]``: that broker is shutting down and asks the controller to
+    move the leadership of every partition it leads to another in-sync replica (ephemeral: it goes with
+    the broker's session)."""
+    return f"{CONTROLLED_SHUTDOWN}/{broker_id}"
+
+
+def controlled_shutdown_value(attempt: int) -> bytes:
+    """The data of a controlled-shutdown request node: which attempt of the broker it is (1, 2, ...)."""
+    return json.dumps({"version": 1, "attempt": attempt, "timestamp": str(int(time.time() * 1000))}).encode()
 
 
 def delete_ack_path(topic: str, broker_id: int) -> str:

@@ -51,8 +51,10 @@ class BrokerServer:
 
     ``start`` recovers the logs, binds the port, registers in ZooKeeper when
     ``enable.zookeeper`` is true (``BrokerIdTakenError`` if the id is taken),
-    then serves. ``stop`` is the graceful shutdown of SIGTERM: stop accepting,
-    finish in-flight requests, flush and close the logs, deregister. Both are
+    then serves. ``stop`` is the graceful shutdown of SIGTERM: a controlled shutdown
+    first (``controlled.shutdown.enable``: the controller moves this broker's leaderships
+    away, bounded), then stop accepting, finish in-flight requests, flush and close the
+    logs, deregister. Both are
     idempotent and may be called from any thread.
     """
 
@@ -270,6 +272,7 @@ class BrokerServer:
                 return
             self._stopping = True
         log.info("broker %d shutting down", self.broker_id)
+        self._controlled_shutdown()
         if self.replicas is not None:   # answer waiting acks=-1 produces now, not at the drain deadline
             self.replicas.purgatory.close()
         if self.network is not None:
@@ -284,6 +287,20 @@ class BrokerServer:
         flush_all(final=True)   # the counts of repeated errors not yet written
         self._stopped.set()
         log.info("broker %d stopped", self.broker_id)
+
+    def _controlled_shutdown(self) -> None:
+        """Before anything stops: the controller moves this broker's leaderships away (bounded; ingest.broker.
+        controlled_shutdown). Nothing to do without ZooKeeper or with controlled.shutdown.enable=false."""
+        # deferred: kazoo is only needed (and imported) when ZooKeeper is enabled
+        from ingest.broker.controlled_shutdown import ControlledShutdownSettings, shut_down_controlled
+
+        settings = ControlledShutdownSettings.from_config(self.config)
+        if not settings.enable or self.view is None or self.replicas is None:
+            return
+        try:
+            shut_down_controlled(self.replicas.zk, self.view, self.broker_id, settings)
+        except Exception:  # noqa: BLE001 - the broker must stop even when the request fails
+            log.exception("broker %d: controlled shutdown failed; stopping anyway", self.broker_id)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until ``stop`` has run (or timeout); True when stopped."""

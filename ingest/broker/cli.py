@@ -1,8 +1,9 @@
 """ingest broker start --config FILE [--set key=value ...]: run a broker in the foreground.
 
-SIGTERM or SIGINT stops it gracefully (stop accepting, finish in-flight
-requests, flush and close the logs, deregister from ZooKeeper) and the
-command exits 0. A bad config or a taken broker id exits 2 with one clear line.
+SIGTERM or SIGINT stops it gracefully (with ZooKeeper, first a controlled
+shutdown: the controller moves its leaderships to other in-sync replicas;
+then stop accepting, finish in-flight requests, flush and close the logs,
+deregister from ZooKeeper) and the command exits 0. A bad config or a taken broker id exits 2 with one clear line.
 """
 from __future__ import annotations
 

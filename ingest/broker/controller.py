@@ -26,6 +26,12 @@ What it decides, always by a conditional write of the partition's state node
   can, and such a replica leaves the in-sync set (its leader lets it back once it writes again
   and has caught up). With no in-sync replica that can write, the leader stays (it still serves
   reads) and, if it is gone, one that cannot write is elected rather than none;
+- controlled shutdown (Kafka's ``ControlledShutdown``, its ``ControlledShutdownLeaderSelector``): a broker
+  about to stop lists itself under ``/admin/controlled_shutdown`` (:mod:`ingest.broker.controlled_shutdown`);
+  every partition it leads gets the first other in-sync replica (assignment order) that is alive, able to
+  write and not shutting down too, and every in-sync set it belongs to loses it, so that acks=-1 writes
+  stop waiting for it. A partition whose only such replica is the stopping broker keeps it as leader
+  (nothing to move to), as in Kafka. A stopping broker is treated like one that cannot write (below);
 - preferred-replica election (``/admin/preferred_replica_election``): each named partition
   whose first replica is alive, in sync and able to write gets it back as leader; the node is
   deleted after;
@@ -137,6 +143,7 @@ class Controller:
         self.view.on_brokers(lambda _b: self._events.put("pass"))
         self.view.on_topic(lambda _t, _a: self._events.put("pass"))
         self.view.on_storage_failures(lambda: self._events.put("pass"))
+        self.view.on_shutting_down(lambda _ids: self._events.put("pass"))
         return self
 
     def close(self) -> None:
@@ -326,6 +333,8 @@ class Controller:
         # Replicas whose storage cannot write (their broker says so) count as failed while another
         # in-sync replica can write; with none that can, they are still better than no leader.
         failed = self.view.cannot_write(topic, p)
+        stopping = self.view.shutting_down & live   # a controlled shutdown: moved away from like a failed replica
+        failed = failed | stopping
         live_isr = tuple(r for r in state.isr if r in live)
         fresh_isr = tuple(r for r in live_isr if r not in restarted)
         healthy_isr = tuple(r for r in fresh_isr if r not in failed)
@@ -342,6 +351,7 @@ class Controller:
             leader = candidates[0]
             isr = healthy_isr if leader in healthy_isr else (leader,) + healthy_isr
             why = ("restarted" if state.leader in restarted else
+                   "shutting down" if state.leader in stopping else
                    "cannot write" if state.leader in failed and state.leader in live else "gone")
             log.info("%s-%d: electing broker %d (in-sync %s; previous leader %d %s)", topic, p, leader,
                      list(isr), state.leader, why)

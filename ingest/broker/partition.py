@@ -335,7 +335,8 @@ class ReplicatedPartition:
                    ) -> tuple[tuple[int, ...], int, int, int] | None:
         """The in-sync set this leader wants now, if it differs: ``(new_isr, epoch, zk_version,
         controller_epoch)``; marks a change pending (one at a time). None if nothing to change.
-        A follower in ``cannot_write`` (its storage failed) does not join, however caught up."""
+        A follower in ``cannot_write`` (its storage failed, or its broker is shutting down or gone) does not
+        join, however caught up."""
         with self.lock:
             if self.role is not Role.LEADER or self.isr_pending:
                 return None

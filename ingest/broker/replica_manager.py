@@ -133,6 +133,7 @@ class ReplicaManager:
         self.repair.start()
         self.storage_failures.start()
         self.view.on_storage_failures(self._isr_wanted.set)   # a follower that writes again may rejoin
+        self.view.on_shutting_down(lambda _ids: self._isr_wanted.set())   # a restarted broker may rejoin
         self.view.on_topic(lambda topic, assignment: self._enqueue_topic(topic, assignment))
         self.view.on_state(lambda topic, p, _state: self._work.put((topic, p)))
         self.view.on_brokers(lambda _brokers: self._work.put("brokers"))
@@ -431,7 +432,11 @@ class ReplicaManager:
                                  "publishing the stalled replicas failed", exc_info=True)
 
     def _write_isr(self, part: ReplicatedPartition) -> None:
-        change = part.isr_change(self.lag_ms, self.view.cannot_write(part.topic, part.partition))
+        # a broker in a controlled shutdown was taken out of the in-sync set by the controller: it stays out;
+        # and a follower whose broker is gone does not join on the strength of its last fetches
+        gone = frozenset(r for r in part.replicas if r not in self.view.brokers)
+        change = part.isr_change(self.lag_ms, self.view.cannot_write(part.topic, part.partition)
+                                 | self.view.shutting_down | gone)
         if change is None:
             return
         new_isr, epoch, version, controller_epoch = change

@@ -4,7 +4,8 @@ What it watches (layout in :mod:`ingest.znodes`): the live brokers (``/brokers/i
 their Kafka listeners (``/brokers/endpoints``), the controller (``/controller``),
 every replicated topic's assignment and kind (the data of ``/brokers/topics/[topic]``), every
 replicated partition's state (``/brokers/partition_states/[topic]/[p]``) and each broker's
-replicas that cannot write (``/brokers/storage_failures/[id]``). The replica manager, the
+replicas that cannot write (``/brokers/storage_failures/[id]``), and the brokers in a controlled
+shutdown (``/admin/controlled_shutdown/[id]``). The replica manager, the
 controller and the TOPIC_METADATA handler read it; listeners hear about changes.
 
 Listeners run on kazoo's event thread and must not block: they hand work to their own
@@ -45,6 +46,10 @@ class ReplicationView:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.storage_failures: dict[int, dict[tuple[str, int], str]] = {}   # broker id -> failed replicas
         self.deleting: frozenset[str] = frozenset()   # topics marked for deletion (/admin/delete_topics)
+        self.shutting_down: frozenset[int] = frozenset()   # brokers in a controlled shutdown
+        self._shutdown_listeners: list[Callable[[frozenset[int]], None]] = []
+        self._shutdown_asked: dict[int, int | None] = {}   # broker id -> czxid of its registration when it asked
+        self._shutdown_nodes: frozenset[int] = frozenset()   # the request nodes there now
         self.topic_configs: dict[str, dict[str, str]] = {}   # Kafka topic -> its configs (/config/topics)
         self._watched_configs: set[str] = set()
         self._deleting_listeners: list[Callable[[frozenset[str]], None]] = []
@@ -79,6 +84,10 @@ class ReplicationView:
         """``fn(topics)`` after the set of topics marked for deletion changed."""
         self._deleting_listeners.append(fn)
 
+    def on_shutting_down(self, fn: Callable[[frozenset[int]], None]) -> None:
+        """``fn(broker_ids)`` after the set of brokers in a controlled shutdown changed."""
+        self._shutdown_listeners.append(fn)
+
     def on_topic_config(self, fn: Callable[[str, dict[str, str]], None]) -> None:
         """``fn(topic, configs)`` after a Kafka topic's configs changed (first read included)."""
         self._config_listeners.append(fn)
@@ -105,8 +114,34 @@ class ReplicationView:
         c.ChildrenWatch(znodes.STORAGE_FAILURES, self._on_failure_nodes)
         c.retry(c.ensure_path, znodes.BROKER_ENDPOINTS)
         c.ChildrenWatch(znodes.BROKER_ENDPOINTS, self._on_endpoint_nodes)
+        c.retry(c.ensure_path, znodes.CONTROLLED_SHUTDOWN)
+        c.ChildrenWatch(znodes.CONTROLLED_SHUTDOWN, self._on_shutting_down)
         c.DataWatch(znodes.CONTROLLER, self._on_controller)
         return self
+
+    def _on_shutting_down(self, children: list[str]) -> bool:
+        if self._closed:
+            return False
+        asked = frozenset(int(c) for c in children if c.isdigit())
+        with self._lock:
+            for b in asked:
+                self._shutdown_asked.setdefault(b, self.sessions.get(b))
+            self._shutdown_nodes = asked
+        self._update_shutting_down()
+        return True
+
+    def _update_shutting_down(self) -> None:
+        """A broker that asked stays shutting down until its registration goes (or is a new one): its
+        request node and its ``/brokers/ids`` node vanish together when its session closes, and their
+        watches may fire in either order; a retry deletes and writes the node again."""
+        with self._lock:
+            self._shutdown_asked = {b: s for b, s in self._shutdown_asked.items()
+                                    if b in self._shutdown_nodes or (s is not None and self.sessions.get(b) == s)}
+            found = frozenset(self._shutdown_asked)
+            changed = found != self.shutting_down
+            self.shutting_down = found
+        if changed:
+            self._call(self._shutdown_listeners, found)
 
     def _on_endpoint_nodes(self, children: list[str]) -> bool:
         """A broker's endpoints node is written once per ZooKeeper session: the children tell every change."""
@@ -192,6 +227,7 @@ class ReplicationView:
                 continue
         self.sessions = sessions
         self.brokers = found
+        self._update_shutting_down()
         self._call(self._broker_listeners, found)
         return True
 

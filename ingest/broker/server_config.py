@@ -93,6 +93,13 @@ SERVER_KEYS = (
     Key("leader.imbalance.per.broker.percentage", Int(0, 100), 10,
         "the share of a broker's preferred partitions that may be led elsewhere before the controller"
         " moves them back (auto.leader.rebalance.enable)"),
+    Key("controlled.shutdown.enable", Bool(), True,
+        "on SIGTERM, ask the controller to move the leadership of every partition this broker leads to another"
+        " in-sync replica before stopping (docs/replication.md, \"Controlled shutdown\")"),
+    Key("controlled.shutdown.max.retries", Int(1, 100), 3,
+        "attempts of a controlled shutdown; after the last, the broker stops anyway"),
+    Key("controlled.shutdown.retry.backoff.ms", Int(10, 600_000), 5000,
+        "how long each attempt of a controlled shutdown waits for the leaderships to move"),
 )
 
 SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS + GROUP_KEYS

@@ -42,6 +42,7 @@ CREATE_EXAMPLES = """examples:
 DESCRIBE_EXAMPLES = """examples:
   ingest topics describe --zookeeper 127.0.0.1:2181
   ingest topics describe --zookeeper 127.0.0.1:2181/ingest --topic clicks --json
+  ingest topics describe --zookeeper 127.0.0.1:2181 --under-replicated-partitions   # none listed: all in sync
 """
 PREFERRED_EXAMPLES = """examples:
   ingest topics preferred-leader --zookeeper 127.0.0.1:2181                 # every replicated partition
@@ -136,6 +137,9 @@ def register(subparsers) -> None:
     _add_zk_args(d)
     d.add_argument("--topic", help="only this topic")
     d.add_argument("--json", action="store_true", help="one JSON object per partition (and per unreplicated topic)")
+    d.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only the replicated partitions whose in-sync set lacks a replica or that have no leader "
+                        "(nothing listed: every replica is in sync)")
     d.set_defaults(func=_describe)
 
     pl = ts.add_parser("preferred-leader", help="move leadership back to the preferred replicas",
@@ -283,6 +287,8 @@ def _describe(args) -> int:
     with _zk_session(connect, server) as client:
         records = topics_describe.describe_records(client, args.topic)
         controller = topics_admin.read_controller(client)
+    if args.under_replicated_partitions:
+        records = topics_describe.under_replicated(records)
     if args.json:
         topics_describe.write_records_json(records, sys.stdout)
     else:

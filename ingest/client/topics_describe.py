@@ -164,6 +164,12 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
     return records
 
 
+def under_replicated(records: Sequence[dict]) -> list[dict]:
+    """The replicated partitions whose in-sync set is smaller than their replicas, or that have no leader
+    (Kafka's ``kafka-topics --describe --under-replicated-partitions``; a rolling restart waits for none)."""
+    return [r for r in records if r["replicated"] and (r["leader"] is None or set(r["isr"]) != set(r["replicas"]))]
+
+
 def format_records(records: Sequence[dict], controller: tuple[int | None, int | None], out: TextIO) -> None:
     """The text form of :func:`describe_records`: a table of replicated partitions, a line per other topic."""
     bid, epoch = controller

@@ -277,11 +277,12 @@ def test_only_failed_writes_count_as_a_storage_failure():
 
 
 class _View:
-    """What the controller's decisions read of the replication view: live brokers and failures."""
+    """What the controller's decisions read of the replication view: live brokers, failures, controlled shutdowns."""
 
-    def __init__(self, brokers, failed=()) -> None:
+    def __init__(self, brokers, failed=(), stopping=()) -> None:
         self.brokers = {b: ("h", 1) for b in brokers}
         self.failed = {("t", 0): frozenset(failed)}
+        self.shutting_down = frozenset(stopping)
 
     def predates(self, state, broker_id) -> bool:
         return False
@@ -313,6 +314,27 @@ def test_the_controller_moves_leadership_and_isr_away_from_replicas_that_cannot_
     assert (None if decided is None else (decided.leader, decided.isr)) == expected
     if decided is not None:
         assert decided.leader_epoch == 8
+
+
+@pytest.mark.parametrize("live, stopping, state, expected", [
+    # a stopping leader gives way to the first other in-sync replica, and leaves the in-sync set
+    ({1, 2, 3}, {1}, (1, (1, 2, 3)), (2, (2, 3))),
+    ({1, 2, 3}, {1}, (1, (1, 3)), (3, (3,))),
+    # a stopping follower leaves the in-sync set; the leader stays
+    ({1, 2, 3}, {3}, (1, (1, 2, 3)), (1, (1, 2))),
+    # alone in its in-sync set: it keeps leading (nothing to move to), as Kafka's
+    ({1, 2, 3}, {1}, (1, (1,)), None),
+    # two brokers stopping at once: the one left leads
+    ({1, 2, 3}, {1, 2}, (1, (1, 2, 3)), (3, (3,))),
+    # a request of a broker that is already gone changes nothing beyond its failover
+    ({2, 3}, {1}, (1, (1, 2, 3)), (2, (2, 3))),
+])
+def test_the_controller_moves_leadership_and_isr_away_from_a_broker_in_controlled_shutdown(live, stopping, state,
+                                                                                          expected):
+    c = Controller(0, None, _View(live, stopping=stopping))
+    leader, isr = state
+    decided = c._decide("t", 0, (1, 2, 3), set(live), znodes.PartitionState(leader, 7, isr, 1, zk_version=3))
+    assert (None if decided is None else (decided.leader, decided.isr)) == expected
 
 
 # --- fetcher threads ------------------------------------------------------------------------------
