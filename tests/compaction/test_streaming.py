@@ -72,3 +72,32 @@ def test_seen_ids_is_exact_across_chunks_sessions_nulls_and_negative_numbers():
 def test_batch_bytes_out_of_range_names_the_key_and_range():
     with pytest.raises(ConfigError, match="compaction.batch.bytes"):
         COMPACTION_CONFIG.parse({"compaction.batch.bytes": "100"})
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "avro"])
+def test_an_hour_on_webhdfs_streams_through_downloads_and_uploads(tmp_path, fmt):
+    """The merge reads through ``open_read`` (a local copy of each file) and writes through ``open_write``."""
+    from tests.harness.webhdfs import WebHdfsServer
+
+    with WebHdfsServer(tmp_path / "hdfs") as server:
+        uri = server.uri("/warehouse")
+        recs = [record("s-a" if i % 2 else "s-b", i) for i in range(12_000)]
+        files = [(f % 2, f * 1000, f * 1000 + 999, recs[f * 3000:(f + 1) * 3000] + recs[f * 3000 + 2500:f * 3000 + 3000])
+                 for f in range(4)]  # the last 500 rows of each file twice
+        commit_hour_files(uri, files, fmt)
+        ids = {(r["header"]["session"], r["header"]["seq"]) for r in recs}
+        before = read_ids([str(tmp_path / "hdfs" / p.lstrip("/")) for p in hdfs_paths(uri)], fmt)
+        result = compact(uri, **{"compaction.batch.bytes": 64 * 1024})
+        paths = hdfs_paths(uri)
+        assert all(".compacted." in p for p in paths)
+        after = read_ids([str(tmp_path / "hdfs" / p.lstrip("/")) for p in paths], fmt)
+        assert after == first_occurrences(before) and set(after) == ids
+        assert result["bytes_out"] == sum((tmp_path / "hdfs" / p.lstrip("/")).stat().st_size for p in paths)
+
+
+def hdfs_paths(uri: str) -> list[str]:
+    from ingest.loader.state import LoaderState
+    from ingest.storage import open_storage
+
+    state = LoaderState.load(open_storage(uri))
+    return [state.full_path(f) for f in state.files("page-views")]
