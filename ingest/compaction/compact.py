@@ -77,7 +77,6 @@ def merge_hour(storage: Any, settings: Settings, plan: HourPlan, compaction_id: 
         groups.setdefault((rec.format, rec.schema_id), []).append(rec)
     new: list[Any] = []
     rows_in = rows_out = dups = bytes_in = bytes_out = 0
-    storage.mkdirs(storage.join(staging_relpath(compaction_id)))
     for gi, ((fmt, schema_id), recs) in enumerate(sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))):
         sources = [_source(storage, r) for r in recs]
         bytes_in += sum(s.bytes for s in sources)
@@ -86,6 +85,7 @@ def merge_hour(storage: Any, settings: Settings, plan: HourPlan, compaction_id: 
         def open_output(fi: int, gi: int = gi, fmt: str = fmt, names: list[str] = names) -> BinaryIO:
             names.append(f"{hour.topic}.compacted.{compaction_id}.{gi}-{fi}.{fmt}")
             staged = storage.join(staging_relpath(compaction_id, staged_name(names[-1])))
+            storage.mkdirs(storage.join(staging_relpath(compaction_id)))
             storage.delete(staged)  # a retried task's partial file
             return storage.open_write(staged)
 
