@@ -1,6 +1,7 @@
 """Compaction keys (``conf/compaction.properties``)."""
 from __future__ import annotations
 
+from ingest.compaction.formats import DEFAULT_BATCH_BYTES
 from ingest.config import Bool, ConfigDef, Int, Key, Str, StrList
 
 COMPACTION_CONFIG = ConfigDef(
@@ -10,6 +11,9 @@ COMPACTION_CONFIG = ConfigDef(
             "storage URI the loader writes to (local path, file://, webhdfs://, hdfs://)"),
         Key("compaction.target.bytes", Int(1024, 16 * 1024**3), 128 * 1024 * 1024,
             "size the merged files of an hour aim for (bytes, estimated from the input)"),
+        Key("compaction.batch.bytes", Int(64 * 1024, 4 * 1024**3), DEFAULT_BATCH_BYTES,
+            "decoded bytes a compaction task reads and writes at a time (Parquet batches and row groups; "
+            "Avro streams record by record): a task's memory grows with this, not with the hour"),
         Key("compaction.min.files", Int(2, 1_000_000), 2,
             "an hour with fewer visible files than this is left alone"),
         Key("compaction.topics", StrList(), (),

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
+from ingest.compaction.formats import DEFAULT_BATCH_BYTES
 from ingest.loader.layout import hour_dir
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,13 @@ class Settings:
     grace_ms: int
     parquet_compression: str = "snappy"
     include_open_hours: bool = False
+    batch_bytes: int = DEFAULT_BATCH_BYTES
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Settings":
         return cls(cfg["destination"], cfg["compaction.target.bytes"], cfg["compaction.min.files"],
                    cfg["compaction.grace.ms"], cfg["compaction.parquet.compression"],
-                   cfg["compaction.include.open.hours"])
+                   cfg["compaction.include.open.hours"], cfg["compaction.batch.bytes"])
 
 
 @dataclass(frozen=True)

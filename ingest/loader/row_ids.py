@@ -56,7 +56,7 @@ def message_id(record: dict[str, Any]) -> RowId:
 
 
 def id_columns(table) -> list:
-    """The id of every row of a pyarrow table as columns: ``[session, seq]`` or ``[_partition, _offset]``.
+    """The id of every row of a pyarrow table (or record batch) as columns: ``[session, seq]`` or ``[_partition, _offset]``.
 
     Raises:
         CompactionError: the table has neither (names its columns).

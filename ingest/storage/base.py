@@ -72,6 +72,10 @@ class Storage:
     def read_bytes(self, path: str) -> bytes:
         raise NotImplementedError
 
+    def open_read(self, path: str) -> BinaryIO:
+        """A seekable binary file opened for reading, for readers that must not hold a whole file in memory."""
+        raise NotImplementedError
+
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         raise NotImplementedError
 

@@ -56,6 +56,12 @@ class LocalStorage(Storage):
         except OSError as exc:
             raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
 
+    def open_read(self, path: str) -> BinaryIO:
+        try:
+            return open(path, "rb")
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+
     def write_bytes(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:

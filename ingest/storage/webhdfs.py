@@ -44,6 +44,7 @@ from ingest.storage.checksum import DEFAULT_BLOCK_SIZE, FileChecksum, Md5Md5Crc3
 log = logging.getLogger(__name__)
 
 DEFAULT_WEBHDFS_PORT = 9870
+_DOWNLOAD_CHUNK = 1024 * 1024
 
 
 class _UploadOnClose:
@@ -153,6 +154,24 @@ class WebHdfsStorage(Storage):
                 return reader.read()
 
         return self._call("read", path, _read)
+
+    def open_read(self, path: str) -> BinaryIO:
+        # Parquet readers seek; a WebHDFS read is a forward-only HTTP stream: copy it into a local
+        # temporary file in chunks (memory stays one chunk; the file goes away when closed).
+        tmp = tempfile.TemporaryFile(prefix="ingest-download-")
+
+        def _download():
+            with self._client.read(path, chunk_size=_DOWNLOAD_CHUNK) as chunks:
+                for chunk in chunks:
+                    tmp.write(chunk)
+
+        try:
+            self._call("read", path, _download)
+        except BaseException:
+            tmp.close()
+            raise
+        tmp.seek(0)
+        return tmp  # type: ignore[return-value]
 
     # --- writes ---------------------------------------------------------------------
 

@@ -47,6 +47,20 @@ def test_storage_contract(storage):
     assert not storage.exists(storage.join("x"))
 
 
+def test_open_read_streams_a_seekable_file_and_names_a_missing_one(storage):
+    p = storage.join("r", "big.bin")
+    data = bytes(range(256)) * 12_289  # over 3 MB: several WebHDFS download chunks
+    storage.write_bytes(p, data)
+    with storage.open_read(p) as f:
+        assert f.read(5) == data[:5]
+        f.seek(-7, 2)
+        assert f.read() == data[-7:]
+        f.seek(0)
+        assert f.read() == data
+    with pytest.raises(StorageError, match="missing.bin"):
+        storage.open_read(storage.join("r", "missing.bin"))
+
+
 def test_unknown_scheme_is_refused_with_the_allowed_ones():
     with pytest.raises(StorageError, match="allowed are file, hdfs, webhdfs"):
         open_storage("s3://bucket/x")
