@@ -119,11 +119,11 @@ def marks(output: str) -> dict[str, float]:
 
 
 def report_rows(path: Path) -> list[dict]:
-    """The report's rows without what differs between runs (run id, audit time, seconds)."""
+    """The report's rows without what differs between runs (run id, audit time, the figures: seconds)."""
     rows = []
     for line in path.read_text().splitlines():
         row = json.loads(line)
-        for key in ("audit_run_id", "run_id", "audited_at_ms", "audited_at"):
+        for key in ("audit_run_id", "run_id", "audited_at_ms", "audited_at", "figures"):
             row.pop(key, None)
         rows.append(row)
     return rows
