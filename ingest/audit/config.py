@@ -32,6 +32,10 @@ AUDIT_CONFIG = ConfigDef(
         Key("mirror.lost.topic", Str(pattern=r"[A-Za-z0-9._-]{1,249}"), DEFAULT_MIRROR_LOST_TOPIC,
             "topic of the mirror's lost ranges (source data gone before mirroring: retention or missing segments; never "
             "audited itself)"),
+        Key("monitoring.driver.read.max.bytes", Int(0), 16 * 1024 * 1024,
+            "monitoring files (audit.topic, mirror.monitoring.topic, broker.monitoring.topic) up to this many bytes in"
+            " all are read and judged in the driver's Python without a Spark job (the same rules, seconds less per run);"
+            " larger ones in Spark; 0: always in Spark"),
         Key("registry.url", Str(), "",
             "schema registry URL (informational: the audit reads decoded files and needs no schema lookups)"),
         Key("threshold", Float(0.0, 1.0), 0.999,

@@ -81,6 +81,26 @@ def session_topics(windowed_df, sessions: Sequence[str]) -> set[tuple[str, str]]
     return {(r.session, r.topic) for r in rows}
 
 
+RANGES_FIELDS = (("topic", "string"), ("window_start_ms", "long"), ("session", "string"), ("seq_min", "long"),
+                 ("seq_max", "long"))
+BOUNDS_FIELDS = (("gap", "string"), ("b_topic", "string"), ("b_session", "string"), ("lo", "long"), ("hi", "long"))
+
+
+def local_frame(spark, fields: Sequence[tuple[str, str]], rows: Sequence[tuple]):
+    """A DataFrame of the driver's ``rows`` (``fields``: name and ``string``/``long``), through Arrow.
+
+    Spark plans an Arrow table as a local relation, evaluated in the JVM; a plain Python list
+    becomes an RDD of pickled rows, whose scan starts Python workers (1.5-2 s of a small
+    audit, docs/performance.md, "The audit's fixed cost").
+    """
+    import pyarrow as pa
+
+    kinds = {"string": pa.string(), "long": pa.int64()}
+    columns = list(zip(*rows)) if rows else [()] * len(fields)
+    table = pa.table({name: pa.array(list(col), kinds[kind]) for (name, kind), col in zip(fields, columns)})
+    return spark.createDataFrame(table, ", ".join(f"{name} {kind}" for name, kind in fields))
+
+
 def _missing_seqs(spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]]):
     """DataFrame ``topic, window_start_ms, session, seq`` of every seq in the ranges loaded in no topic.
 
@@ -88,9 +108,7 @@ def _missing_seqs(spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]
     """
     from pyspark.sql import functions as F
 
-    ranges_df = spark.createDataFrame(
-        list(ranges), "topic string, window_start_ms long, session string, seq_min long, seq_max long"
-    )
+    ranges_df = local_frame(spark, RANGES_FIELDS, list(ranges))
     expected = ranges_df.select(
         "topic", "window_start_ms", "session",
         F.explode(F.sequence("seq_min", F.least("seq_max", F.col("seq_min") + F.lit(SAMPLE_RANGE_CAP - 1))))
@@ -180,7 +198,7 @@ def gap_atoms(
     # A seq is matched against the listed bounds only (one left join with the small bounds table);
     # the gaps that do not list its session hold it anyway and are added per session on the driver,
     # so the join never multiplies every missing seq by every gap.
-    bounds_df = spark.createDataFrame(listed, "gap string, b_topic string, b_session string, lo long, hi long")
+    bounds_df = local_frame(spark, BOUNDS_FIELDS, listed)
     cond = ((missing.topic == bounds_df.b_topic) & (missing.session == bounds_df.b_session)
             & (bounds_df.lo.isNull() | (missing.seq > bounds_df.lo))
             & (bounds_df.hi.isNull() | (missing.seq < bounds_df.hi)))

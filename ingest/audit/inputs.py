@@ -11,6 +11,10 @@ listing of the directories could include files of a crashed publish).
 Files are bucketed by the event hour of ``header.time``, so the audit reads
 only the hours overlapping the audited windows, plus every hour outside the
 plausible time range (out-of-range timestamps, counted separately).
+
+Monitoring files that are small together are read on the driver instead
+(:func:`monitoring_on_driver`, ``monitoring.driver.read.max.bytes``): the same
+fields and types as :func:`read_monitoring`, without a Spark job.
 """
 from __future__ import annotations
 
@@ -206,6 +210,68 @@ def read_monitoring(spark, files: Sequence[LoadedFile]):
     for df in frames[1:]:
         out = out.unionByName(df)
     return out
+
+
+MONITORING_DRIVER_TYPES = {"string": ("string", "large_string"), "long": ("int64",), "int": ("int32",),
+                           "boolean": ("bool",)}
+"""Arrow types of the monitoring Parquet columns the driver reads as Spark would (MONITORING_PARQUET_SCHEMA);
+any other type is left to Spark, which then fails or converts exactly as it always has."""
+
+
+def monitoring_on_driver(groups: Sequence[tuple[str, Sequence[LoadedFile]]], max_bytes: int) -> list[dict] | None:
+    """Every monitoring event of the ``(origin, files)`` groups as dicts, read on the driver, or None.
+
+    None when the files hold more than ``max_bytes`` together (or ``max_bytes`` is 0),
+    or when a file cannot be read here exactly as Spark reads it (an unexpected column
+    type, bytes that do not decode): the caller then reads them with Spark
+    (:func:`read_monitoring`), whose results and errors are the reference.
+    Each dict has the fields of ``avro_source.MONITORING_FIELDS`` and ``origin``.
+    """
+    files = [(origin, f) for origin, fs in groups for f in fs]
+    if max_bytes <= 0:
+        return None
+    storages: dict[str, object] = {}
+    total = 0
+    for _, f in files:
+        storage = storages.get(f.storage_uri) or storages.setdefault(f.storage_uri, open_storage(f.storage_uri))
+        info = storage.status(f.path)
+        total += info.size if info is not None else max_bytes + 1  # a file gone: Spark says so
+        if total > max_bytes:
+            log.info("monitoring files hold more than %d bytes: read with Spark", max_bytes)
+            return None
+    events: list[dict] = []
+    try:
+        for origin, f in files:
+            events += [dict(e, origin=origin) for e in _monitoring_file(f)]
+    except Exception as exc:  # noqa: BLE001 - whatever it is, Spark reads the file again and reports it as always
+        log.info("monitoring file not read on the driver (%s: %s): read with Spark", type(exc).__name__, exc)
+        return None
+    return events
+
+
+def _monitoring_file(f: LoadedFile) -> list[dict]:
+    """The monitoring events of one file, fields and types as :func:`read_monitoring` gives them."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    fields = avro_source.MONITORING_FIELDS
+    if f.format != "parquet":
+        reader = avro_source.AvroAuditReader([(f.topic, f.storage_uri, f.path)], "monitoring", 1)
+        return [row for batch in reader.read(avro_source.FilesPartition(((f.topic, f.storage_uri, f.path),)))
+                for row in batch.to_pylist()]
+    table = pq.read_table(io.BytesIO(avro_source.read_file_bytes(f.storage_uri, f.path)))
+    columns = {}
+    for name, kind in fields:
+        if name not in table.column_names:
+            columns[name] = [None] * table.num_rows  # Spark's read schema gives a missing column as nulls
+            continue
+        column = table.column(name)
+        wanted = MONITORING_DRIVER_TYPES["int" if name == "revision" else kind]
+        if str(column.type) not in wanted:
+            raise TypeError(f"column {name} is {column.type}, not {wanted}")
+        columns[name] = column.to_pylist()
+    return [{name: columns[name][i] for name, _ in fields} for i in range(table.num_rows)]
 
 
 def read_mirror_lost(spark, files: Sequence[LoadedFile]) -> list[LostRange]:

@@ -159,33 +159,46 @@ def audited_topics(config: Config, names: set[str]) -> list[str]:
     )
 
 
-def _monitoring(spark, mon_files, mirror_files, window_ms, broker_files=()):
+def _monitoring(spark, mon_files, mirror_files, window_ms, broker_files=(), driver_max_bytes: int = 0):
     """Latest snapshots (rebucketed) and report_seq gaps of the producers', the mirror's and the brokers'
     monitoring events.
 
-    All are read into one DataFrame (an ``origin`` column tells them apart;
-    their sessions never coincide), so the mirror and the brokers cost no extra Spark job.
+    Up to ``driver_max_bytes`` of files are read and judged on the driver, without a Spark
+    job (``monitoring.driver.read.max.bytes``); more are read into one DataFrame (an
+    ``origin`` column tells them apart; their sessions never coincide), so the mirror and
+    the brokers cost no extra Spark job.
     """
-    from pyspark.sql import functions as F
-
-    mon_df = inputs.read_monitoring(spark, mon_files).withColumn("origin", F.lit(monitoring_events.ORIGIN_PRODUCERS))
-    for files, origin in ((mirror_files, monitoring_events.ORIGIN_MIRROR),
-                          (broker_files, monitoring_events.ORIGIN_BROKER)):
-        if files:
-            mon_df = mon_df.unionByName(inputs.read_monitoring(spark, files).withColumn("origin", F.lit(origin)))
-    mon_df = mon_df.cache()  # small; read once for both passes
-    try:
-        latest = monitoring_events.latest_snapshots(mon_df)
-        snapshots = monitoring_events.rebucket(latest, window_ms)
-        gaps = monitoring_events.report_gaps(mon_df)
-    finally:
-        mon_df.unpersist()
+    groups = [(monitoring_events.ORIGIN_PRODUCERS, mon_files), (monitoring_events.ORIGIN_MIRROR, mirror_files),
+              (monitoring_events.ORIGIN_BROKER, broker_files)]
+    events = inputs.monitoring_on_driver(groups, driver_max_bytes)
+    if events is not None:
+        latest = monitoring_events.latest_snapshots_of(events)
+        gaps = monitoring_events.report_gaps_of(events)
+    else:
+        latest, gaps = _monitoring_in_spark(spark, groups)
+    snapshots = monitoring_events.rebucket(latest, window_ms)
     by_origin: dict[str, list] = {}
     for s in snapshots:
         by_origin.setdefault(s.origin, []).append(s)
     sizes = {s.window_end_ms - s.window_start_ms for s in latest if s.origin == monitoring_events.ORIGIN_PRODUCERS}
     return (by_origin.get(monitoring_events.ORIGIN_PRODUCERS, []), by_origin.get(monitoring_events.ORIGIN_MIRROR, []),
             gaps, sizes, by_origin.get(monitoring_events.ORIGIN_BROKER, []))
+
+
+def _monitoring_in_spark(spark, groups):
+    """Latest snapshots and report_seq gaps of the ``(origin, files)`` groups, read and aggregated in Spark."""
+    from pyspark.sql import functions as F
+
+    (producers, mon_files), *others = groups
+    mon_df = inputs.read_monitoring(spark, mon_files).withColumn("origin", F.lit(producers))
+    for origin, files in others:
+        if files:
+            mon_df = mon_df.unionByName(inputs.read_monitoring(spark, files).withColumn("origin", F.lit(origin)))
+    mon_df = mon_df.cache()  # small; read once for both passes
+    try:
+        return monitoring_events.latest_snapshots(mon_df), monitoring_events.report_gaps(mon_df)
+    finally:
+        mon_df.unpersist()
 
 
 def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostRange], lo: int, hi: int) -> dict[str, Candidates]:
@@ -260,7 +273,7 @@ def run_audit(
     broker_files = [f for f in state.files if f.topic == config["broker.monitoring.topic"]]
     with _step("monitoring", timings):
         snapshots, mirror_snapshots, gaps, producer_sizes, broker_snapshots = _monitoring(
-            spark, mon_files, mirror_files, window_ms, broker_files)
+            spark, mon_files, mirror_files, window_ms, broker_files, config["monitoring.driver.read.max.bytes"])
         source_lost = inputs.read_mirror_lost(spark, mirror_lost_files)
 
     topics = audited_topics(config, {f.topic for f in state.files} | {s.topic for s in snapshots}

@@ -13,7 +13,10 @@ and event-time window (fields in docs/events.md). The rules:
 
 Deduplication and the latest-revision choice run in Spark (one aggregation);
 so does collecting each session's report_seqs; the (small) winning snapshots
-and per-session sequences are collected for the reconciliation.
+and per-session sequences are collected for the reconciliation. Events that are
+already on the driver (a small audit topic, ``ingest.audit.inputs.monitoring_events``)
+go through the same rules in plain Python (``latest_snapshots_of``, ``report_gaps_of``):
+a Spark job's fixed cost is seconds, the events of a small hour are kilobytes.
 """
 from __future__ import annotations
 
@@ -127,20 +130,7 @@ def latest_snapshots(mon_df) -> list[Snapshot]:
         .select("e.*")
         .collect()
     )
-    return [
-        Snapshot(
-            session=r.producer_session_id, server=r.producer_server or "", topic=r.topic,
-            window_start_ms=int(r.window_start_ms), window_end_ms=int(r.window_end_ms),
-            revision=int(r.revision or 0), attempted=int(r.count_attempted or 0), acked=int(r.count_acked or 0),
-            failed=int(r.count_failed or 0), bytes_acked=int(r.bytes_acked or 0),
-            seq_min=None if r.seq_min is None else int(r.seq_min),
-            seq_max=None if r.seq_max is None else int(r.seq_max),
-            is_final=bool(r.is_final), heartbeat=bool(r.heartbeat), emitted_at_ms=int(r.emitted_at_ms or 0),
-            report_seq=int(r.report_seq or 0),
-            origin=(r.asDict().get("origin") or ORIGIN_PRODUCERS),
-        )
-        for r in rows
-    ]
+    return [_snapshot(r.asDict()) for r in rows]
 
 
 def report_gaps(mon_df, first_report_seq: int = FIRST_REPORT_SEQ) -> list[ReportGap]:
@@ -160,18 +150,91 @@ def report_gaps(mon_df, first_report_seq: int = FIRST_REPORT_SEQ) -> list[Report
     )
     out = []
     for r in per_session:
-        prev_seq, prev_emitted = first_report_seq - 1, None
-        for item in r.seen:
-            seq, emitted = int(item.report_seq), int(item.emitted_at_ms)
-            if seq == prev_seq:
-                continue  # the same report_seq re-sent (superseded in the buffer before publishing)
-            if seq > prev_seq + 1:
-                out.append(ReportGap(
-                    session=r.producer_session_id, server=r.server or "", first_missing=prev_seq + 1,
-                    last_missing=seq - 1, after_emitted_ms=prev_emitted, before_emitted_ms=emitted,
-                ))
-            prev_seq, prev_emitted = seq, emitted
+        out += _session_gaps(r.producer_session_id, r.server, [(i.report_seq, i.emitted_at_ms) for i in r.seen],
+                             first_report_seq)
     out.sort(key=lambda g: (g.session, g.first_missing))
+    return out
+
+
+def _ascending(value) -> tuple:
+    """Sort key of a nullable value as Spark orders it ascending: null first."""
+    return (value is not None, value if value is not None else 0)
+
+
+def _first_per_event_id(events: Iterable[dict]) -> list[dict]:
+    """:func:`deduplicated` for events on the driver: one copy per ``event_id`` (the first seen)."""
+    seen: dict = {}
+    for e in events:
+        seen.setdefault(e.get("event_id"), e)
+    return list(seen.values())
+
+
+def latest_snapshots_of(events: Iterable[dict]) -> list[Snapshot]:
+    """:func:`latest_snapshots` of events already on the driver (dicts with the monitoring fields).
+
+    The same rule as the Spark aggregation: per (session, topic, window) the
+    event with the highest (revision, emitted_at_ms, report_seq), null lowest.
+    """
+    best: dict[tuple, dict] = {}
+    order = (lambda e: (_ascending(e.get("revision")), _ascending(e.get("emitted_at_ms")),
+                        _ascending(e.get("report_seq"))))
+    for e in _first_per_event_id(events):
+        key = (e.get("producer_session_id"), e.get("topic"), e.get("window_start_ms"))
+        held = best.get(key)
+        if held is None or order(e) > order(held):
+            best[key] = e
+    return [_snapshot(e) for _, e in sorted(best.items(), key=lambda kv: tuple(_ascending(k) for k in kv[0]))]
+
+
+def report_gaps_of(events: Iterable[dict], first_report_seq: int = FIRST_REPORT_SEQ) -> list[ReportGap]:
+    """:func:`report_gaps` of events already on the driver (dicts with the monitoring fields)."""
+    servers: dict = {}
+    seen: dict = {}
+    for e in _first_per_event_id(events):
+        session = e.get("producer_session_id")
+        server = e.get("producer_server")
+        if server is not None and (servers.get(session) is None or server > servers[session]):
+            servers[session] = server  # Spark's max: nulls ignored
+        else:
+            servers.setdefault(session, None)
+        seen.setdefault(session, set()).add((e.get("report_seq"), e.get("emitted_at_ms")))
+    out = []
+    for session, pairs in seen.items():
+        ordered = sorted(pairs, key=lambda p: (_ascending(p[0]), _ascending(p[1])))
+        out += _session_gaps(session, servers[session], ordered, first_report_seq)
+    out.sort(key=lambda g: (g.session, g.first_missing))
+    return out
+
+
+def _snapshot(e: dict) -> Snapshot:
+    """The winning event of one (session, topic, window) as a :class:`Snapshot`."""
+    return Snapshot(
+        session=e["producer_session_id"], server=e["producer_server"] or "", topic=e["topic"],
+        window_start_ms=int(e["window_start_ms"]), window_end_ms=int(e["window_end_ms"]),
+        revision=int(e["revision"] or 0), attempted=int(e["count_attempted"] or 0), acked=int(e["count_acked"] or 0),
+        failed=int(e["count_failed"] or 0), bytes_acked=int(e["bytes_acked"] or 0),
+        seq_min=None if e["seq_min"] is None else int(e["seq_min"]),
+        seq_max=None if e["seq_max"] is None else int(e["seq_max"]),
+        is_final=bool(e["is_final"]), heartbeat=bool(e["heartbeat"]), emitted_at_ms=int(e["emitted_at_ms"] or 0),
+        report_seq=int(e["report_seq"] or 0),
+        origin=(e.get("origin") or ORIGIN_PRODUCERS),
+    )
+
+
+def _session_gaps(session: str, server: str | None, seen: list[tuple], first_report_seq: int) -> list[ReportGap]:
+    """The holes in one session's sorted distinct (report_seq, emitted_at_ms) pairs."""
+    out = []
+    prev_seq, prev_emitted = first_report_seq - 1, None
+    for report_seq, emitted_at_ms in seen:
+        seq, emitted = int(report_seq), int(emitted_at_ms)
+        if seq == prev_seq:
+            continue  # the same report_seq re-sent (superseded in the buffer before publishing)
+        if seq > prev_seq + 1:
+            out.append(ReportGap(
+                session=session, server=server or "", first_missing=prev_seq + 1,
+                last_missing=seq - 1, after_emitted_ms=prev_emitted, before_emitted_ms=emitted,
+            ))
+        prev_seq, prev_emitted = seq, emitted
     return out
 
 
