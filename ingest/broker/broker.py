@@ -23,6 +23,7 @@ from ingest.broker.kafka.listener import KafkaListeners
 from ingest.broker.kafka.tier_counts import TierCounter
 from ingest.broker.kafka.tier_counts_publisher import TierCheckpoint, TierCountsPublisher, recover
 from ingest.broker.listeners import listeners_of, parse_protocol_map
+from ingest.broker.port07_security import check_port07, security_configured
 from ingest.broker.tls_config import inter_broker_context
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
@@ -92,6 +93,8 @@ class BrokerServer:
         secured = authorizer_enabled(cfg)   # a bad authorizer config fails before anything starts
         super_users(cfg)
         listeners = listeners_of(cfg)
+        port07_secured = security_configured(cfg)
+        check_port07(cfg, port07_secured)
         self.log_manager = LogManager(cfg, self.clock)
         registry = self._start_metrics() if metrics_enabled(cfg) else None
         try:
@@ -102,6 +105,7 @@ class BrokerServer:
         try:
             self.handlers = BrokerHandlers(self.log_manager, cfg, broker_id=self.broker_id,
                                            host=self.host, port=self.port)
+            self.handlers.refuse_broker_only = port07_secured
             dispatcher = self.handlers
             if registry is not None:
                 self.handlers.metrics = self.metrics
@@ -136,6 +140,7 @@ class BrokerServer:
         self.kafka_purgatory = Purgatory(f"kafka-purgatory-{self.broker_id}")
         cluster = LocalCluster(self.log_manager, self.broker_id, listeners, local_cluster_id(cfg["log.dir"]))
         self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory, self.clock)
+        self.kafka_apis.port07 = self.handlers
         self.kafka = KafkaListeners(cfg, self.kafka_apis, listeners)
         cluster.listeners = self.kafka.bind()
 

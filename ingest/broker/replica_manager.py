@@ -58,6 +58,7 @@ from ingest.broker.kafka.replica_fetcher import KafkaReplicaFetcher
 from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
+from ingest.broker.port07_carrier import Port07Carrier
 from ingest.broker.replica_fetcher import ReplicaFetcher
 from ingest.broker.replica_stalls import StallBoard
 from ingest.broker.storage_failures import StorageFailurePublisher
@@ -108,7 +109,9 @@ class ReplicaManager:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.stalls = StallBoard(broker_id, on_change=self._isr_wanted.set)
-        self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), lambda: dict(self.view.brokers),
+        self.port07 = Port07Carrier(view, inter_broker_listener, inter_broker_ssl, f"broker-{broker_id}")
+        """How 0.7 replicated topics' followers and repair reads reach another broker."""
+        self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), self.port07.connect,
                                    timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
                                    max_bytes=config["replica.fetch.max.bytes"])
         self.storage_failures = StorageFailurePublisher(client, broker_id)
@@ -222,11 +225,13 @@ class ReplicaManager:
             self._isr_wanted.set()
             return
         fetcher = self.fetchers.get(part.key)
+        over_kafka = False
         if kafka:
             addr = None if self.inter_broker_listener is None else \
                 self.view.kafka_endpoint(state.leader, self.inter_broker_listener)
         else:
-            addr = self.view.brokers.get(state.leader)
+            found = self.port07.address(state.leader)
+            over_kafka, addr = (found[0], found[1:]) if found is not None else (False, None)
         if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
                 and fetcher is not None and fetcher.is_alive() and addr == (fetcher.host, fetcher.port)):
             part.update_state(state)
@@ -239,7 +244,8 @@ class ReplicaManager:
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
                                socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
                                on_stall=self.stalls.report,
-                               **({"ssl_context": self.inter_broker_ssl} if kafka else {}))
+                               **({"ssl_context": self.inter_broker_ssl} if kafka or over_kafka else {}),
+                               **({"over_kafka": True} if over_kafka else {}))
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:

@@ -10,6 +10,7 @@ from ingest.broker.groups.config import GROUP_KEYS
 from ingest.broker.kafka.tier_counts_config import TIER_COUNT_KEYS
 from ingest.broker.listeners import ListenerList, ProtocolMap
 from ingest.broker.log_config import LOG_CONFIG
+from ingest.broker.port07_security import PORT07_SECURITY_KEYS
 from ingest.broker.tls_config import TLS_KEYS
 from ingest.config import Bool, Config, Int, Key, Str
 from ingest.errors import ConfigError
@@ -87,8 +88,8 @@ SERVER_KEYS = (
         " moves them back (auto.leader.rebalance.enable)"),
 )
 
-SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS + GROUP_KEYS
-                                  + TIER_COUNT_KEYS + METRICS_KEYS)
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS
+                                  + PORT07_SECURITY_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
 
 

@@ -40,6 +40,9 @@ ADVERTISED: dict[int, tuple[int, int]] = {
 
 PRIVATE: dict[int, tuple[int, int]] = {
     10000: (0, 0),   # AppendAt (the mirror's conditional append, offsets kept)
+    10001: (0, 0),   # ReplicaFetch07 (the 0.7 port's REPLICA_FETCH, for 0.7 replicated topics)
+    10002: (0, 0),   # AppendAt07 (the 0.7 port's APPEND_AT)
+    10003: (0, 0),   # DeletedSegments07 (the 0.7 port's DELETED_SEGMENTS)
 }
 """The private APIs (keys from 10000, D6): served, never advertised (no Kafka client sends them)."""
 

@@ -29,6 +29,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from ingest import znodes
 from ingest.broker import topic_config
+from ingest.broker.kafka import versions
 from ingest.broker.kafka.cluster import Appended, BrokerNode, PartitionView
 from ingest.broker.kafka.zk_admin import ZkTopicAdmin
 from ingest.broker.listeners import parse_protocol_map
@@ -242,9 +243,9 @@ class ZkCluster:
 def endpoints_value(listeners, protocol_map: str, principal: str | None = None) -> bytes:
     """The ``/brokers/endpoints/[id]`` value of a broker's advertised Kafka listeners (:mod:`ingest.znodes`);
     ``protocol_map``: ``listener.security.protocol.map``, of which the listeners' entries are published;
-    ``principal``: the broker's inter-broker principal."""
+    ``principal``: the broker's inter-broker principal; the private api keys served are registered too."""
     protocols = parse_protocol_map(protocol_map)
     return znodes.broker_endpoints_value([(e.name, e.host, e.port) for e in listeners.advertised],
                                          {e.name: protocols[e.name] for e in listeners.advertised},
-                                         principal=principal)
+                                         principal=principal, private_apis=tuple(versions.PRIVATE))
 
