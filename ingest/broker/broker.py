@@ -23,7 +23,7 @@ from ingest.broker.kafka.listener import KafkaListeners
 from ingest.broker.kafka.tier_counts import TierCounter
 from ingest.broker.kafka.tier_counts_publisher import TierCheckpoint, TierCountsPublisher, recover
 from ingest.broker.listeners import listeners_of, parse_protocol_map
-from ingest.broker.port07_security import check_port07, security_configured
+from ingest.broker.port07_security import NO_PORT, check_port07, security_configured
 from ingest.broker.tls_config import inter_broker_context
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
@@ -110,15 +110,17 @@ class BrokerServer:
             if registry is not None:
                 self.handlers.metrics = self.metrics
                 dispatcher = MeteredDispatcher(self.handlers, self.metrics)
-            self.network = SocketServer.from_config(cfg, dispatcher, self.host, self.port)
-            self.port = self.handlers.port = self.network.port
+            if self.port != NO_PORT:
+                self.network = SocketServer.from_config(cfg, dispatcher, self.host, self.port)
+                self.port = self.handlers.port = self.network.port
             if listeners.bind:
                 self._bind_kafka_listeners(listeners)
             if cfg["enable.zookeeper"]:
                 self._start_zookeeper_parts(secured)
             if self.kafka is not None and cfg["audit.counts.enable"]:
                 self._start_tier_counts()
-            self.network.start()
+            if self.network is not None:
+                self.network.start()
             if self.kafka is not None:
                 self.kafka.start()
         except BaseException:

@@ -39,7 +39,7 @@ class Port07Carrier:
             if endpoint is not None:
                 return (True, *endpoint)
         addr = self.view.brokers.get(broker_id)
-        return None if addr is None else (False, *addr)
+        return None if addr is None or addr[1] < 0 else (False, *addr)   # port -1: that broker has no 0.7 port
 
     def connect(self, broker_id: int, timeout_s: float) -> BrokerConnection | None:
         """A (lazily opened) connection to ``broker_id`` for REPLICA_FETCH and DELETED_SEGMENTS, or None."""

@@ -5,7 +5,7 @@ listener of a protocol other than PLAINTEXT. Such a broker refuses the 0.7 port'
 (:data:`ingest.broker.handlers.BROKER_ONLY`: brokers send them over the inter-broker Kafka listener),
 and refuses to start with its 0.7 port on an address other than loopback unless
 ``allow.insecure.v07.listener=true`` says the operator accepts that anyone who reaches the port may read
-and write every 0.7 topic.
+and write every 0.7 topic. ``port=-1`` turns the 0.7 port off.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from ingest.config import Bool, Key
 from ingest.errors import ConfigError
 
 ALLOW_KEY = "allow.insecure.v07.listener"
+NO_PORT = -1
+"""``port=-1``: no 0.7 port at all (as ``metrics.port=-1`` turns the metrics endpoint off)."""
 
 PORT07_SECURITY_KEYS = (
     Key(ALLOW_KEY, Bool(), False,
@@ -43,8 +45,14 @@ def is_loopback(host: str) -> bool:
 
 
 def check_port07(config, secured: bool) -> None:
-    """Raise ConfigError when a secured broker would open its 0.7 port beyond loopback without consent."""
+    """Raise ConfigError when a secured broker would open its 0.7 port beyond loopback without consent, or
+    when a broker would serve nothing (no 0.7 port and no Kafka listener)."""
     host = config["hostname"]
+    if config["port"] == NO_PORT:
+        if not config["listeners"]:
+            raise ConfigError("port=-1 turns the 0.7 port off and listeners is empty: the broker would serve "
+                              "nothing; give a Kafka listener (listeners=PLAINTEXT://host:port) or a 0.7 port")
+        return
     if secured and not is_loopback(host) and not config[ALLOW_KEY]:
         raise ConfigError(
             f"hostname={host!r}: this broker has security configured (an authorizer, or a listener other than "

@@ -21,8 +21,9 @@ SERVER_KEYS = (
     Key("brokerid", Int(0, 2**31 - 1), doc="unique id of this broker in the cluster"),
     Key("hostname", Str(nonempty=True), "127.0.0.1",
         "address to bind and to register in ZooKeeper (loopback unless set)"),
-    Key("port", Int(0, 65535), 9092,
-        "TCP port of the Kafka 0.7 protocol (0.7 clients, 0.7 topics; 0 = any free port, for tests)"),
+    Key("port", Int(-1, 65535), 9092,
+        "TCP port of the Kafka 0.7 protocol (0.7 clients, 0.7 topics; 0 = any free port, for tests; -1 = no 0.7"
+        " port: only the Kafka listeners, docs/security.md)"),
     # the Kafka protocol (Kafka's names; docs/kafka-protocol.md): its own port, never the 0.7 one
     Key("listeners", ListenerList(), ("PLAINTEXT://127.0.0.1:29092",),
         "the Kafka protocol's listeners, NAME://host:port,... (empty host: every interface; port 0: any free"
