@@ -20,7 +20,7 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import MirrorError
 from ingest.mirror.copier import PartitionCopier
 from ingest.mirror.fallback import FallbackSender, make_fallback_producer
-from ingest.mirror.kafka_io import KafkaSourceReader, KafkaTargetWriter
+from ingest.mirror.kafka_io import KafkaSourceReader, KafkaTargetWriter, port07_endpoint
 from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.mapping import MirrorUnit
 from ingest.mirror.source_reader import SourceReader
@@ -74,7 +74,8 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         fallback = FallbackSender(fallback_producer, unit.topic, header_reader) if fallback_producer else None
     else:
         target = TargetWriter(target_metadata, unit.topic, unit.target_partition, acks=acks, timeout_ms=timeout_ms,
-                              settings=fetch, clock=clock)
+                              settings=fetch, clock=clock,
+                              kafka_endpoint=None if zk is None else (lambda bid: port07_endpoint(zk, bid)))
     return PartitionCopier(unit, group=group, zk=zk, source=source, target=target, fallback=fallback,
                            counter_factory=counter_factory, publisher=publisher, header_reader=header_reader,
                            checkpoint_interval_ms=checkpoint_interval_ms,

@@ -33,6 +33,7 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, MirrorError, OffsetOutOfRangeError
 from ingest.records.batch import iter_batches
 from ingest.records.record import iter_records
+from ingest.wire.kafka.port07 import APPEND_AT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,21 @@ def kafka_bootstrap(zk) -> str:
         raise BrokerUnavailableError("no live broker of the cluster registered a Kafka listener "
                                      "(/brokers/endpoints): is listeners= empty on every broker?")
     return ",".join(out)
+
+
+def port07_endpoint(zk, broker_id: int) -> tuple[str, int] | None:
+    """``(host, port)`` of the Kafka listener (the first registered, as :func:`kafka_bootstrap` picks) on which
+    ``broker_id`` of ``zk``'s cluster serves the 0.7 port's APPEND_AT and DELETED_SEGMENTS as private api keys
+    (``private_apis`` of ``/brokers/endpoints/[id]``); None when it registered no such listener (an older
+    broker, or none with Kafka listeners): then the 0.7 port serves them."""
+    try:
+        data, _ = zk.retry(zk.get, znodes.broker_endpoints_path(broker_id))
+        endpoints = znodes.parse_broker_endpoints(data)
+    except (NoNodeError, ValueError):
+        return None
+    if APPEND_AT_KEY not in znodes.parse_private_apis(data) or not endpoints:
+        return None
+    return next(iter(endpoints.values()))
 
 
 def _client_config(bootstrap: str, settings: FetchSettings) -> dict:
