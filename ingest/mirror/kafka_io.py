@@ -63,17 +63,17 @@ def kafka_bootstrap(zk) -> str:
     return ",".join(out)
 
 
-def port07_endpoint(zk, broker_id: int) -> tuple[str, int] | None:
+def port07_endpoint(zk, broker_id: int, api_key: int = APPEND_AT_KEY) -> tuple[str, int] | None:
     """``(host, port)`` of the Kafka listener (the first registered, as :func:`kafka_bootstrap` picks) on which
-    ``broker_id`` of ``zk``'s cluster serves the 0.7 port's APPEND_AT and DELETED_SEGMENTS as private api keys
-    (``private_apis`` of ``/brokers/endpoints/[id]``); None when it registered no such listener (an older
-    broker, or none with Kafka listeners): then the 0.7 port serves them."""
+    ``broker_id`` of ``zk``'s cluster serves a 0.7 broker-only request as the private ``api_key`` (AppendAt07,
+    DeletedSegments07: ``private_apis`` of ``/brokers/endpoints/[id]``); None when it registered no such key or
+    listener (an older broker, or one without Kafka listeners): then its 0.7 port serves the request."""
     try:
         data, _ = zk.retry(zk.get, znodes.broker_endpoints_path(broker_id))
         endpoints = znodes.parse_broker_endpoints(data)
     except (NoNodeError, ValueError):
         return None
-    if APPEND_AT_KEY not in znodes.parse_private_apis(data) or not endpoints:
+    if api_key not in znodes.parse_private_apis(data) or not endpoints:
         return None
     return next(iter(endpoints.values()))
 
