@@ -175,7 +175,7 @@ class BrokerHandlers:
             return self._refused(kind, ClusterAuthorizationFailedError(
                 f"{_name(kind)} is refused on the 0.7 port of a broker with security configured: only brokers "
                 "send it, over the inter-broker Kafka listener (docs/security.md, \"The 0.7 port\")"), client)
-        return self.serve_broker_only(kind, body, client) if kind in BROKER_ONLY else self._dispatch(kind, body, client)
+        return self._dispatch(kind, body, client)
 
     def serve_broker_only(self, kind: int, body: memoryview, client: str) -> Reply | None:
         """A broker-only request (:data:`BROKER_ONLY`) that its carrier authorized: the Kafka listener's
