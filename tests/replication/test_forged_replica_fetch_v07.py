@@ -15,13 +15,18 @@ import socket
 import time
 
 import pytest
+from kazoo.client import KazooClient
 
 from ingest.records.message_set import encode_message_set
 from ingest.wire import protocol as p
 from ingest.wire.errors import ErrorCode
 from ingest.wire.kafka.port07 import ReplicaFetch07Request, ReplicaFetch07Response
 from tests.harness import replicated as r
+from tests.harness.brokers import BrokerProcess, stop_all
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
+from tests.harness.net import free_port
+from tests.harness.tls import make_pki
+from tests.harness.zookeeper import fresh_chroot
 from tests.kafka import authz
 
 pytestmark = pytest.mark.processes
@@ -139,3 +144,43 @@ def test_with_an_authorizer_a_07_topic_replicates_over_the_kafka_listener_and_fa
     got = [r.payload_id(m[2]) for m in r.read_committed(survivor, TOPIC, 0)]
     assert got == acked
     assert r.AcksClient(brokers, timeout_ms=10_000).send(TOPIC, 0, [r.payload(99)]).status == r.ACKED
+
+
+def test_a_07_topic_replicates_over_an_ssl_inter_broker_listener(zookeeper, tmp_path_factory):
+    """An SSL listener is security configured: the 0.7 port refuses REPLICA_FETCH, so acks=-1 writes of a 0.7
+    topic are acknowledged only because the followers fetch over TLS (``ssl.client.auth=required``: each
+    presents the broker certificate)."""
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    zk_connect = fresh_chroot(zookeeper, "/tls07")
+    brokers = []
+    zk = KazooClient(hosts=zk_connect)
+    zk.start(timeout=15)
+    try:
+        for i in range(3):
+            b = BrokerProcess(i, tmp_path_factory.mktemp(f"tls07-broker{i}"), zk_connect=zk_connect)
+            ssl_port = free_port()
+            b.overrides = r.replication_overrides(min_isr=2, **{
+                "listeners": f"PLAINTEXT://127.0.0.1:{b.kafka_port},SSL://127.0.0.1:{ssl_port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                "inter.broker.listener.name": "SSL",
+                "ssl.keystore.location": str(pki.server), "ssl.truststore.location": str(pki.ca),
+                "ssl.client.auth": "required"})
+            brokers.append(b.start())
+        r.create_topic(zk, TOPIC, {0: [0, 1, 2]})
+        state = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader in (0, 1, 2) and set(s.isr) == {0, 1, 2}, 120,
+                                 "all three in the isr")
+        client = r.AcksClient(brokers, timeout_ms=10_000)
+        for i in range(10):
+            assert client.send(TOPIC, 0, [r.payload(i)]).status == r.ACKED
+        assert set(_forge(r.by_id(brokers, state.leader), [b for b in brokers if b.broker_id != state.leader],
+                          state.leader_epoch, 0)) == {ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        r.by_id(brokers, state.leader).kill()
+        new = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader not in (-1, state.leader), 60, "a new leader")
+        survivor = r.by_id(brokers, new.leader)
+        r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) > 0, 60, "the new leader's high watermark")
+        assert [r.payload_id(m[2]) for m in r.read_committed(survivor, TOPIC, 0)] == list(range(10))
+        assert "TLS handshake failed" not in "".join(b.output() for b in brokers)
+    finally:
+        zk.stop()
+        zk.close()
+        stop_all(brokers)
