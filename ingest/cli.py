@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "ingest.broker.zk_acls",  # zk-acls secure / unsecure / check
     "ingest.client.cli",      # console-producer, console-consumer, topics
     "ingest.client.groups_cli",  # groups list / describe / reset-offsets
+    "ingest.client.users_cli",   # users add / remove / list (SASL credentials)
     "ingest.client.acls_cli",  # acls add / remove / list
     "ingest.events.cli",      # registry start, produce
     "ingest.loader.cli",      # loader status / reset

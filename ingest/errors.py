@@ -325,6 +325,25 @@ class UnsupportedVersionError(IngestError):
     must be upgraded, or the client's need is too new for it."""
 
 
+# --- authentication (SASL on the Kafka listener) ----------------------------------------
+
+
+class SaslAuthenticationError(IngestError):
+    """SASL authentication failed: a wrong password, an unknown user, a malformed token (Kafka's
+    SaslAuthenticationException: SASL_AUTHENTICATION_FAILED). The broker closes the connection after
+    answering; retrying with the same credentials cannot help."""
+
+
+class UnsupportedSaslMechanismError(SaslAuthenticationError):
+    """The client asked for a SASL mechanism the listener has not enabled (UNSUPPORTED_SASL_MECHANISM);
+    the message lists the enabled ones."""
+
+
+class IllegalSaslStateError(SaslAuthenticationError):
+    """A request that does not fit the connection's SASL state, e.g. a SaslAuthenticate before the
+    handshake (ILLEGAL_SASL_STATE)."""
+
+
 class DeliveryFailedError(IngestError):
     """A Kafka-protocol producer could not write some batches within its retries and
     ``delivery.timeout.ms``: nothing of them is known to be written (a batch refused with an error is

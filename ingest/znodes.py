@@ -34,6 +34,9 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /admin/delete_topics/[topic]/[broker_id]                 -> (empty)  that broker deleted its replicas' logs
     /config/topics/[topic]                                   -> {"version":1,"config":{"retention.ms":"1000",...}}
                                                                 a Kafka topic's configs (strings, as Kafka's)
+    /config/users/[url-encoded user name]                    -> {"version":1,"config":{"SCRAM-SHA-256":
+                                                                "salt=..,stored_key=..,server_key=..,iterations=4096"}}
+                                                                a user's SASL/SCRAM credentials (Kafka's form)
     /consumers/[group]/ids/[consumer_id]                     -> {"topic": #streams, ...}  ephemeral, JSON
     /consumers/[group]/owners/[topic]/[broker_id-partition]  -> owning thread id          ephemeral
     /consumers/[group]/offsets/[topic]/[broker_id-partition] -> next offset to consume    persistent
@@ -81,6 +84,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
 
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -427,6 +431,27 @@ def parse_topic_config(data: bytes | None) -> dict[str, str]:
     if not isinstance(config, dict):
         raise ValueError(f"topic config must be an object of name -> value: {obj}")
     return {str(k): str(v) for k, v in config.items()}
+
+
+def user_path(name: str) -> str:
+    """``/config/users/[name]``: a user's SCRAM credentials; the name URL-encoded as Kafka's ``Sanitizer``
+    writes it (``alice`` stays ``alice``, ``a/b`` is ``a%2Fb``)."""
+    return f"{CONFIG_USERS}/{quote(name, safe='')}"
+
+
+def user_name(node: str) -> str:
+    """A child name of ``/config/users`` back to the user's name."""
+    return unquote(node)
+
+
+def user_value(credentials: dict[str, str]) -> bytes:
+    """The data of ``/config/users/[name]``: ``{"version":1,"config":{mechanism: stored credential}}``."""
+    return topic_config_value(credentials)
+
+
+def parse_user(data: bytes | None) -> dict[str, str]:
+    """mechanism -> stored credential text from ``/config/users/[name]`` (ValueError: not that JSON)."""
+    return parse_topic_config(data)
 
 
 def controller_value(broker_id: int) -> bytes:

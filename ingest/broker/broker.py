@@ -20,6 +20,8 @@ from ingest.broker.kafka.apis import KafkaApis
 from ingest.broker.kafka.cluster import LocalCluster
 from ingest.broker.kafka.cluster_id import local_cluster_id
 from ingest.broker.kafka.listener import KafkaListeners
+from ingest.broker.kafka.sasl import SaslAuthenticator
+from ingest.broker.kafka.sasl_config import check_sasl_keys, sasl_listeners
 from ingest.broker.kafka.tier_counts import TierCounter
 from ingest.broker.kafka.tier_counts_publisher import TierCheckpoint, TierCountsPublisher, recover
 from ingest.broker.listeners import listeners_of, parse_protocol_map
@@ -143,6 +145,12 @@ class BrokerServer:
         cluster = LocalCluster(self.log_manager, self.broker_id, listeners, local_cluster_id(cfg["log.dir"]))
         self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory, self.clock)
         self.kafka_apis.port07 = self.handlers
+        check_sasl_keys(cfg, listeners.inter_broker)
+        if sasl_listeners(cfg):   # the users are read from ZooKeeper in _start_zookeeper_parts
+            self.kafka_apis.sasl = SaslAuthenticator(
+                cfg["sasl.enabled.mechanisms"], self.kafka_apis.metrics, purgatory=self.kafka_purgatory,
+                failure_delay_ms=cfg["connection.failed.authentication.delay.ms"],
+                max_receive_bytes=cfg["sasl.server.max.receive.size"])
         self.kafka = KafkaListeners(cfg, self.kafka_apis, listeners)
         cluster.listeners = self.kafka.bind()
 
@@ -190,6 +198,7 @@ class BrokerServer:
         from ingest.broker.controller import Controller, Rebalance
         from ingest.broker.kafka.cluster_id import zookeeper_cluster_id
         from ingest.broker.kafka.producer_ids import ZkProducerIds
+        from ingest.broker.kafka.scram_users import UserCache
         from ingest.broker.kafka.zk_cluster import ZkCluster, endpoints_value
         from ingest.broker.replica_manager import ReplicaManager
         from ingest.broker.replication_view import ReplicationView
@@ -230,6 +239,8 @@ class BrokerServer:
             self.kafka_apis.cluster = ZkCluster(cfg, self.broker_id, zookeeper_cluster_id(client), self.log_manager,
                                                 self.replicas, self.coordinated)
             self.kafka_apis.producer_ids = ZkProducerIds(self.broker_id, self.replicas.zk, client, self.coordinated)
+            if self.kafka_apis.sasl is not None:
+                self.kafka_apis.sasl.users = UserCache(client).start()
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
                                      unclean=cfg["unclean.leader.election.enable"],

@@ -11,9 +11,9 @@ A name appears once in each list; two listeners never share a port. ``host`` may
 interface: ``0.0.0.0``) or an IPv6 address in brackets; port 0 binds any free port (tests). An empty
 ``listeners`` turns the Kafka listener off. A listener advertises its own host (the ``hostname`` key
 when it binds every interface: a client cannot connect to 0.0.0.0) and the port it bound, unless
-``advertised.listeners`` names it. The PLAINTEXT and SSL security protocols are served (SSL's keys:
-:mod:`ingest.broker.tls_config`); a listener whose name maps to another protocol (SASL_PLAINTEXT,
-SASL_SSL) is refused at start-up.
+``advertised.listeners`` names it. Every security protocol of Kafka is served: PLAINTEXT, SSL (its keys:
+:mod:`ingest.broker.tls_config`), SASL_PLAINTEXT and SASL_SSL (the SASL login:
+:mod:`ingest.broker.kafka.sasl`; SASL_SSL's TLS is SSL's).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ingest.config import KeyType
 from ingest.errors import ConfigError
 
 PLAINTEXT = "PLAINTEXT"
-SUPPORTED_PROTOCOLS = frozenset({PLAINTEXT, "SSL"})
+SUPPORTED_PROTOCOLS = frozenset({PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 KNOWN_PROTOCOLS = frozenset({PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 ANY_HOST = "0.0.0.0"
 
@@ -140,7 +140,7 @@ def listeners_of(config) -> Listeners:
 
     Raises:
         ConfigError: naming the key, the value and what is allowed: a listener whose protocol is not
-            served (PLAINTEXT and SSL) or not in ``listener.security.protocol.map``, an advertised
+            served or not in ``listener.security.protocol.map``, an advertised
             listener that is not a listener, ``inter.broker.listener.name`` not a listener, an
             advertised host 0.0.0.0.
     """

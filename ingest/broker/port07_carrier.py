@@ -24,13 +24,16 @@ class Port07Carrier:
         listener: the inter-broker listener's name (None: no Kafka listener; the 0.7 port always).
         ssl_context: the client TLS context towards that listener when it speaks TLS.
         client_id: what this broker names itself in Kafka request headers.
+        sasl: the broker's login on that listener when it speaks SASL (``inter.broker.sasl.*``).
     """
 
-    def __init__(self, view, listener: str | None, ssl_context=None, client_id: str | None = None) -> None:
+    def __init__(self, view, listener: str | None, ssl_context=None, client_id: str | None = None,
+                 sasl=None) -> None:
         self.view = view
         self.listener = listener
         self.ssl_context = ssl_context
         self.client_id = client_id
+        self.sasl = sasl
 
     def address(self, broker_id: int) -> tuple[bool, str, int] | None:
         """``(over Kafka, host, port)`` to reach ``broker_id``, or None while it is not registered."""
@@ -49,5 +52,5 @@ class Port07Carrier:
         kafka, host, port = found
         if kafka:
             return Port07OverKafka(host, port, broker_id=broker_id, timeout_s=timeout_s,
-                                   ssl_context=self.ssl_context, client_id=self.client_id)
+                                   ssl_context=self.ssl_context, client_id=self.client_id, sasl=self.sasl)
         return BrokerConnection(host, port, broker_id=broker_id, timeout_s=timeout_s)

@@ -75,7 +75,9 @@ class Dispatcher(Protocol):
     ``refusal(code)``: the reply to a frame this layer refuses (a bad size, a frame larger than
     the budget) or whose dispatch failed unexpectedly; it must close the connection. Without it
     the 0.7 answer is sent (an error response, then close); the Kafka listener closes without one,
-    as Kafka's socket server does.
+    as Kafka's socket server does. A dispatcher with ``new_session(client, peer_certificate)`` (the
+    Kafka listener's) gets a session per connection, made when it is accepted, and ``dispatch``
+    receives it as a fourth argument.
     """
 
     def dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None: ...
@@ -507,13 +509,16 @@ class Processor(threading.Thread):
             conn.frame_started = (conn.frame_started or self.server.clock_monotonic()) if avail else None
             return
         (size,) = SIZE.unpack_from(conn.inbuf, conn.start)
-        limit = self.server.max_request_bytes
+        limit, key = self.server.max_request_bytes, "max.socket.request.bytes"
+        cap = getattr(conn.session, "max_receive_bytes", None)   # a session not authenticated yet: less
+        if cap is not None and cap < limit:
+            limit, key = cap, "sasl.server.max.receive.size before authentication"
         if size < INT16.size or size > limit:
             code = ErrorCode.REQUEST_TOO_LARGE if size > limit else ErrorCode.MALFORMED_REQUEST
             self.server.refusals.warning(
                 conn.addr, f"frame size outside [{INT16.size}, {limit}]",
-                "client %s: request frame size %d outside [%d, %d] (max.socket.request.bytes);"
-                " answering %s and closing the connection", conn.addr, size, INT16.size, limit, code.name)
+                "client %s: request frame size %d outside [%d, %d] (%s);"
+                " answering %s and closing the connection", conn.addr, size, INT16.size, limit, key, code.name)
             self._refuse(conn, code)
             return
         need = SIZE.size + size

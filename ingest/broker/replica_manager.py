@@ -55,6 +55,7 @@ from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
 from ingest.broker.kafka.replica_fetcher import KafkaReplicaFetcher
+from ingest.broker.kafka.sasl_config import inter_broker_login
 from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
@@ -91,6 +92,7 @@ class ReplicaManager:
         self.config = config
         self.kafka_purgatory = kafka_purgatory   # where the Kafka listener's fetches and acks=-1 produces wait
         self.inter_broker_listener = inter_broker_listener   # the leader's Kafka listener a Kafka topic's follower uses
+        self.inter_broker_login = inter_broker_login(config, inter_broker_listener)   # its SASL login, if any
         self.inter_broker_ssl = inter_broker_ssl   # the client SSLContext towards that listener when it is SSL
         self.broker_id = broker_id
         self.logs = log_manager
@@ -109,7 +111,8 @@ class ReplicaManager:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.stalls = StallBoard(broker_id, on_change=self._isr_wanted.set)
-        self.port07 = Port07Carrier(view, inter_broker_listener, inter_broker_ssl, f"broker-{broker_id}")
+        self.port07 = Port07Carrier(view, inter_broker_listener, inter_broker_ssl, f"broker-{broker_id}",
+                                    self.inter_broker_login)
         """How 0.7 replicated topics' followers and repair reads reach another broker."""
         self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), self.port07.connect,
                                    timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
@@ -239,13 +242,15 @@ class ReplicaManager:
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
+            extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl} if kafka or over_kafka \
+                else {}
+            if over_kafka:
+                extra["over_kafka"] = True
             f = (KafkaReplicaFetcher if kafka else ReplicaFetcher)(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
                                socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
-                               on_stall=self.stalls.report,
-                               **({"ssl_context": self.inter_broker_ssl} if kafka or over_kafka else {}),
-                               **({"over_kafka": True} if over_kafka else {}))
+                               on_stall=self.stalls.report, **extra)
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ingest.broker.authorizer.config import AUTHORIZER_KEYS
 from ingest.broker.groups.config import GROUP_KEYS
+from ingest.broker.kafka.sasl_config import SASL_KEYS
 from ingest.broker.kafka.tier_counts_config import TIER_COUNT_KEYS
 from ingest.broker.listeners import ListenerList, ProtocolMap
 from ingest.broker.log_config import LOG_CONFIG
@@ -32,7 +33,8 @@ SERVER_KEYS = (
         "the listeners clients are told to connect to, NAME://host:port,... (default: the listeners, with"
         " 'hostname' for a listener on every interface and the bound port for port 0)"),
     Key("listener.security.protocol.map", ProtocolMap(), "PLAINTEXT:PLAINTEXT",
-        "each listener name's security protocol, NAME:PROTOCOL,... (PLAINTEXT and SSL are served; docs/security.md)"),
+        "each listener name's security protocol, NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL;"
+        " docs/security.md)"),
     Key("inter.broker.listener.name", Str(), "",
         "the listener other brokers (followers) connect to (default: the first of 'listeners')"),
     Key("enable.zookeeper", Bool(), False, "register the broker and its topics in ZooKeeper"),
@@ -90,7 +92,7 @@ SERVER_KEYS = (
 )
 
 SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS
-                                  + PORT07_SECURITY_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + METRICS_KEYS)
+                                  + PORT07_SECURITY_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + SASL_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
 
 

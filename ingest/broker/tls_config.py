@@ -99,8 +99,10 @@ def listener_context(config, listener: str) -> ssl.SSLContext:
 
 
 def inter_broker_context(config, listener: str | None) -> ssl.SSLContext | None:
-    """The client context a follower uses towards its leader's ``listener``: None unless that listener is SSL."""
-    if listener is None or parse_protocol_map(config["listener.security.protocol.map"]).get(listener) != SSL:
+    """The client context a follower uses towards its leader's ``listener``: None unless that listener is SSL
+    or SASL_SSL (TLS under the SASL login)."""
+    if listener is None or parse_protocol_map(config["listener.security.protocol.map"]).get(listener) not in (
+            SSL, "SASL_SSL"):
         return None
     with _Pem(config) as pem:
         return client_context(ca_location=pem.truststore(), certificate_location=pem.keystore(

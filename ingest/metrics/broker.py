@@ -72,6 +72,9 @@ class NoBrokerMetrics:
     def flushed(self, seconds: float) -> None:
         pass
 
+    def authenticated(self, listener: str, mechanism: str, ok: bool) -> None:
+        pass
+
 
 NO_METRICS = NoBrokerMetrics()
 
@@ -80,7 +83,8 @@ class BrokerMetrics(NoBrokerMetrics):
     """The traffic tallies of one broker (see the module docstring). Thread-safe: per-thread tallies."""
 
     def __init__(self) -> None:
-        self.tallies = Tallies(("messages_in", "bytes_in", "bytes_out", "errors", "latency", "flush"))
+        self.tallies = Tallies(("messages_in", "bytes_in", "bytes_out", "errors", "latency", "flush",
+                                "authentications"))
         self._local = self.tallies.local
 
     def _mine(self) -> dict[str, dict]:
@@ -112,6 +116,10 @@ class BrokerMetrics(NoBrokerMetrics):
     def flushed(self, seconds: float) -> None:
         observe(self._mine()["flush"], None, FLUSH_BUCKETS, seconds)
 
+    def authenticated(self, listener: str, mechanism: str, ok: bool) -> None:
+        """A SASL authentication on ``listener`` with ``mechanism`` succeeded (``ok``) or failed."""
+        add(self._mine()["authentications"], (listener, mechanism, "success" if ok else "failure"), 1)
+
     def families(self):
         """The tallies as prometheus_client families (called by :class:`BrokerCollector` at scrape time)."""
         # deferred: prometheus_client is only imported when metrics are on
@@ -136,6 +144,9 @@ class BrokerMetrics(NoBrokerMetrics):
         yield t.histogram_family("latency", "ingest_broker_request_latency_seconds", "Time the handler took, by "
                                  "request type (a deferred acks=-1 answer: until it was queued)", LATENCY_BUCKETS,
                                  ["type"], lambda kind: [request_name(kind)])
+        yield t.counter_family("authentications", "ingest_broker_sasl_authentications", "SASL authentications on "
+                               "the Kafka listeners, by listener, mechanism and result (success, failure)",
+                               ["listener", "mechanism", "result"], lambda key: list(key))
         yield t.histogram_family("flush", "ingest_broker_log_flush_latency_seconds", "Duration of each log fsync",
                                  FLUSH_BUCKETS, [])
 

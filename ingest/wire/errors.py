@@ -92,6 +92,8 @@ class KafkaErrorCode(IntEnum):
     GROUP_AUTHORIZATION_FAILED = 30
     CLUSTER_AUTHORIZATION_FAILED = 31
     INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -106,6 +108,7 @@ class KafkaErrorCode(IntEnum):
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -198,6 +201,9 @@ ERRORS = (
     (e.InvalidReplicaAssignmentError,       _,                                      KafkaErrorCode.INVALID_REPLICA_ASSIGNMENT),
     (e.InvalidConfigError,                  _,                                      KafkaErrorCode.INVALID_CONFIG),
     (e.PolicyViolationError,                _,                                      KafkaErrorCode.POLICY_VIOLATION),
+    (e.SaslAuthenticationError,             _,                                      KafkaErrorCode.SASL_AUTHENTICATION_FAILED),
+    (e.UnsupportedSaslMechanismError,       _,                                      KafkaErrorCode.UNSUPPORTED_SASL_MECHANISM),
+    (e.IllegalSaslStateError,               _,                                      KafkaErrorCode.ILLEGAL_SASL_STATE),
 )
 """The one table: each error class and the code it goes out with on each port (``_``: as its
 nearest listed ancestor). The 0.7 column has one class per code (the table of docs/protocol.md)."""

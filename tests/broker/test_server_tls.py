@@ -196,7 +196,7 @@ def test_a_broker_refuses_to_start_an_ssl_listener_without_a_keystore_and_any_sa
 
     with pytest.raises(ConfigError, match="listener SSL .*ssl.keystore.location"):
         BrokerServer(config(**{"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL"})).start()
-    with pytest.raises(ConfigError, match="SASL_SSL, which this broker does not serve"):
+    with pytest.raises(ConfigError, match=r"listeners \['S'\] use SASL, whose users live in ZooKeeper"):
         BrokerServer(config(**{"listeners": "S://127.0.0.1:0", "listener.security.protocol.map": "S:SASL_SSL",
                                "ssl.keystore.location": str(pki.server)})).start()
     b = BrokerServer(config(**{"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL",

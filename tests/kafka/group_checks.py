@@ -16,6 +16,7 @@ from tests.harness import reaper
 from tests.harness.brokers import REPO_ROOT
 from tests.harness.wait import wait_until
 from tests.kafka.group_member import SESSION_MS
+from tests.kafka.other_clients import high_watermarks
 
 
 def bootstrap_of(brokers) -> str:
@@ -168,13 +169,7 @@ def no_record_committed_twice(members, topic: str) -> dict[int, int]:
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets", "enable.auto.commit": False})
-    try:
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
-    finally:
-        c.close()
+    return high_watermarks(bootstrap, topic, range(partitions))
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:

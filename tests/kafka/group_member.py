@@ -142,6 +142,7 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, out: Log, assignor:
     from kafka.structs import OffsetAndMetadata
 
     pos = Positions(out)
+    errors = Errors(out)
     inc = assignor in INCREMENTAL
     # "range" is kafka-python's default list (range, then roundrobin: what aiokafka's default matches)
     assignors = {"range": (RangePartitionAssignor, RoundRobinPartitionAssignor),
@@ -163,7 +164,16 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, out: Log, assignor:
     c.subscribe([topic], listener=Listener())
     try:
         while not stop():
-            for tp, records in c.poll(timeout_ms=500, max_records=200).items():
+            try:
+                got = c.poll(timeout_ms=500, max_records=200)
+            except KafkaError as exc:
+                # a broker that was just killed (connection refused): retriable, polled again, as an
+                # application does; anything else ends the member
+                if not exc.retriable:
+                    raise
+                errors(type(exc).__name__, False, str(exc))
+                continue
+            for tp, records in got.items():
                 for m in records:
                     pos.processed(tp.partition, m.offset, m.value)
             todo = pos.to_commit()

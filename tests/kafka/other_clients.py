@@ -192,26 +192,41 @@ def check_read(got: dict[int, list[tuple]], expected: dict[int, list[tuple]], *,
             assert s == w, f"partition {part}, offset {start + i}: read {s!r}, produced {w!r}"
 
 
+def high_watermarks(bootstrap: str, topic: str, partitions, timeout: float = 60.0) -> dict[int, int]:
+    """Each partition's high watermark, through confluent-kafka (ListOffsets to each leader).
+
+    A retriable error (a leader that moved or is still taking over: NOT_LEADER_OR_FOLLOWER,
+    LEADER_NOT_AVAILABLE; a topic still being created; a broker just killed) is asked again until
+    ``timeout``, as a Kafka client does."""
+    import time
+
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    # the error librdkafka raises here is built from a bare code: its retriable() is always False
+    retriable = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+    deadline = time.monotonic() + timeout
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "high-watermarks", "enable.auto.commit": False})
+    try:
+        while True:
+            try:
+                return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not (err.retriable() or err.code() in retriable) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        c.close()
+
+
 def wait_for_ends(bootstrap: str, topic: str, ends: dict[int, int], timeout: float = 60.0) -> None:
     """Wait until each partition's high watermark is at least ``ends[partition]``.
 
     After an acks=0 produce: nothing tells the producer when the broker has appended, and the next
     producer's connection may overtake it, so a test that orders rounds waits here before the next one.
-    Also after a topic is created: every partition's leader answers (its leadership reached the brokers).
-    A retriable error (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE) is asked again until ``timeout``."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "enable.auto.commit": False})
-    try:
-        def reached() -> bool:
-            try:
-                return all(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] >= n
-                           for p, n in ends.items())
-            except KafkaException as exc:
-                # a leader that moved, or one still taking over: asked again, as a Kafka client does
-                if exc.args[0].retriable():
-                    return False
-                raise
-        wait_until(reached, timeout, f"{topic} to reach {ends}", interval=0.1)
-    finally:
-        c.close()
+    Also after a topic is created: every partition's leader answers (its leadership reached the brokers)."""
+    def reached() -> bool:
+        got = high_watermarks(bootstrap, topic, ends, timeout)
+        return all(got[p] >= n for p, n in ends.items())
+    wait_until(reached, timeout, f"{topic} to reach {ends}", interval=0.1)

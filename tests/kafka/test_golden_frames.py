@@ -114,3 +114,18 @@ def test_librdkafka_sends_lz4_uncompressed_unless_findcoordinator_is_advertised(
 
     assert codec("confluent-kafka-2.16") == 3  # lz4
     assert codec("confluent-kafka-2.16-without-findcoordinator") == 0  # none: its LZ4 feature needs key 10
+
+
+def test_what_the_clients_send_to_log_in():
+    """The SASL captures (tests/kafka/golden/sasl/): SaslHandshake v1 from every client, then SaslAuthenticate
+    at its own version; a refused login is answered SASL_AUTHENTICATION_FAILED (58) with Kafka's message."""
+    def versions(profile, key):
+        return sorted({f.api_version for f in load(profile)[1] if f.direction == "request" and f.api_key == key})
+
+    for profile, authenticate in (("sasl/confluent-kafka-2.16-scram-sha-256", [1]),
+                                  ("sasl/kafka-python-3.0-scram-sha-512", [2]), ("sasl/aiokafka-0.14-plain", [1])):
+        assert versions(profile, 17) == [1] and versions(profile, 36) == authenticate, profile
+    refused = [f for f in load("sasl/confluent-kafka-2.16-wrong-password")[1]
+               if f.direction == "response" and f.api_key == 36]
+    assert refused and all(f.data[4:6] == b"\x00\x3a" for f in refused)   # error code 58
+    assert all(b"Authentication failed: Invalid username or password" in f.data for f in refused)

@@ -35,6 +35,7 @@ from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.wait import wait_until
 from tests.kafka.clients import aiokafka_consume, kafka_python_consume
+from tests.kafka.other_clients import high_watermarks
 
 log = logging.getLogger(__name__)
 pytestmark = pytest.mark.processes
@@ -116,13 +117,7 @@ def _consume_all(bootstrap: str, end: int) -> list[tuple[int, bytes]]:
 
 
 def _high_watermark(bootstrap: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw", "enable.auto.commit": False})
-    try:
-        return c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)[1]
-    finally:
-        c.close()
+    return high_watermarks(bootstrap, TOPIC, [0])[0]
 
 
 def _kill_leader_and_restart(zk, brokers, kill_no: int, producer: AckedProducer) -> float:

@@ -16,6 +16,10 @@ connection. It behaves as Kafka's socket server and ``KafkaApis`` do:
   response order; an error that escapes a handler (an :class:`~ingest.errors.IngestError`) is
   answered with the API's error response (every partition, or the whole answer, with its Kafka code);
   a bug is logged with its traceback and closes the connection;
+- a connection of a SASL listener is served only ApiVersions and the SASL APIs until it authenticated
+  (:mod:`ingest.broker.kafka.sasl`: anything else closes it, as Kafka's ``SaslServerAuthenticator``);
+  every request's context carries the connection's :class:`~ingest.broker.kafka.session.Session`
+  and so its principal;
 - a request that needs ZooKeeper (auto-creating a cluster topic) raises
   :class:`~ingest.errors.NeedsZooKeeperError` before doing anything and is served again on the
   broker's coordination thread (:mod:`ingest.broker.coordinated`), holding its connection meanwhile.
@@ -31,11 +35,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ingest.broker.kafka import versions
-from ingest.broker.kafka.session import Session
+from ingest.broker.kafka.sasl import AUTHENTICATE, HANDSHAKE
+from ingest.broker.kafka.session import SASL_PROTOCOLS, Session
 from ingest.broker.reply import Reply
-from ingest.errors import IngestError, MalformedRequestError, NeedsZooKeeperError
+from ingest.errors import IngestError, MalformedRequestError, NeedsZooKeeperError, SaslAuthenticationError
 from ingest.ratelimited_log import RateLimitedLog, client_host
 from ingest.wire.errors import KafkaErrorCode, kafka_code
+from ingest.wire.frames import SIZE
 from ingest.wire.kafka.api_versions import ApiVersion, ApiVersionsResponse
 from ingest.wire.kafka.apis import APIS, api_name
 from ingest.wire.kafka.message import KafkaResponse, RequestHeader, decode_request_header, response_parts
@@ -44,6 +50,10 @@ from ingest.wire.tls import ANONYMOUS, principal_of
 log = logging.getLogger(__name__)
 
 REFUSAL_LOG_INTERVAL_S = 30.0
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+BEFORE_AUTHENTICATION = {HANDSHAKE: frozenset({versions.API_VERSIONS_KEY, SASL_HANDSHAKE_KEY}),
+                         AUTHENTICATE: frozenset({SASL_AUTHENTICATE_KEY})}
+"""What a SASL listener's connection may ask in each step before it authenticated (Kafka's states)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +97,17 @@ class KafkaDispatcher:
         handlers: api key -> (handler, error answer): ``handler(request, ctx)``, and
             ``error(request, code, ctx)`` the response that answers every part of the request with ``code``.
         coordinated: the coordination thread's queue (ZooKeeper on), or None.
+        security_protocol: the listener's protocol (``listener.security.protocol.map``), kept in sessions.
+        sasl: the broker's :class:`~ingest.broker.kafka.sasl.SaslAuthenticator` (a SASL listener's).
     """
 
     frame_from_type = True
 
     def __init__(self, listener: str, handlers: dict[int, tuple[Handler, ErrorAnswer]], coordinated=None,
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT", sasl=None) -> None:
         self.listener = listener
         self.security_protocol = security_protocol
+        self.sasl = sasl if security_protocol in SASL_PROTOCOLS else None
         self.handlers = handlers
         self.coordinated = coordinated
         self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
@@ -107,11 +120,16 @@ class KafkaDispatcher:
 
     def new_session(self, client: str, peer_cert: dict | None) -> Session:
         """The session of a new connection from ``client`` (for TLS: after the handshake, with the verified
-        client certificate as ``getpeercert()`` gives it, or None)."""
+        client certificate as ``getpeercert()`` gives it, or None); a SASL listener's starts its SASL exchange."""
         principal = principal_of(peer_cert)
-        return Session(self.listener, self.security_protocol, client, principal, principal != ANONYMOUS)
+        session = Session(self.listener, self.security_protocol, client, principal, principal != ANONYMOUS)
+        if self.sasl is not None:
+            session.sasl = self.sasl.new_exchange()
+        return session
 
     def dispatch(self, api_key: int, frame: memoryview, client: str, session: Session | None = None) -> Reply | None:
+        if session is not None and session.authenticating and session.sasl.raw_tokens:
+            return self._raw_token(frame, session)
         try:
             head = RequestHeader.decode_from(frame, 0, len(frame), 0)[0]   # key, version, correlation id
         except MalformedRequestError as exc:
@@ -143,6 +161,9 @@ class KafkaDispatcher:
                                api.name, version, exc)
         ctx = RequestContext(self.listener, client, api_key, version, corr, header.client_id, session)
         handler, error = self.handlers[api_key]
+        if session is not None and session.authenticating and \
+                api_key not in BEFORE_AUTHENTICATION.get(session.sasl.state, ()):
+            return self._unauthenticated(session, api.name, request, error, ctx)
         try:
             return self._answer(handler(request, ctx), ctx)
         except NeedsZooKeeperError:
@@ -156,6 +177,30 @@ class KafkaDispatcher:
             return self._refused(error, request, ctx, exc)
         except Exception:  # noqa: BLE001 - a bug must not take the listener down
             return self._failed(ctx)
+
+    # --- SASL before authentication ----------------------------------------------------------
+
+    def _unauthenticated(self, session: Session, name: str, request, error: ErrorAnswer, ctx) -> Reply:
+        """A request a SASL connection may not send yet: closed unanswered before the handshake, answered
+        ILLEGAL_SASL_STATE and closed after it (Kafka's ``SaslServerAuthenticator``)."""
+        self.refusals.warning(session.client_host, f"{name} before SASL authentication",
+                              "client %s on SASL listener %s: %s v%d before authenticating (SASL state %s); closing "
+                              "the connection, as Kafka does", ctx.client, self.listener, name, ctx.version,
+                              session.sasl.state)
+        if session.sasl.state == AUTHENTICATE:
+            answer = self._answer(error(request, int(KafkaErrorCode.ILLEGAL_SASL_STATE), ctx), ctx)
+            if answer is not None:
+                return Reply(answer.parts, close_after=True)
+        return Reply([], close_after=True)
+
+    def _raw_token(self, frame: memoryview, session: Session) -> Reply:
+        """A SASL token as a bare frame (after a v0 handshake); answered as a bare frame. A failure closes
+        the connection unanswered, as Kafka does in this form."""
+        try:
+            answer = self.sasl.evaluate(session, bytes(frame))
+        except SaslAuthenticationError:
+            return Reply([], close_after=True)
+        return Reply([SIZE.pack(len(answer)) + answer])
 
     # --- answers -----------------------------------------------------------------------------
 

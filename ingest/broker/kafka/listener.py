@@ -15,6 +15,8 @@ from ingest.broker.listeners import PLAINTEXT, Listeners, parse_protocol_map
 from ingest.broker.server import SocketServer
 from ingest.broker.tls_config import SSL, listener_context
 
+SASL_SSL = "SASL_SSL"   # TLS as SSL's, with the SASL login on top (ingest.broker.kafka.sasl)
+
 log = logging.getLogger(__name__)
 
 
@@ -38,12 +40,12 @@ class KafkaListeners:
         try:
             for e in self.listeners.bind:
                 protocol = protocols.get(e.name, PLAINTEXT)
-                d = KafkaDispatcher(e.name, self.apis.handlers(), security_protocol=protocol)
+                d = KafkaDispatcher(e.name, self.apis.handlers(), security_protocol=protocol, sasl=self.apis.sasl)
                 self.dispatchers[e.name] = d
                 self.servers[e.name] = SocketServer.from_config(
                     self.config, d, e.host, e.port, name=f"kafka-{e.name.lower()}",
                     bind_keys=f"listener {e.name} of 'listeners'",
-                    ssl_context=listener_context(self.config, e.name) if protocol == SSL else None)
+                    ssl_context=listener_context(self.config, e.name) if protocol in (SSL, SASL_SSL) else None)
         except BaseException:
             self.stop()
             raise

@@ -38,6 +38,7 @@ from ingest.broker.replica_fetcher import BACKOFF_S, MAX_BACKOFF_S, ReplicaFetch
 from ingest.errors import BrokerUnavailableError, CorruptRecordError, IngestError, MalformedResponseError
 from ingest.records.batch import iter_batches
 from ingest.wire.errors import KafkaErrorCode
+from ingest.wire.kafka.connection import KafkaConnection, SaslLogin
 from ingest.wire.kafka.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from ingest.wire.kafka.message import decode_response, encode_request
 from ingest.wire.kafka.offset_for_leader_epoch import (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
@@ -54,10 +55,13 @@ class KafkaReplicaFetcher(ReplicaFetcher):
     """Follows ``part`` (a Kafka topic's :class:`~ingest.broker.partition.ReplicatedPartition`) from the
     leader's Kafka listener at ``leader = (id, host, port)``."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, sasl: SaslLogin | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._correlation = itertools.count(1)
         self.client_id = f"replica-{self.part.broker_id}"
+        if sasl is not None:   # a SASL inter-broker listener: every new socket logs in first
+            self._conn = KafkaConnection(self.host, self.port, client_id=self.client_id, timeout_s=self._conn.timeout_s,
+                                         node_id=self.leader_id, ssl_context=self._conn.ssl_context, sasl=sasl)
 
     def _exchange(self, request, version: int, response_cls):
         frame = encode_request(request, version, next(self._correlation), self.client_id)

@@ -22,6 +22,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     14: (0, 5),    # SyncGroup
     15: (0, 6),    # DescribeGroups
     16: (0, 5),    # ListGroups
+    17: (0, 1),    # SaslHandshake (advertised on every listener, as Kafka does)
     18: (0, 4),    # ApiVersions
     22: (0, 4),    # InitProducerId
     23: (0, 4),    # OffsetForLeaderEpoch
@@ -29,6 +30,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     20: (0, 5),    # DeleteTopics (v6: topic ids)
     32: (0, 4),    # DescribeConfigs
     33: (0, 2),    # AlterConfigs
+    36: (0, 2),    # SaslAuthenticate
     37: (0, 3),    # CreatePartitions
     44: (0, 1),    # IncrementalAlterConfigs
     60: (0, 2),    # DescribeCluster

@@ -25,7 +25,7 @@ import logging
 from typing import NamedTuple, Sequence
 
 from ingest.clock import Clock
-from ingest.client.kafka.config import ssl_context_of
+from ingest.client.kafka.config import sasl_login, ssl_context_of
 from ingest.config import Config
 from ingest.errors import (BrokerUnavailableError, IngestError, InvalidTopicError, LeaderNotAvailableError,
                            MalformedResponseError, UnknownTopicError, WrongPartitionError)
@@ -92,8 +92,9 @@ class KafkaCluster:
     def __init__(self, config: Config, clock: Clock, *, allow_auto_create: bool) -> None:
         self.bootstrap: tuple[tuple[str, int], ...] = config["bootstrap.servers"]
         self.client_id: str = config["client.id"]
+        self.sasl = sasl_login(config)
         self.timeout_s = config["request.timeout.ms"] / 1000.0
-        self.ssl_context = ssl_context_of(config)   # security.protocol=SSL: every connection speaks TLS
+        self.ssl_context = ssl_context_of(config)   # security.protocol=SSL or SASL_SSL: TLS
         self.max_age_s = config["metadata.max.age.ms"] / 1000.0
         self.backoff = Backoff(config["retry.backoff.ms"], config["retry.backoff.max.ms"])
         self.clock = clock
@@ -127,7 +128,7 @@ class KafkaCluster:
                 conn.close()
             conn = self._connections[node_id] = KafkaConnection(node.host, node.port, client_id=self.client_id,
                                                                 timeout_s=self.timeout_s, node_id=node_id,
-                                                                ssl_context=self.ssl_context)
+                                                                ssl_context=self.ssl_context, sasl=self.sasl)
         return conn
 
     def close(self) -> None:
@@ -271,7 +272,8 @@ class KafkaCluster:
             conn = self._bootstrap_connections.get((host, port))
             if conn is None:
                 conn = self._bootstrap_connections[(host, port)] = KafkaConnection(
-                    host, port, client_id=self.client_id, timeout_s=self.timeout_s, ssl_context=self.ssl_context)
+                    host, port, client_id=self.client_id, timeout_s=self.timeout_s, ssl_context=self.ssl_context,
+                    sasl=self.sasl)
             out.append(conn)
         return out
 

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ingest.config import REQUIRED, Bool, Choice, Config, ConfigDef, Int, Key, KeyType, Str, parse_int
+from ingest.errors import ConfigError
 from ingest.records.compression import CODECS_BY_NAME
+from ingest.wire.kafka.connection import SaslLogin
 from ingest.wire.tls import client_context
 
 INT32_MAX = 2 ** 31 - 1
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
 """``acks`` values (Kafka's): 0 no answer, 1 the leader appended, all (-1) every in-sync replica has it."""
 
@@ -66,6 +70,18 @@ class Acks(KeyType):
         return ACKS[text]
 
 
+class SaslMechanism(KeyType):
+    """``sasl.mechanism``: one of the implemented mechanisms, or empty (not set)."""
+
+    allowed = f"one of {', '.join(SASL_MECHANISMS)}, or empty (not set)"
+
+    def parse(self, raw: Any) -> str:
+        text = str(raw).strip()
+        if text and text not in SASL_MECHANISMS:
+            raise ValueError(text)
+        return text
+
+
 COMMON_KEYS = (
     Key("bootstrap.servers", HostPorts(), REQUIRED,
         "where to start: Kafka listeners host:port,... (any of them; the rest of the cluster comes from "
@@ -82,9 +98,10 @@ COMMON_KEYS = (
         "cap of the doubling back-off"),
     Key("metadata.max.age.ms", Int(0, INT32_MAX), 300_000,
         "metadata older than this is read again even without an error"),
-    # TLS, under librdkafka's names (docs/security.md, "TLS")
-    Key("security.protocol", Choice(("PLAINTEXT", "SSL")), "PLAINTEXT",
-        "PLAINTEXT, or SSL: every connection to the brokers speaks TLS (their listener's protocol must match)"),
+    # TLS and SASL, under librdkafka's names (docs/security.md, "TLS" and "SASL")
+    Key("security.protocol", Choice(SECURITY_PROTOCOLS), "PLAINTEXT",
+        "PLAINTEXT; SSL: every connection to the brokers speaks TLS; SASL_PLAINTEXT: every connection logs in with"
+        " sasl.mechanism, sasl.username, sasl.password; SASL_SSL: both (the listener's protocol must match)"),
     Key("ssl.ca.location", Str(), "",
         "PEM bundle of the CAs that sign the brokers' certificates (empty: the system's CAs)"),
     Key("ssl.certificate.location", Str(), "",
@@ -96,16 +113,21 @@ COMMON_KEYS = (
     Key("ssl.endpoint.identification.algorithm", Choice(("https", "none")), "https",
         "https: the broker's certificate must name the host connected to; none: not checked (the certificate is"
         " still verified against ssl.ca.location)"),
+    Key("sasl.mechanism", SaslMechanism(), "",
+        "the SASL mechanism with security.protocol=SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default,"
+        " GSSAPI, is not implemented: name one)"),
+    Key("sasl.username", Str(), "", "the SASL user name"),
+    Key("sasl.password", Str(), "", "the SASL user's password"),
 )
 
 
 def ssl_context_of(config: Config):
-    """The SSL context of a client config with ``security.protocol=SSL``, or None for PLAINTEXT.
+    """The SSL context of a client config with ``security.protocol=SSL`` or ``SASL_SSL``, or None.
 
     Raises:
         ConfigError: a file of ``ssl.*.location`` missing or not PEM, naming the key.
     """
-    if config["security.protocol"] != "SSL":
+    if config["security.protocol"] not in ("SSL", "SASL_SSL"):
         return None
     return client_context(ca_location=config["ssl.ca.location"],
                           certificate_location=config["ssl.certificate.location"],
@@ -167,3 +189,18 @@ def as_config(definition: ConfigDef, config: Config | Mapping[str, Any] | None, 
     if isinstance(config, Config):
         return config.with_overrides(extra) if extra else config
     return definition.parse({**dict(config or {}), **extra}, source=f"{definition.name} config")
+
+
+def sasl_login(config: Config) -> SaslLogin | None:
+    """The SASL login a client config asks for (``security.protocol=SASL_*``), or None.
+
+    Raises:
+        ConfigError: SASL without ``sasl.mechanism``, ``sasl.username`` or ``sasl.password``.
+    """
+    if not config["security.protocol"].startswith("SASL_"):
+        return None
+    missing = [k for k in ("sasl.mechanism", "sasl.username", "sasl.password") if not config[k]]
+    if missing:
+        raise ConfigError(f"security.protocol={config['security.protocol']} needs {', '.join(missing)} (allowed "
+                          f"mechanisms: {', '.join(SASL_MECHANISMS)})")
+    return SaslLogin(config["sasl.mechanism"], config["sasl.username"], config["sasl.password"])

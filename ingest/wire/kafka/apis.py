@@ -38,6 +38,8 @@ from ingest.wire.kafka.port07 import (AppendAt07Request, AppendAt07Response, Del
                                       DeletedSegments07Response, ReplicaFetch07Request, ReplicaFetch07Response)
 from ingest.wire.kafka.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from ingest.wire.kafka.produce import ProduceRequest, ProduceResponse
+from ingest.wire.kafka.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from ingest.wire.kafka.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from ingest.wire.kafka.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
@@ -71,6 +73,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("SyncGroup", SyncGroupRequest, SyncGroupResponse),
     _api("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse),
     _api("ListGroups", ListGroupsRequest, ListGroupsResponse),
+    _api("SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse),
     _api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse),
     _api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse),
     _api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
@@ -82,6 +85,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse),
     _api("DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse),
     _api("AlterConfigs", AlterConfigsRequest, AlterConfigsResponse),
+    _api("SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse),
     _api("CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse),
     _api("IncrementalAlterConfigs", IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     _api("DescribeCluster", DescribeClusterRequest, DescribeClusterResponse),

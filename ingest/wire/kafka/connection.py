@@ -14,6 +14,12 @@ ApiVersions (KIP-511). Each API is then used at the highest version both sides k
 range the caller can use (:meth:`KafkaConnection.version`). A broker that restarts with other
 ranges is asked again on the new socket.
 
+With a :class:`SaslLogin` (``security.protocol=SASL_PLAINTEXT``) every new socket then authenticates
+before its first request, as Kafka's ``SaslClientAuthenticator`` does: SaslHandshake v1 naming the
+mechanism, then SaslAuthenticate (v0-2) tokens: PLAIN's one, or SCRAM's two (:mod:`ingest.wire.scram`,
+the broker's signature checked). A refusal raises :class:`~ingest.errors.SaslAuthenticationError`
+(not retriable; the socket is closed) with the broker's message.
+
 Each request carries its own correlation id; the response's id must be the request's, or the
 connection is closed (it can no longer be trusted to be in sync) and
 :class:`~ingest.errors.MalformedResponseError` raised. Socket failures close the connection and
@@ -34,13 +40,17 @@ import socket
 from typing import NamedTuple, TypeVar
 
 from ingest import __version__
-from ingest.errors import MalformedResponseError, UnsupportedVersionError
+from ingest.errors import (MalformedResponseError, SaslAuthenticationError, UnsupportedSaslMechanismError,
+                           UnsupportedVersionError)
+from ingest.wire import scram
 from ingest.wire.connection import BrokerConnection
 from ingest.wire.errors import KafkaErrorCode
 from ingest.wire.frames import MAX_FRAME_BYTES, SIZE, recv_into_exact
 from ingest.wire.kafka.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from ingest.wire.kafka.apis import APIS, api_name
 from ingest.wire.kafka.message import KafkaRequest, KafkaResponse, decode_response, encode_request
+from ingest.wire.kafka.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from ingest.wire.kafka.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +61,18 @@ SOFTWARE_NAME = "ingest-python"
 SOFTWARE_VERSION = re.sub(r"[^A-Za-z0-9.-]", "-", __version__)
 MIN_RESPONSE_BYTES = 4      # a correlation id
 _correlation_ids = itertools.count(1)
+
+
+class SaslLogin(NamedTuple):
+    """Who a connection logs in as on a SASL listener: mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+    username, password (never printed: ``repr`` hides it)."""
+
+    mechanism: str
+    username: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"SaslLogin({self.mechanism}, {self.username!r}, password=[hidden])"
 
 
 class VersionRange(NamedTuple):
@@ -69,13 +91,16 @@ class KafkaConnection(BrokerConnection):
         timeout_s: connect and per-request socket timeout (``request.timeout.ms``); a request that
             waits on the broker's side (a Fetch's ``max_wait_ms``) passes its own.
         node_id: the broker's id in Metadata, for messages only.
-        ssl_context: TLS (``security.protocol=SSL``), see :class:`~ingest.wire.connection.BrokerConnection`.
+        ssl_context: TLS (``security.protocol=SSL`` or ``SASL_SSL``), see
+            :class:`~ingest.wire.connection.BrokerConnection`.
+        sasl: the login of a SASL listener (SASL_PLAINTEXT, SASL_SSL), or None.
     """
 
     def __init__(self, host: str, port: int, *, client_id: str | None = None, timeout_s: float = 30.0,
-                 node_id: int | None = None, ssl_context=None) -> None:
+                 node_id: int | None = None, ssl_context=None, sasl: SaslLogin | None = None) -> None:
         super().__init__(host, port, timeout_s=timeout_s, broker_id=node_id, ssl_context=ssl_context)
         self.client_id = client_id
+        self.sasl = sasl
         self._advertised: dict[int, VersionRange] | None = None
 
     def __repr__(self) -> str:
@@ -121,10 +146,47 @@ class KafkaConnection(BrokerConnection):
         sock = super()._connect()
         try:
             self._advertised = self._negotiate(sock)
+            if self.sasl is not None:
+                self._authenticate(sock, self.sasl)
         except BaseException:
             self._close_socket()
             raise
         return sock
+
+    def _top(self, api_key: int) -> int:
+        """The highest version of ``api_key`` both sides know, on the socket being opened."""
+        api, theirs = APIS[api_key], (self._advertised or {}).get(api_key)
+        if theirs is None or min(api.max_version, theirs.hi) < max(api.min_version, theirs.lo):
+            raise UnsupportedVersionError(f"{self!r} does not advertise {api.name}: is it a SASL listener of a "
+                                          "Kafka 1.0+ broker?")
+        return min(api.max_version, theirs.hi)
+
+    def _authenticate(self, sock: socket.socket, login: SaslLogin) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests (caller holds the lock)."""
+        hello = self._roundtrip(sock, SaslHandshakeRequest(login.mechanism), min(1, self._top(17)),
+                                SaslHandshakeResponse)
+        if hello.error_code == KafkaErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            raise UnsupportedSaslMechanismError(f"{self!r} does not enable SASL mechanism {login.mechanism}: it "
+                                                f"offers {list(hello.mechanisms)} (sasl.mechanism)")
+        if hello.error_code == KafkaErrorCode.ILLEGAL_SASL_STATE:
+            raise SaslAuthenticationError(f"{self!r} is not a SASL listener (it answered SaslHandshake "
+                                          "ILLEGAL_SASL_STATE): check security.protocol and the port")
+        if hello.error_code != KafkaErrorCode.NONE:
+            raise SaslAuthenticationError(f"{self!r} answered SaslHandshake with error {hello.error_code}")
+        version = self._top(36)
+
+        def exchange(token: bytes) -> bytes:
+            answer = self._roundtrip(sock, SaslAuthenticateRequest(token), version, SaslAuthenticateResponse)
+            if answer.error_code != KafkaErrorCode.NONE:
+                raise SaslAuthenticationError(f"{self!r} refused SASL/{login.mechanism} login of user "
+                                              f"{login.username!r}: {answer.error_message or answer.error_code}")
+            return answer.auth_bytes
+
+        if login.mechanism == "PLAIN":
+            exchange(scram.plain_token(login.username, login.password))
+            return
+        client = scram.ScramClient(login.mechanism, login.username, login.password)
+        client.verify(exchange(client.final(exchange(client.first()))))
 
     def _negotiate(self, sock: socket.socket) -> dict[int, VersionRange]:
         api = APIS[ApiVersionsRequest.API_KEY]

@@ -4,8 +4,10 @@ A drop-in :class:`~ingest.wire.connection.BrokerConnection` for the callers that
 APPEND_AT or DELETED_SEGMENTS (a follower of a 0.7 replicated topic, a leader's repair read, the mirror):
 ``request(frame, response_cls)`` takes the same 0.7 request frame and returns the same decoded 0.7
 response, but the frame's body travels as the private Kafka api key of its type on the peer's Kafka
-listener (with its TLS and the authorizer behind it), and the answer is the 0.7 response frame behind a
-Kafka response header. A frame of any other 0.7 type is a programming error (ValueError).
+listener (with its TLS, its SASL login and the authorizer behind it), and the answer is the 0.7 response
+frame behind a Kafka response header. It is a :class:`~ingest.wire.kafka.connection.KafkaConnection`: every
+new socket asks ApiVersions first and, on a SASL listener, logs in. A frame of any other 0.7 type is a
+programming error (ValueError).
 
 Concurrency: as BrokerConnection (one request at a time on the wire).
 """
@@ -15,7 +17,7 @@ import itertools
 from typing import TypeVar
 
 from ingest.errors import MalformedResponseError
-from ingest.wire.connection import BrokerConnection
+from ingest.wire.kafka.connection import KafkaConnection, SaslLogin
 from ingest.wire.frames import INT16, SIZE
 from ingest.wire.kafka.message import encode_request
 from ingest.wire.kafka.port07 import (KEY_OF_TYPE, VERSION, AppendAt07Request, DeletedSegments07Request,
@@ -29,16 +31,15 @@ _ANSWER_HEAD = 2 * SIZE.size        # correlation id, then the RECORDS length (t
 _correlation_ids = itertools.count(1)
 
 
-class Port07OverKafka(BrokerConnection):
-    """The 0.7 broker-only requests to the Kafka listener at ``host:port`` (arguments as BrokerConnection;
-    ``client_id`` names this client in the peer's request header)."""
+class Port07OverKafka(KafkaConnection):
+    """The 0.7 broker-only requests to the Kafka listener at ``host:port`` (``broker_id``, ``timeout_s``,
+    ``ssl_context`` as BrokerConnection's; ``client_id`` names this client in the peer's request header;
+    ``sasl`` the login on a SASL listener)."""
 
-    def __init__(self, host: str, port: int, *, client_id: str | None = None, **kwargs) -> None:
-        super().__init__(host, port, **kwargs)
-        self.client_id = client_id
-
-    def __repr__(self) -> str:
-        return super().__repr__() + " (Kafka listener)"
+    def __init__(self, host: str, port: int, *, client_id: str | None = None, broker_id: int | None = None,
+                 timeout_s: float = 30.0, ssl_context=None, sasl: SaslLogin | None = None) -> None:
+        super().__init__(host, port, client_id=client_id, timeout_s=timeout_s, node_id=broker_id,
+                         ssl_context=ssl_context, sasl=sasl)
 
     def request(self, frame: bytes, response_cls: type[T], **kwargs) -> T:
         (kind,) = INT16.unpack_from(frame, SIZE.size)
