@@ -22,7 +22,8 @@ from ingest.wire import protocol as p
 from ingest.wire.errors import ErrorCode
 from ingest.wire.kafka.port07 import ReplicaFetch07Request, ReplicaFetch07Response
 from tests.harness import replicated as r
-from tests.harness.brokers import BrokerProcess, stop_all
+from tests.harness import sasl
+from tests.harness.brokers import BrokerProcess, broker_cluster, stop_all
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.net import free_port
 from tests.harness.tls import make_pki
@@ -180,6 +181,36 @@ def test_a_07_topic_replicates_over_an_ssl_inter_broker_listener(zookeeper, tmp_
         r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) > 0, 60, "the new leader's high watermark")
         assert [r.payload_id(m[2]) for m in r.read_committed(survivor, TOPIC, 0)] == list(range(10))
         assert "TLS handshake failed" not in "".join(b.output() for b in brokers)
+    finally:
+        zk.stop()
+        zk.close()
+        stop_all(brokers)
+
+
+def test_a_07_topic_replicates_with_followers_logged_in_on_a_sasl_inter_broker_listener(zookeeper,
+                                                                                         tmp_path_factory):
+    """SASL_PLAINTEXT inter-broker listener, the authorizer on, no ACL for anyone but the super user
+    ``User:broker``: acks=-1 writes of a 0.7 topic are acknowledged, so the followers' ReplicaFetch07 were
+    authorized as the broker user their SCRAM login proved, and the topic fails over."""
+    zk_connect = fresh_chroot(zookeeper, "/sasl07")
+    sasl.add_user(zk_connect, sasl.BROKER_USER, sasl.BROKER_PASSWORD, "SCRAM-SHA-512")
+    overrides = sasl.sasl_broker_overrides(**r.replication_overrides(min_isr=2))
+    overrides.update({"authorizer.class.name": "ingest.acls", "super.users": f"User:{sasl.BROKER_USER}"})
+    brokers = broker_cluster(tmp_path_factory, n=3, zk_connect=zk_connect, overrides=overrides)
+    zk = KazooClient(hosts=zk_connect)
+    zk.start(timeout=15)
+    try:
+        r.create_topic(zk, TOPIC, {0: [0, 1, 2]})
+        state = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader in (0, 1, 2) and set(s.isr) == {0, 1, 2}, 120,
+                                 "all three in the isr")
+        client = r.AcksClient(brokers, timeout_ms=10_000)
+        for i in range(10):
+            assert client.send(TOPIC, 0, [r.payload(i)]).status == r.ACKED
+        r.by_id(brokers, state.leader).kill()
+        new = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader not in (-1, state.leader), 60, "a new leader")
+        survivor = r.by_id(brokers, new.leader)
+        r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) > 0, 60, "the new leader's high watermark")
+        assert [r.payload_id(m[2]) for m in r.read_committed(survivor, TOPIC, 0)] == list(range(10))
     finally:
         zk.stop()
         zk.close()
