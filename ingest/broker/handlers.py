@@ -102,9 +102,11 @@ partition is served, and the next request would be dropped the same way: the con
 closed, the only signal that makes a fire-and-forget client re-discover (as Kafka does for
 acks=0)."""
 
-BROKER_ONLY = frozenset({RequestType.REPLICA_FETCH, RequestType.APPEND_AT, RequestType.DELETED_SEGMENTS})
+BROKER_ONLY = frozenset({RequestType.REPLICA_FETCH, RequestType.APPEND_AT})
 """The 0.7 request types only a broker (or the mirror, acting for the target cluster) sends: a replica's
-fetch (which moves the high watermark), the conditional append that keeps offsets, the deletion records."""
+fetch (which moves the high watermark and the in-sync set), the conditional append that keeps offsets.
+DELETED_SEGMENTS is not one: it reads what OFFSETS and FETCH of the same partition already show anyone on
+the port, and the loader and the mirror ask it as readers (docs/security.md, "The 0.7 port")."""
 
 MAX_RESPONSE_BYTES = 2**31 - 1 - 64
 """A response frame's size must fit its int32 size field."""
@@ -178,8 +180,8 @@ class BrokerHandlers:
         return self._dispatch(kind, body, client)
 
     def serve_broker_only(self, kind: int, body: memoryview, client: str) -> Reply | None:
-        """A broker-only request (:data:`BROKER_ONLY`) that its carrier authorized: the Kafka listener's
-        private keys (:mod:`ingest.broker.kafka.port07`), or the 0.7 port of a broker without security."""
+        """A request the Kafka listener's private keys carried and authorized (:mod:`ingest.broker.kafka.port07`:
+        the :data:`BROKER_ONLY` ones and DELETED_SEGMENTS)."""
         return self._dispatch(kind, body, client)
 
     def _dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None:

@@ -286,7 +286,10 @@ class SimpleConsumer:
     def deleted_segments(self, topic: str, partition: int, start: int, end: int) -> list[DeletedSegment]:
         """The segments this broker's retention deleted from the partition that overlap
         ``[start, end)``, oldest first (DELETED_SEGMENTS; :mod:`ingest.client.deleted_segments`)."""
-        return deleted_segments_on(self.conn, topic, partition, start, end)
+        resp = self.conn.request(DeletedSegmentsRequest(topic, partition, start, end).encode(),
+                                 DeletedSegmentsResponse)
+        check(resp.error, f"DELETED_SEGMENTS {topic}/{partition} [{start}, {end}) on {self.conn!r}")
+        return [DeletedSegment(*rec) for rec in resp.records]
 
     def close(self) -> None:
         self.conn.close()
@@ -296,12 +299,3 @@ class SimpleConsumer:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def deleted_segments_on(conn: BrokerConnection, topic: str, partition: int, start: int,
-                        end: int) -> list[DeletedSegment]:
-    """DELETED_SEGMENTS of ``[start, end)`` on ``conn``: a broker's 0.7 port, or its Kafka listener through
-    :class:`~ingest.wire.kafka.port07_connection.Port07OverKafka` (a broker with security configured)."""
-    resp = conn.request(DeletedSegmentsRequest(topic, partition, start, end).encode(), DeletedSegmentsResponse)
-    check(resp.error, f"DELETED_SEGMENTS {topic}/{partition} [{start}, {end}) on {conn!r}")
-    return [DeletedSegment(*rec) for rec in resp.records]

@@ -24,7 +24,6 @@ from ingest.mirror.kafka_io import KafkaSourceReader, KafkaTargetWriter, port07_
 from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.mapping import MirrorUnit
 from ingest.mirror.source_reader import SourceReader
-from ingest.wire.kafka.port07 import DELETED_SEGMENTS_KEY
 from ingest.mirror.target_writer import TargetWriter
 
 log = logging.getLogger(__name__)
@@ -37,8 +36,7 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
                 counter_factory: Callable | None = None, publisher=None, header_reader=None,
                 fetch: FetchSettings = MIRROR_FETCH, acks: int = -1, timeout_ms: int = 10_000,
                 checkpoint_interval_ms: int = 1000, mirror_server: str | None = None,
-                kafka_bootstrap: tuple[str, str] | None = None, source_zk=None,
-                clock: Clock = SYSTEM_CLOCK) -> PartitionCopier:
+                kafka_bootstrap: tuple[str, str] | None = None, clock: Clock = SYSTEM_CLOCK) -> PartitionCopier:
     """The copier of ``unit``.
 
     Args:
@@ -49,8 +47,6 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         counter_factory: ``state -> PartitionCounter`` (state from the checkpoint, None the first time).
         publisher: TierEventPublisher (``publish_counts``, ``publish_lost_range``).
         header_reader: HeaderReader (session keys in fallback, lost-range bounds, lag seconds).
-        source_zk: the source cluster's kazoo client (None: a broker-list source), where its brokers register
-            the Kafka listener that serves DELETED_SEGMENTS (a secured source serves it nowhere else).
         kafka_bootstrap: for a Kafka topic's unit, the Kafka listeners (``host:port,...``) of the source and of
             the target cluster; None for a 0.7 topic's.
 
@@ -72,9 +68,7 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
             checkpoint_interval_ms=checkpoint_interval_ms, mirror_server=mirror_server or socket.gethostname(),
             clock=clock)
     source = SourceReader(source_discovery, unit.topic, unit.broker_id, unit.partition, metadata=source_metadata,
-                          settings=fetch, clock=clock,
-                          kafka_endpoint=None if source_zk is None else
-                          (lambda bid: port07_endpoint(source_zk, bid, DELETED_SEGMENTS_KEY)))
+                          settings=fetch, clock=clock)
     target = fallback = None
     if unit.fallback:
         fallback = FallbackSender(fallback_producer, unit.topic, header_reader) if fallback_producer else None

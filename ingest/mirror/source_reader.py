@@ -17,19 +17,17 @@ Concurrency: one reader per copier thread.
 from __future__ import annotations
 
 import logging
-from typing import Callable
 
 from ingest.client.discovery import Discovery
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
-from ingest.client.simple_consumer import SimpleConsumer, deleted_segments_on
+from ingest.client.simple_consumer import SimpleConsumer
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, FetchSizeTooSmallError, InvalidMessageError, OffsetOutOfRangeError
 from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.gaps import count_messages, scan_headers
 from ingest.records.message_set import first_message_size, scan
-from ingest.wire.kafka.port07_connection import Port07OverKafka
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +54,8 @@ class SourceReader:
 
     def __init__(self, discovery: Discovery, topic: str, broker_id: int, partition: int, *,
                  metadata: ReplicaMetadata | None = None, settings: FetchSettings = MIRROR_FETCH,
-                 clock: Clock = SYSTEM_CLOCK,
-                 kafka_endpoint: Callable[[int], tuple[str, int] | None] | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.discovery = discovery
-        self._kafka_endpoint = kafka_endpoint
         self.topic = topic
         self.broker_id = broker_id
         self.partition = partition
@@ -159,21 +155,8 @@ class SourceReader:
         return self._call(lambda c: c.latest_offset(self.topic, self.partition))
 
     def deleted_segments(self, start: int, end: int) -> list:
-        """The source broker's DELETED_SEGMENTS records overlapping ``[start, end)`` (oldest first): on its Kafka
-        listener as the private key DeletedSegments07 when it registered the key (``kafka_endpoint``; a broker
-        with security configured serves it nowhere else), on its 0.7 port otherwise."""
-        return self._call(lambda c: self._deleted_segments(c, start, end))
-
-    def _deleted_segments(self, c: SimpleConsumer, start: int, end: int) -> list:
-        broker_id = self.metadata.leader(self.topic, self.partition).broker_id if self.replicated else self.broker_id
-        endpoint = None if self._kafka_endpoint is None else self._kafka_endpoint(broker_id)
-        if endpoint is None:
-            return c.deleted_segments(self.topic, self.partition, start, end)
-        conn = Port07OverKafka(*endpoint, broker_id=broker_id, timeout_s=self.timeout_s, client_id="ingest-mirror")
-        try:
-            return deleted_segments_on(conn, self.topic, self.partition, start, end)
-        finally:
-            conn.close()
+        """The source broker's DELETED_SEGMENTS records overlapping ``[start, end)`` (oldest first)."""
+        return self._call(lambda c: c.deleted_segments(self.topic, self.partition, start, end))
 
     def close(self) -> None:
         self._leader.close()

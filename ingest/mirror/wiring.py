@@ -122,7 +122,7 @@ class Wiring:
             counter_factory=self._counter_factory(unit, header_reader) if publisher is not None else None,
             publisher=publisher, header_reader=header_reader, fetch=fetch_settings(c), acks=c["target.acks"],
             timeout_ms=c["target.timeout.ms"], checkpoint_interval_ms=c["checkpoint.interval.ms"],
-            mirror_server=self.server, kafka_bootstrap=kafka, source_zk=cluster.zk, clock=self.clock)
+            mirror_server=self.server, kafka_bootstrap=kafka, clock=self.clock)
 
     def _fallback_producer(self):
         with self._lock:

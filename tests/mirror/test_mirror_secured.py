@@ -57,10 +57,10 @@ def test_the_mirror_copies_a_07_topic_into_a_target_with_the_authorizer_on(zooke
         target.close()
 
 
-def test_a_secured_source_answers_the_mirrors_deleted_segments_over_its_kafka_listener(
+def test_a_secured_source_still_answers_the_mirrors_deleted_segments_on_its_07_port(
         broker_factory, zk_connect, target_zk_connect):  # noqa: F811
-    """A source with the authorizer on refuses DELETED_SEGMENTS on its 0.7 port; the copier asks its Kafka
-    listener (DeletedSegments07, ClusterAction), so a retention gap is still recorded as retention, exactly."""
+    """DELETED_SEGMENTS is a read (what OFFSETS shows too), not a broker-only request: a source with the
+    authorizer on answers it on its 0.7 port, so a retention gap is still recorded as retention, exactly."""
     zk = _kazoo(zk_connect)
     try:
         authz.brokers_acl(zk)
@@ -77,7 +77,7 @@ def test_a_secured_source_answers_the_mirrors_deleted_segments_over_its_kafka_li
     m = Mirror(zk_connect, target_zk_connect)
     try:
         (unit,) = ensure_mapping(m.zk, "g", "gone", ["dc1"], {"dc1": [(0, 0)]}).units
-        copier = m.copier(unit, source_zk=m.source._client)   # noqa: SLF001 - the source's kazoo client
+        copier = m.copier(unit)
         stop = threading.Event()
         t = threading.Thread(target=copier.run, args=(stop,), daemon=True)
         t.start()

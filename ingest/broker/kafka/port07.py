@@ -1,7 +1,7 @@
 """The 0.7 port's broker-only requests on a Kafka listener (private keys 10001-10003, :mod:`ingest.wire.kafka.port07`).
 
-A replica's fetch of a 0.7 replicated topic, a leader's repair read, the mirror's APPEND_AT and
-DELETED_SEGMENTS to a 0.7 topic: the 0.7 port's own handlers serve them
+A replica's fetch of a 0.7 replicated topic, a leader's repair read, a follower's DELETED_SEGMENTS, the
+mirror's APPEND_AT to a 0.7 topic: the 0.7 port's own handlers serve them
 (:meth:`~ingest.broker.handlers.BrokerHandlers.serve_broker_only`), after the checks the Kafka path
 makes for the same acts. With an authorizer every one needs ClusterAction on the cluster
 (CLUSTER_AUTHORIZATION_FAILED otherwise, answered in the 0.7 layout inside the response: the 0.7 code

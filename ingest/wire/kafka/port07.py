@@ -1,4 +1,4 @@
-"""The 0.7 port's broker-only requests carried on a Kafka listener (private api keys 10001-10003).
+"""The 0.7 port's requests between brokers carried on a Kafka listener (private api keys 10001-10003).
 
 A private API of this product (docs/kafka-protocol.md, "Private APIs"; docs/security.md, "The 0.7
 port"): keys no Kafka client sends, never advertised in ApiVersions. Each carries one 0.7 request
