@@ -141,7 +141,8 @@ def test_with_an_authorizer_a_07_topic_replicates_over_the_kafka_listener_and_fa
     leader.kill()
     new = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader in ids - {state.leader}, 120, "a new leader")
     survivor = r.by_id(brokers, new.leader)
-    r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) > 0, 60, "the new leader's high watermark")
+    r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) == r.log_end(survivor, TOPIC, 0) > 0, 60,
+               "the new leader's high watermark at its log end (the other follower caught up)")
     got = [r.payload_id(m[2]) for m in r.read_committed(survivor, TOPIC, 0)]
     assert got == acked
     assert r.AcksClient(brokers, timeout_ms=10_000).send(TOPIC, 0, [r.payload(99)]).status == r.ACKED
@@ -178,7 +179,8 @@ def test_a_07_topic_replicates_over_an_ssl_inter_broker_listener(zookeeper, tmp_
         r.by_id(brokers, state.leader).kill()
         new = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader not in (-1, state.leader), 60, "a new leader")
         survivor = r.by_id(brokers, new.leader)
-        r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) > 0, 60, "the new leader's high watermark")
+        r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) == r.log_end(survivor, TOPIC, 0) > 0, 60,
+                   "the new leader's high watermark at its log end (the other follower caught up)")
         assert [r.payload_id(m[2]) for m in r.read_committed(survivor, TOPIC, 0)] == list(range(10))
         assert "TLS handshake failed" not in "".join(b.output() for b in brokers)
     finally:
@@ -209,7 +211,8 @@ def test_a_07_topic_replicates_with_followers_logged_in_on_a_sasl_inter_broker_l
         r.by_id(brokers, state.leader).kill()
         new = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader not in (-1, state.leader), 60, "a new leader")
         survivor = r.by_id(brokers, new.leader)
-        r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) > 0, 60, "the new leader's high watermark")
+        r.wait_for(lambda: r.high_watermark(survivor, TOPIC, 0) == r.log_end(survivor, TOPIC, 0) > 0, 60,
+                   "the new leader's high watermark at its log end (the other follower caught up)")
         assert [r.payload_id(m[2]) for m in r.read_committed(survivor, TOPIC, 0)] == list(range(10))
     finally:
         zk.stop()
