@@ -3,7 +3,8 @@
 A listener whose protocol is ``SSL`` (``listener.security.protocol.map``) serves TLS with the
 broker's keystore; when the inter-broker listener is ``SSL``, the broker's followers connect to their
 leaders with the same keystore as their client certificate and the truststore to verify the
-leader (:func:`inter_broker_context`). Files are read when the broker starts: replacing them takes
+leader (:func:`inter_broker_context`), and the subject of that certificate is the principal the broker
+registers for itself (:func:`keystore_principal`). Files are read when the broker starts: replacing them takes
 a restart (docs/security.md, "TLS").
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tempfile
 from ingest.broker.listeners import parse_protocol_map
 from ingest.config import Choice, Key, Str
 from ingest.errors import ConfigError
-from ingest.wire.tls import CLIENT_AUTH, client_context, server_context
+from ingest.wire.tls import CLIENT_AUTH, client_context, principal_of, server_context
 
 SSL = "SSL"
 
@@ -37,7 +38,9 @@ TLS_KEYS = (
         " ssl.truststore.location)"),
     Key("ssl.client.auth", Choice(CLIENT_AUTH), "none",
         "client certificates on SSL listeners: none (not asked), requested (verified if given), required"
-        " (a client without a trusted certificate is refused); a verified certificate's subject is the principal"),
+        " (a client without a trusted certificate is refused); a verified certificate's subject is the principal;"
+        " on the SSL inter-broker listener, requested or required makes this broker register its own"
+        " certificate's subject as its principal"),
     Key("ssl.endpoint.identification.algorithm", Choice(("https", "")), "https",
         "https: a follower checks that its leader's certificate names the leader's host; empty: it does not"
         " (the certificate is still verified against the truststore)"),
@@ -96,6 +99,24 @@ def listener_context(config, listener: str) -> ssl.SSLContext:
     with _Pem(config) as pem:
         return server_context(pem.keystore(f"listener {listener} (SSL)"), key_password=config["ssl.key.password"],
                               truststore=pem.truststore(), client_auth=config["ssl.client.auth"])
+
+
+def keystore_principal(config) -> str:
+    """``User:<subject DN>`` of the broker's own keystore certificate (the first certificate of the chain):
+    the principal a TLS listener that asks for client certificates gives this broker's follower connections,
+    computed the same way (:func:`ingest.wire.tls.principal_of` on the certificate as the ssl module decodes it).
+
+    Raises:
+        ConfigError: no keystore, or one that holds no readable PEM certificate.
+    """
+    with _Pem(config) as pem:
+        path = pem.keystore("the broker's certificate principal")
+        try:
+            # the decoder behind SSLSocket.getpeercert(), so both sides read the subject alike
+            decoded = ssl._ssl._test_decode_cert(path)  # type: ignore[attr-defined]
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"ssl.keystore.location: cannot read a PEM certificate from {path!r}: {exc}") from exc
+    return principal_of(decoded)
 
 
 def inter_broker_context(config, listener: str | None) -> ssl.SSLContext | None:

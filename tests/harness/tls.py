@@ -6,6 +6,7 @@ With the ``openssl`` command (the Kafka listener's tests)::
     pki.server                          # PEM: certificate + key (Kafka's ssl.keystore.location)
     pki.ca                              # PEM: the CA (ssl.truststore.location, ssl.ca.location)
     pki.client("alice")                 # (certificate, key) signed by the CA, subject CN=alice,O=ingest-test
+    pki.broker("broker0")               # a broker's own keystore (server and client use), CN=broker0,O=...
     pki.untrusted_ca, pki.untrusted_client("mallory")   # a second CA nobody trusts, and its client
 
 RSA 2048, valid for a day. With the ``cryptography`` package (the registry's tests)::
@@ -69,6 +70,16 @@ class Pki:
         """A client certificate and key for subject ``CN=<cn>,O=ingest-test`` (RFC 2253), signed by the CA."""
         return _leaf(self.dir, f"client-{cn}", f"/O={SUBJECT_O}/CN={cn}", ca or (self.ca, self.ca_key),
                      "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+
+    def broker(self, cn: str) -> Path:
+        """A broker's own keystore (certificate for server and client use, naming loopback, subject
+        ``CN=<cn>,O=ingest-test``, and its key in one PEM file), for mutual TLS between brokers."""
+        cert, key = _leaf(self.dir, f"broker-{cn}", f"/O={SUBJECT_O}/CN={cn}", (self.ca, self.ca_key),
+                          "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n"
+                          "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        keystore = self.dir / f"broker-{cn}-keystore.pem"
+        keystore.write_text(cert.read_text() + key.read_text())
+        return keystore
 
     def untrusted_client(self, cn: str) -> tuple[Path, Path]:
         return self.client(cn, ca=(self.untrusted_ca, self.untrusted_ca_key))

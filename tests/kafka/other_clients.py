@@ -192,8 +192,10 @@ def check_read(got: dict[int, list[tuple]], expected: dict[int, list[tuple]], *,
             assert s == w, f"partition {part}, offset {start + i}: read {s!r}, produced {w!r}"
 
 
-def high_watermarks(bootstrap: str, topic: str, partitions, timeout: float = 60.0) -> dict[int, int]:
-    """Each partition's high watermark, through confluent-kafka (ListOffsets to each leader).
+def high_watermarks(bootstrap: str, topic: str, partitions, timeout: float = 60.0,
+                    client: dict | None = None) -> dict[int, int]:
+    """Each partition's high watermark, through confluent-kafka (ListOffsets to each leader); ``client``:
+    more of its settings (a login).
 
     A retriable error (a leader that moved or is still taking over: NOT_LEADER_OR_FOLLOWER,
     LEADER_NOT_AVAILABLE; a topic still being created; a broker just killed) is asked again until
@@ -206,7 +208,8 @@ def high_watermarks(bootstrap: str, topic: str, partitions, timeout: float = 60.
     retriable = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
     deadline = time.monotonic() + timeout
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "high-watermarks", "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "high-watermarks", "enable.auto.commit": False,
+                  **(client or {})})
     try:
         while True:
             try:

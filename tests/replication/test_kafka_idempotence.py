@@ -29,8 +29,8 @@ from ingest.wire.kafka.message import decode_response, encode_request
 from ingest.wire.kafka.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.wait import wait_until
-from tests.replication.test_kafka_topics import (KILLS, TOPIC, AckedProducer, _all_in_sync, _bootstrap, _cluster,
-                                                 _consume_all, _high_watermark, _kill_leader_and_restart)
+from tests.replication.test_kafka_topics import (KILLS, TOPIC, AckedProducer, _bootstrap, _cluster, _consume_all,
+                                                 _high_watermark, _through_leader_kills)
 
 log = logging.getLogger(__name__)
 pytestmark = pytest.mark.processes
@@ -72,10 +72,11 @@ class KafkaPythonProducer(threading.Thread):
         self.producer.close(30)
 
 
-def _exactly_once(bootstrap: str, producer) -> None:
+def _exactly_once(bootstrap: str, producer, client: dict | None = None) -> None:
+    """Every acknowledged value exactly once, offsets 0, 1, 2, ..., nothing nobody sent."""
     assert not producer.failed, f"{len(producer.failed)} not delivered, e.g. {producer.failed[:3]}"
-    end = _high_watermark(bootstrap)
-    rows = _consume_all(bootstrap, end)
+    end = _high_watermark(bootstrap, client)
+    rows = _consume_all(bootstrap, end, client)
     offsets = [o for o, _ in rows]
     assert offsets == list(range(len(offsets))), "offsets 0, 1, 2, ..."
     counts = collections.Counter(v for _, v in rows)
@@ -95,15 +96,7 @@ def _through_kills(broker_factory, zk_connect, zk, make_producer, kills: int) ->
     brokers, _state = _cluster(broker_factory, zk_connect, zk)
     bootstrap = _bootstrap(brokers)
     producer = make_producer(bootstrap)
-    producer.start()
-    try:
-        wait_until(lambda: len(producer.acked) > 100, timeout=60, what="first acknowledgements")
-        took = [_kill_leader_and_restart(zk, brokers, k + 1, producer) for k in range(kills)]
-        _all_in_sync(zk, brokers)
-    finally:
-        producer.stop()
-    log.info("%d leader kill(s): kill -> next acknowledgement %.1f s median, %.1f s max", kills,
-             sorted(took)[len(took) // 2], max(took))
+    _through_leader_kills(zk, brokers, producer, kills)
     _exactly_once(bootstrap, producer)
 
 

@@ -48,8 +48,9 @@ def _bootstrap(brokers) -> str:
     return ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)
 
 
-def _cluster(broker_factory, zk_connect, zk):
-    brokers = broker_factory(3, zk_connect, overrides=r.replication_overrides(min_isr=2))
+def _cluster(broker_factory, zk_connect, zk, overrides: dict | None = None):
+    """Three brokers (``min.insync.replicas=2``, plus ``overrides``), TOPIC on all three, all in sync."""
+    brokers = broker_factory(3, zk_connect, overrides={**r.replication_overrides(min_isr=2), **(overrides or {})})
     zk.retry(zk.create, znodes.topic_dir(TOPIC), znodes.assignment_value({0: [0, 1, 2]}, znodes.KAFKA_FORMAT),
              makepath=True)
     return brokers, _all_in_sync(zk, brokers)
@@ -98,11 +99,12 @@ class AckedProducer(threading.Thread):
         assert self.producer.flush(180) == 0, "messages still unanswered after 180 s"
 
 
-def _consume_all(bootstrap: str, end: int) -> list[tuple[int, bytes]]:
+def _consume_all(bootstrap: str, end: int, client: dict | None = None) -> list[tuple[int, bytes]]:
+    """Every record of TOPIC below ``end`` (confluent-kafka, ``client``: extra settings, e.g. a login)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "proof", "enable.auto.commit": False,
-                  "auto.offset.reset": "error"})
+                  "auto.offset.reset": "error", **(client or {})})
     try:
         c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
         out: list[tuple[int, bytes]] = []
@@ -116,8 +118,8 @@ def _consume_all(bootstrap: str, end: int) -> list[tuple[int, bytes]]:
         c.close()
 
 
-def _high_watermark(bootstrap: str) -> int:
-    return high_watermarks(bootstrap, TOPIC, [0])[0]
+def _high_watermark(bootstrap: str, client: dict | None = None) -> int:
+    return high_watermarks(bootstrap, TOPIC, [0], client=client)[0]
 
 
 def _kill_leader_and_restart(zk, brokers, kill_no: int, producer: AckedProducer) -> float:
@@ -137,10 +139,24 @@ def _kill_leader_and_restart(zk, brokers, kill_no: int, producer: AckedProducer)
     return took
 
 
-def _check(bootstrap: str, producer: AckedProducer) -> list[tuple[int, bytes]]:
+def _through_leader_kills(zk, brokers, producer, kills: int) -> None:
+    """Start ``producer``, SIGKILL and restart the leader ``kills`` times under it, stop it (all answered)."""
+    producer.start()
+    try:
+        wait_until(lambda: len(producer.acked) > 100, timeout=60, what="first acknowledgements")
+        took = [_kill_leader_and_restart(zk, brokers, k + 1, producer) for k in range(kills)]
+        _all_in_sync(zk, brokers)
+    finally:
+        producer.stop()
+    log.info("%d leader kill(s): kill -> next acknowledgement %.1f s median, %.1f s max", kills,
+             sorted(took)[len(took) // 2], max(took))
+
+
+def _check(bootstrap: str, producer: AckedProducer, client: dict | None = None) -> list[tuple[int, bytes]]:
+    """Every acknowledged value read back, offsets 0, 1, 2, ..., nothing nobody sent; returns the records."""
     assert not producer.failed, f"{len(producer.failed)} not delivered, e.g. {producer.failed[:3]}"
-    end = _high_watermark(bootstrap)
-    rows = _consume_all(bootstrap, end)
+    end = _high_watermark(bootstrap, client)
+    rows = _consume_all(bootstrap, end, client)
     offsets = [o for o, _ in rows]
     assert offsets == list(range(offsets[0], offsets[0] + len(offsets))) and offsets[0] == 0, "offsets 0, 1, 2, ..."
     counts = collections.Counter(v for _, v in rows)
@@ -174,15 +190,7 @@ def _failover(broker_factory, zk_connect, zk, kills: int) -> None:
     assert md.cluster_id == znodes.parse_cluster_id(zk.retry(zk.get, znodes.CLUSTER_ID)[0])
 
     producer = AckedProducer(bootstrap)
-    producer.start()
-    try:
-        wait_until(lambda: len(producer.acked) > 100, timeout=60, what="first acknowledgements")
-        took = [_kill_leader_and_restart(zk, brokers, k + 1, producer) for k in range(kills)]
-        _all_in_sync(zk, brokers)
-    finally:
-        producer.stop()
-    log.info("%d leader kill(s): kill -> next acknowledgement %.1f s median, %.1f s max", kills,
-             sorted(took)[len(took) // 2], max(took))
+    _through_leader_kills(zk, brokers, producer, kills)
     rows = _check(bootstrap, producer)
 
     # the other clients read the same records

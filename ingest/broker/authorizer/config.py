@@ -1,6 +1,7 @@
 """The authorizer's broker keys (Kafka's names and defaults) and the broker's own inter-broker principal."""
 from __future__ import annotations
 
+from ingest.broker.tls_config import keystore_principal
 from ingest.config import Bool, Key, Str
 from ingest.errors import ConfigError
 
@@ -58,9 +59,13 @@ def super_users(config) -> frozenset[str]:
 def inter_broker_principal(config, protocol: str) -> str:
     """The principal this broker is known by when it connects to the other brokers' inter-broker listener
     (``protocol``: that listener's security protocol), as the other brokers will compute it: ANONYMOUS on
-    PLAINTEXT (and SSL without a client certificate), ``User:<inter.broker.sasl.username>`` on SASL."""
+    PLAINTEXT, ``User:<inter.broker.sasl.username>`` on SASL, and on SSL the subject of the broker's own
+    keystore certificate (``User:CN=...``, RFC 2253) when ``ssl.client.auth`` asks followers for a certificate
+    (requested or required; a follower always presents its keystore's), else ANONYMOUS."""
     if protocol.startswith("SASL") and "inter.broker.sasl.username" in config:
         user = config["inter.broker.sasl.username"]
         if user:
             return f"User:{user}"
+    if protocol == "SSL" and config.get("ssl.client.auth", "none") != "none":
+        return keystore_principal(config)
     return ANONYMOUS
