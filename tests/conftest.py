@@ -4,6 +4,8 @@ the registry of the loader-style tests; the class-data-sharing archive of the Sp
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 import pytest
 
@@ -15,6 +17,10 @@ from tests.harness.zookeeper import ZooKeeperServer, fresh_chroot, zookeeper_ava
 
 
 _cds = {"training": None, "applied": False}
+# what pytest runs with; a test that calls a command's main() in this process (``ingest broker start``
+# installs its stop handler) must not leave its handler to the tests after it
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_HANDLERS = {s: signal.getsignal(s) for s in _STOP_SIGNALS}
 _guard: processes.Guard | None = None
 
 
@@ -66,6 +72,10 @@ def pytest_runtest_teardown(item, nextitem):
     finally:
         if _guard is not None:
             _guard.end()
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in _HANDLERS.items():
+                if signal.getsignal(sig) is not handler and handler is not None:
+                    signal.signal(sig, handler)
 
 
 def pytest_unconfigure(config):

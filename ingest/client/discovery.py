@@ -130,9 +130,12 @@ def read_brokers(zk) -> dict[int, BrokerAddress]:
     return out
 
 
-def read_kafka_servers(zk) -> tuple[tuple[str, int], ...]:
-    """``(host, port)`` of the first Kafka listener of every broker under ``/brokers/endpoints``, by broker
-    id (empty if none); a node that vanishes or holds junk is skipped."""
+def read_kafka_servers(zk, security_protocol: str | None = None) -> tuple[tuple[str, int], ...]:
+    """``(host, port)`` of a Kafka listener of every broker under ``/brokers/endpoints``, by broker id (empty if
+    none): the first listener whose security protocol is ``security_protocol`` (None: the first listener); a
+    broker without one, and a node that vanishes or holds junk, are skipped."""
+    from ingest.client.kafka.security import matching_listener   # deferred: 0.7 readers never need it
+
     try:
         children = zk.retry(zk.get_children, znodes.BROKER_ENDPOINTS)
     except NoNodeError:
@@ -141,12 +144,14 @@ def read_kafka_servers(zk) -> tuple[tuple[str, int], ...]:
     for child in sorted(children, key=lambda c: (len(c), c)):
         try:
             data, _ = zk.retry(zk.get, znodes.broker_endpoints_path(int(child)))
-            endpoints = znodes.parse_broker_endpoints(data)
+            found = matching_listener(data, security_protocol)
         except (NoNodeError, ValueError) as exc:
             log.debug("skipping endpoints znode %s: %s", child, exc)
             continue
-        if endpoints:
-            out.append(next(iter(endpoints.values())))
+        if found is None:
+            log.debug("broker %s registered no %s listener", child, security_protocol)
+            continue
+        out.append(found)
     return tuple(out)
 
 
@@ -194,8 +199,9 @@ class Discovery:
     def brokers(self) -> dict[int, BrokerAddress]:
         return self._brokers
 
-    def kafka_servers(self) -> tuple[tuple[str, int], ...]:
-        """Kafka listeners found by this discovery (ZooKeeper's ``/brokers/endpoints``); none for a static list."""
+    def kafka_servers(self, security_protocol: str | None = None) -> tuple[tuple[str, int], ...]:
+        """Kafka listeners found by this discovery (ZooKeeper's ``/brokers/endpoints``), of ``security_protocol``
+        (None: each broker's first); none for a static list."""
         return ()
 
     def add_listener(self, fn: Callable[[], None]) -> None:
@@ -283,8 +289,8 @@ class ZkDiscovery(Discovery):
     def closed(self) -> bool:
         return self._closed
 
-    def kafka_servers(self) -> tuple[tuple[str, int], ...]:
-        return read_kafka_servers(self._client)
+    def kafka_servers(self, security_protocol: str | None = None) -> tuple[tuple[str, int], ...]:
+        return read_kafka_servers(self._client, security_protocol)
 
     def wait_for_change(self, version: int, timeout_s: float, clock: Clock) -> None:
         # a real-time wait: the watch thread wakes it (an injected clock cannot)

@@ -12,7 +12,7 @@ Settings: the producer's keys become the Kafka client's (Kafka's name <- the pro
 ``message.send.max.retries``; ``delivery.timeout.ms`` and ``max.block.ms`` (the wait for a topic's
 metadata) <- ``delivery.timeout.ms``; ``request.timeout.ms`` (the socket wait, and the broker's
 acks=all wait) <- the larger of ``socket.timeout.ms`` and ``request.timeout.ms``;
-``retry.backoff.ms``, ``retry.backoff.max.ms`` the same; ``metadata.max.age.ms`` <-
+``retry.backoff.ms``, ``retry.backoff.max.ms``, ``security.protocol``, ``ssl.*``, ``sasl.*`` the same; ``metadata.max.age.ms`` <-
 ``topic.metadata.refresh.interval.ms``.
 
 Partitions: with ``partitioner.class`` the custom partitioner picks (as on 0.7 topics); otherwise a
@@ -35,6 +35,7 @@ from typing import Sequence
 from ingest.client.cluster import partition_index
 from ingest.client.kafka.partitioner import partition_for_key
 from ingest.client.kafka.producer import KafkaProducer
+from ingest.client.kafka.security import SECURITY_KEY_NAMES
 from ingest.client.partitioner import DefaultPartitioner, key_bytes, load_partitioner
 from ingest.client.send_batch import SendResult
 from ingest.clock import Clock
@@ -50,7 +51,9 @@ KAFKA_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy"}
 
 def kafka_settings(config: Config, servers: Sequence[tuple[str, int]], codec: int) -> dict:
     """The :class:`KafkaProducer` settings of a producer configured with ``config`` (module docstring)."""
+    security = {k: config[k] for k in SECURITY_KEY_NAMES if k in config}   # TLS, SASL: the producer's own keys
     return {
+        **security,
         "bootstrap.servers": tuple(servers),
         "client.id": "ingest-producer",
         "acks": str(config["request.required.acks"]),

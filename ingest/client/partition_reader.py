@@ -77,11 +77,12 @@ def open_kafka_fetcher(part: BrokerPartition, settings: FetchSettings = DEFAULT_
     partition's cluster, bootstrapped from ``part.metadata_brokers``: ``fetch.size`` is the partition's
     bytes per Fetch (a larger batch still comes whole, as Kafka sends it), ``socket.timeout.ms`` the
     request timeout, within which leader changes are retried. Batches are not checked by the fetcher:
-    the caller checks each one, to set a damaged batch aside instead of failing the whole fetch."""
+    the caller checks each one, to set a damaged batch aside instead of failing the whole fetch. It connects
+    as ``settings.security`` says (TLS, SASL)."""
     from ingest.client.kafka.fetcher import KafkaFetcher  # deferred: 0.7 readers never need it
 
     timeout_ms = max(1, int(settings.socket_timeout_s * 1000))
-    return KafkaFetcher({"bootstrap.servers": part.metadata_brokers or f"{part.host}:{part.port}",
+    return KafkaFetcher({**settings.security.client_keys(),"bootstrap.servers": part.metadata_brokers or f"{part.host}:{part.port}",
                          "client.id": "ingest-loader", "request.timeout.ms": timeout_ms,
                          "max.partition.fetch.bytes": settings.fetch_size,
                          "fetch.max.bytes": max(settings.fetch_size, settings.max_fetch_size),

@@ -20,6 +20,7 @@ from typing import Any
 
 from ingest.client.discovery import DISCOVERY_KEYS
 from ingest.client.kafka.config import HostPorts
+from ingest.client.kafka.security import security_keys
 from ingest.config import Choice, ConfigDef, Int, Key, KeyType, Str
 
 ACKS_LEVELS = (-1, 0, 1)
@@ -61,7 +62,9 @@ PRODUCER_CONFIG = ConfigDef(
     DISCOVERY_KEYS + (
         Key("bootstrap.servers", HostPorts(), None,
             "Kafka listeners host:port,... (Kafka's key) for Kafka-format topics; default: with zk.connect, the "
-            "listeners the brokers registered under /brokers/endpoints; neither: every topic is a 0.7 topic"),
+            "listeners the brokers registered under /brokers/endpoints (of each broker the one whose protocol is "
+            "security.protocol); neither: every topic is a 0.7 topic"),
+        *security_keys(whose="the Kafka listeners (Kafka-format topics; the 0.7 port has no security)"),
         Key("producer.type", Choice(("sync", "async")), "sync",
             "sync: send() returns once the broker acknowledged; async: send() enqueues, a sender thread batches"),
         Key("batch.size", Int(1, 1_000_000), 200,

@@ -4,7 +4,7 @@ The broker never converts between the two kinds of topic (docs/kafka-protocol.md
 producer decides once per topic which sender serves it:
 
 1. No Kafka listener known (neither ``bootstrap.servers`` nor, with ZooKeeper, a broker registered
-   under ``/brokers/endpoints``): every topic is a 0.7 topic, as before Kafka-format topics existed.
+   under ``/brokers/endpoints`` a listener whose protocol is the producer's ``security.protocol``): every topic is a 0.7 topic, as before Kafka-format topics existed.
 2. Metadata from a Kafka listener, without creating anything: the topic is listed -> a Kafka topic;
    INVALID_TOPIC_EXCEPTION (the cluster knows the name as a 0.7 topic, D2) -> a 0.7 topic;
    unknown ->
@@ -32,6 +32,7 @@ from ingest.client.cluster import ClusterView
 from ingest.client.discovery import Discovery
 from ingest.client.kafka.cluster import KafkaCluster
 from ingest.client.kafka.config import KAFKA_CONSUMER_CONFIG
+from ingest.client.kafka.security import SECURITY_KEY_NAMES
 from ingest.client.kafka_sender import KafkaSender
 from ingest.client.send_batch import BatchSender
 from ingest.clock import Clock
@@ -164,7 +165,8 @@ class TopicRoutes:
                 self.clock.sleep(min(self._metadata.backoff.delay_s(attempt), deadline - now))
 
     def _kafka_servers(self) -> tuple[tuple[str, int], ...]:
-        return self.config["bootstrap.servers"] or self.discovery.kafka_servers()
+        return self.config["bootstrap.servers"] or self.discovery.kafka_servers(
+            self.config.get("security.protocol", "PLAINTEXT"))
 
     def _v07_knows(self, topic: str) -> bool:
         if not self._has_v07:
@@ -176,6 +178,7 @@ class TopicRoutes:
     def _metadata_config(self, servers) -> Config:
         timeout_ms = max(self.config["socket.timeout.ms"], 1)
         return KAFKA_CONSUMER_CONFIG.parse({
+            **{k: self.config[k] for k in SECURITY_KEY_NAMES if k in self.config},
             "bootstrap.servers": tuple(servers), "client.id": "ingest-producer", "request.timeout.ms": timeout_ms,
             "retry.backoff.ms": self.config["retry.backoff.ms"],
             "retry.backoff.max.ms": self.config["retry.backoff.max.ms"]}, source="producer topic routes")

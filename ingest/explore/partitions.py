@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from ingest.client.kafka.security import SECURITY_KEY_NAMES
 from ingest.errors import ConfigError, UnknownTopicError
 from ingest.loader.plan import PartitionSnapshot
 
@@ -27,7 +28,8 @@ def discovery_config(cfg) -> dict:
     """The keys :func:`ingest.loader.discover.discover` reads, from the source's options."""
     return {"brokers": cfg["brokers"], "zk.connect": cfg["zk.connect"], "bootstrap.servers": cfg["bootstrap.servers"],
             "zk.connectiontimeout.ms": cfg["zk.connectiontimeout.ms"], "socket.timeout.ms": cfg["socket.timeout.ms"],
-            "fetch.size": cfg["fetch.size"], "max.fetch.size": cfg["max.fetch.size"]}
+            "fetch.size": cfg["fetch.size"], "max.fetch.size": cfg["max.fetch.size"],
+            **{k: cfg[k] for k in SECURITY_KEY_NAMES}}
 
 
 def topic_partitions(cfg) -> list[PartitionSnapshot]:

@@ -20,6 +20,7 @@ from typing import Mapping
 
 from ingest.config import Bool, Choice, Config, ConfigDef, Int, Key, Str, StrList
 from ingest.errors import ConfigError
+from ingest.client.kafka.security import security_keys
 from ingest.loader.kafka_topics import bootstrap_servers
 from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
 
@@ -34,6 +35,7 @@ SOURCE_CONFIG = ConfigDef(
         Key("brokers", StrList(), (), "host:port list of brokers (0.7 ports; each answers METADATA for itself); or use zk.connect"),
         Key("zk.connect", Str(), None, "ZooKeeper connect string to discover brokers from /brokers/ids (read only)"),
         Key("bootstrap.servers", StrList(), (), "host:port list of Kafka listeners: a Kafka-format topic is read through them (partitions and leaders from Metadata); beside or instead of brokers/zk.connect"),
+        *security_keys(whose="the Kafka listeners (planning and every reader; not the 0.7 ports)"),
         Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "ZooKeeper connection timeout"),
         Key("registry.url", Str(nonempty=True), doc="schema registry base URL; the columns are the latest schema of subject <topic>-value"),
         *REGISTRY_CLIENT_KEYS,

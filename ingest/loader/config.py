@@ -4,6 +4,7 @@ Keys starting with ``spark.`` are passed to the SparkSession builder verbatim.
 """
 from __future__ import annotations
 
+from ingest.client.kafka.security import security_keys
 from ingest.config import Bool, Choice, ConfigDef, Float, Int, Key, Regex, Str, StrList
 from ingest.zk_security import ZK_SECURITY_KEYS
 from ingest.registry_client_config import REGISTRY_CLIENT_KEYS
@@ -19,7 +20,8 @@ LOADER_CONFIG = ConfigDef(
         Key("bootstrap.servers", StrList(), (),
             "host:port list of Kafka listeners: the Kafka-format topics of the clusters they belong to are loaded, "
             "partitions and leaders from Metadata (beside the 0.7 topics of brokers or zk.connect; either may be empty; "
-            "empty with zk.connect: the listeners registered under /brokers/endpoints)"),
+            "empty with zk.connect: the listeners registered under /brokers/endpoints whose protocol is security.protocol)"),
+        *security_keys(whose="the Kafka listeners (discovery and every task; not the 0.7 ports)"),
         Key("zk.connectiontimeout.ms", Int(100, 600_000), 6000, "ZooKeeper connection timeout"),
         *ZK_SECURITY_KEYS,
         Key("topics", Regex(), ".*", "whitelist: topics whose whole name matches this regex are loaded"),

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 def kafka_listeners(config) -> tuple[list[str], bool]:
     """The Kafka listeners the loader asks: ``bootstrap.servers``, or, without it, the listeners the
-    brokers registered under ``/brokers/endpoints`` in ``zk.connect`` (so a ZooKeeper-configured loader
+    brokers registered under ``/brokers/endpoints`` in ``zk.connect`` with the protocol of ``security.protocol`` (so a ZooKeeper-configured loader
     loads the cluster's Kafka-format topics too, as it loads its 0.7 topics); ``host:port`` strings,
     and whether they came from ZooKeeper (all of one cluster).
 
@@ -49,8 +49,13 @@ def kafka_listeners(config) -> tuple[list[str], bool]:
         return bootstrap_servers(config), False
     zk = start_kazoo(config["zk.connect"], connection_timeout_ms=config["zk.connectiontimeout.ms"],
                      security=ZkSecurity.from_config(config))
+    protocol = config.get("security.protocol", "PLAINTEXT")
     try:
-        return [f"{host}:{port}" for host, port in read_kafka_servers(zk)], True
+        found = read_kafka_servers(zk, protocol)
+        if not found and read_kafka_servers(zk):
+            log.warning("the brokers registered Kafka listeners, none with security.protocol %s: the Kafka-format "
+                        "topics are not loaded (set security.protocol to a listener's protocol)", protocol)
+        return [f"{host}:{port}" for host, port in found], True
     finally:
         zk.stop()
         zk.close()

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from ingest.client.discovery import parse_broker_list
 from ingest.client.fetch_settings import FetchSettings
+from ingest.client.kafka.security import SECURITY_KEY_NAMES, ClientSecurity, security_keys
 from ingest.config import REQUIRED, Config, ConfigDef, Int, Key, Regex, Str, StrList
 from ingest.errors import ConfigError, MirrorConfigError
 from ingest.metrics.keys import METRICS_KEYS
@@ -36,8 +37,10 @@ log = logging.getLogger(__name__)
 
 NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
 SOURCE_PREFIX = "source."
-# the settings one source cluster has: source.<name>.<setting>
-SOURCE_SETTINGS = ("zk.connect", "broker.list")
+# the settings one source cluster has: source.<name>.<setting>; the Kafka client's security keys are per cluster
+# (source.<name>.security.protocol, target.security.protocol), as MirrorMaker 2's <cluster alias>.security.protocol
+SOURCE_SETTINGS = ("zk.connect", "broker.list") + SECURITY_KEY_NAMES
+SECURITY_TYPES = {k.name: k for k in security_keys()}
 
 MIRROR_LEADER_WAIT_S = 5.0
 """How long a copier's read or append keeps retrying through a failover before the copier reports
@@ -94,7 +97,8 @@ MIRROR_CONFIG = ConfigDef("mirror", (
         "how long to wait for the first ZooKeeper connection"),
     Key("socket.timeout.ms", Int(100, 3_600_000), 30_000,
         "socket timeout of one request to a source or target broker"),
-) + ZK_SECURITY_KEYS + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
+) + security_keys("target.", whose="the target's Kafka listeners (each source's: source.<name>.<the same key>)")
+  + ZK_SECURITY_KEYS + METRICS_KEYS, prefixes=(SOURCE_PREFIX,))
 
 MIRROR_FETCH = FetchSettings.defaults_of(MIRROR_CONFIG, leader_wait_s=MIRROR_LEADER_WAIT_S)
 """The copiers' fetch settings when none are configured (the defaults of ``fetch.size``, ``socket.timeout.ms``)."""
@@ -102,8 +106,16 @@ MIRROR_FETCH = FetchSettings.defaults_of(MIRROR_CONFIG, leader_wait_s=MIRROR_LEA
 
 def fetch_settings(config: Mapping[str, Any]) -> FetchSettings:
     """A mirror process's fetch settings: its ``fetch.size`` and ``socket.timeout.ms``, and
-    :data:`MIRROR_LEADER_WAIT_S`."""
-    return FetchSettings.from_config(config, leader_wait_s=MIRROR_LEADER_WAIT_S)
+    :data:`MIRROR_LEADER_WAIT_S` (security: PLAINTEXT; each end takes its cluster's, :func:`target_security`,
+    :attr:`SourceSpec.security`)."""
+    return FetchSettings.from_config({k: config[k] for k in ("fetch.size", "socket.timeout.ms") if k in config},
+                                     leader_wait_s=MIRROR_LEADER_WAIT_S)
+
+
+def target_security(config: Mapping[str, Any]) -> ClientSecurity:
+    """How the mirror connects to the target's Kafka listeners (``target.security.protocol``, ``target.ssl.*``,
+    ``target.sasl.*``)."""
+    return ClientSecurity.from_config(config, "target.")
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,8 @@ class SourceSpec:
     name: str
     zk_connect: str | None = None
     broker_list: str | None = None
+    security: ClientSecurity = ClientSecurity()
+    """How the mirror connects to this cluster's Kafka listeners (``source.<name>.security.protocol`` ...)."""
 
     @property
     def where(self) -> str:
@@ -185,8 +199,21 @@ def source_specs(config: Config) -> list[SourceSpec]:
                 parse_broker_list(brokers)
             except ConfigError as exc:
                 raise MirrorConfigError(f"source.{name}.broker.list: {exc}") from None
-        out.append(SourceSpec(name, zk, brokers))
+        out.append(SourceSpec(name, zk, brokers, _source_security(name, s)))
     return out
+
+
+def _source_security(name: str, settings: Mapping[str, str]) -> ClientSecurity:
+    values = {}
+    for setting, key in SECURITY_TYPES.items():
+        if setting not in settings:
+            continue
+        try:
+            values[setting] = key.type.parse(settings[setting])
+        except ValueError:
+            raise MirrorConfigError(f"source.{name}.{setting}: {settings[setting]!r} is not allowed; allowed: "
+                                    f"{key.type.allowed}") from None
+    return ClientSecurity.from_config(values)
 
 
 def _split_source_key(key: str, names: list[str]) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from ingest.client.discovery import Discovery
 from ingest.client.producer import Producer
 from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.fetch_settings import FetchSettings
+from ingest.client.kafka.security import ClientSecurity
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import MirrorError
 from ingest.mirror.copier import PartitionCopier
@@ -36,7 +37,8 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
                 counter_factory: Callable | None = None, publisher=None, header_reader=None,
                 fetch: FetchSettings = MIRROR_FETCH, acks: int = -1, timeout_ms: int = 10_000,
                 checkpoint_interval_ms: int = 1000, mirror_server: str | None = None,
-                kafka_bootstrap: tuple[str, str] | None = None, clock: Clock = SYSTEM_CLOCK) -> PartitionCopier:
+                kafka_bootstrap: tuple[str, str] | None = None,
+                kafka_security: tuple[ClientSecurity, ClientSecurity] | None = None, clock: Clock = SYSTEM_CLOCK) -> PartitionCopier:
     """The copier of ``unit``.
 
     Args:
@@ -49,6 +51,8 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         header_reader: HeaderReader (session keys in fallback, lost-range bounds, lag seconds).
         kafka_bootstrap: for a Kafka topic's unit, the Kafka listeners (``host:port,...``) of the source and of
             the target cluster; None for a 0.7 topic's.
+        kafka_security: how the mirror connects to the Kafka listeners (source's, target's); default PLAINTEXT.
+            A 0.7 topic's unit takes the target's for APPEND_AT on a secured target's Kafka listener.
 
     Raises:
         MirrorError: a Kafka topic's unit without a target partition (the at-least-once fallback copies
@@ -59,14 +63,17 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
             raise MirrorError(f"{unit}: a Kafka topic is copied one to one only (the at-least-once fallback copies "
                               "0.7 topics); give the target topic enough partitions (docs/mirroring.md)")
         source_at, target_at = kafka_bootstrap
+        source_security, target_security = kafka_security or (ClientSecurity(), ClientSecurity())
         return PartitionCopier(
             unit, group=group, zk=zk,
-            source=KafkaSourceReader(source_at, unit.topic, unit.partition, settings=fetch, clock=clock),
+            source=KafkaSourceReader(source_at, unit.topic, unit.partition, settings=fetch,
+                                     security=source_security, clock=clock),
             target=KafkaTargetWriter(target_at, unit.topic, unit.target_partition, acks=acks, timeout_ms=timeout_ms,
-                                     settings=fetch, clock=clock),
+                                     settings=fetch, security=target_security, clock=clock),
             counter_factory=counter_factory, publisher=publisher, header_reader=header_reader,
             checkpoint_interval_ms=checkpoint_interval_ms, mirror_server=mirror_server or socket.gethostname(),
             clock=clock)
+    target_security = kafka_security[1] if kafka_security else ClientSecurity()
     source = SourceReader(source_discovery, unit.topic, unit.broker_id, unit.partition, metadata=source_metadata,
                           settings=fetch, clock=clock)
     target = fallback = None
@@ -74,8 +81,9 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         fallback = FallbackSender(fallback_producer, unit.topic, header_reader) if fallback_producer else None
     else:
         target = TargetWriter(target_metadata, unit.topic, unit.target_partition, acks=acks, timeout_ms=timeout_ms,
-                              settings=fetch, clock=clock,
-                              kafka_endpoint=None if zk is None else (lambda bid: port07_endpoint(zk, bid)))
+                              settings=fetch, clock=clock, security=target_security,
+                              kafka_endpoint=None if zk is None else
+                              (lambda bid: port07_endpoint(zk, bid, target_security.protocol)))
     return PartitionCopier(unit, group=group, zk=zk, source=source, target=target, fallback=fallback,
                            counter_factory=counter_factory, publisher=publisher, header_reader=header_reader,
                            checkpoint_interval_ms=checkpoint_interval_ms,

@@ -13,8 +13,10 @@ Counting (the mirror tier's counts) reads the records' values (event headers beh
 framing); without a counter only the batch headers are read (their record counts). The lag's event
 time is the last batch's largest timestamp.
 
-The Kafka listeners are found in the cluster's ZooKeeper (``/brokers/endpoints/[id]``, D3):
-:func:`kafka_bootstrap`.
+The Kafka listeners are found in the cluster's ZooKeeper (``/brokers/endpoints/[id]``, D3): of each broker
+the listener whose security protocol is the one the mirror speaks to that cluster (:func:`kafka_bootstrap`);
+each end connects with its cluster's security settings (``source.<name>.security.protocol``,
+``target.security.protocol`` and their ``ssl.*``, ``sasl.*``: docs/mirroring.md).
 
 Concurrency: one reader and one writer per copier thread.
 """
@@ -28,6 +30,7 @@ from ingest import znodes
 from ingest.client.discovery import read_brokers
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.kafka.fetcher import KafkaFetcher
+from ingest.client.kafka.security import ClientSecurity, listener_protocols, matching_listener
 from ingest.client.kafka_append_at import KafkaAppender
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, MirrorError, OffsetOutOfRangeError
@@ -41,45 +44,50 @@ FETCH_WAIT_MS = 200
 """How long a source leader may hold a fetch with nothing new (long polling; bounds a stop's delay)."""
 
 
-def kafka_bootstrap(zk) -> str:
-    """``host:port,...`` of the Kafka listeners the live brokers of ``zk``'s cluster registered.
+def kafka_bootstrap(zk, security_protocol: str = "PLAINTEXT") -> str:
+    """``host:port,...`` of the Kafka listeners of protocol ``security_protocol`` the live brokers of ``zk``'s
+    cluster registered (one per broker).
 
     Raises:
-        BrokerUnavailableError: no live broker registered a Kafka listener.
+        BrokerUnavailableError: no live broker registered a Kafka listener of that protocol.
     """
-    out = []
+    out, others = [], set()
     for broker_id in sorted(read_brokers(zk)):
         try:
             data, _ = zk.retry(zk.get, znodes.broker_endpoints_path(broker_id))
-            endpoints = znodes.parse_broker_endpoints(data)
+            found = matching_listener(data, security_protocol)
+            if found is None:
+                others.update(p for _h, _p, p in listener_protocols(data).values())
+                continue
         except (NoNodeError, ValueError):
             continue
-        for host, port in endpoints.values():
-            out.append(f"{host}:{port}")
-            break
+        out.append(f"{found[0]}:{found[1]}")
     if not out:
-        raise BrokerUnavailableError("no live broker of the cluster registered a Kafka listener "
-                                     "(/brokers/endpoints): is listeners= empty on every broker?")
+        raise BrokerUnavailableError(
+            f"no live broker of the cluster registered a Kafka listener with security protocol {security_protocol} "
+            f"(/brokers/endpoints; protocols registered: {', '.join(sorted(others)) or 'none'}): set the "
+            "cluster's security.protocol to one of them, or add such a listener")
     return ",".join(out)
 
 
-def port07_endpoint(zk, broker_id: int, api_key: int = APPEND_AT_KEY) -> tuple[str, int] | None:
-    """``(host, port)`` of the Kafka listener (the first registered, as :func:`kafka_bootstrap` picks) on which
-    ``broker_id`` of ``zk``'s cluster serves a 0.7 broker-only request as the private ``api_key`` (AppendAt07,
-    DeletedSegments07: ``private_apis`` of ``/brokers/endpoints/[id]``); None when it registered no such key or
-    listener (an older broker, or one without Kafka listeners): then its 0.7 port serves the request."""
+def port07_endpoint(zk, broker_id: int, security_protocol: str = "PLAINTEXT",
+                    api_key: int = APPEND_AT_KEY) -> tuple[str, int] | None:
+    """``(host, port)`` of the Kafka listener of protocol ``security_protocol`` (as :func:`kafka_bootstrap`
+    picks) on which ``broker_id`` of ``zk``'s cluster serves a 0.7 broker-only request as the private
+    ``api_key`` (AppendAt07: ``private_apis`` of ``/brokers/endpoints/[id]``, registered only by a broker that
+    refuses it on its 0.7 port or has none); None when it registered no such key or no such listener: then its
+    0.7 port serves the request."""
     try:
         data, _ = zk.retry(zk.get, znodes.broker_endpoints_path(broker_id))
-        endpoints = znodes.parse_broker_endpoints(data)
+        if api_key not in znodes.parse_private_apis(data):
+            return None
+        return matching_listener(data, security_protocol)
     except (NoNodeError, ValueError):
         return None
-    if api_key not in znodes.parse_private_apis(data) or not endpoints:
-        return None
-    return next(iter(endpoints.values()))
 
 
-def _client_config(bootstrap: str, settings: FetchSettings) -> dict:
-    return {"bootstrap.servers": bootstrap, "client.id": "ingest-mirror",
+def _client_config(bootstrap: str, settings: FetchSettings, security: ClientSecurity) -> dict:
+    return {**security.client_keys(), "bootstrap.servers": bootstrap, "client.id": "ingest-mirror",
             "request.timeout.ms": max(1, int(settings.socket_timeout_s * 1000))}
 
 
@@ -101,10 +109,10 @@ class KafkaSourceReader:
     logical = True
 
     def __init__(self, bootstrap: str, topic: str, partition: int, *, settings: FetchSettings,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 security: ClientSecurity = ClientSecurity(), clock: Clock = SYSTEM_CLOCK) -> None:
         self.topic, self.partition = topic, partition
         self.fetch_size = settings.fetch_size
-        self.fetcher = KafkaFetcher(_client_config(bootstrap, settings), clock=clock)
+        self.fetcher = KafkaFetcher(_client_config(bootstrap, settings, security), clock=clock)
 
     def __repr__(self) -> str:
         return f"KafkaSourceReader({self.topic}-{self.partition})"
@@ -180,10 +188,11 @@ class KafkaTargetWriter:
     """AppendAt to one partition of a Kafka topic of the target cluster (``bootstrap``: its Kafka listeners)."""
 
     def __init__(self, bootstrap: str, topic: str, partition: int, *, acks: int = -1, timeout_ms: int = 10_000,
-                 settings: FetchSettings, clock: Clock = SYSTEM_CLOCK) -> None:
+                 settings: FetchSettings, security: ClientSecurity = ClientSecurity(),
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.topic, self.partition = topic, partition
         self.acks, self.timeout_ms = acks, timeout_ms
-        self.appender = KafkaAppender(_client_config(bootstrap, settings), clock=clock)
+        self.appender = KafkaAppender(_client_config(bootstrap, settings, security), clock=clock)
 
     def __repr__(self) -> str:
         return f"KafkaTargetWriter({self.topic}-{self.partition})"

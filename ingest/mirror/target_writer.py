@@ -20,6 +20,7 @@ import threading
 from typing import Callable
 
 from ingest.client.append_at import append_at, log_end
+from ingest.client.kafka.security import ClientSecurity
 from ingest.wire.connection import BrokerConnection
 from ingest.wire.kafka.port07_connection import Port07OverKafka
 from ingest.client.fetch_settings import FetchSettings
@@ -44,12 +45,15 @@ class TargetWriter:
         kafka_endpoint: broker id -> the Kafka listener on which that broker serves APPEND_AT as a private
             api key (:func:`ingest.mirror.kafka_io.port07_endpoint`), or None: then its 0.7 port (which a broker
             with security configured refuses APPEND_AT on: docs/security.md, "The 0.7 port").
+        security: how the mirror connects to the target's Kafka listeners (``target.security.protocol``,
+            ``target.ssl.*``, ``target.sasl.*``), for APPEND_AT over ``kafka_endpoint``.
     """
 
     def __init__(self, metadata: ReplicaMetadata, topic: str, partition: int, *, acks: int = -1,
                  timeout_ms: int = 10_000, settings: FetchSettings = MIRROR_FETCH,
                  clock: Clock = SYSTEM_CLOCK,
-                 kafka_endpoint: Callable[[int], tuple[str, int] | None] | None = None) -> None:
+                 kafka_endpoint: Callable[[int], tuple[str, int] | None] | None = None,
+                 security: ClientSecurity = ClientSecurity()) -> None:
         self.metadata = metadata
         self.topic = topic
         self.partition = partition
@@ -62,6 +66,7 @@ class TargetWriter:
         self._conn: BrokerConnection | None = None
         self._kafka_endpoint = kafka_endpoint
         self._endpoints: dict[int, tuple[str, int] | None] = {}   # the leader's, looked up again on a refresh
+        self._security = security
         self._lock = threading.Lock()
         self.reader = LeaderConsumer(metadata, timeout_s=socket_timeout_s, leader_wait_s=leader_wait_s, clock=clock)
 
@@ -85,7 +90,8 @@ class TargetWriter:
                 c.close()
             if kafka is not None:
                 c = Port07OverKafka(host, port, timeout_s=self.socket_timeout_s, broker_id=addr.broker_id,
-                                    client_id="ingest-mirror")
+                                    client_id="ingest-mirror", ssl_context=self._security.ssl_context(),
+                                    sasl=self._security.sasl_login())
             else:
                 c = BrokerConnection(host, port, timeout_s=self.socket_timeout_s, broker_id=addr.broker_id)
             self._conn = c

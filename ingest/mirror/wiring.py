@@ -25,7 +25,7 @@ from ingest.client.discovery import read_brokers
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.config import Config
 from ingest.errors import IngestError
-from ingest.mirror.config import fetch_settings
+from ingest.mirror.config import fetch_settings, target_security
 from ingest.mirror.copier_factory import make_copier, make_fallback_producer
 from ingest.mirror.discovery import SourceCluster, SourceDiscovery, UnitKey
 from ingest.mirror.kafka_io import kafka_bootstrap
@@ -113,8 +113,9 @@ class Wiring:
         cluster = self.sources.sources[key.source]
         header_reader, publisher = self._event_parts()
         kafka = None
+        security = (cluster.spec.security, target_security(c))
         if cluster.topic_format(key.topic) == znodes.KAFKA_FORMAT:
-            kafka = (kafka_bootstrap(cluster.zk), kafka_bootstrap(self.zk))
+            kafka = (kafka_bootstrap(cluster.zk, security[0].protocol), kafka_bootstrap(self.zk, security[1].protocol))
         return make_copier(
             unit, group=self.group, zk=self.zk, source_discovery=cluster.discovery,
             target_metadata=self.target.metadata, source_metadata=cluster.metadata,
@@ -122,7 +123,7 @@ class Wiring:
             counter_factory=self._counter_factory(unit, header_reader) if publisher is not None else None,
             publisher=publisher, header_reader=header_reader, fetch=fetch_settings(c), acks=c["target.acks"],
             timeout_ms=c["target.timeout.ms"], checkpoint_interval_ms=c["checkpoint.interval.ms"],
-            mirror_server=self.server, kafka_bootstrap=kafka, clock=self.clock)
+            mirror_server=self.server, kafka_bootstrap=kafka, kafka_security=security, clock=self.clock)
 
     def _fallback_producer(self):
         with self._lock:
@@ -144,7 +145,9 @@ class Wiring:
                 from ingest.mirror.tier_events import TierEventPublisher
 
                 registry = RegistryClient(url, auth=RegistryAuth.from_config(self.config))
-                producer_config = {"zk.connect": self.config["target.zk.connect"], "producer.type": "sync",
+                # the target's security settings: the events' topics are Kafka-format topics by default
+                producer_config = {**target_security(self.config).client_keys(),
+                                   "zk.connect": self.config["target.zk.connect"], "producer.type": "sync",
                                    "request.required.acks": self.config["target.acks"],
                                    "request.timeout.ms": self.config["target.timeout.ms"]}
                 self._events = (HeaderReader(registry), TierEventPublisher(

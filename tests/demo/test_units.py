@@ -85,6 +85,8 @@ def test_ctrl_c_right_after_a_child_is_forked_still_stops_that_child(tmp_path, m
         return proc
 
     monkeypatch.setattr(processes.subprocess, "Popen", popen_then_ctrl_c)
+    # Python's own Ctrl-C (KeyboardInterrupt), whatever an earlier test in this process installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     sup = Supervisor(tmp_path)
     try:
         with pytest.raises(KeyboardInterrupt):  # the Ctrl-C is not lost, only held back
@@ -98,6 +100,7 @@ def test_ctrl_c_right_after_a_child_is_forked_still_stops_that_child(tmp_path, m
             pytest.fail("Ctrl-C while starting a child left that child running")
         assert [c.proc for c in sup.children] == [proc]
     finally:
+        signal.signal(signal.SIGINT, previous)
         for proc in forked:
             if proc.poll() is None:
                 proc.kill()

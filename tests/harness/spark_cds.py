@@ -18,7 +18,13 @@ reused by later sessions. Before each test, tests/conftest.py adds the options t
 as they always did. A JVM whose class path does not match (another venv, an updated JDK) ignores the
 archive; ``-Xlog:cds=off`` keeps that silent, so a test's output is the same with or without it.
 A missing archive file named by ``-XX:SharedArchiveFile`` would turn off the JDK's own default CDS
-too, so the option is only ever added once the file exists. ``INGEST_TEST_CDS=0`` turns it off.
+too, so the option is only ever added once the file exists.
+
+Off unless ``INGEST_TEST_CDS=1``: on a fresh machine, a JVM mapping an archive trained in the same run
+once failed inside Spark's query planner with ``java.lang.InternalError: NoSuchMethodException: no such
+method: java.lang.invoke.MethodHandle.linkToStatic(int,int,int,int,MemberName)int/invokeStatic`` (a
+method-handle form the archive did not hold: JDK 17's dynamic archive keeps the lambda-form classes of
+the training job only). A test suite that fails on the JVM's start-up cache is worse than a slower one.
 """
 from __future__ import annotations
 
@@ -120,7 +126,7 @@ def start_training() -> subprocess.Popen | None:
     """Start making the archive in a background process (``python -m tests.harness.spark_cds``), at low
     priority, unless it exists or ``INGEST_TEST_CDS=0``; the tests run meanwhile, and their JVMs use
     the archive once it is there (:func:`ready_options`). The caller stops the process at the end."""
-    if os.environ.get("INGEST_TEST_CDS", "1") == "0" or archive_path().exists():
+    if os.environ.get("INGEST_TEST_CDS", "0") != "1" or archive_path().exists():
         return None
     proc = subprocess.Popen([sys.executable, "-m", "tests.harness.spark_cds"], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -139,7 +145,7 @@ def stop_training(proc: subprocess.Popen | None) -> None:
 
 def ready_options() -> str:
     """The JVM options that use the archive, or '' while it does not exist (or ``INGEST_TEST_CDS=0``)."""
-    if os.environ.get("INGEST_TEST_CDS", "1") == "0":
+    if os.environ.get("INGEST_TEST_CDS", "0") != "1":
         return ""
     path = archive_path()
     return jvm_options(path) if path.exists() else ""

@@ -204,9 +204,12 @@ def high_watermarks(bootstrap: str, topic: str, partitions, timeout: float = 60.
 
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-    # the error librdkafka raises here is built from a bare code: its retriable() is always False
+    # the error librdkafka raises here is built from a bare code: its retriable() is always False;
+    # _UNKNOWN_PARTITION / _UNKNOWN_TOPIC: its metadata cache does not hold the partition yet (a
+    # metadata answer taken while a leader was moving), which the next metadata refresh fills
     retriable = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                 KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
     deadline = time.monotonic() + timeout
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "high-watermarks", "enable.auto.commit": False,
                   **(client or {})})
