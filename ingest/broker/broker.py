@@ -214,7 +214,8 @@ class BrokerServer:
             session_timeout_ms=cfg["zk.sessiontimeout.ms"],
             connection_timeout_ms=cfg["zk.connectiontimeout.ms"], security=self.zk_security,
             endpoints=None if kafka_listeners is None else
-            endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"], principal))
+            endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"], principal,
+                            port07_keys=self.handlers.refuse_broker_only or self.port == NO_PORT))
         self.registry.start({})
         client = self.registry.client
         self.view = ReplicationView(client).start()

@@ -3,10 +3,10 @@
 A follower of a 0.7 replicated topic, and a leader's repair read, reach the other broker over its
 inter-broker Kafka listener, as private api keys (:mod:`ingest.wire.kafka.port07_connection`), whenever
 that broker registered in ZooKeeper that it serves them (``private_apis`` of ``/brokers/endpoints/[id]``)
-and an endpoint of the inter-broker listener; otherwise (a broker of an older version during a rolling
-upgrade, or a broker without Kafka listeners) over its 0.7 port, as before. A broker with security
-configured refuses them on its 0.7 port, so in a secured cluster of this version they always go over the
-Kafka listener, with its TLS and the authorizer.
+and an endpoint of the inter-broker listener; otherwise over its 0.7 port, as before. A broker registers
+them only when its 0.7 port does not take them (security configured, so it refuses them there, or
+``port=-1``): in a secured cluster they go over the Kafka listener, with its TLS and the authorizer; an
+unsecured cluster, and a broker of an older version during a rolling upgrade, keep the 0.7 port.
 """
 from __future__ import annotations
 

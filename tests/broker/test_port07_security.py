@@ -6,7 +6,9 @@ import socket
 
 import pytest
 
+from ingest import znodes
 from ingest.broker.broker import BrokerServer
+from ingest.broker.kafka.versions import PORT07_KEYS
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.errors import ConfigError
 from ingest.wire import protocol as p
@@ -102,3 +104,23 @@ def test_loopback_needs_no_consent(tmp_path, zk_connect):
             pass
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize("extra, carried", [
+    ({}, False),                                      # unsecured: followers and the mirror use the 0.7 port
+    ({"authorizer.class.name": authz.AUTHORIZER}, True),   # refuses them on its 0.7 port
+    ({"port": -1}, True),                             # has no 0.7 port
+], ids=["unsecured", "authorizer", "no-07-port"])
+def test_a_broker_registers_the_07_private_keys_only_when_its_07_port_does_not_take_them(tmp_path, zk, zk_connect,
+                                                                                       extra, carried):
+    """The registration decides where other brokers and the mirror send REPLICA_FETCH, APPEND_AT and
+    DELETED_SEGMENTS (docs/replication.md): an unsecured broker keeps taking them on its 0.7 port."""
+    broker = BrokerServer(_config(tmp_path / "logs", **{"enable.zookeeper": "true", "zk.connect": zk_connect,
+                                                       **extra})).start()
+    try:
+        data, _ = zk.get(znodes.broker_endpoints_path(7))
+    finally:
+        broker.stop()
+    keys = znodes.parse_private_apis(data)
+    assert 10000 in keys   # AppendAt: Kafka topics' mirror path, whatever the 0.7 port does
+    assert keys & PORT07_KEYS == (PORT07_KEYS if carried else set()), keys

@@ -17,6 +17,8 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
+from ingest import znodes
+from ingest.broker.kafka.versions import PORT07_KEYS
 from ingest.records.message_set import encode_message_set
 from ingest.wire import protocol as p
 from ingest.wire.errors import ErrorCode
@@ -25,6 +27,7 @@ from tests.harness import replicated as r
 from tests.harness import sasl
 from tests.harness.brokers import BrokerProcess, broker_cluster, stop_all
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
+from tests.harness.metrics import metrics_url, scrape, value
 from tests.harness.net import free_port
 from tests.harness.tls import make_pki
 from tests.harness.zookeeper import fresh_chroot
@@ -98,6 +101,23 @@ def test_without_security_a_forged_replica_fetch_on_the_07_port_is_believed(brok
     answered, codes, hw = _attack(brokers, state)
     assert answered == 0 and ErrorCode.NONE in codes, (answered, codes)
     assert hw > 0
+
+
+def test_without_security_a_07_topic_replicates_over_the_07_port_as_before(broker_factory, zk_connect, zk):
+    """An unsecured cluster keeps its followers on the leader's 0.7 port: no broker registers the private keys
+    (the 0.7 port takes the requests they carry), and the leader's 0.7 port counts the followers' fetches."""
+    overrides = {**r.replication_overrides(min_isr=2), "metrics.port": 0}
+    brokers = broker_factory(2, zk_connect, overrides=overrides)
+    r.create_topic(zk, TOPIC, {0: [0, 1]})
+    state = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader in (0, 1) and set(s.isr) == {0, 1}, 120,
+                             "both in the isr")
+    for b in brokers:
+        data, _ = zk.get(znodes.broker_endpoints_path(b.broker_id))
+        assert not znodes.parse_private_apis(data) & PORT07_KEYS, data
+    assert r.AcksClient(brokers, timeout_ms=10_000).send(TOPIC, 0, [r.payload(1)]).status == r.ACKED
+    leader = r.by_id(brokers, state.leader)
+    fetches = value(scrape(metrics_url(leader.output)), "ingest_broker_requests_total", type="REPLICA_FETCH")
+    assert fetches, "the follower's fetches did not reach the leader's 0.7 port"
 
 
 def test_with_an_authorizer_the_07_port_refuses_a_forged_replica_fetch_and_acknowledges_nothing(

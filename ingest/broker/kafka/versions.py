@@ -7,6 +7,7 @@ a misdecoded request. Private APIs (D6, keys from 10000) are never listed here.
 from __future__ import annotations
 
 from ingest.wire.kafka.api_versions import ApiVersion
+from ingest.wire.kafka.port07 import TYPE_OF_KEY
 
 ADVERTISED: dict[int, tuple[int, int]] = {
     0: (0, 10),    # Produce
@@ -47,6 +48,9 @@ PRIVATE: dict[int, tuple[int, int]] = {
     10003: (0, 0),   # DeletedSegments07 (the 0.7 port's DELETED_SEGMENTS)
 }
 """The private APIs (keys from 10000, D6): served, never advertised (no Kafka client sends them)."""
+
+PORT07_KEYS = frozenset(TYPE_OF_KEY)
+"""The private keys that carry the 0.7 port's broker-only requests (:mod:`ingest.wire.kafka.port07`)."""
 
 SERVED: dict[int, tuple[int, int]] = {**ADVERTISED, **PRIVATE}
 """Every api key the listener answers, and its versions."""
