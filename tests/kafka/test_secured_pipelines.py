@@ -114,6 +114,8 @@ def topic(clusters):
     allow(src.zk, "User:peeker", "Describe", "Topic", name)
     allow(clusters[1].zk, "User:mirror", "ClusterAction", "Cluster", "kafka-cluster")   # AppendAt
     allow(clusters[1].zk, "User:mirror", "Describe", "Topic", name)   # Metadata: where the target partitions lead
+    for events in ("audit-mirror", "audit-mirror-lost"):   # its tier events: their kind is asked by Metadata first
+        allow(clusters[1].zk, "User:mirror", "Describe", "Topic", events)
     return name
 
 
@@ -263,7 +265,7 @@ def test_the_mirror_copies_every_batch_as_mirror(clusters, pki, registry_url, to
     produce(src, pki, registry_url, topic, 30, seed=3)
     props = {"sources": "dc1", "source.dc1.zk.connect": src.zk_connect, "target.zk.connect": agg.zk_connect,
              "mirror.id": "m-secured", "checkpoint.interval.ms": 150, "topic.refresh.ms": 500,
-             "whitelist": topic, **client_security(pki, "mirror", "source.dc1."),
+             "registry.url": registry_url, "monitoring.interval.ms": 100, "whitelist": topic, **client_security(pki, "mirror", "source.dc1."),
              **client_security(pki, "mirror", "target.", mechanism="SCRAM-SHA-512")}
     mirror = MirrorProcess(tmp_path, props).start()
     try:
@@ -281,3 +283,22 @@ def test_the_mirror_copies_every_batch_as_mirror(clusters, pki, registry_url, to
     for p in range(PARTITIONS):
         assert _batches(agg.bootstrap, pki, topic, p) == _batches(src.bootstrap, pki, topic, p)
     assert PASSWORDS["mirror"] not in mirror.output()
+    # its monitoring events (0.7 topic audit-mirror on the target): every copied record counted as acknowledged
+    assert _mirror_counts(agg, registry_url) == sum(want), mirror.output()[-3000:]
+
+
+def _mirror_counts(cluster: Secured, registry_url: str) -> int:
+    """The sum of ``count_acked`` over the latest revision of each (session, window) in ``audit-mirror``."""
+    from ingest.client.simple_consumer import SimpleConsumer
+    from ingest.events.registry_client import RegistryClient
+    from ingest.events.serde import EventDeserializer
+
+    deserializer = EventDeserializer(RegistryClient(registry_url))
+    latest: dict[tuple, dict] = {}
+    with SimpleConsumer(cluster.broker.host, cluster.broker.port) as c:
+        for m in c.iter_range("audit-mirror", 0, 0, c.latest_offset("audit-mirror", 0)):
+            e = deserializer.deserialize(m.payload)
+            k = (e["producer_session_id"], e["window_start_ms"])
+            if k not in latest or e["revision"] > latest[k]["revision"]:
+                latest[k] = e
+    return sum(e["count_acked"] for e in latest.values())
