@@ -96,6 +96,12 @@ class WrongTopicKindError(IngestError):
     the Kafka listener (docs/kafka-protocol.md, D2). Each kind of client sees only its own kind."""
 
 
+class ClusterAuthorizationFailedError(IngestError):
+    """A request only a broker may send (a replica's fetch, the mirror's conditional append) came from a
+    connection not allowed ClusterAction, or on the 0.7 port of a broker with security configured, which
+    serves them only on its Kafka inter-broker listener (docs/security.md, "The 0.7 port")."""
+
+
 class OffsetOutOfRangeError(IngestError):
     """An offset is deleted by retention, past the end, or not on a message boundary."""
 

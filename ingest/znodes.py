@@ -13,6 +13,8 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
                                                                  [,"principal":"User:..."]} (the inter-broker
                                                                 principal, which fetches naming this replica
                                                                 id must come from)
+                                                                 [,"private_apis":[10000,...]] (the private
+                                                                Kafka api keys its listeners serve)
     /kafka-acl/..., /kafka-acl-extended/..., /kafka-acl-changes/..., /kafka-acl-extended-changes/...
                                                                 Kafka's ACLs (ingest.broker.authorizer.zk_store)
     /cluster/id                                              -> {"version":"1","id":"<22 chars>"} persistent
@@ -176,12 +178,15 @@ def broker_endpoints_path(broker_id: int) -> str:
 
 
 def broker_endpoints_value(endpoints: list[tuple[str, str, int]], protocols: dict[str, str],
-                           registered_ms: int | None = None, principal: str | None = None) -> bytes:
+                           registered_ms: int | None = None, principal: str | None = None,
+                           private_apis: tuple[int, ...] = ()) -> bytes:
     """A broker's Kafka listeners in Kafka's registration shape (``/brokers/ids/[id]`` of Kafka 2.x, v5):
     ``endpoints`` as ``(listener name, host, port)``, the first also as ``host``/``port``;
     ``protocols`` maps each listener name to its security protocol; ``principal`` (a field of this product:
     Kafka has none) the principal the broker authenticates as on the inter-broker listener, which the
-    other brokers require of a fetch naming this broker's id as its replica id."""
+    other brokers require of a fetch naming this broker's id as its replica id; ``private_apis`` (also this
+    product's) the private Kafka api keys its listeners serve, which no ApiVersions advertises: another
+    broker sends such a key only to a broker that registered it (an older one closes the connection)."""
     if registered_ms is None:
         registered_ms = int(time.time() * 1000)
     host, port = (endpoints[0][1], endpoints[0][2]) if endpoints else ("", -1)
@@ -191,6 +196,8 @@ def broker_endpoints_value(endpoints: list[tuple[str, str, int]], protocols: dic
              "timestamp": str(registered_ms)}
     if principal is not None:
         value["principal"] = principal
+    if private_apis:
+        value["private_apis"] = sorted(private_apis)
     return json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -201,6 +208,15 @@ def parse_broker_principal(data: bytes) -> str | None:
     except (ValueError, AttributeError, UnicodeDecodeError):
         return None
     return principal if isinstance(principal, str) else None
+
+
+def parse_private_apis(data: bytes) -> frozenset[int]:
+    """The ``private_apis`` of a ``/brokers/endpoints/[id]`` value (empty: none registered, or not readable)."""
+    try:
+        keys = json.loads(data.decode("utf-8")).get("private_apis") or ()
+        return frozenset(int(k) for k in keys)
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+        return frozenset()
 
 
 def parse_broker_endpoints(data: bytes) -> dict[str, tuple[str, int]]:

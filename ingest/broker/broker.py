@@ -25,6 +25,7 @@ from ingest.broker.kafka.sasl_config import check_sasl_keys, sasl_listeners
 from ingest.broker.kafka.tier_counts import TierCounter
 from ingest.broker.kafka.tier_counts_publisher import TierCheckpoint, TierCountsPublisher, recover
 from ingest.broker.listeners import listeners_of, parse_protocol_map
+from ingest.broker.port07_security import NO_PORT, check_port07, security_configured
 from ingest.broker.tls_config import inter_broker_context
 from ingest.broker.log_manager import LogManager
 from ingest.broker.server import SocketServer
@@ -96,6 +97,8 @@ class BrokerServer:
         secured = authorizer_enabled(cfg)   # a bad authorizer config fails before anything starts
         super_users(cfg)
         listeners = listeners_of(cfg)
+        port07_secured = security_configured(cfg)
+        check_port07(cfg, port07_secured)
         self.log_manager = LogManager(cfg, self.clock)
         registry = self._start_metrics() if metrics_enabled(cfg) else None
         try:
@@ -106,19 +109,22 @@ class BrokerServer:
         try:
             self.handlers = BrokerHandlers(self.log_manager, cfg, broker_id=self.broker_id,
                                            host=self.host, port=self.port)
+            self.handlers.refuse_broker_only = port07_secured
             dispatcher = self.handlers
             if registry is not None:
                 self.handlers.metrics = self.metrics
                 dispatcher = MeteredDispatcher(self.handlers, self.metrics)
-            self.network = SocketServer.from_config(cfg, dispatcher, self.host, self.port)
-            self.port = self.handlers.port = self.network.port
+            if self.port != NO_PORT:
+                self.network = SocketServer.from_config(cfg, dispatcher, self.host, self.port)
+                self.port = self.handlers.port = self.network.port
             if listeners.bind:
                 self._bind_kafka_listeners(listeners)
             if cfg["enable.zookeeper"]:
                 self._start_zookeeper_parts(secured)
             if self.kafka is not None and cfg["audit.counts.enable"]:
                 self._start_tier_counts()
-            self.network.start()
+            if self.network is not None:
+                self.network.start()
             if self.kafka is not None:
                 self.kafka.start()
         except BaseException:
@@ -140,6 +146,7 @@ class BrokerServer:
         self.kafka_purgatory = Purgatory(f"kafka-purgatory-{self.broker_id}")
         cluster = LocalCluster(self.log_manager, self.broker_id, listeners, local_cluster_id(cfg["log.dir"]))
         self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory, self.clock)
+        self.kafka_apis.port07 = self.handlers
         check_sasl_keys(cfg, listeners.inter_broker)
         if sasl_listeners(cfg):   # the users are read from ZooKeeper in _start_zookeeper_parts
             self.kafka_apis.sasl = SaslAuthenticator(
@@ -209,7 +216,8 @@ class BrokerServer:
             session_timeout_ms=cfg["zk.sessiontimeout.ms"],
             connection_timeout_ms=cfg["zk.connectiontimeout.ms"], security=self.zk_security,
             endpoints=None if kafka_listeners is None else
-            endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"], principal))
+            endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"], principal,
+                            port07_keys=self.handlers.refuse_broker_only or self.port == NO_PORT))
         self.registry.start({})
         client = self.registry.client
         self.view = ReplicationView(client).start()

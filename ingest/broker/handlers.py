@@ -70,6 +70,7 @@ from ingest.broker.reply import FileRegion, Reply
 from ingest.broker.topic_kind import TopicKind
 from ingest.broker.topics import validate_partition, validate_topic
 from ingest.errors import (
+    ClusterAuthorizationFailedError,
     CorruptRangeError,
     IngestError,
     InvalidFetchSizeError,
@@ -100,6 +101,12 @@ Any other refusal (not the leader, no leader, the log offline, disk full) is abo
 partition is served, and the next request would be dropped the same way: the connection is
 closed, the only signal that makes a fire-and-forget client re-discover (as Kafka does for
 acks=0)."""
+
+BROKER_ONLY = frozenset({RequestType.REPLICA_FETCH, RequestType.APPEND_AT})
+"""The 0.7 request types only a broker (or the mirror, acting for the target cluster) sends: a replica's
+fetch (which moves the high watermark and the in-sync set), the conditional append that keeps offsets.
+DELETED_SEGMENTS is not one: it reads what OFFSETS and FETCH of the same partition already show anyone on
+the port, and the loader and the mirror ask it as readers (docs/security.md, "The 0.7 port")."""
 
 MAX_RESPONSE_BYTES = 2**31 - 1 - 64
 """A response frame's size must fit its int32 size field."""
@@ -136,6 +143,10 @@ class BrokerHandlers:
         self.refusals = RateLimitedLog(log, interval_s=REFUSAL_LOG_INTERVAL_S)
         self.produce_refusals = ProduceRefusals()
         self.mirror = MirrorHandlers(self)
+        self.refuse_broker_only = False
+        """Security configured (an authorizer, or a listener other than PLAINTEXT): the 0.7 port answers the
+        broker-only requests (:data:`BROKER_ONLY`) CLUSTER_AUTHORIZATION_FAILED; brokers send them over the
+        inter-broker Kafka listener."""
         self.metrics = NO_METRICS   # counters (ingest.metrics.broker.BrokerMetrics when metrics.port is set)
         self.table: dict[int, Callable[[memoryview, str], Reply | None]] = {
             RequestType.PRODUCE: self.handle_produce,
@@ -162,6 +173,18 @@ class BrokerHandlers:
     # --- dispatch ----------------------------------------------------------------------
 
     def dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None:
+        if kind in BROKER_ONLY and self.refuse_broker_only:
+            return self._refused(kind, ClusterAuthorizationFailedError(
+                f"{_name(kind)} is refused on the 0.7 port of a broker with security configured: only brokers "
+                "send it, over the inter-broker Kafka listener (docs/security.md, \"The 0.7 port\")"), client)
+        return self._dispatch(kind, body, client)
+
+    def serve_broker_only(self, kind: int, body: memoryview, client: str) -> Reply | None:
+        """A request the Kafka listener's private keys carried and authorized (:mod:`ingest.broker.kafka.port07`:
+        the :data:`BROKER_ONLY` ones and DELETED_SEGMENTS)."""
+        return self._dispatch(kind, body, client)
+
+    def _dispatch(self, kind: int, body: memoryview, client: str) -> Reply | None:
         handler = self.table.get(kind)
         if handler is None:
             exc = UnknownRequestTypeError(
@@ -203,20 +226,20 @@ class BrokerHandlers:
             return None if keep else Reply([], close_after=True)
         self.refusals.warning(client, f"{_name(kind)} {code.name}", "client %s: %s request refused (%s): %s",
                               client, _name(kind), code.name, exc)
-        return self._error_reply(kind, code)
+        return self.error_reply(kind, code)
 
     def _failed(self, kind: int, client: str) -> Reply:
         self.refusals.log(logging.ERROR, client, f"{_name(kind)} failed unexpectedly",
                           "client %s: %s request failed unexpectedly", client, _name(kind), exc_info=True)
         self.metrics.error(kind, ErrorCode.UNKNOWN.name)
-        return self._error_reply(kind, ErrorCode.UNKNOWN)
+        return self.error_reply(kind, ErrorCode.UNKNOWN)
 
     def connection_closed(self, client: str) -> None:
         """The network layer closed the connection from ``client``: summarize its refusals."""
         self.produce_refusals.closed(client)
 
     @staticmethod
-    def _error_reply(kind: int, code: int) -> Reply:
+    def error_reply(kind: int, code: int) -> Reply:
         if kind in p.RESPONSELESS:
             return Reply([], close_after=True)
         if kind in (RequestType.PRODUCE_ACK, RequestType.PRODUCE_ACKS, RequestType.APPEND_AT):

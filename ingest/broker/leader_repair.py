@@ -37,7 +37,6 @@ from ingest.broker.partition import Role
 from ingest.broker.repair_read import read_range
 from ingest.errors import IngestError, OffsetOutOfRangeError
 from ingest.ratelimited_log import RateLimitedLog
-from ingest.wire.connection import BrokerConnection
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +54,18 @@ class LeaderRepair:
 
     Args:
         partitions: returns the broker's replicated partitions (``ReplicatedPartition``) now.
-        brokers: returns ``{broker_id: (host, port)}`` of the live brokers now.
+        connect: ``connect(broker_id, timeout_s)``: a connection for REPLICA_FETCH to that broker (its 0.7 port,
+            or its inter-broker Kafka listener: :class:`~ingest.broker.port07_carrier.Port07Carrier`), None
+            while it is not registered.
         timeout_s: socket timeout of one repair read.
         max_bytes: most bytes asked for in one repair read.
     """
 
-    def __init__(self, broker_id: int, partitions: Callable[[], list], brokers: Callable[[], dict], *,
+    def __init__(self, broker_id: int, partitions: Callable[[], list], connect: Callable[[int, float], object], *,
                  timeout_s: float, max_bytes: int) -> None:
         self.broker_id = broker_id
         self._partitions = partitions
-        self._brokers = brokers
+        self._connect = connect
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
         self._wanted: set[tuple[str, int]] = set()
@@ -172,10 +173,9 @@ class LeaderRepair:
 
     def _fetch(self, part, epoch: int, replica: int, start: int, end: int) -> tuple[bytes | None, str]:
         """``[start, end)`` of ``replica``'s log by repair reads, or ``(None, why not)``."""
-        addr = self._brokers().get(replica)
-        if addr is None:
+        conn = self._connect(replica, self._timeout_s)
+        if conn is None:
             return None, "not registered"
-        conn = BrokerConnection(addr[0], addr[1], broker_id=replica, timeout_s=self._timeout_s)
         try:
             return read_range(conn, part.topic, part.partition, epoch, start, end, self._max_bytes)
         finally:

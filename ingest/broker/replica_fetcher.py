@@ -51,6 +51,7 @@ from ingest.records.message_set import message_bounds, scan, valid_prefix
 from ingest.wire import protocol as p
 from ingest.wire.connection import BrokerConnection
 from ingest.wire.errors import ErrorCode, code_for
+from ingest.wire.kafka.port07_connection import Port07OverKafka
 from ingest.wire.protocol import DeletedSegmentsRequest, DeletedSegmentsResponse
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class ReplicaFetcher(threading.Thread):
 
     def __init__(self, part, leader: tuple[int, str, int], epoch: int, *, max_bytes: int, wait_ms: int,
                  socket_timeout_s: float, on_stall: Callable[[tuple[str, int], Stall | None], None] | None = None,
-                 clock: Clock = SYSTEM_CLOCK, ssl_context=None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, ssl_context=None, over_kafka: bool = False, sasl=None) -> None:
         super().__init__(name=f"replica-fetcher-{part.topic}-{part.partition}", daemon=True)
         self.part = part
         self.leader_id, self.host, self.port = leader
@@ -85,8 +86,13 @@ class ReplicaFetcher(threading.Thread):
         self.max_bytes = max_bytes
         self.wait_ms = wait_ms
         self._halt = threading.Event()
-        self._conn = BrokerConnection(self.host, self.port, broker_id=self.leader_id,
-                                      timeout_s=socket_timeout_s + wait_ms / 1000.0, ssl_context=ssl_context)
+        timeout_s = socket_timeout_s + wait_ms / 1000.0
+        if over_kafka:   # (host, port): the leader's inter-broker Kafka listener (ingest.broker.port07_carrier)
+            self._conn = Port07OverKafka(self.host, self.port, broker_id=self.leader_id, timeout_s=timeout_s,
+                                         ssl_context=ssl_context, client_id=f"replica-{part.broker_id}", sasl=sasl)
+        else:
+            self._conn = BrokerConnection(self.host, self.port, broker_id=self.leader_id, timeout_s=timeout_s,
+                                          ssl_context=ssl_context)
         self.fetches = 0
         self._next_repair = 0.0
         self.stall: Stall | None = None

@@ -63,6 +63,7 @@ from ingest.broker.kafka.sasl_config import inter_broker_login
 from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
+from ingest.broker.port07_carrier import Port07Carrier
 from ingest.broker.replica_fetcher import ReplicaFetcher
 from ingest.broker.replica_stalls import StallBoard
 from ingest.broker.storage_failures import StorageFailurePublisher
@@ -115,7 +116,10 @@ class ReplicaManager:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.stalls = StallBoard(broker_id, on_change=self._isr_wanted.set)
-        self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), lambda: dict(self.view.brokers),
+        self.port07 = Port07Carrier(view, inter_broker_listener, inter_broker_ssl, f"broker-{broker_id}",
+                                    self.inter_broker_login)
+        """How 0.7 replicated topics' followers and repair reads reach another broker."""
+        self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), self.port07.connect,
                                    timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
                                    max_bytes=config["replica.fetch.max.bytes"])
         self.storage_failures = StorageFailurePublisher(client, broker_id)
@@ -234,7 +238,8 @@ class ReplicaManager:
             self._follow_kafka(part, state)
             return
         fetcher = self.fetchers.get(part.key)
-        addr = self.view.brokers.get(state.leader)
+        found = self.port07.address(state.leader)
+        over_kafka, addr = (found[0], found[1:]) if found is not None else (False, None)
         if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
                 and fetcher is not None and fetcher.is_alive() and addr == (fetcher.host, fetcher.port)):
             part.update_state(state)
@@ -242,11 +247,14 @@ class ReplicaManager:
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
+            # over the Kafka listener (a secured leader): its TLS and the broker's inter-broker login
+            extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl, "over_kafka": True} \
+                if over_kafka else {}
             f = ReplicaFetcher(part, (state.leader, *addr), state.leader_epoch,
                                max_bytes=self.config["replica.fetch.max.bytes"],
                                wait_ms=self.config["replica.fetch.wait.max.ms"],
                                socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
-                               on_stall=self.stalls.report)
+                               on_stall=self.stalls.report, **extra)
             self.fetchers[part.key] = f
             f.start()
         elif state.leader >= 0:

@@ -42,6 +42,7 @@ class ReplicationView:
         self.kafka_topics: frozenset[str] = frozenset()   # the cluster topics whose assignment says "format":"kafka"
         self.endpoints: dict[int, dict[str, tuple[str, int]]] = {}   # broker id -> Kafka listener -> (host, port)
         self.principals: dict[int, str] = {}   # broker id -> its inter-broker principal (/brokers/endpoints)
+        self.private_apis: dict[int, frozenset[int]] = {}   # broker id -> the private Kafka api keys it serves
         self.controller_id = -1
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.storage_failures: dict[int, dict[tuple[str, int], str]] = {}   # broker id -> failed replicas
@@ -149,6 +150,7 @@ class ReplicationView:
             return False
         found: dict[int, dict[str, tuple[str, int]]] = {}
         principals: dict[int, str] = {}
+        private: dict[int, frozenset[int]] = {}
         for child in children:
             try:
                 bid = int(child)
@@ -159,8 +161,10 @@ class ReplicationView:
             principal = znodes.parse_broker_principal(data)
             if principal is not None:
                 principals[bid] = principal
+            private[bid] = znodes.parse_private_apis(data)
         self.endpoints = found
         self.principals = principals
+        self.private_apis = private
         self._call(self._broker_listeners, self.brokers)
         return True
 
@@ -371,6 +375,10 @@ class ReplicationView:
     def is_replicated_07(self, topic: str) -> bool:
         """Whether ``topic`` is a replicated 0.7 topic (an assignment without a format)."""
         return topic in self.assignments and topic not in self.kafka_topics
+
+    def serves(self, broker_id: int, api_key: int) -> bool:
+        """Whether ``broker_id`` registered that its Kafka listeners serve the private api ``api_key``."""
+        return api_key in self.private_apis.get(broker_id, ())
 
     def kafka_endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
         """``(host, port)`` of ``broker_id``'s Kafka listener ``listener``, None while it has none registered."""

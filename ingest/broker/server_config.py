@@ -11,6 +11,7 @@ from ingest.broker.kafka.sasl_config import SASL_KEYS
 from ingest.broker.kafka.tier_counts_config import TIER_COUNT_KEYS
 from ingest.broker.listeners import ListenerList, ProtocolMap
 from ingest.broker.log_config import LOG_CONFIG
+from ingest.broker.port07_security import PORT07_SECURITY_KEYS
 from ingest.broker.tls_config import TLS_KEYS
 from ingest.config import Bool, Config, Int, Key, Str
 from ingest.errors import ConfigError
@@ -21,8 +22,9 @@ SERVER_KEYS = (
     Key("brokerid", Int(0, 2**31 - 1), doc="unique id of this broker in the cluster"),
     Key("hostname", Str(nonempty=True), "127.0.0.1",
         "address to bind and to register in ZooKeeper (loopback unless set)"),
-    Key("port", Int(0, 65535), 9092,
-        "TCP port of the Kafka 0.7 protocol (0.7 clients, 0.7 topics; 0 = any free port, for tests)"),
+    Key("port", Int(-1, 65535), 9092,
+        "TCP port of the Kafka 0.7 protocol (0.7 clients, 0.7 topics; 0 = any free port, for tests; -1 = no 0.7"
+        " port: only the Kafka listeners, docs/security.md)"),
     # the Kafka protocol (Kafka's names; docs/kafka-protocol.md): its own port, never the 0.7 one
     Key("listeners", ListenerList(), ("PLAINTEXT://127.0.0.1:29092",),
         "the Kafka protocol's listeners, NAME://host:port,... (empty host: every interface; port 0: any free"
@@ -102,8 +104,8 @@ SERVER_KEYS = (
         "how long each attempt of a controlled shutdown waits for the leaderships to move"),
 )
 
-SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS + GROUP_KEYS
-                                  + TIER_COUNT_KEYS + SASL_KEYS + METRICS_KEYS)
+SERVER_CONFIG = LOG_CONFIG.extend("broker", SERVER_KEYS + ZK_SECURITY_KEYS + TLS_KEYS + AUTHORIZER_KEYS
+                                  + PORT07_SECURITY_KEYS + GROUP_KEYS + TIER_COUNT_KEYS + SASL_KEYS + METRICS_KEYS)
 """Every key ``ingest broker start`` accepts: the log keys and the server keys."""
 
 

@@ -121,7 +121,10 @@ def read_brokers(zk) -> dict[int, BrokerAddress]:
     for child in children:
         try:
             data, _ = zk.retry(zk.get, znodes.broker_path(int(child)))
-            out[int(child)] = parse_broker_znode(int(child), data)
+            addr = parse_broker_znode(int(child), data)
+            if addr.port < 0:
+                continue   # a broker without a 0.7 port (port=-1): only Kafka clients reach it
+            out[int(child)] = addr
         except (NoNodeError, ValueError, KeyError, UnicodeDecodeError) as exc:
             log.debug("skipping broker znode %s: %s", child, exc)
     return out

@@ -21,7 +21,7 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import MirrorError
 from ingest.mirror.copier import PartitionCopier
 from ingest.mirror.fallback import FallbackSender, make_fallback_producer
-from ingest.mirror.kafka_io import KafkaSourceReader, KafkaTargetWriter
+from ingest.mirror.kafka_io import KafkaSourceReader, KafkaTargetWriter, port07_endpoint
 from ingest.mirror.config import MIRROR_FETCH
 from ingest.mirror.mapping import MirrorUnit
 from ingest.mirror.source_reader import SourceReader
@@ -51,7 +51,8 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         header_reader: HeaderReader (session keys in fallback, lost-range bounds, lag seconds).
         kafka_bootstrap: for a Kafka topic's unit, the Kafka listeners (``host:port,...``) of the source and of
             the target cluster; None for a 0.7 topic's.
-        kafka_security: how the mirror connects to those listeners (source's, target's); default PLAINTEXT.
+        kafka_security: how the mirror connects to the Kafka listeners (source's, target's); default PLAINTEXT.
+            A 0.7 topic's unit takes the target's for APPEND_AT on a secured target's Kafka listener.
 
     Raises:
         MirrorError: a Kafka topic's unit without a target partition (the at-least-once fallback copies
@@ -72,6 +73,7 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
             counter_factory=counter_factory, publisher=publisher, header_reader=header_reader,
             checkpoint_interval_ms=checkpoint_interval_ms, mirror_server=mirror_server or socket.gethostname(),
             clock=clock)
+    target_security = kafka_security[1] if kafka_security else ClientSecurity()
     source = SourceReader(source_discovery, unit.topic, unit.broker_id, unit.partition, metadata=source_metadata,
                           settings=fetch, clock=clock)
     target = fallback = None
@@ -79,7 +81,9 @@ def make_copier(unit: MirrorUnit, *, group: str, zk, source_discovery: Discovery
         fallback = FallbackSender(fallback_producer, unit.topic, header_reader) if fallback_producer else None
     else:
         target = TargetWriter(target_metadata, unit.topic, unit.target_partition, acks=acks, timeout_ms=timeout_ms,
-                              settings=fetch, clock=clock)
+                              settings=fetch, clock=clock, security=target_security,
+                              kafka_endpoint=None if zk is None else
+                              (lambda bid: port07_endpoint(zk, bid, target_security.protocol)))
     return PartitionCopier(unit, group=group, zk=zk, source=source, target=target, fallback=fallback,
                            counter_factory=counter_factory, publisher=publisher, header_reader=header_reader,
                            checkpoint_interval_ms=checkpoint_interval_ms,

@@ -36,6 +36,7 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import BrokerUnavailableError, MirrorError, OffsetOutOfRangeError
 from ingest.records.batch import iter_batches
 from ingest.records.record import iter_records
+from ingest.wire.kafka.port07 import APPEND_AT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,22 @@ def kafka_bootstrap(zk, security_protocol: str = "PLAINTEXT") -> str:
             f"(/brokers/endpoints; protocols registered: {', '.join(sorted(others)) or 'none'}): set the "
             "cluster's security.protocol to one of them, or add such a listener")
     return ",".join(out)
+
+
+def port07_endpoint(zk, broker_id: int, security_protocol: str = "PLAINTEXT",
+                    api_key: int = APPEND_AT_KEY) -> tuple[str, int] | None:
+    """``(host, port)`` of the Kafka listener of protocol ``security_protocol`` (as :func:`kafka_bootstrap`
+    picks) on which ``broker_id`` of ``zk``'s cluster serves a 0.7 broker-only request as the private
+    ``api_key`` (AppendAt07: ``private_apis`` of ``/brokers/endpoints/[id]``, registered only by a broker that
+    refuses it on its 0.7 port or has none); None when it registered no such key or no such listener: then its
+    0.7 port serves the request."""
+    try:
+        data, _ = zk.retry(zk.get, znodes.broker_endpoints_path(broker_id))
+        if api_key not in znodes.parse_private_apis(data):
+            return None
+        return matching_listener(data, security_protocol)
+    except (NoNodeError, ValueError):
+        return None
 
 
 def _client_config(bootstrap: str, settings: FetchSettings, security: ClientSecurity) -> dict:

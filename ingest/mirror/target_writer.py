@@ -10,15 +10,19 @@ the metadata and retry with a doubling back-off up to ``leader_wait_s``
 which the copier resolves from its checkpoint).
 
 Reading back (the lost-range bounds) goes through a LeaderConsumer of the same
-cluster.
+cluster. APPEND_AT goes to the leader's Kafka listener as the private api key AppendAt07 (10002) when the
+leader registered it (``kafka_endpoint``), to its 0.7 port otherwise.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 from ingest.client.append_at import append_at, log_end
+from ingest.client.kafka.security import ClientSecurity
 from ingest.wire.connection import BrokerConnection
+from ingest.wire.kafka.port07_connection import Port07OverKafka
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import FAILOVER_ERRORS, LeaderConsumer
 from ingest.client.replica_metadata import ReplicaMetadata
@@ -38,11 +42,18 @@ class TargetWriter:
         timeout_ms: how long an acks=-1 leader may wait for its followers.
         settings: the socket timeout, and ``leader_wait_s``: how long one call keeps retrying
             through a failover (:data:`ingest.mirror.config.MIRROR_FETCH` when not given).
+        kafka_endpoint: broker id -> the Kafka listener on which that broker serves APPEND_AT as a private
+            api key (:func:`ingest.mirror.kafka_io.port07_endpoint`), or None: then its 0.7 port (which a broker
+            with security configured refuses APPEND_AT on: docs/security.md, "The 0.7 port").
+        security: how the mirror connects to the target's Kafka listeners (``target.security.protocol``,
+            ``target.ssl.*``, ``target.sasl.*``), for APPEND_AT over ``kafka_endpoint``.
     """
 
     def __init__(self, metadata: ReplicaMetadata, topic: str, partition: int, *, acks: int = -1,
                  timeout_ms: int = 10_000, settings: FetchSettings = MIRROR_FETCH,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK,
+                 kafka_endpoint: Callable[[int], tuple[str, int] | None] | None = None,
+                 security: ClientSecurity = ClientSecurity()) -> None:
         self.metadata = metadata
         self.topic = topic
         self.partition = partition
@@ -53,6 +64,9 @@ class TargetWriter:
         self.socket_timeout_s = max(socket_timeout_s, timeout_ms / 1000.0 + 5.0)
         self.clock = clock
         self._conn: BrokerConnection | None = None
+        self._kafka_endpoint = kafka_endpoint
+        self._endpoints: dict[int, tuple[str, int] | None] = {}   # the leader's, looked up again on a refresh
+        self._security = security
         self._lock = threading.Lock()
         self.reader = LeaderConsumer(metadata, timeout_s=socket_timeout_s, leader_wait_s=leader_wait_s, clock=clock)
 
@@ -64,12 +78,23 @@ class TargetWriter:
             addr = self.metadata.leader(self.topic, self.partition, refresh=refresh)
         except ValueError as exc:  # a topic just created: the brokers' metadata does not list it yet
             raise LeaderNotAvailableError(f"{self}: {exc}") from None
+        kafka = None
+        if self._kafka_endpoint is not None:
+            if refresh or addr.broker_id not in self._endpoints:
+                self._endpoints = {addr.broker_id: self._kafka_endpoint(addr.broker_id)}
+            kafka = self._endpoints[addr.broker_id]
+        host, port = kafka or (addr.host, addr.port)
         c = self._conn
-        if c is None or (c.host, c.port) != (addr.host, addr.port):
+        if c is None or (c.host, c.port) != (host, port):
             if c is not None:
                 c.close()
-            c = self._conn = BrokerConnection(addr.host, addr.port, timeout_s=self.socket_timeout_s,
-                                              broker_id=addr.broker_id)
+            if kafka is not None:
+                c = Port07OverKafka(host, port, timeout_s=self.socket_timeout_s, broker_id=addr.broker_id,
+                                    client_id="ingest-mirror", ssl_context=self._security.ssl_context(),
+                                    sasl=self._security.sasl_login())
+            else:
+                c = BrokerConnection(host, port, timeout_s=self.socket_timeout_s, broker_id=addr.broker_id)
+            self._conn = c
         return c
 
     def _call(self, fn):

@@ -112,9 +112,9 @@ class Wiring:
         unit = self.unit(key)
         cluster = self.sources.sources[key.source]
         header_reader, publisher = self._event_parts()
-        kafka = security = None
+        kafka = None
+        security = (cluster.spec.security, target_security(c))
         if cluster.topic_format(key.topic) == znodes.KAFKA_FORMAT:
-            security = (cluster.spec.security, target_security(c))
             kafka = (kafka_bootstrap(cluster.zk, security[0].protocol), kafka_bootstrap(self.zk, security[1].protocol))
         return make_copier(
             unit, group=self.group, zk=self.zk, source_discovery=cluster.discovery,

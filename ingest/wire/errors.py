@@ -53,6 +53,7 @@ class ErrorCode(IntEnum):
     OFFSET_MISMATCH = 28
     COORDINATION_UNAVAILABLE = 30
     WRONG_TOPIC_KIND = 31
+    CLUSTER_AUTHORIZATION_FAILED = 32
 
 
 class KafkaErrorCode(IntEnum):
@@ -192,6 +193,7 @@ ERRORS = (
     (e.OffsetMismatchError,                 ErrorCode.OFFSET_MISMATCH,              KafkaErrorCode.OFFSET_MISMATCH),
     (e.CoordinationUnavailableError,        ErrorCode.COORDINATION_UNAVAILABLE,     KafkaErrorCode.REQUEST_TIMED_OUT),
     (e.WrongTopicKindError,                 ErrorCode.WRONG_TOPIC_KIND,             KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
+    (e.ClusterAuthorizationFailedError,     ErrorCode.CLUSTER_AUTHORIZATION_FAILED, KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED),
     (e.UnsupportedVersionError,             _,                                      KafkaErrorCode.UNSUPPORTED_VERSION),
     (e.TopicAlreadyExistsError,             _,                                      KafkaErrorCode.TOPIC_ALREADY_EXISTS),
     (e.InvalidPartitionsError,              _,                                      KafkaErrorCode.INVALID_PARTITIONS),

@@ -231,6 +231,19 @@ def high_watermark(broker, topic: str, partition: int) -> int:
     return resp.offsets[0]
 
 
+def wait_until_leading(broker, topic: str, partition: int, timeout: float = 60.0) -> int:
+    """Wait until ``broker`` answers OFFSETS latest as the partition's leader (its high watermark, returned).
+
+    ZooKeeper shows an election before the elected broker has applied it (it answers NOT_LEADER until
+    then); a test that sends one request right after the election waits for this first."""
+    def leading():
+        try:
+            return (high_watermark(broker, topic, partition),)
+        except AssertionError:
+            return None
+    return wait_for(leading, timeout, f"broker {broker.broker_id} serving {topic}-{partition} as its leader")[0]
+
+
 def read_committed(broker, topic: str, partition: int, start: int = 0, upto: int | None = None,
                    max_size: int = 1 << 20) -> list[tuple[int, int, bytes]]:
     """``(offset, next_offset, payload)`` of every message from ``start`` to the broker's high

@@ -10,6 +10,9 @@ brokers, a real ZooKeeper, a real registry, real Spark (local mode) and the real
 - ``User:loader`` has Read and Describe on the topic and nothing else: the hourly load loads exactly what
   was produced. ``User:peeker`` (Describe, no Read) runs the same load with ``jobs/load.py``: exit 2, one
   clear line naming the authorization failure, the committed state untouched (and no password printed).
+- The Spark source (``spark.read.format("ingest")``) takes the loader's security keys as options: as
+  ``User:loader`` it reads exactly the rows produced; as ``User:peeker`` the read fails naming
+  TOPIC_AUTHORIZATION_FAILED and the topic, without the password.
 - ``User:mirror`` has Read and Describe on the source topic, and ClusterAction (AppendAt) plus Describe on the
   topic (Metadata) on the target: the mirror copies every batch, at the same offsets.
 """
@@ -111,6 +114,24 @@ def topic(clusters):
     allow(src.zk, "User:peeker", "Describe", "Topic", name)
     allow(clusters[1].zk, "User:mirror", "ClusterAction", "Cluster", "kafka-cluster")   # AppendAt
     allow(clusters[1].zk, "User:mirror", "Describe", "Topic", name)   # Metadata: where the target partitions lead
+    for events in ("audit-mirror", "audit-mirror-lost"):   # its tier events: their kind is asked by Metadata first
+        allow(clusters[1].zk, "User:mirror", "Describe", "Topic", events)
+    return name
+
+
+def _new_topic(src: Secured, prefix: str) -> str:
+    """A Kafka topic of :data:`PARTITIONS` partitions with the source's least-privilege ACLs (app, loader, peeker)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    src.zk.retry(src.zk.create, znodes.topic_dir(name),
+                 znodes.assignment_value({p: [src.broker.broker_id] for p in range(PARTITIONS)}, znodes.KAFKA_FORMAT),
+                 makepath=True)
+    for p in range(PARTITIONS):
+        r.wait_for_leader_state(src.zk, name, p)
+    for op in ("Write", "Describe"):
+        allow(src.zk, "User:app", op, "Topic", name)
+    for op in ("Read", "Describe"):
+        allow(src.zk, "User:loader", op, "Topic", name)
+    allow(src.zk, "User:peeker", "Describe", "Topic", name)
     return name
 
 
@@ -213,12 +234,38 @@ def test_the_load_reads_as_loader_and_a_principal_without_read_changes_nothing(c
     assert sum(after.values()) == sum(_ends(src.bootstrap, pki, topic))   # every record, once
 
 
+def test_the_spark_source_reads_with_the_loaders_security_options(clusters, pki, registry_url, spark):
+    from ingest.explore import register
+
+    src = clusters[0]
+    topic = _new_topic(src, "explored")
+    produced = produce(src, pki, registry_url, topic, 50, seed=4)
+    register(spark)
+
+    def read(user: str):
+        reader = spark.read.format("ingest").option("topic", topic).option("zk.connect", src.zk_connect) \
+            .option("registry.url", registry_url)
+        for k, v in client_security(pki, user, mechanism="SCRAM-SHA-512").items():
+            reader = reader.option(k, v)
+        return reader.load().select("header.session", "header.seq", "partition", "offset").collect()
+
+    rows = read("loader")
+    assert collections.Counter((x.session, x.seq) for x in rows) == collections.Counter(produced)
+    assert sorted((x.partition, x.offset) for x in rows) == \
+        [(p, o) for p, end in enumerate(_ends(src.bootstrap, pki, topic)) for o in range(end)]
+    with pytest.raises(Exception) as refused:   # Spark wraps the source's error in its own exception types
+        read("peeker")
+    text = str(refused.value)
+    assert "TOPIC_AUTHORIZATION_FAILED" in text and topic in text, text[-3000:]
+    assert PASSWORDS["peeker"] not in text
+
+
 def test_the_mirror_copies_every_batch_as_mirror(clusters, pki, registry_url, topic, tmp_path):
     src, agg = clusters
     produce(src, pki, registry_url, topic, 30, seed=3)
     props = {"sources": "dc1", "source.dc1.zk.connect": src.zk_connect, "target.zk.connect": agg.zk_connect,
              "mirror.id": "m-secured", "checkpoint.interval.ms": 150, "topic.refresh.ms": 500,
-             "whitelist": topic, **client_security(pki, "mirror", "source.dc1."),
+             "registry.url": registry_url, "monitoring.interval.ms": 100, "whitelist": topic, **client_security(pki, "mirror", "source.dc1."),
              **client_security(pki, "mirror", "target.", mechanism="SCRAM-SHA-512")}
     mirror = MirrorProcess(tmp_path, props).start()
     try:
@@ -236,3 +283,22 @@ def test_the_mirror_copies_every_batch_as_mirror(clusters, pki, registry_url, to
     for p in range(PARTITIONS):
         assert _batches(agg.bootstrap, pki, topic, p) == _batches(src.bootstrap, pki, topic, p)
     assert PASSWORDS["mirror"] not in mirror.output()
+    # its monitoring events (0.7 topic audit-mirror on the target): every copied record counted as acknowledged
+    assert _mirror_counts(agg, registry_url) == sum(want), mirror.output()[-3000:]
+
+
+def _mirror_counts(cluster: Secured, registry_url: str) -> int:
+    """The sum of ``count_acked`` over the latest revision of each (session, window) in ``audit-mirror``."""
+    from ingest.client.simple_consumer import SimpleConsumer
+    from ingest.events.registry_client import RegistryClient
+    from ingest.events.serde import EventDeserializer
+
+    deserializer = EventDeserializer(RegistryClient(registry_url))
+    latest: dict[tuple, dict] = {}
+    with SimpleConsumer(cluster.broker.host, cluster.broker.port) as c:
+        for m in c.iter_range("audit-mirror", 0, 0, c.latest_offset("audit-mirror", 0)):
+            e = deserializer.deserialize(m.payload)
+            k = (e["producer_session_id"], e["window_start_ms"])
+            if k not in latest or e["revision"] > latest[k]["revision"]:
+                latest[k] = e
+    return sum(e["count_acked"] for e in latest.values())

@@ -177,6 +177,7 @@ def test_unclean_election_off_leaves_the_partition_leaderless_until_an_isr_membe
     returning.start(timeout=60)
     state = r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader == returning.broker_id, 60,
                              f"former isr member {returning.broker_id} elected")
+    r.wait_until_leading(returning, TOPIC, 0)   # _send makes one attempt: not before the broker took the lead
     assert _send(r.AcksClient(brokers), range(201, 211)).status == r.ACKED
     for b in others:
         b.start(timeout=60)
@@ -191,6 +192,7 @@ def test_unclean_election_on_elects_the_stale_replica_and_loses_what_it_missed(b
     t0 = time.monotonic()
     r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader == stale.broker_id, 60,
                      f"unclean election of out-of-sync broker {stale.broker_id}")
+    r.wait_until_leading(stale, TOPIC, 0)   # _send makes one attempt: not before the broker took the lead
     after = _send(r.AcksClient(brokers), range(201, 211))
     assert after.status == r.ACKED, after
     log.info("unclean election of broker %d %.1fs after the isr died", stale.broker_id, time.monotonic() - t0)

@@ -15,8 +15,8 @@ from ingest.broker.kafka import (alter_configs, api_versions, append_at, create_
                                  delete_acls, delete_topics, describe_acls, describe_cluster, describe_configs,
                                  describe_groups, fetch, find_coordinator, heartbeat, incremental_alter_configs,
                                  init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
-                                 offset_commit, offset_fetch, offset_for_leader_epoch, produce, sasl_authenticate,
-                                 sasl_handshake, sync_group, versions)
+                                 offset_commit, offset_fetch, offset_for_leader_epoch, port07, produce,
+                                 sasl_authenticate, sasl_handshake, sync_group, versions)
 from ingest.broker.kafka.producer_ids import LocalProducerIds
 from ingest.clock import SYSTEM_CLOCK
 from ingest.ratelimited_log import RateLimitedLog
@@ -28,7 +28,8 @@ HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit
             16: list_groups, 17: sasl_handshake, 18: api_versions, 19: create_topics, 20: delete_topics,
             22: init_producer_id, 23: offset_for_leader_epoch, 32: describe_configs, 33: alter_configs,
             36: sasl_authenticate, 37: create_partitions, 29: describe_acls, 30: create_acls, 31: delete_acls,
-            44: incremental_alter_configs, 60: describe_cluster, 10000: append_at}
+            44: incremental_alter_configs, 60: describe_cluster, 10000: append_at, 10001: port07, 10002: port07,
+            10003: port07}
 """api key -> the module that serves it (the private ones, keys from 10000, are served, never advertised)."""
 
 assert set(versions.ADVERTISED) <= set(HANDLERS), "every advertised API has a handler"
@@ -59,6 +60,7 @@ class KafkaApis:
         self.tier_counts = None   # a TierCounter when audit.counts.enable (ingest.broker.kafka.tier_counts)
         self.sasl = None   # a SaslAuthenticator when a listener uses SASL (ingest.broker.kafka.sasl)
         self.authorizer = None    # an Authorizer when authorizer.class.name is set (ingest.broker.authorizer)
+        self.port07 = None        # the 0.7 port's BrokerHandlers, serving its broker-only requests (port07)
         self.registered_principal = lambda broker_id: None
         """broker id -> the inter-broker principal that broker registered in ZooKeeper (None: unknown)."""
 

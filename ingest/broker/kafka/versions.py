@@ -7,6 +7,7 @@ a misdecoded request. Private APIs (D6, keys from 10000) are never listed here.
 from __future__ import annotations
 
 from ingest.wire.kafka.api_versions import ApiVersion
+from ingest.wire.kafka.port07 import TYPE_OF_KEY
 
 ADVERTISED: dict[int, tuple[int, int]] = {
     0: (0, 10),    # Produce
@@ -42,8 +43,14 @@ ADVERTISED: dict[int, tuple[int, int]] = {
 
 PRIVATE: dict[int, tuple[int, int]] = {
     10000: (0, 0),   # AppendAt (the mirror's conditional append, offsets kept)
+    10001: (0, 0),   # ReplicaFetch07 (the 0.7 port's REPLICA_FETCH, for 0.7 replicated topics)
+    10002: (0, 0),   # AppendAt07 (the 0.7 port's APPEND_AT)
+    10003: (0, 0),   # DeletedSegments07 (the 0.7 port's DELETED_SEGMENTS)
 }
 """The private APIs (keys from 10000, D6): served, never advertised (no Kafka client sends them)."""
+
+PORT07_KEYS = frozenset(TYPE_OF_KEY)
+"""The private keys that carry the 0.7 port's broker-only requests (:mod:`ingest.wire.kafka.port07`)."""
 
 SERVED: dict[int, tuple[int, int]] = {**ADVERTISED, **PRIVATE}
 """Every api key the listener answers, and its versions."""

@@ -29,6 +29,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from ingest import znodes
 from ingest.broker import topic_config
+from ingest.broker.kafka import versions
 from ingest.broker.kafka.cluster import Appended, BrokerNode, PartitionView
 from ingest.broker.kafka.zk_admin import ZkTopicAdmin
 from ingest.broker.listeners import parse_protocol_map
@@ -239,12 +240,16 @@ class ZkCluster:
         return False
 
 
-def endpoints_value(listeners, protocol_map: str, principal: str | None = None) -> bytes:
+def endpoints_value(listeners, protocol_map: str, principal: str | None = None, port07_keys: bool = False) -> bytes:
     """The ``/brokers/endpoints/[id]`` value of a broker's advertised Kafka listeners (:mod:`ingest.znodes`);
     ``protocol_map``: ``listener.security.protocol.map``, of which the listeners' entries are published;
-    ``principal``: the broker's inter-broker principal."""
+    ``principal``: the broker's inter-broker principal. The private api keys served are registered too, those
+    that carry the 0.7 port's broker-only requests (:data:`versions.PORT07_KEYS`) only with ``port07_keys``:
+    when this broker refuses them on its 0.7 port or has none, so that other brokers and the mirror send
+    them here; an unsecured broker keeps taking them on its 0.7 port (docs/replication.md)."""
     protocols = parse_protocol_map(protocol_map)
+    private = tuple(k for k in versions.PRIVATE if port07_keys or k not in versions.PORT07_KEYS)
     return znodes.broker_endpoints_value([(e.name, e.host, e.port) for e in listeners.advertised],
                                          {e.name: protocols[e.name] for e in listeners.advertised},
-                                         principal=principal)
+                                         principal=principal, private_apis=private)
 

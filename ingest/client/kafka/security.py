@@ -22,6 +22,8 @@ from ingest import znodes
 from ingest.client.kafka.config import COMMON_KEYS
 from ingest.config import Key
 from ingest.config_providers import redact
+from ingest.wire.kafka.connection import SaslLogin
+from ingest.wire.tls import client_context
 
 SECURITY_KEY_NAMES = ("security.protocol", "ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
                       "ssl.key.password", "ssl.endpoint.identification.algorithm", "sasl.mechanism",
@@ -65,6 +67,21 @@ class ClientSecurity:
     def client_keys(self) -> dict[str, str]:
         """The settings as the product's Kafka client takes them (``security.protocol``, ``ssl.*``, ``sasl.*``)."""
         return dict(zip(SECURITY_KEY_NAMES, (getattr(self, f.name) for f in fields(self))))
+
+    def ssl_context(self):
+        """The TLS context of a connection of ours to a listener of this protocol (SSL, SASL_SSL), or None."""
+        if self.protocol not in ("SSL", "SASL_SSL"):
+            return None
+        return client_context(ca_location=self.ssl_ca_location or None,
+                              certificate_location=self.ssl_certificate_location or None,
+                              key_location=self.ssl_key_location or None, key_password=self.ssl_key_password or None,
+                              check_hostname=self.ssl_endpoint_identification_algorithm == "https")
+
+    def sasl_login(self) -> SaslLogin | None:
+        """The SASL login of a connection of ours to a listener of this protocol (SASL_*), or None."""
+        if not self.protocol.startswith("SASL_"):
+            return None
+        return SaslLogin(self.sasl_mechanism, self.sasl_username, self.sasl_password)
 
     def to_json(self) -> dict[str, str]:
         """:meth:`client_keys` with the passwords hidden: what a run record or a log line may show."""

@@ -2,7 +2,7 @@
 
 One table (Kafka's ``ApiKeys``), read by the broker's Kafka listener to decode requests and to
 answer ApiVersions, and by clients and tests. Keys from 10000 are this product's private APIs
-(AppendAt): declared here like the others, never advertised. A version range here is what is declared; what the
+(AppendAt, the 0.7 port's broker-only requests): declared here like the others, never advertised. A version range here is what is declared; what the
 broker advertises is its own table of what it implements (ingest/broker/kafka/).
 """
 from __future__ import annotations
@@ -34,6 +34,8 @@ from ingest.wire.kafka.message import KafkaRequest, KafkaResponse
 from ingest.wire.kafka.metadata import MetadataRequest, MetadataResponse
 from ingest.wire.kafka.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from ingest.wire.kafka.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from ingest.wire.kafka.port07 import (AppendAt07Request, AppendAt07Response, DeletedSegments07Request,
+                                      DeletedSegments07Response, ReplicaFetch07Request, ReplicaFetch07Response)
 from ingest.wire.kafka.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from ingest.wire.kafka.produce import ProduceRequest, ProduceResponse
 from ingest.wire.kafka.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
@@ -76,6 +78,9 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("InitProducerId", InitProducerIdRequest, InitProducerIdResponse),
     _api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     _api("AppendAt", AppendAtRequest, AppendAtResponse),
+    _api("ReplicaFetch07", ReplicaFetch07Request, ReplicaFetch07Response),
+    _api("AppendAt07", AppendAt07Request, AppendAt07Response),
+    _api("DeletedSegments07", DeletedSegments07Request, DeletedSegments07Response),
     _api("CreateTopics", CreateTopicsRequest, CreateTopicsResponse),
     _api("DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse),
     _api("DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse),
