@@ -218,7 +218,10 @@ def walk_records(buf, pos: int, end: int, count: int) -> None:
                 if b2 < 0x80:
                     v, k = (b & 0x7F) | (b2 << 7), 2
                 else:
-                    v, q = read_uvarint(buf, pos)
+                    try:
+                        v, q = read_uvarint(buf, pos)
+                    except InvalidRecordError as exc:    # name the record whose length is not a varint
+                        raise InvalidRecordError(f"record {i}'s length: {exc}") from None
                     k = q - pos
             length = (v >> 1) ^ -(v & 1)
             if length < MIN_RECORD_BODY:

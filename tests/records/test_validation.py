@@ -128,7 +128,14 @@ def test_an_overlong_varint_record_length_is_refused():
     recs += b"\xff\xff\xff\xff\xff\x01"      # six bytes with continuation bits: not a varint
     buf = bytearray(b.RECORDS_OFFSET) + recs
     b.HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, 0, 0, T, T, -1, -1, -1, 1)
-    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "too long")
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "record 0's length: .* too long")
+
+
+def test_an_overlong_varint_length_of_a_later_record_names_that_record():
+    # what a lying earlier length leads to: the walk lands inside a record's bytes that are no varint
+    buf = _batch(n=3, size=50)
+    buf[b.RECORDS_OFFSET + 59:b.RECORDS_OFFSET + 65] = b"\xff\xff\xff\xff\xff\x01"   # record 1's length
+    _refused(_recrc(buf), InvalidRecordError, KafkaErrorCode.INVALID_RECORD, "record 1's length: .* too long")
 
 
 def test_a_record_cut_off_at_the_batch_end_is_refused():
