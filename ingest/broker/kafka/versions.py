@@ -43,7 +43,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
 
 PRIVATE: dict[int, tuple[int, int]] = {
     10000: (0, 0),   # AppendAt (the mirror's conditional append, offsets kept)
-    10001: (0, 0),   # ReplicaFetch07 (the 0.7 port's REPLICA_FETCH, for 0.7 replicated topics)
+    10001: (0, 0),   # ReplicaFetch07: a follower's fetch of a 0.7-format replicated topic (REPLICA_FETCH)
     10002: (0, 0),   # AppendAt07 (the 0.7 port's APPEND_AT)
     10003: (0, 0),   # DeletedSegments07 (the 0.7 port's DELETED_SEGMENTS)
 }
