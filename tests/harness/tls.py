@@ -174,3 +174,14 @@ class CertificateAuthority:
         for p in (paths.key, paths.pem):
             p.chmod(0o600)
         return paths
+
+
+def handshake_refusals(broker_output: str) -> list[str]:
+    """The TLS handshakes a broker refused, from its log: the peers it could not verify or understand.
+
+    A peer that hangs up in the middle of its handshake (``UNEXPECTED_EOF_WHILE_READING``) is left out: a
+    librdkafka client closed while it is still connecting to a bootstrap broker does that, and it says
+    nothing about the certificates.
+    """
+    return [line for line in broker_output.splitlines()
+            if "TLS handshake failed" in line and "UNEXPECTED_EOF_WHILE_READING" not in line]
