@@ -21,7 +21,6 @@ import uuid
 
 import pytest
 
-from ingest import znodes
 from ingest.client.kafka.fetcher import KafkaFetcher
 from ingest.client.kafka.producer import KafkaProducer
 from ingest.errors import SaslAuthenticationError
@@ -32,56 +31,22 @@ from ingest.wire.kafka.metadata import MetadataRequest, MetadataResponse
 from ingest.wire.kafka.produce import ProduceRequest
 from ingest.wire.kafka.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from ingest.wire.kafka.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from tests.harness import replicated as r
 from tests.harness import sasl as s
 from tests.harness.brokers import REPO_ROOT, broker_cluster, stop_all
 from tests.harness.metrics import metrics_url, scrape_until, value
-from tests.harness.zookeeper import fresh_chroot
 
 pytestmark = pytest.mark.processes
 
-ALICE, ALICE_PW = "alice", "alice-secret"
+ALICE, ALICE_PW = s.ALICE, s.ALICE_PW
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 GENERIC = "Authentication failed during authentication due to invalid credentials with SASL mechanism"
 
 
-class Cluster:
-    def __init__(self, brokers, zk, zk_connect):
-        self.brokers, self.zk, self.zk_connect = brokers, zk, zk_connect
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b.kafka_port}" for b in self.brokers)
-
-    def topic(self, name: str) -> str:
-        """A new one-partition Kafka topic on all three brokers, every replica in sync (followers logged in)."""
-        topic = f"{name}-{uuid.uuid4().hex[:6]}"
-        ids = [b.broker_id for b in self.brokers]
-        self.zk.retry(self.zk.create, znodes.topic_dir(topic), znodes.assignment_value({0: ids}, znodes.KAFKA_FORMAT),
-                      makepath=True)
-        r.wait_for_state(self.zk, topic, 0, lambda st: st.leader in ids and set(st.isr) == set(ids), 120,
-                         f"all of {ids} in the isr")
-        return topic
-
-
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    from kazoo.client import KazooClient   # deferred: kazoo is only needed with ZooKeeper
-
-    zk_connect = fresh_chroot(zookeeper, "/sasl")
-    s.add_user(zk_connect, s.BROKER_USER, s.BROKER_PASSWORD, "SCRAM-SHA-512")
-    s.add_user(zk_connect, ALICE, ALICE_PW)
-    brokers = broker_cluster(tmp_path_factory, n=3, zk_connect=zk_connect,
-                             overrides=s.sasl_broker_overrides(**r.replication_overrides(min_isr=2), **{"metrics.port": 0}))
-    zk = KazooClient(hosts=zk_connect)
-    zk.start(timeout=15)
-    try:
-        yield Cluster(brokers, zk, zk_connect)
-    finally:
-        zk.stop()
-        zk.close()
-        stop_all(brokers)
+    with s.sasl_cluster(zookeeper, tmp_path_factory, "/sasl", **{"metrics.port": 0}) as c:
+        yield c
 
 
 # --- the three clients, each with its own SASL settings ---------------------------------------------

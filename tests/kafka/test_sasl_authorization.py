@@ -12,34 +12,18 @@ import uuid
 
 import pytest
 
-from tests.harness import replicated as r
 from tests.harness import sasl as s
-from tests.harness.brokers import broker_cluster, stop_all
-from tests.harness.zookeeper import fresh_chroot
 from tests.kafka.authz import allow
-from tests.kafka.test_sasl import ALICE, ALICE_PW, Cluster
+from tests.kafka.test_sasl import ALICE, ALICE_PW
 
 pytestmark = pytest.mark.processes
 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    from kazoo.client import KazooClient   # deferred: kazoo is only needed with ZooKeeper
-
-    zk_connect = fresh_chroot(zookeeper, "/sasl-acl")
-    s.add_user(zk_connect, s.BROKER_USER, s.BROKER_PASSWORD, "SCRAM-SHA-512")
-    s.add_user(zk_connect, ALICE, ALICE_PW)
-    overrides = s.sasl_broker_overrides(**r.replication_overrides(min_isr=2))
-    overrides.update({"authorizer.class.name": "ingest.acls", "super.users": f"User:{s.BROKER_USER}"})
-    brokers = broker_cluster(tmp_path_factory, n=3, zk_connect=zk_connect, overrides=overrides)
-    zk = KazooClient(hosts=zk_connect)
-    zk.start(timeout=15)
-    try:
-        yield Cluster(brokers, zk, zk_connect)
-    finally:
-        zk.stop()
-        zk.close()
-        stop_all(brokers)
+    with s.sasl_cluster(zookeeper, tmp_path_factory, "/sasl-acl", **{
+            "authorizer.class.name": "ingest.acls", "super.users": f"User:{s.BROKER_USER}"}) as c:
+        yield c
 
 
 def _produce(bootstrap: str, topic: str, mechanism: str) -> list:

@@ -11,12 +11,9 @@ import pytest
 
 from ingest.client.kafka.fetcher import KafkaFetcher
 from ingest.errors import BrokerUnavailableError, MalformedResponseError, SaslAuthenticationError
-from tests.harness import replicated as r
 from tests.harness import sasl as s
-from tests.harness.brokers import broker_cluster, stop_all
 from tests.harness.tls import make_pki
-from tests.harness.zookeeper import fresh_chroot
-from tests.kafka.test_sasl import (ALICE, ALICE_PW, GENERIC, Cluster, _aiokafka_roundtrip, _confluent_roundtrip,
+from tests.kafka.test_sasl import (ALICE, ALICE_PW, GENERIC, _aiokafka_roundtrip, _confluent_roundtrip,
                                    _kafka_python_roundtrip, _own_client_roundtrip)
 
 pytestmark = pytest.mark.processes
@@ -29,23 +26,10 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory, pki):
-    from kazoo.client import KazooClient   # deferred: kazoo is only needed with ZooKeeper
-
-    zk_connect = fresh_chroot(zookeeper, "/sasl-ssl")
-    s.add_user(zk_connect, s.BROKER_USER, s.BROKER_PASSWORD, "SCRAM-SHA-512")
-    s.add_user(zk_connect, ALICE, ALICE_PW)
-    overrides = s.sasl_broker_overrides(**r.replication_overrides(min_isr=2))
-    overrides.update({"listener.security.protocol.map": "PLAINTEXT:SASL_SSL", "ssl.keystore.location": str(pki.server),
-                      "ssl.truststore.location": str(pki.ca)})
-    brokers = broker_cluster(tmp_path_factory, n=3, zk_connect=zk_connect, overrides=overrides)
-    zk = KazooClient(hosts=zk_connect)
-    zk.start(timeout=15)
-    try:
-        yield Cluster(brokers, zk, zk_connect)
-    finally:
-        zk.stop()
-        zk.close()
-        stop_all(brokers)
+    with s.sasl_cluster(zookeeper, tmp_path_factory, "/sasl-ssl", **{
+            "listener.security.protocol.map": "PLAINTEXT:SASL_SSL", "ssl.keystore.location": str(pki.server),
+            "ssl.truststore.location": str(pki.ca)}) as c:
+        yield c
 
 
 def test_each_client_logs_in_over_tls_and_the_followers_too(cluster, pki):
