@@ -54,10 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest.wire import protocol as p  # noqa: E402
 from ingest.wire.connection import BrokerConnection  # noqa: E402
-from ingest.wire.errors import check
 from ingest.client.discovery import BrokerAddress  # noqa: E402
-from ingest.errors import (IngestError, NotEnoughReplicasAfterAppendError,  # noqa: E402
-                           RequestTimedOutError)
+from ingest.errors import (IngestError, LeaderNotAvailableError, NotEnoughReplicasAfterAppendError,  # noqa: E402
+                           NotLeaderForPartitionError, RequestTimedOutError)
 from ingest.records.message_set import encode_message_set  # noqa: E402
 from ingest.wire.errors import check  # noqa: E402
 from replication_cluster import (BATCH, N_BROKERS, PAYLOAD_SIZE, Cluster, brokers_cpu,  # noqa: E402
@@ -68,14 +67,22 @@ from replication_failover import failover, print_failover  # noqa: E402
 APPENDED_ANYWAY = (RequestTimedOutError, NotEnoughReplicasAfterAppendError)
 
 
-def latest(addr: BrokerAddress, topic: str, partition: int) -> int:
-    conn = BrokerConnection(addr.host, addr.port, timeout_s=5)
-    try:
-        resp = conn.request(p.OffsetsRequest(topic, partition, p.LATEST_TIME, 1).encode(), p.OffsetsResponse)
-        check(resp.error, f"OFFSETS {topic}-{partition}")
-        return resp.offsets[0] if resp.offsets else 0
-    finally:
-        conn.close()
+def latest(addr: BrokerAddress, topic: str, partition: int, within_s: float = 30.0) -> int:
+    """The partition's log end at ``addr``; asked again while the broker has not yet applied the
+    leadership that ZooKeeper already names it for (a new topic's first seconds on a busy machine)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        conn = BrokerConnection(addr.host, addr.port, timeout_s=5)
+        try:
+            resp = conn.request(p.OffsetsRequest(topic, partition, p.LATEST_TIME, 1).encode(), p.OffsetsResponse)
+            check(resp.error, f"OFFSETS {topic}-{partition}")
+            return resp.offsets[0] if resp.offsets else 0
+        except (LeaderNotAvailableError, NotLeaderForPartitionError):
+            if time.monotonic() >= deadline:
+                raise
+        finally:
+            conn.close()
+        time.sleep(0.1)
 
 
 def throughput(cluster: Cluster, topic: str, partitions: int, acks: int, seconds: float, inflight: int,

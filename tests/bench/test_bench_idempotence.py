@@ -14,19 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.harness.zookeeper import zookeeper_available
+from tests.harness.leftovers import alive
 
 pytestmark = pytest.mark.processes  # runs bench/bench_idempotence.py
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_idempotence.py"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.skipif(not zookeeper_available(), reason="Debian package zookeeper (java) is not installed")
@@ -42,4 +35,4 @@ def test_a_quick_run_prints_every_row_and_stops_every_server():
                 "producer state rebuilt on open", "without any snapshot"):
         assert row in out, f"missing {row!r} in:\n{out[-4000:]}"
     pids = [int(p) for p in re.findall(r"\d+", out.splitlines()[-1])]
-    assert len(pids) >= 5 and not [p for p in pids if _alive(p)], out.splitlines()[-1]
+    assert len(pids) >= 5 and not [p for p in pids if alive(p)], out.splitlines()[-1]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.zookeeper import zookeeper_available
+from tests.harness.leftovers import alive, running_from
 
 pytestmark = pytest.mark.processes  # runs bench/bench_kafka.py
 
@@ -47,28 +48,6 @@ needs_peers = pytest.mark.skipif(not (_have_tansu() and have_rabbitmq and zookee
 
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _bench_processes() -> list[str]:
-    """Command lines of live processes that run out of a bench_kafka temporary directory (brokers, Tansu)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "bench-kafka-" in cmd and _alive(int(entry)):
-                found.append(f"{entry}: {cmd[:200]}")
-    return found
 
 
 def _kafka_topics_create_missing() -> bool:
@@ -127,9 +106,9 @@ def test_every_row_runs_or_says_why_with_exact_counts_and_no_server_is_left(tmp_
     assert len(data["servers"]["ours"]["pids"]) == 5  # one broker, 3 of the cluster, ZooKeeper
     for key, s in data["servers"].items():
         assert s["pids"] and s["left"] == [], key
-        assert not [p for p in s["pids"] if _alive(p)], key
+        assert not [p for p in s["pids"] if alive(p)], key
     assert "left running: none" in r.stdout
-    assert not _bench_processes()
+    assert not running_from("bench-kafka-")
 
 
 @pytest.mark.slow
@@ -147,7 +126,7 @@ def test_ctrl_c_midway_stops_every_server_it_started():
                 break
             assert time.monotonic() < deadline, "the servers did not come up: " + "".join(seen)[-2000:]
         pids = _server_pids("".join(seen))
-        assert len(pids) >= 7 and all(_alive(p) for p in pids), "".join(seen)[-2000:]
+        assert len(pids) >= 7 and all(alive(p) for p in pids), "".join(seen)[-2000:]
         time.sleep(1.0)  # into the first rows
         proc.send_signal(signal.SIGINT)  # SIGTERM and SIGHUP take the same path
         rest = proc.communicate(timeout=120)[0]
@@ -158,8 +137,8 @@ def test_ctrl_c_midway_stops_every_server_it_started():
     assert proc.returncode == 130, rest[-2000:]
     assert "interrupted (signal 2)" in rest, rest[-2000:]
     assert "stopped every server" in rest and "left running: none" in rest, rest[-2000:]
-    assert not [p for p in pids if _alive(p)]
-    assert not _bench_processes()
+    assert not [p for p in pids if alive(p)]
+    assert not running_from("bench-kafka-")
 
 
 @pytest.mark.parametrize("args, message", [

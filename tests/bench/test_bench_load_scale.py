@@ -12,17 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.leftovers import alive
+
 pytestmark = [pytest.mark.processes, pytest.mark.slow]  # runs bench/bench_load_scale.py
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_the_load_scale_bench_plans_beside_its_reference_and_cleans_up():
@@ -38,4 +32,4 @@ def test_the_load_scale_bench_plans_beside_its_reference_and_cleans_up():
         assert re.search(rf"^{re.escape(title)}\s+[\d.]+s\s+[\d.]+s\s+[\d.]+$", out, re.M), title
     assert "both found the same partitions, offsets and leaders" in out
     pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", out)]
-    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert len(pids) == 2 and not any(alive(p) for p in pids)

@@ -14,18 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.leftovers import alive
+
 pytestmark = pytest.mark.processes  # runs bench/bench_load_startup.py
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_load_startup.py"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.slow
@@ -42,4 +36,4 @@ def test_the_startup_bench_times_one_small_load_and_cleans_up():
                   "commit", "SparkContext stop", "JVM exit", "total wall", "CPU of the process tree"):
         assert re.search(rf"^{re.escape(title)}.*\d", out, re.M), title
     pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", out)]
-    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert len(pids) == 2 and not any(alive(p) for p in pids)

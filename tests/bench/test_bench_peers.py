@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.leftovers import alive, running_from
+
 pytestmark = pytest.mark.processes  # runs bench/bench_peers.py
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,28 +33,6 @@ needs_peers = pytest.mark.skipif(not (have_rabbitmq and have_activemq),
 
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _bench_processes() -> list[str]:
-    """Command lines of live processes that run out of a bench_peers temporary directory."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "bench-peers-" in cmd and _alive(int(entry)):
-                found.append(f"{entry}: {cmd[:200]}")
-    return found
 
 
 @pytest.mark.slow
@@ -76,7 +56,7 @@ def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path):
         assert rows["consume"]["payload_bytes"] == count * 200, key
         assert rows["consume"]["verified"] is True, key
         assert results[key]["pids"] and results[key]["left"] == [], key
-        assert not [p for p in results[key]["pids"] if _alive(p)], key
+        assert not [p for p in results[key]["pids"] if alive(p)], key
     # RabbitMQ ran as beam.smp with its own epmd, both stopped by PID
     assert len(results["rabbitmq"]["pids"]) >= 2
     # every table and every row was printed, and the aims were evaluated
@@ -88,7 +68,7 @@ def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path):
         assert r.stdout.count(f"| {label} |") == 4, label  # three system tables + the comparison
     assert len(data["aims"]) == 4 and all(re.search(r": (MET|NOT MET)$", a) for a in data["aims"])
     assert "load average" in r.stdout and "nproc" in r.stdout
-    assert not _bench_processes()
+    assert not running_from("bench-peers-")
 
 
 @pytest.mark.slow
@@ -105,7 +85,7 @@ def test_ctrl_c_midway_stops_the_peer_it_started():
                 pids = [int(x) for x in m.group(1).split(",")]
                 break
             assert time.monotonic() < deadline, "ActiveMQ did not come up"
-        assert pids and all(_alive(p) for p in pids)
+        assert pids and all(alive(p) for p in pids)
         time.sleep(1.0)  # into the first producer experiment
         proc.send_signal(signal.SIGINT)  # SIGTERM and SIGHUP take the same path
         rest = proc.communicate(timeout=60)[0]
@@ -115,8 +95,8 @@ def test_ctrl_c_midway_stops_the_peer_it_started():
             proc.wait()
     assert proc.returncode != 0
     assert "left running: none" in rest, rest[-2000:]
-    assert not [p for p in pids if _alive(p)]
-    assert not _bench_processes()
+    assert not [p for p in pids if alive(p)]
+    assert not running_from("bench-peers-")
 
 
 def test_unknown_system_is_refused_naming_what_is_allowed():

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.zookeeper import zookeeper_available
+from tests.harness.leftovers import alive, running_from
 
 pytestmark = pytest.mark.processes  # runs bench/bench_rebalance.py
 
@@ -24,28 +25,6 @@ BENCH = REPO / "bench" / "bench_rebalance.py"
 def _run(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=timeout,
                           cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _bench_processes() -> list[str]:
-    """Command lines of live processes that run out of a bench_rebalance temporary directory."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "bench-rebalance-" in cmd and _alive(int(entry)):
-                found.append(f"{entry}: {cmd[:200]}")
-    return found
 
 
 @pytest.mark.slow
@@ -72,8 +51,8 @@ def test_a_kill_per_session_timeout_prints_every_row_and_leaves_no_process():
     pids = [int(x) for x in re.search(r"stopped every process: PIDs \[([\d, ]+)\]", out).group(1).split(",")]
     assert len(pids) == 4 + 2 * (3 + 2 * 1)  # ZooKeeper, 3 brokers; per session 3 members, restarted twice
     assert "left running: none" in out
-    assert not [p for p in pids if _alive(p)]
-    assert not _bench_processes()
+    assert not [p for p in pids if alive(p)]
+    assert not running_from("bench-rebalance-")
 
 
 @pytest.mark.parametrize("args, message", [

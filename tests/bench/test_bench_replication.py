@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.zookeeper import zookeeper_available
+from tests.harness.leftovers import alive
 
 pytestmark = pytest.mark.processes  # runs bench/bench_replication.py
 
@@ -31,21 +32,13 @@ def _pids(text: str) -> list[int]:
     return [int(x) for x in re.findall(r"\(pid (\d+)\)", text)]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.mark.skipif(not zookeeper_available(), reason="Debian package zookeeper (java) is not installed")
 def test_cluster_starts_and_stops_cleanly():
     r = _run("--phases", "none", timeout=180)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     pids = _pids(r.stdout)
     assert len(pids) == 4, r.stdout          # ZooKeeper + 3 brokers were started ...
-    assert not [pid for pid in pids if _alive(pid)]   # ... and are all gone
+    assert not [pid for pid in pids if alive(pid)]   # ... and are all gone
     assert "brokers and ZooKeeper stopped" in r.stdout
 
 
@@ -79,4 +72,4 @@ def test_quick_run_prints_every_row():
         assert int(cells[1].replace(",", "")) > 0, line
     ratio_row = next(ln for ln in out.splitlines() if ln.startswith("| 2 | "))
     assert len([c for c in ratio_row.strip("|").split("|") if c.strip()]) == 7, ratio_row
-    assert not [pid for pid in _pids(out) if _alive(pid)]
+    assert not [pid for pid in _pids(out) if alive(pid)]
