@@ -132,6 +132,7 @@ class ReplicaManager:
     # --- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> "ReplicaManager":
+        self.throttles.watch(self.client)   # first: no fetcher starts before the rates are known
         for name, target in (("replica-manager", self._worker), ("isr-writer", self._isr_loop),
                              ("hw-checkpoint", self._checkpoint_loop)):
             t = threading.Thread(target=target, name=f"{name}-{self.broker_id}", daemon=True)
@@ -147,7 +148,6 @@ class ReplicaManager:
         self.view.on_deleting(lambda topics: [self._work.put(("delete", t)) for t in sorted(topics)])
         self.view.on_topic_config(self.throttles.apply_topic)   # no I/O: on the watch's thread
         self.view.on_topic_config(lambda topic, configs: self._work.put(("config", topic, configs)))
-        self.throttles.watch(self.client)
         for topic in sorted(self.view.deleting):
             self._work.put(("delete", topic))
         for topic, configs in list(self.view.topic_configs.items()):

@@ -106,11 +106,19 @@ def test_a_throttled_replica_catches_up_no_faster_than_the_rate_and_other_partit
     written = replication_throttle.apply(zk, {("moving", 0): [0, 1]}, RATE, current={("moving", 0): [0]})
     assert written == {"brokers": [0, 1], "topics": {"moving": {rq.LEADER_REPLICAS: "0:0",
                                                                  rq.FOLLOWER_REPLICAS: "0:1"}}}
-    got = describe(bootstrap, [ConfigResource(ResourceType.BROKER, "0"), ConfigResource(ResourceType.TOPIC, "moving")])
-    assert got[(ResourceType.BROKER, "0")][rq.LEADER_RATE] == (str(RATE), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
-    assert got[(ResourceType.BROKER, "0")][rq.FOLLOWER_RATE] == (str(RATE), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
-    assert got[(ResourceType.TOPIC, "moving")][rq.LEADER_REPLICAS] == ("0:0", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-    assert got[(ResourceType.TOPIC, "moving")][rq.FOLLOWER_REPLICAS] == ("0:1", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    dynamic_broker, dynamic_topic = ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    expected = {(ResourceType.BROKER, "0"): {rq.LEADER_RATE: (str(RATE), dynamic_broker),
+                                             rq.FOLLOWER_RATE: (str(RATE), dynamic_broker)},
+                (ResourceType.TOPIC, "moving"): {rq.LEADER_REPLICAS: ("0:0", dynamic_topic),
+                                                 rq.FOLLOWER_REPLICAS: ("0:1", dynamic_topic)}}
+    seen = {}
+
+    def described() -> bool:   # broker 0 applies the nodes when its watches fire
+        got = describe(bootstrap, [ConfigResource(ResourceType.BROKER, "0"),
+                                   ConfigResource(ResourceType.TOPIC, "moving")])
+        seen.update({k: {name: got[k].get(name) for name in v} for k, v in expected.items()})
+        return seen == expected
+    wait_until(described, 30, what=f"the throttle described by broker 0 (last {seen})")
 
     brokers[1].start()
     # the first bytes broker 1 copies of "moving": from here on the bound applies
