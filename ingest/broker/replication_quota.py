@@ -15,8 +15,9 @@ bytes of the kept samples divided by the time since the oldest began, but never 
 above the bound; the next check after it falls below lets one more fetch through, so the traffic overshoots
 the bound by at most one fetch (``replica.fetch.max.bytes``, or one batch when larger) per window span.
 
-Concurrency: shared by the network threads (the leader's fetch answers) and the fetcher threads; every
-method takes the quota's lock, none blocks.
+Concurrency: shared by the network threads (the leader's fetch answers), the fetcher threads and the
+ZooKeeper watches; the samples and the bound are kept under the quota's lock (never held while blocking),
+the throttled partitions are a dict replaced whole (readers take a snapshot without the lock).
 """
 from __future__ import annotations
 

@@ -76,8 +76,8 @@ def apply(zk, moves: Moves, rate: int, current: Mapping[tuple[str, int], Sequenc
     """Throttle the replication of ``moves`` ((topic, partition) -> new replicas) at ``rate`` bytes/s.
 
     Args:
-        zk: a started KazooClient. current: each moved partition's replicas before the move (default: its
-            assignment in ZooKeeper now).
+        zk: a started KazooClient. current: moved partitions' replicas before the move (those it leaves out:
+            their assignment in ZooKeeper now).
 
     Returns:
         ``{"brokers": [ids], "topics": {topic: {config: value}}}``: what was written.
@@ -86,7 +86,7 @@ def apply(zk, moves: Moves, rate: int, current: Mapping[tuple[str, int], Sequenc
         InvalidConfigError: a rate that is not 0..2^63-1. UnknownTopicError: a moved partition that does not exist.
     """
     value = rq.check_rate(rq.LEADER_RATE, str(rate))
-    current = dict(current) if current is not None else current_replicas(zk, moves)
+    current = {**current_replicas(zk, moves), **(current or {})}   # every moved partition must exist
     topics = throttled_replicas(moves, current)
     brokers = sorted({b for key, new in moves.items() if key in current and list(new) != list(current[key])
                       for b in (*current[key], *new)})

@@ -111,14 +111,17 @@ def test_a_throttled_replica_catches_up_no_faster_than_the_rate_and_other_partit
                                              rq.FOLLOWER_RATE: (str(RATE), dynamic_broker)},
                 (ResourceType.TOPIC, "moving"): {rq.LEADER_REPLICAS: ("0:0", dynamic_topic),
                                                  rq.FOLLOWER_REPLICAS: ("0:1", dynamic_topic)}}
-    seen = {}
+    seen: dict = {}
 
-    def described() -> bool:   # broker 0 applies the nodes when its watches fire
+    def described(expected: dict) -> bool:   # broker 0 applies the nodes when its watches fire
         got = describe(bootstrap, [ConfigResource(ResourceType.BROKER, "0"),
                                    ConfigResource(ResourceType.TOPIC, "moving")])
         seen.update({k: {name: got[k].get(name) for name in v} for k, v in expected.items()})
         return seen == expected
-    wait_until(described, 30, what=f"the throttle described by broker 0 (last {seen})")
+    try:
+        wait_until(lambda: described(expected), 30, what="the throttle described by broker 0")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last described {seen}") from None
 
     brokers[1].start()
     # the first bytes broker 1 copies of "moving": from here on the bound applies
@@ -143,6 +146,10 @@ def test_a_throttled_replica_catches_up_no_faster_than_the_rate_and_other_partit
         ConfigEntry(rq.FOLLOWER_RATE, "fast", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(Exception, match="fast"):
         admin.incremental_alter_configs([bad])[bad].result(30)
+    static = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+        ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="log.retention.ms"):
+        admin.incremental_alter_configs([static])[static].result(30)
 
     # --- crawling: "steady" is replicated and takes acks=all writes; cleared, "moving" catches up ----
     brokers[1].stop()
@@ -160,10 +167,15 @@ def test_a_throttled_replica_catches_up_no_faster_than_the_rate_and_other_partit
     assert log_bytes(brokers[1], "moving", 0) < size, "moving caught up while throttled to a crawl"
 
     replication_throttle.clear(zk, ["moving"])
-    wait_until(lambda: describe(bootstrap, [ConfigResource(ResourceType.BROKER, "0")])[(ResourceType.BROKER, "0")]
-               [rq.LEADER_RATE] == (str(rq.UNLIMITED), ConfigSource.DEFAULT_CONFIG.value), 30, what="the rate cleared")
-    got = describe(bootstrap, [ConfigResource(ResourceType.TOPIC, "moving")])
-    assert got[(ResourceType.TOPIC, "moving")][rq.FOLLOWER_REPLICAS] == ("", ConfigSource.DEFAULT_CONFIG.value)
+    default = ConfigSource.DEFAULT_CONFIG.value
+    expected = {(ResourceType.BROKER, "0"): {rq.LEADER_RATE: (str(rq.UNLIMITED), default),
+                                             rq.FOLLOWER_RATE: (str(rq.UNLIMITED), default)},
+                (ResourceType.TOPIC, "moving"): {rq.LEADER_REPLICAS: ("", default),
+                                                 rq.FOLLOWER_REPLICAS: ("", default)}}
+    try:
+        wait_until(lambda: described(expected), 30, what="the throttle cleared on broker 0")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last described {seen}") from None
     # at CRAWL, the rest would take minutes (copy_bound_s); cleared, it comes at once
     remaining = size - log_bytes(brokers[1], "moving", 0)
     assert copy_bound_s(remaining, CRAWL) > 60
