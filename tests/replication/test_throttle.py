@@ -6,7 +6,9 @@ Real ZooKeeper, two real broker processes, Kafka topics ``moving`` (partition 0 
 leading) and ``steady`` (the same, ``min.insync.replicas=2``, so an acks=all write needs broker 1 in sync).
 Broker 1 is stopped while ``moving`` gets about 1 MB; the throttle is set as a reassignment that adds broker 1
 to ``moving``-0 sets it (:func:`ingest.broker.replication_throttle.apply`: ``0:0`` leader-throttled, ``0:1``
-follower-throttled); broker 1 starts again and catches up.
+follower-throttled); broker 1 starts again and catches up. A confluent-kafka AdminClient then sets a rate
+(IncrementalAlterConfigs on the BROKER resource), appends to and subtracts from a throttled-replicas list, and
+is refused a value that is not a rate and a broker config that is not dynamic.
 
 The lower bound on the catch-up time comes from bytes only. With the quota measured over ``window.num`` = 3
 samples of 1 s (``replication.quota.window.*``), a throttled fetch is sent only while the bytes recorded in
@@ -146,6 +148,17 @@ def test_a_throttled_replica_catches_up_no_faster_than_the_rate_and_other_partit
         ConfigEntry(rq.FOLLOWER_RATE, "fast", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(Exception, match="fast"):
         admin.incremental_alter_configs([bad])[bad].result(30)
+    def lists() -> dict:
+        return znodes.parse_topic_config(zk.retry(zk.get, znodes.topic_config_path("moving"))[0])
+
+    grow = ConfigResource(ResourceType.TOPIC, "moving", incremental_configs=[
+        ConfigEntry(rq.LEADER_REPLICAS, "0:5", incremental_operation=AlterConfigOpType.APPEND)])
+    admin.incremental_alter_configs([grow])[grow].result(30)
+    assert lists() == {rq.LEADER_REPLICAS: "0:0,0:5", rq.FOLLOWER_REPLICAS: "0:1"}
+    shrink = ConfigResource(ResourceType.TOPIC, "moving", incremental_configs=[
+        ConfigEntry(rq.LEADER_REPLICAS, "0:0,0:5", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    admin.incremental_alter_configs([shrink])[shrink].result(30)
+    assert lists() == {rq.FOLLOWER_REPLICAS: "0:1"}   # an emptied list is the default: gone
     static = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
         ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(Exception, match="log.retention.ms"):
