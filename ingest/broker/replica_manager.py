@@ -58,7 +58,6 @@ from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
 from ingest.broker.kafka.fetcher_manager import ReplicaFetcherManager
 from ingest.broker.kafka.followed_partition import FollowedPartition
-from ingest.broker.throttle_configs import ThrottleConfigs
 from ingest.broker.kafka.replica_fetcher import ReplicaFetcherThread
 from ingest.broker.kafka.sasl_config import inter_broker_login
 from ingest.broker.leader_epochs import LeaderEpochCache
@@ -68,6 +67,7 @@ from ingest.broker.port07_carrier import Port07Carrier
 from ingest.broker.replica_fetcher import ReplicaFetcher
 from ingest.broker.replica_stalls import StallBoard
 from ingest.broker.storage_failures import StorageFailurePublisher
+from ingest.broker.throttle_configs import ThrottleConfigs
 from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.zk_deadline import DeadlineCalls
 from ingest.errors import (IngestError, LeaderNotAvailableError, LogOfflineError, NotLeaderForPartitionError,

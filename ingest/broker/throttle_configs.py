@@ -19,6 +19,7 @@ from typing import Mapping
 from ingest import znodes
 from ingest.broker import replication_quota as rq
 from ingest.broker.replication_quota import ReplicationQuota
+from ingest.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class ThrottleConfigs:
             if name in configs:
                 try:
                     bound = int(rq.check_rate(name, configs[name]))
-                except Exception as exc:  # noqa: BLE001 - a bad value written around the admin API
+                except InvalidConfigError as exc:   # written around the admin API, which checks it
                     log.error("broker %d: %s; not throttling", self.broker_id, exc)
             if bound != quota.bound:
                 log.info("broker %d: %s %s", self.broker_id, name,
