@@ -20,7 +20,8 @@ printed is the throttle's steady one.
 from __future__ import annotations
 
 import argparse
-import os
+import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -155,6 +156,7 @@ def main() -> int:
     args.mb = args.mb or (2.0 if args.quick else 16.0)
     args.rate = args.rate or (250_000 if args.quick else 2_000_000)
     args.rounds = args.rounds or (1 if args.quick else 3)
+    signal.signal(signal.SIGTERM, lambda _s, _f: sys.exit(143))   # the finally below stops every process
     print(f"load average before: {open('/proc/loadavg').read().strip()}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="bench-throttle-"))
     zk_server = ZooKeeperServer()
@@ -202,6 +204,7 @@ def main() -> int:
             zk.stop()
             zk.close()
         zk_server.stop()
+        shutil.rmtree(work, ignore_errors=True)
         print(f"load average after: {open('/proc/loadavg').read().strip()}", flush=True)
     return 0
 
