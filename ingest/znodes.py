@@ -448,6 +448,23 @@ def parse_topic_config(data: bytes | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in config.items()}
 
 
+def broker_config_path(broker_id: int) -> str:
+    """``/config/brokers/[broker_id]``: a broker's dynamic configs (Kafka's node; here the replication
+    throttle's rates), as ``/config/topics/[topic]``: ``{"version":1,"config":{name: value}}``."""
+    return f"{CONFIG_BROKERS}/{int(broker_id)}"
+
+
+def broker_config_value(configs: dict[str, str]) -> bytes:
+    """The data of ``/config/brokers/[broker_id]`` (the layout of :func:`topic_config_value`)."""
+    return topic_config_value(configs)
+
+
+def parse_broker_config(data: bytes | None) -> dict[str, str]:
+    """name -> value from ``/config/brokers/[broker_id]``; empty for no data. Raises ValueError as
+    :func:`parse_topic_config`."""
+    return parse_topic_config(data)
+
+
 def user_path(name: str) -> str:
     """``/config/users/[name]``: a user's SCRAM credentials; the name URL-encoded as Kafka's ``Sanitizer``
     writes it (``alice`` stays ``alice``, ``a/b`` is ``a%2Fb``)."""

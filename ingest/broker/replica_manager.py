@@ -67,6 +67,7 @@ from ingest.broker.port07_carrier import Port07Carrier
 from ingest.broker.replica_fetcher import ReplicaFetcher
 from ingest.broker.replica_stalls import StallBoard
 from ingest.broker.storage_failures import StorageFailurePublisher
+from ingest.broker.throttle_configs import ThrottleConfigs
 from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.zk_deadline import DeadlineCalls
 from ingest.errors import (IngestError, LeaderNotAvailableError, LogOfflineError, NotLeaderForPartitionError,
@@ -107,6 +108,8 @@ class ReplicaManager:
         self.lag_ms = config["replica.lag.time.max.ms"]
         self.partitions: dict[tuple[str, int], ReplicatedPartition] = {}
         self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}   # 0.7-format partitions: a thread each
+        self.throttles = ThrottleConfigs(config, broker_id)
+        """The replication throttle's leader and follower quotas (Kafka topics only)."""
         self.kafka_fetchers = ReplicaFetcherManager(config["num.replica.fetchers"], self._fetcher_thread)
         self._hws = hw_checkpoint.read(config["log.dir"])
         self.zk = DeadlineCalls(client)   # for requests a client waits on (never client.retry's endless wait)
@@ -129,6 +132,7 @@ class ReplicaManager:
     # --- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> "ReplicaManager":
+        self.throttles.watch(self.client)   # first: no fetcher starts before the rates are known
         for name, target in (("replica-manager", self._worker), ("isr-writer", self._isr_loop),
                              ("hw-checkpoint", self._checkpoint_loop)):
             t = threading.Thread(target=target, name=f"{name}-{self.broker_id}", daemon=True)
@@ -142,11 +146,13 @@ class ReplicaManager:
         self.view.on_state(lambda topic, p, _state: self._work.put((topic, p)))
         self.view.on_brokers(lambda _brokers: self._work.put("brokers"))
         self.view.on_deleting(lambda topics: [self._work.put(("delete", t)) for t in sorted(topics)])
+        self.view.on_topic_config(self.throttles.apply_topic)   # no I/O: on the watch's thread
         self.view.on_topic_config(lambda topic, configs: self._work.put(("config", topic, configs)))
         for topic in sorted(self.view.deleting):
             self._work.put(("delete", topic))
         for topic, configs in list(self.view.topic_configs.items()):
             self.logs.set_topic_config(topic, configs)
+            self.throttles.apply_topic(topic, configs)
         for topic, assignment in list(self.view.assignments.items()):
             self._enqueue_topic(topic, assignment)
         return self
@@ -158,6 +164,7 @@ class ReplicaManager:
         self._isr_wanted.set()
         for f in list(self.fetchers.values()):
             f.stop()
+        self.throttles.close()
         self.kafka_fetchers.stop()
         self.repair.stop()
         self.purgatory.close()
@@ -284,7 +291,8 @@ class ReplicaManager:
                                     wait_ms=self.config["replica.fetch.wait.max.ms"],
                                     response_max_bytes=self.config["replica.fetch.response.max.bytes"],
                                     socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
-                                    ssl_context=self.inter_broker_ssl, sasl=self.inter_broker_login)
+                                    ssl_context=self.inter_broker_ssl, sasl=self.inter_broker_login,
+                                    quota=self.throttles.follower)
 
     def _delete_topic(self, topic: str) -> None:
         """Stop being a replica of ``topic``, delete its logs here, acknowledge in ZooKeeper (worker thread)."""

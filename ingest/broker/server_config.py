@@ -79,6 +79,10 @@ SERVER_KEYS = (
     Key("num.replica.fetchers", Int(1, 64), 1,
         "fetcher threads a broker runs per leader it copies Kafka topics' partitions from; each fetches all"
         " its partitions in one request (a partition's thread: hash of topic and partition, as Kafka)"),
+    Key("replication.quota.window.num", Int(1, 1000), 11,
+        "samples the replication throttle measures its rate over (Kafka's name and default)"),
+    Key("replication.quota.window.size.seconds", Int(1, 3600), 1,
+        "length of one sample of the replication throttle's rate (Kafka's name and default)"),
     Key("replica.high.watermark.checkpoint.interval.ms", Int(100, 3_600_000), 5000,
         "how often each replica saves its high watermarks to <log.dir>/replication-offset-checkpoint"),
     Key("unclean.leader.election.enable", Bool(), False,

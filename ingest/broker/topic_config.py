@@ -24,7 +24,13 @@ topic config                        broker synonym                           val
 ``index.interval.bytes``            ``log.index.interval.bytes``             >= 0
 ``cleanup.policy``                  ``log.cleanup.policy``                   delete (compaction of Kafka
                                                                              topics is not implemented)
+``leader.replication.throttled.``   (none: a topic-level config only)        ``*``, or a list of
+``replicas``, ``follower.``...                                               ``partition:broker``; empty
 ==================================  =======================================  ===========================
+
+The two throttled-replicas lists name the replicas whose replication traffic the leader's and the follower's
+replication throttle hold to their broker's rate (:mod:`ingest.broker.replication_quota`); they have no
+broker synonym, and their default is the empty list.
 
 Any other name is refused (Kafka: "Unknown topic config name"), as is a value outside its range, with
 :class:`~ingest.errors.InvalidConfigError` naming the config, the value and what is allowed.
@@ -36,6 +42,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ingest.broker import log_settings
+from ingest.broker import replication_quota as rq
 from ingest.broker.kafka_log_settings import NEVER, KafkaLogSettings
 from ingest.errors import InvalidConfigError
 from ingest.records.batch import CREATE_TIME, LOG_APPEND_TIME
@@ -58,6 +65,7 @@ class TopicConfig:
     allowed: tuple[str, ...] = ()
     field: str | None = None
     no_limit: int | None = None     # a value below ``minimum`` that is allowed: -1 "no limit"
+    default: str | None = None      # the value without override when there is no broker synonym
 
 
 CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
@@ -66,8 +74,12 @@ CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("flush.messages", "log.flush.interval.messages", LONG,
                 "fsync after this many messages", 1, field="flush_messages"),
     TopicConfig("flush.ms", "log.flush.interval.ms", LONG, "fsync at least this often (ms)", 0, field="flush_ms"),
+    TopicConfig(rq.FOLLOWER_REPLICAS, "", LIST, "replicas whose copying the follower's replication throttle "
+                "holds to follower.replication.throttled.rate: partition:broker,... or *", default=""),
     TopicConfig("index.interval.bytes", "log.index.interval.bytes", INT,
                 "bytes of batches between two offset index entries", 0, field="index_interval_bytes"),
+    TopicConfig(rq.LEADER_REPLICAS, "", LIST, "replicas whose fetches the leader's replication throttle "
+                "holds to leader.replication.throttled.rate: partition:broker,... or *", default=""),
     TopicConfig("max.message.bytes", "message.max.bytes", INT, "the largest record batch a producer may send", 0,
                 field="max_message_bytes"),
     TopicConfig("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", LONG,
@@ -107,6 +119,8 @@ def check(name: str, value: str | None) -> str:
     if value is None:
         raise InvalidConfigError(f"Null value not supported for topic config {name}")
     text = value.strip()
+    if name in (rq.LEADER_REPLICAS, rq.FOLLOWER_REPLICAS):
+        return rq.check_replicas(name, text)
     if cfg.type in (LONG, INT):
         top = _INT64_MAX if cfg.type == LONG else _INT32_MAX
         try:
@@ -197,6 +211,11 @@ def describe(config, topic: str, overrides: Mapping[str, str],
     broker = log_settings.settings_kafka(config, topic)
     out = []
     for name, cfg in sorted(CONFIGS.items()):
+        if not cfg.synonym:   # a topic-level config only: its override or its default
+            value, source = (overrides[name], "topic") if name in overrides else (cfg.default, "default")
+            out.append(Described(name, value, source, ((name, value, source),) if source == "topic" else (),
+                                 cfg.type, cfg.doc))
+            continue
         broker_value = _broker_value(cfg, broker, config["min.insync.replicas"])
         broker_source = "broker" if cfg.synonym in config.keys() and is_set(cfg.synonym) else "default"
         synonyms = [(cfg.synonym, broker_value, broker_source)]

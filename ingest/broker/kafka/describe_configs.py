@@ -5,11 +5,14 @@ A topic's configs are the topic-level names of :mod:`ingest.broker.topic_config`
 (STATIC_BROKER_CONFIG), else the default (DEFAULT_CONFIG); with ``include_synonyms`` (v1+) each lists
 those levels, most specific first. Read from the broker's watched view: served on the network thread.
 A BROKER resource (this broker's id, or empty for the defaults) lists the broker-level synonyms,
-read-only (they come from ``server.properties`` at start). UNKNOWN_TOPIC_OR_PARTITION for a topic that
+read-only (they come from ``server.properties`` at start), and (its id only) the replication throttle's two
+rates, which are dynamic: the value of ``/config/brokers/[id]`` as this broker applies it
+(DYNAMIC_BROKER_CONFIG), else unlimited (DEFAULT_CONFIG, ``Long.MAX_VALUE`` as in Kafka). UNKNOWN_TOPIC_OR_PARTITION for a topic that
 does not exist, INVALID_TOPIC_EXCEPTION for a 0.7 topic, INVALID_REQUEST for another resource type.
 """
 from __future__ import annotations
 
+from ingest.broker import replication_quota as rq
 from ingest.broker import topic_config
 from ingest.broker.kafka import admin_outcome as ao
 from ingest.broker.kafka import authorization
@@ -19,7 +22,10 @@ from ingest.wire.kafka import describe_configs as dc
 from ingest.wire.kafka.describe_configs import (DescribeConfigsRequest, DescribeConfigsResourceResult,
                                                 DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsSynonym)
 
-SOURCES = {"topic": dc.DYNAMIC_TOPIC_CONFIG, "broker": dc.STATIC_BROKER_CONFIG, "default": dc.DEFAULT_CONFIG}
+SOURCES = {"topic": dc.DYNAMIC_TOPIC_CONFIG, "broker": dc.STATIC_BROKER_CONFIG, "default": dc.DEFAULT_CONFIG,
+           "dynamic_broker": dc.DYNAMIC_BROKER_CONFIG}
+_THROTTLE_DOCS = {rq.LEADER_RATE: "bytes/s a leader sends of the throttled replicas' fetches (dynamic)",
+                  rq.FOLLOWER_RATE: "bytes/s a follower copies of its throttled replicas (dynamic)"}
 TYPES = {topic_config.LONG: dc.TYPE_LONG, topic_config.INT: dc.TYPE_INT, topic_config.STRING: dc.TYPE_STRING,
          topic_config.LIST: dc.TYPE_LIST}
 
@@ -36,7 +42,20 @@ def _broker(apis, name: str) -> tuple[int, str | None, list | None]:
                 f"broker {name} itself for its configs", None)
     rows = topic_config.describe(apis.config, "", {})
     return 0, None, [topic_config.Described(d.synonyms[-1][0], d.value, d.source, d.synonyms[-1:], d.type, d.doc)
-                     for d in rows]
+                     for d in rows if d.synonyms] + _throttle_rows(apis, name)
+
+
+def _throttle_rows(apis, name: str) -> list:
+    """This broker's two throttle rates (none for the empty name of the defaults, or without ZooKeeper)."""
+    throttles = getattr(getattr(apis.cluster, "replicas", None), "throttles", None)
+    if throttles is None or name == "":
+        return []
+    out = []
+    for key, quota in ((rq.FOLLOWER_RATE, throttles.follower), (rq.LEADER_RATE, throttles.leader)):
+        value, source = str(quota.bound), "dynamic_broker" if quota.bound < rq.UNLIMITED else "default"
+        out.append(topic_config.Described(key, value, source, ((key, value, source),), topic_config.LONG,
+                                          _THROTTLE_DOCS[key]))
+    return out
 
 
 def handle(apis, req: DescribeConfigsRequest, ctx) -> DescribeConfigsResponse:
@@ -60,7 +79,8 @@ def handle(apis, req: DescribeConfigsRequest, ctx) -> DescribeConfigsResponse:
             results.append(DescribeConfigsResult(code, message, r.resource_type, r.resource_name, ()))
             continue
         wanted = None if r.configuration_keys is None else set(r.configuration_keys)
-        entries = tuple(_entry(d, read_only, req, ctx.version) for d in rows if wanted is None or d.name in wanted)
+        entries = tuple(_entry(d, read_only and d.name not in rq.RATES, req, ctx.version) for d in rows
+                        if wanted is None or d.name in wanted)
         results.append(DescribeConfigsResult(0, None, r.resource_type, r.resource_name, entries))
     return DescribeConfigsResponse(0, tuple(results))
 
@@ -78,7 +98,8 @@ def denied_code(apis, ctx, resource_type: int, name: str, op) -> int:
 def _entry(d, read_only: bool, req: DescribeConfigsRequest, version: int) -> DescribeConfigsResourceResult:
     synonyms = tuple(DescribeConfigsSynonym(n, v, SOURCES[s]) for n, v, s in d.synonyms) \
         if req.include_synonyms else ()
-    return DescribeConfigsResourceResult(d.name, d.value, read_only, d.source != "topic", SOURCES[d.source], False,
+    return DescribeConfigsResourceResult(d.name, d.value, read_only, d.source not in ("topic", "dynamic_broker"),
+                                         SOURCES[d.source], False,
                                          synonyms, TYPES[d.type], d.doc if req.include_documentation else None)
 
 

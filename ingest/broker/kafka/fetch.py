@@ -24,6 +24,9 @@ A follower's fetch (``replica_id`` >= 0, a broker copying a partition of a Kafka
 to the leader's log end instead of the high watermark, and tells the leader the follower's log end (its
 ``fetch_offset``, recorded once per request: ``follower_fetch`` of the served partition), from which the
 leader moves the high watermark and the in-sync set; its ``current_leader_epoch`` must be the leader's.
+With the leader's replication throttle (:mod:`ingest.broker.replication_quota`), a throttled partition's
+answer to a follower outside its in-sync set is empty while the leader's quota is exceeded (Kafka's
+``shouldLeaderThrottle``), and the bytes sent to followers of every throttled partition are recorded.
 An OFFSET_OUT_OF_RANGE answer to a follower carries the leader's log start offset, so that a follower
 below it restarts there. Without ZooKeeper there are no followers: such a fetch is served like a consumer's.
 
@@ -119,6 +122,8 @@ def _partition(apis, ctx, topic: str, p, out: _Read, budget: int, first: bool, r
         start = lg.start_offset
         limit = lg.log_end if follower else hw
         max_bytes = max(0, min(p.partition_max_bytes, budget))
+        if follower and sp.leader_throttled(replica_id):
+            return PartitionData(p.partition, 0, hw, hw, start)
         sl = lg.read(p.fetch_offset, max_bytes, limit, min_one=first)
     except IngestError as exc:
         out.errors = True
@@ -144,6 +149,8 @@ def _partition(apis, ctx, topic: str, p, out: _Read, budget: int, first: bool, r
             out.regions.append(records)
         out.size += len(records)
         apis.metrics.fetched(topic, len(records))
+        if follower:
+            sp.record_replicated(len(records))
     else:
         sl.release()
     return PartitionData(p.partition, 0, hw, hw, start, records=records)

@@ -64,6 +64,9 @@ class FollowedPartition:
         self.max_bytes = max_bytes
         self.truncated = False
         self.fetches = 0
+        self.in_sync = False
+        """Its last fetch reached the leader's high watermark (Kafka's ``isReplicaInSync``: the follower's
+        replication throttle never holds it back then)."""
         self.stall: Stall | None = None
         """Why this partition cannot copy past its position now (None while it copies)."""
         self._on_stall = on_stall or (lambda key, stall: None)
@@ -188,6 +191,7 @@ class FollowedPartition:
             self.truncated = False
             return
         part.follower_hw(answer.high_watermark)
+        self.in_sync = lg.log_end >= answer.high_watermark
 
     def _append(self, pos: int, data) -> bool:
         """Append the whole batches of ``data`` (a cut-off last one is fetched again), noting new epochs.

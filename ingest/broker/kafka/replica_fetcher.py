@@ -17,6 +17,11 @@ the requests for a back-off) without holding the others; a failed connection del
 ``handlePartitionsWithErrors``). With no partition ready the thread waits for the earliest one, or for
 :meth:`ReplicaFetcherThread.add`; it never spins.
 
+With a replication throttle (the broker's follower :class:`~ingest.broker.replication_quota.ReplicationQuota`):
+a throttled partition that is not in sync is left out of the requests while the quota is exceeded (Kafka's
+``shouldFollowerThrottle``), and the bytes copied for every throttled partition are recorded; the other
+partitions are never held back. With nothing else to ask for, the thread waits until the rate falls back.
+
 Partitions are added and removed while it runs (:class:`~ingest.broker.kafka.fetcher_manager.ReplicaFetcherManager`);
 the thread is not restarted. An answer is applied under the partition lock, and only to the partition
 object the request was built from, so once :meth:`ReplicaFetcherThread.remove` returns the thread never
@@ -70,7 +75,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     def __init__(self, fetcher_id: int, broker_id: int, leader: tuple[int, str, int], *, wait_ms: int,
                  response_max_bytes: int, socket_timeout_s: float, ssl_context=None,
-                 sasl: SaslLogin | None = None) -> None:
+                 sasl: SaslLogin | None = None, quota=None) -> None:
         self.leader_id, self.host, self.port = leader
         super().__init__(name=f"ReplicaFetcherThread-{fetcher_id}-{self.leader_id}", daemon=True)
         self.native_name = f"fetcher-{fetcher_id}-{self.leader_id}"
@@ -91,6 +96,7 @@ class ReplicaFetcherThread(threading.Thread):
         self._wake = threading.Event()
         self._halt = threading.Event()
         self._turn = 0
+        self.quota = quota
         self.rounds = 0
 
     def __repr__(self) -> str:
@@ -174,13 +180,21 @@ class ReplicaFetcherThread(threading.Thread):
         with self._lock:
             parts = list(self._parts.values())
         ready = [fp for fp in parts if fp.ready(now)]
+        held = False
+        if ready and self.quota is not None and self.quota.is_exceeded():
+            kept = [fp for fp in ready if fp.in_sync or not self.quota.is_throttled(*fp.key)]
+            held = len(kept) < len(ready)
+            ready = kept
         if ready:
             self._turn += 1
             k = self._turn % len(ready)
             return ready[k:] + ready[:k], 0.0
         if not parts:
             return [], IDLE_WAIT_S
-        return [], max(0.0, min(IDLE_WAIT_S, min(fp.delayed_until for fp in parts) - now))
+        wait = min(IDLE_WAIT_S, min(fp.delayed_until for fp in parts) - now)
+        if held:
+            wait = min(wait if wait > 0 else IDLE_WAIT_S, self.quota.delay_s())
+        return [], max(0.0, wait)
 
     def _round(self, ready: list[FollowedPartition]) -> None:
         self.rounds += 1
@@ -261,3 +275,5 @@ class ReplicaFetcherThread(threading.Thread):
                     fp.truncated = False
                 else:
                     fp.on_fetch_answer(pos, answer)
+                    if self.quota is not None and answer.records and self.quota.is_throttled(*key):
+                        self.quota.record(len(answer.records))

@@ -308,13 +308,17 @@ class ZkTopicAdmin:
                     if cfg.type != topic_config.LIST:
                         raise InvalidConfigError(f"Config value {'append' if op == ops.APPEND else 'subtract'} is "
                                                  f"not allowed for config key: {name}")
-                    items = [w for w in new.get(name, "delete").split(",") if w]
+                    default = "delete" if cfg.default is None else cfg.default
+                    items = [w for w in new.get(name, default).split(",") if w]
                     given = [w.strip() for w in (value or "").split(",") if w.strip()]
                     items = items + [w for w in given if w not in items] if op == ops.APPEND else \
                         [w for w in items if w not in given]
-                    if not items:
+                    if not items and cfg.default != "":
                         raise InvalidConfigError(f"config {name} cannot become empty")
-                    new[name] = topic_config.check(name, ",".join(items))
+                    if items:
+                        new[name] = topic_config.check(name, ",".join(items))
+                    else:   # an empty list is the default
+                        new.pop(name, None)
                 else:
                     raise InvalidConfigError(f"Unknown config operation {op} for {name}: allowed 0 SET, 1 DELETE, "
                                              "2 APPEND, 3 SUBTRACT")

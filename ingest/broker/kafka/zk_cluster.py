@@ -99,6 +99,19 @@ class LedPartition:
             self.part.wake()   # consumers waiting for the high watermark
         return end
 
+    def leader_throttled(self, replica_id: int) -> bool:
+        """The leader's replication throttle holds back ``replica_id``'s fetch of this partition now: the
+        partition is throttled here, the replica is not in sync, and the quota is exceeded (Kafka's
+        ``shouldLeaderThrottle``)."""
+        q = self.replicas.throttles.leader
+        return q.is_throttled(self.topic, self.partition) and replica_id not in self.part.isr and q.is_exceeded()
+
+    def record_replicated(self, n: int) -> None:
+        """``n`` bytes of this partition sent to a follower: counted by the leader's quota when throttled."""
+        q = self.replicas.throttles.leader
+        if q.is_throttled(self.topic, self.partition):
+            q.record(n)
+
     def epoch_end(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: ``(epoch', end offset)`` from this leader's epoch history."""
         return self.part.epochs.end_offset_for(epoch, self.log.log_end)
