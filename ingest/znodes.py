@@ -612,6 +612,11 @@ def group_offsets_dir(group: str) -> str:
     return f"{group_path(group)}/offsets"
 
 
+def group_topic_offsets_dir(group: str, topic: str) -> str:
+    """``/consumers/[group]/offsets/[topic]``: one child per partition (``broker_id-partition``)."""
+    return f"{group_offsets_dir(group)}/{topic}"
+
+
 def consumer_path(group: str, consumer_id: str) -> str:
     """``/consumers/[group]/ids/[consumer_id]``: the member's subscription."""
     return f"{group_ids_dir(group)}/{consumer_id}"
@@ -624,7 +629,7 @@ def owner_path(group: str, topic: str, broker_id: int, partition: int) -> str:
 
 def offset_path(group: str, topic: str, broker_id: int, partition: int) -> str:
     """``/consumers/[group]/offsets/[topic]/[broker_id-partition]``: the committed offset."""
-    return f"{group_offsets_dir(group)}/{topic}/{partition_name(broker_id, partition)}"
+    return f"{group_topic_offsets_dir(group, topic)}/{partition_name(broker_id, partition)}"
 
 
 def partition_name(broker_id: int, partition: int) -> str:

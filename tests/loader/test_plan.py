@@ -128,3 +128,22 @@ def test_left_out_names_a_silent_brokers_committed_partitions_of_chosen_topics_o
                                  "waiting: views b2 p0, views b2 p1")
     assert out[1].describe() == "rt b2 p1: no leader now (in-sync [])"
     assert [LeftOut.from_json(lo.to_json()) for lo in out] == list(out)
+
+
+def test_a_reassigned_partition_resumes_from_the_offset_committed_under_its_former_home_broker():
+    # a reassignment moved the first replica of t-0 from broker 0 to broker 1: the partition is now named b1
+    moved = PartitionSnapshot("t", 1, 0, "127.0.0.1", 9, "127.0.0.1:9", "kafka", earliest=0, latest=900)
+    committed = {("t", 0, 0): OffsetRecord("t", 0, 0, 400), ("t", 2, 0): OffsetRecord("t", 2, 0, 100),
+                 ("t", 0, 1): OffsetRecord("t", 0, 1, 800)}
+    plan = build_plan(run_id="r", base_seq=0, snapshots=[moved], committed=committed, new_partition_start="earliest")
+    (p,) = plan.partitions
+    assert (p.key, p.committed, p.start, p.end) == (("t", 1, 0), 400, 400, 900)
+    # once committed under its new home, that offset counts
+    committed[("t", 1, 0)] = OffsetRecord("t", 1, 0, 600)
+    (p,) = build_plan(run_id="r", base_seq=0, snapshots=[moved], committed=committed).partitions
+    assert p.start == 600
+    # a Kafka 0.7 partition (one broker's own) never takes another broker's offset
+    local = snap(broker=1, latest=900)
+    (p,) = build_plan(run_id="r", base_seq=0, snapshots=[local], committed={("t", 0, 0): OffsetRecord("t", 0, 0, 400)},
+                      new_partition_start="earliest").partitions
+    assert p.start == 0

@@ -13,6 +13,9 @@ Real ZooKeeper, real broker processes, ``ingest topics reassign`` run as operato
   down when the move completed, at its start);
 - ``--cancel`` of a move whose new replica cannot catch up (its broker SIGSTOPped) restores the old
   assignment exactly, in its order, with nothing left being added or removed;
+- a replicated 0.7 topic moves the same way, and a consumer group that committed its offset under the
+  partition's old name (its home broker, the first replica, moved from 0 to 1) goes on from that offset
+  under the new name: nothing consumed twice, nothing skipped;
 - ``--generate`` over four brokers for a 12-partition topic of replication factor 3 living on three, then
   ``--execute`` and a preferred-leader election: each broker holds 9 replicas and leads 3 partitions, and
   every broker's log directories are exactly the partitions assigned to it.
@@ -33,6 +36,7 @@ from ingest import znodes
 from ingest.broker.assignment import assign
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
+from tests.harness.replication_topics import create_replicated_topic, metadata_of, produce_acked, wait_for_leaders
 from tests.harness.wait import wait_until
 from tests.replication.test_kafka_topics import TOPIC, AckedProducer, _bootstrap, _check, _consume_all
 
@@ -161,6 +165,45 @@ def test_cancel_restores_the_old_assignment(broker_factory, zk_connect, zk, tmp_
     finally:
         r.sigcont(new)
     assert _reassign(zk_connect, "--cancel", "--plan", plan).returncode != 0, "nothing left to cancel"
+
+
+def _group_read(zk_connect: str, topic: str, count: int) -> list[bytes]:
+    """``count`` messages read by a member of group ``g`` (0.7 consumer group), offsets committed."""
+    from ingest.client.consumer_group import ConsumerConnector
+
+    c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "g", "consumer.id": "c", "autooffset.reset": "smallest",
+                           "zk.sessiontimeout.ms": 3000, "autocommit.interval.ms": 100, "rebalance.backoff.ms": 100,
+                           "backoff.increment.ms": 20, "socket.timeout.ms": 5000, "consumer.timeout.ms": 5000})
+    try:
+        got = []
+        for m in c.create_streams({topic: 1})[topic][0]:
+            got.append(m.payload)
+            if len(got) == count:
+                break
+        c.commit_offsets()
+        return got
+    finally:
+        c.shutdown()
+
+
+def test_a_07_topic_moves_and_its_consumer_group_goes_on_from_its_committed_offset(broker_factory, zk_connect, zk,
+                                                                                   tmp_path):
+    brokers, new = _cluster(broker_factory, zk_connect, zk, r.replication_overrides(min_isr=1))
+    everyone = [*brokers, new]
+    create_replicated_topic(zk, "r07", {0: [0, 1, 2]})
+    md = metadata_of(everyone)
+    wait_for_leaders(md, "r07", 1, isr=3)
+    first, second = [b"a-%04d" % i for i in range(100)], [b"b-%04d" % i for i in range(100)]
+    for i in range(0, 100, 25):
+        produce_acked(md, "r07", 0, first[i:i + 25])
+    assert _group_read(zk_connect, "r07", 100) == first
+    done = _reassign(zk_connect, "--execute", "--plan", _plan_file(tmp_path, {("r07", 0): [1, 2, 3]}), "--wait", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _topic_node(zk, "r07") == ({0: (1, 2, 3)}, {})
+    for i in range(0, 100, 25):
+        produce_acked(md, "r07", 0, second[i:i + 25])
+    assert _group_read(zk_connect, "r07", 100) == second   # named 1-0 now, from 0-0's committed offset
+    wait_until(lambda: _no_copy(brokers[0], "r07", 0), timeout=60, what="broker 0's copy deleted")
 
 
 def test_generate_and_execute_spread_a_12_partition_topic_evenly_over_an_added_broker(broker_factory, zk_connect,
