@@ -208,7 +208,8 @@ class Reassignments:
 
         if not commit_fenced(self.client, self.controller.epoch, self.controller._epoch_version, build):
             return False
-        self.controller.elections += new_state is not None
+        if new_state is not None:
+            self.controller.elections += 1
         if move is not None:
             log.info("%s-%d: reassignment %s: replicas %s -> %s (adding %s, removing %s)", topic, p, step,
                      list(original_replicas(replicas, move)), [b for b in replicas if b not in move.removing],
