@@ -27,6 +27,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,8 @@ from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, produce_acked, wait_for_leaders
 from tests.harness.wait import wait_until
-from tests.replication.test_kafka_topics import TOPIC, AckedProducer, _bootstrap, _check, _consume_all
+from tests.replication.test_controlled_shutdown import TimedProducer
+from tests.replication.test_kafka_topics import TOPIC, _bootstrap, _check, _consume_all
 
 log = logging.getLogger(__name__)
 pytestmark = pytest.mark.processes
@@ -88,15 +90,17 @@ def test_a_move_under_acks_all_load_loses_nothing_and_deletes_the_old_copy(broke
     _create(zk, TOPIC, {0: [0, 1, 2]})
     r.wait_for_state(zk, TOPIC, 0, lambda s: s.leader == 0 and set(s.isr) == {0, 1, 2}, 60, "all in sync")
     everyone = [*brokers, new]
-    producer = AckedProducer(_bootstrap(everyone))
+    producer = TimedProducer(_bootstrap(everyone))
     producer.start()
     try:
         wait_until(lambda: len(producer.acked) > 200, timeout=60, what="first acknowledgements")
+        began = time.monotonic()
         done = _reassign(zk_connect, "--execute", "--plan", _plan_file(tmp_path, {(TOPIC, 0): [1, 2, 3]}),
                          "--wait", "120")
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"Reassignment of partition {TOPIC}-0 is complete." in done.stdout
         assert '"replicas":[0,1,2]' in done.stdout, "the old assignment, printed for a rollback"
+        took = time.monotonic() - began
         after = len(producer.acked)
         wait_until(lambda: len(producer.acked) > after + 100, timeout=60, what="acknowledgements after the move")
     finally:
@@ -107,7 +111,10 @@ def test_a_move_under_acks_all_load_loses_nothing_and_deletes_the_old_copy(broke
     assert state.leader in {1, 2, 3}
     wait_until(lambda: _no_copy(brokers[0], TOPIC, 0), timeout=60, what="broker 0's copy deleted")
     assert not _no_copy(new, TOPIC, 0)
-    _check(_bootstrap(everyone), producer)
+    rows = _check(_bootstrap(everyone), producer)
+    log.info("reassignment {0,1,2} -> {1,2,3} under acks=all: %d acknowledged, %d records, command done in %.1f s, "
+             "longest time without an acknowledgement %.1f s", len(producer.acked), len(rows), took,
+             producer.longest_stall_s)
 
 
 def test_a_controller_killed_mid_move_leaves_it_to_the_next_which_completes_it(broker_factory, zk_connect, zk):
