@@ -166,8 +166,8 @@ class Reassignments:
             union, wanted = moving(original, target)
             state = self.view.read_state(topic, p)
             if replicas != union or move != wanted:
-                ok = self._write(topic, p, data, stat.version, fmt, assignment, moves, union, wanted, state,
-                                 live, "started")
+                ok = self._write(topic, p, stat.version, fmt, assignment, moves, union, wanted, state, live,
+                                 "started")
                 if ok is None:
                     return False
                 continue    # read again: the move may complete at once (a cancel, or a target within O)
@@ -175,15 +175,14 @@ class Reassignments:
                 log.debug("%s-%d: reassignment waits for %s to join the in-sync set %s", topic, p,
                           sorted(set(target) - set(state.isr)), list(state.isr))
                 return False
-            ok = self._write(topic, p, data, stat.version, fmt, assignment, moves, target, None, state, live,
-                             "completed")
+            ok = self._write(topic, p, stat.version, fmt, assignment, moves, target, None, state, live, "completed")
             if ok:
                 return True
             if ok is None:
                 return False
         return False
 
-    def _write(self, topic: str, p: int, data: bytes, version: int, fmt: str | None,
+    def _write(self, topic: str, p: int, version: int, fmt: str | None,
                assignment: dict[int, tuple[int, ...]], moves: dict[int, ReplicaMove], replicas: tuple[int, ...],
                move: ReplicaMove | None, state: PartitionState | None, live: set[int], step: str) -> bool | None:
         """The topic node with ``p``'s new ``replicas`` (and ``move``, None when done), and the state without
