@@ -18,7 +18,8 @@ Real ZooKeeper, real broker processes, ``ingest topics reassign`` run as operato
   under the new name: nothing consumed twice, nothing skipped;
 - ``--generate`` over four brokers for a 12-partition topic of replication factor 3 living on three, then
   ``--execute`` and a preferred-leader election: each broker holds 9 replicas and leads 3 partitions, and
-  every broker's log directories are exactly the partitions assigned to it.
+  every broker's log directories are exactly the partitions assigned to it; a plan that only reorders a
+  partition's replicas changes its preferred replica and deletes nothing.
 """
 from __future__ import annotations
 
@@ -245,3 +246,10 @@ def test_generate_and_execute_spread_a_12_partition_topic_evenly_over_an_added_b
         return all({d.name for d in b.log_dir.glob("wide-*")} ==
                    {f"wide-{p}" for p, rs in assignment.items() if b.broker_id in rs} for b in everyone)
     wait_until(dirs_match, timeout=60, what="every broker holding exactly its assigned replicas")
+    # a plan that only reorders a partition's replicas changes its preferred replica and moves no data
+    reordered = tuple(reversed(assignment[0]))
+    done = _reassign(zk_connect, "--execute", "--plan", _plan_file(tmp_path, {("wide", 0): list(reordered)}, "re.json"),
+                     "--wait", "60")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _topic_node(zk, "wide") == ({**assignment, 0: reordered}, {})
+    assert dirs_match()
