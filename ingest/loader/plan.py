@@ -100,6 +100,7 @@ def waiting_partitions(left_out: Sequence[LeftOut], committed: Mapping[Partition
     from this run."""
     planned = {s.key for s in snapshots} | {(lo.topic, lo.broker_id, lo.partition) for lo in left_out
                                              if lo.topic is not None}   # those have an entry of their own
+    planned |= superseded_homes(committed, snapshots)   # planned under the partition's new home broker
     out = []
     for lo in left_out:
         if lo.topic is not None and not chosen(lo.topic):
@@ -292,6 +293,14 @@ def committed_of(committed: Mapping[PartitionKey, OffsetRecord], snap: Partition
         log.info("%s partition %d: home broker now %d (reassigned); resuming from offset %d committed under home "
                  "broker %d", snap.topic, snap.partition, snap.broker_id, prev.offset, prev.broker_id)
     return prev
+
+
+def superseded_homes(committed: Mapping[PartitionKey, OffsetRecord],
+                     snapshots: Sequence[PartitionSnapshot]) -> set[PartitionKey]:
+    """The committed keys that name a replicated partition of ``snapshots`` by a former home broker (a
+    reassignment moved its first replica): the same partitions as those snapshots, not missing ones."""
+    now = {(s.topic, s.partition): s.key for s in snapshots if s.replicated}
+    return {k for k in committed if now.get((k[0], k[2]), k) != k}
 
 
 def decide_starts(

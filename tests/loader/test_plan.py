@@ -147,3 +147,28 @@ def test_a_reassigned_partition_resumes_from_the_offset_committed_under_its_form
     (p,) = build_plan(run_id="r", base_seq=0, snapshots=[local], committed={("t", 0, 0): OffsetRecord("t", 0, 0, 400)},
                       new_partition_start="earliest").partitions
     assert p.start == 0
+
+
+def test_status_shows_a_reassigned_partition_with_its_former_homes_offset_and_not_that_home_as_missing(tmp_path):
+    from ingest.loader import commit
+    from ingest.loader.plan import superseded_homes
+    from ingest.loader.state import LoaderState
+    from ingest.loader.status import partition_status
+    from ingest.storage import open_storage
+    from tests.loader.helpers import loader_config
+
+    storage = open_storage(str(tmp_path))
+    commit.commit_files(storage, kind="load", run_id="r1", offsets=[OffsetRecord("t", 0, 0, 400),
+                                                                    OffsetRecord("t", 0, 1, 800)])
+    state = LoaderState.load(storage)
+    moved = PartitionSnapshot("t", 1, 0, "127.0.0.1", 9, "127.0.0.1:9", "kafka", earliest=0, latest=900)
+    stayed = PartitionSnapshot("t", 0, 1, "127.0.0.1", 9, "127.0.0.1:9", "kafka", earliest=0, latest=900)
+    row = partition_status(loader_config(tmp_path, [], "http://x"), state, moved, 0)
+    assert (row.committed, row.lag_messages) == (400, 500)
+    assert superseded_homes(state.offsets, [moved, stayed]) == {("t", 0, 0)}
+    assert superseded_homes(state.offsets, [snap(broker=1)]) == set(), "0.7 partitions are each broker's own"
+    # a silent former home broker does not hold the moved partition up
+    from ingest.loader.plan import LeftOut, waiting_partitions
+    (lo,) = waiting_partitions([LeftOut("not answering", 0, "127.0.0.1:9")], state.offsets, [moved, stayed],
+                               lambda t: True)
+    assert lo.partitions == ()
