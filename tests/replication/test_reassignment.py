@@ -161,6 +161,10 @@ def test_cancel_restores_the_old_assignment(broker_factory, zk_connect, zk, tmp_
                    what="the move started")
         verify = _reassign(zk_connect, "--verify", "--plan", plan)
         assert verify.returncode == 1 and f"{TOPIC}-0 is still in progress" in verify.stdout, verify.stdout
+        described = subprocess.run([sys.executable, "-m", "ingest.cli", "topics", "describe", "--zookeeper",
+                                    zk_connect, "--topic", TOPIC], capture_output=True, text=True, timeout=60,
+                                   cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert f"{TOPIC}-0: being reassigned: adding [3], removing [2]" in described.stdout, described.stdout
         cancelled = _reassign(zk_connect, "--cancel", "--plan", plan, "--wait", "60")
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert f"{TOPIC}-0 back to [2, 0, 1]" in cancelled.stdout
