@@ -6,6 +6,9 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
     /brokers/topics/[topic]/[broker_id]                      -> "<partition count>"       ephemeral
     /brokers/topics/[topic]  (replicated topic, no children) -> {"version":1,"partitions":{"0":[1,2,3],...}}
                                                                 (+ "format":"kafka" for a Kafka topic)
+                                                                (+ "adding_replicas":{"0":[4]},
+                                                                "removing_replicas":{"0":[1]} while a
+                                                                partition is being reassigned, KIP-455)
     /brokers/endpoints/[broker_id]                           -> {"version":5,"host":H,"port":P,
                                                                  "endpoints":["NAME://H:P",...],
                                                                  "listener_security_protocol_map":{...},
@@ -32,6 +35,11 @@ Paths are relative to the chroot of the connect string (``host:port/chroot``)::
                                                                  "partition":P},...]}  persistent, deleted when done
     /admin/controlled_shutdown/[broker_id]                   -> {"version":1,"attempt":N}  ephemeral: that broker
                                                                 asks the controller to move its leaderships away
+    /admin/reassign_partitions                               -> {"version":1,"partitions":[{"topic":T,
+                                                                 "partition":P,"replicas":[...]},...]}
+                                                                persistent: target replicas; the controller
+                                                                removes each partition when its move is done
+                                                                and the node when none is left
     /admin/delete_topics/[topic]                             -> (empty)  a Kafka topic marked for deletion
     /admin/delete_topics/[topic]/[broker_id]                 -> (empty)  that broker deleted its replicas' logs
     /config/topics/[topic]                                   -> {"version":1,"config":{"retention.ms":"1000",...}}
@@ -105,6 +113,7 @@ BROKER_ENDPOINTS = "/brokers/endpoints"
 CLUSTER_ID = "/cluster/id"
 DELETE_TOPICS = "/admin/delete_topics"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CONFIG_TOPICS = "/config/topics"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 KAFKA_FORMAT = "kafka"
@@ -322,16 +331,78 @@ def parse_replica_stall(data: bytes) -> dict:
         raise ValueError(f"not a replica stall: {data[:200]!r}") from exc
 
 
-def assignment_value(assignment: dict[int, list[int]], topic_format: str | None = None) -> bytes:
+def assignment_value(assignment: dict[int, list[int]], topic_format: str | None = None,
+                     moves: "dict[int, ReplicaMove] | None" = None) -> bytes:
     """The data of a replicated topic's node: partition -> replica list (first = preferred), and for a
     Kafka topic ``"format":"kafka"`` (:data:`KAFKA_FORMAT`; absent: a 0.7 topic, as every earlier version
-    wrote it)."""
+    wrote it). ``moves``: the partitions being reassigned, written as Kafka's (KIP-455) ``adding_replicas``
+    and ``removing_replicas`` (absent when none is)."""
     obj: dict = {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
     if topic_format is not None:
         if topic_format != KAFKA_FORMAT:
             raise ValueError(f"topic format {topic_format!r} is not one: use {KAFKA_FORMAT!r} or None (0.7)")
         obj["format"] = topic_format
+    if moves:
+        obj["adding_replicas"] = {str(p): list(m.adding) for p, m in sorted(moves.items())}
+        obj["removing_replicas"] = {str(p): list(m.removing) for p, m in sorted(moves.items())}
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaMove:
+    """A partition being reassigned (KIP-455's fields of the topic node): the replicas being added (not yet
+    in the original assignment) and those being removed (not in the target). The assignment meanwhile lists
+    the original replicas, in their order, followed by the ones being added."""
+
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+def parse_moves(data: bytes | None) -> dict[int, ReplicaMove]:
+    """partition -> :class:`ReplicaMove` of a topic node's data (empty: nothing is being reassigned).
+
+    Raises:
+        ValueError: the fields are there but not objects of partition -> broker ids.
+    """
+    if not data:
+        return {}
+    obj = json.loads(data.decode("utf-8"))
+    adding, removing = obj.get("adding_replicas") or {}, obj.get("removing_replicas") or {}
+    try:
+        return {int(p): ReplicaMove(tuple(int(b) for b in adding.get(p, ())),
+                                    tuple(int(b) for b in removing.get(p, ())))
+                for p in sorted(set(adding) | set(removing), key=int)}
+    except (TypeError, AttributeError) as exc:
+        raise ValueError(f"adding_replicas/removing_replicas must map partitions to broker ids: {obj}") from exc
+
+
+def reassignment_value(targets: dict[tuple[str, int], "list[int] | tuple[int, ...]"]) -> bytes:
+    """The data of ``/admin/reassign_partitions``: each partition's target replicas, as Kafka writes it."""
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                    for (t, p), r in sorted(targets.items())]},
+                      separators=(",", ":")).encode()
+
+
+def parse_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    """``{(topic, partition): target replicas}`` of ``/admin/reassign_partitions`` (or of a plan file, the
+    same JSON; Kafka's ``log_dirs`` field is accepted and ignored).
+
+    Raises:
+        ValueError: not that JSON, or a partition listed twice.
+    """
+    try:
+        out: dict[tuple[str, int], tuple[int, ...]] = {}
+        for x in json.loads(data.decode("utf-8"))["partitions"]:
+            key = (str(x["topic"]), int(x["partition"]))
+            if key in out:
+                raise ValueError(f"partition {key[0]}-{key[1]} is listed twice")
+            if isinstance(x["replicas"], (str, bytes)) or isinstance(x["partition"], bool):
+                raise TypeError(x)
+            out[key] = tuple(int(b) for b in x["replicas"])
+        return out
+    except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError('not a reassignment: expected {"version":1,"partitions":[{"topic":T,"partition":P,'
+                         '"replicas":[B,...]},...]}, got ' + repr(data[:200])) from exc
 
 
 def parse_topic_format(data: bytes | None) -> str | None:
@@ -558,6 +629,11 @@ def group_offsets_dir(group: str) -> str:
     return f"{group_path(group)}/offsets"
 
 
+def group_topic_offsets_dir(group: str, topic: str) -> str:
+    """``/consumers/[group]/offsets/[topic]``: one child per partition (``broker_id-partition``)."""
+    return f"{group_offsets_dir(group)}/{topic}"
+
+
 def consumer_path(group: str, consumer_id: str) -> str:
     """``/consumers/[group]/ids/[consumer_id]``: the member's subscription."""
     return f"{group_ids_dir(group)}/{consumer_id}"
@@ -570,7 +646,7 @@ def owner_path(group: str, topic: str, broker_id: int, partition: int) -> str:
 
 def offset_path(group: str, topic: str, broker_id: int, partition: int) -> str:
     """``/consumers/[group]/offsets/[topic]/[broker_id-partition]``: the committed offset."""
-    return f"{group_offsets_dir(group)}/{topic}/{partition_name(broker_id, partition)}"
+    return f"{group_topic_offsets_dir(group, topic)}/{partition_name(broker_id, partition)}"
 
 
 def partition_name(broker_id: int, partition: int) -> str:

@@ -48,6 +48,9 @@ What it decides, always by a conditional write of the partition's state node
   the topic's assignment has, the controller removes the topic's partition states, its assignment,
   its configs and the marker in one transaction fenced by the controller epoch. A broker that is down
   holds the deletion up until it returns and deletes its copy (Kafka's controller waits for it too).
+- partition reassignment (Kafka's ``/admin/reassign_partitions``): :mod:`ingest.broker.reassignment` adds
+  the target replicas, waits until they are in sync, moves the leadership if needed, then removes the old
+  replicas, whose brokers delete their copies.
 
 All of it runs on one thread (events queued by watches), and every pass re-reads each
 state with its version, so a pass is always safe to repeat.
@@ -66,12 +69,13 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError,
-                              RolledBackError)
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from ingest import znodes
+from ingest.broker.controller_fence import failed_operation
+from ingest.broker.reassignment import Reassignments
 from ingest.errors import StaleControllerError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.znodes import PartitionState
@@ -95,20 +99,6 @@ class Rebalance:
                    config["leader.imbalance.per.broker.percentage"])
 
 
-def failed_operation(results: list) -> int | None:
-    """The index of the operation that failed a ZooKeeper multi, None when the multi succeeded.
-
-    ZooKeeper answers every operation of a failed multi: those before the failed one as rolled back
-    (kazoo's ``RolledBackError``, an exception too), the failed one with its error, those after it as
-    ``RuntimeInconsistency``. Only the first error that is not a roll-back says what went wrong: a
-    lost version race on a state node fails its ``set_data``, not the epoch ``check`` before it.
-    """
-    for i, result in enumerate(results):
-        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
-            return i
-    return None
-
-
 class Controller:
     """Competes for ``/controller`` and, while it holds it, elects leaders (module docstring)."""
 
@@ -129,6 +119,7 @@ class Controller:
         self._errors = RateLimitedLog(log, interval_s=60.0)
         self.elections = 0
         self._watched_markers: set[str] = set()
+        self.reassignments = Reassignments(self)
 
     def start(self) -> "Controller":
         self._thread.start()
@@ -144,6 +135,7 @@ class Controller:
         self.view.on_topic(lambda _t, _a: self._events.put("pass"))
         self.view.on_storage_failures(lambda: self._events.put("pass"))
         self.view.on_shutting_down(lambda _ids: self._events.put("pass"))
+        self.reassignments.watch(self._events.put)
         return self
 
     def close(self) -> None:
@@ -211,6 +203,8 @@ class Controller:
                     self._rebalance()
                 elif self.active and event == "delete":
                     self._finish_deletions()
+                elif self.active and event == "reassign":
+                    self.reassignments.run()
             except StaleControllerError as exc:
                 self.active = False
                 log.warning("broker %d: %s; stepping down as controller", self.broker_id, exc)
@@ -240,6 +234,7 @@ class Controller:
         self._pass()
         self._preferred()
         self._finish_deletions()
+        self.reassignments.run()
 
     def _bump_epoch(self) -> None:
         c = self.client

@@ -154,6 +154,30 @@ class LogManager:
             self._topics.pop(topic, None)
             self._kinds.pop(topic, None)
             self._overrides = {t: o for t, o in self._overrides.items() if t != topic}
+        deleted = self._remove_logs(topic, doomed)
+        if deleted:
+            log.info("deleted topic %s: removed %s", topic, ", ".join(deleted))
+        return deleted
+
+    def delete_partition(self, topic: str, partition: int) -> list[str]:
+        """Close and delete this broker's log of ``topic``-``partition`` (its replica moved to other brokers), as
+        :meth:`delete_topic` deletes a topic's; returns the directory deleted (none when there was no log).
+
+        Raises:
+            StorageError: the directory could not be renamed or removed.
+        """
+        with self._lock:
+            lg = self._logs.pop((topic, partition), None)
+            if lg is not None and not any(t == topic for t, _p in self._logs):
+                self._topics.pop(topic, None)
+                self._kinds.pop(topic, None)
+        deleted = self._remove_logs(topic, [] if lg is None else [((topic, partition), lg)])
+        if deleted:
+            log.info("deleted the replica of %s-%d: removed %s", topic, partition, ", ".join(deleted))
+        return deleted
+
+    def _remove_logs(self, topic: str, doomed: list) -> list[str]:
+        """Close each ``((topic, partition), log)`` and delete its directory (renamed ``...-delete`` first)."""
         deleted, failed = [], []
         for (_t, partition), lg in sorted(doomed, key=lambda d: d[0]):
             try:
@@ -171,8 +195,6 @@ class LogManager:
                 failed.append(f"{path.name}: {exc.strerror or exc}")
         if failed:
             raise StorageError(f"cannot delete the logs of topic {topic!r}: {'; '.join(failed)}")
-        if deleted:
-            log.info("deleted topic %s: removed %s", topic, ", ".join(deleted))
         return deleted
 
     def _open_log(self, topic: str, partition: int, kind: TopicKind) -> Log | KafkaLog:

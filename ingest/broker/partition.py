@@ -149,6 +149,17 @@ class ReplicatedPartition:
         log.info("%s: now leader", self)
         self.wake()
 
+    def set_replicas(self, replicas: tuple[int, ...]) -> None:
+        """The assignment changed (a reassignment): a leader tracks the added replicas as followers that
+        have fetched nothing yet (they join the in-sync set once caught up) and forgets the removed ones."""
+        with self.lock:
+            self.replicas = tuple(replicas)
+            if self.role is Role.LEADER:
+                self.followers = {r: self.followers.get(r) or FollowerProgress() for r in self.replicas
+                                  if r != self.broker_id}
+        log.info("%s: replicas now %s", self, list(replicas))
+        self.wake()
+
     def become_follower(self, state: PartitionState) -> None:
         with self.lock:
             self.role = Role.FOLLOWER if state.leader >= 0 else Role.NONE

@@ -24,6 +24,10 @@ Its other threads:
   ZooKeeper, where the controller moves their leadership and in-sync membership to replicas
   that can; a leader does not let such a follower rejoin its in-sync set.
 
+Reassignment (:mod:`ingest.broker.reassignment`), on the worker thread: a leader whose partition's
+assignment gained or lost replicas tracks the new ones as followers; a broker that left a partition's
+assignment stops its replica and deletes the log (also at start-up, for a move completed while it was down).
+
 Topic deletion and configs (Kafka's ``/admin/delete_topics`` and ``/config/topics``), on the worker
 thread too: a topic marked for deletion stops being followed or led here, every log of it on this
 broker is deleted, and the broker acknowledges with ``/admin/delete_topics/[topic]/[broker_id]``
@@ -177,6 +181,8 @@ class ReplicaManager:
         for p, replicas in assignment.items():
             if self.broker_id in replicas:
                 self._work.put((topic, p))
+            elif (topic, p) in self.partitions or self.logs.get_log(topic, p) is not None:
+                self._work.put(("remove", topic, p))   # reassigned away (also while this broker was down)
 
     # --- roles -----------------------------------------------------------------------------------
 
@@ -192,6 +198,8 @@ class ReplicaManager:
                             self._reconcile(*key)
                 elif item[0] == "delete":
                     self._delete_topic(item[1])
+                elif item[0] == "remove":
+                    self._remove_replica(item[1], item[2])
                 elif item[0] == "config":
                     n = self.logs.set_topic_config(item[1], item[2])
                     log.info("topic %s: configs %s applied to %d log(s) here", item[1], item[2] or "{}", n)
@@ -208,6 +216,8 @@ class ReplicaManager:
         state = self.view.state(topic, partition)
         part = self.partitions.get((topic, partition))
         kafka = self.view.is_kafka(topic)
+        if part is not None and part.replicas != replicas:
+            part.set_replicas(replicas)   # reassigned: replicas added or removed
         if part is None:
             kind = TopicKind.KAFKA if kafka else TopicKind.V07
             lg = self.logs.get_or_create_replica_log(topic, partition, kind)
@@ -317,6 +327,24 @@ class ReplicaManager:
         except NoNodeError:
             return   # the controller finished meanwhile
         log.info("topic %s: deleted its logs on broker %d and acknowledged", topic, self.broker_id)
+
+    def _remove_replica(self, topic: str, partition: int) -> None:
+        """This broker is no longer in the partition's assignment (a reassignment moved its replica away):
+        stop following, answer waiting requests, delete the log here (Kafka's StopReplica with delete)."""
+        replicas = self.view.assignments.get(topic, {}).get(partition)
+        if replicas is None or self.broker_id in replicas or self.view.is_deleting(topic):
+            return   # assigned here again, or the topic's deletion removes it
+        key = (topic, partition)
+        self._stop_fetcher(key)
+        with self._lock:
+            part = self.partitions.pop(key, None)
+        if part is not None:
+            part.become_follower(znodes.PartitionState(-1, part.epoch, (), 0))   # answers waiting requests
+        self._hws = {k: v for k, v in self._hws.items() if k != key}   # replaced whole: the checkpointer reads it
+        self.stalls.report(key, None)
+        deleted = self.logs.delete_partition(topic, partition)
+        log.info("%s-%d: broker %d is no longer a replica (replicas now %s); stopped it%s", topic, partition,
+                 self.broker_id, list(replicas), f" and deleted {deleted[0]}" if deleted else "")
 
     def _stop_fetcher(self, key: tuple[str, int]) -> None:
         f = self.fetchers.pop(key, None)

@@ -1,4 +1,4 @@
-"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, describe, preferred-leader)."""
+"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, describe, preferred-leader, reassign)."""
 from __future__ import annotations
 
 import argparse
@@ -28,6 +28,14 @@ TOPICS_EXAMPLES = """examples:
   ingest topics create --zookeeper 127.0.0.1:2181 --topic clicks --partitions 4 --replication-factor 3
   ingest topics describe --zookeeper 127.0.0.1:2181
   ingest topics preferred-leader --zookeeper 127.0.0.1:2181 --wait 30
+  ingest topics reassign --zookeeper 127.0.0.1:2181 --execute --plan plan.json --wait 600
+"""
+REASSIGN_EXAMPLES = """examples:
+  ingest topics reassign --zookeeper 127.0.0.1:2181 --generate --topics-to-move-json-file move.json \\
+      --broker-list 0,1,2,3 > proposal.txt      # the last line is the proposed plan: save it as plan.json
+  ingest topics reassign --zookeeper 127.0.0.1:2181 --execute --plan plan.json > rollback.txt
+  ingest topics reassign --zookeeper 127.0.0.1:2181 --verify --plan plan.json --wait 600
+  ingest topics reassign --zookeeper 127.0.0.1:2181 --cancel --plan plan.json
 """
 LIST_EXAMPLES = """examples:
   ingest topics list --brokers 0:127.0.0.1:9092,1:127.0.0.1:9093
@@ -154,6 +162,34 @@ def register(subparsers) -> None:
                     help="wait this long for the controller to finish; exit 1 if a partition is not led by its "
                          "preferred replica by then")
     pl.set_defaults(func=_preferred)
+
+    ra = ts.add_parser("reassign", help="move replicas between brokers: generate, execute, verify, cancel a plan",
+                       description="Kafka's kafka-reassign-partitions. --generate proposes a plan spreading the "
+                                   "replicas and preferred leaders of the topics of --topics-to-move-json-file evenly "
+                                   "over --broker-list (nothing is written); --execute writes --plan to "
+                                   "/admin/reassign_partitions, and the controller adds the new replicas, waits "
+                                   "until they are in sync, moves leadership if needed and removes the old ones "
+                                   "(their brokers delete their copies); --verify says which partitions are done "
+                                   "(exit 1 while one is not); --cancel puts the partitions of --plan still being "
+                                   "moved back on their old replicas. See docs/operations.md.",
+                       epilog=REASSIGN_EXAMPLES, formatter_class=fmt)
+    _add_zk_args(ra)
+    action = ra.add_mutually_exclusive_group(required=True)
+    action.add_argument("--generate", action="store_true", help="print the current and a proposed assignment")
+    action.add_argument("--execute", action="store_true", help="start the reassignment of --plan")
+    action.add_argument("--verify", action="store_true", help="per partition of --plan: complete, in progress, failed")
+    action.add_argument("--cancel", action="store_true",
+                        help="the partitions of --plan still being moved go back to their old replicas")
+    ra.add_argument("--plan", "--reassignment-json-file", dest="plan", metavar="PLAN_JSON",
+                    help='{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[B,...]},...]} (Kafka\'s '
+                         "reassignment JSON; --execute, --verify, --cancel)")
+    ra.add_argument("--topics-to-move-json-file", metavar="TOPICS_JSON",
+                    help='{"version":1,"topics":[{"topic":T},...]} (--generate)')
+    ra.add_argument("--broker-list", metavar="ID,ID,...", help="the brokers to spread the replicas over (--generate)")
+    ra.add_argument("--wait", metavar="SECONDS",
+                    help="--execute, --verify, --cancel: wait this long for the moves to finish; exit 1 if one has "
+                         "not by then")
+    ra.set_defaults(func=_reassign)
 
 
 def _add_list_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -328,3 +364,74 @@ def _preferred(args) -> int:
     print(f"{moved} of {len(records)} partition(s) led by their preferred replica"
           + (f"; the request is still pending after {wait_s:g} s" if pending else ""))
     return 0 if moved == len(records) else 1
+
+
+def _read_file(flag: str, path: str | None, action: str) -> str:
+    if path is None:
+        raise ConfigError(f"topics reassign --{action} needs {flag} FILE")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path!r}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _reassign(args) -> int:
+    from ingest.client import topics_admin, topics_reassign as tr  # deferred: imports kazoo
+
+    action = next(a for a in ("generate", "execute", "verify", "cancel") if getattr(args, a))
+    wait_s = None
+    if args.wait is not None:
+        try:
+            wait_s = parse_float(args.wait)
+        except ValueError:
+            wait_s = -1.0
+        if not 0 <= wait_s <= 86_400 or action == "generate":
+            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400 with --execute, --verify or "
+                              f"--cancel{non_ascii_note(args.wait)}")
+    if action == "generate":
+        names = tr.parse_topics_to_move(_read_file("--topics-to-move-json-file", args.topics_to_move_json_file,
+                                                   action))
+        if args.broker_list is None:
+            raise ConfigError("topics reassign --generate needs --broker-list ID,ID,... (the brokers to use)")
+        brokers = tr.parse_broker_list(args.broker_list)
+        for name in names:
+            validate_topic(name)
+    else:
+        plan = tr.parse_plan(_read_file("--plan", args.plan, action))
+        for topic, _p in plan:
+            validate_topic(topic)
+    server = _server_config(args.config)
+    connect = _zk_connect(args.zookeeper, server, "reassign")
+    with _zk_session(connect, server) as client:
+        if action == "generate":
+            current = tr.topics_to_move(topics_admin.read_all_topics(client), names)
+            print("Current partition replica assignment")
+            print(tr.plan_json({(t, p): r for t, a in current.items() for p, r in a.items()}))
+            print()
+            print("Proposed partition reassignment configuration")
+            print(tr.plan_json(tr.propose(current, brokers)))
+            return 0
+        if action == "execute":
+            current = tr.check_plan(plan, topics_admin.read_all_topics(client), tr.registered_brokers(client))
+            tr.execute(client, plan)
+            print("Current partition replica assignment")
+            print()
+            print(tr.plan_json(current))
+            print()
+            print("Save this to use as the --plan option of --execute for a rollback")
+            print(f"Successfully started reassignment of {len(plan)} partition(s)"
+                  + ("" if topics_admin.read_controller(client)[0] is not None else
+                     "; note: no controller is running now: the moves start when a broker becomes controller"))
+            if wait_s is None:
+                return 0
+        elif action == "cancel":
+            originals = tr.cancel(client, plan)
+            print(f"Successfully cancelled the reassignment of {len(originals)} partition(s): "
+                  + ", ".join(f"{t}-{p} back to {list(r)}" for (t, p), r in sorted(originals.items())))
+            if wait_s is None:
+                return 0
+            plan = originals
+        records = tr.wait(client, plan, wait_s or 0.0)
+    tr.format_progress(records, sys.stdout)
+    return 0 if all(r["status"] == tr.COMPLETE for r in records) else 1

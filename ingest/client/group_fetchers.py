@@ -4,8 +4,9 @@
 partition's committed offset in ``/consumers/G/offsets``, and runs one
 :class:`~ingest.client.fetcher.Fetcher` thread per broker over the owned
 partitions of one rebalance generation. A replicated partition (named by its
-home broker) is handed to the fetcher of its leader at that moment and reset from
-its leader's offsets (latest = the high watermark); from then on its fetcher
+home broker) is handed to the fetcher of its leader at that moment and starts from the
+offset committed under an earlier home broker when a reassignment changed its home, else is
+reset from its leader's offsets (latest = the high watermark); from then on its fetcher
 follows leader changes itself, through this object's
 :class:`~ingest.client.replica_metadata.ReplicaMetadata` (brokers from
 ``/brokers/ids``).
@@ -72,12 +73,30 @@ class GroupFetchers:
                 return c.earliest_offset(topic, part)
             return c.latest_offset(topic, part)
 
+    def _moved_offset(self, topic: str, bid: int, part: int) -> int | None:
+        """A replicated partition whose home broker changed (a reassignment moved its first replica): the
+        furthest offset the group committed for it under an earlier home, None if none."""
+        try:
+            names = self.zk.retry(self.zk.get_children, znodes.group_topic_offsets_dir(self.group, topic))
+        except NoNodeError:
+            return None
+        found = []
+        for name in names:
+            try:
+                home, p = znodes.parse_partition_name(name)
+                if p == part and home != bid:
+                    found.append(int(self.zk.retry(self.zk.get, znodes.offset_path(self.group, topic, home, p))[0]))
+            except (NoNodeError, ValueError):
+                continue
+        return max(found, default=None)
+
     def start_offset(self, topic: str, bid: int, part: int, replicated: bool) -> int:
         path = znodes.offset_path(self.group, topic, bid, part)
         try:
             return int(self.zk.retry(self.zk.get, path)[0].decode())
         except (NoNodeError, ValueError):
-            offset = self.reset_offset(topic, bid, part, replicated)
+            moved = self._moved_offset(topic, bid, part) if replicated else None
+            offset = self.reset_offset(topic, bid, part, replicated) if moved is None else moved
             # persist the starting point at once: a rebalance before the first commit must not
             # reset again (with "largest" that would skip what arrived in between)
             try:
@@ -85,8 +104,9 @@ class GroupFetchers:
             except NodeExistsError:
                 # another member (or our replayed create) wrote it first: its value stands
                 return int(self.zk.retry(self.zk.get, path)[0].decode())
-            log.info("%s/%d-%d: no committed offset for group %s, starting at %s offset %d",
-                     topic, bid, part, self.group, self.config["autooffset.reset"], offset)
+            log.info("%s/%d-%d: no committed offset for group %s, starting at %s offset %d", topic, bid, part,
+                     self.group, "the earlier home broker's" if moved is not None else self.config["autooffset.reset"],
+                     offset)
             return offset
 
     def _fetcher_broker(self, st: PartitionState) -> int:

@@ -14,6 +14,8 @@ there are damaged) says so in an ephemeral node of its own
 Replicas whose broker reported that they cannot write (``/brokers/storage_failures/[id]``:
 disk full, a failed write or fsync, the log offline) are listed after the table,
 and in JSON as ``cannot_write`` (``{broker id: error name}``) per partition.
+A partition being reassigned lists the replicas being added and removed (KIP-455's fields of its topic
+node; JSON ``adding_replicas`` and ``removing_replicas``, empty otherwise), one line each after the table.
 """
 from __future__ import annotations
 
@@ -144,6 +146,7 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
     hws = high_watermarks([x for x in led if x[0] not in topics.kafka], brokers, timeout_s)
     hws.update(kafka_high_watermarks(client, [x for x in led if x[0] in topics.kafka], timeout_s))
     failures = read_storage_failures(client)
+    moves = {t: read_moves(client, t) for t in topics.replicated}
     records: list[dict] = []
     for (t, p), s in sorted(states.items()):
         replicas = list(topics.replicated[t][p])
@@ -154,7 +157,9 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
                         "leader_epoch": s.leader_epoch if s is not None else None,
                         "high_watermark": hws.get((t, p)), "preferred_replica": replicas[0],
                         "leader_is_preferred": leader == replicas[0], "stalled_replicas": read_stalls(client, t, p),
-                        "cannot_write": {str(b): e for b, e in sorted(failures.get((t, p), {}).items())}})
+                        "cannot_write": {str(b): e for b, e in sorted(failures.get((t, p), {}).items())},
+                        "adding_replicas": list(moves[t][p].adding) if p in moves[t] else [],
+                        "removing_replicas": list(moves[t][p].removing) if p in moves[t] else []})
     for t, counts in topics.legacy.items():
         records.append({"topic": t, "replicated": False, "format": "0.7",
                         "partitions_per_broker": {str(b): n for b, n in sorted(counts.items())}})
@@ -162,6 +167,15 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
         records.append({"topic": t, "replicated": None, "error": why})
     records.sort(key=lambda r: (r["topic"], r.get("partition", -1)))
     return records
+
+
+def read_moves(client, topic: str) -> dict[int, znodes.ReplicaMove]:
+    """The partitions of ``topic`` being reassigned (empty when none, or when its node is gone or unreadable)."""
+    try:
+        data, _ = client.retry(client.get, znodes.topic_dir(topic))
+        return znodes.parse_moves(data)
+    except (NoNodeError, ValueError, UnicodeDecodeError):
+        return {}
 
 
 def under_replicated(records: Sequence[dict]) -> list[dict]:
@@ -192,6 +206,10 @@ def format_records(records: Sequence[dict], controller: tuple[int | None, int | 
               for b, e in r.get("cannot_write", {}).items()]
     if failed:
         out.write(f"replicas that cannot write: {', '.join(failed)}\n")
+    for r in records:
+        if r.get("adding_replicas") or r.get("removing_replicas"):
+            out.write(f"{r['topic']}-{r['partition']}: being reassigned: adding {r['adding_replicas']}, removing "
+                      f"{r['removing_replicas']} (ingest topics reassign --verify)\n")
     for r in records:
         for st in r.get("stalled_replicas") or ():
             where = (f"{st['damaged_start']}..{st['damaged_end']}" if st.get("damaged_start", -1) >= 0

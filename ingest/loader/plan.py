@@ -100,6 +100,7 @@ def waiting_partitions(left_out: Sequence[LeftOut], committed: Mapping[Partition
     from this run."""
     planned = {s.key for s in snapshots} | {(lo.topic, lo.broker_id, lo.partition) for lo in left_out
                                              if lo.topic is not None}   # those have an entry of their own
+    planned |= superseded_homes(committed, snapshots)   # planned under the partition's new home broker
     out = []
     for lo in left_out:
         if lo.topic is not None and not chosen(lo.topic):
@@ -277,6 +278,31 @@ class StartDecision:
     replay: bool = False
 
 
+def committed_of(committed: Mapping[PartitionKey, OffsetRecord], snap: PartitionSnapshot) -> OffsetRecord | None:
+    """The committed offset of ``snap``'s partition. A replicated partition is named by its home broker (its
+    first replica), which a reassignment changes when it moves that replica: with nothing committed under
+    the new home, the furthest offset committed under an earlier home of the same topic and partition
+    carries over (its replicas hold the same log, offset for offset). Named by its current home once
+    committed again."""
+    prev = committed.get(snap.key)
+    if prev is not None or not snap.replicated:
+        return prev
+    moved = [r for k, r in committed.items() if k[0] == snap.topic and k[2] == snap.partition]
+    prev = max(moved, key=lambda r: r.offset, default=None)
+    if prev is not None:
+        log.info("%s partition %d: home broker now %d (reassigned); resuming from offset %d committed under home "
+                 "broker %d", snap.topic, snap.partition, snap.broker_id, prev.offset, prev.broker_id)
+    return prev
+
+
+def superseded_homes(committed: Mapping[PartitionKey, OffsetRecord],
+                     snapshots: Sequence[PartitionSnapshot]) -> set[PartitionKey]:
+    """The committed keys that name a replicated partition of ``snapshots`` by a former home broker (a
+    reassignment moved its first replica): the same partitions as those snapshots, not missing ones."""
+    now = {(s.topic, s.partition): s.key for s in snapshots if s.replicated}
+    return {k for k in committed if now.get((k[0], k[2]), k) != k}
+
+
 def decide_starts(
     snapshots: Sequence[PartitionSnapshot], committed: Mapping[PartitionKey, OffsetRecord], *,
     committed_files: Callable[[PartitionKey], Sequence[FileRecord]], resets: Mapping[PartitionKey, int],
@@ -290,7 +316,7 @@ def decide_starts(
     """
     decided: list[StartDecision] = []
     for snap in sorted(snapshots, key=lambda s: s.key):
-        prev = committed.get(snap.key)
+        prev = committed_of(committed, snap)
         c = prev.offset if prev else None
         replay = False
         lost: tuple[LostRange, ...] = ()

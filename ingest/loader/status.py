@@ -29,8 +29,8 @@ from typing import Any
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.loader.discover import _consumer, discover_all
-from ingest.loader.plan import (LeftOut, PartitionSnapshot, avg_message_bytes, select_topics, topic_filter,
-                                waiting_partitions)
+from ingest.loader.plan import (LeftOut, PartitionSnapshot, avg_message_bytes, committed_of, select_topics,
+                                superseded_homes, topic_filter, waiting_partitions)
 from ingest.loader.records import PartitionKey
 from ingest.loader.state import LoaderState
 from ingest.storage import open_storage
@@ -83,7 +83,8 @@ def segment_mtime(consumer, topic: str, partition: int, offset: int, now_ms: int
 
 
 def partition_status(config, state: LoaderState, snap: PartitionSnapshot, now_ms: int) -> PartitionStatus:
-    c = state.offset(*snap.key)
+    prev = committed_of(state.offsets, snap)   # a reassigned partition: its offset under the former home
+    c = None if prev is None else prev.offset
     start = c if c is not None else (snap.earliest if config["new.partition.start"] == "earliest" else snap.latest)
     lag = max(0, snap.latest - start)
     avg = avg_message_bytes(state.files_of_partition(snap.key)) or avg_message_bytes(state.files(snap.topic))
@@ -117,7 +118,7 @@ def status(config, clock: Clock = SYSTEM_CLOCK) -> list[PartitionStatus]:
     rows = [partition_status(config, state, s, now) for s in sorted(snaps, key=lambda s: s.key) if s.topic in chosen]
     keep = topic_filter(config["topics"], config["topics.blacklist"])
     return rows + left_out_rows(waiting_partitions(found.left_out, state.offsets, snaps, keep),
-                                state, {s.key for s in snaps}, keep)
+                                state, {s.key for s in snaps} | superseded_homes(state.offsets, snaps), keep)
 
 
 def left_out_rows(left_out: tuple[LeftOut, ...], state: LoaderState, reached: set[PartitionKey],

@@ -367,3 +367,19 @@ def test_one_manager_holds_both_kinds_of_log_and_a_topic_is_one_kind(tmp_path, f
         assert again.topics(TopicKind.KAFKA) == {"new": 2} and again.topics(TopicKind.V07) == {"old": 2}
     finally:
         again.shutdown()
+
+
+def test_a_replica_moved_away_deletes_its_log_alone_and_not_its_topics_other_partitions(tmp_path, fake_clock):
+    m = manager(tmp_path, fake_clock)
+    m.startup()
+    try:
+        for p in (0, 1):
+            m.get_or_create_replica_log("moved", p).append(encode_message_set([b"x" * 10]))
+        assert m.delete_partition("moved", 0) == ["moved-0"]
+        assert m.get_log("moved", 0) is None and not (tmp_path / "logs" / "moved-0").exists()
+        assert m.get_log("moved", 1) is not None and (tmp_path / "logs" / "moved-1").is_dir()
+        assert m.delete_partition("moved", 0) == []   # nothing left to delete: no error
+        assert m.delete_partition("moved", 1) == ["moved-1"]
+        assert m.topic_kind("moved") is None and not any((tmp_path / "logs").iterdir())
+    finally:
+        m.shutdown()

@@ -128,3 +128,47 @@ def test_left_out_names_a_silent_brokers_committed_partitions_of_chosen_topics_o
                                  "waiting: views b2 p0, views b2 p1")
     assert out[1].describe() == "rt b2 p1: no leader now (in-sync [])"
     assert [LeftOut.from_json(lo.to_json()) for lo in out] == list(out)
+
+
+def test_a_reassigned_partition_resumes_from_the_offset_committed_under_its_former_home_broker():
+    # a reassignment moved the first replica of t-0 from broker 0 to broker 1: the partition is now named b1
+    moved = PartitionSnapshot("t", 1, 0, "127.0.0.1", 9, "127.0.0.1:9", "kafka", earliest=0, latest=900)
+    committed = {("t", 0, 0): OffsetRecord("t", 0, 0, 400), ("t", 2, 0): OffsetRecord("t", 2, 0, 100),
+                 ("t", 0, 1): OffsetRecord("t", 0, 1, 800)}
+    plan = build_plan(run_id="r", base_seq=0, snapshots=[moved], committed=committed, new_partition_start="earliest")
+    (p,) = plan.partitions
+    assert (p.key, p.committed, p.start, p.end) == (("t", 1, 0), 400, 400, 900)
+    # once committed under its new home, that offset counts
+    committed[("t", 1, 0)] = OffsetRecord("t", 1, 0, 600)
+    (p,) = build_plan(run_id="r", base_seq=0, snapshots=[moved], committed=committed).partitions
+    assert p.start == 600
+    # a Kafka 0.7 partition (one broker's own) never takes another broker's offset
+    local = snap(broker=1, latest=900)
+    (p,) = build_plan(run_id="r", base_seq=0, snapshots=[local], committed={("t", 0, 0): OffsetRecord("t", 0, 0, 400)},
+                      new_partition_start="earliest").partitions
+    assert p.start == 0
+
+
+def test_status_shows_a_reassigned_partition_with_its_former_homes_offset_and_not_that_home_as_missing(tmp_path):
+    from ingest.loader import commit
+    from ingest.loader.plan import superseded_homes
+    from ingest.loader.state import LoaderState
+    from ingest.loader.status import partition_status
+    from ingest.storage import open_storage
+    from tests.loader.helpers import loader_config
+
+    storage = open_storage(str(tmp_path))
+    commit.commit_files(storage, kind="load", run_id="r1", offsets=[OffsetRecord("t", 0, 0, 400),
+                                                                    OffsetRecord("t", 0, 1, 800)])
+    state = LoaderState.load(storage)
+    moved = PartitionSnapshot("t", 1, 0, "127.0.0.1", 9, "127.0.0.1:9", "kafka", earliest=0, latest=900)
+    stayed = PartitionSnapshot("t", 0, 1, "127.0.0.1", 9, "127.0.0.1:9", "kafka", earliest=0, latest=900)
+    row = partition_status(loader_config(tmp_path, [], "http://x"), state, moved, 0)
+    assert (row.committed, row.lag_messages) == (400, 500)
+    assert superseded_homes(state.offsets, [moved, stayed]) == {("t", 0, 0)}
+    assert superseded_homes(state.offsets, [snap(broker=1)]) == set(), "0.7 partitions are each broker's own"
+    # a silent former home broker does not hold the moved partition up
+    from ingest.loader.plan import LeftOut, waiting_partitions
+    (lo,) = waiting_partitions([LeftOut("not answering", 0, "127.0.0.1:9")], state.offsets, [moved, stayed],
+                               lambda t: True)
+    assert lo.partitions == ()
