@@ -186,6 +186,10 @@ def register(subparsers) -> None:
     ra.add_argument("--topics-to-move-json-file", metavar="TOPICS_JSON",
                     help='{"version":1,"topics":[{"topic":T},...]} (--generate)')
     ra.add_argument("--broker-list", metavar="ID,ID,...", help="the brokers to spread the replicas over (--generate)")
+    ra.add_argument("--throttle", metavar="BYTES_PER_S",
+                    help="--execute: limit the moves' replication traffic to this many bytes/s per broker (Kafka's "
+                         "leader/follower.replication.throttled.rate and .replicas); --verify (or --wait) removes "
+                         "it once every move is complete, and --cancel removes it")
     ra.add_argument("--wait", metavar="SECONDS",
                     help="--execute, --verify, --cancel: wait this long for the moves to finish; exit 1 if one has "
                          "not by then")
@@ -377,7 +381,8 @@ def _read_file(flag: str, path: str | None, action: str) -> str:
 
 
 def _reassign(args) -> int:
-    from ingest.client import topics_admin, topics_reassign as tr  # deferred: imports kazoo
+    from ingest.broker import replication_throttle  # deferred: imports kazoo
+    from ingest.client import topics_admin, topics_reassign as tr
 
     action = next(a for a in ("generate", "execute", "verify", "cancel") if getattr(args, a))
     wait_s = None
@@ -389,6 +394,15 @@ def _reassign(args) -> int:
         if not 0 <= wait_s <= 86_400 or action == "generate":
             raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400 with --execute, --verify or "
                               f"--cancel{non_ascii_note(args.wait)}")
+    throttle = None
+    if args.throttle is not None:
+        try:
+            throttle = parse_int(args.throttle)
+        except ValueError:
+            throttle = 0
+        if not 1 <= throttle < 1 << 63 or action != "execute":
+            raise ConfigError(f"--throttle {args.throttle!r}: allowed is bytes per second from 1 to 2^63-1, with "
+                              f"--execute{non_ascii_note(args.throttle)}")
     if action == "generate":
         names = tr.parse_topics_to_move(_read_file("--topics-to-move-json-file", args.topics_to_move_json_file,
                                                    action))
@@ -414,6 +428,8 @@ def _reassign(args) -> int:
             return 0
         if action == "execute":
             current = tr.check_plan(plan, topics_admin.read_all_topics(client), tr.registered_brokers(client))
+            if throttle is not None:
+                replication_throttle.apply(client, plan, throttle, current=current)
             tr.execute(client, plan)
             print("Current partition replica assignment")
             print()
@@ -423,15 +439,24 @@ def _reassign(args) -> int:
             print(f"Successfully started reassignment of {len(plan)} partition(s)"
                   + ("" if topics_admin.read_controller(client)[0] is not None else
                      "; note: no controller is running now: the moves start when a broker becomes controller"))
+            if throttle is not None:
+                print(f"The inter-broker throttle limit was set to {throttle} B/s; run --verify until the "
+                      "reassignment completes, which removes it")
             if wait_s is None:
                 return 0
         elif action == "cancel":
             originals = tr.cancel(client, plan)
             print(f"Successfully cancelled the reassignment of {len(originals)} partition(s): "
                   + ", ".join(f"{t}-{p} back to {list(r)}" for (t, p), r in sorted(originals.items())))
+            replication_throttle.clear(client, sorted({t for t, _p in plan}))
             if wait_s is None:
                 return 0
             plan = originals
         records = tr.wait(client, plan, wait_s or 0.0)
+        done = all(r["status"] == tr.COMPLETE for r in records)
+        if done and action != "cancel":
+            replication_throttle.clear(client, sorted({t for t, _p in plan}))
     tr.format_progress(records, sys.stdout)
-    return 0 if all(r["status"] == tr.COMPLETE for r in records) else 1
+    if done and action != "cancel":
+        print("Throttle was removed.")
+    return 0 if done else 1

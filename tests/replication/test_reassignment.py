@@ -81,6 +81,15 @@ def _cluster(broker_factory, zk_connect, zk, overrides: dict):
     return brokers, new
 
 
+def _throttle(zk, topic: str, brokers) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+    """The topic's throttled-replicas lists and each broker's throttle rates, as ZooKeeper holds them."""
+    def configs(path: str) -> dict[str, str]:
+        node = zk.retry(zk.exists, path)
+        return znodes.parse_topic_config(zk.retry(zk.get, path)[0]) if node is not None else {}
+    lists = {k: v for k, v in configs(znodes.topic_config_path(topic)).items() if ".throttled." in k}
+    return lists, {b: c for b in brokers if (c := configs(znodes.broker_config_path(b)))}
+
+
 def _no_copy(broker, topic: str, partition: int) -> bool:
     return not (broker.log_dir / f"{topic}-{partition}").exists()
 
@@ -97,9 +106,11 @@ def test_a_move_under_acks_all_load_loses_nothing_and_deletes_the_old_copy(broke
         wait_until(lambda: len(producer.acked) > 200, timeout=60, what="first acknowledgements")
         began = time.monotonic()
         done = _reassign(zk_connect, "--execute", "--plan", _plan_file(tmp_path, {(TOPIC, 0): [1, 2, 3]}),
-                         "--wait", "120")
+                         "--throttle", "50000000", "--wait", "120")
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"Reassignment of partition {TOPIC}-0 is complete." in done.stdout
+        assert "throttle limit was set to 50000000 B/s" in done.stdout and "Throttle was removed." in done.stdout
+        assert _throttle(zk, TOPIC, range(4)) == ({}, {}), "the throttle goes with the completed move"
         assert '"replicas":[0,1,2]' in done.stdout, "the old assignment, printed for a rollback"
         took = time.monotonic() - began
         after = len(producer.acked)
@@ -155,10 +166,14 @@ def test_cancel_restores_the_old_assignment(broker_factory, zk_connect, zk, tmp_
     plan = _plan_file(tmp_path, {(TOPIC, 0): [3, 0, 1]})
     r.sigstop(new)   # registered (a 60 s session) but never fetching: the move cannot complete
     try:
-        started = _reassign(zk_connect, "--execute", "--plan", plan)
+        started = _reassign(zk_connect, "--execute", "--plan", plan, "--throttle", "1000000")
         assert started.returncode == 0, started.stdout + started.stderr
         wait_until(lambda: _topic_node(zk, TOPIC)[1] == {0: znodes.ReplicaMove((3,), (2,))}, timeout=60,
                    what="the move started")
+        rate = {"leader.replication.throttled.rate": "1000000", "follower.replication.throttled.rate": "1000000"}
+        assert _throttle(zk, TOPIC, range(4)) == (
+            {"leader.replication.throttled.replicas": "0:2,0:0,0:1", "follower.replication.throttled.replicas": "0:3"},
+            {0: rate, 1: rate, 2: rate, 3: rate}), "the old replicas throttled as leaders, the new one as follower"
         verify = _reassign(zk_connect, "--verify", "--plan", plan)
         assert verify.returncode == 1 and f"{TOPIC}-0 is still in progress" in verify.stdout, verify.stdout
         described = subprocess.run([sys.executable, "-m", "ingest.cli", "topics", "describe", "--zookeeper",
@@ -168,6 +183,7 @@ def test_cancel_restores_the_old_assignment(broker_factory, zk_connect, zk, tmp_
         cancelled = _reassign(zk_connect, "--cancel", "--plan", plan, "--wait", "60")
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert f"{TOPIC}-0 back to [2, 0, 1]" in cancelled.stdout
+        assert _throttle(zk, TOPIC, range(4)) == ({}, {}), "a cancel removes the throttle"
         assert _topic_node(zk, TOPIC) == ({0: (2, 0, 1)}, {})
         assert zk.retry(zk.exists, znodes.REASSIGN_PARTITIONS) is None
         state = r.partition_state(zk, TOPIC, 0)
