@@ -491,7 +491,7 @@ class MirrorError(IngestError):
     another owner, or the target lost data below the checkpoint (names the partition and offsets)."""
 
 
-# --- [H2] mirror data path ---
+# --- mirror data path ------------------------------------------------------------
 
 class MirrorOwnershipLostError(MirrorError):
     """A partition's checkpoint was written by another owner since this copier read it (its
