@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from ingest import znodes
 from ingest.broker import assignment, partition_growth
 from ingest.errors import InvalidPartitionsError, ReassignmentInProgressError
 from tests.client.test_topics_admin import _assert_one_line_error, _kazoo, _legacy_topic, _run, _snapshot
-from tests.harness.brokers import broker_cluster, stop_all
+from tests.harness.brokers import broker_cluster, broker_factory, stop_all  # noqa: F401 (fixture)
 from tests.harness.wait import wait_until
 
 pytestmark = pytest.mark.processes
@@ -177,6 +178,52 @@ def test_topics_being_deleted_or_reassigned_are_refused(zk_connect):
         r = _run("topics", "alter", "--zookeeper", zk_connect, "--topic", "moving", "--partitions", "2")
         _assert_one_line_error(r, ["reassignment is in progress for the topic 'moving'", "reassign --verify"])
         assert _snapshot(client) == before
+    finally:
+        client.stop()
+        client.close()
+
+
+# --- the procedures of docs/operations.md that go with it ----------------------------------------------
+
+def test_the_documented_delete_command_deletes_a_kafka_topic(cluster):
+    """"Deleting topics", steps 3 and 4: kafka-python's KafkaAdminClient as the page writes it, then describe."""
+    import subprocess
+    import sys
+
+    connect, brokers, client = cluster
+    _create(connect, "doomed", "--partitions", "2", "--replication-factor", "2")
+    wait_until(lambda: all(r["leader"] is not None for r in _describe(connect, "doomed")), timeout=60,
+               what="doomed's leaders")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    line = next(x.strip() for x in page.splitlines() if "KafkaAdminClient(bootstrap_servers=" in x)
+    prefix = ".venv/bin/python -c '"
+    assert line.startswith(prefix) and line.endswith("'"), line
+    command = line[len(prefix):-1].replace("127.0.0.1:29092", f"127.0.0.1:{brokers[0].kafka_port}")
+    command = command.replace('["clicks"]', '["doomed"]')
+    out = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "'name': 'doomed', 'error_code': 0" in out.stdout, out.stdout
+    wait_until(lambda: _run("topics", "describe", "--zookeeper", connect, "--topic", "doomed").returncode == 2,
+               timeout=60, what="doomed deleted")
+    r = _run("topics", "describe", "--zookeeper", connect, "--topic", "doomed")
+    _assert_one_line_error(r, ["topic 'doomed' does not exist in ZooKeeper"])
+    assert not any((b.log_dir / f"doomed-{p}").exists() for b in brokers for p in range(2))
+
+
+def test_an_unreplicated_topic_grows_by_broker_config_and_a_restart(broker_factory, zk_connect):
+    """"Adding partitions", unreplicated topics: topic.partition.count.map and a restart, one broker."""
+    (broker,) = broker_factory(1, zk_connect)
+    client = _kazoo(zk_connect)
+    try:
+        _legacy_topic(client, [broker], "legacy-grow")
+        assert client.get(znodes.topic_path("legacy-grow", broker.broker_id))[0] == b"1"
+        broker.overrides["topic.partition.count.map"] = "legacy-grow:3"
+        broker.restart()
+        wait_until(lambda: client.exists(znodes.topic_path("legacy-grow", broker.broker_id)) and
+                   client.get(znodes.topic_path("legacy-grow", broker.broker_id))[0] == b"3",
+                   timeout=30, what="3 partitions registered")
+        r = _run("topics", "describe", "--zookeeper", zk_connect, "--topic", "legacy-grow", "--json")
+        assert json.loads(r.stdout)["partitions_per_broker"] == {str(broker.broker_id): 3}, r.stdout
     finally:
         client.stop()
         client.close()
