@@ -1,5 +1,4 @@
-"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, alter, describe, preferred-leader,
-reassign)."""
+"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, alter, describe, ...)."""
 from __future__ import annotations
 
 import argparse
@@ -361,7 +360,8 @@ def _alter(args) -> int:
         growth = topics_alter.add_partitions(client, args.topic, count, manual, validate_only=args.dry_run)
     verb = "would add" if args.dry_run else "added"
     print(f"{verb} {len(growth.added)} partition(s) to topic {args.topic!r}: {growth.before} -> {growth.after}, "
-          f"replicas {partition_growth.describe(growth.added)}" + ("" if args.dry_run else " (the controller elects the leaders)"))
+          f"replicas {partition_growth.describe(growth.added)}"
+          + ("" if args.dry_run else " (the controller elects the leaders)"))
     print("WARNING: a producer that partitions by key now maps keys to other partitions for new messages "
           "(hash(key) % partitions): per-key ordering across the change is not kept")
     return 0

@@ -1,5 +1,6 @@
-"""``ingest topics alter --topic T --partitions N``: more partitions for an existing topic (Kafka's
-``kafka-topics --alter --partitions``).
+"""``ingest topics alter --topic T --partitions N``: more partitions for an existing replicated topic.
+
+Kafka's ``kafka-topics --alter --partitions``.
 
 A replicated topic (Kafka-format or replicated 0.7) grows as CreatePartitions grows it: the checks and the
 topic node's new data are :mod:`ingest.broker.partition_growth`'s, written here by one version-conditional

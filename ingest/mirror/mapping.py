@@ -17,8 +17,8 @@ so a mapped partition never moves under a running copy. A source partition that 
 target partition, in the documented order among the new ones, by a version-conditional update of
 the mapping: still one to one. When no spare one is left (the source topic grew by more than the
 reserve), the target topic grows first (:func:`ingest.client.topics_alter.add_partitions`, the rule of
-``ingest topics alter``) to the partitions the mapping then needs plus the reserve. A target-topic creation that fails records nothing (MirrorError:
-the caller tries again later).
+``ingest topics alter``) to the partitions the mapping then needs plus the reserve. A target-topic
+creation that fails records nothing (MirrorError: the caller tries again later).
 
 **Fallback** (``target_partition=None``: repartitioned by ``header.session`` with the ordinary
 producer, at least once) is left for what cannot be one to one: the spares are used up and the target

@@ -50,7 +50,8 @@ def _end(bootstrap: str, partition: int) -> int | None:
         return None
 
 
-def test_a_source_topic_that_grows_grows_the_target_and_stays_one_to_one(zookeeper, broker_factory, tmp_path):  # noqa: F811
+def test_a_source_topic_that_grows_grows_the_target_and_stays_one_to_one(zookeeper, broker_factory,  # noqa: F811
+                                                                         tmp_path):
     dc1_zk, target_zk = chroot(zookeeper, "gdc1"), chroot(zookeeper, "gtarget")
     (dc1,) = broker_factory(1, zk_connect=dc1_zk)
     broker_factory(1, zk_connect=target_zk)

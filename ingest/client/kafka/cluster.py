@@ -14,8 +14,9 @@ a caller reports a leader error (:meth:`KafkaCluster.invalidate`: NOT_LEADER_OR_
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, a fenced or unknown leader epoch) or a failed
 connection, when a caller asks for a partition beyond those cached (the topic may have grown: it is
 read once more before the partition is refused), and while a topic is unknown or a partition has no
-leader, within the caller's deadline. Refreshes that fail or find no leader are spaced by :class:`Backoff` (``retry.backoff.ms``
-doubling to ``retry.backoff.max.ms``), as Kafka's ``Metadata`` backs off.
+leader, within the caller's deadline. Refreshes that fail or find no leader are spaced by
+:class:`Backoff` (``retry.backoff.ms`` doubling to ``retry.backoff.max.ms``), as Kafka's ``Metadata``
+backs off.
 
 Concurrency: not thread-safe; a client (producer or fetcher) owns its cluster view and uses it from
 one thread at a time.
