@@ -230,6 +230,11 @@ class InvalidPartitionsError(IngestError):
     """A partition count below 1 or above the limit, or CreatePartitions asking for no more than a topic has."""
 
 
+class ReassignmentInProgressError(IngestError):
+    """Partitions cannot be added to a topic while some of its partitions are being reassigned (Kafka's
+    REASSIGNMENT_IN_PROGRESS)."""
+
+
 class InvalidReplicationFactorError(IngestError):
     """A replication factor below 1 or above the live brokers."""
 

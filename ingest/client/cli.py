@@ -1,15 +1,16 @@
-"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, describe, preferred-leader, reassign)."""
+"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, alter, describe, ...)."""
 from __future__ import annotations
 
 import argparse
 import sys
 from contextlib import contextmanager
 
+from ingest.broker import partition_growth
 from ingest.broker.server_config import SERVER_CONFIG
 from ingest.broker.topics import validate_topic
 from ingest.cli_numbers import int_flag
 from ingest.config import non_ascii_note, parse_float, parse_int, parse_overrides
-from ingest.errors import ConfigError, CoordinationError, ReplicationConfigError
+from ingest.errors import ConfigError, CoordinationError, IngestError, ReplicationConfigError
 from ingest.zk_security import ZkSecurity, refused_message
 
 PRODUCER_EXAMPLES = """examples:
@@ -26,6 +27,7 @@ TOPICS_EXAMPLES = """examples:
   ingest topics --brokers 0:127.0.0.1:9092,1:127.0.0.1:9093     # same as: ingest topics list ...
   ingest topics --zk 127.0.0.1:2181 --topic clicks --json
   ingest topics create --zookeeper 127.0.0.1:2181 --topic clicks --partitions 4 --replication-factor 3
+  ingest topics alter --zookeeper 127.0.0.1:2181 --topic clicks --partitions 8
   ingest topics describe --zookeeper 127.0.0.1:2181
   ingest topics preferred-leader --zookeeper 127.0.0.1:2181 --wait 30
   ingest topics reassign --zookeeper 127.0.0.1:2181 --execute --plan plan.json --wait 600
@@ -46,6 +48,12 @@ CREATE_EXAMPLES = """examples:
   ingest topics create --zookeeper 127.0.0.1:2181 --topic clicks --replica-assignment 1:2:3,2:3:1
   ingest topics create --config conf/server.properties --topic clicks --partitions 4
       # replication factor: default.replication.factor of that file; ZooKeeper: its zk.connect
+"""
+ALTER_EXAMPLES = """examples:
+  ingest topics alter --zookeeper 127.0.0.1:2181 --topic clicks --partitions 8
+  ingest topics alter --zookeeper 127.0.0.1:2181 --topic clicks --partitions 6 --replica-assignment 1:2,2:0
+      # one group per new partition (here partitions 4 and 5 of a topic that has 4)
+  ingest topics alter --config conf/server.properties --topic clicks --partitions 8 --dry-run
 """
 DESCRIBE_EXAMPLES = """examples:
   ingest topics describe --zookeeper 127.0.0.1:2181
@@ -98,10 +106,11 @@ def register(subparsers) -> None:
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="consumer config override")
     c.set_defaults(func=_consumer)
 
-    t = subparsers.add_parser("topics", help="list, create and describe topics; move leaders back",
+    t = subparsers.add_parser("topics", help="list, create, alter and describe topics; move leaders and replicas",
                               description="Without a subcommand: `topics list` (every topic's partitions per "
                                           "broker with earliest and latest offsets). Replicated topics: "
-                                          "`create`, `describe`, `preferred-leader` (they need ZooKeeper).",
+                                          "`create`, `alter` (add partitions), `describe`, `preferred-leader`, "
+                                          "`reassign` (they need ZooKeeper).",
                               epilog=TOPICS_EXAMPLES, formatter_class=fmt)
     _add_list_args(t, required=False)
     ts = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND")
@@ -135,6 +144,27 @@ def register(subparsers) -> None:
                     help="replicas per partition instead of --partitions/--replication-factor, e.g. 1:2:3,2:3:1 "
                          "(the first broker of a group is the partition's preferred leader)")
     cr.set_defaults(func=_create)
+
+    al = ts.add_parser("alter", help="add partitions to a replicated topic (Kafka's kafka-topics --alter)",
+                       description="Grow a replicated topic (Kafka-format or replicated 0.7) to --partitions N: "
+                                   "partitions current..N-1 are appended to its assignment in ZooKeeper, placed "
+                                   "like a new topic's (partition i on brokers (i+j) mod n of the n registered "
+                                   "brokers, the topic's replication factor) or by --replica-assignment; the "
+                                   "controller then elects their leaders. Only growing is allowed. Refused: N not "
+                                   "above the current count, a topic marked for deletion or being reassigned, an "
+                                   "unreplicated (0.7) topic, which each broker sizes by its "
+                                   "topic.partition.count.map (docs/operations.md, \"Adding partitions\"). A keyed "
+                                   "producer's key-to-partition mapping changes for new messages.",
+                       epilog=ALTER_EXAMPLES, formatter_class=fmt)
+    _add_zk_args(al)
+    al.add_argument("--topic", required=True)
+    al.add_argument("--partitions", metavar="N", required=True,
+                    help="the new partition count, above the current one (up to 10000)")
+    al.add_argument("--replica-assignment", metavar="B:B,B:B,...",
+                    help="replicas of the NEW partitions only, one group per new partition, e.g. 1:2,2:0 "
+                         "(default: Kafka's rule over the registered brokers)")
+    al.add_argument("--dry-run", action="store_true", help="check and print the new partitions; write nothing")
+    al.set_defaults(func=_alter)
 
     d = ts.add_parser("describe", help="leader, replicas, in-sync set, high watermark per partition",
                       description="Every topic in ZooKeeper: per partition of a replicated topic its leader, "
@@ -314,6 +344,30 @@ def _create(args) -> int:
     print(f"created topic {args.topic!r}: {len(plan)} partition(s), replication factor {len(plan[0])}, "
           f"format {args.format}, "
           f"replicas {topics_admin.describe_assignment(plan)} (the controller elects the leaders)")
+    return 0
+
+
+def _alter(args) -> int:
+    from ingest.client import topics_alter  # deferred: imports kazoo
+
+    validate_topic(args.topic)
+    count = _int("--partitions", args.partitions, "an integer above the topic's current partition count, up to "
+                                                  "10000")
+    try:
+        partition_growth.check_count(count)
+    except IngestError as exc:
+        raise ConfigError(f"--partitions {count}: {exc}") from None
+    manual = None if args.replica_assignment is None else topics_alter.parse_new_assignment(args.replica_assignment)
+    server = _server_config(args.config)
+    connect = _zk_connect(args.zookeeper, server, "alter")
+    with _zk_session(connect, server) as client:
+        growth = topics_alter.add_partitions(client, args.topic, count, manual, validate_only=args.dry_run)
+    verb = "would add" if args.dry_run else "added"
+    print(f"{verb} {len(growth.added)} partition(s) to topic {args.topic!r}: {growth.before} -> {growth.after}, "
+          f"replicas {partition_growth.describe(growth.added)}"
+          + ("" if args.dry_run else " (the controller elects the leaders)"))
+    print("WARNING: a producer that partitions by key now maps keys to other partitions for new messages "
+          "(hash(key) % partitions): per-key ordering across the change is not kept")
     return 0
 
 

@@ -7,6 +7,9 @@ of the partition states); a topic that the answer lists with no partitions is
 not replicated (``topic`` returns None) and is served the Kafka 0.7 way, by the
 broker that holds it.
 
+A partition the cached answer does not list (the topic grew: ``ingest topics alter``) is asked of a
+broker once more by :meth:`ReplicaMetadata.leader` before it is refused.
+
 Failover: a client that gets NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE or a
 connection failure from a leader calls :meth:`ReplicaMetadata.leader` with
 ``refresh=True`` (or :meth:`wait_for_leader`, which also waits out an election,
@@ -121,9 +124,14 @@ class ReplicaMetadata:
             ValueError: ``topic`` is not replicated or has no such partition.
         """
         t = self.topic(topic, refresh=refresh)
+        part = None if t is None else next((p for p in t.partitions if p.partition == partition), None)
+        if t is not None and part is None and not refresh:
+            # a cached answer: the topic may have grown since (partitions added), so it is asked of a
+            # broker once more before the partition is refused
+            t = self.topic(topic, refresh=True)
+            part = None if t is None else next((p for p in t.partitions if p.partition == partition), None)
         if t is None:
             raise ValueError(f"topic {topic!r} is not a replicated topic")
-        part = next((p for p in t.partitions if p.partition == partition), None)
         if part is None:
             raise ValueError(f"replicated topic {topic!r} has no partition {partition} "
                              f"(it has 0..{len(t.partitions) - 1})")

@@ -67,8 +67,9 @@ MIRROR_CONFIG = ConfigDef("mirror", (
     Key("target.replication.factor", Int(1, 100), 1,
         "replication factor of the topics the mirror creates on the target"),
     Key("target.partitions.reserve", Int(-1, 10_000), -1,
-        "spare partitions of a target topic the mirror creates, for source partitions that appear later (each "
-        "takes the next spare one, still one to one); -1 = max(4, the partitions the mapping needs)"),
+        "spare partitions of a target topic the mirror creates (or grows, when a source topic grew past the "
+        "spares), for source partitions that appear later (each takes the next spare one, still one to one); "
+        "-1 = max(4, the partitions the mapping needs)"),
     Key("target.timeout.ms", Int(100, 600_000), 10_000,
         "how long the target may take to acknowledge one append"),
     Key("fetch.size", Int(1024, 64 * 1024 * 1024), 1024 * 1024,

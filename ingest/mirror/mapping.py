@@ -15,13 +15,16 @@ reserve of spare ones (``target.partitions.reserve``; -1, the default, means ``m
 so a mapped partition never moves under a running copy. A source partition that appears later
 (a new partition, or a source that was down or slower to show the topic) gets the next unused
 target partition, in the documented order among the new ones, by a version-conditional update of
-the mapping: still one to one. A target-topic creation that fails records nothing (MirrorError:
-the caller tries again later).
+the mapping: still one to one. When no spare one is left (the source topic grew by more than the
+reserve), the target topic grows first (:func:`ingest.client.topics_alter.add_partitions`, the rule of
+``ingest topics alter``) to the partitions the mapping then needs plus the reserve. A target-topic
+creation that fails records nothing (MirrorError: the caller tries again later).
 
 **Fallback** (``target_partition=None``: repartitioned by ``header.session`` with the ordinary
-producer, at least once) is left for what cannot be one to one: the spare partitions are used
-up, or the target topic already existed with fewer partitions than the mapping needs or as an
-unreplicated (Kafka 0.7) topic.
+producer, at least once) is left for what cannot be one to one: the spares are used up and the target
+topic cannot grow (being reassigned or deleted, too few live brokers for its replication factor), or the
+target topic already existed with fewer partitions than the mapping needs or as an unreplicated (Kafka 0.7)
+topic.
 
 :func:`plan_units` is the pure planning function; :func:`ensure_mapping` does the
 ZooKeeper work (every kazoo call through ``client.retry``).
@@ -35,6 +38,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ingest import znodes
 from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.broker.assignment import MAX_PARTITIONS
 from ingest.errors import MirrorError, ReplicationConfigError
 
 log = logging.getLogger(__name__)
@@ -265,6 +269,35 @@ def _grow(zk, group: str, topic: str, sources: Sequence[str], recorded: list[Mir
     return True
 
 
+def _grow_target(zk, topic: str, recorded: list[MirrorUnit], parts: Mapping[str, list[tuple[int, int]]],
+                 count: int, reserve: int, topic_format: str | None) -> bool:
+    """Add partitions to the target topic when source partitions not in the recorded mapping find no spare
+    one left (the source topic grew, ``ingest topics alter``): to the partitions the mapping then needs plus
+    the reserve, the rule of its creation. True if the target grew (or someone else grew it meanwhile: read
+    it again); False when there is nothing to do or it cannot grow (logged; those partitions fall back)."""
+    from ingest.client.topics_alter import add_partitions  # deferred: it imports kazoo
+
+    known = {u.key for u in recorded}
+    new = [(s, b, p) for s in parts for b, p in parts[s] if (s, topic, b, p) not in known]
+    nxt = max((u.target_partition for u in recorded if u.target_partition is not None), default=-1) + 1
+    if not new or nxt + len(new) <= count:
+        return False
+    needed = nxt + len(new)
+    total = min(needed + reserve_partitions(needed, reserve), MAX_PARTITIONS)
+    try:
+        growth = add_partitions(zk, topic, total)
+    except ReplicationConfigError as exc:
+        now, _ = target_topic_partitions(zk, topic, topic_format)
+        if now is not None and now > count:
+            return True   # grown by another member of the group meanwhile
+        log.warning("topic %s: %d new source partition(s) found no spare target partition, and the target topic "
+                    "could not grow to %d: %s", topic, len(new), total, exc)
+        return False
+    log.info("topic %s: the source topic grew; target topic %s: %d -> %d partition(s) (%d mapped, %d spare)",
+             topic, topic, growth.before, growth.after, needed, growth.after - needed)
+    return True
+
+
 def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
                    partitions: Mapping[str, Iterable[tuple[int, int]]], *, replication_factor: int = 1,
                    reserve: int = -1, topic_format: str | None = None, clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
@@ -307,6 +340,9 @@ def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
         count, why = target_topic_partitions(zk, topic, topic_format)
         if reason is None and count is not None and _grow(zk, group, topic, sources, units_recorded, version,
                                                           parts, count):
+            continue
+        if reason is None and count is not None and _grow_target(zk, topic, units_recorded, parts, count, reserve,
+                                                                      topic_format):
             continue
         units = apply_mapping(units_recorded, topic, parts, count)
         fallback = [u for u in units if u.fallback]

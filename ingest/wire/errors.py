@@ -109,6 +109,7 @@ class KafkaErrorCode(IntEnum):
     SECURITY_DISABLED = 54
     KAFKA_STORAGE_ERROR = 56
     SASL_AUTHENTICATION_FAILED = 58
+    REASSIGNMENT_IN_PROGRESS = 60
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -198,6 +199,7 @@ ERRORS = (
     (e.TopicAlreadyExistsError,             _,                                      KafkaErrorCode.TOPIC_ALREADY_EXISTS),
     (e.InvalidPartitionsError,              _,                                      KafkaErrorCode.INVALID_PARTITIONS),
     (e.InvalidReplicationFactorError,       _,                                      KafkaErrorCode.INVALID_REPLICATION_FACTOR),
+    (e.ReassignmentInProgressError,         _,                                      KafkaErrorCode.REASSIGNMENT_IN_PROGRESS),
     (e.InvalidReplicaAssignmentError,       _,                                      KafkaErrorCode.INVALID_REPLICA_ASSIGNMENT),
     (e.InvalidConfigError,                  _,                                      KafkaErrorCode.INVALID_CONFIG),
     (e.PolicyViolationError,                _,                                      KafkaErrorCode.POLICY_VIOLATION),

@@ -11,6 +11,7 @@ from ingest.errors import MirrorError
 from ingest.mirror.mapping import (FALLBACK_STATUS, MirrorUnit, apply_mapping, ensure_mapping, parse_mapping,
                                    plan_units)
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
+from tests.harness.wait import wait_until
 
 
 def test_plan_orders_sources_as_configured_then_broker_and_partition():
@@ -39,7 +40,7 @@ def test_parse_mapping_refuses_garbage_naming_the_topic():
 
 def test_ensure_mapping_creates_the_replicated_target_topic_with_spares_and_records_once(broker_factory, zk_connect,
                                                                                         zk):
-    broker_factory(n=2, zk_connect=zk_connect)
+    _, broker = broker_factory(n=2, zk_connect=zk_connect)
     parts = {"dc1": [(0, 0), (0, 1)], "dc2": [(3, 0)]}
     m = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], parts, replication_factor=2)
     assert m.fallback_reason is None and m.target_partitions == 3 + 4                # reserve -1: max(4, 3) spares
@@ -57,12 +58,23 @@ def test_ensure_mapping_creates_the_replicated_target_topic_with_spares_and_reco
         ("dc1", 0, 0, 0), ("dc1", 0, 1, 1), ("dc2", 3, 0, 2), ("dc1", 1, 0, 3), ("dc2", 3, 1, 4)]
     assert m2.fallback_reason is None
     assert zk.retry(zk.get, znodes.mirror_mapping_path("g", "clicks"))[1].version == stat.version + 1
-    # the same view again changes nothing; past the spares: fallback, said so
+    # the same view again changes nothing; past the spares (the source topic grew more than the reserve):
+    # the target topic grows (the mapping's 8 partitions plus the reserve), still one to one
     assert ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], later).units == m2.units
     more = {**later, "dc2": [(3, p) for p in range(5)]}
     m3 = ensure_mapping(zk, "g", "clicks", ["dc1", "dc2"], more)
-    assert [u.target_partition for u in m3.units] == [0, 1, 2, 3, 4, 5, 6, None]
-    assert "no spare partition left" in m3.fallback_reason and m3.status(m3.units[-1]) == FALLBACK_STATUS
+    assert [u.target_partition for u in m3.units] == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert m3.fallback_reason is None and m3.target_partitions == 8 + 8
+    plan = read_all_topics(zk, only="clicks").replicated["clicks"]
+    assert sorted(plan) == list(range(16)) and all(len(r) == 2 for r in plan.values())
+    # a target that cannot grow (its replication factor above the live brokers): fallback, said so
+    create_topic(zk, "narrow", partitions=1, replication_factor=2, manual=None)
+    ensure_mapping(zk, "g", "narrow", ["dc1"], {"dc1": [(0, 0)]})
+    broker.kill()
+    wait_until(lambda: len(zk.get_children(znodes.BROKER_IDS)) == 1, what="one live target broker")
+    m4 = ensure_mapping(zk, "g", "narrow", ["dc1"], {"dc1": [(0, 0), (0, 1)]})
+    assert [u.target_partition for u in m4.units] == [0, None]
+    assert "no spare partition left" in m4.fallback_reason and m4.status(m4.units[-1]) == FALLBACK_STATUS
 
 
 def test_a_target_topic_with_too_few_partitions_means_fallback(broker_factory, zk_connect, zk):

@@ -14,7 +14,8 @@ refused request changes nothing; ``validate_only`` runs the checks and stops the
   ``DelayedDeleteTopics``): from then on this broker no longer shows clients the topic, and the other
   brokers stop as their watches fire, a moment later.
 - **partitions**: the assignment rewritten with the new partitions appended (a conditional write on the
-  version read), each new one placed by the same rule or as the request says.
+  version read), each new one placed by the same rule or as the request says
+  (:mod:`ingest.broker.partition_growth`, shared with ``ingest topics alter``).
 - **configs**: ``/config/topics/[topic]`` replaced (AlterConfigs) or changed (IncrementalAlterConfigs),
   conditionally on the version read; every broker holding the topic applies it (a watch).
 
@@ -36,6 +37,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ingest import znodes
 from ingest.broker import assignment as rule
+from ingest.broker import partition_growth
 from ingest.broker import topic_config
 from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.topics import validate_topic
@@ -99,6 +101,12 @@ class ZkTopicAdmin:
             InvalidTopicError: a bad name. WrongTopicKindError: a 0.7 topic.
             UnknownTopicError: no such topic, or it is being deleted.
         """
+        data, stat = self._kafka_topic_node(topic)
+        return znodes.parse_assignment(data), stat
+
+    def _kafka_topic_node(self, topic: str) -> tuple[bytes, object]:
+        """``(data, stat)`` of an existing Kafka topic's node, not marked for deletion (raises as
+        :meth:`kafka_assignment`)."""
         validate_topic(topic)
         found = self._get(znodes.topic_dir(topic), f"read topic {topic}")
         if found is None:
@@ -110,7 +118,7 @@ class ZkTopicAdmin:
             raise wrong_kind(topic, TopicKind.V07)
         if self._get(znodes.delete_topic_path(topic), f"is topic {topic} being deleted") is not None:
             raise UnknownTopicError(f"topic {topic!r} is marked for deletion")
-        return znodes.parse_assignment(data), stat
+        return data, stat
 
     def topic_configs(self, topic: str) -> tuple[dict[str, str], object | None]:
         """The topic's configs in ZooKeeper now, and the stat of their node (None: no node)."""
@@ -229,56 +237,28 @@ class ZkTopicAdmin:
 
     def create_partitions(self, topic: str, count: int, manual: Sequence[Sequence[int]] | None,
                           validate_only: bool) -> dict[int, list[int]]:
-        """Grow a Kafka topic to ``count`` partitions; returns the new partitions' replicas.
+        """Grow a Kafka topic to ``count`` partitions (:mod:`ingest.broker.partition_growth`, the checks and
+        the node's new data that ``ingest topics alter`` writes too); returns the new partitions' replicas.
 
         Raises:
             UnknownTopicError, WrongTopicKindError, InvalidPartitionsError, InvalidReplicaAssignmentError,
-            InvalidReplicationFactorError, CoordinationUnavailableError.
+            InvalidReplicationFactorError, ReassignmentInProgressError, CoordinationUnavailableError.
         """
         self.require_worker(f"adding partitions to topic {topic!r}")
-        current, stat = self.kafka_assignment(topic)
-        have = len(current)
-        if count == have:
-            raise InvalidPartitionsError(f"Topic already has {have} partitions.")
-        if count < have:
-            raise InvalidPartitionsError(f"Topic currently has {have} partitions, which is higher than the requested "
-                                         f"{count}.")
-        if count > rule.MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"Number of partitions {count} is above the limit {rule.MAX_PARTITIONS}")
-        rf = len(current[0])
-        live = sorted(self.view.brokers)
-        if manual is not None:
-            if len(manual) != count - have:
-                raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {count - have} but {len(manual)} assignments provided.")
-            added = {have + i: [int(b) for b in r] for i, r in enumerate(manual)}
-            for p, replicas in added.items():
-                if len(replicas) != rf:
-                    raise InvalidReplicaAssignmentError(
-                        f"Inconsistent replication factor between partitions, partition 0 has {rf} while partition "
-                        f"{p} has replicas {replicas}")
-            try:
-                rule.check_manual({i: r for i, r in enumerate(added.values())}, live)
-            except ReplicationConfigError as exc:
-                raise InvalidReplicaAssignmentError(f"topic {topic!r}: {exc}") from None
-        else:
-            if rf > len(live):
-                raise InvalidReplicationFactorError(
-                    f"Replication factor: {rf} larger than available brokers: {len(live)} (live: {live})")
-            whole = rule.assign(live, count, rf)
-            added = {p: whole[p] for p in range(have, count)}
+        data, stat = self._kafka_topic_node(topic)
+        found = self._get(znodes.REASSIGN_PARTITIONS, "read the pending reassignments")
+        pending = () if found is None else znodes.parse_reassignment(found[0])
+        growth = partition_growth.plan(topic, data, count, manual, self.view.brokers, pending)
         if validate_only:
-            return added
-        plan = {**{p: list(r) for p, r in current.items()}, **added}
+            return growth.added
         try:
             self.replicas.zk.call(self.coordinated.deadline, self.replicas.client.set_async, znodes.topic_dir(topic),
-                                  znodes.assignment_value(plan, znodes.KAFKA_FORMAT), stat.version,
-                                  what=f"add partitions to topic {topic}")
+                                  growth.value, stat.version, what=f"add partitions to topic {topic}")
         except BadVersionError:
             raise InvalidPartitionsError(f"topic {topic!r} changed while its partitions were being added; "
                                          "describe it and retry") from None
-        log.info("topic %s: %d -> %d partitions, new %s", topic, have, count, added)
-        return added
+        log.info("topic %s: %d -> %d partitions, new %s", topic, growth.before, growth.after, growth.added)
+        return growth.added
 
     # --- configs ---------------------------------------------------------------------------------------
 

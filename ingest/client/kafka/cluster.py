@@ -12,9 +12,11 @@ it when it connects.
 Refresh: the metadata of a topic is read again when it is older than ``metadata.max.age.ms``, when
 a caller reports a leader error (:meth:`KafkaCluster.invalidate`: NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, a fenced or unknown leader epoch) or a failed
-connection, and while a topic is unknown or a partition has no leader, within the caller's
-deadline. Refreshes that fail or find no leader are spaced by :class:`Backoff` (``retry.backoff.ms``
-doubling to ``retry.backoff.max.ms``), as Kafka's ``Metadata`` backs off.
+connection, when a caller asks for a partition beyond those cached (the topic may have grown: it is
+read once more before the partition is refused), and while a topic is unknown or a partition has no
+leader, within the caller's deadline. Refreshes that fail or find no leader are spaced by
+:class:`Backoff` (``retry.backoff.ms`` doubling to ``retry.backoff.max.ms``), as Kafka's ``Metadata``
+backs off.
 
 Concurrency: not thread-safe; a client (producer or fetcher) owns its cluster view and uses it from
 one thread at a time.
@@ -176,7 +178,14 @@ class KafkaCluster:
         Raises:
             WrongPartitionError: ``partition`` is not one of the topic's, naming the range.
         """
+        read_at = self._read_at.get(topic)
         parts = self.partitions(topic, deadline)
+        if partition >= len(parts) and self._read_at.get(topic) == read_at:   # answered from the cache
+            # the topic may have grown since it was read (partitions added): a partition beyond the
+            # cached ones is asked of the cluster once more before it is refused, as Kafka's producer
+            # requests a metadata update for a partition it does not know
+            self.invalidate(topic)
+            parts = self.partitions(topic, deadline)
         if not 0 <= partition < len(parts):
             raise WrongPartitionError(f"topic {topic!r} has partitions 0-{len(parts) - 1}; there is no "
                                       f"partition {partition}")

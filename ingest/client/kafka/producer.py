@@ -119,7 +119,7 @@ class KafkaProducer:
         self.idempotent: bool = _idempotence(cfg)
         self._sequences = ProducerSequences()
         self._open: dict[tuple[str, int], _Open] = {}   # records: bare values or SimpleRecords
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str, tuple[int, float]] = {}   # topic -> (partitions, when read: clock.monotonic())
         self._sticky = StickyPartitions()
         self._linger_due = math.inf
         self._delivered: list[Delivery] = []
@@ -146,9 +146,12 @@ class KafkaProducer:
         if size > self.max_request_size:
             raise RecordTooLargeError(f"a record of about {size} bytes is larger than max.request.size "
                                       f"{self.max_request_size}")
-        count = self._counts.get(topic)
-        if count is None or (partition is not None and partition >= count):
-            count = self._count(topic)
+        known = self._counts.get(topic)
+        if known is None or (partition is not None and partition >= known[0]) \
+                or self.clock.monotonic() - known[1] >= self.cluster.max_age_s:
+            count = self._count(topic)   # a topic that grew is seen within metadata.max.age.ms, as in Kafka
+        else:
+            count = known[0]
         if partition is None:
             partition = partition_for_key(key, count) if key is not None else self._sticky.partition(topic, count)
         elif not 0 <= partition < count:
@@ -234,7 +237,7 @@ class KafkaProducer:
 
     def _count(self, topic: str) -> int:
         parts = self.cluster.partitions(topic, self.clock.monotonic() + self.max_block_s)
-        self._counts[topic] = len(parts)
+        self._counts[topic] = (len(parts), self.clock.monotonic())
         return len(parts)
 
     def _send_due(self, now: float, *, force: bool) -> None:
@@ -247,7 +250,7 @@ class KafkaProducer:
             del self._open[(topic, partition)]
             data = self._build(topic, partition, slot.records, slot.first_at_ms)
             batches.append(_Batch(topic, partition, data, len(slot.records), now + self.delivery_timeout_s))
-            self._sticky.batch_sent(topic, partition, self._counts.get(topic, 1))
+            self._sticky.batch_sent(topic, partition, self._counts.get(topic, (1, 0.0))[0])
         self._linger_due = min((s.first_at + self.linger_s for s in self._open.values()), default=math.inf)
         if batches:
             self._deliver(batches)
