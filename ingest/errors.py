@@ -242,6 +242,16 @@ class InvalidConfigError(IngestError):
     """A topic config that is unknown, or whose value is outside what is allowed (the admin API)."""
 
 
+class ReassignmentInProgressError(IngestError):
+    """A topic cannot be deleted while partitions of it are being reassigned (Kafka's REASSIGNMENT_IN_PROGRESS):
+    the moves finish or are cancelled first."""
+
+
+class UnreplicatedTopicError(IngestError):
+    """An operator asked for something only a topic with an assignment in ZooKeeper has (deletion) of an
+    unreplicated 0.7 topic, which is only a log on each broker that received it."""
+
+
 class PolicyViolationError(IngestError):
     """An admin request that is well formed but refused by this product's rules (docs/kafka-protocol.md,
     "The admin API"), e.g. a topic whose ``min.insync.replicas`` exceeds its replication factor."""

@@ -109,6 +109,7 @@ class KafkaErrorCode(IntEnum):
     SECURITY_DISABLED = 54
     KAFKA_STORAGE_ERROR = 56
     SASL_AUTHENTICATION_FAILED = 58
+    REASSIGNMENT_IN_PROGRESS = 60
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -201,6 +202,7 @@ ERRORS = (
     (e.InvalidReplicaAssignmentError,       _,                                      KafkaErrorCode.INVALID_REPLICA_ASSIGNMENT),
     (e.InvalidConfigError,                  _,                                      KafkaErrorCode.INVALID_CONFIG),
     (e.PolicyViolationError,                _,                                      KafkaErrorCode.POLICY_VIOLATION),
+    (e.ReassignmentInProgressError,         _,                                      KafkaErrorCode.REASSIGNMENT_IN_PROGRESS),
     (e.SaslAuthenticationError,             _,                                      KafkaErrorCode.SASL_AUTHENTICATION_FAILED),
     (e.UnsupportedSaslMechanismError,       _,                                      KafkaErrorCode.UNSUPPORTED_SASL_MECHANISM),
     (e.IllegalSaslStateError,               _,                                      KafkaErrorCode.ILLEGAL_SASL_STATE),
