@@ -497,9 +497,7 @@ def _delete(args) -> int:
     server = _server_config(args.config)
     connect = _zk_connect(args.zookeeper, server, "delete")
     with _zk_session(connect, server) as client:
-        kind = topics_delete.delete_topic(client, args.topic)
-        print(f"Topic {args.topic} is " + ("already marked for deletion." if kind is None else
-                                            "marked for deletion."))
+        print(topics_delete.delete_topic(client, args.topic))
         if wait_s is None:
             return 0
         where = topics_delete.wait_deleted(client, args.topic, wait_s)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
 from ingest import znodes
 from ingest.broker import topic_deletion
-from ingest.broker.topic_kind import TopicKind
 from ingest.client.discovery import read_brokers, read_topic_partition_counts
 from ingest.clock import SYSTEM_CLOCK, Clock
+from ingest.errors import UnreplicatedTopicError
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +34,44 @@ def _read(client, path: str) -> bytes | None:
         return None
 
 
-def delete_topic(client, topic: str) -> TopicKind | None:
-    """Mark ``topic`` for deletion; its kind, or None when it was marked already.
+def delete_topic(client, topic: str) -> str:
+    """Mark ``topic`` for deletion; the line to print: Kafka's "Topic T is marked for deletion.", or
+    "... already marked ...". An unreplicated 0.7 topic that no broker registers any more (every broker
+    that held it had its logs removed) is only an empty ``/brokers/topics/[topic]``: that node is removed.
 
     Raises:
         InvalidTopicError, UnknownTopicError, UnreplicatedTopicError, ReassignmentInProgressError: see
         :func:`ingest.broker.topic_deletion.check`; ZooKeeper is unchanged then.
     """
-    kind = topic_deletion.check(topic, lambda path: _read(client, path),
-                                unreplicated_brokers=lambda: read_topic_partition_counts(client, topic))
-    if kind is None:
-        return None
-    created = topic_deletion.mark(topic, lambda path: client.retry(client.create, path, b"", makepath=True))
-    return kind if created else None
+    try:
+        kind = topic_deletion.check(topic, lambda path: _read(client, path),
+                                    unreplicated_brokers=lambda: read_topic_partition_counts(client, topic))
+    except UnreplicatedTopicError:
+        if not _remove_empty_registration(client, topic):
+            raise
+        return (f"Topic {topic} is an unreplicated 0.7 topic that no broker holds any more: its empty "
+                f"registration {znodes.topic_dir(topic)} was removed.")
+    if kind is not None and topic_deletion.mark(topic, lambda path: client.retry(client.create, path, b"",
+                                                                                   makepath=True)):
+        return f"Topic {topic} is marked for deletion."
+    return f"Topic {topic} is already marked for deletion."
+
+
+def _remove_empty_registration(client, topic: str) -> bool:
+    """Delete ``/brokers/topics/[topic]`` if it has neither data nor children (conditionally on the version
+    read: a broker registering meanwhile keeps it); True if it is gone."""
+    path = znodes.topic_dir(topic)
+    try:
+        data, stat = client.retry(client.get, path)
+        if data or client.retry(client.get_children, path):
+            return False
+        client.retry(client.delete, path, version=stat.version)
+    except NoNodeError:
+        return True
+    except (NotEmptyError, BadVersionError):
+        return False
+    log.info("removed the empty registration %s of the unreplicated topic %s", path, topic)
+    return True
 
 
 @dataclass(frozen=True)

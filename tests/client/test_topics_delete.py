@@ -12,7 +12,8 @@ in a subprocess). What is proven:
   deletes its copy and the topic leaves ZooKeeper;
 - refusals (exit 2, one line naming the topic and what is allowed, ZooKeeper unchanged): an unknown topic,
   an unreplicated 0.7 topic, ``__consumer_offsets``, a topic being reassigned, a bad name, a bad ``--wait``;
-  a topic already marked is not an error; ``--wait`` with no controller exits 1 and says so.
+  a topic already marked is not an error; ``--wait`` with no controller exits 1 and says so; the empty
+  registration node an unreplicated 0.7 topic leaves once no broker holds it is removed.
 """
 from __future__ import annotations
 
@@ -223,3 +224,12 @@ def test_refusals_name_the_topic_and_what_is_allowed_and_change_nothing(zk_conne
     assert "broker(s) [0, 1] have not deleted their replicas yet" in res.stderr
     assert "no controller is running" in res.stderr
     assert zk.exists(znodes.delete_topic_path("idle")) is not None
+
+    # an unreplicated 0.7 topic no broker registers any more (its logs were removed): the empty node goes
+    zk.ensure_path(znodes.topic_dir("leftover"))
+    res = _run("topics", "delete", "--zookeeper", zk_connect, "--topic", "leftover", "--wait", "5")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [
+        "Topic leftover is an unreplicated 0.7 topic that no broker holds any more: its empty registration "
+        "/brokers/topics/leftover was removed.", "Topic leftover is deleted."]
+    assert zk.exists(znodes.topic_dir("leftover")) is None and zk.exists(znodes.topic_dir("legacy")) is not None
