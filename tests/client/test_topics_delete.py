@@ -8,8 +8,9 @@ in a subprocess). What is proven:
   returns once the topic is gone: no directory of it on any broker, no znode (assignment, states, configs,
   marker), no client sees it (0.7 metadata, Kafka Metadata); the name created again is an empty topic at
   offset 0; DeleteTopics on the Kafka listener refuses the replicated 0.7 topic, naming this command;
-- a replica's broker that is down holds the deletion up: ``--wait`` exits 1 naming it; when it returns it
-  deletes its copy and the topic leaves ZooKeeper;
+- a replica's broker that is down holds the deletion up: ``--wait`` exits 1 naming it; meanwhile 0.7
+  metadata does not show the topic and a 0.7 produce to it is refused (LEADER_NOT_AVAILABLE) without creating
+  a log; when the broker returns it deletes its copy and the topic leaves ZooKeeper;
 - refusals (exit 2, one line naming the topic and what is allowed, ZooKeeper unchanged): an unknown topic,
   an unreplicated 0.7 topic, ``__consumer_offsets``, a topic being reassigned, a bad name, a bad ``--wait``;
   a topic already marked is not an error; ``--wait`` with no controller exits 1 and says so; the empty
@@ -25,10 +26,12 @@ from pathlib import Path
 import pytest
 
 from ingest import znodes
+from ingest.wire.errors import ErrorCode
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.replication_topics import metadata_of, partition_info, produce_acked, wait_for_leaders
 from tests.harness.wait import wait_until
+from tests.harness.wire import produce_ack
 
 pytestmark = pytest.mark.processes
 
@@ -187,6 +190,11 @@ def test_a_broker_down_during_a_delete_holds_it_up_and_deletes_its_copy_when_it_
     wait_until(lambda: all(not ps for ps in _dirs(alive, "del-down").values()), 60, "gone on the live brokers")
     assert _dirs([down], "del-down") == {down.broker_id: {0, 1}}, "the down broker's copy is untouched"
     assert zk.exists(znodes.topic_dir("del-down")) is not None, "the deletion waits for it"
+    # while it is being deleted no client sees the topic, and a 0.7 produce neither lands nor creates a log
+    assert partition_info(metadata_of(alive), "del-down", 0) is None
+    for b in alive:
+        assert produce_ack(b, "del-down", [b"late"]).error == ErrorCode.LEADER_NOT_AVAILABLE
+    assert all(not ps for ps in _dirs(alive, "del-down").values())
     res = _run("topics", "delete", "--zookeeper", zk_connect, "--topic", "del-down")
     assert (res.returncode, res.stdout) == (0, "Topic del-down is already marked for deletion.\n"), res.stderr
 
