@@ -1,5 +1,4 @@
-"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, describe, preferred-leader, reassign,
-delete)."""
+"""``ingest topics`` (list, create, describe, preferred-leader, reassign, delete), console producer and consumer."""
 from __future__ import annotations
 
 import argparse
