@@ -230,6 +230,11 @@ class InvalidPartitionsError(IngestError):
     """A partition count below 1 or above the limit, or CreatePartitions asking for no more than a topic has."""
 
 
+class ReassignmentInProgressError(IngestError):
+    """A topic's partitions cannot be added to, nor the topic deleted, while some of its partitions are being
+    reassigned (Kafka's REASSIGNMENT_IN_PROGRESS): the moves finish or are cancelled first."""
+
+
 class InvalidReplicationFactorError(IngestError):
     """A replication factor below 1 or above the live brokers."""
 
@@ -240,11 +245,6 @@ class InvalidReplicaAssignmentError(IngestError):
 
 class InvalidConfigError(IngestError):
     """A topic config that is unknown, or whose value is outside what is allowed (the admin API)."""
-
-
-class ReassignmentInProgressError(IngestError):
-    """A topic cannot be deleted while partitions of it are being reassigned (Kafka's REASSIGNMENT_IN_PROGRESS):
-    the moves finish or are cancelled first."""
 
 
 class UnreplicatedTopicError(IngestError):
