@@ -36,7 +36,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ingest import znodes
 from ingest.broker import assignment as rule
-from ingest.broker import topic_config, topic_deletion
+from ingest.broker import topic_config
+from ingest.broker import topic_deletion
 from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.topics import validate_topic
 from ingest.errors import (InvalidConfigError, InvalidPartitionsError, InvalidReplicaAssignmentError,
