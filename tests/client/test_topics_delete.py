@@ -7,7 +7,8 @@ in a subprocess). What is proven:
 - both kinds of replicated topic: the command prints Kafka's "Topic T is marked for deletion.", ``--wait``
   returns once the topic is gone: no directory of it on any broker, no znode (assignment, states, configs,
   marker), no client sees it (0.7 metadata, Kafka Metadata); the name created again is an empty topic at
-  offset 0; DeleteTopics on the Kafka listener refuses the replicated 0.7 topic, naming this command;
+  offset 0; DeleteTopics on the Kafka listener refuses the replicated 0.7 topic, naming this command; the
+  AdminClient command of docs/operations.md deletes a Kafka topic as written;
 - a replica's broker that is down holds the deletion up: ``--wait`` exits 1 naming it; meanwhile 0.7
   metadata does not show the topic and a 0.7 produce to it is refused (LEADER_NOT_AVAILABLE) without creating
   a log; when the broker returns it deletes its copy and the topic leaves ZooKeeper;
@@ -150,6 +151,21 @@ def test_deletes_a_kafka_topic_and_a_replicated_07_topic_on_every_broker(broker_
         assert _dirs(brokers, topic) == {b.broker_id: set() for b in brokers}
         assert _in_zookeeper(zk, topic) == []
     assert partition_info(md, "del-07", 0) is None, "0.7 metadata no longer shows the topic"
+
+    # docs/operations.md, "Deleting topics": an AdminClient marks a Kafka topic, the command waits for it
+    _create(zk_connect, "del-admin", "kafka")
+    wait_until(lambda: _kafka_listed(brokers, "del-admin"), 60, "the Kafka topic in Metadata")
+    code = ("from kafka.admin import KafkaAdminClient; print(KafkaAdminClient(bootstrap_servers=\"127.0.0.1:%d\")"
+            ".delete_topics([\"del-admin\"]))" % brokers[1].kafka_port)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "'name': 'del-admin', 'error_code': 0" in res.stdout, (res.stdout, res.stderr)
+
+    def described_gone():
+        r_ = _run("topics", "describe", "--zookeeper", zk_connect, "--topic", "del-admin")
+        return r_.returncode == 2 and "topic 'del-admin' does not exist in ZooKeeper" in r_.stderr
+    wait_until(described_gone, 60, "describe says the topic does not exist")
+    assert _dirs(brokers, "del-admin") == {b.broker_id: set() for b in brokers}
+    assert _in_zookeeper(zk, "del-admin") == []
     assert not _kafka_listed(brokers, "del-k")
     res = _run("topics", "delete", "--zookeeper", zk_connect, "--topic", "del-07")
     _one_line_error(res, ["topic 'del-07' does not exist"])
