@@ -9,7 +9,8 @@ in a subprocess). What is proven:
   marker), no client sees it (0.7 metadata, Kafka Metadata); the name created again is an empty topic at
   offset 0; DeleteTopics on the Kafka listener refuses the replicated 0.7 topic, naming this command; the
   AdminClient command of docs/operations.md deletes a Kafka topic as written;
-- a replica's broker that is down holds the deletion up: ``--wait`` exits 1 naming it; meanwhile 0.7
+- a replica's broker that is down holds the deletion up: ``--wait`` exits 1 naming it, and so does
+  ``topics describe``; meanwhile 0.7
   metadata does not show the topic and a 0.7 produce to it is refused (LEADER_NOT_AVAILABLE) without creating
   a log; when the broker returns it deletes its copy and the topic leaves ZooKeeper;
 - refusals (exit 2, one line naming the topic and what is allowed, ZooKeeper unchanged): an unknown topic,
@@ -213,6 +214,9 @@ def test_a_broker_down_during_a_delete_holds_it_up_and_deletes_its_copy_when_it_
     assert all(not ps for ps in _dirs(alive, "del-down").values())
     res = _run("topics", "delete", "--zookeeper", zk_connect, "--topic", "del-down")
     assert (res.returncode, res.stdout) == (0, "Topic del-down is already marked for deletion.\n"), res.stderr
+    res = _run("topics", "describe", "--zookeeper", zk_connect, "--topic", "del-down")
+    assert f"del-down: marked for deletion; waiting for broker(s) [{down.broker_id}] to delete their replicas" \
+        in res.stdout, res.stdout
 
     down.restart()
     wait_until(lambda: not _dirs([down], "del-down")[down.broker_id], 60, "the returning broker deleted its copy")
