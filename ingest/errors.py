@@ -231,8 +231,8 @@ class InvalidPartitionsError(IngestError):
 
 
 class ReassignmentInProgressError(IngestError):
-    """Partitions cannot be added to a topic while some of its partitions are being reassigned (Kafka's
-    REASSIGNMENT_IN_PROGRESS)."""
+    """A topic's partitions cannot be added to, nor the topic deleted, while some of its partitions are being
+    reassigned (Kafka's REASSIGNMENT_IN_PROGRESS): the moves finish or are cancelled first."""
 
 
 class InvalidReplicationFactorError(IngestError):
@@ -245,6 +245,11 @@ class InvalidReplicaAssignmentError(IngestError):
 
 class InvalidConfigError(IngestError):
     """A topic config that is unknown, or whose value is outside what is allowed (the admin API)."""
+
+
+class UnreplicatedTopicError(IngestError):
+    """An operator asked for something only a topic with an assignment in ZooKeeper has (deletion) of an
+    unreplicated 0.7 topic, which is only a log on each broker that received it."""
 
 
 class PolicyViolationError(IngestError):

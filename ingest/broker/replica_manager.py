@@ -368,6 +368,9 @@ class ReplicaManager:
             return None
         if self.view.is_kafka(topic) != (kind is TopicKind.KAFKA):
             raise wrong_kind(topic, TopicKind.V07 if kind is TopicKind.KAFKA else TopicKind.KAFKA)
+        if self.view.is_deleting(topic):   # never a local log of that name until the controller removed it
+            raise LeaderNotAvailableError(f"topic {topic!r} is being deleted; once it is gone, a produce to it "
+                                          "creates it anew as auto.create.topics.enable allows")
         part = self.partitions.get((topic, partition))
         if part is not None:
             return part

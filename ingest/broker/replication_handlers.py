@@ -188,13 +188,14 @@ class ReplicationHandlers:
     def topic_metadata(self, req: p.TopicMetadataRequest) -> Reply:
         view = self.replicas.view
         assignments = view.assignments
-        names = req.topics or tuple(sorted(t for t in assignments if not view.is_kafka(t)))
+        names = req.topics or tuple(sorted(t for t in assignments if not view.is_kafka(t) and not view.is_deleting(t)))
         topics = []
         for name in names:
             if view.is_kafka(name):   # a Kafka topic is the Kafka listener's (docs/kafka-protocol.md, D2)
                 topics.append(p.ReplicatedTopic(name, ErrorCode.WRONG_TOPIC_KIND, ()))
                 continue
-            assignment = assignments.get(name)
+            # a topic marked for deletion is unknown to clients from the mark on, as on the Kafka listener
+            assignment = None if view.is_deleting(name) else assignments.get(name)
             if assignment is None:
                 topics.append(p.ReplicatedTopic(name, ErrorCode.NONE, ()))
                 continue

@@ -1,4 +1,4 @@
-"""``ingest console-producer``, ``console-consumer``, ``topics`` (list, create, alter, describe, ...)."""
+"""``ingest topics`` (list, create, alter, describe, preferred-leader, reassign, delete), console producer, consumer."""
 from __future__ import annotations
 
 import argparse
@@ -63,6 +63,10 @@ DESCRIBE_EXAMPLES = """examples:
 PREFERRED_EXAMPLES = """examples:
   ingest topics preferred-leader --zookeeper 127.0.0.1:2181                 # every replicated partition
   ingest topics preferred-leader --zookeeper 127.0.0.1:2181 --topic clicks --partition 2 --wait 30
+"""
+DELETE_EXAMPLES = """examples:
+  ingest topics delete --zookeeper 127.0.0.1:2181 --topic clicks
+  ingest topics delete --config conf/server.properties --topic clicks --wait 60
 """
 ZK_HELP = "ZooKeeper connect string of the brokers (default: zk.connect of --config when it enables ZooKeeper)"
 
@@ -224,6 +228,21 @@ def register(subparsers) -> None:
                     help="--execute, --verify, --cancel: wait this long for the moves to finish; exit 1 if one has "
                          "not by then")
     ra.set_defaults(func=_reassign)
+
+    de = ts.add_parser("delete", help="delete a replicated topic (Kafka-format or replicated 0.7) on every broker",
+                       description="Kafka's kafka-topics --delete: mark the topic for deletion "
+                                   "(/admin/delete_topics/TOPIC); every replica's broker stops its replica and "
+                                   "deletes its directories, then the controller removes the topic from ZooKeeper. "
+                                   "A broker that is down holds the deletion up until it returns. Refused: an "
+                                   "unknown topic, an unreplicated 0.7 topic (per-broker logs, see "
+                                   "docs/operations.md), __consumer_offsets, a topic being reassigned.",
+                       epilog=DELETE_EXAMPLES, formatter_class=fmt)
+    _add_zk_args(de)
+    de.add_argument("--topic", required=True)
+    de.add_argument("--wait", metavar="SECONDS",
+                    help="wait this long until the topic is gone; exit 1 if it is not by then (naming the brokers "
+                         "that hold it up)")
+    de.set_defaults(func=_delete)
 
 
 def _add_list_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -514,3 +533,26 @@ def _reassign(args) -> int:
     if done and action != "cancel":
         print("Throttle was removed.")
     return 0 if done else 1
+
+
+def _delete(args) -> int:
+    from ingest.client import topics_delete  # deferred: imports kazoo
+
+    validate_topic(args.topic)
+    wait_s = None
+    if args.wait is not None:
+        try:
+            wait_s = parse_float(args.wait)
+        except ValueError:
+            wait_s = -1.0
+        if not 0 <= wait_s <= 86_400:
+            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400{non_ascii_note(args.wait)}")
+    server = _server_config(args.config)
+    connect = _zk_connect(args.zookeeper, server, "delete")
+    with _zk_session(connect, server) as client:
+        print(topics_delete.delete_topic(client, args.topic))
+        if wait_s is None:
+            return 0
+        where = topics_delete.wait_deleted(client, args.topic, wait_s)
+    print(where.message(args.topic, wait_s), file=sys.stdout if where.done else sys.stderr)
+    return 0 if where.done else 1

@@ -16,6 +16,8 @@ disk full, a failed write or fsync, the log offline) are listed after the table,
 and in JSON as ``cannot_write`` (``{broker id: error name}``) per partition.
 A partition being reassigned lists the replicas being added and removed (KIP-455's fields of its topic
 node; JSON ``adding_replicas`` and ``removing_replicas``, empty otherwise), one line each after the table.
+A topic marked for deletion (Kafka's ``MarkedForDeletion``; JSON ``marked_for_deletion``) gets one line
+after the table naming the brokers that have not deleted their replicas yet (:mod:`ingest.client.topics_delete`).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from ingest import znodes
 from ingest.client.discovery import BrokerAddress, read_brokers, read_topics
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.client.topics_admin import cell, read_all_topics, read_state
+from ingest.client.topics_delete import pending
 from ingest.errors import IngestError, UnknownTopicError
 from ingest.wire.connection import BrokerConnection
 from ingest.wire.kafka.list_offsets import (LATEST, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
@@ -147,6 +150,8 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
     hws.update(kafka_high_watermarks(client, [x for x in led if x[0] in topics.kafka], timeout_s))
     failures = read_storage_failures(client)
     moves = {t: read_moves(client, t) for t in topics.replicated}
+    deleting = {t: pending(client, t) for t in topics.replicated
+                if client.retry(client.exists, znodes.delete_topic_path(t)) is not None}
     records: list[dict] = []
     for (t, p), s in sorted(states.items()):
         replicas = list(topics.replicated[t][p])
@@ -159,7 +164,9 @@ def describe_records(client, topic: str | None = None, *, timeout_s: float = 5.0
                         "leader_is_preferred": leader == replicas[0], "stalled_replicas": read_stalls(client, t, p),
                         "cannot_write": {str(b): e for b, e in sorted(failures.get((t, p), {}).items())},
                         "adding_replicas": list(moves[t][p].adding) if p in moves[t] else [],
-                        "removing_replicas": list(moves[t][p].removing) if p in moves[t] else []})
+                        "removing_replicas": list(moves[t][p].removing) if p in moves[t] else [],
+                        "marked_for_deletion": t in deleting,
+                        "deletion_waits_for": list(deleting[t].waiting) if t in deleting else []})
     for t, counts in topics.legacy.items():
         records.append({"topic": t, "replicated": False, "format": "0.7",
                         "partitions_per_broker": {str(b): n for b, n in sorted(counts.items())}})
@@ -210,6 +217,11 @@ def format_records(records: Sequence[dict], controller: tuple[int | None, int | 
         if r.get("adding_replicas") or r.get("removing_replicas"):
             out.write(f"{r['topic']}-{r['partition']}: being reassigned: adding {r['adding_replicas']}, removing "
                       f"{r['removing_replicas']} (ingest topics reassign --verify)\n")
+    marked = {r["topic"]: r["deletion_waits_for"] for r in records if r.get("marked_for_deletion")}
+    for t, waiting in sorted(marked.items()):
+        out.write(f"{t}: marked for deletion"
+                  + (f"; waiting for broker(s) {waiting} to delete their replicas" if waiting else "")
+                  + " (ingest topics delete --wait)\n")
     for r in records:
         for st in r.get("stalled_replicas") or ():
             where = (f"{st['damaged_start']}..{st['damaged_end']}" if st.get("damaged_start", -1) >= 0

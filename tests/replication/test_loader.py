@@ -1,5 +1,6 @@
 """The loader on replicated topics: plans against leaders, loads up to the high watermark,
-and a leader SIGKILLed during a load neither loses nor duplicates anything.
+and a leader SIGKILLed during a load neither loses nor duplicates anything; a replicated 0.7 topic
+deleted between two loads is not planned by the second and its committed state stays as it was.
 
 Real ZooKeeper, three real broker processes, a real schema registry and the shared
 SparkSession. A replicated partition is named by its home broker (its first
@@ -249,3 +250,51 @@ def _committed(dest):
     from ingest.storage import open_storage
 
     return LoaderState.load(open_storage(str(dest))).offsets
+
+
+@pytest.mark.slow
+def test_a_deleted_replicated_07_topic_is_not_planned_and_its_committed_state_is_kept(
+        spark, broker_factory, zk, zk_connect, registry_url, tmp_path):
+    """Load a replicated 0.7 topic and a second one, delete the first (`ingest topics delete`), load again: the
+    second run commits the other topic's new messages, plans nothing of the deleted one, reports no lost range
+    and no broker left out, and leaves the deleted topic's committed offsets and loaded rows as they were
+    (docs/operations.md, "The load and the audit after a delete")."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ingest.loader.job import run_load
+
+    topic, kept = "rldel", "rlkept"
+    brokers, md = _cluster(broker_factory, zk, zk_connect, topic, {0: [0, 1, 2], 1: [1, 2, 0]})
+    create_replicated_topic(zk, kept, {0: [2, 0, 1]})
+    wait_for_leaders(md, kept, 1, isr=3)
+    ids = produce_events(md, registry_url, topic, 0, 150) + produce_events(md, registry_url, topic, 1, 100, seed=2)
+    kept_ids = produce_events(md, registry_url, kept, 0, 100, seed=3)
+    dest = tmp_path / "out"
+    cfg = config_for(dest, zk_connect, registry_url, "rl(del|kept)")
+    first = run_load(cfg, spark)
+    assert first.status == "committed" and {k[0] for k in (p.key for p in first.plan.partitions)} == {topic, kept}
+    committed_before = {k: o for k, o in _committed(dest).items() if k[0] == topic}
+    assert sorted(committed_before) == [(topic, 0, 0), (topic, 1, 1)]
+    rows_before = committed_ids(dest, topic)
+    assert set(rows_before) == set(ids)
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-m", "ingest.cli", "topics", "delete", "--zookeeper", zk_connect,
+                          "--topic", topic, "--wait", "60"], cwd=repo, capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert res.returncode == 0, res.stderr
+    more = produce_events(md, registry_url, kept, 0, 50, seed=4)
+
+    second = run_load(cfg, spark)
+    assert second.status == "committed"
+    assert {p.key for p in second.plan.partitions} == {(kept, 2, 0)}, "nothing of the deleted topic is planned"
+    assert second.record["totals"]["messages"] == 50
+    assert not second.record["lost_ranges"] and not second.record["left_out"]
+    assert {k: o for k, o in _committed(dest).items() if k[0] == topic} == committed_before
+    assert committed_ids(dest, topic) == rows_before
+    got = committed_ids(dest, kept)
+    assert set(got) == set(kept_ids) | set(more) and max(got.values()) == 1

@@ -4,9 +4,11 @@ Served on the coordination thread: the topic is marked (``/admin/delete_topics/[
 on no client sees it (UNKNOWN_TOPIC_OR_PARTITION); each replica's broker deletes its logs and the
 controller removes the topic from ZooKeeper once all have (:mod:`ingest.broker.controller`). The answer
 comes once the topic is marked, as KRaft answers once the topic is gone from the metadata; a broker
-that is down deletes its copy when it returns. UNKNOWN_TOPIC_OR_PARTITION for a topic that does not
-exist, INVALID_TOPIC_EXCEPTION for a 0.7 topic (the Kafka API does not touch them); a topic already
-marked is answered with success.
+that is down deletes its copy when it returns. Which topics may be marked is
+:mod:`ingest.broker.topic_deletion`'s (shared with ``ingest topics delete``): UNKNOWN_TOPIC_OR_PARTITION
+for a topic that does not exist, INVALID_TOPIC_EXCEPTION for a 0.7 topic (the Kafka API does not touch
+them; the message names ``ingest topics delete``) and for ``__consumer_offsets``, REASSIGNMENT_IN_PROGRESS
+for a topic with partitions being reassigned; a topic already marked is answered with success.
 """
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from ingest import znodes
 from ingest.broker import assignment as rule
 from ingest.broker import partition_growth
 from ingest.broker import topic_config
+from ingest.broker import topic_deletion
 from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.topics import validate_topic
 from ingest.errors import (InvalidConfigError, InvalidPartitionsError, InvalidReplicaAssignmentError,
@@ -208,25 +209,28 @@ class ZkTopicAdmin:
     # --- delete ---------------------------------------------------------------------------------------
 
     def delete_topic(self, topic: str) -> None:
-        """Mark a Kafka topic for deletion (a topic already marked: nothing to do).
+        """Mark a Kafka topic for deletion (a topic already marked: nothing to do); the rules are
+        :mod:`ingest.broker.topic_deletion`'s, for Kafka-format topics only (D2).
 
         Raises:
-            InvalidTopicError, WrongTopicKindError, UnknownTopicError, CoordinationUnavailableError,
-            RequestTimedOutError (marked, but not seen by this broker's watch before the deadline).
+            InvalidTopicError, WrongTopicKindError, UnknownTopicError, ReassignmentInProgressError,
+            CoordinationUnavailableError, RequestTimedOutError (marked, but not seen by this broker's watch
+            before the deadline).
         """
         self.require_worker(f"deleting topic {topic!r}")
-        try:
-            self.kafka_assignment(topic)
-        except UnknownTopicError:
-            if self._get(znodes.delete_topic_path(topic), f"is topic {topic} being deleted") is not None:
-                return   # marked already: Kafka answers the repeat with success too
-            raise
-        try:
-            self.replicas.zk.call(self.coordinated.deadline, self.replicas.client.create_async,
-                                  znodes.delete_topic_path(topic), b"", makepath=True, what=f"delete topic {topic}")
-        except NodeExistsError:
-            pass   # marked meanwhile, or our own create replayed after a lost answer
-        log.info("topic %s marked for deletion", topic)
+
+        def read(path: str):
+            found = self._get(path, f"read {path}")
+            return None if found is None else found[0]
+
+        def create(path: str):
+            return self.replicas.zk.call(self.coordinated.deadline, self.replicas.client.create_async, path, b"",
+                                         makepath=True, what=f"delete topic {topic}")
+
+        if topic_deletion.check(topic, read, kinds=(TopicKind.KAFKA,), local_kind=self.logs.topic_kind(topic)) \
+                is None:
+            return   # marked already: Kafka answers the repeat with success too
+        topic_deletion.mark(topic, create)
         # Kafka's ZooKeeper-mode broker answers once its own metadata no longer has the topic
         # (DelayedDeleteTopics): a client that lists topics on this broker next must not see it
         if not self.view.wait_deleting(topic, self.coordinated.deadline - time.monotonic()):
