@@ -53,7 +53,10 @@ What it decides, always by a conditional write of the partition's state node
   replicas, whose brokers delete their copies.
 
 All of it runs on one thread (events queued by watches), and every pass re-reads each
-state with its version, so a pass is always safe to repeat.
+state with its version, so a pass is always safe to repeat. A pass and a preferred election read their
+partitions' states pipelined and write the changes ``controller.batch.partitions`` per fenced transaction
+(:mod:`ingest.broker.controller_batches`): a broker failure costs a few ZooKeeper round trips, not two per
+partition it held.
 
 States an earlier version wrote under ``/brokers/topics/[topic]/partitions`` (where Kafka 0.7
 clients misread them as broker ids) are moved: a partition without a state at its place now
@@ -74,6 +77,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from ingest import znodes
+from ingest.broker.controller_batches import StateBatches
 from ingest.broker.controller_fence import failed_operation
 from ingest.broker.reassignment import Reassignments
 from ingest.errors import StaleControllerError
@@ -103,7 +107,7 @@ class Controller:
     """Competes for ``/controller`` and, while it holds it, elects leaders (module docstring)."""
 
     def __init__(self, broker_id: int, client, view, *, unclean: bool = False,
-                 rebalance: Rebalance = Rebalance()) -> None:
+                 rebalance: Rebalance = Rebalance(), batch_partitions: int = 100) -> None:
         self.broker_id = broker_id
         self.client = client
         self.view = view
@@ -120,6 +124,9 @@ class Controller:
         self.elections = 0
         self._watched_markers: set[str] = set()
         self.reassignments = Reassignments(self)
+        # every decision over many partitions (a pass, preferred elections) reads their states pipelined and
+        # writes them batch_partitions per fenced transaction (controller.batch.partitions)
+        self.batches = StateBatches(client, view, lambda: (self.epoch, self._epoch_version), batch_partitions)
 
     def start(self) -> "Controller":
         self._thread.start()
@@ -261,16 +268,31 @@ class Controller:
     def _pass(self) -> None:
         """Look at every replicated partition once; fix what the live brokers require."""
         live = set(self.view.brokers)
-        for topic, assignment in sorted(self.view.assignments.items()):
-            if self.view.is_deleting(topic):
+        topics = [(t, a) for t, a in sorted(self.view.assignments.items()) if not self.view.is_deleting(t)]
+        legacy = self._legacy_topics([t for t, _ in topics])
+        items = [(t, p, replicas) for t, a in topics if t not in legacy for p, replicas in sorted(a.items())]
+        left_before = self.batches.left
+        self.elections += self.batches.apply(
+            items, lambda t, p, replicas, state: self._decide(t, p, replicas, live, state), lambda: self.active)
+        if self.batches.left > left_before and self.active:
+            threading.Timer(0.5, self._events.put, ("pass",)).start()   # a state kept changing: look again
+        for topic, assignment in topics:
+            if topic not in legacy:
                 continue
-            legacy = self.client.retry(self.client.exists, znodes.legacy_partitions_dir(topic)) is not None
             for p, replicas in sorted(assignment.items()):
                 if not self.active:
                     return
-                self._handle(topic, p, replicas, live, legacy)
-            if legacy:
-                self._remove_legacy_dirs(topic)
+                self._handle(topic, p, replicas, live, legacy=True)
+            self._remove_legacy_dirs(topic)
+
+    def _legacy_topics(self, topics: list[str]) -> set[str]:
+        """The topics that still have states at the old place (one pipelined ``exists`` each)."""
+        c = self.client
+
+        def check() -> set[str]:
+            pending = [(t, c.exists_async(znodes.legacy_partitions_dir(t))) for t in topics]
+            return {t for t, result in pending if result.get() is not None}
+        return c.retry(check)
 
     def _handle(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int], legacy: bool = False) -> None:
         for _ in range(5):
@@ -406,39 +428,39 @@ class Controller:
             log.error("ignoring a malformed preferred replica election request: %s", exc)
             wanted = []
         live = set(self.view.brokers)
+        items = []
         for topic, p in wanted:
             replicas = self.view.assignments.get(topic, {}).get(p)
             if not replicas:
                 log.warning("preferred replica election: %s-%d is not a replicated partition", topic, p)
                 continue
-            self._elect_preferred(topic, p, replicas, live, requested=True)
+            items.append((topic, p, replicas))
+        self.elections += self.batches.apply(
+            items, lambda t, p, replicas, state: self._preferred_decision(t, p, replicas, live, state, requested=True),
+            lambda: self.active)
         try:
             c.retry(c.delete, znodes.PREFERRED_REPLICA_ELECTION)
         except NoNodeError:
             pass
 
-    def _elect_preferred(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int], *,
-                         requested: bool) -> bool:
-        """Make the first replica the leader if it is alive, in sync and able to write; True if it
-        leads now. ``requested``: an operator asked (an ineligible replica is logged at WARNING)."""
+    def _preferred_decision(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int],
+                            state: PartitionState | None, *, requested: bool) -> PartitionState | None:
+        """The state that makes the first replica the leader if it is alive, in sync and able to write; None
+        when it leads already or cannot. ``requested``: an operator asked (an ineligible replica is logged at
+        WARNING)."""
         preferred = replicas[0]
-        for _ in range(5):
-            state = self.view.read_state(topic, p)
-            if state is None or state.leader == preferred:
-                return state is not None
-            if preferred not in live or preferred not in state.isr or self.view.predates(state, preferred) \
-                    or preferred in self.view.cannot_write(topic, p):
-                if requested:
-                    log.warning("preferred replica election: broker %d is not alive, in sync and able to write "
-                                "for %s-%d (in-sync %s); leader stays %d", preferred, topic, p, list(state.isr),
-                                state.leader)
-                return False
-            new = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
-            if self._write(topic, p, new, state.zk_version):
-                log.info("%s-%d: leadership moved back to the preferred replica %d%s", topic, p, preferred,
-                         "" if requested else " (auto.leader.rebalance.enable)")
-                return True
-        return False
+        if state is None or state.leader == preferred:
+            return None
+        if preferred not in live or preferred not in state.isr or self.view.predates(state, preferred) \
+                or preferred in self.view.cannot_write(topic, p):
+            if requested:
+                log.warning("preferred replica election: broker %d is not alive, in sync and able to write "
+                            "for %s-%d (in-sync %s); leader stays %d", preferred, topic, p, list(state.isr),
+                            state.leader)
+            return None
+        log.info("%s-%d: moving leadership back to the preferred replica %d%s", topic, p, preferred,
+                 "" if requested else " (auto.leader.rebalance.enable)")
+        return PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
 
     # --- topic deletion ------------------------------------------------------------------------------
 
@@ -531,7 +553,7 @@ class Controller:
                          if (s := self.view.state(t, p)) is not None and s.leader != broker]
             if not elsewhere or len(elsewhere) * 100 <= self.rebalance.imbalance_percent * len(parts):
                 continue
-            for topic, p, replicas in elsewhere:
-                if not self.active:
-                    return
-                self._elect_preferred(topic, p, replicas, live, requested=False)
+            self.elections += self.batches.apply(
+                elsewhere,
+                lambda t, p, replicas, state: self._preferred_decision(t, p, replicas, live, state, requested=False),
+                lambda: self.active)
