@@ -70,6 +70,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
@@ -119,7 +120,6 @@ class Controller:
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
         self._closed = False
-        self._stop = threading.Event()
         self._errors = RateLimitedLog(log, interval_s=60.0)
         self.elections = 0
         self._watched_markers: set[str] = set()
@@ -130,9 +130,6 @@ class Controller:
 
     def start(self) -> "Controller":
         self._thread.start()
-        if self.rebalance.enable:
-            threading.Thread(target=self._rebalance_timer, name=f"leader-rebalance-{self.broker_id}",
-                             daemon=True).start()
         self.client.add_listener(self._on_session)
         self.client.DataWatch(znodes.CONTROLLER, self._on_controller_node)
         self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._on_preferred)
@@ -147,7 +144,6 @@ class Controller:
 
     def close(self) -> None:
         self._closed = True
-        self._stop.set()
         self.active = False
         self._events.put(None)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
@@ -195,8 +191,16 @@ class Controller:
     # --- the controller thread -----------------------------------------------------------------
 
     def _run(self) -> None:
+        # the imbalance check is due every leader.imbalance.check.interval.seconds: timed by this thread's wait
+        # for events, not by a thread of its own
+        next_check = time.monotonic() + self.rebalance.interval_s
         while True:
-            event = self._events.get()
+            try:
+                event = self._events.get(timeout=max(0.0, next_check - time.monotonic())
+                                         if self.rebalance.enable else None)
+            except queue.Empty:
+                next_check = time.monotonic() + self.rebalance.interval_s
+                event = "rebalance"
             if event is None or self._closed:
                 return
             try:
@@ -530,11 +534,6 @@ class Controller:
                  "are gone from ZooKeeper", topic)
 
     # --- automatic preferred-replica election ----------------------------------------------------
-
-    def _rebalance_timer(self) -> None:
-        while not self._stop.wait(self.rebalance.interval_s):
-            if self.active:
-                self._events.put("rebalance")
 
     def _rebalance(self) -> None:
         """Kafka's leader imbalance check: per preferred broker, the share of its partitions led by
