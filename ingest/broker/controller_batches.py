@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = 5          # reads and writes of one batch before its partitions are tried one by one
 
-Key = tuple[str, int]
 Item = tuple[str, int, tuple[int, ...]]          # topic, partition, its replicas
 Decide = Callable[[str, int, tuple[int, ...], "PartitionState | None"], "PartitionState | None"]
 
@@ -56,7 +55,7 @@ class StateBatches:
         self.view = view
         self.fence = fence
         self.size = size
-        self.transactions = 0       # committed, for the logs and the scale bench
+        self.transactions = 0       # fenced transactions committed
         self.conflicts = 0          # transactions refused because a state changed since it was read
         self.left = 0               # partitions given up after ATTEMPTS (the caller looks at them again later)
 
