@@ -124,6 +124,8 @@ class Controller:
         self.elections = 0
         self._watched_markers: set[str] = set()
         self.reassignments = Reassignments(self)
+        self._pass_lock = threading.Lock()
+        self._pass_queued = False
         # every decision over many partitions (a pass, preferred elections) reads their states pipelined and
         # writes them batch_partitions per fenced transaction (controller.batch.partitions)
         self.batches = StateBatches(client, view, lambda: (self.epoch, self._epoch_version), batch_partitions)
@@ -135,10 +137,10 @@ class Controller:
         self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._on_preferred)
         self.client.retry(self.client.ensure_path, znodes.DELETE_TOPICS)
         self.client.ChildrenWatch(znodes.DELETE_TOPICS, self._on_delete_markers)
-        self.view.on_brokers(lambda _b: self._events.put("pass"))
-        self.view.on_topic(lambda _t, _a: self._events.put("pass"))
-        self.view.on_storage_failures(lambda: self._events.put("pass"))
-        self.view.on_shutting_down(lambda _ids: self._events.put("pass"))
+        self.view.on_brokers(lambda _b: self._want_pass())
+        self.view.on_topic(lambda _t, _a: self._want_pass())
+        self.view.on_storage_failures(lambda: self._want_pass())
+        self.view.on_shutting_down(lambda _ids: self._want_pass())
         self.reassignments.watch(self._events.put)
         return self
 
@@ -150,6 +152,15 @@ class Controller:
             self._thread.join(10)
 
     # --- watches (kazoo's thread: queue only) ---------------------------------------------------
+
+    def _want_pass(self) -> None:
+        """Queue a pass unless one is queued and not started: a pass reads every state when it starts, so
+        changes that come before it (100 topics created in a row, say) need no pass each."""
+        with self._pass_lock:
+            if self._pass_queued:
+                return
+            self._pass_queued = True
+        self._events.put("pass")
 
     def _on_session(self, state: str) -> None:
         if state == KazooState.LOST and self.active:
@@ -206,8 +217,11 @@ class Controller:
             try:
                 if event == "elect":
                     self._try_become()
-                elif self.active and event == "pass":
-                    self._pass()
+                elif event == "pass":
+                    with self._pass_lock:
+                        self._pass_queued = False   # a change from now on queues the next pass
+                    if self.active:
+                        self._pass()
                 elif self.active and event == "preferred":
                     self._preferred()
                 elif self.active and event == "rebalance":
@@ -275,11 +289,15 @@ class Controller:
         topics = [(t, a) for t, a in sorted(self.view.assignments.items()) if not self.view.is_deleting(t)]
         legacy = self._legacy_topics([t for t, _ in topics])
         items = [(t, p, replicas) for t, a in topics if t not in legacy for p, replicas in sorted(a.items())]
-        left_before = self.batches.left
-        self.elections += self.batches.apply(
+        left_before, tx_before, started = self.batches.left, self.batches.transactions, time.monotonic()
+        written = self.batches.apply(
             items, lambda t, p, replicas, state: self._decide(t, p, replicas, live, state), lambda: self.active)
+        self.elections += written
+        log.log(logging.INFO if written else logging.DEBUG,
+                "controller pass over %d partitions: %d states written in %d transactions, %.2f s", len(items),
+                written, self.batches.transactions - tx_before, time.monotonic() - started)
         if self.batches.left > left_before and self.active:
-            threading.Timer(0.5, self._events.put, ("pass",)).start()   # a state kept changing: look again
+            threading.Timer(0.5, self._want_pass).start()   # a state kept changing: look again
         for topic, assignment in topics:
             if topic not in legacy:
                 continue
