@@ -67,6 +67,7 @@ directories are removed after.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -126,6 +127,8 @@ class Controller:
         self.reassignments = Reassignments(self)
         self._pass_lock = threading.Lock()
         self._pass_queued = False
+        self._pass_all = False                # the queued pass looks at every partition ...
+        self._pass_topics: set[str] = set()   # ... or at these topics' only
         # every decision over many partitions (a pass, preferred elections) reads their states pipelined and
         # writes them batch_partitions per fenced transaction (controller.batch.partitions)
         self.batches = StateBatches(client, view, lambda: (self.epoch, self._epoch_version), batch_partitions)
@@ -138,7 +141,7 @@ class Controller:
         self.client.retry(self.client.ensure_path, znodes.DELETE_TOPICS)
         self.client.ChildrenWatch(znodes.DELETE_TOPICS, self._on_delete_markers)
         self.view.on_brokers(lambda _b: self._want_pass())
-        self.view.on_topic(lambda _t, _a: self._want_pass())
+        self.view.on_topic(lambda topic, _a: self._want_pass(topic))
         self.view.on_storage_failures(lambda: self._want_pass())
         self.view.on_shutting_down(lambda _ids: self._want_pass())
         self.reassignments.watch(self._events.put)
@@ -153,10 +156,15 @@ class Controller:
 
     # --- watches (kazoo's thread: queue only) ---------------------------------------------------
 
-    def _want_pass(self) -> None:
-        """Queue a pass unless one is queued and not started: a pass reads every state when it starts, so
-        changes that come before it (100 topics created in a row, say) need no pass each."""
+    def _want_pass(self, topic: str | None = None) -> None:
+        """Queue a pass over every partition, or over ``topic``'s when only its assignment changed, unless
+        one is queued and not started: a pass reads the states when it starts, so changes that come before
+        it (100 topics created in a row, say) need no pass each; the queued one widens to cover them."""
         with self._pass_lock:
+            if topic is None:
+                self._pass_all = True
+            else:
+                self._pass_topics.add(topic)
             if self._pass_queued:
                 return
             self._pass_queued = True
@@ -218,10 +226,12 @@ class Controller:
                 if event == "elect":
                     self._try_become()
                 elif event == "pass":
-                    with self._pass_lock:
-                        self._pass_queued = False   # a change from now on queues the next pass
+                    with self._pass_lock:   # a change from now on queues the next pass
+                        self._pass_queued = False
+                        everything, topics = self._pass_all, self._pass_topics
+                        self._pass_all, self._pass_topics = False, set()
                     if self.active:
-                        self._pass()
+                        self._pass(None if everything else topics)
                 elif self.active and event == "preferred":
                     self._preferred()
                 elif self.active and event == "rebalance":
@@ -236,7 +246,8 @@ class Controller:
             except ZK_ERRORS as exc:
                 self._errors.warning("zookeeper", event, "controller %d: ZooKeeper failed during %s (%s); retrying",
                                      self.broker_id, event, exc)
-                threading.Timer(0.5, self._events.put, (event,)).start()
+                retry = self._want_pass if event == "pass" else functools.partial(self._events.put, event)
+                threading.Timer(0.5, retry).start()   # a pass is retried over everything: its scope is gone
             except Exception:  # noqa: BLE001 - the controller thread must survive a bug in one pass
                 log.exception("controller %d: %s failed", self.broker_id, event)
 
@@ -283,10 +294,12 @@ class Controller:
 
     # --- decisions -------------------------------------------------------------------------------
 
-    def _pass(self) -> None:
-        """Look at every replicated partition once; fix what the live brokers require."""
+    def _pass(self, only: set[str] | None = None) -> None:
+        """Look at every replicated partition once (or every one of the topics ``only``); fix what the live
+        brokers require."""
         live = set(self.view.brokers)
-        topics = [(t, a) for t, a in sorted(self.view.assignments.items()) if not self.view.is_deleting(t)]
+        topics = [(t, a) for t, a in sorted(self.view.assignments.items())
+                  if not self.view.is_deleting(t) and (only is None or t in only)]
         legacy = self._legacy_topics([t for t, _ in topics])
         items = [(t, p, replicas) for t, a in topics if t not in legacy for p, replicas in sorted(a.items())]
         left_before, tx_before, started = self.batches.left, self.batches.transactions, time.monotonic()
