@@ -247,7 +247,8 @@ class BrokerServer:
         self.handlers.on_new_topic = self.registry.register_topic
         self.controller = Controller(self.broker_id, client, self.view,
                                      unclean=cfg["unclean.leader.election.enable"],
-                                     rebalance=Rebalance.from_config(cfg)).start()
+                                     rebalance=Rebalance.from_config(cfg),
+                                     batch_partitions=cfg["controller.batch.partitions"]).start()
 
     def _start_authorizer(self, client) -> None:
         """The ACL cache (read now, then watched) and the authorizer every Kafka handler asks."""

@@ -53,7 +53,10 @@ What it decides, always by a conditional write of the partition's state node
   replicas, whose brokers delete their copies.
 
 All of it runs on one thread (events queued by watches), and every pass re-reads each
-state with its version, so a pass is always safe to repeat.
+state with its version, so a pass is always safe to repeat. A pass and a preferred election read their
+partitions' states pipelined and write the changes ``controller.batch.partitions`` per fenced transaction
+(:mod:`ingest.broker.controller_batches`): a broker failure costs a few ZooKeeper round trips, not two per
+partition it held.
 
 States an earlier version wrote under ``/brokers/topics/[topic]/partitions`` (where Kafka 0.7
 clients misread them as broker ids) are moved: a partition without a state at its place now
@@ -64,9 +67,11 @@ directories are removed after.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
@@ -74,6 +79,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from ingest import znodes
+from ingest.broker.controller_batches import StateBatches
 from ingest.broker.controller_fence import failed_operation
 from ingest.broker.reassignment import Reassignments
 from ingest.errors import StaleControllerError
@@ -103,7 +109,7 @@ class Controller:
     """Competes for ``/controller`` and, while it holds it, elects leaders (module docstring)."""
 
     def __init__(self, broker_id: int, client, view, *, unclean: bool = False,
-                 rebalance: Rebalance = Rebalance()) -> None:
+                 rebalance: Rebalance = Rebalance(), batch_partitions: int = 100) -> None:
         self.broker_id = broker_id
         self.client = client
         self.view = view
@@ -115,38 +121,54 @@ class Controller:
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
         self._closed = False
-        self._stop = threading.Event()
         self._errors = RateLimitedLog(log, interval_s=60.0)
         self.elections = 0
         self._watched_markers: set[str] = set()
         self.reassignments = Reassignments(self)
+        self._pass_lock = threading.Lock()
+        self._pass_queued = False
+        self._pass_all = False                # the queued pass looks at every partition ...
+        self._pass_topics: set[str] = set()   # ... or at these topics' only
+        # every decision over many partitions (a pass, preferred elections) reads their states pipelined and
+        # writes them batch_partitions per fenced transaction (controller.batch.partitions)
+        self.batches = StateBatches(client, view, lambda: (self.epoch, self._epoch_version), batch_partitions)
 
     def start(self) -> "Controller":
         self._thread.start()
-        if self.rebalance.enable:
-            threading.Thread(target=self._rebalance_timer, name=f"leader-rebalance-{self.broker_id}",
-                             daemon=True).start()
         self.client.add_listener(self._on_session)
         self.client.DataWatch(znodes.CONTROLLER, self._on_controller_node)
         self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._on_preferred)
         self.client.retry(self.client.ensure_path, znodes.DELETE_TOPICS)
         self.client.ChildrenWatch(znodes.DELETE_TOPICS, self._on_delete_markers)
-        self.view.on_brokers(lambda _b: self._events.put("pass"))
-        self.view.on_topic(lambda _t, _a: self._events.put("pass"))
-        self.view.on_storage_failures(lambda: self._events.put("pass"))
-        self.view.on_shutting_down(lambda _ids: self._events.put("pass"))
+        self.view.on_brokers(lambda _b: self._want_pass())
+        self.view.on_topic(lambda topic, _a: self._want_pass(topic))
+        self.view.on_storage_failures(lambda: self._want_pass())
+        self.view.on_shutting_down(lambda _ids: self._want_pass())
         self.reassignments.watch(self._events.put)
         return self
 
     def close(self) -> None:
         self._closed = True
-        self._stop.set()
         self.active = False
         self._events.put(None)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(10)
 
     # --- watches (kazoo's thread: queue only) ---------------------------------------------------
+
+    def _want_pass(self, topic: str | None = None) -> None:
+        """Queue a pass over every partition, or over ``topic``'s when only its assignment changed, unless
+        one is queued and not started: a pass reads the states when it starts, so changes that come before
+        it (100 topics created in a row, say) need no pass each; the queued one widens to cover them."""
+        with self._pass_lock:
+            if topic is None:
+                self._pass_all = True
+            else:
+                self._pass_topics.add(topic)
+            if self._pass_queued:
+                return
+            self._pass_queued = True
+        self._events.put("pass")
 
     def _on_session(self, state: str) -> None:
         if state == KazooState.LOST and self.active:
@@ -188,15 +210,28 @@ class Controller:
     # --- the controller thread -----------------------------------------------------------------
 
     def _run(self) -> None:
+        # the imbalance check is due every leader.imbalance.check.interval.seconds: timed by this thread's wait
+        # for events, not by a thread of its own
+        next_check = time.monotonic() + self.rebalance.interval_s
         while True:
-            event = self._events.get()
+            try:
+                event = self._events.get(timeout=max(0.0, next_check - time.monotonic())
+                                         if self.rebalance.enable else None)
+            except queue.Empty:
+                next_check = time.monotonic() + self.rebalance.interval_s
+                event = "rebalance"
             if event is None or self._closed:
                 return
             try:
                 if event == "elect":
                     self._try_become()
-                elif self.active and event == "pass":
-                    self._pass()
+                elif event == "pass":
+                    with self._pass_lock:   # a change from now on queues the next pass
+                        self._pass_queued = False
+                        everything, topics = self._pass_all, self._pass_topics
+                        self._pass_all, self._pass_topics = False, set()
+                    if self.active:
+                        self._pass(None if everything else topics)
                 elif self.active and event == "preferred":
                     self._preferred()
                 elif self.active and event == "rebalance":
@@ -211,7 +246,8 @@ class Controller:
             except ZK_ERRORS as exc:
                 self._errors.warning("zookeeper", event, "controller %d: ZooKeeper failed during %s (%s); retrying",
                                      self.broker_id, event, exc)
-                threading.Timer(0.5, self._events.put, (event,)).start()
+                retry = self._want_pass if event == "pass" else functools.partial(self._events.put, event)
+                threading.Timer(0.5, retry).start()   # a pass is retried over everything: its scope is gone
             except Exception:  # noqa: BLE001 - the controller thread must survive a bug in one pass
                 log.exception("controller %d: %s failed", self.broker_id, event)
 
@@ -258,19 +294,40 @@ class Controller:
 
     # --- decisions -------------------------------------------------------------------------------
 
-    def _pass(self) -> None:
-        """Look at every replicated partition once; fix what the live brokers require."""
+    def _pass(self, only: set[str] | None = None) -> None:
+        """Look at every replicated partition once (or every one of the topics ``only``); fix what the live
+        brokers require."""
         live = set(self.view.brokers)
-        for topic, assignment in sorted(self.view.assignments.items()):
-            if self.view.is_deleting(topic):
+        topics = [(t, a) for t, a in sorted(self.view.assignments.items())
+                  if not self.view.is_deleting(t) and (only is None or t in only)]
+        legacy = self._legacy_topics([t for t, _ in topics])
+        items = [(t, p, replicas) for t, a in topics if t not in legacy for p, replicas in sorted(a.items())]
+        left_before, tx_before, started = self.batches.left, self.batches.transactions, time.monotonic()
+        written = self.batches.apply(
+            items, lambda t, p, replicas, state: self._decide(t, p, replicas, live, state), lambda: self.active)
+        self.elections += written
+        log.log(logging.INFO if written else logging.DEBUG,
+                "controller pass over %d partitions: %d states written in %d transactions, %.2f s", len(items),
+                written, self.batches.transactions - tx_before, time.monotonic() - started)
+        if self.batches.left > left_before and self.active:
+            threading.Timer(0.5, self._want_pass).start()   # a state kept changing: look again
+        for topic, assignment in topics:
+            if topic not in legacy:
                 continue
-            legacy = self.client.retry(self.client.exists, znodes.legacy_partitions_dir(topic)) is not None
             for p, replicas in sorted(assignment.items()):
                 if not self.active:
                     return
-                self._handle(topic, p, replicas, live, legacy)
-            if legacy:
-                self._remove_legacy_dirs(topic)
+                self._handle(topic, p, replicas, live, legacy=True)
+            self._remove_legacy_dirs(topic)
+
+    def _legacy_topics(self, topics: list[str]) -> set[str]:
+        """The topics that still have states at the old place (one pipelined ``exists`` each)."""
+        c = self.client
+
+        def check() -> set[str]:
+            pending = [(t, c.exists_async(znodes.legacy_partitions_dir(t))) for t in topics]
+            return {t for t, result in pending if result.get() is not None}
+        return c.retry(check)
 
     def _handle(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int], legacy: bool = False) -> None:
         for _ in range(5):
@@ -406,39 +463,39 @@ class Controller:
             log.error("ignoring a malformed preferred replica election request: %s", exc)
             wanted = []
         live = set(self.view.brokers)
+        items = []
         for topic, p in wanted:
             replicas = self.view.assignments.get(topic, {}).get(p)
             if not replicas:
                 log.warning("preferred replica election: %s-%d is not a replicated partition", topic, p)
                 continue
-            self._elect_preferred(topic, p, replicas, live, requested=True)
+            items.append((topic, p, replicas))
+        self.elections += self.batches.apply(
+            items, lambda t, p, replicas, state: self._preferred_decision(t, p, replicas, live, state, requested=True),
+            lambda: self.active)
         try:
             c.retry(c.delete, znodes.PREFERRED_REPLICA_ELECTION)
         except NoNodeError:
             pass
 
-    def _elect_preferred(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int], *,
-                         requested: bool) -> bool:
-        """Make the first replica the leader if it is alive, in sync and able to write; True if it
-        leads now. ``requested``: an operator asked (an ineligible replica is logged at WARNING)."""
+    def _preferred_decision(self, topic: str, p: int, replicas: tuple[int, ...], live: set[int],
+                            state: PartitionState | None, *, requested: bool) -> PartitionState | None:
+        """The state that makes the first replica the leader if it is alive, in sync and able to write; None
+        when it leads already or cannot. ``requested``: an operator asked (an ineligible replica is logged at
+        WARNING)."""
         preferred = replicas[0]
-        for _ in range(5):
-            state = self.view.read_state(topic, p)
-            if state is None or state.leader == preferred:
-                return state is not None
-            if preferred not in live or preferred not in state.isr or self.view.predates(state, preferred) \
-                    or preferred in self.view.cannot_write(topic, p):
-                if requested:
-                    log.warning("preferred replica election: broker %d is not alive, in sync and able to write "
-                                "for %s-%d (in-sync %s); leader stays %d", preferred, topic, p, list(state.isr),
-                                state.leader)
-                return False
-            new = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
-            if self._write(topic, p, new, state.zk_version):
-                log.info("%s-%d: leadership moved back to the preferred replica %d%s", topic, p, preferred,
-                         "" if requested else " (auto.leader.rebalance.enable)")
-                return True
-        return False
+        if state is None or state.leader == preferred:
+            return None
+        if preferred not in live or preferred not in state.isr or self.view.predates(state, preferred) \
+                or preferred in self.view.cannot_write(topic, p):
+            if requested:
+                log.warning("preferred replica election: broker %d is not alive, in sync and able to write "
+                            "for %s-%d (in-sync %s); leader stays %d", preferred, topic, p, list(state.isr),
+                            state.leader)
+            return None
+        log.info("%s-%d: moving leadership back to the preferred replica %d%s", topic, p, preferred,
+                 "" if requested else " (auto.leader.rebalance.enable)")
+        return PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
 
     # --- topic deletion ------------------------------------------------------------------------------
 
@@ -509,11 +566,6 @@ class Controller:
 
     # --- automatic preferred-replica election ----------------------------------------------------
 
-    def _rebalance_timer(self) -> None:
-        while not self._stop.wait(self.rebalance.interval_s):
-            if self.active:
-                self._events.put("rebalance")
-
     def _rebalance(self) -> None:
         """Kafka's leader imbalance check: per preferred broker, the share of its partitions led by
         another broker; above ``leader.imbalance.per.broker.percentage``, move those back."""
@@ -531,7 +583,7 @@ class Controller:
                          if (s := self.view.state(t, p)) is not None and s.leader != broker]
             if not elsewhere or len(elsewhere) * 100 <= self.rebalance.imbalance_percent * len(parts):
                 continue
-            for topic, p, replicas in elsewhere:
-                if not self.active:
-                    return
-                self._elect_preferred(topic, p, replicas, live, requested=False)
+            self.elections += self.batches.apply(
+                elsewhere,
+                lambda t, p, replicas, state: self._preferred_decision(t, p, replicas, live, state, requested=False),
+                lambda: self.active)

@@ -137,8 +137,7 @@ class ReplicaManager:
 
     def start(self) -> "ReplicaManager":
         self.throttles.watch(self.client)   # first: no fetcher starts before the rates are known
-        for name, target in (("replica-manager", self._worker), ("isr-writer", self._isr_loop),
-                             ("hw-checkpoint", self._checkpoint_loop)):
+        for name, target in (("replica-manager", self._worker), ("isr-writer", self._isr_loop)):
             t = threading.Thread(target=target, name=f"{name}-{self.broker_id}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -458,12 +457,25 @@ class ReplicaManager:
     # --- in-sync sets ----------------------------------------------------------------------------
 
     def _isr_loop(self) -> None:
+        """The leaders' in-sync set checks (every lag/4, or when something asks), and the high-watermark
+        checkpoint every ``replica.high.watermark.checkpoint.interval.ms`` on the same thread."""
         interval = max(0.05, self.lag_ms / 4000.0)
+        checkpoint_s = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000.0
+        next_pass = next_checkpoint = time.monotonic()
+        next_pass += interval
+        next_checkpoint += checkpoint_s
         while not self._stop.is_set():
-            self._isr_wanted.wait(interval)
-            self._isr_wanted.clear()
+            wanted = self._isr_wanted.wait(max(0.0, min(next_pass, next_checkpoint) - time.monotonic()))
             if self._stop.is_set():
                 return
+            now = time.monotonic()
+            if now >= next_checkpoint:
+                self.checkpoint()
+                next_checkpoint = now + checkpoint_s
+            if not wanted and now < next_pass:
+                continue
+            self._isr_wanted.clear()
+            next_pass = now + interval
             self._check_offline_logs()
             for part in list(self.partitions.values()):
                 if part.role is Role.LEADER:
@@ -514,11 +526,6 @@ class ReplicaManager:
             self.repair.request(part.key)   # a replica joined: it may hold good bytes for our damage
 
     # --- high watermarks ---------------------------------------------------------------------------
-
-    def _checkpoint_loop(self) -> None:
-        interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000.0
-        while not self._stop.wait(interval):
-            self.checkpoint()
 
     def checkpoint(self) -> None:
         hws = {**self._hws, **{key: part.hw for key, part in list(self.partitions.items())}}

@@ -94,6 +94,10 @@ SERVER_KEYS = (
         "the controller gives each partition back to its preferred replica (the first of its assignment)"
         " once that replica is alive, in sync and able to write, when a broker's share of preferred"
         " partitions led elsewhere is above leader.imbalance.per.broker.percentage"),
+    Key("controller.batch.partitions", Int(1, 1000), 100,
+        "partition states the controller reads pipelined and writes per fenced ZooKeeper transaction when one"
+        " decision changes many partitions (a broker failure, preferred elections); 1 reads and writes each"
+        " partition on its own"),
     Key("leader.imbalance.check.interval.seconds", Int(1, 86_400), 300,
         "how often the controller checks the leader imbalance (auto.leader.rebalance.enable)"),
     Key("leader.imbalance.per.broker.percentage", Int(0, 100), 10,

@@ -56,7 +56,7 @@ class ZooKeeperServer:
             "admin.enableServer=false\n"
             # short sessions so expiry tests run fast: min = 2 ticks, max = 20 ticks
             "minSessionTimeout=1000\nmaxSessionTimeout=10000\n"
-            "4lw.commands.whitelist=ruok,stat,srvr,cons\n"
+            "4lw.commands.whitelist=ruok,stat,srvr,cons,wchs\n"
         )
         (self.dir / "data").mkdir(exist_ok=True)
         log = open(self.dir / "zookeeper.log", "wb")

@@ -46,7 +46,12 @@ class RacedView:
         return getattr(self._view, name)
 
     def read_state(self, topic: str, partition: int):
-        state = self._view.read_state(topic, partition)
+        return self._race(topic, partition, self._view.read_state(topic, partition))
+
+    def read_states(self, keys):   # the controller's pipelined reads
+        return {key: self._race(*key, state) for key, state in self._view.read_states(keys).items()}
+
+    def _race(self, topic: str, partition: int, state):
         if state is not None and self.armed.is_set():
             self.armed.clear()
             path = znodes.partition_state_path(topic, partition)

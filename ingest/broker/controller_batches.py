@@ -1,0 +1,159 @@
+"""The controller's partition-state changes in batches: pipelined reads, bounded fenced transactions.
+
+A pass of the controller (:mod:`ingest.broker.controller`) may change thousands of partition states at once
+(every partition a dead broker led or followed). Kafka 0.8's controller sends its LeaderAndIsr decisions in
+batches; here the decisions are ZooKeeper writes, so they are batched as ZooKeeper allows:
+
+- the states are read pipelined (:meth:`ingest.broker.replication_view.ReplicationView.read_states`): every
+  ``get`` of a group is sent before the first answer is awaited, so a thousand reads cost a few round trips,
+  not a thousand;
+- the changed states are written ``size`` partitions per ZooKeeper transaction, each transaction fenced
+  by the controller epoch (:func:`ingest.broker.controller_fence.commit_fenced`) and each state write
+  conditional on the version it was read at, exactly as a single write is: a replaced controller still
+  cannot write, and a state that changed since it was read is never overwritten;
+- a transaction refused because one of its states changed meanwhile (its leader shrank the in-sync set,
+  say) is rolled back as a whole by ZooKeeper: that batch is read again and decided again, never skipped.
+  After :data:`ATTEMPTS` refusals in a row the batch's partitions are decided one at a time, each with
+  its own attempts, so a partition whose state keeps changing does not hold up the others; one that still
+  could not be written is counted in :attr:`StateBatches.left` and the controller passes over it again.
+
+``size`` 1 is one read and one transaction per partition (the controller's way before batching).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from ingest import znodes
+from ingest.broker.controller_fence import commit_fenced, failed_operation
+from ingest.errors import StaleControllerError
+from ingest.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 5          # reads and writes of one batch before its partitions are tried one by one
+
+Item = tuple[str, int, tuple[int, ...]]          # topic, partition, its replicas
+Decide = Callable[[str, int, tuple[int, ...], "PartitionState | None"], "PartitionState | None"]
+
+
+class StateBatches:
+    """Applies a decision to many partitions, ``size`` state writes per fenced transaction (module docstring).
+
+    Args:
+        client: the controller's KazooClient.
+        view: its :class:`~ingest.broker.replication_view.ReplicationView` (pipelined reads of the states).
+        fence: ``() -> (epoch, epoch_version)``: the controller epoch and the ``/controller_epoch`` version
+            every transaction checks.
+        size: partitions per transaction (>= 1).
+    """
+
+    def __init__(self, client, view, fence: Callable[[], tuple[int, int]], size: int) -> None:
+        if size < 1:
+            raise ValueError(f"controller batch size {size!r}: allowed is an integer >= 1")
+        self.client = client
+        self.view = view
+        self.fence = fence
+        self.size = size
+        self.transactions = 0       # fenced transactions committed
+        self.conflicts = 0          # transactions refused because a state changed since it was read
+        self.left = 0               # partitions given up after ATTEMPTS (the caller looks at them again later)
+
+    def apply(self, items: Iterable[Item], decide: Decide, active: Callable[[], bool] = lambda: True) -> int:
+        """Read every item's state, ``decide`` its new one (None: no change), write the changes in batches.
+
+        Returns the number of states written. Raises StaleControllerError (from the fence) when a newer
+        controller took over; ZooKeeper errors propagate (the caller repeats the pass)."""
+        items = list(items)
+        if self.size == 1:
+            return sum(self._one(item, decide) for item in items if active())
+        states = self.view.read_states([(t, p) for t, p, _ in items])
+        changes = [(t, p, r, states[(t, p)]) for t, p, r in items]
+        written = 0
+        batch: list[tuple[Item, PartitionState | None, PartitionState]] = []
+        for t, p, r, state in changes:
+            new = decide(t, p, r, state)
+            if new is not None:
+                batch.append(((t, p, r), state, new))
+            if len(batch) == self.size:
+                if not active():
+                    return written
+                written += self._commit_batch(batch, decide)
+                batch = []
+        if batch and active():
+            written += self._commit_batch(batch, decide)
+        return written
+
+    def _commit_batch(self, batch: list[tuple[Item, PartitionState | None, PartitionState]], decide: Decide) -> int:
+        for attempt in range(ATTEMPTS):
+            if not batch:
+                return 0
+            failed = self._commit(batch)
+            if failed is None:
+                return len(batch)
+            self.conflicts += 1
+            (t, p, _), _, _ = batch[failed]
+            log.info("%s-%d changed since it was read: reading its batch of %d partitions again (attempt %d)",
+                     t, p, len(batch), attempt + 1)
+            items = [item for item, _, _ in batch]
+            states = self.view.read_states([(t, p) for t, p, _ in items])
+            batch = [(item, states[item[:2]], new) for item in items
+                     if (new := decide(*item, states[item[:2]])) is not None]
+        log.warning("a batch of %d partition states kept changing under the controller; deciding them one by one",
+                    len(batch))
+        return sum(self._one(item, decide) for item, _, _ in batch)
+
+    def _commit(self, batch: list[tuple[Item, PartitionState | None, PartitionState]]) -> int | None:
+        """One fenced transaction writing every state of ``batch``; None when it committed, else the index in
+        ``batch`` of the state that changed since it was read."""
+        c = self.client
+        epoch, epoch_version = self.fence()
+        for topic in sorted({item[0] for item, old, _ in batch if old is None}):
+            c.retry(c.ensure_path, znodes.partition_states_dir(topic))
+
+        def commit():
+            tx = c.transaction()
+            tx.check(znodes.CONTROLLER_EPOCH, epoch_version)
+            for (topic, p, _), old, new in batch:
+                path = znodes.partition_state_path(topic, p)
+                if old is None:
+                    tx.create(path, new.encode())
+                else:
+                    tx.set_data(path, new.encode(), version=old.zk_version)
+            return tx.commit()
+
+        failed = failed_operation(c.retry(commit))
+        if failed == 0:
+            raise StaleControllerError(
+                f"controller epoch {epoch} is no longer current in ZooKeeper; a newer controller decides")
+        if failed is None:
+            self.transactions += 1
+            return None
+        return failed - 1
+
+    def _one(self, item: Item, decide: Decide) -> int:
+        """Read, decide and write one partition, with :data:`ATTEMPTS` attempts; 1 if a state was written."""
+        topic, p, replicas = item
+        c = self.client
+        for _ in range(ATTEMPTS):
+            state = self.view.read_state(topic, p)
+            new = decide(topic, p, replicas, state)
+            if new is None:
+                return 0
+            epoch, epoch_version = self.fence()
+            if state is None:
+                c.retry(c.ensure_path, znodes.partition_states_dir(topic))
+
+            def build(tx, path=znodes.partition_state_path(topic, p), state=state, new=new) -> None:
+                if state is None:
+                    tx.create(path, new.encode())
+                else:
+                    tx.set_data(path, new.encode(), version=state.zk_version)
+
+            if commit_fenced(c, epoch, epoch_version, build):
+                self.transactions += 1
+                return 1
+            self.conflicts += 1
+        log.warning("%s-%d: its state kept changing under the controller; left for the next pass", topic, p)
+        self.left += 1
+        return 0
