@@ -48,10 +48,15 @@ class RowLayout:
     dict into the same tuple; ``time_index`` is the position of ``header.time``.
     """
 
-    __slots__ = ("decode", "time_index", "width", "schema")
+    __slots__ = ("decode", "decode_columns", "time_index", "width", "schema")
 
-    def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict) -> None:
+    def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict,
+                 decode_columns: Callable[[Any], list] | None = None) -> None:
         self.decode = decode
+        self.decode_columns = decode_columns
+        """``decode_columns(payloads)``: the leaf values of every payload as ``width`` lists (one per
+        leaf, in :meth:`decode`'s order), no tuple per row; raises on the first payload :meth:`decode`
+        would refuse (the lists are then dropped)."""
         self.time_index = time_index
         self.width = width
         self.schema = schema
@@ -209,13 +214,24 @@ def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | 
         return None
     names = [f"v{i}" for i in range(gen.n)]
     check = [f"    if p[:{PREFIX_SIZE}] != _PFX: raise ValueError('framing')"] if prefix is not None else []
+    body = [*check, f"    pos = {PREFIX_SIZE}", *gen.lines, "    if pos != len(p): raise ValueError('bytes left over')"]
     ret = f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"
-    src = "\n".join(["def decode(p):", *check, f"    pos = {PREFIX_SIZE}", *gen.lines,
-                     "    if pos != len(p): raise ValueError('bytes left over')", ret])
+    # The columns form: the same datum code inside one loop over the payloads; a datum's values
+    # are appended only after its last byte is checked (a refused chunk is dropped as a whole anyway).
+    cols = [f"c{i}" for i in range(gen.n)]
+    columns_src = [
+        "def decode_columns(payloads):",
+        *(f"    {c} = []; a{i} = {c}.append" for i, c in enumerate(cols)),
+        "    for p in payloads:",
+        *("    " + line for line in body),
+        "        " + "; ".join(f"a{i}(v{i})" for i in range(gen.n)),
+        f"    return [{', '.join(cols)}]",
+    ]
+    src = "\n".join(["def decode(p):", *body, ret, "", *columns_src])
     ns = dict(gen.consts)
     ns["_PFX"] = prefix
     exec(compile(src, f"<row decoder {schema.get('name')}>", "exec"), ns)  # noqa: S102 - generated from a schema
-    return RowLayout(ns["decode"], time_index, gen.n, schema)
+    return RowLayout(ns["decode"], time_index, gen.n, schema, ns["decode_columns"])
 
 
 class PayloadDecoder:
