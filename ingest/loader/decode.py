@@ -37,6 +37,8 @@ _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 # 1 + the length of a string/bytes whose zigzag varint length is this one byte; 0 otherwise
+# the value of a one-byte zigzag varint (bytes 0..127)
+_ONE_BYTE_VALUE = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 _ONE_BYTE_LENGTH = tuple(1 + (b >> 1) if b < 128 and not b & 1 else 0 for b in range(256))
 
 
@@ -108,8 +110,11 @@ class _Gen:
         # per row than a loop after two bytes, measured with cachegrind on the bench event);
         # a 10-byte one (huge magnitudes, where fastavro wraps to 64 bits) is left to the
         # deserializer
+        # A one-byte varint (|value| < 64: union and enum indexes, small numbers) is decoded by
+        # the table _Z (zigzag already undone), the others by shifts.
+        self.consts["_Z"] = _ONE_BYTE_VALUE
         L = self.lines
-        L += [f"{ind}b = p[pos]", f"{ind}if b < 128:", f"{ind}    n = b; pos += 1", f"{ind}else:",
+        L += [f"{ind}b = p[pos]", f"{ind}if b < 128:", f"{ind}    {target} = _Z[b]; pos += 1", f"{ind}else:",
               f"{ind}    n = b & 127; b = p[pos + 1]; n |= (b & 127) << 7"]
         depth = ind + "    "
         for k in range(2, 9):
@@ -117,7 +122,7 @@ class _Gen:
             depth += "    "
             L.append(f"{depth}b = p[pos + {k}]; n |= (b & 127) << {7 * k}")
         L += [f"{depth}if b > 127: raise ValueError('10-byte varint')", f"{depth}pos += 9",
-              f"{ind}{target} = (n >> 1) ^ -(n & 1)"]
+              f"{ind}    {target} = (n >> 1) ^ -(n & 1)"]
 
     def leaf(self, kind: str, t: Any, ind: str, target: str) -> None:
         L = self.lines
@@ -178,9 +183,11 @@ class _Gen:
                 okind = _prim(other)
                 if okind is None or okind == "null":
                     raise _Unsupported(f"union {t}")
-                self.varint("    ", "n")
-                self.lines += [f"    if n == {t.index('null')}:", f"        {target} = None",
-                               f"    elif n == {t.index(other)}:"]
+                # the branch index is one byte, 0 or 2 (zigzag 0 or 1); any other byte, including
+                # a longer encoding of 0 or 1 that fastavro would take, is left to the deserializer
+                self.lines += ["    b = p[pos]; pos += 1",
+                               f"    if b == {2 * t.index('null')}:", f"        {target} = None",
+                               f"    elif b == {2 * t.index(other)}:"]
                 self.leaf(okind, other, "        ", target)
                 self.lines.append("    else: raise ValueError('union index')")
                 continue
