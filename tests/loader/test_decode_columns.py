@@ -149,3 +149,19 @@ def test_huge_lengths_are_refused_without_allocating_them():
         payload = PREFIX + _varint(1_795_000_000_000) + _varint(length) + b"abc"
         with pytest.raises(ValueError):
             within(BOUND_S, layout.decode_columns, [payload])
+
+
+def test_a_longer_encoding_of_a_branch_index_is_left_to_the_deserializer():
+    """fastavro reads ``80 00`` as branch 0 (a two-byte varint 0); the generated decoder takes only
+    the one-byte form and refuses the chunk, so such a payload goes the per-message way, where the
+    deserializer decodes it (the row is then built from its record)."""
+    layout = compile_row_layout(RICH, PREFIX)
+    parsed = fastavro.parse_schema(RICH)
+    rec = dict(_record(random.Random(2)), inner={"x": None})
+    payload = _payload(parsed, rec)
+    assert payload.endswith(b"\x00")
+    longer = payload[:-1] + b"\x80\x00"
+    assert _fastavro_accepts(parsed, longer)
+    with pytest.raises(ValueError):
+        within(BOUND_S, layout.decode_columns, [payload, longer])
+    assert within(BOUND_S, layout.decode_columns, [payload]) == [[v] for v in layout.from_record(rec)]
