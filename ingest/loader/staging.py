@@ -28,7 +28,7 @@ import logging
 import posixpath
 from dataclasses import dataclass, field
 from itertools import islice, repeat
-from operator import add
+from operator import add, itemgetter
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ingest.errors import EventDecodeError, SchemaError
@@ -194,10 +194,16 @@ class _Stager:
         starts = map(add, islice(b, i, n), repeat(hs)) if hs else islice(b, i, n)
         payloads = list(map(data.__getitem__, map(slice, starts, islice(b, i + 1, None))))
         try:
-            # straight into one list per leaf column (no tuple per row); refuses other framing,
-            # so one schema id
-            columns = row_layout.decode_columns(payloads)
-            lo, hi, hour_index = self.hour_of(columns[row_layout.time_index])
+            # refuses other framing, so one schema id. Parquet: straight into one list per leaf
+            # column (no tuple per row). Avro keeps the bodies and needs only the check and the
+            # times: the row tuples cost fewer instructions than the columns' appends there.
+            if self.raw:
+                columns = None
+                times = list(map(itemgetter(row_layout.time_index), map(row_layout.decode, payloads)))
+            else:
+                columns = row_layout.decode_columns(payloads)
+                times = columns[row_layout.time_index]
+            lo, hi, hour_index = self.hour_of(times)
         except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
             for j in range(i, n):
                 self.one(c.message(j))
