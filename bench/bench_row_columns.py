@@ -9,8 +9,12 @@ unions, enums) the same framed payloads are decoded and written to an in-memory 
 - rows: ``RowLayout.decode`` per payload (one tuple per row), then the row group converted as
   one flat struct of the leaves (``pa.array`` over the tuples) and split back into the fields:
   the loader's Parquet path before ``decode_columns``;
-- columns: ``RowLayout.decode_columns`` (one list per leaf, no tuple per row), then
-  ``ParquetFileWriter.write_columns`` (one ``pa.array`` per leaf): the loader's path now.
+- columns: ``RowLayout.decode_columns`` (one list per leaf, no tuple per row, strings as bytes),
+  ``writers.column_arrays`` (one ``pa.array`` per leaf; string leaves as binary cast to string,
+  which checks the UTF-8), then ``ParquetFileWriter.write_columns``: the loader's path now.
+
+"decode" is the decode alone for rows, decode + ``column_arrays`` for columns (what a task
+does before a chunk counts as decoded).
 
 Prints CPU microseconds per row (decode alone and decode + write) and columns / rows; both
 files are checked equal first.
@@ -94,14 +98,14 @@ class _Keep(io.BytesIO):
 
 
 def _columns_path(layout, schema, payloads, write: bool):
-    from ingest.loader.writers import ParquetFileWriter
+    from ingest.loader.writers import ParquetFileWriter, column_arrays
 
-    columns = layout.decode_columns(payloads)
+    arrays = column_arrays(layout, layout.decode_columns(payloads))  # as a task: strings checked here
     if not write:
         return None
     fo = _Keep()
     w = ParquetFileWriter(fo, schema, "snappy", row_group_rows=len(payloads), layout=layout)
-    w.write_columns(columns, len(payloads))
+    w.write_columns(arrays, len(payloads))
     w.close()
     return fo.kept
 

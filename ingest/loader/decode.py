@@ -50,15 +50,20 @@ class RowLayout:
     dict into the same tuple; ``time_index`` is the position of ``header.time``.
     """
 
-    __slots__ = ("decode", "decode_columns", "time_index", "width", "schema")
+    __slots__ = ("decode", "decode_columns", "raw_strings", "arrow_types", "time_index", "width", "schema")
 
     def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict,
-                 decode_columns: Callable[[Any], list] | None = None) -> None:
+                 decode_columns: Callable[[Any], list] | None = None, raw_strings: frozenset = frozenset()) -> None:
         self.decode = decode
         self.decode_columns = decode_columns
         """``decode_columns(payloads)``: the leaf values of every payload as ``width`` lists (one per
         leaf, in :meth:`decode`'s order), no tuple per row; raises on the first payload :meth:`decode`
-        would refuse (the lists are then dropped)."""
+        would refuse (the lists are then dropped). Strings are left as their bytes, UTF-8 not yet
+        checked: :func:`ingest.loader.writers.column_arrays` checks a whole column at once and
+        raises on an invalid one, so a chunk counts as decoded only after it."""
+        self.raw_strings = raw_strings
+        """Positions of the leaves that ``decode_columns`` leaves as bytes (string leaves)."""
+        self.arrow_types = None  # the leaves' Arrow types, set by the first column_arrays call
         self.time_index = time_index
         self.width = width
         self.schema = schema
@@ -96,7 +101,9 @@ def _prim(t: Any) -> str | None:
 
 
 class _Gen:
-    def __init__(self) -> None:
+    def __init__(self, raw_strings: bool = False) -> None:
+        self.raw_strings = raw_strings  # strings left as their UTF-8 bytes (checked later, per column)
+        self.raw_targets: set[str] = set()  # the variables that then hold bytes
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {"_F": _FLOAT, "_D": _DOUBLE}
         self.n = 0
@@ -142,7 +149,9 @@ class _Gen:
         elif kind == "double":
             L.append(f"{ind}{target} = _D.unpack_from(p, pos)[0]; pos += 8")
         elif kind in ("string", "bytes"):
-            conv = ".decode()" if kind == "string" else ""
+            conv = ".decode()" if kind == "string" and not self.raw_strings else ""
+            if kind == "string" and self.raw_strings:
+                self.raw_targets.add(target)
             # one-byte non-negative length (< 64 bytes, the usual case) without the general
             # varint: _L maps that byte to 1 + length (0 for any other byte)
             self.consts["_L"] = _ONE_BYTE_LENGTH
@@ -211,6 +220,8 @@ def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | 
         gen.record(schema, (), paths)
     except _Unsupported:
         return None
+    columns_gen = _Gen(raw_strings=True)
+    columns_gen.record(schema, (), [])
     try:
         time_index = paths.index(("header", "time"))
     except ValueError:
@@ -222,23 +233,27 @@ def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | 
     names = [f"v{i}" for i in range(gen.n)]
     check = [f"    if p[:{PREFIX_SIZE}] != _PFX: raise ValueError('framing')"] if prefix is not None else []
     body = [*check, f"    pos = {PREFIX_SIZE}", *gen.lines, "    if pos != len(p): raise ValueError('bytes left over')"]
+    columns_body = [*check, f"    pos = {PREFIX_SIZE}", *columns_gen.lines,
+                    "    if pos != len(p): raise ValueError('bytes left over')"]
     ret = f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"
-    # The columns form: the same datum code inside one loop over the payloads; a datum's values
-    # are appended only after its last byte is checked (a refused chunk is dropped as a whole anyway).
+    # The columns form: the same datum code inside one loop over the payloads, strings kept as
+    # their bytes; a datum's values are appended only after its last byte is checked (a refused
+    # chunk is dropped as a whole anyway).
     cols = [f"c{i}" for i in range(gen.n)]
     columns_src = [
         "def decode_columns(payloads):",
         *(f"    {c} = []; a{i} = {c}.append" for i, c in enumerate(cols)),
         "    for p in payloads:",
-        *("    " + line for line in body),
+        *("    " + line for line in columns_body),
         "        " + "; ".join(f"a{i}(v{i})" for i in range(gen.n)),
         f"    return [{', '.join(cols)}]",
     ]
     src = "\n".join(["def decode(p):", *body, ret, "", *columns_src])
-    ns = dict(gen.consts)
+    ns = {**gen.consts, **columns_gen.consts}
     ns["_PFX"] = prefix
     exec(compile(src, f"<row decoder {schema.get('name')}>", "exec"), ns)  # noqa: S102 - generated from a schema
-    return RowLayout(ns["decode"], time_index, gen.n, schema, ns["decode_columns"])
+    raw = frozenset(i for i in range(gen.n) if f"v{i}" in columns_gen.raw_targets)
+    return RowLayout(ns["decode"], time_index, gen.n, schema, ns["decode_columns"], raw)
 
 
 class PayloadDecoder:

@@ -199,11 +199,14 @@ class _Stager:
             # times: the row tuples cost fewer instructions than the columns' appends there.
             if self.raw:
                 columns = None
-                times = list(map(itemgetter(row_layout.time_index), map(row_layout.decode, payloads)))
+                lo, hi, hour_index = self.hour_of(list(map(itemgetter(row_layout.time_index),
+                                                           map(row_layout.decode, payloads))))
             else:
+                from ingest.loader.writers import column_arrays  # deferred: pyarrow (tasks only)
+
                 columns = row_layout.decode_columns(payloads)
-                times = columns[row_layout.time_index]
-            lo, hi, hour_index = self.hour_of(times)
+                lo, hi, hour_index = self.hour_of(columns[row_layout.time_index])
+                columns = column_arrays(row_layout, columns)  # checks the strings' UTF-8
         except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
             for j in range(i, n):
                 self.one(c.message(j))

@@ -207,10 +207,11 @@ class ParquetFileWriter:
 
     Records are dicts (``Table.from_pylist``) or, with ``layout`` (a
     :class:`ingest.loader.decode.RowLayout`), its leaf values in depth-first field
-    order: whole chunks as one list per leaf (:meth:`write_columns`, what
-    ``RowLayout.decode_columns`` returns) or single row tuples (:meth:`write`).
-    The buffer is then one list per leaf; a row group is converted with one
-    ``pa.array`` per leaf and the leaves are put back together into the fields
+    order: whole chunks as one Arrow array per leaf (:meth:`write_columns`, what
+    :func:`column_arrays` makes of ``RowLayout.decode_columns``) or single row tuples
+    (:meth:`write`). The buffer then holds, per leaf and in row order, those arrays
+    and lists of single rows' values; at a row group's end each leaf becomes one
+    array and the leaves are put back together into the fields
     (``StructArray.from_arrays`` for nested records), with no per-record dict or tuple.
     """
 
@@ -222,15 +223,20 @@ class ParquetFileWriter:
         self._buf: list = []
         self._row_group_rows = row_group_rows
         self._layout = layout
-        self._leaves = _leaves(self.schema) if layout is not None else None
-        self._cols: list[list] = [[] for _ in self._leaves] if layout is not None else []
-        self._pending = 0  # rows in self._cols
+        self._leaves = _leaves(self.schema) if layout is not None else []
+        self._pieces: list[list] = [[] for _ in self._leaves]  # per leaf: arrays and value lists, in row order
+        self._tail: list[list] | None = None  # the value lists single rows are appended to (last pieces)
+        self._pending = 0  # rows in self._pieces
         self.rows = 0
 
     def write(self, record) -> None:
         if self._layout is not None:
-            for col, value in zip(self._cols, record):
-                col.append(value)
+            if self._tail is None:
+                self._tail = [[] for _ in self._leaves]
+                for pieces, values in zip(self._pieces, self._tail):
+                    pieces.append(values)
+            for values, value in zip(self._tail, record):
+                values.append(value)
             self._pending += 1
             if self._pending >= self._row_group_rows:
                 self._flush()
@@ -248,18 +254,16 @@ class ParquetFileWriter:
         if len(self._buf) >= self._row_group_rows:
             self._flush()
 
-    def write_columns(self, columns: list[list], n: int) -> None:
-        """``n`` rows given as one list of values per leaf (needs ``layout``); the lists may be kept."""
+    def write_columns(self, arrays: list, n: int) -> None:
+        """``n`` rows given as one Arrow array per leaf (:func:`column_arrays`; needs ``layout``)."""
         if self._layout is None:
             raise SchemaError("write_columns needs a writer opened with the schema's row layout")
-        if len(columns) != len(self._cols):
-            raise SchemaError(f"write_columns got {len(columns)} columns; this file's schema has "
-                              f"{len(self._cols)} leaf columns")
-        if not self._pending:
-            self._cols = list(columns)  # the caller's lists, no copy
-        else:
-            for col, values in zip(self._cols, columns):
-                col.extend(values)
+        if len(arrays) != len(self._pieces):
+            raise SchemaError(f"write_columns got {len(arrays)} columns; this file's schema has "
+                              f"{len(self._pieces)} leaf columns")
+        self._tail = None
+        for pieces, array in zip(self._pieces, arrays):
+            pieces.append(array)
         self._pending += n
         if self._pending >= self._row_group_rows:
             self._flush()
@@ -269,12 +273,16 @@ class ParquetFileWriter:
             if not self._pending:
                 return
             n = self._pending
-            columns = iter([pa.array(values, type=f.type) for values, f in zip(self._cols, self._leaves)])
-            arrays = [_column(f.type, columns) for f in self.schema]
-            table = pa.Table.from_arrays(arrays, schema=self.schema)
+            leaves = []
+            for pieces, f in zip(self._pieces, self._leaves):
+                arrays = [p if isinstance(p, pa.Array) else pa.array(p, type=f.type) for p in pieces]
+                leaves.append(arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays))
+            columns = iter(leaves)
+            table = pa.Table.from_arrays([_column(f.type, columns) for f in self.schema], schema=self.schema)
             self._writer.write_table(table, row_group_size=n)
             self.rows += n
-            self._cols = [[] for _ in self._leaves]
+            self._pieces = [[] for _ in self._leaves]
+            self._tail = None
             self._pending = 0
         elif self._buf:
             table = pa.Table.from_pylist(self._buf, schema=self.schema)
@@ -287,6 +295,25 @@ class ParquetFileWriter:
         self._writer.close()
         self._fo.close()
         return self.rows
+
+
+def column_arrays(layout: Any, columns: list[list]) -> list[pa.Array]:
+    """The Arrow arrays of ``RowLayout.decode_columns``' lists, one per leaf of the layout's schema.
+
+    String leaves arrive as their bytes: each becomes a binary array cast to string, which checks
+    every value's UTF-8 (as strictly as Python's ``bytes.decode``: no surrogates, no overlong
+    forms). Raises ``pyarrow.ArrowInvalid`` on an invalid value (the caller then hands the chunk to
+    the per-message path, which quarantines that payload with the deserializer's message).
+    """
+    types = layout.arrow_types
+    if types is None:
+        types = layout.arrow_types = [f.type for f in _leaves(arrow_schema(layout.schema))]
+    raw = layout.raw_strings
+    return [pa.array(values, type=_BINARY).cast(t) if i in raw else pa.array(values, type=t)
+            for i, (values, t) in enumerate(zip(columns, types))]
+
+
+_BINARY = pa.binary()
 
 
 def _leaves(fields) -> list[pa.Field]:

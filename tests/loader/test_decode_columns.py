@@ -1,9 +1,10 @@
-"""The columns form of the generated decoder (RowLayout.decode_columns) on good and malformed input.
+"""The columns path of a Parquet chunk (RowLayout.decode_columns, then writers.column_arrays, which
+checks the strings' UTF-8) on good and malformed input.
 
-A chunk of payloads decodes into one list per leaf column only when every payload is one the row
+A chunk of payloads becomes one Arrow array per leaf column only when every payload is one the row
 decoder (and so fastavro) accepts; a chunk with any malformed payload (truncated, bytes left over,
-byte flipped, out-of-range union or enum index, huge or negative lengths, other framing) raises and
-the task hands each of its messages to the per-message path. Randomized over the RICH schema of
+byte flipped, invalid UTF-8, out-of-range union or enum index, huge or negative lengths, other
+framing) raises and the task hands each of its messages to the per-message path. Randomized over the RICH schema of
 test_perf_rows and the real event schemas (nested header, unions, enums); every decode runs under a
 time bound, so a decoder caught in a loop fails the test instead of hanging it.
 """
@@ -20,6 +21,7 @@ from ingest.events.envelope import HeaderFactory, ProducerIdentity
 from ingest.events.loadgen import EventGenerator
 from ingest.events.schemas import CLICK, PAGE_VIEW, load_schema
 from ingest.loader.decode import compile_row_layout
+from ingest.loader.writers import column_arrays
 from tests.harness.time_bound import within
 from tests.loader.test_perf_rows import RICH, _record
 
@@ -42,6 +44,11 @@ def _fastavro_accepts(parsed, payload: bytes) -> bool:
     except Exception:
         return False
     return buf.tell() == len(payload) - 5
+
+
+def _columns(layout, payloads: list[bytes]) -> list[list]:
+    """What a task makes of a chunk: the leaf arrays (as Python lists, to compare)."""
+    return [a.to_pylist() for a in column_arrays(layout, layout.decode_columns(payloads))]
 
 
 def _varint(n: int) -> bytes:
@@ -79,7 +86,7 @@ def _check(schema: dict, records: list[dict], seed: int) -> tuple[int, int]:
     parsed = fastavro.parse_schema(schema)
     payloads = [_payload(parsed, r) for r in records]
     rows = [layout.decode(p) for p in payloads]
-    columns = within(BOUND_S, layout.decode_columns, payloads)
+    columns = within(BOUND_S, _columns, layout, payloads)
     assert columns == [list(c) for c in zip(*rows)], "columns are not the rows transposed"
     rng = random.Random(seed)
     accepted = refused = 0
@@ -88,7 +95,7 @@ def _check(schema: dict, records: list[dict], seed: int) -> tuple[int, int]:
         k = rng.randrange(len(chunk))
         chunk[k] = _spoiled(rng, chunk[k])
         try:
-            got = within(BOUND_S, layout.decode_columns, chunk)
+            got = within(BOUND_S, _columns, layout, chunk)
         except AssertionError:
             raise
         except Exception:
@@ -121,7 +128,7 @@ def test_out_of_range_union_and_enum_indexes_are_refused():
     layout = compile_row_layout(RICH, PREFIX)
     parsed = fastavro.parse_schema(RICH)
     good = _payload(parsed, _record(random.Random(1)))
-    assert within(BOUND_S, layout.decode_columns, [good])
+    assert within(BOUND_S, _columns, layout, [good])
     # rebuild the body field by field with one bad index at a time
     rec = _record(random.Random(1))
     rec.update(maybe=None, later=None, kind="A", inner={"x": None})
@@ -136,7 +143,7 @@ def test_out_of_range_union_and_enum_indexes_are_refused():
                 _varint(0) + _varint(0) + _varint(-1) + _varint(0),   # negative union index
                 _varint(0) + _varint(0) + _varint(1) + _varint(2)):   # nested union index 2
         with pytest.raises(Exception) as info:
-            within(BOUND_S, layout.decode_columns, [good, head + bad])
+            within(BOUND_S, _columns, layout, [good, head + bad])
         assert not isinstance(info.value, AssertionError)
 
 
@@ -148,7 +155,7 @@ def test_huge_lengths_are_refused_without_allocating_them():
     for length in (1 << 40, (1 << 62) - 1, -5):
         payload = PREFIX + _varint(1_795_000_000_000) + _varint(length) + b"abc"
         with pytest.raises(ValueError):
-            within(BOUND_S, layout.decode_columns, [payload])
+            within(BOUND_S, _columns, layout, [payload])
 
 
 def test_a_longer_encoding_of_a_branch_index_is_left_to_the_deserializer():
@@ -163,5 +170,30 @@ def test_a_longer_encoding_of_a_branch_index_is_left_to_the_deserializer():
     longer = payload[:-1] + b"\x80\x00"
     assert _fastavro_accepts(parsed, longer)
     with pytest.raises(ValueError):
-        within(BOUND_S, layout.decode_columns, [payload, longer])
-    assert within(BOUND_S, layout.decode_columns, [payload]) == [[v] for v in layout.from_record(rec)]
+        within(BOUND_S, _columns, layout, [payload, longer])
+    assert within(BOUND_S, _columns, layout, [payload]) == [[v] for v in layout.from_record(rec)]
+
+
+SURROGATE, OVERLONG, ABOVE_MAX, FIVE_BYTES, CUT, LONE = (b"\xed\xa0\x80", b"\xc0\x80", b"\xf4\x90\x80\x80",
+                                                         b"\xf8\x88\x80\x80\x80", b"\xc3", b"\xff")
+
+
+@pytest.mark.parametrize("bad", [SURROGATE, OVERLONG, ABOVE_MAX, FIVE_BYTES, CUT, LONE])
+def test_strings_of_invalid_utf8_are_refused_as_python_refuses_them(bad):
+    """Strings reach column_arrays as bytes: its check must refuse what ``bytes.decode`` (and so
+    fastavro) refuses, else a payload the deserializer would quarantine is loaded."""
+    schema = {"type": "record", "name": "S", "fields": [
+        {"name": "header", "type": {"type": "record", "name": "H", "fields": [{"name": "time", "type": "long"}]}},
+        {"name": "s", "type": "string"}, {"name": "t", "type": ["null", "string"]}]}
+    layout = compile_row_layout(schema, PREFIX)
+    parsed = fastavro.parse_schema(schema)
+    good = [_payload(parsed, {"header": {"time": 1}, "s": v, "t": w})
+            for v, w in (("plain", None), ("é ü 字 😀", "x"), ("", ""))]
+    assert within(BOUND_S, _columns, layout, good) == [[1, 1, 1], ["plain", "é ü 字 😀", ""], [None, "x", ""]]
+    for value in (b"ok" + bad, bad + b"ok"):
+        for spoiled in (PREFIX + _varint(1) + _varint(len(value)) + value + b"\x00",
+                        PREFIX + _varint(1) + _varint(0) + b"\x02" + _varint(len(value)) + value):
+            assert not _fastavro_accepts(parsed, spoiled)
+            with pytest.raises(Exception) as info:
+                within(BOUND_S, _columns, layout, [*good, spoiled])
+            assert not isinstance(info.value, AssertionError)
