@@ -210,9 +210,10 @@ class ParquetFileWriter:
     order: whole chunks as one Arrow array per leaf (:meth:`write_columns`, what
     :func:`column_arrays` makes of ``RowLayout.decode_columns``) or single row tuples
     (:meth:`write`). The buffer then holds, per leaf and in row order, those arrays
-    and lists of single rows' values; at a row group's end each leaf becomes one
-    array and the leaves are put back together into the fields
-    (``StructArray.from_arrays`` for nested records), with no per-record dict or tuple.
+    and lists of single rows' values; at a row group's end each piece's leaves are
+    put back together into the fields (``StructArray.from_arrays`` for nested
+    records) and the pieces' tables joined without a copy, with no per-record dict
+    or tuple.
     """
 
     def __init__(self, fo: BinaryIO, avro_schema: dict, compression: str = "snappy", row_group_rows: int = 131_072,
@@ -273,12 +274,15 @@ class ParquetFileWriter:
             if not self._pending:
                 return
             n = self._pending
-            leaves = []
-            for pieces, f in zip(self._pieces, self._leaves):
-                arrays = [p if isinstance(p, pa.Array) else pa.array(p, type=f.type) for p in pieces]
-                leaves.append(arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays))
-            columns = iter(leaves)
-            table = pa.Table.from_arrays([_column(f.type, columns) for f in self.schema], schema=self.schema)
+            # one table per piece (every leaf has the same pieces), joined without copying:
+            # concatenating each leaf's arrays instead copies every value once more
+            tables = []
+            for k in range(len(self._pieces[0])):
+                columns = iter([p[k] if isinstance(p[k], pa.Array) else pa.array(p[k], type=f.type)
+                                for p, f in zip(self._pieces, self._leaves)])
+                tables.append(pa.Table.from_arrays([_column(f.type, columns) for f in self.schema],
+                                                   schema=self.schema))
+            table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
             self._writer.write_table(table, row_group_size=n)
             self.rows += n
             self._pieces = [[] for _ in self._leaves]
