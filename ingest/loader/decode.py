@@ -12,7 +12,10 @@ lookups and the error messages) with two additions the writers need:
   records flattened), which Parquet output transposes into columns. That skips
   fastavro's per-record dicts: measured on the 200-byte bench event, 6.5 us per
   record for ``schemaless_reader`` + 1.7 us for ``Table.from_pylist`` against
-  3.3 us + 1.2 us for generated decoder + ``pa.array`` per column.
+  3.3 us + 1.2 us for generated decoder + ``pa.array`` per column. The same code
+  also comes as ``decode_columns``: a whole chunk of payloads into one list per
+  leaf, strings left as bytes for :func:`ingest.loader.writers.column_arrays` to
+  check per column (the Parquet chunk path of :mod:`ingest.loader.staging`).
 
 A payload the generated decoder does not accept (truncated, bytes left over,
 invalid UTF-8, out-of-range union/enum index, ...) is handed to the deserializer,
