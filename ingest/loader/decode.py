@@ -12,7 +12,10 @@ lookups and the error messages) with two additions the writers need:
   records flattened), which Parquet output transposes into columns. That skips
   fastavro's per-record dicts: measured on the 200-byte bench event, 6.5 us per
   record for ``schemaless_reader`` + 1.7 us for ``Table.from_pylist`` against
-  3.3 us + 1.2 us for generated decoder + ``pa.array`` per column.
+  3.3 us + 1.2 us for generated decoder + ``pa.array`` per column. The same code
+  also comes as ``decode_columns``: a whole chunk of payloads into one list per
+  leaf, strings left as bytes for :func:`ingest.loader.writers.column_arrays` to
+  check per column (the Parquet chunk path of :mod:`ingest.loader.staging`).
 
 A payload the generated decoder does not accept (truncated, bytes left over,
 invalid UTF-8, out-of-range union/enum index, ...) is handed to the deserializer,
@@ -37,6 +40,8 @@ _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 # 1 + the length of a string/bytes whose zigzag varint length is this one byte; 0 otherwise
+# the value of a one-byte zigzag varint (bytes 0..127)
+_ONE_BYTE_VALUE = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 _ONE_BYTE_LENGTH = tuple(1 + (b >> 1) if b < 128 and not b & 1 else 0 for b in range(256))
 
 
@@ -48,10 +53,20 @@ class RowLayout:
     dict into the same tuple; ``time_index`` is the position of ``header.time``.
     """
 
-    __slots__ = ("decode", "time_index", "width", "schema")
+    __slots__ = ("decode", "decode_columns", "raw_strings", "arrow_types", "time_index", "width", "schema")
 
-    def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict) -> None:
+    def __init__(self, decode: Callable[[bytes], tuple], time_index: int, width: int, schema: dict,
+                 decode_columns: Callable[[Any], list] | None = None, raw_strings: frozenset = frozenset()) -> None:
         self.decode = decode
+        self.decode_columns = decode_columns
+        """``decode_columns(payloads)``: the leaf values of every payload as ``width`` lists (one per
+        leaf, in :meth:`decode`'s order), no tuple per row; raises on the first payload :meth:`decode`
+        would refuse (the lists are then dropped). Strings are left as their bytes, UTF-8 not yet
+        checked: :func:`ingest.loader.writers.column_arrays` checks a whole column at once and
+        raises on an invalid one, so a chunk counts as decoded only after it."""
+        self.raw_strings = raw_strings
+        """Positions of the leaves that ``decode_columns`` leaves as bytes (string leaves)."""
+        self.arrow_types = None  # the leaves' Arrow types, set by the first column_arrays call
         self.time_index = time_index
         self.width = width
         self.schema = schema
@@ -89,7 +104,9 @@ def _prim(t: Any) -> str | None:
 
 
 class _Gen:
-    def __init__(self) -> None:
+    def __init__(self, raw_strings: bool = False) -> None:
+        self.raw_strings = raw_strings  # strings left as their UTF-8 bytes (checked later, per column)
+        self.raw_targets: set[str] = set()  # the variables that then hold bytes
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {"_F": _FLOAT, "_D": _DOUBLE}
         self.n = 0
@@ -103,8 +120,11 @@ class _Gen:
         # per row than a loop after two bytes, measured with cachegrind on the bench event);
         # a 10-byte one (huge magnitudes, where fastavro wraps to 64 bits) is left to the
         # deserializer
+        # A one-byte varint (|value| < 64: union and enum indexes, small numbers) is decoded by
+        # the table _Z (zigzag already undone), the others by shifts.
+        self.consts["_Z"] = _ONE_BYTE_VALUE
         L = self.lines
-        L += [f"{ind}b = p[pos]", f"{ind}if b < 128:", f"{ind}    n = b; pos += 1", f"{ind}else:",
+        L += [f"{ind}b = p[pos]", f"{ind}if b < 128:", f"{ind}    {target} = _Z[b]; pos += 1", f"{ind}else:",
               f"{ind}    n = b & 127; b = p[pos + 1]; n |= (b & 127) << 7"]
         depth = ind + "    "
         for k in range(2, 9):
@@ -112,7 +132,7 @@ class _Gen:
             depth += "    "
             L.append(f"{depth}b = p[pos + {k}]; n |= (b & 127) << {7 * k}")
         L += [f"{depth}if b > 127: raise ValueError('10-byte varint')", f"{depth}pos += 9",
-              f"{ind}{target} = (n >> 1) ^ -(n & 1)"]
+              f"{ind}    {target} = (n >> 1) ^ -(n & 1)"]
 
     def leaf(self, kind: str, t: Any, ind: str, target: str) -> None:
         L = self.lines
@@ -132,7 +152,9 @@ class _Gen:
         elif kind == "double":
             L.append(f"{ind}{target} = _D.unpack_from(p, pos)[0]; pos += 8")
         elif kind in ("string", "bytes"):
-            conv = ".decode()" if kind == "string" else ""
+            conv = ".decode()" if kind == "string" and not self.raw_strings else ""
+            if kind == "string" and self.raw_strings:
+                self.raw_targets.add(target)
             # one-byte non-negative length (< 64 bytes, the usual case) without the general
             # varint: _L maps that byte to 1 + length (0 for any other byte)
             self.consts["_L"] = _ONE_BYTE_LENGTH
@@ -173,9 +195,11 @@ class _Gen:
                 okind = _prim(other)
                 if okind is None or okind == "null":
                     raise _Unsupported(f"union {t}")
-                self.varint("    ", "n")
-                self.lines += [f"    if n == {t.index('null')}:", f"        {target} = None",
-                               f"    elif n == {t.index(other)}:"]
+                # the branch index is one byte, 0 or 2 (zigzag 0 or 1); any other byte, including
+                # a longer encoding of 0 or 1 that fastavro would take, is left to the deserializer
+                self.lines += ["    b = p[pos]; pos += 1",
+                               f"    if b == {2 * t.index('null')}:", f"        {target} = None",
+                               f"    elif b == {2 * t.index(other)}:"]
                 self.leaf(okind, other, "        ", target)
                 self.lines.append("    else: raise ValueError('union index')")
                 continue
@@ -199,6 +223,8 @@ def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | 
         gen.record(schema, (), paths)
     except _Unsupported:
         return None
+    columns_gen = _Gen(raw_strings=True)
+    columns_gen.record(schema, (), [])
     try:
         time_index = paths.index(("header", "time"))
     except ValueError:
@@ -209,13 +235,28 @@ def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | 
         return None
     names = [f"v{i}" for i in range(gen.n)]
     check = [f"    if p[:{PREFIX_SIZE}] != _PFX: raise ValueError('framing')"] if prefix is not None else []
+    body = [*check, f"    pos = {PREFIX_SIZE}", *gen.lines, "    if pos != len(p): raise ValueError('bytes left over')"]
+    columns_body = [*check, f"    pos = {PREFIX_SIZE}", *columns_gen.lines,
+                    "    if pos != len(p): raise ValueError('bytes left over')"]
     ret = f"    return ({', '.join(names)}{',' if len(names) == 1 else ''})"
-    src = "\n".join(["def decode(p):", *check, f"    pos = {PREFIX_SIZE}", *gen.lines,
-                     "    if pos != len(p): raise ValueError('bytes left over')", ret])
-    ns = dict(gen.consts)
+    # The columns form: the same datum code inside one loop over the payloads, strings kept as
+    # their bytes; a datum's values are appended only after its last byte is checked (a refused
+    # chunk is dropped as a whole anyway).
+    cols = [f"c{i}" for i in range(gen.n)]
+    columns_src = [
+        "def decode_columns(payloads):",
+        *(f"    {c} = []; a{i} = {c}.append" for i, c in enumerate(cols)),
+        "    for p in payloads:",
+        *("    " + line for line in columns_body),
+        "        " + "; ".join(f"a{i}(v{i})" for i in range(gen.n)),
+        f"    return [{', '.join(cols)}]",
+    ]
+    src = "\n".join(["def decode(p):", *body, ret, "", *columns_src])
+    ns = {**gen.consts, **columns_gen.consts}
     ns["_PFX"] = prefix
     exec(compile(src, f"<row decoder {schema.get('name')}>", "exec"), ns)  # noqa: S102 - generated from a schema
-    return RowLayout(ns["decode"], time_index, gen.n, schema)
+    raw = frozenset(i for i in range(gen.n) if f"v{i}" in columns_gen.raw_targets)
+    return RowLayout(ns["decode"], time_index, gen.n, schema, ns["decode_columns"], raw)
 
 
 class PayloadDecoder:

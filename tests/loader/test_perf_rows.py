@@ -132,3 +132,31 @@ def test_parquet_from_rows_equals_parquet_from_dicts(tmp_path):
     assert b.column("header").type == pa.struct([pa.field("time", pa.int64(), nullable=False),
                                                  pa.field("server", pa.string(), nullable=False),
                                                  pa.field("seq", pa.int64(), nullable=False)])
+
+
+def test_parquet_from_chunks_and_single_rows_mixed_equals_parquet_from_dicts(tmp_path):
+    """A bucket gets whole chunks (write_columns) and single rows (write, the per-message path) in
+    any order; the file holds them in that order, in row groups of at most row_group_rows (a chunk
+    that crosses the limit ends the group with it)."""
+    from ingest.loader.writers import column_arrays
+
+    prefix = b"\x00" + struct.pack(">i", 9)
+    layout = compile_row_layout(RICH, prefix)
+    rng = random.Random(4)
+    records = [_record(rng) for _ in range(700)]
+    payloads = [prefix + _body(RICH, r) for r in records]
+    w = ParquetFileWriter(open(tmp_path / "mixed.parquet", "wb"), RICH, row_group_rows=300, layout=layout)
+    for lo, hi, chunk in ((0, 50, False), (50, 450, True), (450, 460, False), (460, 660, True), (660, 700, False)):
+        if chunk:
+            w.write_columns(column_arrays(layout, layout.decode_columns(payloads[lo:hi])), hi - lo)
+        else:
+            for p in payloads[lo:hi]:
+                w.write(layout.decode(p))
+    assert w.close() == 700
+    d = ParquetFileWriter(open(tmp_path / "dicts.parquet", "wb"), RICH)
+    d.write_many(records)
+    d.close()
+    mixed = pq.read_table(tmp_path / "mixed.parquet")
+    assert mixed.equals(pq.read_table(tmp_path / "dicts.parquet"))
+    meta = pq.ParquetFile(tmp_path / "mixed.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [450, 250]
