@@ -1,6 +1,7 @@
 """Audit runtime over ~1.5M loaded ids, side by side with the bare Spark distinct count of the same files.
 
     .venv/bin/python bench/bench_audit.py [--events 1500000] [--format parquet|avro]
+                     [--jit c1,default] [--repeat 1]
 
 Builds a destination in the loader's layout (files committed through the loader's
 commit protocol, monitoring events in the audit topic), then times, in one
@@ -12,12 +13,23 @@ local[2] SparkSession:
   reconciliation, missing-id samples for one lossy window, revision written).
 
 Prints seconds, messages/s and the ratio audit / reference.
+
+``--jit`` names the driver JVM's JIT per measurement: ``default`` (tiered, C1 and C2, what
+spark-submit starts without options) or ``c1`` (``-XX:TieredStopAtLevel=1``, the option
+docs/audit.md gives for short audits). With more than one, or ``--repeat`` above 1, each
+measurement runs in its own process (its own JVM), the order alternating, on the same built
+destination, and a last table compares them. The session is built like the job's
+(``ingest.jobs_support.build_spark``: Spark's default shuffle partitions, UI off, UTC).
 """
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,24 +123,88 @@ def build(root: Path, n_events: int, fmt: str) -> tuple[list[str], int]:
     return paths, offset
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=1_500_000)
-    ap.add_argument("--format", choices=("parquet", "avro"), default="parquet")
-    args = ap.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import functions as F
+JIT = {"default": "", "c1": "-XX:TieredStopAtLevel=1"}
 
-    from ingest.audit.config import AUDIT_CONFIG
-    from ingest.audit.job import run_audit
-    from ingest.clock import FakeClock
-    from tests.harness.spark import make_session
 
+def session(jit: str):
+    """A local[2] session built as jobs/audit.py builds its own, with the driver JVM's JIT of ``jit``."""
+    from ingest.jobs_support import build_spark
+
+    conf = {"spark.master": "local[2]", "spark.driver.memory": "1g"}
+    if JIT[jit]:
+        conf["spark.driver.extraJavaOptions"] = JIT[jit]  # the JVM is started with these options
+    return build_spark(conf, "bench-audit")
+
+
+def compare(args) -> None:
+    """Each (jit, repeat) in a child process over one built destination, alternating; a table of medians."""
     root = Path(tempfile.mkdtemp(prefix="bench-audit-")) / "dest"
     t = time.perf_counter()
     paths, n = build(root, args.events, args.format)
     print(f"built {n:,} loaded events in {len(paths)} {args.format} files in {time.perf_counter() - t:.1f} s")
-    spark = make_session()
+    print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
+    jits = args.jit.split(",")
+    results: dict[str, list[dict]] = {j: [] for j in jits}
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env.pop("SPARK_SUBMIT_OPTS", None)
+    try:
+        _alternate(args, root, jits, results, env)
+    finally:
+        shutil.rmtree(root.parent, ignore_errors=True)
+    print(f"\nmedian of {args.repeat} run(s), {n:,} ids, seconds")
+    print(f"{'jit':<10}{'reference':>11}{'audit':>9}{'ratio':>8}")
+    for jit, runs in results.items():
+        ref = statistics.median(r["reference"] for r in runs)
+        aud = statistics.median(r["audit"] for r in runs)
+        ratio = statistics.median(r["audit"] / r["reference"] for r in runs)
+        print(f"{jit:<10}{ref:>11.2f}{aud:>9.2f}{ratio:>7.2f}x")
+
+
+def _alternate(args, root: Path, jits: list[str], results: dict[str, list[dict]], env: dict) -> None:
+    for i in range(args.repeat):
+        for jit in (jits if i % 2 == 0 else jits[::-1]):
+            cmd = [sys.executable, __file__, "--format", args.format, "--jit", jit, "--child", str(root)]
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+            if r.returncode != 0:
+                raise RuntimeError(f"{jit}: exit {r.returncode}\n{r.stderr[-3000:]}")
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            results[jit].append(res)
+            print(f"  {jit} run {i + 1}: reference {res['reference']:.2f} s, audit {res['audit']:.2f} s, "
+                  f"ratio {res['audit'] / res['reference']:.2f}x; steps {res['steps']}; "
+                  f"load {open('/proc/loadavg').read().split()[:3]}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_500_000)
+    ap.add_argument("--format", choices=("parquet", "avro"), default="parquet")
+    ap.add_argument("--jit", default="c1", help="comma list of " + ", ".join(JIT))
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--child", metavar="DEST", help=argparse.SUPPRESS)  # one measurement over a built destination
+    args = ap.parse_args()
+    bad = [j for j in args.jit.split(",") if j not in JIT]
+    if bad:
+        ap.error(f"unknown --jit {bad}; known: {', '.join(JIT)}")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.child is None and ("," in args.jit or args.repeat > 1):
+        return compare(args)
+    from pyspark.sql import functions as F
+
+    from ingest.audit.config import AUDIT_CONFIG
+    from ingest.audit.job import run_audit
+    from ingest.audit.inputs import load_state
+    from ingest.clock import FakeClock
+
+    if args.child:
+        root = Path(args.child)
+        data = [f for f in load_state(str(root)).files if f.topic == "pageviews"]
+        paths, n = [f.spark_path for f in data], sum(f.rows for f in data)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="bench-audit-")) / "dest"
+        t = time.perf_counter()
+        paths, n = build(root, args.events, args.format)
+        print(f"built {n:,} loaded events in {len(paths)} {args.format} files in {time.perf_counter() - t:.1f} s")
+    spark = session(args.jit)
     spark.range(10).count()  # JVM warm-up outside the timings
     cfg = AUDIT_CONFIG.parse({"destination": str(root), "grace.ms": 0, "window.lookback": 0})
 
@@ -157,6 +233,10 @@ def main() -> None:
         if name == "audit":
             steps = out.inputs["step_seconds"]
     ref, aud = results["reference"], results["audit"]
+    if args.child:
+        print(json.dumps({"reference": ref, "audit": aud, "steps": steps}))
+        spark.stop()
+        return
     print("audit steps (s): " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()))
     print(f"reference distinct count per window: {ref:6.2f} s  {n / ref:>12,.0f} ids/s")
     print(f"audit (all steps):                   {aud:6.2f} s  {n / aud:>12,.0f} ids/s")

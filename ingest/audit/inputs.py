@@ -61,6 +61,7 @@ class LoadedFile:
     format: str
     hour_start_ms: int | None  # None when the record carries no dt/hour bucket
     storage_uri: str = ""
+    rows: int | None = None  # events the loader wrote to the file (its commit record); None: not recorded
 
 
 
@@ -119,7 +120,7 @@ def load_state(destination: str) -> LoadState:
         fmt = rec.format if rec.format in FORMATS else (rec.path.rsplit(".", 1)[-1])
         files.append(LoadedFile(
             topic=rec.topic, path=state.full_path(rec), spark_path=state.spark_path(rec), format=fmt,
-            hour_start_ms=hour_of(rec.dt, rec.hour), storage_uri=uri,
+            hour_start_ms=hour_of(rec.dt, rec.hour), storage_uri=uri, rows=getattr(rec, "rows", None),
         ))
     # A replayed range damaged on the broker is recorded again by the replay: count it once.
     unique = {(_field(r, "topic"), _field(r, "broker_id"), _field(r, "partition"), _field(r, "start_offset"),

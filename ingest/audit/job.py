@@ -159,6 +159,52 @@ def audited_topics(config: Config, names: set[str]) -> list[str]:
     )
 
 
+SMALL_INPUT_ROWS = 1_000_000
+"""Loaded rows (the commit records' counts) up to which the audit's queries run with
+:func:`small_input_settings`."""
+
+
+def small_input_settings(default_parallelism: int) -> dict[str, str]:
+    """SQL settings for an input of at most :data:`SMALL_INPUT_ROWS` rows (docs/audit.md, "Decisions").
+
+    Such an audit is fixed cost: the SQL engine's planning and code generation, not rows.
+    One shuffle partition per core instead of 200; no adaptive re-planning between stages
+    (nothing to coalesce or skew at this size); no whole-stage code generation (compiling
+    the generated classes costs more than it saves on a few thousand rows).
+    """
+    return {"spark.sql.shuffle.partitions": str(default_parallelism), "spark.sql.adaptive.enabled": "false",
+            "spark.sql.codegen.wholeStage": "false"}
+
+
+@contextlib.contextmanager
+def _small_input_sql(spark, data_files):
+    """:func:`small_input_settings` for the queries inside, when the input is small; restored after.
+
+    Applied only when every data file's row count is recorded and they add up to at most
+    :data:`SMALL_INPUT_ROWS`, and only to keys that neither the audit's config nor
+    spark-submit's ``--conf`` set.
+    """
+    rows = [f.rows for f in data_files]
+    settings: dict[str, str] = {}
+    if all(r is not None for r in rows) and sum(rows) <= SMALL_INPUT_ROWS:
+        given = spark.sparkContext.getConf()
+        settings = {k: v for k, v in small_input_settings(spark.sparkContext.defaultParallelism).items()
+                    if not given.contains(k)}
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    if settings:
+        log.info("small input (%d rows): %s", sum(rows), ", ".join(f"{k}={v}" for k, v in settings.items()))
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def _monitoring(spark, mon_files, mirror_files, window_ms, broker_files=(), driver_max_bytes: int = 0):
     """Latest snapshots (rebucketed) and report_seq gaps of the producers', the mirror's and the brokers'
     monitoring events.
@@ -285,33 +331,35 @@ def run_audit(
     data_files = inputs.select_files(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
     )
-    ids = counts.with_windows(inputs.read_ids(spark, data_files), window_ms=window_ms, plausible_hi_ms=plausible_hi)
-    with _step("distinct counts", timings):
-        loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
-    gap_sessions = sorted({g.session for g in gaps})
-    touched = ({(s.session, s.topic) for s in snapshots} | {(s.session, s.topic) for s in mirror_snapshots}
-               | {(s.session, s.topic) for s in broker_snapshots}
-               | counts.session_topics(ids, gap_sessions))
-    params = reconcile.AuditParams(
-        window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
-        lo_ms=lo, hi_ms=hi, plausible_hi_ms=plausible_hi,
-        producer_failures_are_loss=config["producer.failures.are.loss"],
-    )
-    per_window = monitoring_events.aggregate(snapshots)
-    lost = [r for r in state.lost_ranges if r.topic in set(topics)] + [r for r in source_lost if r.topic in set(topics)]
-    with _step("attribution candidates", timings):
-        candidates = _candidates(spark, ids, snapshots, per_window, loaded, lost, lo, hi)
-    rows = reconcile.build_rows(
-        params, per_window, loaded,
-        lost_ranges=[g for g in lost if g.tier == "target"], gaps=gaps,
-        session_topics=touched,
-        by_producer_monitoring=monitoring_events.aggregate(snapshots, by_server=True) if by_producer else None,
-        mirror=monitoring_events.aggregate(mirror_snapshots), source_lost=[g for g in lost if g.tier == "source"],
-        candidates=candidates, tiered_topics=tiered_topics, broker=monitoring_events.aggregate(broker_snapshots),
-    )
-    with _step("missing-id samples", timings):
-        samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
-                                         config["sample.size"])
+    with _small_input_sql(spark, data_files):
+        ids = counts.with_windows(inputs.read_ids(spark, data_files), window_ms=window_ms,
+                                  plausible_hi_ms=plausible_hi)
+        with _step("distinct counts", timings):
+            loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
+        gap_sessions = sorted({g.session for g in gaps})
+        touched = ({(s.session, s.topic) for s in snapshots} | {(s.session, s.topic) for s in mirror_snapshots}
+                   | {(s.session, s.topic) for s in broker_snapshots}
+                   | counts.session_topics(ids, gap_sessions))
+        params = reconcile.AuditParams(
+            window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
+            lo_ms=lo, hi_ms=hi, plausible_hi_ms=plausible_hi,
+            producer_failures_are_loss=config["producer.failures.are.loss"],
+        )
+        per_window = monitoring_events.aggregate(snapshots)
+        lost = [r for r in state.lost_ranges if r.topic in set(topics)] + [r for r in source_lost if r.topic in set(topics)]
+        with _step("attribution candidates", timings):
+            candidates = _candidates(spark, ids, snapshots, per_window, loaded, lost, lo, hi)
+        rows = reconcile.build_rows(
+            params, per_window, loaded,
+            lost_ranges=[g for g in lost if g.tier == "target"], gaps=gaps,
+            session_topics=touched,
+            by_producer_monitoring=monitoring_events.aggregate(snapshots, by_server=True) if by_producer else None,
+            mirror=monitoring_events.aggregate(mirror_snapshots), source_lost=[g for g in lost if g.tier == "source"],
+            candidates=candidates, tiered_topics=tiered_topics, broker=monitoring_events.aggregate(broker_snapshots),
+        )
+        with _step("missing-id samples", timings):
+            samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
+                                             config["sample.size"])
     reconcile.attach_samples(rows, samples)
     nothing_judged = verdict.nothing_judged_reason(
         rows, range_start_ms=lo, range_end_ms=hi, window_ms=window_ms, grace_ms=config["grace.ms"], now_ms=now,
