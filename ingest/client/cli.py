@@ -409,20 +409,26 @@ def _describe(args) -> int:
     return 0
 
 
+def _wait_seconds(value: str | None, allowed_with: str = "", refused: bool = False) -> float | None:
+    """``--wait``'s seconds (None when not given); ConfigError naming the value unless 0..86400 (or ``refused``)."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_float(value)
+    except ValueError:
+        seconds = -1.0
+    if refused or not 0 <= seconds <= 86_400:
+        raise ConfigError(f"--wait {value!r}: allowed is seconds from 0 to 86400{allowed_with}{non_ascii_note(value)}")
+    return seconds
+
+
 def _preferred(args) -> int:
     from ingest.client import topics_admin  # deferred: imports kazoo
 
     if args.topic is not None:
         validate_topic(args.topic)
     partition = _int("--partition", args.partition, "a partition number >= 0 of --topic")
-    wait_s = None
-    if args.wait is not None:
-        try:
-            wait_s = parse_float(args.wait)
-        except ValueError:
-            wait_s = -1.0
-        if not 0 <= wait_s <= 86_400:
-            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400{non_ascii_note(args.wait)}")
+    wait_s = _wait_seconds(args.wait)
     server = _server_config(args.config)
     connect = _zk_connect(args.zookeeper, server, "preferred-leader")
     with _zk_session(connect, server) as client:
@@ -458,15 +464,7 @@ def _reassign(args) -> int:
     from ingest.client import topics_admin, topics_reassign as tr
 
     action = next(a for a in ("generate", "execute", "verify", "cancel") if getattr(args, a))
-    wait_s = None
-    if args.wait is not None:
-        try:
-            wait_s = parse_float(args.wait)
-        except ValueError:
-            wait_s = -1.0
-        if not 0 <= wait_s <= 86_400 or action == "generate":
-            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400 with --execute, --verify or "
-                              f"--cancel{non_ascii_note(args.wait)}")
+    wait_s = _wait_seconds(args.wait, " with --execute, --verify or --cancel", refused=action == "generate")
     throttle = None
     if args.throttle is not None:
         try:
@@ -539,14 +537,7 @@ def _delete(args) -> int:
     from ingest.client import topics_delete  # deferred: imports kazoo
 
     validate_topic(args.topic)
-    wait_s = None
-    if args.wait is not None:
-        try:
-            wait_s = parse_float(args.wait)
-        except ValueError:
-            wait_s = -1.0
-        if not 0 <= wait_s <= 86_400:
-            raise ConfigError(f"--wait {args.wait!r}: allowed is seconds from 0 to 86400{non_ascii_note(args.wait)}")
+    wait_s = _wait_seconds(args.wait)
     server = _server_config(args.config)
     connect = _zk_connect(args.zookeeper, server, "delete")
     with _zk_session(connect, server) as client:
