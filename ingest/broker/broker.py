@@ -14,7 +14,7 @@ import threading
 
 from ingest.broker.authorizer.config import authorizer_enabled, inter_broker_principal, super_users
 from ingest.broker.coordinated import CoordinatedRequests
-from ingest.broker.delayed import Purgatory
+from ingest.broker.delayed import DelayTimer, Purgatory
 from ingest.broker.handlers import BrokerHandlers
 from ingest.broker.kafka.apis import KafkaApis
 from ingest.broker.kafka.cluster import LocalCluster
@@ -28,6 +28,7 @@ from ingest.broker.listeners import listeners_of, parse_protocol_map
 from ingest.broker.port07_security import NO_PORT, check_port07, security_configured
 from ingest.broker.tls_config import inter_broker_context
 from ingest.broker.log_manager import LogManager
+from ingest.broker.scheduler import KafkaScheduler
 from ingest.broker.server import SocketServer
 from ingest.broker.topic_kind import TopicKind
 from ingest.broker.server_config import check_replication_keys
@@ -76,6 +77,8 @@ class BrokerServer:
         self.kafka = None       # KafkaListeners (ingest.broker.kafka.listener) unless 'listeners' is empty
         self.kafka_apis = None
         self.kafka_purgatory: Purgatory | None = None
+        self.scheduler: KafkaScheduler | None = None   # periodic and background tasks (background.threads)
+        self.timer: DelayTimer | None = None   # the deadlines of both purgatories (0.7 port's and Kafka's)
         self.tier_counts = None  # TierCountsPublisher when audit.counts.enable (broker-tier audit counts)
         self.metrics = None     # BrokerMetrics when metrics.port is not -1
         self.exporter = None    # its endpoint (``exporter.url``)
@@ -99,13 +102,20 @@ class BrokerServer:
         listeners = listeners_of(cfg)
         port07_secured = security_configured(cfg)
         check_port07(cfg, port07_secured)
-        self.log_manager = LogManager(cfg, self.clock)
-        registry = self._start_metrics() if metrics_enabled(cfg) else None
+        self.scheduler = KafkaScheduler(cfg["background.threads"]).start()
+        self.log_manager = LogManager(cfg, self.clock, self.scheduler)
+        try:
+            registry = self._start_metrics() if metrics_enabled(cfg) else None
+        except BaseException:
+            self.scheduler.shutdown()
+            raise
         try:
             self.log_manager.startup()
         except BaseException:
             self._stop_metrics()
+            self.scheduler.shutdown()
             raise
+        self.timer = DelayTimer(f"purgatory-timer-{self.broker_id}")
         try:
             self.handlers = BrokerHandlers(self.log_manager, cfg, broker_id=self.broker_id,
                                            host=self.host, port=self.port)
@@ -134,6 +144,7 @@ class BrokerServer:
             self._stop_kafka()
             self._stop_zookeeper_parts()
             self.log_manager.shutdown()
+            self._stop_background()
             raise
         log.info("broker %d started on %s:%d (log.dir %s)", self.broker_id, self.host, self.port, cfg["log.dir"])
         return self
@@ -143,7 +154,7 @@ class BrokerServer:
         Kafka-format logs; with ZooKeeper the cluster view is replaced by the cluster's
         (:class:`~ingest.broker.kafka.zk_cluster.ZkCluster`, in ``_start_zookeeper_parts``)."""
         cfg = self.config
-        self.kafka_purgatory = Purgatory(f"kafka-purgatory-{self.broker_id}")
+        self.kafka_purgatory = Purgatory(f"kafka-purgatory-{self.broker_id}", self.timer)
         cluster = LocalCluster(self.log_manager, self.broker_id, listeners, local_cluster_id(cfg["log.dir"]))
         self.kafka_apis = KafkaApis(cfg, cluster, self.metrics or NoBrokerMetrics(), self.kafka_purgatory, self.clock)
         self.kafka_apis.port07 = self.handlers
@@ -215,6 +226,7 @@ class BrokerServer:
             cfg["zk.connect"], self.broker_id, self.host, self.port,
             session_timeout_ms=cfg["zk.sessiontimeout.ms"],
             connection_timeout_ms=cfg["zk.connectiontimeout.ms"], security=self.zk_security,
+            scheduler=self.scheduler,
             endpoints=None if kafka_listeners is None else
             endpoints_value(kafka_listeners, cfg["listener.security.protocol.map"], principal,
                             port07_keys=self.handlers.refuse_broker_only or self.port == NO_PORT))
@@ -230,7 +242,8 @@ class BrokerServer:
         # topics fetch from that listener of their leader
         self.replicas = ReplicaManager(cfg, self.broker_id, self.log_manager, client, self.view,
                                        kafka_purgatory=self.kafka_purgatory, inter_broker_listener=inter,
-                                       inter_broker_ssl=inter_broker_context(cfg, inter)).start()
+                                       inter_broker_ssl=inter_broker_context(cfg, inter),
+                                       scheduler=self.scheduler, timer=self.timer).start()
         # requests that need ZooKeeper are served on a thread of their own, never a network thread
         self.coordinated = CoordinatedRequests(cfg["zk.connectiontimeout.ms"] / 1000.0,
                                                cfg["queued.max.request.bytes"],
@@ -292,10 +305,18 @@ class BrokerServer:
             self.log_manager.shutdown()
         if self.registry is not None:
             self.registry.close()
+        self._stop_background()
         self._stop_metrics()
         flush_all(final=True)   # the counts of repeated errors not yet written
         self._stopped.set()
         log.info("broker %d stopped", self.broker_id)
+
+    def _stop_background(self) -> None:
+        """The scheduler and the purgatories' timer, once everything that uses them has stopped."""
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+        if self.timer is not None:
+            self.timer.close()
 
     def _controlled_shutdown(self) -> None:
         """Before anything stops: the controller moves this broker's leaderships away (bounded; ingest.broker.

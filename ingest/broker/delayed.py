@@ -4,7 +4,8 @@ fetch until the leader has something new (Kafka's "purgatory").
 A :class:`DelayedOp` is registered under a key (a topic-partition). Whoever changes what the
 op waits for (a follower's fetch moves the high watermark, an append moves the log end, a
 leadership change) calls :meth:`Purgatory.check` for the key; each op's ``try_complete``
-decides. Ops that reach their deadline are expired by one timer thread. Completion and
+decides. Ops that reach their deadline are expired by one timer thread (:class:`DelayTimer`), which a
+broker shares between its purgatories (the 0.7 port's and the Kafka listener's). Completion and
 expiry happen exactly once per op (its own lock).
 
 Concurrency: thread-safe; ``try_complete`` / ``on_expire`` run on the thread that calls
@@ -19,6 +20,7 @@ import threading
 import time
 from typing import Callable, Hashable
 
+from ingest.broker.thread_names import set_native_name
 from ingest.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -64,17 +66,84 @@ class DelayedOp:
                           exc_info=True)
 
 
-class Purgatory:
-    """Delayed ops by key, with one timer thread for their deadlines."""
+class DelayTimer:
+    """The one thread that expires delayed ops at their deadlines, for every purgatory given it (Kafka's
+    ``SystemTimer`` with its ``ExpirationReaper``, one per broker here instead of one per purgatory).
 
-    def __init__(self, name: str = "purgatory") -> None:
-        self._ops: dict[Hashable, list[DelayedOp]] = {}
+    An expiry only completes a reply (a timeout answer); it never waits, so one thread serves the 0.7
+    port's and the Kafka listener's purgatories without one delaying the other's deadlines.
+
+    Concurrency: :meth:`add` from any thread; ``on_expire`` runs on the timer thread.
+    """
+
+    def __init__(self, name: str = "purgatory-timer") -> None:
+        self.name = name
         self._heap: list[tuple[float, int, DelayedOp]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._closed = False
+        self._sweeps: list[Callable[[], None]] = []
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    def add(self, op: DelayedOp) -> bool:
+        """Expire ``op`` at its deadline; False (nothing done) after :meth:`close`."""
+        with self._cond:
+            if self._closed:
+                return False
+            heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
+            self._cond.notify()
+        return True
+
+    def on_sweep(self, sweep: Callable[[], None]) -> None:
+        """Call ``sweep`` on the timer thread every :data:`PRUNE_EVERY` expiries (a purgatory drops done ops)."""
+        with self._cond:
+            self._sweeps.append(sweep)
+
+    def _run(self) -> None:
+        set_native_name(self.name)
+        popped = 0
+        while True:
+            with self._cond:
+                while not self._closed and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    timeout = None if not self._heap else max(0.0, self._heap[0][0] - time.monotonic())
+                    self._cond.wait(timeout)
+                if self._closed:
+                    return
+                _, _, op = heapq.heappop(self._heap)
+                sweeps = list(self._sweeps) if (popped + 1) % PRUNE_EVERY == 0 else ()
+            if not op.done:
+                op.expire()
+            # expired ops leave their key's list at its next check/add, or here every PRUNE_EVERY expiries
+            popped += 1
+            for sweep in sweeps:
+                sweep()
+
+    def close(self) -> None:
+        """Stop the thread; ops still waiting are left to their purgatories' :meth:`Purgatory.close`."""
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(10)
+
+
+class Purgatory:
+    """Delayed ops by key; their deadlines kept by a :class:`DelayTimer` (shared, or its own).
+
+    Args:
+        name: names its own timer thread when no ``timer`` is given.
+        timer: the broker's shared timer; the purgatory then never closes it.
+    """
+
+    def __init__(self, name: str = "purgatory", timer: DelayTimer | None = None) -> None:
+        self._ops: dict[Hashable, list[DelayedOp]] = {}
+        self._cond = threading.Lock()
+        self._closed = False
+        self._own_timer = timer is None
+        self.timer = DelayTimer(name) if timer is None else timer
+        self.timer.on_sweep(self._sweep)
 
     def add(self, key: Hashable, op: DelayedOp) -> None:
         """Watch ``op`` under ``key``; tries it once more after registering (no lost wake-up).
@@ -87,14 +156,12 @@ class Purgatory:
         ``tryCompleteElseWatch``). After :meth:`close`, the op is expired at once."""
         keys = list(keys)
         with self._cond:
-            if self._closed:
-                closed = True
-            else:
-                closed = False
+            closed = self._closed
+            if not closed:
                 for key in keys:
                     self._ops.setdefault(key, []).append(op)
-                heapq.heappush(self._heap, (op.deadline, next(self._seq), op))
-                self._cond.notify()
+        if not closed and not self.timer.add(op):   # the broker's timer stopped first: as if closed
+            closed = True
         if closed:
             if not op.try_complete():
                 op.expire()
@@ -123,36 +190,23 @@ class Purgatory:
                 else:
                     del self._ops[key]
 
-    def _run(self) -> None:
-        popped = 0
-        while True:
-            with self._cond:
-                while not self._closed and (not self._heap or self._heap[0][0] > time.monotonic()):
-                    timeout = None if not self._heap else max(0.0, self._heap[0][0] - time.monotonic())
-                    self._cond.wait(timeout)
-                if self._closed:
-                    return
-                _, _, op = heapq.heappop(self._heap)
-            if not op.done:
-                op.expire()
-            # expired ops leave their key's list at its next check/add, or here every PRUNE_EVERY expiries
-            popped += 1
-            if popped % PRUNE_EVERY == 0:
-                with self._cond:
-                    for key in list(self._ops):
-                        kept = [o for o in self._ops[key] if not o.done]
-                        if kept:
-                            self._ops[key] = kept
-                        else:
-                            del self._ops[key]
+    def _sweep(self) -> None:
+        """Drop done ops from every key's list (expired ops stay listed until their key is checked)."""
+        with self._cond:
+            for key in list(self._ops):
+                kept = [o for o in self._ops[key] if not o.done]
+                if kept:
+                    self._ops[key] = kept
+                else:
+                    del self._ops[key]
 
     def close(self) -> None:
-        """Expire every waiting op (their requests get their timeout answers) and stop the timer."""
+        """Expire every waiting op (their requests get their timeout answers); stops the timer if it is its own."""
         with self._cond:
             self._closed = True
-            ops = [op for _, _, op in self._heap]
-            self._heap.clear()
+            ops = list({id(op): op for waiting in self._ops.values() for op in waiting}.values())
             self._ops.clear()
-            self._cond.notify()
+        if self._own_timer:
+            self.timer.close()
         for op in ops:
             op.expire()

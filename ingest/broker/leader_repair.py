@@ -15,16 +15,18 @@ fetch every ``replica.fetch.backoff.ms``, forever.
 
 Work is asked for (:meth:`LeaderRepair.request`, never blocking: the request
 handlers call it on a network thread when a follower's fetch meets damage, the
-replica manager when an in-sync set grows) and done on this module's own thread,
-at most once per :data:`RETRY_S` per partition; every :data:`SWEEP_S` the thread
-also looks at every led partition with damage (damage found by consumers' reads
+replica manager when an in-sync set grows) and done by a task on the broker's
+:class:`~ingest.broker.scheduler.KafkaScheduler`, at most once per :data:`RETRY_S` per
+partition; every :data:`SWEEP_S` the task also looks at every led partition with damage (damage found by consumers' reads
 or the verifier). A range that no in-sync replica can supply is logged once per
 (partition, range, in-sync set) at WARNING and tried again later; a range past a
 segment file's end (a file cut short) cannot be rewritten in place and is left
 as it is.
 
 Concurrency: :meth:`request` may be called from any thread; everything else
-runs on the repair thread. Partitions are read through their own locks.
+runs in the repair task (one run at a time). Partitions are read through their own locks.
+A run may hold its scheduler thread for as long as repair reads take (each bounded by
+``replica.socket.timeout.ms``); the scheduler's other threads go on meanwhile.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from typing import Callable
 
 from ingest.broker.partition import Role
 from ingest.broker.repair_read import read_range
+from ingest.broker.scheduler import KafkaScheduler
 from ingest.errors import IngestError, OffsetOutOfRangeError
 from ingest.ratelimited_log import RateLimitedLog
 
@@ -50,7 +53,7 @@ SWEEP_S = 30.0
 
 
 class LeaderRepair:
-    """The repair thread of one broker.
+    """The repair task of one broker.
 
     Args:
         partitions: returns the broker's replicated partitions (``ReplicatedPartition``) now.
@@ -59,10 +62,11 @@ class LeaderRepair:
             while it is not registered.
         timeout_s: socket timeout of one repair read.
         max_bytes: most bytes asked for in one repair read.
+        scheduler: the broker's (started by it); None: one of its own, of one thread.
     """
 
     def __init__(self, broker_id: int, partitions: Callable[[], list], connect: Callable[[int, float], object], *,
-                 timeout_s: float, max_bytes: int) -> None:
+                 timeout_s: float, max_bytes: int, scheduler: KafkaScheduler | None = None) -> None:
         self.broker_id = broker_id
         self._partitions = partitions
         self._connect = connect
@@ -70,57 +74,59 @@ class LeaderRepair:
         self._max_bytes = max_bytes
         self._wanted: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._stop = threading.Event()
         self._last_try: dict[tuple[str, int], float] = {}
         self._reported: dict[tuple[str, int, int, int], tuple[int, ...]] = {}  # range -> isr last logged
-        self._thread = threading.Thread(target=self._run, name=f"leader-repair-{broker_id}", daemon=True)
+        self._own_scheduler = scheduler is None
+        self._scheduler = scheduler or KafkaScheduler(1, name=f"leader-repair-{broker_id}")
+        self._task = self._scheduler.schedule(f"leader-repair-{broker_id}", self._pass, period_s=RETRY_S)
+        self._next_sweep = time.monotonic() + SWEEP_S
         self.repaired = 0
         """Damaged ranges this broker overwrote with a follower's bytes (for tests and logs)."""
 
     def start(self) -> "LeaderRepair":
-        self._thread.start()
+        if self._own_scheduler:
+            self._scheduler.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(30)
+        self._task.cancel(wait_s=30)
+        if self._own_scheduler:
+            self._scheduler.shutdown(30)
 
     def request(self, key: tuple[str, int]) -> None:
         """Look at partition ``key``'s damaged ranges soon (never blocks; any thread)."""
         with self._lock:
             self._wanted.add(key)
-        self._wake.set()
+        self._task.wake()
 
-    # --- the thread -----------------------------------------------------------------------------
+    # --- the task -------------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        next_sweep = time.monotonic() + SWEEP_S
-        while not self._stop.is_set():
-            self._wake.wait(max(0.0, min(RETRY_S, next_sweep - time.monotonic())))
-            self._wake.clear()
+    def _pass(self) -> None:
+        """One run: the partitions asked for, and every led one when a sweep is due (every RETRY_S at most)."""
+        if self._stop.is_set():
+            return
+        with self._lock:
+            wanted, self._wanted = self._wanted, set()
+        now = time.monotonic()
+        sweep = now >= self._next_sweep
+        if sweep:
+            self._next_sweep = now + SWEEP_S
+        for part in self._partitions():
             if self._stop.is_set():
                 return
-            with self._lock:
-                wanted, self._wanted = self._wanted, set()
-            now = time.monotonic()
-            sweep = now >= next_sweep
-            if sweep:
-                next_sweep = now + SWEEP_S
-            for part in self._partitions():
-                if part.key not in wanted and not sweep:
-                    continue
-                if now - self._last_try.get(part.key, -RETRY_S) < RETRY_S:
-                    with self._lock:
-                        self._wanted.add(part.key)  # asked too soon: keep it for a later pass
-                    continue
-                try:
-                    self._repair(part)
-                except Exception:  # noqa: BLE001 - one partition's failure must not stop the others
-                    _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", "repair failed",
-                                  "%s: repairing damaged ranges failed", part, exc_info=True)
+            if part.key not in wanted and not sweep:
+                continue
+            if now - self._last_try.get(part.key, -RETRY_S) < RETRY_S:
+                with self._lock:
+                    self._wanted.add(part.key)  # asked too soon: keep it for a later pass
+                continue
+            try:
+                self._repair(part)
+            except Exception:  # noqa: BLE001 - one partition's failure must not stop the others
+                _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", "repair failed",
+                              "%s: repairing damaged ranges failed", part, exc_info=True)
 
     def _repair(self, part) -> None:
         if part.role is not Role.LEADER or not part.log.damaged_ranges():

@@ -13,12 +13,13 @@ before they reach a path; directories under ``log.dir`` that do not parse as
 
 Concurrency contract: every public method is thread-safe. The map of logs is
 guarded by the manager's lock (held only to look up or insert); each
-:class:`~ingest.broker.log.Log` guards itself. Two daemon threads run after
-:meth:`startup`: the flusher (every :meth:`flush_check_interval_ms` it flushes
-logs whose flush interval elapsed) and the retention thread
-(every ``log.cleanup.interval.mins``, or ``log.retention.check.interval.ms``
-when set). Decisions use the injected clock; the threads only sleep on real time, and tests call :meth:`flush_due` /
-:meth:`cleanup` directly with a fake clock. A log that an I/O error took
+:class:`~ingest.broker.log.Log` guards itself. Three tasks run after :meth:`startup` on the
+broker's :class:`~ingest.broker.scheduler.KafkaScheduler` (or one of the manager's own, of one
+thread): the flusher (every :meth:`flush_check_interval_ms` it flushes logs whose flush interval
+elapsed), retention (every ``log.cleanup.interval.mins``, or ``log.retention.check.interval.ms``
+when set) and, once, the verifier of old segments (one segment a run). Decisions use the injected
+clock; the tasks only wait on real time, and tests call :meth:`flush_due` / :meth:`cleanup`
+directly with a fake clock. A log that an I/O error took
 offline (see :mod:`ingest.broker.log`) stays in the map: the flusher and
 retention skip it, requests to it fail with ``LOG_OFFLINE``, the others serve.
 
@@ -49,6 +50,7 @@ from ingest.broker.kafka_log_settings import KafkaLogSettings
 from ingest.broker.log import Log, LogSettings
 from ingest.broker.log_config import check_topic_maps
 from ingest.broker.open_files import OpenFiles
+from ingest.broker.scheduler import KafkaScheduler, ScheduledTask
 from ingest.broker.topic_kind import TopicKind, kind_of_dir, wrong_kind
 from ingest.broker.topics import parse_partition_dir, partition_dir_name, validate_partition, validate_topic
 from ingest.clock import SYSTEM_CLOCK, Clock
@@ -79,7 +81,7 @@ def open_file_limit(configured: int) -> int:
 class LogManager:
     """All partition logs of one broker; see the module docstring for the contract."""
 
-    def __init__(self, config: Config, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: Config, clock: Clock = SYSTEM_CLOCK, scheduler: KafkaScheduler | None = None) -> None:
         check_topic_maps(config)
         self.config = config
         self.log_dir = Path(config["log.dir"])
@@ -93,7 +95,11 @@ class LogManager:
         """The segment descriptors of every log (``log.max.open.files``)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._own_scheduler = scheduler is None
+        self._scheduler = scheduler   # the broker's (started by it), else made and started at startup
+        self._tasks: list[ScheduledTask] = []
+        self.verified = threading.Event()
+        """Set once the background verifier of old segments went through them all."""
         self._shut = False
         self._lock_fd: int | None = None
         self.on_flush = None
@@ -216,7 +222,7 @@ class LogManager:
     # --- life cycle -----------------------------------------------------------------
 
     def startup(self) -> None:
-        """Recover every log under ``log.dir``, then start the flusher and retention threads."""
+        """Recover every log under ``log.dir``, then schedule the flusher, retention and the verifier."""
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -229,11 +235,22 @@ class LogManager:
             raise
         check_ms = self.flush_check_interval_ms()
         log.info("the flusher checks the flush intervals every %d ms", check_ms)
-        self._start_thread("log-flusher", check_ms / 1000.0, self.flush_due)
-        self._start_thread("log-retention", self.retention_period_s(), self.cleanup)
-        verifier = threading.Thread(target=self.verify_old_segments, name="log-verifier", daemon=True)
-        verifier.start()
-        self._threads.append(verifier)
+        if self._scheduler is None:
+            self._scheduler = KafkaScheduler(1, name="log-scheduler").start()
+        sched = self._scheduler
+        self._tasks.append(sched.schedule("log-flusher", self.flush_due, period_s=check_ms / 1000.0))
+        self._tasks.append(sched.schedule("log-retention", self.cleanup, period_s=self.retention_period_s()))
+        steps = self._verify_steps()
+
+        def verify_one() -> None:
+            if self._stop.is_set():
+                return
+            if next(steps, None) is None:
+                self.verified.set()
+            else:
+                verifier.wake()   # the next segment after the tasks due meanwhile
+        verifier = sched.schedule("log-verifier", verify_one, delay_s=0.0)
+        self._tasks.append(verifier)
 
     def _load_logs(self) -> None:
         names = sorted(e.name for e in os.scandir(self.log_dir) if e.is_dir())
@@ -274,10 +291,14 @@ class LogManager:
     def verify_old_segments(self) -> int:
         """Validate (and index) every segment not yet validated; returns how many were corrupt.
 
-        Runs once in the background after start-up so that corruption in older
-        segments is reported early (it is also caught on first read) and the
+        Runs once in the background after start-up (one segment per run of its task) so that
+        corruption in older segments is reported early (it is also caught on first read) and the
         first fetch from an old segment does not pay for the scan.
         """
+        return sum(self._verify_steps())
+
+    def _verify_steps(self):
+        """Verifies one segment per step; yields 1 for a corrupt one, else 0."""
         # Newest first: those are the segments consumers are most likely to read soon.
         pending = [(lg, seg) for lg in self.logs().values() for seg in reversed(lg.segments()) if not seg.verified]
         total = sum(seg.size for _, seg in pending)
@@ -292,15 +313,16 @@ class LogManager:
                 continue
             if acquired:
                 try:
-                    corrupt += not (seg.verify() if isinstance(lg, KafkaLog) else seg.verify(save=True))
+                    bad = not (seg.verify() if isinstance(lg, KafkaLog) else seg.verify(save=True))
                 finally:
                     seg.release()
+                corrupt += bad
             done += seg.size
             log.info("verified %s/%s (%d of %d segments, %d of %d MB)", lg.name, seg.path.name, i, len(pending),
                      done >> 20, total >> 20)
+            yield int(acquired and bad)
         if corrupt:
             log.error("%d older segment(s) contain corrupt messages; see the errors above", corrupt)
-        return corrupt
 
     def _take_dir_lock(self) -> None:
         # Two brokers appending to the same files would interleave garbage. Like Kafka's
@@ -334,24 +356,14 @@ class LogManager:
             return c["log.retention.check.interval.ms"] / 1000.0
         return c["log.cleanup.interval.mins"] * 60.0
 
-    def _start_thread(self, name: str, period_s: float, work) -> None:
-        def loop() -> None:
-            while not self._stop.wait(period_s):
-                try:
-                    work()
-                except Exception:  # a bad pass must not kill the thread; it is retried next period
-                    log.exception("%s pass failed", name)
-
-        t = threading.Thread(target=loop, name=name, daemon=True)
-        t.start()
-        self._threads.append(t)
-
     def shutdown(self) -> None:
-        """Stop the threads, flush and close every log. Idempotent."""
+        """Stop the tasks (a run in progress ends first, up to 30 s), flush and close every log. Idempotent."""
         self._stop.set()
-        for t in self._threads:
-            t.join(timeout=30)
-        self._threads.clear()
+        for task in self._tasks:
+            task.cancel(wait_s=30)
+        self._tasks.clear()
+        if self._own_scheduler and self._scheduler is not None:
+            self._scheduler.shutdown()
         with self._lock:
             logs = list(self._logs.values())
             self._shut = True

@@ -97,7 +97,7 @@ class ReplicaManager:
     """
 
     def __init__(self, config, broker_id: int, log_manager, client, view, *, kafka_purgatory: Purgatory | None = None,
-                 inter_broker_listener: str | None = None, inter_broker_ssl=None) -> None:
+                 inter_broker_listener: str | None = None, inter_broker_ssl=None, scheduler=None, timer=None) -> None:
         self.config = config
         self.kafka_purgatory = kafka_purgatory   # where the Kafka listener's fetches and acks=-1 produces wait
         self.inter_broker_listener = inter_broker_listener   # the leader's Kafka listener a Kafka topic's follower uses
@@ -107,7 +107,7 @@ class ReplicaManager:
         self.logs = log_manager
         self.client = client
         self.view = view
-        self.purgatory = Purgatory(f"purgatory-{broker_id}")
+        self.purgatory = Purgatory(f"purgatory-{broker_id}", timer)   # timer: the broker's shared DelayTimer
         self.min_isr = config["min.insync.replicas"]
         self.lag_ms = config["replica.lag.time.max.ms"]
         self.partitions: dict[tuple[str, int], ReplicatedPartition] = {}
@@ -128,8 +128,8 @@ class ReplicaManager:
         """How 0.7 replicated topics' followers and repair reads reach another broker."""
         self.repair = LeaderRepair(broker_id, lambda: list(self.partitions.values()), self.port07.connect,
                                    timeout_s=config["replica.socket.timeout.ms"] / 1000.0,
-                                   max_bytes=config["replica.fetch.max.bytes"])
-        self.storage_failures = StorageFailurePublisher(client, broker_id)
+                                   max_bytes=config["replica.fetch.max.bytes"], scheduler=scheduler)
+        self.storage_failures = StorageFailurePublisher(client, broker_id, scheduler)   # the broker's KafkaScheduler
         self._storage_lock = threading.Lock()   # the last update publishes the latest set
         self._errors = RateLimitedLog(log, interval_s=LOG_INTERVAL_S)
 

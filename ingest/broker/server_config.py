@@ -48,6 +48,11 @@ SERVER_KEYS = (
     Key("socket.send.buffer", Int(0, 64 * 1024 * 1024), 100 * 1024, "SO_SNDBUF of client connections (0 = OS default)"),
     Key("socket.receive.buffer", Int(0, 64 * 1024 * 1024), 100 * 1024, "SO_RCVBUF of client connections (0 = OS default)"),
     Key("num.threads", Int(1, 64), 2, "network processor threads, each with its own selector and connections"),
+    Key("background.threads", Int(1, 64), 2,
+        "threads of the broker's scheduler (Kafka's KafkaScheduler), shared by its periodic and background"
+        " tasks: the log flusher, retention, the verifier of old segments, the topic registrar, the"
+        " storage-failure publisher and the leader's repair of damaged ranges; with 2 or more, one task"
+        " held by a slow fsync or repair read does not hold up the others"),
     Key("shutdown.timeout.ms", Int(0, 600_000), 10_000,
         "on SIGTERM, how long to wait for in-flight responses to drain before closing connections"
         " (bounded whatever clients do)"),

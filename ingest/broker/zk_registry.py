@@ -27,13 +27,14 @@ Rules (kazoo recipes):
   on a separate thread (listeners must not block kazoo's event thread).
 
 Thread-safety: ``register_topic`` may be called from any thread and never
-blocks on ZooKeeper (a background thread writes the node); the known topics
-are guarded by a lock.
+blocks on ZooKeeper: the topic registrar, a task on the broker's
+:class:`~ingest.broker.scheduler.KafkaScheduler`, writes the node with calls bounded by
+:data:`CALL_S` each, only while the session is connected (it is woken when it is again, and
+tries every :data:`RETRY_S` meanwhile). The known and the pending topics are guarded by a lock.
 """
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 
@@ -42,10 +43,18 @@ from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNod
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ingest import znodes
-from ingest.errors import BrokerIdTakenError, CoordinationError
+from ingest.broker.scheduler import KafkaScheduler
+from ingest.broker.zk_deadline import DeadlineCalls
+from ingest.errors import BrokerIdTakenError, CoordinationError, CoordinationUnavailableError
+from ingest.ratelimited_log import RateLimitedLog
 from ingest.zk_security import ZkSecurity, new_kazoo, refused_message, secure_chroot
 
 log = logging.getLogger(__name__)
+
+CALL_S = 5.0
+"""Longest wait for one ZooKeeper call of the topic registrar; then the topic is tried again later."""
+RETRY_S = 1.0
+"""Pause before the registrar tries again after ZooKeeper did not answer."""
 
 
 class BrokerRegistry:
@@ -57,11 +66,13 @@ class BrokerRegistry:
         session_timeout_ms: the session timeout asked of ZooKeeper.
         connection_timeout_ms: how long ``start`` waits for the first connection.
         security: the broker's ZooKeeper identity and ACL policy (none: open nodes, as before).
+        scheduler: the broker's (started by it); None: one of its own, of one thread.
     """
 
     def __init__(self, zk_connect: str, broker_id: int, host: str, port: int, *,
                  session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000,
-                 endpoints: bytes | None = None, security: ZkSecurity | None = None) -> None:
+                 endpoints: bytes | None = None, security: ZkSecurity | None = None,
+                 scheduler: KafkaScheduler | None = None) -> None:
         self.zk_connect = zk_connect
         self.endpoints = endpoints   # the /brokers/endpoints/[id] value (None: no Kafka listener)
         self.broker_id = broker_id
@@ -71,8 +82,12 @@ class BrokerRegistry:
         self.connection_timeout_s = connection_timeout_ms / 1000.0
         self.security = security or ZkSecurity()
         self.client = new_kazoo(zk_connect, self.security, timeout=self.session_timeout_s)
-        self._pending: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
-        self._worker = threading.Thread(target=self._topic_worker, name="zk-topics", daemon=True)
+        self._pending: dict[str, int] = {}   # topic -> partitions, not yet written by the registrar
+        self._own_scheduler = scheduler is None
+        self._scheduler = scheduler or KafkaScheduler(1, name="zk-topics")
+        self._registrar = self._scheduler.schedule("topic-registrar", self._register_pending)
+        self._calls: DeadlineCalls | None = None
+        self._errors = RateLimitedLog(log, interval_s=60.0)
         self._topics: dict[str, int] = {}
         self._lock = threading.Lock()
         self._session_lost = False
@@ -111,8 +126,11 @@ class BrokerRegistry:
             self.client.stop()
             self.client.close()
             raise
+        self._calls = DeadlineCalls(self.client)
         self.client.add_listener(self._on_state)
-        self._worker.start()
+        if self._own_scheduler:
+            self._scheduler.start()
+        self._registrar.wake()
         log.info("registered broker %d at %s in ZooKeeper %s", self.broker_id, self.address, self.zk_connect)
         return self
 
@@ -127,11 +145,13 @@ class BrokerRegistry:
         if self._closed:
             return
         self._closed = True
-        self._pending.put(None)
+        self._registrar.cancel()
         try:
             self.client.stop()
         finally:
             self.client.close()
+            if self._own_scheduler:
+                self._scheduler.shutdown(10)
         log.info("deregistered broker %d from ZooKeeper (session closed)", self.broker_id)
 
     # --- topics ------------------------------------------------------------------------------
@@ -139,7 +159,7 @@ class BrokerRegistry:
     def register_topic(self, topic: str, partitions: int) -> None:
         """Announce that this broker holds ``partitions`` partitions of ``topic``.
 
-        Returns at once: the node is written by a background thread, so a
+        Returns at once: the node is written by the topic registrar (a scheduler task), so a
         network thread serving a produce never waits on ZooKeeper (which may
         be unreachable for a while; the write is retried until it lands).
         """
@@ -147,45 +167,70 @@ class BrokerRegistry:
             if self._topics.get(topic) == partitions:
                 return
             self._topics[topic] = partitions
-        self._pending.put((topic, partitions))
+            self._pending[topic] = partitions
+        self._registrar.wake()
 
-    def _topic_worker(self) -> None:
-        while True:
-            item = self._pending.get()
-            if item is None or self._closed:
+    def _register_pending(self) -> None:
+        """The registrar's run: write every pending topic's node, with bounded calls, while connected."""
+        if self._closed or self._calls is None:
+            return
+        with self._lock:
+            pending = dict(self._pending)
+        for topic, partitions in pending.items():
+            if self._closed:
                 return
-            topic, partitions = item
+            if not self.client.connected:
+                self._registrar.wake(RETRY_S)   # and at once when the session is connected again
+                return
             try:
-                self._register_topic_node(topic, partitions)
+                self._register_topic_node(topic, partitions, self._bounded_call)
                 log.info("registered topic %s (%d partitions) of broker %d", topic, partitions, self.broker_id)
+            except CoordinationUnavailableError as exc:
+                self._errors.warning("topics", "no answer", "cannot register topic %s in ZooKeeper now (%s); "
+                                     "retrying every %.0f s", topic, exc, RETRY_S)
+                self._registrar.wake(RETRY_S)
+                return
             except KazooException as exc:
                 # a later re-registration (after reconnect) covers it; never fail a produce for this
                 if not self._closed:
                     log.warning("could not register topic %s in ZooKeeper: %s", topic, exc)
+            with self._lock:
+                if self._pending.get(topic) == partitions:
+                    del self._pending[topic]
 
-    def _register_topic_node(self, topic: str, partitions: int) -> None:
+    def _bounded_call(self, op: str, *args, **kwargs):
+        """``client.<op>_async(*args, **kwargs)``'s answer within :data:`CALL_S` (the registrar's calls)."""
+        return self._calls.call(time.monotonic() + CALL_S, getattr(self.client, f"{op}_async"), *args,
+                                what=f"{op} {args[0]}", **kwargs)
+
+    def _retried_call(self, op: str, *args, **kwargs):
+        """``client.<op>(*args, **kwargs)`` through ``client.retry`` (start-up and re-registration)."""
+        return self.client.retry(getattr(self.client, op), *args, **kwargs)
+
+    def _register_topic_node(self, topic: str, partitions: int, call=None) -> None:
+        call = call or self._retried_call
         path = znodes.topic_path(topic, self.broker_id)
         data = znodes.partition_count_value(partitions)
-        self.client.retry(self.client.ensure_path, znodes.topic_dir(topic))
+        call("ensure_path", znodes.topic_dir(topic))
         try:
-            if znodes.parse_assignment(self.client.retry(self.client.get, znodes.topic_dir(topic))[0]) is not None:
+            if znodes.parse_assignment(call("get", znodes.topic_dir(topic))[0]) is not None:
                 log.warning("topic %s is replicated; not registering a Kafka 0.7 partition count for it", topic)
                 return
         except ValueError:
             pass
         try:
-            self.client.retry(self.client.create, path, data, ephemeral=True)
+            call("create", path, data, ephemeral=True)
         except NodeExistsError:
-            if self._owned_by_us(path):
-                self.client.retry(self.client.set, path, data)
+            if self._owned_by_us(path, call):
+                call("set", path, data)
             else:
                 log.warning("%s is held by another session; leaving it", path)
 
     # --- broker node ------------------------------------------------------------------------
 
-    def _owned_by_us(self, path: str) -> bool:
+    def _owned_by_us(self, path: str, call=None) -> bool:
         try:
-            _, stat = self.client.retry(self.client.get, path)
+            _, stat = (call or self._retried_call)("get", path)
         except NoNodeError:
             return False
         return stat.ephemeralOwner == self.client.client_id[0]

@@ -124,9 +124,7 @@ def test_startup_verifies_older_segments_in_the_background(tmp_path, fake_clock,
     m2 = manager(tmp_path, fake_clock, **{"log.file.size": 1000})
     with caplog.at_level(logging.INFO):
         m2.startup()
-        for t in m2._threads:
-            if t.name == "log-verifier":
-                t.join(timeout=30)
+        assert m2.verified.wait(timeout=30)
         assert m2.verify_old_segments() == 0  # nothing left: the background pass did it once
     try:
         assert "is corrupt from offset 1300" in caplog.text

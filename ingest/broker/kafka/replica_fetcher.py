@@ -29,7 +29,6 @@ touches that partition's log again (the replica manager may then make it a leade
 """
 from __future__ import annotations
 
-import ctypes
 import itertools
 import logging
 import threading
@@ -37,6 +36,7 @@ import time
 
 from ingest.broker.kafka.followed_partition import FollowedPartition
 from ingest.broker.replica_fetcher import BACKOFF_S, MAX_BACKOFF_S
+from ingest.broker.thread_names import set_native_name
 from ingest.errors import BrokerUnavailableError, IngestError, MalformedResponseError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.wire.connection import BrokerConnection
@@ -54,20 +54,6 @@ IDLE_WAIT_S = 1.0
 """Longest wait of a thread with no partition ready (an :meth:`ReplicaFetcherThread.add` wakes it sooner)."""
 
 _errors = RateLimitedLog(log, interval_s=60.0)
-
-_PR_SET_NAME = 15
-_COMM_LEN = 15
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:   # no C library to ask: the OS keeps the process's name for the thread
-    _libc = None
-
-
-def set_native_name(name: str) -> None:
-    """Name the calling thread for the OS (``/proc/PID/task/TID/comm``, ``top -H``): 15 bytes at most."""
-    if _libc is not None:
-        _libc.prctl(_PR_SET_NAME, name.encode()[:_COMM_LEN], 0, 0, 0)
-
 
 class ReplicaFetcherThread(threading.Thread):
     """Fetches the partitions added to it from ``leader = (id, host, port)`` for broker ``broker_id``;
