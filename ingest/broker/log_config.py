@@ -35,14 +35,14 @@ LOG_CONFIG = ConfigDef(
         Key("log.default.flush.interval.ms", Int(1, _INT32_MAX), 3000, "fsync a log with unflushed messages at least this often"),
         Key("topic.flush.intervals.ms", IntMap(1, _INT32_MAX), {}, "per-topic flush intervals, topic:ms,..."),
         Key("log.default.flush.scheduler.interval.ms", Int(1, _INT32_MAX), 3000,
-            "longest time between two checks of the flusher thread (it wakes at the smallest flush interval "
+            "longest time between two checks of the flusher (it wakes at the smallest flush interval "
             "when that is shorter, not below 10 ms)"),
         Key("log.retention.hours", Int(1, 1_000_000), 24 * 7, "delete segments last modified longer ago than this"),
         Key("topic.log.retention.hours", IntMap(1, 1_000_000), {}, "per-topic retention hours, topic:hours,..."),
         Key("log.retention.size", Int(-1, _INT64_MAX), -1, "keep at most this many bytes per partition log (-1: no limit)"),
-        Key("log.cleanup.interval.mins", Int(1, 1_000_000), 10, "how often the retention thread runs"),
+        Key("log.cleanup.interval.mins", Int(1, 1_000_000), 10, "how often retention runs"),
         Key("log.retention.check.interval.ms", Int(10, _INT32_MAX), 600_000,
-            "how often the retention thread runs, in ms (Kafka 0.8's name); when set it overrides "
+            "how often retention runs, in ms (Kafka 0.8's name); when set it overrides "
             "log.cleanup.interval.mins"),
         Key("max.message.size", Int(1, _INT32_MAX - 10), 1_000_000, "largest payload of one (outer) message, in bytes"),
         Key("log.index.interval.bytes", Int(16, 64 * 1024 * 1024), 4096,

@@ -1,4 +1,4 @@
-"""One log per topic-partition, of either kind: recovery at start, flusher and retention threads.
+"""One log per topic-partition, of either kind: recovery at start, flusher, retention and verifier tasks.
 
 Directory layout: ``<log.dir>/<topic>-<partition>/``, holding a 0.7 log's ``<20-digit base>.kafka``
 segments or a Kafka-format log's ``<20-digit base>.log`` segments with their indexes

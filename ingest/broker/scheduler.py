@@ -1,5 +1,6 @@
-"""A broker's periodic and background work on a fixed pool of threads (Kafka's ``KafkaScheduler``,
-``background.threads``), instead of a thread per job.
+"""A broker's periodic and background work on a fixed pool of threads: Kafka's ``KafkaScheduler``.
+
+The pool has ``background.threads`` threads, instead of a thread per job.
 
 A task is a function run now and then: every ``period_s`` after its last run ended (fixed delay), and
 sooner when someone calls :meth:`ScheduledTask.wake` (new work for it: a storage failure to publish, a
