@@ -139,7 +139,7 @@ class Purgatory:
 
     def __init__(self, name: str = "purgatory", timer: DelayTimer | None = None) -> None:
         self._ops: dict[Hashable, list[DelayedOp]] = {}
-        self._cond = threading.Lock()
+        self._lock = threading.Lock()
         self._closed = False
         self._own_timer = timer is None
         self.timer = DelayTimer(name) if timer is None else timer
@@ -155,7 +155,7 @@ class Purgatory:
         once more after registering them all (no lost wake-up), not once per key (Kafka's
         ``tryCompleteElseWatch``). After :meth:`close`, the op is expired at once."""
         keys = list(keys)
-        with self._cond:
+        with self._lock:
             closed = self._closed
             if not closed:
                 for key in keys:
@@ -181,7 +181,7 @@ class Purgatory:
         return n
 
     def _prune(self, key: Hashable) -> None:
-        with self._cond:
+        with self._lock:
             ops = self._ops.get(key)
             if ops is not None:
                 kept = [op for op in ops if not op.done]
@@ -192,7 +192,7 @@ class Purgatory:
 
     def _sweep(self) -> None:
         """Drop done ops from every key's list (expired ops stay listed until their key is checked)."""
-        with self._cond:
+        with self._lock:
             for key in list(self._ops):
                 kept = [o for o in self._ops[key] if not o.done]
                 if kept:
@@ -202,7 +202,7 @@ class Purgatory:
 
     def close(self) -> None:
         """Expire every waiting op (their requests get their timeout answers); stops the timer if it is its own."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             ops = list({id(op): op for waiting in self._ops.values() for op in waiting}.values())
             self._ops.clear()
