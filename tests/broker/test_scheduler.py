@@ -172,3 +172,47 @@ def test_a_purgatory_without_a_timer_has_its_own_and_stops_it():
     wait_until(lambda: expired == ["op"], LONG, "expired by its own timer")
     p.close()
     assert "alone" not in {t.name for t in threading.enumerate()}
+
+
+@pytest.mark.processes   # a ZooKeeper of its own, SIGKILLed and restarted
+def test_a_zookeeper_outage_does_not_hold_the_scheduler_and_the_nodes_are_written_once_it_is_back(tmp_path):
+    """The topic registrar and the storage-failure publisher share the scheduler's threads: while ZooKeeper
+    is down (SIGKILLed) with work pending for both, a task on the same single thread still runs, again and
+    again; once ZooKeeper is back both nodes are written. (With ``client.retry``'s wait, the thread held by
+    the first ZooKeeper task would run nothing else until ZooKeeper came back.)"""
+    from ingest import znodes
+    from ingest.broker.storage_failures import StorageFailurePublisher
+    from ingest.broker.zk_registry import BrokerRegistry
+    from tests.harness.zookeeper import ZooKeeperServer, zookeeper_available
+
+    if not zookeeper_available():
+        pytest.skip("Debian package zookeeper is not installed")
+    server = ZooKeeperServer().start()
+    s = KafkaScheduler(1, name="outage").start()
+    registry = publisher = None
+    try:
+        registry = BrokerRegistry(server.connect, 7, "127.0.0.1", 1, session_timeout_ms=30_000,
+                                  scheduler=s).start()
+        publisher = StorageFailurePublisher(registry.client, 7, s).start()
+        server.kill()
+        wait_until(lambda: not registry.client.connected, LONG, "the broker's session disconnected")
+        registry.register_topic("legacy", 2)
+        publisher.update({("t", 0): "KafkaStorageError"})
+        probe = s.schedule("probe", lambda: None, period_s=0.05)
+        wait_until(lambda: probe.runs >= 3, LONG, "three runs of another task while ZooKeeper is down")
+        assert not registry.client.connected   # still down: the runs were not waiting for it
+        server.start()
+        wait_until(lambda: registry.client.connected, LONG, "the session connected again")
+        check = registry.client
+        wait_until(lambda: check.exists(znodes.topic_path("legacy", 7)) is not None, LONG,
+                   "the topic registered once ZooKeeper is back")
+        wait_until(lambda: check.exists(znodes.storage_failures_path(7)) is not None, LONG,
+                   "the storage failures published once ZooKeeper is back")
+        assert check.get(znodes.topic_path("legacy", 7))[0] == znodes.partition_count_value(2)
+    finally:
+        if publisher is not None:
+            publisher.stop()
+        if registry is not None:
+            registry.close()
+        s.shutdown(10)
+        server.stop()
