@@ -102,8 +102,9 @@ class BrokerServer:
         listeners = listeners_of(cfg)
         port07_secured = security_configured(cfg)
         check_port07(cfg, port07_secured)
-        self.scheduler = KafkaScheduler(cfg["background.threads"]).start()
-        self.log_manager = LogManager(cfg, self.clock, self.scheduler)
+        self.scheduler = KafkaScheduler(cfg["background.threads"])
+        self.log_manager = LogManager(cfg, self.clock, self.scheduler)   # a bad topic map fails before any thread
+        self.scheduler.start()
         try:
             registry = self._start_metrics() if metrics_enabled(cfg) else None
         except BaseException:
