@@ -191,7 +191,7 @@ def test_a_zookeeper_outage_does_not_hold_the_scheduler_and_the_nodes_are_writte
     s = KafkaScheduler(1, name="outage").start()
     registry = publisher = None
     try:
-        registry = BrokerRegistry(server.connect, 7, "127.0.0.1", 1, session_timeout_ms=30_000,
+        registry = BrokerRegistry(server.connect, 7, "127.0.0.1", 1, session_timeout_ms=30_000, connection_timeout_ms=60_000,
                                   scheduler=s).start()
         publisher = StorageFailurePublisher(registry.client, 7, s).start()
         server.kill()
