@@ -49,17 +49,18 @@ class StateBatches:
     """Applies a decision to many partitions, ``size`` state writes per fenced transaction (module docstring).
 
     Args:
-        client: the controller's KazooClient.
+        client: the writer's KazooClient (the controller's, or a leader broker's).
         view: its :class:`~ingest.broker.replication_view.ReplicationView` (pipelined reads of the states).
         fence: ``() -> (epoch, epoch_version)``: the controller epoch and the ``/controller_epoch`` version
             every transaction checks; None: no epoch check (a leader's writes, fenced by the state versions).
         size: partitions per transaction (>= 1).
         on_written: called for every state a committed transaction wrote, with the node's new version
             (None for a created node), before :meth:`apply` or :meth:`write` returns.
+        writer: who writes, for the log lines ("the controller", "broker 3's in-sync-set writer").
     """
 
     def __init__(self, client, view, fence: Callable[[], tuple[int, int]] | None, size: int,
-                 on_written: Written | None = None) -> None:
+                 on_written: Written | None = None, writer: str = "the controller") -> None:
         if size < 1:
             raise ValueError(f"partition states per transaction {size!r}: allowed is an integer >= 1")
         self.client = client
@@ -67,7 +68,8 @@ class StateBatches:
         self.fence = fence
         self.size = size
         self.on_written = on_written
-        self.transactions = 0       # fenced transactions committed
+        self.writer = writer
+        self.transactions = 0       # transactions committed
         self.conflicts = 0          # transactions refused because a state changed since it was read
         self.left = 0               # partitions given up after ATTEMPTS (the caller looks at them again later)
 
@@ -119,8 +121,8 @@ class StateBatches:
             states = self.view.read_states([(t, p) for t, p, _ in items])
             batch = [(item, states[item[:2]], new) for item in items
                      if (new := decide(*item, states[item[:2]])) is not None]
-        log.warning("a batch of %d partition states kept changing under the controller; deciding them one by one",
-                    len(batch))
+        log.warning("a batch of %d partition states kept changing under %s; deciding them one by one",
+                    len(batch), self.writer)
         return sum(self._one(item, decide) for item, _, _ in batch)
 
     def _commit(self, batch: list[Change]) -> int | None:
@@ -169,6 +171,6 @@ class StateBatches:
             if self._commit([(item, state, new)]) is None:
                 return 1
             self.conflicts += 1
-        log.warning("%s-%d: its state kept changing under the controller; left for the next pass", topic, p)
+        log.warning("%s-%d: its state kept changing under %s; left for the next pass", topic, p, self.writer)
         self.left += 1
         return 0

@@ -137,7 +137,8 @@ class ReplicaManager:
         self._storage_lock = threading.Lock()   # the last update publishes the latest set
         self._errors = RateLimitedLog(log, interval_s=LOG_INTERVAL_S)
         self.isr_batches = StateBatches(client, view, None, config["controller.batch.partitions"],
-                                        on_written=self._isr_written)
+                                        on_written=self._isr_written,
+                                        writer=f"broker {broker_id}'s in-sync-set writer")
         """The in-sync-set writes: conditional on each state's version, in bounded transactions."""
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -540,9 +541,10 @@ class ReplicaManager:
         if part is None or state is None or state.leader != self.broker_id or state.leader_epoch != part.epoch:
             self._work.put((topic, partition))
             return None
-        log.info("%s: state changed under the in-sync set update; deciding again on version %d", part,
-                 state.zk_version)
-        part.update_state(state)
+        if state.zk_version != part.zk_version:   # this one changed (the others of its batch were rolled back)
+            log.info("%s: state changed under the in-sync set update; deciding again on version %d", part,
+                     state.zk_version)
+            part.update_state(state)
         change = part.wanted_isr(self.lag_ms, self._not_joining(part))
         if change is None:
             return None
