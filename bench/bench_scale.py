@@ -22,12 +22,19 @@ Measured, with that load running:
   another leader (from the state watches), *offline* = partitions whose leader is -1 then, ZooKeeper
   transactions from the kill until *elect* (zxid difference: the dead session's ephemeral nodes count
   too); then the broker is restarted and *rejoin* = from the restart until it is back in the in-sync set of
-  every partition it holds.
+  every partition it holds. The rejoin is split: *registered* = from the restart until its ``/brokers/ids``
+  node is back (process start, log recovery), *first join* and *last join* = from then until the first and
+  the last in-sync set that names it again was written, and *ISR transactions* = the distinct ``mzxid`` of
+  those writes (ZooKeeper gives every node written by one transaction the same one).
+
+``--reference REV`` adds, before the runs of this checkout, the same runs with brokers of another commit
+(its tree extracted with ``git archive`` into the temporary directory), for a before/after in one run.
 
 Usage::
 
     .venv/bin/python bench/bench_scale.py [--partitions 1000] [--topics 100] [--kills 10] [--batch 1,100]
     .venv/bin/python bench/bench_scale.py --quick     # 60 partitions, 2 kills: a smoke run
+    .venv/bin/python bench/bench_scale.py --partitions 300 --topics 30 --kills 3 --batch 100 --reference main
 """
 from __future__ import annotations
 
@@ -50,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest import znodes  # noqa: E402
 from ingest.broker.assignment import assign  # noqa: E402
+from bench_fetchers import extract  # noqa: E402
 from replication_cluster import N_BROKERS, Cluster, busy_processes, fmt, machine  # noqa: E402
 
 REPLICATION = 3
@@ -186,16 +194,33 @@ def create_topics(cluster: Cluster, topics: int, partitions: int) -> list[tuple[
     return keys
 
 
-def run_one(work: Path, batch: int, args, log) -> dict:
+def rejoin_parts(states: States, keys: list[tuple[str, int]], vid: int, t_restart: float) -> dict:
+    """Where a rejoin's time went: until ``vid`` registered again, until the first and the last state naming
+    it in the in-sync set was written, and how many ZooKeeper transactions (distinct mzxid) wrote those."""
+    t_reg = next((t for t, ids in states.ids if t >= t_restart and vid in ids), None)
+    joins = []
+    with states.lock:
+        for k in keys:
+            joined = next(((t, s.mzxid) for t, s in states.changes[k] if t >= t_restart and vid in s.isr), None)
+            if joined is not None:
+                joins.append(joined)
+    times = sorted(t for t, _ in joins)
+    base = t_reg if t_reg is not None else t_restart
+    return {"registered": None if t_reg is None else t_reg - t_restart,
+            "first_join": times[0] - base if times else None, "last_join": times[-1] - base if times else None,
+            "isr_tx": len({z for _, z in joins}), "joined": len(joins)}
+
+
+def run_one(work: Path, batch: int, args, log, *, root: Path | None = None, label: str = "this checkout") -> dict:
     overrides = {"num.partitions": 1, "log.flush.interval": 10_000, "log.default.flush.interval.ms": 1000,
                  "log.default.flush.scheduler.interval.ms": 500, "num.threads": 2, "log.file.size": 1 << 20,
                  "zk.sessiontimeout.ms": args.zk_session_ms, "min.insync.replicas": 1,
                  "replica.lag.time.max.ms": 10_000, "replica.fetch.wait.max.ms": 500,
                  "auto.leader.rebalance.enable": False, "controller.batch.partitions": batch}
-    log(f"\n== controller.batch.partitions={batch}: {args.partitions} partitions x RF {REPLICATION} in "
+    log(f"\n== {label}, controller.batch.partitions={batch}: {args.partitions} partitions x RF {REPLICATION} in "
         f"{args.topics} topics, {N_BROKERS} brokers; broker settings {overrides}")
-    cluster = Cluster(work, overrides)
-    res: dict = {"batch": batch, "kills": []}
+    cluster = Cluster(work, overrides, root=root)
+    res: dict = {"batch": batch, "label": label, "kills": []}
     load = None
     t0 = time.monotonic()
     try:
@@ -244,13 +269,17 @@ def run_one(work: Path, batch: int, args, log) -> dict:
             t_back = states.wait(lambda s: vid in s.isr, args.timeout_s, f"broker {vid} back in every in-sync set")
             row = {"broker": vid, "controller": was_ctl, "led": len(led), "offline": offline,
                    "detect": None if t_gone is None else t_gone - t_kill, "elect": t_all - t_kill,
-                   "writes": zk_after - zk_before, "rejoin": t_back - t_restart}
+                   "writes": zk_after - zk_before, "rejoin": t_back - t_restart,
+                   **rejoin_parts(states, keys, vid, t_restart)}
             row["after_expiry"] = None if row["detect"] is None else row["elect"] - row["detect"]
             res["kills"].append(row)
             log(f"kill {i + 1}/{args.kills}: broker {vid}{' (controller)' if was_ctl else ''} led {len(led)}; "
                 f"detect {fmt(row['detect'])} s, all re-elected {row['elect']:.2f} s ({fmt(row['after_expiry'])} s "
                 f"after its session ended), offline {offline}, ZooKeeper transactions {row['writes']}, "
-                f"back in every ISR {row['rejoin']:.2f} s after restart")
+                f"back in every ISR {row['rejoin']:.2f} s after restart (registered after {fmt(row['registered'])} s, "
+                f"then first/last join {fmt(row['first_join'])}/{fmt(row['last_join'])} s, {row['joined']} joins "
+                f"in {row['isr_tx']} ZooKeeper transactions); load average "
+                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         res["load_errors"] = dict(load.errors)
         res["acked"] = load.acked
     finally:
@@ -273,7 +302,7 @@ def report(results: list[dict], args) -> None:
     print(f"\nscale run: {args.partitions} partitions x RF {REPLICATION} ({args.partitions * REPLICATION} replicas) "
           f"in {args.topics} topics, {N_BROKERS} brokers, zk.sessiontimeout.ms={args.zk_session_ms}, "
           f"load {args.rate:.0f} acks=1 messages/s")
-    head = [f"controller.batch.partitions={r['batch']}" for r in results]
+    head = [f"{r['label']}, controller.batch.partitions={r['batch']}" for r in results]
     print("| | " + " | ".join(head) + " |")
     print("| --- |" + " ---: |" * len(results))
 
@@ -288,14 +317,28 @@ def report(results: list[dict], args) -> None:
     row("setup: every partition led, all in sync (s)", lambda r: f"{r['setup_s']:.1f}")
     for key, name in (("detect", "kill to session expired (s)"), ("elect", "kill to every partition re-elected (s)"),
                       ("after_expiry", "**session expired to every partition re-elected (s)**"),
-                      ("writes", "ZooKeeper transactions per kill"), ("rejoin", "restart to back in every ISR (s)")):
+                      ("writes", "ZooKeeper transactions per kill"), ("rejoin", "restart to back in every ISR (s)"),
+                      ("registered", "restart to registered again (s)"),
+                      ("first_join", "registered to its first ISR join (s)"),
+                      ("last_join", "registered to its last ISR join (s)"),
+                      ("isr_tx", "ZooKeeper transactions writing its ISR joins")):
         row(f"{name}, median / max", lambda r, key=key: " / ".join(
-            fmt(v) if key != "writes" or v is None else f"{v:.0f}" for v in med([k[key] for k in r["kills"]])))
+            fmt(v) if key not in ("writes", "isr_tx") or v is None else f"{v:.0f}"
+            for v in med([k[key] for k in r["kills"]])))
     row("partitions offline after a kill (max)", lambda r: str(max((k["offline"] for k in r["kills"]), default=0)))
     row("kills (of the controller)", lambda r: f"{len(r['kills'])} ({sum(k['controller'] for k in r['kills'])})")
     row("load errors", lambda r: ", ".join(f"{k} x{v}" for k, v in sorted(r["load_errors"].items())) or "none")
-    by = {r["batch"]: r for r in results}
-    if len(results) > 1:
+    by = {(r["label"], r["batch"]): r for r in results}
+    refs = [r for r in results if r["label"] != "this checkout"]
+    for ref in refs:
+        mine = next((r for r in results if r["label"] == "this checkout" and r["batch"] == ref["batch"]), None)
+        for key, name in (("rejoin", "restart to back in every ISR"), ("last_join", "registered to last ISR join"),
+                          ("isr_tx", "ZooKeeper transactions writing the ISR joins")):
+            a = med([k[key] for k in mine["kills"]])[0] if mine else None
+            b = med([k[key] for k in ref["kills"]])[0]
+            if a is not None and b:
+                print(f"ratio {name}, this checkout / {ref['label']} (median, batch {ref['batch']}): {a / b:.2f}")
+    if len({r["batch"] for r in results}) > 1 and not refs:
         one, many = results[0], results[-1]
         for key, name in (("after_expiry", "re-election after the session expired"),
                           ("writes", "ZooKeeper transactions per kill")):
@@ -320,6 +363,8 @@ def main(argv=None) -> int:
     ap.add_argument("--zk-session-ms", type=int, default=6000, help="the brokers' zk.sessiontimeout.ms")
     ap.add_argument("--timeout-s", type=float, default=300.0, help="give up waiting for a state after this")
     ap.add_argument("--keep-dir", help="put the brokers' directories here and keep them")
+    ap.add_argument("--reference", metavar="REV",
+                    help="also run every --batch value with brokers of this commit first (e.g. main)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 60 partitions in 6 topics, 2 kills, 2 s steady")
     args = ap.parse_args(argv)
     if args.quick:
@@ -347,10 +392,15 @@ def main(argv=None) -> int:
     others = busy_processes()
     log("other processes using CPU (1 s sample): " + ("; ".join(others) if others else "none above 5%"))
     results = []
-    for batch in batches:
-        with (contextlib.nullcontext(args.keep_dir) if args.keep_dir
-              else tempfile.TemporaryDirectory(prefix="bench-scale-")) as work:
-            results.append(run_one(Path(work) / f"batch{batch}", batch, args, log))
+    with (contextlib.nullcontext(args.keep_dir) if args.keep_dir
+          else tempfile.TemporaryDirectory(prefix="bench-scale-")) as work:
+        runs = [(f"reference {args.reference}", extract(args.reference, Path(work) / "reference"))] \
+            if args.reference else []
+        runs.append(("this checkout", None))
+        for label, root in runs:
+            for batch in batches:
+                sub = Path(work) / f"{'ref' if root else 'this'}-batch{batch}"
+                results.append(run_one(sub, batch, args, log, root=root, label=label))
     log(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     report(results, args)
     return 0

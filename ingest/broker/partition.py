@@ -345,26 +345,40 @@ class ReplicatedPartition:
     def isr_change(self, lag_ms: float, cannot_write: frozenset[int] = frozenset()
                    ) -> tuple[tuple[int, ...], int, int, int] | None:
         """The in-sync set this leader wants now, if it differs: ``(new_isr, epoch, zk_version,
-        controller_epoch)``; marks a change pending (one at a time). None if nothing to change.
-        A follower in ``cannot_write`` (its storage failed, or its broker is shutting down or gone) does not
-        join, however caught up."""
+        controller_epoch)``; marks a change pending (one at a time, until :meth:`isr_written`). None if
+        nothing to change or a change is pending. A follower in ``cannot_write`` (its storage failed, or its
+        broker is shutting down or gone) does not join, however caught up."""
         with self.lock:
-            if self.role is not Role.LEADER or self.isr_pending:
+            if self.isr_pending:
                 return None
-            now = self._now_ms()
-            # a leader that cannot write drops nobody: its followers' lag is its own doing (they cannot
-            # read an offline log); a caught-up follower still joins, and may then take over
-            keep = list(self.isr) if self.storage_failure is not None else [
-                r for r in self.isr if r == self.broker_id
-                or now - self.followers.get(r, FollowerProgress()).caught_up_ms <= lag_ms]
-            join = [r for r, f in self.followers.items()
-                    if r not in self.isr and r not in cannot_write and f.leo >= self.hw
-                    and now - f.caught_up_ms <= lag_ms]
-            new = tuple(sorted(set(keep) | set(join)))
-            if new == tuple(sorted(self.isr)):
-                return None
-            self.isr_pending = True
-            return new, self.epoch, self.zk_version, self.controller_epoch
+            change = self._wanted_isr_locked(lag_ms, cannot_write)
+            self.isr_pending = change is not None
+            return change
+
+    def wanted_isr(self, lag_ms: float, cannot_write: frozenset[int] = frozenset()
+                   ) -> tuple[tuple[int, ...], int, int, int] | None:
+        """As :meth:`isr_change`, for the writer of a pending change that was refused and decides again on
+        the state it read back (:meth:`update_state`): marks nothing."""
+        with self.lock:
+            return self._wanted_isr_locked(lag_ms, cannot_write)
+
+    def _wanted_isr_locked(self, lag_ms: float, cannot_write: frozenset[int]
+                           ) -> tuple[tuple[int, ...], int, int, int] | None:
+        if self.role is not Role.LEADER:
+            return None
+        now = self._now_ms()
+        # a leader that cannot write drops nobody: its followers' lag is its own doing (they cannot
+        # read an offline log); a caught-up follower still joins, and may then take over
+        keep = list(self.isr) if self.storage_failure is not None else [
+            r for r in self.isr if r == self.broker_id
+            or now - self.followers.get(r, FollowerProgress()).caught_up_ms <= lag_ms]
+        join = [r for r, f in self.followers.items()
+                if r not in self.isr and r not in cannot_write and f.leo >= self.hw
+                and now - f.caught_up_ms <= lag_ms]
+        new = tuple(sorted(set(keep) | set(join)))
+        if new == tuple(sorted(self.isr)):
+            return None
+        return new, self.epoch, self.zk_version, self.controller_epoch
 
     def isr_written(self, new_isr: tuple[int, ...] | None, epoch: int, zk_version: int) -> None:
         """The outcome of a state write: applied (``new_isr`` with the node's new version) or not (None)."""

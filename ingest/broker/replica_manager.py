@@ -13,8 +13,11 @@ Its other threads:
 
 - the in-sync-set writer: every ``replica.lag.time.max.ms / 4`` (and at once when a follower
   caught up) each led partition is asked for the set it wants (:meth:`ReplicatedPartition.isr_change`)
-  and the state node is rewritten with a conditional (versioned) write; a refused write
-  (another writer, a lost session, no ZooKeeper) leaves the set as it was;
+  and every change of the pass is written in ZooKeeper transactions of ``controller.batch.partitions``
+  states (:class:`~ingest.broker.controller_batches.StateBatches`), each state write conditional on the
+  version this leader holds: a state that changed meanwhile refuses its whole transaction, and that batch
+  is read back and decided again (a partition whose leadership moved goes to the worker); a write that
+  does not land (a lost session, no ZooKeeper) leaves the set as it was;
 - the high-watermark checkpointer (:mod:`ingest.broker.hw_checkpoint`), every
   ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown;
 - the leader's repair of damaged ranges from in-sync followers (:mod:`ingest.broker.leader_repair`),
@@ -53,12 +56,13 @@ import queue
 import threading
 import time
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ingest import znodes
 from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
+from ingest.broker.controller_batches import StateBatches
 from ingest.broker.delayed import Purgatory
 from ingest.broker.kafka.fetcher_manager import ReplicaFetcherManager
 from ingest.broker.kafka.followed_partition import FollowedPartition
@@ -132,6 +136,10 @@ class ReplicaManager:
         self.storage_failures = StorageFailurePublisher(client, broker_id, scheduler)   # the broker's KafkaScheduler
         self._storage_lock = threading.Lock()   # the last update publishes the latest set
         self._errors = RateLimitedLog(log, interval_s=LOG_INTERVAL_S)
+        self.isr_batches = StateBatches(client, view, None, config["controller.batch.partitions"],
+                                        on_written=self._isr_written,
+                                        writer=f"broker {broker_id}'s in-sync-set writer")
+        """The in-sync-set writes: conditional on each state's version, in bounded transactions."""
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -477,51 +485,78 @@ class ReplicaManager:
             self._isr_wanted.clear()
             next_pass = now + interval
             self._check_offline_logs()
-            for part in list(self.partitions.values()):
-                if part.role is Role.LEADER:
-                    try:
-                        self._write_isr(part)
-                    except Exception:  # noqa: BLE001 - a pass runs every lag/4: a repeated failure is rate-limited
-                        self._errors.log(logging.ERROR, f"{part.topic}-{part.partition}", "in-sync set update failed",
-                                         "%s: in-sync set update failed", part, exc_info=True)
+            try:
+                self._write_isrs()
+            except Exception:  # noqa: BLE001 - a pass runs every lag/4: a repeated failure is rate-limited
+                self._errors.log(logging.ERROR, "in-sync sets", "in-sync set update failed",
+                                 "in-sync set update failed", exc_info=True)
             try:
                 self.stalls.publish(self.client)
             except Exception:  # noqa: BLE001 - the in-sync sets matter more than this report
                 self._errors.log(logging.ERROR, "zookeeper", "stalled replicas not published",
                                  "publishing the stalled replicas failed", exc_info=True)
 
-    def _write_isr(self, part: ReplicatedPartition) -> None:
+    def _not_joining(self, part: ReplicatedPartition) -> frozenset[int]:
         # a broker in a controlled shutdown was taken out of the in-sync set by the controller: it stays out;
         # and a follower whose broker is gone does not join on the strength of its last fetches
         gone = frozenset(r for r in part.replicas if r not in self.view.brokers)
-        change = part.isr_change(self.lag_ms, self.view.cannot_write(part.topic, part.partition)
-                                 | self.view.shutting_down | gone)
-        if change is None:
+        return self.view.cannot_write(part.topic, part.partition) | self.view.shutting_down | gone
+
+    def _write_isrs(self) -> None:
+        """Every led partition whose in-sync set should change, written ``controller.batch.partitions`` per
+        conditional ZooKeeper transaction (:meth:`StateBatches.write
+        <ingest.broker.controller_batches.StateBatches.write>`); a refused one is read back and decided
+        again (:meth:`_decide_again`); one whose write did not land keeps its set."""
+        pending: list[ReplicatedPartition] = []
+        changes = []
+        for part in list(self.partitions.values()):
+            if part.role is not Role.LEADER:
+                continue
+            change = part.isr_change(self.lag_ms, self._not_joining(part))
+            if change is None:
+                continue
+            new_isr, epoch, version, controller_epoch = change
+            pending.append(part)
+            held = znodes.PartitionState(self.broker_id, epoch, part.isr, controller_epoch, version)
+            changes.append(((part.topic, part.partition, part.replicas), held,
+                            znodes.PartitionState(self.broker_id, epoch, new_isr, controller_epoch)))
+        if not changes:
             return
-        new_isr, epoch, version, controller_epoch = change
-        state = znodes.PartitionState(self.broker_id, epoch, new_isr, controller_epoch)
-        path = znodes.partition_state_path(part.topic, part.partition)
         try:
-            stat = self.client.retry(self.client.set, path, state.encode(), version=version)
-        except BadVersionError:
-            part.isr_written(None, epoch, version)
-            log.info("%s: state changed under the in-sync set update; re-reading it", part)
-            try:
-                fresh = self.view.read_state(part.topic, part.partition)
-            except (KazooException, KazooTimeoutError):
-                return
-            if fresh is not None and fresh.leader == self.broker_id and fresh.leader_epoch == part.epoch:
-                part.update_state(fresh)
-            self._work.put(part.key)
-            return
-        except (KazooException, KazooTimeoutError, NoNodeError) as exc:
-            part.isr_written(None, epoch, version)
+            self.isr_batches.write(changes, self._decide_again)
+        except (KazooException, KazooTimeoutError) as exc:
             self._errors.warning("zookeeper", "in-sync set write failed",
-                                 "%s: cannot write the in-sync set %s to ZooKeeper (%s); keeping %s", part,
-                                 list(new_isr), exc, list(part.isr))
+                                 "cannot write the in-sync sets of %d partition(s) to ZooKeeper (%s: %s); "
+                                 "each keeps its set", len(changes), type(exc).__name__, exc)
+        finally:
+            for part in pending:
+                if part.isr_pending:   # not written: free it for the next pass
+                    part.isr_written(None, part.epoch, part.zk_version)
+
+    def _decide_again(self, topic: str, partition: int, _replicas, state: znodes.PartitionState | None
+                      ) -> znodes.PartitionState | None:
+        """A refused in-sync-set write, on the state read back: the set wanted now if this broker still leads
+        in the same epoch (the state's version taken in), else nothing (the worker applies the new state)."""
+        part = self.partitions.get((topic, partition))
+        if part is None or state is None or state.leader != self.broker_id or state.leader_epoch != part.epoch:
+            self._work.put((topic, partition))
+            return None
+        if state.zk_version != part.zk_version:   # this one changed (the others of its batch were rolled back)
+            log.info("%s: state changed under the in-sync set update; deciding again on version %d", part,
+                     state.zk_version)
+            part.update_state(state)
+        change = part.wanted_isr(self.lag_ms, self._not_joining(part))
+        if change is None:
+            return None
+        new_isr, epoch, _version, controller_epoch = change
+        return znodes.PartitionState(self.broker_id, epoch, new_isr, controller_epoch)
+
+    def _isr_written(self, item, state: znodes.PartitionState, version: int | None) -> None:
+        part = self.partitions.get(item[:2])
+        if part is None or version is None:
             return
-        joined = set(new_isr) - set(part.isr)
-        part.isr_written(new_isr, epoch, stat.version)
+        joined = set(state.isr) - set(part.isr)
+        part.isr_written(state.isr, state.leader_epoch, version)
         if joined and part.log.damaged_ranges():
             self.repair.request(part.key)   # a replica joined: it may hold good bytes for our damage
 

@@ -101,8 +101,9 @@ SERVER_KEYS = (
         " partitions led elsewhere is above leader.imbalance.per.broker.percentage"),
     Key("controller.batch.partitions", Int(1, 1000), 100,
         "partition states the controller reads pipelined and writes per fenced ZooKeeper transaction when one"
-        " decision changes many partitions (a broker failure, preferred elections); 1 reads and writes each"
-        " partition on its own"),
+        " decision changes many partitions (a broker failure, preferred elections), and a leader writes per"
+        " ZooKeeper transaction when one pass changes many in-sync sets (a follower rejoining); 1 reads and"
+        " writes each partition on its own"),
     Key("leader.imbalance.check.interval.seconds", Int(1, 86_400), 300,
         "how often the controller checks the leader imbalance (auto.leader.rebalance.enable)"),
     Key("leader.imbalance.per.broker.percentage", Int(0, 100), 10,
