@@ -314,6 +314,7 @@ def main(argv=None) -> int:
             print(f"  commit manifest {fig['manifest_bytes']} bytes; state under _ingest/ {fig['state_bytes']} bytes "
                   f"in {fig['state_files']} files; run record {fig['run_record_bytes']} bytes, "
                   f"{fig['run_record_lines']} lines")
+            print(f"  load average after the load: {loadavg()}")
 
         if not args.no_load and not args.no_audit:
             a = run_audit(cluster, dest, args.master, work, hour_ms)
@@ -325,6 +326,7 @@ def main(argv=None) -> int:
                   + ", ".join(f"{k} {v}" for k, v in a["statuses"].items()))
             print(f"  acknowledged {a['acked']}, loaded distinct {a['loaded_distinct']}, missing {a['missing']}")
             print(f"  verdict: {a['verdict']}")
+            print(f"  load average after the audit: {loadavg()}")
             if (a["exit"], a["status"], a["acked"], a["loaded_distinct"], a["missing"]) != (0, "OK", produced,
                                                                                           produced, 0):
                 raise RuntimeError(f"the audit did not find every produced event loaded ({produced}): {a}")
@@ -348,6 +350,7 @@ def main(argv=None) -> int:
             print(f"  {'plain rewrite, stream, 1 process':38}{ref_s:>9.2f}{rows_in / ref_s:>12,.0f}"
                   f"{in_bytes / ref_s / 1e6:>9.1f}")
             print(f"  compaction/stream throughput: {ref_s / c['run_s']:.2f}")
+            print(f"  load average after the compaction: {loadavg()}")
             expect = sorted(topics)
             if (c["compacted_topics"], c["rows_in"], c["rows_out"], c["files_in"]) != (
                     expect, produced, produced, sum(len(ps) for ps in paths.values())):
