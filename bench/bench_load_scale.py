@@ -1,11 +1,14 @@
 """One hourly load over many partitions: where its time goes, how its tasks spread, what it leaves.
 
     .venv/bin/python bench/bench_load_scale.py [--topics 20] [--events 2000] [--plan-repeat 3]
-                     [--ref 18c4b17] [--master 'local-cluster[2,1,1024]'] [--no-load] [--json]
+                     [--ref 18c4b17] [--master 'local-cluster[2,1,1024]'] [--no-load] [--no-audit] [--json]
 
 Starts ZooKeeper, two broker processes and a registry (tests/harness/scale_cluster.py), creates
 ``--topics`` topics of 10 partitions each, replicated 0.7 and Kafka-format in turn (replication
-factor 2), and produces ``--events`` page views to every partition. Then:
+factor 2), and produces ``--events`` page views to every partition, stamped in the hour that began
+two hours ago (a closed hour: the audit judges it and compaction merges it right away), with the
+producer's monitoring events (the audit topic) up to the hour's end (its idle windows as heartbeats,
+as of a producer up all hour). Then:
 
 1. **Planning side by side**: discovery plus the plan of a first run into an empty destination,
    done by the code of ``--ref`` (``git archive`` into a temp dir) and by this tree, alternating,
@@ -15,7 +18,18 @@ factor 2), and produces ``--events`` page views to every partition. Then:
    which it prints the run's stages (prepare, plan, execute incl. the SparkContext start, commit),
    the planning share of the run, the task count and their spread (duration of the slowest task
    against the median), the commit's manifest and the loader state's size, the run record's size.
-   The bench refuses a load that committed any other number of rows than was produced.
+   The load takes the audit topic too, as the hourly DAG's does. The bench refuses a load that
+   committed any other number of rows of the topics than was produced.
+3. **The audit of that hour** as the hourly DAG runs it (``spark-submit jobs/audit.py --from HOUR
+   --to HOUR+1h --run-id ID``, conf/audit.properties' keys): its verdict, the steps it timed and its
+   counts over the hour (acknowledged, loaded distinct, missing); the bench refuses any verdict but
+   OK with every produced event loaded.
+4. **The compaction of that hour** (``spark-submit jobs/compact.py --audit-run ID``, one Spark task
+   per topic-hour, gated on the audit's revision): hours compacted, files, rows, its run's seconds
+   (plan, merge tasks, commit: from its record under ``_compaction/runs/``) and the spark-submit wall;
+   beside it, before it, the plain streaming pyarrow rewrite of the same files, topic-hour by
+   topic-hour in one process (``stream`` of bench/bench_compaction.py), and the throughput ratio.
+   The bench refuses a compaction that did not merge every topic's hour into the same rows.
 
 Prints the machine and the load average at start and end. Never part of a test run's timing.
 """
@@ -31,12 +45,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.harness.scale_cluster import PARTITIONS, ScaleCluster, topic_names  # noqa: E402
+from bench.bench_compaction import stream  # noqa: E402
+from ingest.audit.config import DEFAULT_AUDIT_TOPIC  # noqa: E402
+from ingest.loader.state import LoaderState  # noqa: E402
+from ingest.storage import open_storage  # noqa: E402
+from tests.harness.scale_cluster import PARTITIONS, PastHourClock, ScaleCluster, topic_names  # noqa: E402
+
+HOUR_MS = 3_600_000
 
 #: the commit before the loader's offset questions were batched per broker
 DEFAULT_REF = "18c4b17"
@@ -103,20 +124,26 @@ def dir_bytes(path: Path) -> tuple[int, int]:
     return total, files
 
 
-def run_load(cluster: ScaleCluster, dest: Path, master: str, work: Path) -> tuple[dict, float]:
-    conf = work / "loader.properties"
-    conf.write_text(f"destination={dest}\nzk.connect={cluster.zk_connect}\nregistry.url={cluster.registry.url}\n"
-                    "topics=scale-.*\nformat=parquet\n")
+def spark_submit(job: str, args: list[str], master: str, work: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """``spark-submit --master MASTER jobs/<job>.py ARGS`` of this tree; output kept in ``work/<job>.out``."""
     py = sys.executable
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": py, "PYSPARK_DRIVER_PYTHON": py}
     opts = "-XX:TieredStopAtLevel=1"
     cmd = [str(Path(py).parent / "spark-submit"), "--master", master, "--conf", "spark.ui.enabled=false",
            "--conf", f"spark.executorEnv.PYSPARK_PYTHON={py}", "--driver-java-options", opts,
-           "--conf", f"spark.executor.extraJavaOptions={opts}", str(REPO / "jobs" / "load.py"), "--config", str(conf)]
+           "--conf", f"spark.executor.extraJavaOptions={opts}", str(REPO / "jobs" / f"{job}.py"), *args]
     began = time.monotonic()
     r = subprocess.run(cmd, env=env, cwd=str(REPO), capture_output=True, text=True, timeout=7200)
     wall = time.monotonic() - began
-    (work / "load.out").write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
+    (work / f"{job}.out").write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
+    return r, wall
+
+
+def run_load(cluster: ScaleCluster, dest: Path, master: str, work: Path) -> tuple[dict, float]:
+    conf = work / "loader.properties"
+    conf.write_text(f"destination={dest}\nzk.connect={cluster.zk_connect}\nregistry.url={cluster.registry.url}\n"
+                    f"topics=scale-.*|{DEFAULT_AUDIT_TOPIC}\nformat=parquet\n")
+    r, wall = spark_submit("load", ["--config", str(conf)], master, work)
     if r.returncode != 0:
         raise RuntimeError(f"the load failed (exit {r.returncode}); output in {work / 'load.out'}:\n{r.stderr[-3000:]}")
     records = sorted((dest / "_ingest" / "runs").glob("*.json"))
@@ -143,6 +170,74 @@ def load_figures(record: dict, dest: Path, wall: float) -> dict:
     }
 
 
+def run_audit(cluster: ScaleCluster, dest: Path, master: str, work: Path, hour_ms: int) -> dict:
+    """The audit of ``[hour_ms, hour_ms + 1 h)`` as the DAG runs it; its verdict, steps and counts."""
+    conf = work / "audit.properties"
+    conf.write_text((REPO / "conf" / "audit.properties").read_text()
+                    + f"\ndestination={dest}\nregistry.url={cluster.registry.url}\n")
+    report = work / "audit.jsonl"
+    run_id = "bench-load-scale-audit"
+    r, wall = spark_submit("audit", ["--config", str(conf), "--from", str(hour_ms), "--to", str(hour_ms + HOUR_MS),
+                                     "--report", str(report), "--run-id", run_id], master, work)
+    if r.returncode not in (0, 3, 4, 5) or not report.exists():
+        raise RuntimeError(f"the audit failed (exit {r.returncode}); output in {work / 'audit.out'}:\n"
+                           f"{r.stderr[-3000:]}")
+    rows = [json.loads(line) for line in report.read_text().splitlines() if line.strip()]
+    windows = [w for w in rows if w["row_type"] == "window" and w["topic"].startswith("scale-")]
+    verdict = next(w for w in rows if w["row_type"] == "verdict")
+    figures = next((ln for ln in r.stdout.splitlines() if ln.startswith(f"audit {run_id} read ")), "")
+    return {"exit": r.returncode, "wall_s": round(wall, 1), "run_id": run_id, "verdict": verdict["verdict"],
+            "status": verdict["status"], "figures_line": figures,
+            "topics": len({w["topic"] for w in windows}), "windows": len(windows),
+            "judged": sum(1 for w in windows if w["judged"]),
+            "statuses": dict(sorted(Counter(w["status"] for w in windows).items())),
+            "acked": sum(w["produced_acked"] or 0 for w in windows),
+            "loaded_distinct": sum(w["loaded_distinct"] or 0 for w in windows),
+            "missing": sum(w["missing"] or 0 for w in windows)}
+
+
+def hour_paths(dest: Path, hour_ms: int) -> dict[str, list[str]]:
+    """The committed data files of every scale topic's ``hour_ms`` hour, by topic."""
+    state = LoaderState.load(open_storage(str(dest)))
+    dt = time.strftime("%Y-%m-%d", time.gmtime(hour_ms / 1000))
+    hour = time.gmtime(hour_ms / 1000).tm_hour
+    out: dict[str, list[str]] = {}
+    for f in state.files(kind="data"):
+        if f.topic.startswith("scale-") and f.dt == dt and f.hour is not None and int(f.hour) == hour:
+            out.setdefault(f.topic, []).append(state.full_path(f))
+    return {t: sorted(ps) for t, ps in out.items()}
+
+
+def rewrite_reference(paths: dict[str, list[str]], out_dir: Path) -> float:
+    """Seconds of the plain streaming rewrite (bench/bench_compaction.py ``stream``) of every topic's hour."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    for i, (topic, ps) in enumerate(sorted(paths.items())):
+        stream(ps, "parquet", out_dir / f"{i}.parquet")
+    return time.perf_counter() - began
+
+
+def run_compaction(dest: Path, master: str, work: Path, audit_run: str) -> dict:
+    """``jobs/compact.py`` gated on the audit's revision; its outcomes and the seconds of its run."""
+    conf = work / "compaction.properties"
+    conf.write_text((REPO / "conf" / "compaction.properties").read_text() + f"\ndestination={dest}\n")
+    summary = work / "compaction.json"
+    r, wall = spark_submit("compact", ["--config", str(conf), "--audit-run", audit_run, "--summary", str(summary)],
+                           master, work)
+    if r.returncode != 0:
+        raise RuntimeError(f"the compaction failed (exit {r.returncode}); output in {work / 'compact.out'}:\n"
+                           f"{r.stderr[-3000:]}")
+    hours = json.loads(summary.read_text())["hours"]
+    [record] = [json.loads(p.read_text()) for p in (dest / "_compaction" / "runs").glob("*.json")]
+    done = [h for h in hours if h["action"] == "compacted"]
+    return {"wall_s": round(wall, 1), "run_s": (record["finished_ms"] - record["started_ms"]) / 1000,
+            "hours": len(hours), "compacted": len(done), "compacted_topics": sorted(h["hour"].split("/")[0] for h in done),
+            "files_in": sum(h["files_in"] for h in done), "files_out": sum(h["files_out"] for h in done),
+            "rows_in": sum(h["rows_in"] for h in done), "rows_out": sum(h["rows_out"] for h in done),
+            "bytes_in": sum(h["bytes_in"] for h in done), "bytes_out": sum(h["bytes_out"] for h in done),
+            "skipped": sorted(f"{h['hour']}: {h['reason']}" for h in hours if h["action"] != "compacted")}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--topics", type=int, default=20, help="topics of 10 partitions (default 20: 200 partitions)")
@@ -151,6 +246,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ref", default=DEFAULT_REF, help="the code planning is compared with (git ref)")
     ap.add_argument("--master", default="local-cluster[2,1,1024]")
     ap.add_argument("--no-load", action="store_true", help="planning only, no Spark load")
+    ap.add_argument("--no-audit", action="store_true", help="no audit and compaction after the load")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -166,10 +262,13 @@ def main(argv=None) -> int:
         topics = topic_names(args.topics)
         cluster.create_topics(topics)
         began = time.monotonic()
-        sent = cluster.produce(topics, args.events)
+        hour_ms = (int(time.time() * 1000) // HOUR_MS - 2) * HOUR_MS   # a closed hour: the audit judges it
+        sent = cluster.produce(topics, args.events, monitoring=True, clock=PastHourClock(hour_ms + 60_000),
+                               close_at_ms=hour_ms + HOUR_MS - 1)
         produced = sum(sent.values())
         print(f"{len(topics)} topics x {PARTITIONS} partitions = {out['partitions']} partitions, "
-              f"{produced} events produced in {time.monotonic() - began:.1f} s")
+              f"{produced} events produced in {time.monotonic() - began:.1f} s, stamped in the hour "
+              f"{time.strftime('%Y-%m-%d %H:00', time.gmtime(hour_ms / 1000))} UTC, with monitoring events")
 
         ref_tree = checkout(args.ref, work / "ref")
         raw = {"zk.connect": cluster.zk_connect, "registry.url": cluster.registry.url, "topics": "scale-.*"}
@@ -197,12 +296,14 @@ def main(argv=None) -> int:
         if not args.no_load:
             dest = work / "dest"
             record, wall = run_load(cluster, dest, args.master, work)
-            if record["totals"]["messages"] != produced:
-                raise RuntimeError(f"the load committed {record['totals']['messages']} rows, {produced} were produced")
+            loaded = sum(p["messages"] for p in record["partitions"] if p["topic"].startswith("scale-"))
+            if loaded != produced:
+                raise RuntimeError(f"the load committed {loaded} rows of the topics, {produced} were produced")
             fig = load_figures(record, dest, wall)
             out["load"] = fig
             s = fig["stage_seconds"]
-            print(f"\nload: spark-submit --master {args.master} jobs/load.py, {produced} events committed")
+            print(f"\nload: spark-submit --master {args.master} jobs/load.py, {produced} events committed "
+                  f"(and {fig['messages'] - produced} monitoring events of {DEFAULT_AUDIT_TOPIC})")
             print(f"  stages: prepare {s['prepare']:.2f} s, plan {s['plan']:.2f} s, execute {s['execute']:.2f} s "
                   f"(incl. SparkContext start), commit {s['commit']:.2f} s; run {fig['duration_s']:.1f} s, "
                   f"spark-submit wall {fig['wall_s']:.1f} s")
@@ -213,6 +314,48 @@ def main(argv=None) -> int:
             print(f"  commit manifest {fig['manifest_bytes']} bytes; state under _ingest/ {fig['state_bytes']} bytes "
                   f"in {fig['state_files']} files; run record {fig['run_record_bytes']} bytes, "
                   f"{fig['run_record_lines']} lines")
+            print(f"  load average after the load: {loadavg()}")
+
+        if not args.no_load and not args.no_audit:
+            a = run_audit(cluster, dest, args.master, work, hour_ms)
+            out["audit"] = a
+            print(f"\naudit: spark-submit --master {args.master} jobs/audit.py of the hour, exit {a['exit']}, "
+                  f"spark-submit wall {a['wall_s']:.1f} s")
+            print(f"  {a['figures_line']}")
+            print(f"  {a['topics']} topics, {a['windows']} windows ({a['judged']} judged): "
+                  + ", ".join(f"{k} {v}" for k, v in a["statuses"].items()))
+            print(f"  acknowledged {a['acked']}, loaded distinct {a['loaded_distinct']}, missing {a['missing']}")
+            print(f"  verdict: {a['verdict']}")
+            print(f"  load average after the audit: {loadavg()}")
+            if (a["exit"], a["status"], a["acked"], a["loaded_distinct"], a["missing"]) != (0, "OK", produced,
+                                                                                          produced, 0):
+                raise RuntimeError(f"the audit did not find every produced event loaded ({produced}): {a}")
+
+            paths = hour_paths(dest, hour_ms)
+            in_bytes = sum(os.path.getsize(p) for ps in paths.values() for p in ps)
+            ref_s = rewrite_reference(paths, work / "rewrite")
+            c = run_compaction(dest, args.master, work, a["run_id"])
+            c.update(reference_s=ref_s, reference_bytes_in=in_bytes)
+            out["compaction"] = c
+            print(f"\ncompaction: spark-submit --master {args.master} jobs/compact.py --audit-run {a['run_id']}, "
+                  f"spark-submit wall {c['wall_s']:.1f} s")
+            print(f"  {c['compacted']} of {c['hours']} topic-hours compacted: files {c['files_in']} -> "
+                  f"{c['files_out']}, rows {c['rows_in']} -> {c['rows_out']}, bytes {c['bytes_in']} -> {c['bytes_out']}")
+            for line in c["skipped"]:
+                print(f"  not compacted: {line}")
+            rows_in = c["rows_in"]
+            print(f"  {'':38}{'seconds':>9}{'rows/s':>12}{'MB/s in':>9}")
+            print(f"  {'compaction run (plan, tasks, commit)':38}{c['run_s']:>9.2f}{rows_in / c['run_s']:>12,.0f}"
+                  f"{in_bytes / c['run_s'] / 1e6:>9.1f}")
+            print(f"  {'plain rewrite, stream, 1 process':38}{ref_s:>9.2f}{rows_in / ref_s:>12,.0f}"
+                  f"{in_bytes / ref_s / 1e6:>9.1f}")
+            print(f"  compaction/stream throughput: {ref_s / c['run_s']:.2f}")
+            print(f"  load average after the compaction: {loadavg()}")
+            expect = sorted(topics)
+            if (c["compacted_topics"], c["rows_in"], c["rows_out"], c["files_in"]) != (
+                    expect, produced, produced, sum(len(ps) for ps in paths.values())):
+                raise RuntimeError(f"the compaction did not merge every topic's hour ({len(expect)} topics, "
+                                   f"{produced} rows): {c}")
     finally:
         cluster.close()
         print(f"\nload average at end: {loadavg()}")

@@ -12,10 +12,14 @@ offsets come with the one METADATA answer of each broker, need brokers without Z
 
 Every partition gets exactly ``events`` page views through one :class:`~ingest.events.EventProducer`
 (its producer routes each kind), sent under a key the partitioner maps to that partition, so the
-exact rows of each partition are known. Everything started is stopped by :meth:`ScaleCluster.close`.
+exact rows of each partition are known. With ``monitoring=True`` the producer also publishes its
+monitoring events (to the default audit topic, a 0.7 topic the brokers create), and ``clock`` stamps the
+events' times: :class:`PastHourClock` puts them into a closed hour, which the audit can judge and
+compaction merge right after the load. Everything started is stopped by :meth:`ScaleCluster.close`.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -32,6 +36,32 @@ from tests.harness.zookeeper import ZooKeeperServer
 PARTITIONS = 10
 BROKERS = 2
 KINDS = ("repl", "kafka")
+
+
+class PastHourClock:
+    """The real clock moved back so that it starts at ``start_ms``: it runs at real speed from there.
+
+    Waits and timeouts stay real (``monotonic``, ``sleep``); only the wall time (event times, monitoring
+    windows) is shifted. :meth:`move_to` jumps forward, as if the producer had stayed up idle until then.
+    """
+
+    def __init__(self, start_ms: int) -> None:
+        self.shift_ms = time.time_ns() // 1_000_000 - start_ms
+
+    def move_to(self, ms: int) -> None:
+        now = self.time_ms()
+        if ms < now:
+            raise ValueError(f"PastHourClock cannot go backwards (to {ms}, it is {now})")
+        self.shift_ms -= ms - now
+
+    def time_ms(self) -> int:
+        return time.time_ns() // 1_000_000 - self.shift_ms
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 def topic_names(n_topics: int) -> list[str]:
@@ -106,8 +136,16 @@ class ScaleCluster:
             zk.stop()
             zk.close()
 
-    def produce(self, topics: list[str], events: int, *, chunk: int = 500) -> dict[str, int]:
-        """``events`` page views to every partition of every topic; returns the rows sent per topic."""
+    def produce(self, topics: list[str], events: int, *, chunk: int = 500, monitoring: bool = False,
+                clock: PastHourClock | None = None, close_at_ms: int | None = None) -> dict[str, int]:
+        """``events`` page views to every partition of every topic; returns the rows sent per topic.
+
+        ``monitoring``: also publish the producer's monitoring events (all of them by the time this
+        returns); ``clock``: the clock of the producer (default the system clock); ``close_at_ms``:
+        move ``clock`` there before the producer closes, so its monitoring reports every idle window
+        until then (heartbeats): with the last millisecond of an hour, the audit sees the whole hour.
+        """
+        from ingest.clock import SYSTEM_CLOCK
         from ingest.events.event_producer import EventProducer
         from ingest.events.loadgen import EventGenerator
         from ingest.events.registry_client import RegistryClient
@@ -118,13 +156,19 @@ class ScaleCluster:
         # loader and discovery read up to) already covers every event when produce returns
         with EventProducer({"zk.connect": self.zk_connect, "topic.format.default": "0.7",
                             "request.required.acks": -1},
-                           RegistryClient(self.registry.url), monitoring_enable=False, background=False) as ep:
+                           RegistryClient(self.registry.url), clock=clock or SYSTEM_CLOCK,
+                           monitoring_enable=monitoring, background=False) as ep:
             for t in topics:
                 for key in partition_keys(t):
                     for i in range(0, events, chunk):
                         ep.send(t, gen.batch(min(chunk, events - i)), key=key)
                 sent[t] = PARTITIONS * events
             ep.flush()
+            if close_at_ms is not None:
+                clock.move_to(close_at_ms)
+        stats = ep.stats()
+        if monitoring and (stats["monitoring_pending"] or stats["monitoring_dropped"]):
+            raise RuntimeError(f"the producer's monitoring events were not all published: {stats}")
         return sent
 
     def close(self) -> None:
