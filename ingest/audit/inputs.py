@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import calendar
 import logging
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -159,29 +160,20 @@ def select_files(
 
 
 def read_ids(spark, files: Sequence[LoadedFile]):
-    """DataFrame ``topic, session, seq, time, server`` of every record in ``files``."""
+    """DataFrame ``topic, session, seq, time, server`` of every record in ``files``.
+
+    Every Parquet file is read in one scan, whatever its topic: Spark then packs many small
+    files into one task (``spark.sql.files.maxPartitionBytes``), where a union of one scan
+    per topic ran a task per file (1,000 tasks for an hour of 1,000 partitions). Each row's
+    topic comes from its file's name through a broadcast join on ``_metadata.file_name``.
+    """
     from pyspark.sql import functions as F
 
     frames = []
-    parquet_by_topic: dict[str, list[str]] = {}
-    avro: list[tuple[str, str, str]] = []
-    for f in files:
-        if f.format == "parquet":
-            parquet_by_topic.setdefault(f.topic, []).append(f.spark_path)
-        else:
-            avro.append((f.topic, f.storage_uri, f.path))
-    for topic, paths in sorted(parquet_by_topic.items()):
-        # An explicit schema spares Spark a schema-inference job per read and prunes columns.
-        headerless = F.col("header").isNull() & F.col("_offset").isNotNull()
-        df = spark.read.schema(IDS_PARQUET_SCHEMA).parquet(*paths).select(
-            F.lit(topic).alias("topic"),
-            F.when(headerless, F.concat(F.lit(POSITION_SESSION), F.col("_partition").cast("string")))
-            .otherwise(F.col("header.session").cast("string")).alias("session"),
-            F.when(headerless, F.col("_offset")).otherwise(F.col("header.seq").cast("long")).alias("seq"),
-            F.when(headerless, F.col("_timestamp")).otherwise(F.col("header.time").cast("long")).alias("time"),
-            F.col("header.server").cast("string").alias("server"),
-        )
-        frames.append(df)
+    parquet = [f for f in files if f.format == "parquet"]
+    avro = [(f.topic, f.storage_uri, f.path) for f in files if f.format != "parquet"]
+    if parquet:
+        frames.append(_read_parquet_ids(spark, parquet))
     if avro:
         frames.append(_read_avro(spark, avro, "ids"))
     if not frames:
@@ -190,6 +182,36 @@ def read_ids(spark, files: Sequence[LoadedFile]):
     for df in frames[1:]:
         out = out.unionByName(df)
     return out
+
+
+def _read_parquet_ids(spark, files: Sequence[LoadedFile]):
+    from pyspark.sql import functions as F
+
+    topic_of: dict[str, str] = {}
+    for f in files:
+        topic_of.setdefault(posixpath.basename(f.spark_path), f.topic)
+    topics = sorted({f.topic for f in files})
+    if len(topics) > 1 and any(topic_of[posixpath.basename(f.spark_path)] != f.topic for f in files):
+        # Two topics' files share a base name (not a name the loader gives): one scan per topic.
+        frames = [_read_parquet_ids(spark, [f for f in files if f.topic == t]) for t in topics]
+        out = frames[0]
+        for df in frames[1:]:
+            out = out.unionByName(df)
+        return out
+    # An explicit schema spares Spark a schema-inference job per read and prunes columns.
+    headerless = F.col("header").isNull() & F.col("_offset").isNotNull()
+    df = spark.read.schema(IDS_PARQUET_SCHEMA).parquet(*(f.spark_path for f in files)).select(
+        F.when(headerless, F.concat(F.lit(POSITION_SESSION), F.col("_partition").cast("string")))
+        .otherwise(F.col("header.session").cast("string")).alias("session"),
+        F.when(headerless, F.col("_offset")).otherwise(F.col("header.seq").cast("long")).alias("seq"),
+        F.when(headerless, F.col("_timestamp")).otherwise(F.col("header.time").cast("long")).alias("time"),
+        F.col("header.server").cast("string").alias("server"),
+        F.col("_metadata.file_name").alias("_file"),
+    )
+    if len(topics) == 1:
+        return df.select(F.lit(topics[0]).alias("topic"), "session", "seq", "time", "server")
+    names = spark.createDataFrame(sorted(topic_of.items()), "_file string, topic string")
+    return df.join(F.broadcast(names), "_file").select("topic", "session", "seq", "time", "server")
 
 
 def read_monitoring(spark, files: Sequence[LoadedFile]):
