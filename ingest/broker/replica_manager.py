@@ -19,7 +19,11 @@ Its other threads:
   is read back and decided again (a partition whose leadership moved goes to the worker); a write that
   does not land (a lost session, no ZooKeeper) leaves the set as it was;
 - the high-watermark checkpointer (:mod:`ingest.broker.hw_checkpoint`), every
-  ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown;
+  ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown.
+
+Tasks of the broker's scheduler (:mod:`ingest.broker.scheduler`, ``background.threads``), not threads
+of their own:
+
 - the leader's repair of damaged ranges from in-sync followers (:mod:`ingest.broker.leader_repair`),
   asked for by the request handlers and when an in-sync set grows;
 - the storage-failure publisher (:mod:`ingest.broker.storage_failures`): the replicas whose
