@@ -37,6 +37,7 @@ from typing import Callable, Mapping, Sequence
 from ingest.client.deleted_segments import DeletedSegment
 from ingest.client.partition_reader import BrokerPartition
 from ingest.errors import DataLossError, IngestError
+from ingest.home_broker import furthest_former
 from ingest.loader.gaps import Probe, gap_losses, kafka_gap
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
 from ingest.lost_ranges import LostRange
@@ -287,11 +288,13 @@ def committed_of(committed: Mapping[PartitionKey, OffsetRecord], snap: Partition
     prev = committed.get(snap.key)
     if prev is not None or not snap.replicated:
         return prev
-    moved = [r for k, r in committed.items() if k[0] == snap.topic and k[2] == snap.partition]
-    prev = max(moved, key=lambda r: r.offset, default=None)
-    if prev is not None:
-        log.info("%s partition %d: home broker now %d (reassigned); resuming from offset %d committed under home "
-                 "broker %d", snap.topic, snap.partition, snap.broker_id, prev.offset, prev.broker_id)
+    former = furthest_former(((k[1], k[2], r) for k, r in committed.items() if k[0] == snap.topic),
+                             snap.broker_id, snap.partition, offset=lambda r: r.offset)
+    if former is None:
+        return None
+    home, prev = former
+    log.info("%s partition %d: home broker now %d (reassigned); resuming from offset %d committed under home "
+             "broker %d", snap.topic, snap.partition, snap.broker_id, prev.offset, home)
     return prev
 
 
