@@ -753,9 +753,14 @@ def mirror_checkpoints_dir(group: str) -> str:
     return f"{mirror_group_path(group)}/checkpoints"
 
 
+def mirror_topic_checkpoints_dir(group: str, source: str, topic: str) -> str:
+    """``/mirrors/[group]/checkpoints/[source]/[topic]``: the checkpoints of one source's partitions of a topic."""
+    return f"{mirror_checkpoints_dir(group)}/{source}/{topic}"
+
+
 def mirror_checkpoint_path(group: str, source: str, topic: str, broker_id: int, partition: int) -> str:
     """``/mirrors/[group]/checkpoints/[source]/[topic]/[broker_id-partition]``: the partition's checkpoint (JSON)."""
-    return f"{mirror_checkpoints_dir(group)}/{source}/{topic}/{partition_name(broker_id, partition)}"
+    return f"{mirror_topic_checkpoints_dir(group, source, topic)}/{partition_name(broker_id, partition)}"
 
 
 def mirror_lost_dir(group: str) -> str:

@@ -43,7 +43,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # A unit is a subpackage of ingest (``broker``) or a module directly under it (``errors``).
     # Imports between units point down this table, or sideways within a layer without a cycle.
     ("root", ("ingest", "errors", "config", "cli_numbers", "clock", "znodes", "ratelimited_log", "lost_ranges",
-              "jobs_support", "stop_signals", "zk_security", "config_providers", "registry_client_config")),
+              "jobs_support", "stop_signals", "zk_security", "config_providers", "registry_client_config",
+              "home_broker")),
     ("storage, wire and formats", ("storage", "wire", "records", "metrics")),
     ("broker, clients and events", ("broker", "client", "events")),
     ("pipelines", ("mirror", "loader", "audit", "compaction")),

@@ -21,6 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ingest import znodes
 from ingest.broker import assignment as rule
+from ingest.broker.reassignment import partitions_being_reassigned
 from ingest.errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                            ReassignmentInProgressError, ReplicationConfigError)
 
@@ -56,13 +57,13 @@ def check_count(count: int, have: int | None = None) -> None:
 
 
 def plan(topic: str, data: bytes, count: int, manual: Sequence[Sequence[int]] | None, live: Iterable[int],
-         reassigning: Iterable[tuple[str, int]] = ()) -> Growth:
+         pending: bytes | None = None) -> Growth:
     """The growth of ``topic`` (whose node holds ``data``) to ``count`` partitions.
 
     Args:
         manual: the new partitions' replicas, one list per new partition (None: Kafka's rule).
         live: the registered brokers now.
-        reassigning: the ``(topic, partition)`` pairs of ``/admin/reassign_partitions``.
+        pending: the data of ``/admin/reassign_partitions`` (None: absent).
 
     Raises:
         InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
@@ -72,7 +73,7 @@ def plan(topic: str, data: bytes, count: int, manual: Sequence[Sequence[int]] | 
     if current is None:
         raise ValueError(f"topic {topic!r} has no replica assignment (an unreplicated 0.7 topic)")
     fmt = znodes.parse_topic_format(data)
-    moving = sorted(set(znodes.parse_moves(data)) | {p for t, p in reassigning if t == topic})
+    moving = partitions_being_reassigned(topic, data, pending)
     if moving:
         raise ReassignmentInProgressError(
             f"A partition reassignment is in progress for the topic '{topic}' (partition(s) {moving}): add "

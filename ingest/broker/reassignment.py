@@ -72,6 +72,24 @@ def original_replicas(replicas: tuple[int, ...], move: ReplicaMove | None) -> tu
     return replicas if move is None else tuple(b for b in replicas if b not in move.adding)
 
 
+def partitions_being_reassigned(topic: str, topic_data: bytes | None, pending: bytes | None) -> list[int]:
+    """The partitions of ``topic`` being reassigned now, sorted: those whose topic node (``topic_data``) records a
+    move (replicas being added or removed), and those that ``/admin/reassign_partitions`` (``pending``, None when
+    it is absent) names and the controller has not started yet. An unreadable request names none: the controller
+    drops it, and it moves nothing. A topic with any of them cannot grow or be deleted now.
+
+    Raises:
+        ValueError: the topic node's move fields are not partition -> broker ids.
+    """
+    being = set(znodes.parse_moves(topic_data))
+    if pending:
+        try:
+            being |= {p for t, p in znodes.parse_reassignment(pending) if t == topic}
+        except ValueError:
+            pass   # an unreadable request is the controller's to drop; it moves nothing
+    return sorted(being)
+
+
 class Reassignments:
     """The reassignment steps of one controller (module docstring).
 

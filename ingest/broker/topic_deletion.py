@@ -31,6 +31,7 @@ from kazoo.exceptions import NodeExistsError
 
 from ingest import znodes
 from ingest.broker.groups.offsets_topic import OFFSETS_TOPIC
+from ingest.broker.reassignment import partitions_being_reassigned
 from ingest.broker.topic_kind import TopicKind, wrong_kind
 from ingest.broker.topics import validate_topic
 from ingest.errors import (InvalidTopicError, ReassignmentInProgressError, UnknownTopicError,
@@ -94,13 +95,7 @@ def check(topic: str, read: Read, *, kinds: Iterable[TopicKind] = (TopicKind.KAF
     kind = TopicKind.KAFKA if znodes.parse_topic_format(data) == znodes.KAFKA_FORMAT else TopicKind.V07
     if kind not in kinds:
         raise _not_here(topic, kind)
-    moving = sorted(znodes.parse_moves(data))
-    pending = read(znodes.REASSIGN_PARTITIONS)
-    if pending:
-        try:
-            moving = sorted(set(moving) | {p for t, p in znodes.parse_reassignment(pending) if t == topic})
-        except ValueError:
-            pass   # an unreadable request is the controller's to drop; it moves nothing
+    moving = partitions_being_reassigned(topic, data, read(znodes.REASSIGN_PARTITIONS))
     if moving:
         raise ReassignmentInProgressError(
             f"topic {topic!r} has partition(s) {moving} being reassigned: a topic is deleted only when none of "

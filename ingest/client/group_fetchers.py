@@ -31,6 +31,7 @@ from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.config import Config
 from ingest.errors import CoordinationError, IngestError
+from ingest.home_broker import furthest_former
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +86,12 @@ class GroupFetchers:
             try:
                 home, p = znodes.parse_partition_name(name)
                 if p == part and home != bid:
-                    found.append(int(self.zk.retry(self.zk.get, znodes.offset_path(self.group, topic, home, p))[0]))
+                    found.append((home, p, int(self.zk.retry(self.zk.get,
+                                                             znodes.offset_path(self.group, topic, home, p))[0])))
             except (NoNodeError, ValueError):
                 continue
-        return max(found, default=None)
+        former = furthest_former(found, bid, part, offset=lambda o: o)
+        return None if former is None else former[1]
 
     def start_offset(self, topic: str, bid: int, part: int, replicated: bool) -> int:
         path = znodes.offset_path(self.group, topic, bid, part)

@@ -304,6 +304,19 @@ class SimpleConsumer:
         check(resp.error, f"DELETED_SEGMENTS {topic}/{partition} [{start}, {end}) on {self.conn!r}")
         return [DeletedSegment(*rec) for rec in resp.records]
 
+    def deleted_segments_many(self, questions: Sequence[tuple[str, int, int, int]]
+                              ) -> list[tuple[int, list[DeletedSegment]]]:
+        """DELETED_SEGMENTS of many ``(topic, partition, start, end)`` on this one connection, pipelined (as
+        :meth:`offsets_many`: the request names one partition). Returns, per question in order, ``(error code,
+        the deleted segments overlapping [start, end), oldest first)``: an error is the caller's to judge.
+
+        Raises:
+            BrokerUnavailableError, MalformedResponseError: the connection failed (no answer is returned).
+        """
+        frames = [DeletedSegmentsRequest(t, p, start, end).encode() for t, p, start, end in questions]
+        return [(r.error, [DeletedSegment(*rec) for rec in r.records])
+                for r in self.conn.request_pipelined(frames, DeletedSegmentsResponse)]
+
     def close(self) -> None:
         self.conn.close()
 

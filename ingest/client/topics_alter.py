@@ -75,10 +75,9 @@ def add_partitions(client, topic: str, count: int, manual: list[list[int]] | Non
         raise ReplicationConfigError(f"topic {topic!r}: unreadable assignment {data[:80]!r} ({exc}); nothing was "
                                      "written") from None
     try:
-        pending_data, _ = client.retry(client.get, znodes.REASSIGN_PARTITIONS)
-        pending = znodes.parse_reassignment(pending_data)
+        pending, _ = client.retry(client.get, znodes.REASSIGN_PARTITIONS)
     except NoNodeError:
-        pending = {}
+        pending = None
     live = read_brokers(client)
     try:
         growth = partition_growth.plan(topic, data, count, manual, live, pending)

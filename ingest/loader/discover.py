@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ingest import znodes
+from ingest.client.deleted_segments import DeletedSegment
 from ingest.client.discovery import BrokerAddress, read_brokers, start_kazoo
 from ingest.client.fetch_settings import FetchSettings
 from ingest.client.leader_consumer import LeaderConsumer, static_metadata
@@ -278,12 +279,24 @@ def segment_starts_by_broker(config, snapshots: Sequence[PartitionSnapshot]) -> 
     return out
 
 
-def deleted_segments_asker(config):
+def deleted_segments_asker(config, questions: Sequence[tuple[PartitionSnapshot, int, int]] = ()):
     """A callable: the broker's records of the segments it deleted overlapping ``[start, end)`` of a partition
     (request 16 DELETED_SEGMENTS; for a replicated partition, its leader's), None when the broker cannot say
-    (an older broker, an error): the lost range is then estimated (:mod:`ingest.loader.gaps`)."""
+    (an older broker, an error): the lost range is then estimated (:mod:`ingest.loader.gaps`).
+
+    The first call asks every question of ``questions`` (the plan's, :func:`ingest.loader.plan.gap_questions`)
+    at once: one connection per broker (a replicated partition's: its leader when discovered), its
+    DELETED_SEGMENTS questions pipelined (:func:`deleted_segments_by_broker`), instead of a connection and a
+    round trip per partition. A question that exchange could not answer (an error, a leader that moved, a
+    silent broker), and any other, is asked alone, following a failover."""
+    batched: dict[tuple[PartitionKey, int, int], list[DeletedSegment]] | None = None
 
     def ask(snap: PartitionSnapshot, start: int, end: int):
+        nonlocal batched
+        if batched is None:
+            batched = deleted_segments_by_broker(config, questions)
+        if (snap.key, start, end) in batched:
+            return batched[(snap.key, start, end)]
         try:
             with open_consumer(snap, FetchSettings.from_config(config)) as c:
                 if snap.replicated:
@@ -296,6 +309,29 @@ def deleted_segments_asker(config):
             return None
 
     return ask
+
+
+def deleted_segments_by_broker(config, questions: Sequence[tuple[PartitionSnapshot, int, int]]
+                               ) -> dict[tuple[PartitionKey, int, int], list[DeletedSegment]]:
+    """The answers to DELETED_SEGMENTS ``questions`` of Kafka 0.7 partitions, asked of each partition's broker
+    (``host:port``: a replicated partition's leader when discovered) on one connection with the questions
+    pipelined, keyed ``(partition key, start, end)``; a question missing from the result was not answered
+    (an error, a silent broker)."""
+    by_broker: dict[tuple[str, int], list[tuple[PartitionSnapshot, int, int]]] = {}
+    for q in questions:
+        by_broker.setdefault((q[0].host, q[0].port), []).append(q)
+    out: dict[tuple[PartitionKey, int, int], list[DeletedSegment]] = {}
+    for (host, port), qs in by_broker.items():
+        try:
+            with _consumer(host, port, config) as c:
+                answers = c.deleted_segments_many([(s.topic, s.partition, start, end) for s, start, end in qs])
+        except IngestError as exc:
+            log.info("pipelined DELETED_SEGMENTS of %d partition(s) from %s:%d failed (%s): each is asked alone",
+                     len(qs), host, port, exc)
+            continue
+        out.update(((s.key, start, end), records) for (s, start, end), (error, records) in zip(qs, answers)
+                   if error == 0)
+    return out
 
 
 def prober(config):

@@ -19,8 +19,8 @@ from ingest.errors import CommitError, IngestError
 from ingest.loader import commit, discover, layout, manifests, rdd_tasks
 from ingest.loader.faults import NO_FAULTS, Faults
 from ingest.loader.gaps import bounds_of_gap
-from ingest.loader.plan import (LeftOut, LoadPlan, PartitionSnapshot, build_plan, select_topics, topic_filter,
-                                waiting_partitions)
+from ingest.loader.plan import (LeftOut, LoadPlan, PartitionSnapshot, build_plan, gap_questions, select_topics,
+                                topic_filter, waiting_partitions)
 from ingest.loader.quarantine import check_ratio, first_quarantined, over_limit
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
 from ingest.lost_ranges import LostRange
@@ -89,7 +89,9 @@ def make_plan(config, state: LoaderState, snapshots: list[PartitionSnapshot], ru
         committed=state.offsets, committed_files=lambda key: state.files_of_partition(key),
         resets=resets, segment_starts=segment_starts or discover.segment_starts(config, planned),
         probe=probe or discover.prober(config),
-        deleted_segments=deleted_segments or discover.deleted_segments_asker(config), new_partition_start=config["new.partition.start"],
+        deleted_segments=deleted_segments or discover.deleted_segments_asker(
+            config, gap_questions(planned, state.offsets, resets or {}, config["new.partition.start"])),
+        new_partition_start=config["new.partition.start"],
         max_bytes_per_task=config["max.bytes.per.task"], max_bytes_per_run=config["max.bytes.per.run"],
         fail_on_data_loss=config["fail.on.data.loss"], now_ms=clock.time_ms(),
     )

@@ -37,6 +37,7 @@ from typing import Callable, Mapping, Sequence
 from ingest.client.deleted_segments import DeletedSegment
 from ingest.client.partition_reader import BrokerPartition
 from ingest.errors import DataLossError, IngestError
+from ingest.home_broker import furthest_former
 from ingest.loader.gaps import Probe, gap_losses, kafka_gap
 from ingest.loader.records import FileRecord, OffsetRecord, PartitionKey
 from ingest.lost_ranges import LostRange
@@ -278,21 +279,50 @@ class StartDecision:
     replay: bool = False
 
 
-def committed_of(committed: Mapping[PartitionKey, OffsetRecord], snap: PartitionSnapshot) -> OffsetRecord | None:
+def committed_of(committed: Mapping[PartitionKey, OffsetRecord], snap: PartitionSnapshot, *,
+                 quiet: bool = False) -> OffsetRecord | None:
     """The committed offset of ``snap``'s partition. A replicated partition is named by its home broker (its
     first replica), which a reassignment changes when it moves that replica: with nothing committed under
     the new home, the furthest offset committed under an earlier home of the same topic and partition
-    carries over (its replicas hold the same log, offset for offset). Named by its current home once
-    committed again."""
+    carries over (its replicas hold the same log, offset for offset; logged unless ``quiet``). Named by its
+    current home once committed again."""
     prev = committed.get(snap.key)
     if prev is not None or not snap.replicated:
         return prev
-    moved = [r for k, r in committed.items() if k[0] == snap.topic and k[2] == snap.partition]
-    prev = max(moved, key=lambda r: r.offset, default=None)
-    if prev is not None:
-        log.info("%s partition %d: home broker now %d (reassigned); resuming from offset %d committed under home "
-                 "broker %d", snap.topic, snap.partition, snap.broker_id, prev.offset, prev.broker_id)
+    former = furthest_former(((k[1], k[2], r) for k, r in committed.items() if k[0] == snap.topic),
+                             snap.broker_id, snap.partition, offset=lambda r: r.offset)
+    if former is None:
+        return None
+    home, prev = former
+    if not quiet:
+        log.info("%s partition %d: home broker now %d (reassigned); resuming from offset %d committed under "
+                 "home broker %d", snap.topic, snap.partition, snap.broker_id, prev.offset, home)
     return prev
+
+
+def gap_questions(snapshots: Sequence[PartitionSnapshot], committed: Mapping[PartitionKey, OffsetRecord],
+                  resets: Mapping[PartitionKey, int], new_partition_start: str
+                  ) -> list[tuple[PartitionSnapshot, int, int]]:
+    """The ``(snapshot, start, end)`` questions :func:`decide_starts` asks ``deleted_segments`` with the same
+    arguments: each Kafka 0.7 partition's unloaded range below its log start. Known before planning, so they
+    can be asked of each broker at once (:func:`ingest.loader.discover.deleted_segments_asker`)."""
+    out = []
+    for snap in snapshots:
+        prev = committed_of(committed, snap, quiet=True)
+        gap = _gap(snap, resets.get(snap.key, prev.offset if prev else None), new_partition_start)
+        if gap is not None:
+            out.append((snap, *gap))
+    return out
+
+
+def _gap(snap: PartitionSnapshot, start: int | None, new_partition_start: str) -> tuple[int, int] | None:
+    """The range ``[start, earliest)`` of a Kafka 0.7 partition deleted before it was loaded (``start`` the
+    effective committed offset, None for a new partition: ``[0, earliest)`` unless it starts at latest)."""
+    if snap.kafka:
+        return None
+    if start is None:
+        return (0, snap.earliest) if new_partition_start != "latest" and snap.earliest > 0 else None
+    return (start, snap.earliest) if start < snap.earliest else None
 
 
 def superseded_homes(committed: Mapping[PartitionKey, OffsetRecord],
@@ -326,6 +356,7 @@ def decide_starts(
             c_eff = start
         else:
             c_eff = c
+        gap = _gap(snap, c_eff, new_partition_start)
         if c_eff is None:
             if new_partition_start == "latest":
                 start = snap.latest
@@ -333,16 +364,16 @@ def decide_starts(
                 start = snap.earliest
                 if snap.earliest > 0 and snap.kafka:
                     lost = kafka_gap(snap.key, 0, snap.earliest, None, probe(snap, snap.earliest), run_id, now_ms)
-                elif snap.earliest > 0:
+                elif gap is not None:
                     lost = gap_losses(snap.key, 0, snap.earliest, None, None, probe(snap, snap.earliest),
-                                      deleted_segments(snap, 0, snap.earliest), run_id, now_ms)
+                                      deleted_segments(snap, *gap), run_id, now_ms)
         elif c_eff < snap.earliest and snap.kafka:
             lost = kafka_gap(snap.key, c_eff, snap.earliest, prev, probe(snap, snap.earliest), run_id, now_ms)
             start = snap.earliest
-        elif c_eff < snap.earliest:
+        elif gap is not None:
             avg = avg_message_bytes(committed_files(snap.key))
             lost = gap_losses(snap.key, c_eff, snap.earliest, prev, avg, probe(snap, snap.earliest),
-                              deleted_segments(snap, c_eff, snap.earliest), run_id, now_ms)
+                              deleted_segments(snap, *gap), run_id, now_ms)
             start = snap.earliest
         elif c_eff > snap.latest and snap.replicated and snap.key not in resets:
             # a new leader's high watermark lags the old one's until its followers fetch again

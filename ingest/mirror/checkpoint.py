@@ -15,6 +15,10 @@ position matters). Every write is conditional on the znode version read (or writ
 stale owner's write fails with :class:`~ingest.errors.MirrorOwnershipLostError` and it stops
 that partition. The resume rule that uses the checkpoint is in :mod:`ingest.mirror.copier`.
 
+A replicated source partition is named by its home broker, which a reassignment can move: the unit under
+the new name then starts from the furthest checkpoint of the same partition kept under a former home and
+written for the same target partition (:func:`former_home_checkpoint`, the rule of :mod:`ingest.home_broker`).
+
 Every kazoo call goes through ``client.retry``. A write whose answer a connection loss swallowed
 is retried by kazoo with the old version and fails with BadVersion although it succeeded: the
 store then reads the znode back and accepts it when it holds exactly the bytes it wrote.
@@ -23,11 +27,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ingest import znodes
 from ingest.errors import MirrorError, MirrorOwnershipLostError
+from ingest.home_broker import furthest_former
 from ingest.mirror.mapping import MirrorUnit
 
 log = logging.getLogger(__name__)
@@ -179,3 +184,42 @@ class CheckpointStore:
         except NoNodeError:
             pass
         self.version = ABSENT
+
+
+def former_home_checkpoint(zk, group: str, unit: MirrorUnit) -> tuple[int, Checkpoint] | None:
+    """``(former home broker, checkpoint)``: the furthest checkpoint (by source offset) of ``unit``'s partition
+    under another home broker of the same source and topic, written for ``unit``'s target partition; None when
+    there is none. Only a replicated unit has former homes (a 0.7 topic's ``broker_id-partition`` names another
+    partition). An unreadable one is skipped (logged).
+    """
+    from kazoo.exceptions import NoNodeError  # deferred: kazoo
+
+    if not unit.replicated:
+        return None
+    try:
+        names = zk.retry(zk.get_children, znodes.mirror_topic_checkpoints_dir(group, unit.source, unit.topic))
+    except NoNodeError:
+        return None
+    found = []
+    for name in names:
+        try:
+            home, p = znodes.parse_partition_name(name)
+            if p != unit.partition or home == unit.broker_id:
+                continue
+            path = znodes.mirror_checkpoint_path(group, unit.source, unit.topic, home, p)
+            cp = Checkpoint.parse(zk.retry(zk.get, path)[0], f"the checkpoint {path}")
+        except (NoNodeError, ValueError):
+            continue
+        except MirrorError as exc:
+            log.warning("%s: a former home's checkpoint is skipped: %s", unit, exc)
+            continue
+        if cp.target_partition == unit.target_partition:
+            found.append((home, p, cp))
+    return furthest_former(found, unit.broker_id, unit.partition, offset=lambda cp: cp.source_offset)
+
+
+def carried_over(own: Checkpoint | None, former: Checkpoint) -> Checkpoint:
+    """The checkpoint a unit starts from when a former home's (``former``) is further than its own (``own``,
+    None when it has none): the former's positions, with the unit's own counter state (its monitoring session
+    is its own: the former home's session reported what it counted up to ``former``'s source offset)."""
+    return replace(former, counts=own.counts if own is not None else None)

@@ -23,7 +23,7 @@ from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import (IngestError, MirrorError, MirrorOwnershipLostError, OffsetMismatchError,
                            OffsetOutOfRangeError)
 from ingest.mirror import gaps as lr
-from ingest.mirror.checkpoint import Checkpoint, CheckpointStore
+from ingest.mirror.checkpoint import Checkpoint, CheckpointStore, carried_over, former_home_checkpoint
 from ingest.mirror.copier_io import TRANSIENT, publish_safely
 from ingest.mirror.fallback import FallbackSender
 from ingest.mirror.mapping import EXACT_STATUS, FALLBACK_STATUS, MirrorUnit
@@ -149,6 +149,12 @@ class PartitionCopier:
 
     def _start(self) -> None:
         cp = self.store.read()
+        former = former_home_checkpoint(self.store.zk, self.group, self.unit)
+        if former is not None and (cp is None or former[1].source_offset > cp.source_offset):
+            log.info("%s: home broker now %d (reassigned); resuming from the checkpoint under home broker %d "
+                     "(source offset %d, target offset %s)", self.unit, self.unit.broker_id, former[0],
+                     former[1].source_offset, former[1].target_offset)
+            cp = carried_over(cp, former[1])
         if cp is not None and cp.target_partition != self.unit.target_partition:
             raise MirrorError(f"{self.unit}: the checkpoint {self.store.path} names target partition "
                               f"{cp.target_partition}, the mapping {self.unit.target_partition}; the mapping of a "

@@ -110,6 +110,7 @@ class SourceCluster:
         self.metadata = ReplicaMetadata(lambda: self.discovery.brokers().values(), timeout_s=self.timeout_s)
         self._listed: dict[int, dict[str, list[tuple[int, int]]]] = {}   # broker id -> its last METADATA answer
         self.kafka_topics: frozenset[str] = frozenset()   # its Kafka topics (ZooKeeper: "format":"kafka")
+        self.replicated_topics: frozenset[str] = frozenset()   # its replicated topics (0.7 and Kafka), last listing
 
     def add_listener(self, fn: Callable[[], None]) -> None:
         """``fn()`` after the broker or topic registry changed (ZooKeeper sources only)."""
@@ -122,6 +123,7 @@ class SourceCluster:
     def _zk_partitions(self) -> dict[str, list[tuple[int, int]]]:
         topics = read_all_topics(self.zk)
         self.kafka_topics = topics.kafka
+        self.replicated_topics = frozenset(topics.replicated)
         for name, why in topics.unreadable.items():
             _unreadable.warning(self.name, f"topic {name} skipped", "source %s: topic %s skipped: %s",
                                 self.name, name, why)
@@ -140,7 +142,8 @@ class SourceCluster:
                 if t is not None:
                     replicated.add(name)
                     out[name] = sorted((p.home, p.partition) for p in t.partitions)
-        except IngestError as exc:
+            self.replicated_topics = frozenset(replicated)
+        except IngestError as exc:   # the last answer's replicated topics hold
             _unreadable.warning(self.name, "TOPIC_METADATA", "source %s: no broker answered TOPIC_METADATA: %s",
                                 self.name, exc)
         for addr in self.discovery.brokers().values():
@@ -227,6 +230,12 @@ class SourceDiscovery:
             if topic in self._last.get(cluster.name, {}):
                 return cluster.topic_format(topic)
         return None
+
+    def replicated_sources(self, topic: str) -> frozenset[str]:
+        """The sources that list ``topic`` as a replicated topic (its partitions named by home broker), as their
+        last listing said."""
+        return frozenset(c.name for c in self.sources.values()
+                         if topic in c.replicated_topics and topic in self._last.get(c.name, {}))
 
     def units(self) -> list[UnitKey]:
         """Every source partition to mirror now, sorted."""

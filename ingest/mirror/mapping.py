@@ -20,6 +20,12 @@ reserve), the target topic grows first (:func:`ingest.client.topics_alter.add_pa
 ``ingest topics alter``) to the partitions the mapping then needs plus the reserve. A target-topic
 creation that fails records nothing (MirrorError: the caller tries again later).
 
+**A moved replicated partition** (a reassignment moved its first replica, so it has a new name) is not a
+new partition: it keeps the target partition of its former home's entry (recorded as an entry of its own,
+without taking a spare one), and its copier resumes from the former home's checkpoint
+(:func:`ingest.mirror.checkpoint.former_home_checkpoint`, the rule of :mod:`ingest.home_broker`), so the
+target partition goes on one to one and nothing is copied twice.
+
 **Fallback** (``target_partition=None``: repartitioned by ``header.session`` with the ordinary
 producer, at least once) is left for what cannot be one to one: the spares are used up and the target
 topic cannot grow (being reassigned or deleted, too few live brokers for its replication factor), or the
@@ -33,13 +39,14 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ingest import znodes
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.broker.assignment import MAX_PARTITIONS
 from ingest.errors import MirrorError, ReplicationConfigError
+from ingest.home_broker import furthest_former
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +56,16 @@ EXACT_STATUS = "exactly-once (one to one)"
 
 @dataclass(frozen=True, slots=True, order=True)
 class MirrorUnit:
-    """One source partition and where it goes: ``target_partition`` None = fallback (repartitioned)."""
+    """One source partition and where it goes: ``target_partition`` None = fallback (repartitioned).
+    ``replicated``: the source topic is replicated (``broker_id`` is the home broker, which a reassignment
+    can move); not part of the unit's identity."""
 
     source: str
     topic: str
     broker_id: int
     partition: int
     target_partition: int | None
+    replicated: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str, int, int]:
@@ -98,13 +108,15 @@ def plan_units(topic: str, sources: Sequence[str],
 
 def apply_mapping(recorded: Sequence[MirrorUnit], topic: str,
                   partitions: Mapping[str, Iterable[tuple[int, int]]],
-                  target_partitions: int | None) -> list[MirrorUnit]:
+                  target_partitions: int | None, replicated: Iterable[str] = ()) -> list[MirrorUnit]:
     """The units of the source partitions seen now, against the recorded mapping.
 
     A partition in the recorded mapping keeps its target partition when the target topic (replicated,
     ``target_partitions`` partitions; None = missing or unreplicated) has it; any other partition is a
-    fallback unit. Sorted in the documented order of the recorded sources first.
+    fallback unit. The units of the sources in ``replicated`` (whose topic is replicated there) say so.
+    Sorted in the documented order of the recorded sources first.
     """
+    replicated = frozenset(replicated)
     by_key = {u.key: u.target_partition for u in recorded}
     out = []
     for source in partitions:
@@ -112,7 +124,7 @@ def apply_mapping(recorded: Sequence[MirrorUnit], topic: str,
             tp = by_key.get((source, topic, broker_id, partition))
             if tp is not None and (target_partitions is None or tp >= target_partitions):
                 tp = None
-            out.append(MirrorUnit(source, topic, broker_id, partition, tp))
+            out.append(MirrorUnit(source, topic, broker_id, partition, tp, source in replicated))
     order = {u.key: i for i, u in enumerate(recorded)}
     return sorted(out, key=lambda u: (order.get(u.key, len(order)), u.key))
 
@@ -238,22 +250,42 @@ def _plan_order(sources: Sequence[str], key: tuple[str, str, int, int]) -> tuple
     return (list(sources).index(key[0]) if key[0] in sources else len(sources), key[2], key[3])
 
 
+def moved_units(recorded: Sequence[MirrorUnit], topic: str, parts: Mapping[str, Iterable[tuple[int, int]]],
+                replicated: Iterable[str]) -> list[MirrorUnit]:
+    """The source partitions not in the recorded mapping that are a recorded partition of a replicated source
+    under a new home broker (a reassignment moved its first replica): each with the target partition of its
+    former home's entry (the last recorded one, when it moved more than once)."""
+    known = {u.key for u in recorded}
+    out = []
+    for source in sorted(set(replicated) & set(parts)):
+        former = [(u.broker_id, u.partition, (i, u)) for i, u in enumerate(recorded) if u.source == source]
+        for b, p in sorted(set(parts[source])):
+            if (source, topic, b, p) in known:
+                continue
+            found = furthest_former(former, b, p, offset=lambda iu: iu[0])
+            if found is not None:
+                out.append(MirrorUnit(source, topic, b, p, found[1][1].target_partition, True))
+    return out
+
+
 def _grow(zk, group: str, topic: str, sources: Sequence[str], recorded: list[MirrorUnit], version: int,
-          parts: Mapping[str, list[tuple[int, int]]], count: int) -> bool:
-    """Give source partitions not in the recorded mapping the next unused target partitions (one to one), in
-    the documented order among them, while the target topic has spare ones. True if the mapping was updated
-    (or someone else updated it meanwhile: read it again)."""
+          parts: Mapping[str, list[tuple[int, int]]], count: int, replicated: Iterable[str] = ()) -> bool:
+    """Record the moved partitions of replicated sources (:func:`moved_units`) with their former home's target
+    partition, and give the other source partitions not in the recorded mapping the next unused target
+    partitions (one to one), in the documented order among them, while the target topic has spare ones. True
+    if the mapping was updated (or someone else updated it meanwhile: read it again)."""
     from kazoo.exceptions import BadVersionError  # deferred: kazoo
 
-    known = {u.key for u in recorded}
     unknown = sorted({s for s in parts} - set(sources))
     if unknown:
         raise MirrorError(f"topic {topic!r}: partitions of source(s) {unknown} which are not in the configured "
                           f"sources {list(sources)}")
+    moved = moved_units(recorded, topic, parts, replicated)
+    known = {u.key for u in recorded} | {u.key for u in moved}
     new = sorted(((s, topic, b, p) for s in parts for b, p in parts[s] if (s, topic, b, p) not in known),
                  key=lambda k: _plan_order(sources, k))
     nxt = max((u.target_partition for u in recorded if u.target_partition is not None), default=-1) + 1
-    added = [MirrorUnit(k[0], topic, k[2], k[3], tp) for k, tp in zip(new, range(nxt, count))]
+    added = moved + [MirrorUnit(k[0], topic, k[2], k[3], tp) for k, tp in zip(new, range(nxt, count))]
     if not added:
         return False
     data, _ = zk.retry(zk.get, znodes.mirror_mapping_path(group, topic))
@@ -264,20 +296,24 @@ def _grow(zk, group: str, topic: str, sources: Sequence[str], recorded: list[Mir
         zk.retry(zk.set, znodes.mirror_mapping_path(group, topic), value, version=version)
     except BadVersionError:
         return True
-    log.info("topic %s: new source partition(s) mapped one to one to spare target partitions: %s", topic,
-             ", ".join(str(u) for u in added))
+    if moved:
+        log.info("topic %s: source partition(s) under a new home broker (reassigned) keep their target partition: "
+                 "%s", topic, ", ".join(str(u) for u in moved))
+    if len(added) > len(moved):
+        log.info("topic %s: new source partition(s) mapped one to one to spare target partitions: %s", topic,
+                 ", ".join(str(u) for u in added[len(moved):]))
     return True
 
 
 def _grow_target(zk, topic: str, recorded: list[MirrorUnit], parts: Mapping[str, list[tuple[int, int]]],
-                 count: int, reserve: int, topic_format: str | None) -> bool:
+                 count: int, reserve: int, topic_format: str | None, replicated: Iterable[str] = ()) -> bool:
     """Add partitions to the target topic when source partitions not in the recorded mapping find no spare
     one left (the source topic grew, ``ingest topics alter``): to the partitions the mapping then needs plus
     the reserve, the rule of its creation. True if the target grew (or someone else grew it meanwhile: read
     it again); False when there is nothing to do or it cannot grow (logged; those partitions fall back)."""
     from ingest.client.topics_alter import add_partitions  # deferred: it imports kazoo
 
-    known = {u.key for u in recorded}
+    known = {u.key for u in recorded} | {u.key for u in moved_units(recorded, topic, parts, replicated)}
     new = [(s, b, p) for s in parts for b, p in parts[s] if (s, topic, b, p) not in known]
     nxt = max((u.target_partition for u in recorded if u.target_partition is not None), default=-1) + 1
     if not new or nxt + len(new) <= count:
@@ -300,14 +336,17 @@ def _grow_target(zk, topic: str, recorded: list[MirrorUnit], parts: Mapping[str,
 
 def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
                    partitions: Mapping[str, Iterable[tuple[int, int]]], *, replication_factor: int = 1,
-                   reserve: int = -1, topic_format: str | None = None, clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
+                   reserve: int = -1, topic_format: str | None = None, replicated: Iterable[str] = (),
+                   clock: Clock = SYSTEM_CLOCK) -> TopicMapping:
     """Create the target topic and record the mapping the first time ``topic`` is seen; afterwards read the
     recorded one, and give source partitions that appeared since the target topic's spare partitions.
     Returns the units of the source partitions in ``partitions`` (seen now).
 
     ``zk`` is a started kazoo client of the *target* ZooKeeper. The target topic gets the mapped
     partitions plus ``reserve`` spare ones (-1: ``max(4, needed)``), and the source's kind
-    (``topic_format``: ``"kafka"`` for a Kafka topic, None for a 0.7 one). Racing processes converge: the mapping
+    (``topic_format``: ``"kafka"`` for a Kafka topic, None for a 0.7 one). ``replicated`` names the sources whose
+    topic is replicated: their partitions under a new home broker keep their target partition
+    (:func:`moved_units`). Racing processes converge: the mapping
     is created with one ``create`` and grown with version-conditional ``set`` calls; a loser reads the
     winner's.
 
@@ -318,6 +357,7 @@ def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
     from kazoo.exceptions import NodeExistsError  # deferred: kazoo
 
     parts = {s: sorted(set(p)) for s, p in partitions.items()}
+    replicated = frozenset(replicated)
     for _ in range(20):
         recorded = read_mapping(zk, group, topic)
         if recorded is None:
@@ -339,12 +379,12 @@ def ensure_mapping(zk, group: str, topic: str, sources: Sequence[str],
         units_recorded, reason, version = recorded
         count, why = target_topic_partitions(zk, topic, topic_format)
         if reason is None and count is not None and _grow(zk, group, topic, sources, units_recorded, version,
-                                                          parts, count):
+                                                          parts, count, replicated):
             continue
         if reason is None and count is not None and _grow_target(zk, topic, units_recorded, parts, count, reserve,
-                                                                      topic_format):
+                                                                      topic_format, replicated):
             continue
-        units = apply_mapping(units_recorded, topic, parts, count)
+        units = apply_mapping(units_recorded, topic, parts, count, replicated)
         fallback = [u for u in units if u.fallback]
         if fallback and reason is None:
             reason = why or (f"{len(fallback)} source partition(s) appeared after the mapping was made and the "

@@ -85,7 +85,8 @@ class Wiring:
                 mapping = ensure_mapping(self.zk, self.group, topic, list(self.sources.sources), parts,
                                          replication_factor=self.config["target.replication.factor"],
                                          reserve=self.config["target.partitions.reserve"],
-                                         topic_format=self.sources.topic_format(topic), clock=self.clock)
+                                         topic_format=self.sources.topic_format(topic),
+                                         replicated=self.sources.replicated_sources(topic), clock=self.clock)
             except IngestError as exc:   # this topic waits (logged once a minute); the others go on
                 _waiting.warning(topic, type(exc).__name__, "topic %s: no mapping now: %s", topic, exc)
                 continue

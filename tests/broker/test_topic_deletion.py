@@ -39,6 +39,8 @@ def test_kinds_and_the_mark():
     assert topic_deletion.check("r07", nodes.get) is TopicKind.V07
     assert topic_deletion.check("k", nodes.get, kinds=KAFKA_ONLY) is TopicKind.KAFKA
     assert topic_deletion.check("marked", nodes.get) is None
+    # an unreadable /admin/reassign_partitions moves nothing (the controller drops it): it holds nothing back
+    assert topic_deletion.check("planned", {**nodes, znodes.REASSIGN_PARTITIONS: b"{not json"}.get) is TopicKind.V07
     created = []
     assert topic_deletion.mark("k", created.append) is True and created == [znodes.delete_topic_path("k")]
 

@@ -1,10 +1,12 @@
-"""Discovery asks each leader for the offsets of all its partitions together, not partition by partition.
+"""Discovery asks each leader for the offsets of all its partitions together, not partition by partition, and
+the plan asks each broker its segment starts and deleted segments the same way.
 
 Real ZooKeeper, two real brokers, replicated 0.7 and Kafka-format topics. What is counted is the loader's
 own writes to the brokers' sockets while it discovers (a write is a request, or a window of pipelined
 requests, after which the loader waits for answers): a round trip per partition made the plan of a
 1,000-partition load grow with the partitions; now it grows with the leaders. The offsets found are
-those each partition's leader gives when asked alone.
+those each partition's leader gives when asked alone. The deleted-segments test runs one broker of its own
+(no ZooKeeper) whose retention deleted segments of every partition.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ingest.client.leader_consumer import LeaderConsumer, static_metadata
 from ingest.client.partition_reader import BrokerPartition, KAFKA, open_kafka_fetcher
 from ingest.loader import discover
 from ingest.loader.config import LOADER_CONFIG
+from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.scale_cluster import PARTITIONS, ScaleCluster, topic_names
 
 pytestmark = pytest.mark.processes  # ZooKeeper, broker and registry processes
@@ -165,3 +168,62 @@ def test_a_dead_leaders_partitions_are_left_out_and_the_others_found(tmp_path_fa
     assert got == {(t, p) for t in ("dead-repl", "dead-kafka") for p in (0, 2)}
     assert gone == {(t, p) for t in ("dead-repl", "dead-kafka") for p in (1, 3)}
     assert all(lo.reason for lo in found.left_out)
+
+
+def test_the_plan_asks_deleted_segments_per_broker_not_per_partition(broker_factory, tmp_path, monkeypatch):
+    """Every 0.7 partition whose log start retention moved past what was loaded has a gap, and the plan asks the
+    broker which segments it deleted there (the exact count of the lost range): asked once per broker,
+    pipelined, with the records the broker gives when asked alone. Round trips and connections are counted
+    while the plan is made (the other plan questions, segment starts and the probe, are stubbed)."""
+    from ingest.client.simple_consumer import SimpleConsumer
+    from ingest.clock import SYSTEM_CLOCK
+    from ingest.loader.job import make_plan
+    from ingest.loader.plan import Probe, gap_questions
+    from ingest.loader.state import LoaderState
+    from ingest.lost_ranges import RETENTION
+    from ingest.storage import open_storage
+    from tests.harness.wait import wait_until
+    from tests.mirror.mirror_setup import produce
+
+    (broker,) = broker_factory(1, num_partitions=2, log_file_size=4096, log_retention_size=4 * 4096,
+                               log_retention_check_interval_ms=200, log_flush_interval=1)
+    parts = [(f"gone-{t}", p) for t in range(4) for p in range(2)]
+    for _ in range(40):
+        for t, p in parts:
+            produce(broker, t, p, [bytes(200)] * 3)
+
+    def earliest(t: str, p: int) -> int:
+        with SimpleConsumer(broker.host, broker.port) as c:
+            return c.earliest_offset(t, p)
+    wait_until(lambda: all(earliest(t, p) > 0 for t, p in parts), timeout=120, what="retention on every partition")
+    cfg = LOADER_CONFIG.parse({"destination": str(tmp_path / "out"), "brokers": f"{broker.host}:{broker.port}",
+                               "registry.url": "http://127.0.0.1:9", "fail.on.data.loss": "false"},
+                              source="test")   # no registry is asked: the probe is stubbed
+    found = discover.discover_all(cfg)
+    state = LoaderState.load(open_storage(str(tmp_path / "out")))
+    questions = gap_questions(found.snapshots, state.offsets, {}, "earliest")
+    assert sorted((s.topic, s.partition, a, b) for s, a, b in questions) == sorted(
+        (s.topic, s.partition, 0, s.earliest) for s in found.snapshots) and len(questions) == len(parts)
+
+    counter = WriteCounter(monkeypatch, {broker.port})
+    connections = []
+    real_connect = socket.create_connection
+    monkeypatch.setattr(socket, "create_connection", lambda addr, *a, **kw: connections.append(addr) or
+                        real_connect(addr, *a, **kw))
+    plan = make_plan(cfg, state, found.snapshots, "run-1", SYSTEM_CLOCK, segment_starts=lambda s: (),
+                     probe=lambda s, o: Probe(None, None), left_out=found.left_out)
+    monkeypatch.undo()
+    # one connection and one pipelined write for the 8 questions; asked alone it was 8 of each
+    assert (counter.writes, len(connections)) == (1, 1), (counter.writes, connections)
+
+    with SimpleConsumer(broker.host, broker.port) as c:
+        alone = {(s.topic, s.partition): c.deleted_segments(s.topic, s.partition, a, b) for s, a, b in questions}
+    assert all(alone.values())
+    assert discover.deleted_segments_by_broker(cfg, questions) == {
+        (s.key, a, b): alone[(s.topic, s.partition)] for s, a, b in questions}
+    # the gaps are counted from those records: retention, exact, up to each log start
+    lost = {(r.topic, r.partition): r for r in plan.lost_ranges}
+    assert set(lost) == set(parts)
+    for s in found.snapshots:
+        r = lost[(s.topic, s.partition)]
+        assert (r.start_offset, r.end_offset, r.cause, r.messages_exact) == (0, s.earliest, RETENTION, True), r

@@ -8,8 +8,8 @@ import pytest
 from ingest import znodes
 from ingest.client.topics_admin import create_topic, read_all_topics
 from ingest.errors import MirrorError
-from ingest.mirror.mapping import (FALLBACK_STATUS, MirrorUnit, apply_mapping, ensure_mapping, parse_mapping,
-                                   plan_units)
+from ingest.mirror.mapping import (FALLBACK_STATUS, MirrorUnit, apply_mapping, ensure_mapping, moved_units,
+                                   parse_mapping, plan_units)
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.wait import wait_until
 
@@ -31,6 +31,16 @@ def test_apply_mapping_marks_new_partitions_and_missing_target_partitions_as_fal
         ("a", 0, 0), ("b", 0, 1), ("b", 1, 2), ("a", 1, None)]
     assert [u.target_partition for u in apply_mapping(recorded, "t", now, target_partitions=2)] == [0, 1, None, None]
     assert all(u.fallback for u in apply_mapping(recorded, "t", now, target_partitions=None))
+
+
+def test_a_moved_replicated_partition_keeps_its_target_partition_and_a_07_one_is_new():
+    recorded = [MirrorUnit("dc1", "t", 0, 0, 0), MirrorUnit("dc1", "t", 1, 1, 1), MirrorUnit("dc2", "t", 0, 0, 2)]
+    now = {"dc1": [(1, 0), (1, 1)], "dc2": [(0, 0), (1, 0)]}
+    # dc1's partition 0 moved from home 0 to 1; dc2's topic is unreplicated: its 1-0 is another partition
+    assert moved_units(recorded, "t", now, replicated=["dc1"]) == [MirrorUnit("dc1", "t", 1, 0, 0)]
+    assert moved_units(recorded, "t", now, replicated=[]) == []
+    assert [u.replicated for u in apply_mapping(recorded, "t", now, 4, replicated=["dc1"])] == [
+        True, False, True, False]
 
 
 def test_parse_mapping_refuses_garbage_naming_the_topic():

@@ -251,8 +251,8 @@ class ZkTopicAdmin:
         self.require_worker(f"adding partitions to topic {topic!r}")
         data, stat = self._kafka_topic_node(topic)
         found = self._get(znodes.REASSIGN_PARTITIONS, "read the pending reassignments")
-        pending = () if found is None else znodes.parse_reassignment(found[0])
-        growth = partition_growth.plan(topic, data, count, manual, self.view.brokers, pending)
+        growth = partition_growth.plan(topic, data, count, manual, self.view.brokers,
+                                       None if found is None else found[0])
         if validate_only:
             return growth.added
         try:
