@@ -1,6 +1,6 @@
 """Loader throughput, broker -> destination, against the physical limit in the same run.
 
-    .venv/bin/python bench/bench_loader.py [--count 1000000] [--partitions 2]
+    .venv/bin/python bench/bench_loader.py [--count 1000000] [--partitions 2] [--decoders compiled,python]
     .venv/bin/python bench/bench_loader.py --candidates [--count 100000]
 
 ``--candidates`` measures the compiled Avro-to-Arrow readers that could replace the
@@ -14,6 +14,8 @@ SparkSession, for Avro and for Parquet output. The reference ("limit") is the
 same already-decoded records written straight to disk in this process by
 fastavro / pyarrow with the same codec: what remains when fetching, decoding,
 Spark and the commit cost nothing. Prints a table and the ratios (loader / limit).
+Parquet runs once per ``--decoders`` entry (the loader's ``decoder`` key), each with its
+own limit run just before it, so the decoders are compared in the same run.
 """
 from __future__ import annotations
 
@@ -89,6 +91,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--formats", default="avro,parquet")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value")
+    ap.add_argument("--decoders", default="compiled", help="Parquet column decoders to run, comma-separated")
     ap.add_argument("--candidates", action="store_true", help="measure compiled Avro readers instead of a load")
     args = ap.parse_args()
     if args.candidates:
@@ -161,19 +164,26 @@ def main() -> int:
                 time.sleep(0.1)
         run_load(LOADER_CONFIG.parse({"destination": str(work / "warm"), "brokers": f"{broker.host}:{broker.port}",
                                       "registry.url": registry.url, "topics": "warmup"}), spark)
-        for fmt in args.formats.split(","):
+        runs = [(fmt, d) for fmt in args.formats.split(",")
+                for d in (args.decoders.split(",") if fmt == "parquet" else ["compiled"])]
+        for fmt, decoder in runs:
+            name = f"{fmt}[{decoder}]" if fmt == "parquet" else fmt
             codec = "snappy"
+            load_before = round(os.getloadavg()[0], 2)
             limit_s = limit_run(records, fmt, work, codec)
             dest = work / f"out-{fmt}"
             cfg = LOADER_CONFIG.parse({
                 "destination": str(dest), "brokers": f"{broker.host}:{broker.port}", "registry.url": registry.url,
                 "format": fmt, "avro.codec": codec, "parquet.compression": codec, "topics": "bench",
-                "max.bytes.per.task": 1 << 40})
+                "max.bytes.per.task": 1 << 40, "decoder": decoder})
             t0 = time.perf_counter()
             res = run_load(cfg, spark)
             load_s = time.perf_counter() - t0
             assert res.record["totals"]["messages"] == args.count, res.record["totals"]
+            fmt = name
             results[fmt] = {
+                "load_avg_before": load_before,
+                "decoders_ran": sorted({d for p in res.record["partitions"] for d in p.get("decoders", ())}),
                 "loader_s": round(load_s, 2), "loader_msg_s": round(args.count / load_s),
                 "loader_mb_s": round(log_bytes / load_s / 1e6, 1),
                 "limit_s": round(limit_s, 2), "limit_msg_s": round(args.count / limit_s),
@@ -184,6 +194,7 @@ def main() -> int:
             results[fmt]["task_cpu_us_per_msg"] = round(sum(results[fmt]["task_cpu_s"]) / args.count * 1e6, 2)
             shutil.rmtree(dest, ignore_errors=True)
         spark.stop()
+        names = [f"{f}[{d}]" if f == "parquet" else f for f, d in runs]
     finally:
         broker.stop()
         registry.stop()
@@ -193,11 +204,12 @@ def main() -> int:
     m = results["machine"]
     print(f"\nmachine: nproc {m['nproc']}, {m['cpu']}, {m['ram_gb']} GB RAM; load average at start "
           f"{m['load_start']}, at end {m['load_end']}")
-    print(f"{'format':<8} {'loader msg/s':>13} {'loader MB/s':>12} {'limit msg/s':>12} {'ratio':>7} {'task us CPU/msg':>16}")
-    for fmt in args.formats.split(","):
+    print(f"{'format':<18} {'loader msg/s':>13} {'loader MB/s':>12} {'limit msg/s':>12} {'ratio':>7} "
+          f"{'task us CPU/msg':>16} {'load avg':>9}")
+    for fmt in names:
         r = results[fmt]
-        print(f"{fmt:<8} {r['loader_msg_s']:>13,} {r['loader_mb_s']:>12} {r['limit_msg_s']:>12,} {r['ratio']:>7.1%} "
-              f"{r['task_cpu_us_per_msg']:>16}")
+        print(f"{fmt:<18} {r['loader_msg_s']:>13,} {r['loader_mb_s']:>12} {r['limit_msg_s']:>12,} {r['ratio']:>7.1%} "
+              f"{r['task_cpu_us_per_msg']:>16} {r['load_avg_before']:>9}")
     return 0
 
 

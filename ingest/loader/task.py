@@ -111,10 +111,11 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
         duration_ms=int((time.monotonic() - began) * 1000), cpu_ms=int((time.process_time() - cpu_began) * 1000),
         last_time_ms=staged.last_time_ms, tally_start=task.segment_start,
         tally_messages=task_tally(task.segment_start, task.start, staged.messages + len(staged.quarantine), before[0],
-                                  staged.corrupt_offsets, staged.damaged))
+                                  staged.corrupt_offsets, staged.damaged),
+        decoder=decoder.decoder if settings.format == "parquet" else None)
     log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files, %d damaged ranges skipped, "
              "%s decoder", task.task_id, task.topic, task.broker_id, task.partition, task.start, task.end,
-             summary.messages, summary.quarantined, len(files), len(damaged), decoder.decoder)
+             summary.messages, summary.quarantined, len(files), len(damaged), summary.decoder or "row")
     return TaskOutcome(summary, tuple(files + damaged))
 
 
