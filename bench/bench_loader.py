@@ -166,8 +166,9 @@ def main() -> int:
                                       "registry.url": registry.url, "topics": "warmup"}), spark)
         runs = [(fmt, d) for fmt in args.formats.split(",")
                 for d in (args.decoders.split(",") if fmt == "parquet" else ["compiled"])]
-        for fmt, decoder in runs:
-            name = f"{fmt}[{decoder}]" if fmt == "parquet" else fmt
+        names = [f"{f}[{d}]" if f == "parquet" else f for f, d in runs]
+        names = [n if names.count(n) == 1 else f"{n} #{names[:i].count(n) + 1}" for i, n in enumerate(names)]
+        for (fmt, decoder), name in zip(runs, names):
             codec = "snappy"
             load_before = round(os.getloadavg()[0], 2)
             limit_s = limit_run(records, fmt, work, codec)
@@ -194,7 +195,6 @@ def main() -> int:
             results[fmt]["task_cpu_us_per_msg"] = round(sum(results[fmt]["task_cpu_s"]) / args.count * 1e6, 2)
             shutil.rmtree(dest, ignore_errors=True)
         spark.stop()
-        names = [f"{f}[{d}]" if f == "parquet" else f for f, d in runs]
     finally:
         broker.stop()
         registry.stop()
