@@ -35,42 +35,62 @@ op_size(int32_t op)
     }
 }
 
-/* The program is checked once per call: opcodes known, columns within width, symbol tables present,
- * an OPTIONAL followed by one plain leaf op of the same column. */
+/* The program is checked once per call: opcodes known, every column written by exactly one leaf op and in
+ * order (an OPTIONAL and the leaf op after it, of the same column, count as one), symbol tables present. */
 static int
-check_program(const int32_t *ops, Py_ssize_t n, Py_ssize_t width, PyObject *enums)
+check_leaf(const int32_t *ops, Py_ssize_t ip, Py_ssize_t n, int32_t col, PyObject *enums)
+{
+    int32_t op = ip < n ? ops[ip] : 0;
+    int size = op_size(op);
+    if (size == 0 || op == OP_OPTIONAL || ip + size > n) {
+        PyErr_Format(PyExc_ValueError, "schema program: opcode %d at %zd is not a leaf op or is cut", (int)op, ip);
+        return -1;
+    }
+    if (ops[ip + 1] != col) {
+        PyErr_Format(PyExc_ValueError, "schema program: column %d at %zd, expected column %d (each column once, "
+                     "in order)", (int)ops[ip + 1], ip, (int)col);
+        return -1;
+    }
+    if (op == OP_ENUM && (ops[ip + 2] < 0 || ops[ip + 2] >= PyTuple_GET_SIZE(enums)
+                          || !PyTuple_Check(PyTuple_GET_ITEM(enums, ops[ip + 2])))) {
+        PyErr_Format(PyExc_ValueError, "schema program: symbols %d at %zd is not a tuple of enums", (int)ops[ip + 2], ip);
+        return -1;
+    }
+    return size;
+}
+
+static int
+check_program(const int32_t *ops, Py_ssize_t n, Py_ssize_t width, PyObject *enums, unsigned char *nullable,
+              unsigned char *kind)
 {
     Py_ssize_t ip = 0;
+    int32_t col = 0;
     while (ip < n) {
-        int32_t op = ops[ip];
-        int size = op_size(op);
-        if (size == 0 || ip + size > n) {
-            PyErr_Format(PyExc_ValueError, "schema program: opcode %d at %zd is not one of 1..10 or is cut", (int)op, ip);
+        if (col >= width) {
+            PyErr_Format(PyExc_ValueError, "schema program: more leaf ops than its %zd columns", width);
             return -1;
         }
-        if (ops[ip + 1] < 0 || ops[ip + 1] >= width) {
-            PyErr_Format(PyExc_ValueError, "schema program: column %d at %zd, allowed 0..%zd", (int)ops[ip + 1], ip, width - 1);
+        if (ops[ip] == OP_OPTIONAL) {
+            if (ip + 4 > n || ops[ip + 1] != col || ops[ip + 2] < 0 || ops[ip + 2] > 255 || ops[ip + 3] < 0
+                || ops[ip + 3] > 255 || (ip + 4 < n && ops[ip + 4] == OP_NULL)) {
+                PyErr_Format(PyExc_ValueError, "schema program: optional at %zd needs column %d, branch bytes 0..255 "
+                             "and one non-null leaf op of its column after it", ip, (int)col);
+                return -1;
+            }
+            nullable[col] = 1;
+            ip += 4;
+        }
+        int size = check_leaf(ops, ip, n, col, enums);
+        if (size < 0)
             return -1;
-        }
-        if (op == OP_ENUM) {
-            if (ops[ip + 2] < 0 || ops[ip + 2] >= PyTuple_GET_SIZE(enums)
-                || !PyTuple_Check(PyTuple_GET_ITEM(enums, ops[ip + 2]))) {
-                PyErr_Format(PyExc_ValueError, "schema program: symbols %d at %zd is not a tuple of enums", (int)ops[ip + 2], ip);
-                return -1;
-            }
-        }
-        if (op == OP_OPTIONAL) {
-            Py_ssize_t next = ip + size;
-            int32_t inner = next < n ? ops[next] : 0;
-            if (ops[ip + 2] < 0 || ops[ip + 2] > 255 || ops[ip + 3] < 0 || ops[ip + 3] > 255
-                || inner == OP_OPTIONAL || inner == OP_NULL || op_size(inner) == 0
-                || next + op_size(inner) > n || ops[next + 1] != ops[ip + 1]) {
-                PyErr_Format(PyExc_ValueError, "schema program: optional at %zd needs branch bytes 0..255 and one leaf "
-                             "op of its column after it", ip);
-                return -1;
-            }
-        }
+        kind[col] = (unsigned char)ops[ip];
         ip += size;
+        col++;
+    }
+    if (col != width) {
+        PyErr_Format(PyExc_ValueError, "schema program writes %d of %zd columns: allowed exactly the width",
+                     (int)col, width);
+        return -1;
     }
     return 0;
 }
@@ -100,10 +120,47 @@ read_varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, int64_t *ou
 
 #define REFUSE(reason) do { why = (reason); goto refused; } while (0)
 
+/* A bytes or string column as Arrow's binary layout: validity bitmap (nullable columns only), int32
+ * offsets, data. No Python object per value; ingest.loader.writers.column_arrays wraps the three. */
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+    int32_t *offsets;       /* rows + 1 */
+    unsigned char *valid;   /* (rows + 7) / 8 bytes, or NULL */
+} StrBuf;
+
+static inline int
+strbuf_append(StrBuf *b, Py_ssize_t row, const unsigned char *src, Py_ssize_t n, const char **why)
+{
+    Py_ssize_t need = b->len + n;
+    if (need > INT32_MAX) {
+        *why = "the chunk's bytes of one column beyond 2 GiB (int32 offsets)";
+        return -1;
+    }
+    if (need > b->cap) {
+        Py_ssize_t cap = b->cap * 2 > need ? b->cap * 2 : need;
+        if (cap < 4096)
+            cap = 4096;
+        char *data = PyMem_Realloc(b->data, (size_t)cap);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, src, (size_t)n);
+    b->len = need;
+    b->offsets[row + 1] = (int32_t)need;
+    if (b->valid != NULL)
+        b->valid[row >> 3] |= (unsigned char)(1u << (row & 7));
+    return 0;
+}
+
 /* One leaf op at ops[ip] for payload row `row`: value read at *pos, stored in its column. */
 static inline int
 leaf(const int32_t *ops, Py_ssize_t ip, const unsigned char *p, Py_ssize_t *posp, Py_ssize_t end,
-     PyObject **cols, Py_ssize_t row, PyObject *enums, const char **whyp)
+     PyObject **cols, StrBuf *bufs, Py_ssize_t row, PyObject *enums, const char **whyp)
 {
     const char *why = NULL;
     Py_ssize_t pos = *posp;
@@ -149,9 +206,16 @@ leaf(const int32_t *ops, Py_ssize_t ip, const unsigned char *p, Py_ssize_t *posp
         if (read_varint(p, &pos, end, &n, &why) < 0) goto refused;
         if (n < 0) REFUSE("negative length");
         if (n > end - pos) REFUSE("length beyond the end of the payload");
-        v = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)n);
+        {
+            int rc = strbuf_append(&bufs[ops[ip + 1]], row, p + pos, (Py_ssize_t)n, &why);
+            if (rc == -1)
+                goto refused;
+            if (rc < 0)
+                return -2;
+        }
         pos += (Py_ssize_t)n;
-        break;
+        *posp = pos;
+        return 0;
     case OP_ENUM: {
         PyObject *symbols = PyTuple_GET_ITEM(enums, ops[ip + 2]);
         if (read_varint(p, &pos, end, &n, &why) < 0) goto refused;
@@ -183,6 +247,8 @@ decode_columns(PyObject *self, PyObject *args)
         return NULL;
     PyObject *result = NULL, *seq = NULL;
     PyObject **cols = NULL;
+    StrBuf *bufs = NULL;
+    unsigned char *nullable = NULL, *kind = NULL;
     const int32_t *ops = (const int32_t *)prog.buf;
     Py_ssize_t nops = prog.len / (Py_ssize_t)sizeof(int32_t);
     const char *pfx = NULL;
@@ -200,7 +266,14 @@ decode_columns(PyObject *self, PyObject *args)
         pfx = PyBytes_AS_STRING(prefix);
         pfx_len = PyBytes_GET_SIZE(prefix);
     }
-    if (check_program(ops, nops, width, enums) < 0)
+    nullable = PyMem_Calloc((size_t)width, 1);
+    kind = PyMem_Calloc((size_t)width, 1);
+    bufs = PyMem_Calloc((size_t)width, sizeof(StrBuf));
+    if (nullable == NULL || kind == NULL || bufs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (check_program(ops, nops, width, enums, nullable, kind) < 0)
         goto done;
     seq = PySequence_Fast(payloads, "payloads: allowed a sequence of bytes-like objects");
     if (seq == NULL)
@@ -215,6 +288,22 @@ decode_columns(PyObject *self, PyObject *args)
         goto fail;
     }
     for (Py_ssize_t c = 0; c < width; c++) {
+        if (kind[c] == OP_BYTES || kind[c] == OP_STRING) {  /* Arrow buffers; the list slot is set at the end */
+            bufs[c].offsets = PyMem_Malloc((size_t)(rows + 1) * sizeof(int32_t));
+            if (bufs[c].offsets == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            bufs[c].offsets[0] = 0;
+            if (nullable[c]) {
+                bufs[c].valid = PyMem_Calloc((size_t)(rows + 7) / 8 + 1, 1);
+                if (bufs[c].valid == NULL) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+            }
+            continue;
+        }
         /* filled by row index; a refused chunk leaves NULL slots, which list_dealloc skips */
         cols[c] = PyList_New(rows);
         if (cols[c] == NULL)
@@ -266,16 +355,19 @@ decode_columns(PyObject *self, PyObject *args)
                 unsigned char b = p[pos++];
                 Py_ssize_t next = ip + 4;
                 if (b == (unsigned char)ops[ip + 2]) {
-                    PyList_SET_ITEM(cols[col], row, Py_NewRef(Py_None));
+                    if (bufs[col].offsets != NULL)
+                        bufs[col].offsets[row + 1] = bufs[col].offsets[row];  /* validity bit stays 0 */
+                    else
+                        PyList_SET_ITEM(cols[col], row, Py_NewRef(Py_None));
                 } else if (b == (unsigned char)ops[ip + 3]) {
-                    rc = leaf(ops, next, p, &pos, end, cols, row, enums, &why);
+                    rc = leaf(ops, next, p, &pos, end, cols, bufs, row, enums, &why);
                 } else {
                     why = "union index not a one-byte branch of the union";
                     rc = -1;
                 }
                 ip = next + op_size(ops[next]);
             } else {
-                rc = leaf(ops, ip, p, &pos, end, cols, row, enums, &why);
+                rc = leaf(ops, ip, p, &pos, end, cols, bufs, row, enums, &why);
                 ip += op_size(op);
             }
         }
@@ -292,10 +384,35 @@ decode_columns(PyObject *self, PyObject *args)
             goto fail;
         }
     }
+    for (Py_ssize_t c = 0; c < width; c++) {
+        if (bufs[c].offsets == NULL)
+            continue;
+        PyObject *valid = bufs[c].valid != NULL
+            ? PyBytes_FromStringAndSize((const char *)bufs[c].valid, (rows + 7) / 8) : Py_NewRef(Py_None);
+        PyObject *offsets = PyBytes_FromStringAndSize((const char *)bufs[c].offsets, (rows + 1) * (Py_ssize_t)sizeof(int32_t));
+        PyObject *data = PyBytes_FromStringAndSize(bufs[c].data != NULL ? bufs[c].data : "", bufs[c].len);
+        PyObject *triple = (valid && offsets && data) ? PyTuple_Pack(3, valid, offsets, data) : NULL;
+        Py_XDECREF(valid);
+        Py_XDECREF(offsets);
+        Py_XDECREF(data);
+        if (triple == NULL)
+            goto fail;
+        PyList_SET_ITEM(result, c, triple);
+    }
     goto done;
 fail:
     Py_CLEAR(result);
 done:
+    if (bufs != NULL) {
+        for (Py_ssize_t c = 0; c < width; c++) {
+            PyMem_Free(bufs[c].data);
+            PyMem_Free(bufs[c].offsets);
+            PyMem_Free(bufs[c].valid);
+        }
+    }
+    PyMem_Free(bufs);
+    PyMem_Free(nullable);
+    PyMem_Free(kind);
     PyMem_Free(cols);
     Py_XDECREF(seq);
     PyBuffer_Release(&prog);

@@ -64,7 +64,9 @@ class RowLayout:
         leaf, in :meth:`decode`'s order), no tuple per row; raises on the first payload :meth:`decode`
         would refuse (the lists are then dropped). Strings are left as their bytes, UTF-8 not yet
         checked: :func:`ingest.loader.writers.column_arrays` checks a whole column at once and
-        raises on an invalid one, so a chunk counts as decoded only after it."""
+        raises on an invalid one, so a chunk counts as decoded only after it. The compiled decoder
+        gives a bytes or string leaf as one tuple of Arrow buffers instead of a list (validity,
+        offsets, data: no Python object per value); ``column_arrays`` takes both."""
         self.raw_strings = raw_strings
         """Positions of the leaves that ``decode_columns`` leaves as bytes (string leaves)."""
         self.arrow_types = None  # the leaves' Arrow types, set by the first column_arrays call

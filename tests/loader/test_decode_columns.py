@@ -318,7 +318,8 @@ def _run_program(program: bytes, width: int, enums: tuple, payloads):
 @pytest.mark.skipif(not cdecode.available(), reason="ingest.loader._cdecode not built")
 def test_the_extension_refuses_a_malformed_program_before_reading_any_payload():
     """The program comes from schema_program, but the C side checks it too: unknown opcodes, columns
-    outside the width, missing symbol tables, an optional without its leaf."""
+    outside the width, a column left unwritten (its list would hold NULLs) or written twice, missing
+    symbol tables, an optional without its leaf."""
     from array import array
 
     ok = array("i", [cdecode.OP_LONG, 0]).tobytes()
@@ -332,7 +333,10 @@ def test_the_extension_refuses_a_malformed_program_before_reading_any_payload():
                               ([cdecode.OP_OPTIONAL, 0, 0, 2], 1, ()),            # optional without its leaf
                               ([cdecode.OP_OPTIONAL, 0, 0, 2, cdecode.OP_LONG, 1], 2, ()),  # leaf of another column
                               ([cdecode.OP_OPTIONAL, 0, 0, 2, cdecode.OP_OPTIONAL, 0, 0, 2], 1, ()),
-                              ([cdecode.OP_OPTIONAL, 0, 0, 256, cdecode.OP_LONG, 0], 1, ())):  # branch byte 256
+                              ([cdecode.OP_OPTIONAL, 0, 0, 256, cdecode.OP_LONG, 0], 1, ()),  # branch byte 256
+                              ([cdecode.OP_LONG, 0], 2, ()),                      # column 1 never written
+                              ([cdecode.OP_LONG, 0, cdecode.OP_STRING, 0], 2, ()),  # column 0 twice
+                              ([cdecode.OP_STRING, 1, cdecode.OP_LONG, 0], 2, ())):  # out of order
         with pytest.raises(ValueError, match="schema program"):
             in_child(CHILD_BOUND_S, _run_program, array("i", ops).tobytes(), width, enums, [PREFIX + _varint(3)])
 
