@@ -38,7 +38,7 @@ LOADER_CONFIG = ConfigDef(
         Key("parquet.row.group.rows", Int(1000, None), 131_072, "rows per Parquet row group (bounds a task's memory)"),
         Key("decoder", Choice(("compiled", "python")), "compiled",
             "who decodes a Parquet chunk's Avro payloads into columns: compiled (the C extension ingest.loader._cdecode, "
-            "3-5x less decode CPU than python; python, with one logged warning, when it is not built) or python (the generated "
+            "5x less decode CPU than python; python, with one logged warning, when it is not built) or python (the generated "
             "Python decoder); both refuse the same malformed payloads (docs/performance.md)"),
         Key("avro.codec", Choice(("null", "deflate", "snappy")), "snappy", "Avro container block codec"),
         Key("max.quarantine.ratio", Float(0.0, 1.0), 0.01, "fail the run when more than this fraction of a run's messages are undecodable"),
