@@ -1,6 +1,7 @@
 /* The compiled column decoder of the Parquet loader: runs a schema program (ingest/loader/cdecode.py
  * builds it from a writer schema) over a chunk of framed Avro payloads and returns one Python list per
- * leaf column, refusing the chunk exactly where the generated Python decode_columns refuses it.
+ * leaf column (bytes and string leaves: a tuple of Arrow binary buffers instead), refusing the chunk
+ * exactly where the generated Python decode_columns refuses it.
  *
  * Every read is bounds-checked against the payload: varints of at most 9 bytes (a 10th byte is
  * refused, as the Python decoder refuses it), lengths >= 0 and <= the bytes left, union and enum

@@ -3,7 +3,8 @@
 :func:`compiled_columns` turns the schemas :func:`ingest.loader.decode.compile_row_layout` accepts
 (records flattened depth-first, primitives, enums, ``["null", T]`` unions) into int32 opcodes
 (``OP_*``, one leaf after another; see ``_cdecode.c``) and returns a ``decode_columns(payloads)``
-with the generated Python one's contract: one list per leaf, strings as their bytes, and a
+with the generated Python one's contract (one list per leaf, except bytes and string leaves,
+which come as one tuple of Arrow buffers each: validity, int32 offsets, data; UTF-8 not yet checked), and a
 ``ValueError`` on the first payload the Python decoder would refuse (framing, data cut short,
 10-byte varints, negative or too long lengths, out-of-range union and enum indexes, a longer
 encoding of a branch index, bytes left over). ``tests/loader/test_decode_columns.py`` runs both
