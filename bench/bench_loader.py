@@ -1,6 +1,6 @@
 """Loader throughput, broker -> destination, against the physical limit in the same run.
 
-    .venv/bin/python bench/bench_loader.py [--count 1000000] [--partitions 2]
+    .venv/bin/python bench/bench_loader.py [--count 1000000] [--partitions 2] [--decoders compiled,python]
     .venv/bin/python bench/bench_loader.py --candidates [--count 100000]
 
 ``--candidates`` measures the compiled Avro-to-Arrow readers that could replace the
@@ -22,6 +22,8 @@ for it (``_key``, ``_headers``, ``_timestamp``, ``_partition``, ``_offset``:
 ingest/loader/record_columns.py), so its limit writes the same rows. Every load
 must commit exactly ``--count`` rows. Prints a table with the ratios (loader /
 limit) and, per format, the Kafka-format load against the 0.7 load.
+Parquet runs once per ``--decoders`` entry (the loader's ``decoder`` key), each with its
+own limit run just before it, so the decoders are compared in the same run.
 """
 from __future__ import annotations
 
@@ -139,6 +141,7 @@ def main() -> int:
     ap.add_argument("--kinds", default="0.7,kafka", help="topic kinds to load: 0.7 (message sets), kafka "
                                                          "(record batches)")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value")
+    ap.add_argument("--decoders", default="compiled", help="Parquet column decoders to run, comma-separated")
     ap.add_argument("--candidates", action="store_true", help="measure compiled Avro readers instead of a load")
     args = ap.parse_args()
     if args.candidates:
@@ -235,6 +238,11 @@ def main() -> int:
         run_load(LOADER_CONFIG.parse({"destination": str(work / "warm"), "brokers": f"{broker.host}:{broker.port}",
                                       "bootstrap.servers": bootstrap if "kafka" in kinds else "",
                                       "registry.url": registry.url, "topics": "warmup|warmup-kafka"}), spark)
+        # Parquet once per decoder; a row is named "parquet[decoder]" when more than one runs
+        decoders = args.decoders.split(",")
+        runs = [(fmt, d) for fmt in formats for d in (decoders if fmt == "parquet" else ["compiled"])]
+        names = [f"{f}[{d}]" if f == "parquet" and len(decoders) > 1 else f for f, d in runs]
+        names = [n if names.count(n) == 1 else f"{n} #{names[:i].count(n) + 1}" for i, n in enumerate(names)]
         for kind in kinds:
             schema = BENCH_SCHEMA
             if kind == "kafka":
@@ -245,21 +253,24 @@ def main() -> int:
                              _partition=where[i][0], _offset=where[i][1])
             source = ({"brokers": f"{broker.host}:{broker.port}"} if kind == "0.7" else
                       {"brokers": "", "bootstrap.servers": bootstrap})
-            for fmt in formats:
+            for (fmt, decoder), name in zip(runs, names):
                 codec = "snappy"
+                load_before = round(os.getloadavg()[0], 2)
                 limit_s = limit_run(records, fmt, work, codec, schema)
                 dest = work / f"out-{kind}-{fmt}"
                 cfg = LOADER_CONFIG.parse({
                     "destination": str(dest), **source, "registry.url": registry.url,
                     "format": fmt, "avro.codec": codec, "parquet.compression": codec, "topics": TOPICS[kind],
-                    "max.bytes.per.task": 1 << 40})
+                    "max.bytes.per.task": 1 << 40, "decoder": decoder})
                 t0 = time.perf_counter()
                 res = run_load(cfg, spark)
                 load_s = time.perf_counter() - t0
                 assert res.record["totals"]["messages"] == args.count, res.record["totals"]
                 rows = sum(f.rows for f in LoaderState.load(open_storage(str(dest))).files(TOPICS[kind]))
                 assert rows == args.count, f"{kind} {fmt}: {rows} rows in the committed files, {args.count} produced"
-                r = results.setdefault(kind, {})[fmt] = {
+                r = results.setdefault(kind, {})[name] = {
+                    "load_avg_before": load_before,
+                    "decoders_ran": sorted({d for p in res.record["partitions"] for d in p.get("decoders", ())}),
                     "loader_s": round(load_s, 2), "loader_msg_s": round(args.count / load_s),
                     "loader_mb_s": round(log_bytes[kind] / load_s / 1e6, 1),
                     "limit_s": round(limit_s, 2), "limit_msg_s": round(args.count / limit_s),
@@ -280,15 +291,15 @@ def main() -> int:
     m = results["machine"]
     print(f"\nmachine: nproc {m['nproc']}, {m['cpu']}, {m['ram_gb']} GB RAM; load average at start "
           f"{m['load_start']}, at end {m['load_end']}")
-    print(f"{'topic':<6} {'format':<8} {'loader msg/s':>13} {'loader MB/s':>12} {'limit msg/s':>12} {'ratio':>7} "
+    print(f"{'topic':<6} {'format':<18} {'loader msg/s':>13} {'loader MB/s':>12} {'limit msg/s':>12} {'ratio':>7} "
           f"{'task us CPU/msg':>16} {'rows':>10}")
     for kind in kinds:
-        for fmt in formats:
+        for fmt in names:
             r = results[kind][fmt]
-            print(f"{kind:<6} {fmt:<8} {r['loader_msg_s']:>13,} {r['loader_mb_s']:>12} {r['limit_msg_s']:>12,} "
+            print(f"{kind:<6} {fmt:<18} {r['loader_msg_s']:>13,} {r['loader_mb_s']:>12} {r['limit_msg_s']:>12,} "
                   f"{r['ratio']:>7.1%} {r['task_cpu_us_per_msg']:>16} {r['rows']:>10,}")
     if len(kinds) == 2:
-        for fmt in formats:
+        for fmt in names:
             a, b = results["0.7"][fmt], results["kafka"][fmt]
             print(f"kafka/0.7 {fmt}: loader msg/s {b['loader_msg_s'] / a['loader_msg_s']:.2f}, "
                   f"task CPU/msg {b['task_cpu_us_per_msg'] / max(a['task_cpu_us_per_msg'], 1e-9):.2f}, "

@@ -1,4 +1,4 @@
-"""A Parquet chunk through the loader's generated decoder: rows path against columns path, same run.
+"""A Parquet chunk through the loader's decoders: rows path, columns path (Python and compiled), same run.
 
     .venv/bin/python bench/bench_row_columns.py [--rows 100000] [--rounds 5] [--quick]
 
@@ -11,13 +11,16 @@ unions, enums) the same framed payloads are decoded and written to an in-memory 
   the loader's Parquet path before ``decode_columns``;
 - columns: ``RowLayout.decode_columns`` (one list per leaf, no tuple per row, strings as bytes),
   ``writers.column_arrays`` (one ``pa.array`` per leaf; string leaves as binary cast to string,
-  which checks the UTF-8), then ``ParquetFileWriter.write_columns``: the loader's path now.
+  which checks the UTF-8), then ``ParquetFileWriter.write_columns``: the loader's path with
+  ``decoder=python``;
+- compiled: the same with ``decode_columns`` run by the C extension (``ingest.loader._cdecode``):
+  the loader's path with ``decoder=compiled``, the default.
 
 "decode" is the decode alone for rows, decode + ``column_arrays`` for columns (what a task
 does before a chunk counts as decoded).
 
-Prints CPU microseconds per row (decode alone and decode + write) and columns / rows; both
-files are checked equal first.
+Prints CPU microseconds per row (decode alone and decode + write), columns / rows and compiled /
+columns; the three files are checked equal first.
 """
 from __future__ import annotations
 
@@ -135,25 +138,30 @@ def main() -> int:
     from ingest.loader.decode import compile_row_layout
 
     print(f"load average at start {os.getloadavg()[0]:.2f}; {args.rows:,} rows, best of {args.rounds}")
-    print("| schema | rows decode us/row | columns decode us/row | rows decode+write | columns decode+write "
-          "| columns / rows (decode+write) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| schema | rows decode us/row | columns decode | compiled decode | rows decode+write | columns decode+write "
+          "| compiled decode+write | columns / rows (decode+write) | compiled / columns (decode) | compiled / columns "
+          "(decode+write) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     gc.disable()  # as in a task (ingest.loader.staging)
     for name in ("bench event", "page_view", "click"):
         schema, payloads = _payloads(name, args.rows)
-        layout = compile_row_layout(schema, PREFIX)
+        layout = compile_row_layout(schema, PREFIX, "python")
+        compiled = compile_row_layout(schema, PREFIX, "compiled")
+        assert getattr(compiled.decode_columns, "compiled", False), "ingest.loader._cdecode is not built"
         a = pq.read_table(pa.BufferReader(_rows_path(layout, schema, payloads, True)))
         b = pq.read_table(pa.BufferReader(_columns_path(layout, schema, payloads, True)))
-        assert a.equals(b), f"{name}: the two paths wrote different tables"
+        c = pq.read_table(pa.BufferReader(_columns_path(compiled, schema, payloads, True)))
+        assert a.equals(b) and a.equals(c), f"{name}: the paths wrote different tables"
         times = {}
         for _ in range(args.rounds):  # alternating, best of each
-            for key, fn, write in (("rd", _rows_path, False), ("cd", _columns_path, False),
-                                   ("rw", _rows_path, True), ("cw", _columns_path, True)):
-                t = _best(lambda: fn(layout, schema, payloads, write), 1)
+            for key, fn, lay, write in (("rd", _rows_path, layout, False), ("cd", _columns_path, layout, False),
+                                        ("kd", _columns_path, compiled, False), ("rw", _rows_path, layout, True),
+                                        ("cw", _columns_path, layout, True), ("kw", _columns_path, compiled, True)):
+                t = _best(lambda: fn(lay, schema, payloads, write), 1)
                 times[key] = min(times.get(key, t), t)
         us = {k: v / len(payloads) * 1e6 for k, v in times.items()}
-        print(f"| {name} | {us['rd']:.2f} | {us['cd']:.2f} | {us['rw']:.2f} | {us['cw']:.2f} | "
-              f"{us['cw'] / us['rw']:.3f} |")
+        print(f"| {name} | {us['rd']:.2f} | {us['cd']:.2f} | {us['kd']:.2f} | {us['rw']:.2f} | {us['cw']:.2f} | "
+              f"{us['kw']:.2f} | {us['cw'] / us['rw']:.3f} | {us['kd'] / us['cd']:.3f} | {us['kw'] / us['cw']:.3f} |")
     gc.enable()
     print(f"load average at end {os.getloadavg()[0]:.2f}")
     return 0

@@ -6,9 +6,14 @@ The bootstrap installs the project in editable mode: ``.venv`` holds only a find
 check reads ``.pth`` lines as paths, and the finder's ``.pth`` line is an ``import``).
 This command builds, into ``--out DIR``:
 
-- ``wheels/ingest-<version>-py3-none-any.whl``: a non-editable wheel (``pip wheel``) of a
-  clean copy of the sources (a stale ``build/`` in the checkout cannot leak into it), and
-  next to it the wheels of its pinned runtime dependencies;
+- ``wheels/ingest-<version>-<python>-<abi>-<platform>.whl``: a non-editable wheel (``pip wheel``)
+  of a clean copy of the sources (a stale ``build/`` or in-place ``.so`` in the checkout cannot leak
+  into it), and next to it the wheels of its pinned runtime dependencies. The wheel holds the
+  compiled column decoder (``ingest/loader/_cdecode.c``, built by ``setup.py``), so it is
+  platform-specific: built here, it runs on executors of the same OS, CPU architecture and Python
+  minor version (as the packed environment's interpreter already requires). Built without a C
+  compiler it holds no extension and the executors run the Python decoder (one warning per task
+  process);
 - ``ingest-env.tar.gz``: a fresh venv with that wheel and its runtime dependencies, pinned to
   the versions installed where the command runs, packed with venv-pack. pyspark and py4j are
   left out: Spark puts its own ``pyspark.zip`` and py4j on every Python worker's path, and a
@@ -52,7 +57,7 @@ ARCHIVE_ALIAS = "environment"  # the directory name after '#' in --archives
 #: runtime requirements the cluster's Spark provides (its python/lib/pyspark.zip and py4j zip)
 PROVIDED_BY_SPARK = frozenset({"pyspark", "py4j"})
 #: what the wheel is built from: a clean copy of these (nothing else of the checkout)
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "ingest", "pyspark_ingest")
+WHEEL_SOURCES = ("pyproject.toml", "setup.py", "README.md", "ingest", "pyspark_ingest")
 DRIVER_DIRS = ("jobs", "conf")
 DOCKERFILE = "scripts/cluster/Dockerfile"
 
@@ -123,7 +128,7 @@ def build_wheel(source: Path, wheels: Path) -> Path:
         for name in WHEEL_SOURCES:
             src = source / name
             if src.is_dir():
-                shutil.copytree(src, clean / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                shutil.copytree(src, clean / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
             elif src.is_file():
                 shutil.copy2(src, clean / name)
         before = set(wheels.glob("ingest-*.whl"))

@@ -27,11 +27,16 @@ def where(_=None):
 
     _time.sleep(0.5)  # hold the executor's one core so the next task goes to the other executor
     importable = [p for p in _sys.path if p and os.path.isfile(os.path.join(p, "ingest", "__init__.py"))]
+    try:  # the compiled column decoder, shipped in the wheel
+        from ingest.loader import _cdecode
+        cdecode = _cdecode.__file__
+    except ImportError:
+        cdecode = None
     yield {
         "pid": os.getpid(), "cwd": os.getcwd(), "executable": _sys.executable, "prefix": _sys.prefix,
         "ingest": ingest.__file__, "importable_from": importable, "sys_path": list(_sys.path),
         "editable_finders": [m for m in _sys.modules if m.startswith("__editable__")],
-        "pythonpath": os.environ.get("PYTHONPATH", ""),
+        "pythonpath": os.environ.get("PYTHONPATH", ""), "cdecode": cdecode,
     }
 
 

@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.processes]  # `ingest package`, spar
 REPO = Path(__file__).resolve().parents[1]
 VENV_PY = REPO / ".venv" / "bin" / "python"  # the checkout's venv: ingest through the editable finder
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ingest-tests" / "package"
-HASHED = ("ingest", "pyspark_ingest", "jobs", "conf", "scripts/cluster", "pyproject.toml", "README.md")
+HASHED = ("ingest", "pyspark_ingest", "jobs", "conf", "scripts/cluster", "pyproject.toml", "setup.py", "README.md")
 SITE = "lib/python{}.{}/site-packages".format(*sys.version_info[:2])
 TOPIC = "package-views"
 
@@ -44,7 +44,7 @@ def _digest() -> str:
     for name in HASHED:
         p = REPO / name
         for f in sorted([p] if p.is_file() else p.rglob("*")):
-            if f.is_file() and "__pycache__" not in f.parts:
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".so":  # in-place builds are not shipped
                 h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -83,6 +83,9 @@ def test_the_artifact_holds_the_code_not_a_finder_pointing_at_the_checkout(artif
     with zipfile.ZipFile(wheel) as z:
         in_wheel = {n: z.read(n) for n in z.namelist() if n.endswith(".py")}
         assert not [n for n in z.namelist() if n.endswith(".pth") or "__editable__" in n]
+        # the compiled column decoder, built from ingest/loader/_cdecode.c: the wheel is this platform's
+        assert [n for n in z.namelist() if re.fullmatch(r"ingest/loader/_cdecode\..*\.so", n)], z.namelist()
+    assert re.fullmatch(r"ingest-0\.1\.0-cp\d+-cp\d+-linux_\w+\.whl", wheel.name), wheel.name
     assert in_wheel == expected  # every module, byte for byte, and nothing stale
 
     names, in_env, pths = [], {}, []
@@ -237,7 +240,7 @@ def test_local_cluster_executors_import_ingest_only_from_the_shipped_archive(art
     dest = run / "warehouse"
     conf = run / "conf" / "loader-test.properties"
     conf.write_text(f"destination={dest}\nbrokers={','.join(f'{b.host}:{b.port}' for b in brokers)}\n"
-                    f"registry.url={registry_url}\ntopics={TOPIC}\nformat=avro\n")
+                    f"registry.url={registry_url}\ntopics={TOPIC}\nformat=parquet\n")
 
     cmd = [str(spark_home / "bin" / "spark-submit"), "--master", "local-cluster[2,1,1024]",
            "--archives", "ingest-env.tar.gz#environment",
@@ -254,6 +257,9 @@ def test_local_cluster_executors_import_ingest_only_from_the_shipped_archive(art
     assert report["load_rc"] == 0 and "COMMITTED" in r.stdout, out[-4000:]
     got = committed_ids(dest, TOPIC)
     assert sum(got.values()) == 120 and set(got) == set(ids) and max(got.values()) == 1
+    # ... its Parquet chunks decoded by the compiled decoder of the shipped wheel (the run record says so)
+    (record,) = [json.loads(p.read_text()) for p in (dest / "_ingest" / "runs").glob("*.json")]
+    assert {d for p in record["partitions"] for d in p.get("decoders", ())} == {"compiled"}, record["partitions"]
 
     # the driver and both executors import ingest from the unpacked archive only
     assert report["driver"]["cwd"] == str(run)
@@ -262,6 +268,8 @@ def test_local_cluster_executors_import_ingest_only_from_the_shipped_archive(art
     assert len(executors) == 2 and all(Path(c).parent.parent == run / "spark" / "work" for c in executors), executors
     for e in report["executors"]:
         assert archive_problems(e, run) == []
+        # the compiled decoder from the wheel in the archive, not a build in the checkout
+        assert e["cdecode"] and Path(e["cdecode"]).parent == Path(e["prefix"]) / SITE / "ingest" / "loader", e["cdecode"]
 
     # negative check: the same executors running the checkout's editable venv are caught
     assert report["negative"] and {n["cwd"] for n in report["negative"]} <= executors

@@ -35,6 +35,7 @@ from typing import Any, Callable
 import fastavro
 
 from ingest.events.envelope import MAGIC_BYTE, PREFIX, PREFIX_SIZE
+from ingest.loader import cdecode
 
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
@@ -63,7 +64,9 @@ class RowLayout:
         leaf, in :meth:`decode`'s order), no tuple per row; raises on the first payload :meth:`decode`
         would refuse (the lists are then dropped). Strings are left as their bytes, UTF-8 not yet
         checked: :func:`ingest.loader.writers.column_arrays` checks a whole column at once and
-        raises on an invalid one, so a chunk counts as decoded only after it."""
+        raises on an invalid one, so a chunk counts as decoded only after it. The compiled decoder
+        gives a bytes or string leaf as one tuple of Arrow buffers instead of a list (validity,
+        offsets, data: no Python object per value); ``column_arrays`` takes both."""
         self.raw_strings = raw_strings
         """Positions of the leaves that ``decode_columns`` leaves as bytes (string leaves)."""
         self.arrow_types = None  # the leaves' Arrow types, set by the first column_arrays call
@@ -206,14 +209,17 @@ class _Gen:
             raise _Unsupported(f"field {'.'.join(p)} of type {t!r}")
 
 
-def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | None:
+def compile_row_layout(schema: Any, prefix: bytes | None = None, decoder: str = "compiled") -> RowLayout | None:
     """The generated row decoder of a writer schema, or None when the schema needs the dict path.
 
     Also None when the schema has no plain ``header.time`` (int or long): those
     records keep the dict path, so the task's quarantine message stays the same.
     With ``prefix`` (the 5 framing bytes of one schema id) the decoder also refuses a
     payload framed otherwise, so a whole fetch can be decoded with one layout
-    (:func:`decode_all`) without looking at each payload's schema id first.
+    (:func:`decode_all`) without looking at each payload's schema id first. ``decoder``
+    (:data:`ingest.loader.cdecode.DECODERS`) picks who runs ``decode_columns``: ``compiled`` the C
+    extension's schema program (the Python one when the extension is not importable), ``python`` the
+    generated code; ``decode`` (one row tuple) is the generated code either way.
     """
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
@@ -256,14 +262,19 @@ def compile_row_layout(schema: Any, prefix: bytes | None = None) -> RowLayout | 
     ns["_PFX"] = prefix
     exec(compile(src, f"<row decoder {schema.get('name')}>", "exec"), ns)  # noqa: S102 - generated from a schema
     raw = frozenset(i for i in range(gen.n) if f"v{i}" in columns_gen.raw_targets)
-    return RowLayout(ns["decode"], time_index, gen.n, schema, ns["decode_columns"], raw)
+    decode_columns = ns["decode_columns"]
+    if cdecode.choose(decoder) == "compiled":
+        decode_columns = cdecode.compiled_columns(schema, prefix, _prim)
+    return RowLayout(ns["decode"], time_index, gen.n, schema, decode_columns, raw)
 
 
 class PayloadDecoder:
     """Decodes framed payloads; not thread-safe (one per task)."""
 
-    def __init__(self, deserializer) -> None:
+    def __init__(self, deserializer, decoder: str = "compiled") -> None:
         self._deser = deserializer
+        self.decoder = cdecode.choose(decoder)
+        """Who decodes a Parquet chunk's columns: ``compiled`` or ``python`` (after the fallback)."""
         self._schemas: dict[int, dict] = {}
         self._parsed: dict[int, Any] = {}
         self._layouts: dict[int, RowLayout | None] = {}
@@ -310,7 +321,8 @@ class PayloadDecoder:
         schema_id, record = self.decode(payload, topic=topic, offset=offset)
         if schema_id not in self._layouts:
             self._layouts[schema_id] = compile_row_layout(
-                self.writer_schema(schema_id, payload, topic=topic, offset=offset), PREFIX.pack(MAGIC_BYTE, schema_id))
+                self.writer_schema(schema_id, payload, topic=topic, offset=offset), PREFIX.pack(MAGIC_BYTE, schema_id),
+                self.decoder)
         layout = self._layouts[schema_id]
         if layout is None:
             return schema_id, record, None

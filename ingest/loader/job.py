@@ -54,6 +54,7 @@ def task_settings(config, run_id: str, faults: Faults = NO_FAULTS) -> TaskSettin
         registry_url=config["registry.url"], avro_codec=config["avro.codec"],
         parquet_compression=config["parquet.compression"], row_group_rows=config["parquet.row.group.rows"],
         fetch=FetchSettings.from_config(config), faults=faults.spec, registry_auth=RegistryAuth.from_config(config),
+        decoder=config["decoder"],
     )
 
 

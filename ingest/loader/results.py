@@ -118,6 +118,7 @@ class TaskSummary:
     last_time_ms: int | None      # event time of the last loaded message (None: nothing loaded)
     tally_start: int | None = None     # the task's TaskRange.segment_start (ingest.loader.tally)
     tally_messages: int | None = None  # messages consumed at/after tally_start (all when None); None: unknown
+    decoder: str | None = None    # who decoded Parquet chunks into columns: compiled or python (the loader's `decoder`)
 
     @property
     def key(self) -> PartitionKey:
@@ -159,7 +160,7 @@ RESULT_FIELDS: tuple[tuple[str, str], ...] = (
     ("end_offset", "long"), ("rows", "long"), ("bytes", "long"), ("format", "string"), ("dt", "string"),
     ("hour", "int"), ("schema_id", "int"), ("min_time_ms", "long"), ("max_time_ms", "long"), ("messages_exact", "boolean"),
     ("messages", "long"), ("quarantined", "long"), ("duration_ms", "long"), ("last_time_ms", "long"), ("cpu_ms", "long"),
-    ("tally_start", "long"), ("tally_messages", "long"),
+    ("tally_start", "long"), ("tally_messages", "long"), ("decoder", "string"),
 )
 """Columns of the Spark result (name, Spark SQL type), in order: the union of
 :class:`StagedFile`'s and :class:`TaskSummary`'s

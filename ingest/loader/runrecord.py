@@ -160,6 +160,8 @@ def partition_entries(plan, outcomes: list[TaskOutcome] | None = None) -> list[d
         entry["quarantined"] += s.quarantined
         entry["duration_ms"] += s.duration_ms
         entry["cpu_ms"] = entry.get("cpu_ms", 0) + s.cpu_ms
+        if s.decoder is not None:  # which column decoder the partition's tasks ran (compiled, python)
+            entry["decoders"] = sorted({*entry.get("decoders", ()), s.decoder})
         entry["files"].extend(f.path for f in outcome.files)
     return [by_key[k] for k in sorted(by_key)]
 

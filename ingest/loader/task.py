@@ -65,6 +65,7 @@ class TaskSettings:
     fetch: FetchSettings = FetchSettings.defaults_of(LOADER_CONFIG)   # the loader's keys' defaults
     faults: str = ""   # the driver's INGEST_FAULTS (ingest.loader.faults); empty in production
     registry_auth: RegistryAuth = NO_AUTH   # credentials and TLS files of the registry (repr hides secrets)
+    decoder: str = "compiled"   # the loader's `decoder` key: compiled (C extension) or python
 
     @classmethod
     def from_json(cls, d: dict) -> "TaskSettings":
@@ -110,10 +111,11 @@ def run_task(task: TaskRange, settings: TaskSettings, attempt: int = 0, *, stora
         duration_ms=int((time.monotonic() - began) * 1000), cpu_ms=int((time.process_time() - cpu_began) * 1000),
         last_time_ms=staged.last_time_ms, tally_start=task.segment_start,
         tally_messages=task_tally(task.segment_start, task.start, staged.messages + len(staged.quarantine), before[0],
-                                  staged.corrupt_offsets, staged.damaged))
-    log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files, %d damaged ranges skipped",
-             task.task_id, task.topic, task.broker_id, task.partition, task.start, task.end, summary.messages,
-             summary.quarantined, len(files), len(damaged))
+                                  staged.corrupt_offsets, staged.damaged),
+        decoder=decoder.decoder if settings.format == "parquet" else None)
+    log.info("task %d %s b%d p%d [%d, %d): %d messages, %d quarantined, %d files, %d damaged ranges skipped, "
+             "%s decoder", task.task_id, task.topic, task.broker_id, task.partition, task.start, task.end,
+             summary.messages, summary.quarantined, len(files), len(damaged), summary.decoder or "row")
     return TaskOutcome(summary, tuple(files + damaged))
 
 
@@ -129,7 +131,8 @@ def new_decoder(settings: TaskSettings, deserializer=None):
     from ingest.events.serde import EventDeserializer
     from ingest.loader.decode import PayloadDecoder
 
-    return PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url, auth=settings.registry_auth)))
+    return PayloadDecoder(deserializer or EventDeserializer(RegistryClient(settings.registry_url, auth=settings.registry_auth)),
+                          settings.decoder)
 
 
 def read_range(consumer, task: TaskRange, settings: TaskSettings, *, chunks: bool = False) -> Iterator:

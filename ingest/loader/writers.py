@@ -304,7 +304,8 @@ class ParquetFileWriter:
 def column_arrays(layout: Any, columns: list[list]) -> list[pa.Array]:
     """The Arrow arrays of ``RowLayout.decode_columns``' lists, one per leaf of the layout's schema.
 
-    String leaves arrive as their bytes: each becomes a binary array cast to string, which checks
+    String leaves arrive as their bytes (a list, or from the compiled decoder one tuple of Arrow
+    buffers per bytes/string leaf): each becomes a binary array cast to string, which checks
     every value's UTF-8 (as strictly as Python's ``bytes.decode``: no surrogates, no overlong
     forms). Raises ``pyarrow.ArrowInvalid`` on an invalid value (the caller then hands the chunk to
     the per-message path, which quarantines that payload with the deserializer's message).
@@ -313,11 +314,23 @@ def column_arrays(layout: Any, columns: list[list]) -> list[pa.Array]:
     if types is None:
         types = layout.arrow_types = [f.type for f in _leaves(arrow_schema(layout.schema))]
     raw = layout.raw_strings
-    return [pa.array(values, type=_BINARY).cast(t) if i in raw else pa.array(values, type=t)
+    return [_binary(values, t) if values.__class__ is tuple else
+            pa.array(values, type=_BINARY).cast(t) if i in raw else pa.array(values, type=t)
             for i, (values, t) in enumerate(zip(columns, types))]
 
 
 _BINARY = pa.binary()
+
+
+def _binary(buffers: tuple, t: pa.DataType) -> pa.Array:
+    """A bytes or string leaf that the compiled decoder (:mod:`ingest.loader.cdecode`) returns as Arrow's
+    binary layout, ``(validity bitmap or None, int32 offsets, data)``; cast to ``t`` (for strings the cast
+    checks the UTF-8, as for the lists above)."""
+    valid, offsets, data = buffers
+    array = pa.Array.from_buffers(_BINARY, len(offsets) // 4 - 1,
+                                  [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offsets),
+                                   pa.py_buffer(data)])
+    return array if t == _BINARY else array.cast(t)
 
 
 def _leaves(fields) -> list[pa.Field]:

@@ -1,5 +1,6 @@
 """bench/bench_row_columns.py runs end to end with a tiny count (no timing asserted): the rows and
-columns paths write equal tables (the script checks) and one table row per schema is printed."""
+columns paths (Python and compiled decoders) write equal tables (the script checks) and one table row per
+schema is printed."""
 from __future__ import annotations
 
 import os

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tests.harness.time_bound import within
+from tests.harness.time_bound import in_child, within
 
 
 def test_a_call_that_returns_gives_its_value():
@@ -38,3 +38,29 @@ def test_a_call_that_does_not_return_fails_the_bound_and_is_then_released():
 def test_a_bound_must_be_positive():
     with pytest.raises(ValueError, match="positive number of seconds"):
         within(0, sorted, [])
+
+
+@pytest.mark.processes  # a forked child
+def test_in_child_gives_the_value_or_the_exception_of_the_call():
+    assert in_child(30.0, sorted, [3, 1, 2]) == [1, 2, 3]
+    assert in_child(30.0, lambda: (lambda x: x * 2)(21)) == 42  # not picklable: fork needs no pickling
+    with pytest.raises(ValueError, match="bad"):
+        in_child(30.0, int, "bad")
+
+
+@pytest.mark.processes  # a forked child
+def test_in_child_fails_a_call_that_spins_and_kills_its_child():
+    def spin() -> None:
+        while True:
+            pass
+
+    with pytest.raises(AssertionError, match="did not return within 1.0 s"):
+        in_child(1.0, spin)
+
+
+@pytest.mark.processes  # a forked child
+def test_in_child_fails_a_call_that_crashes_its_process():
+    import ctypes
+
+    with pytest.raises(AssertionError, match="signal 11 .SIGSEGV."):
+        in_child(30.0, ctypes.string_at, 0)  # reads address 0: a segfault, as a bad bound in C would

@@ -22,7 +22,7 @@ from ingest.events.loadgen import EventGenerator
 from ingest.events.registry_client import RegistryClient
 from ingest.events.schemas import CLICK, PAGE_VIEW, load_schema
 from ingest.events.serde import EventSerializer
-from ingest.loader import staging, task as task_mod
+from ingest.loader import cdecode, staging, task as task_mod
 from ingest.loader.fetch import iter_range
 from ingest.loader.plan import TaskRange
 from ingest.loader.task import Staged, TaskSettings, close_data_files, counted_before_chunks, stage_messages
@@ -71,10 +71,13 @@ def _spoil(rng: random.Random, p: bytes, other_prefix: bytes) -> bytes:
     return p[:5]  # framing only
 
 
-def _stage(data: bytes, fmt: str, registry_url, tmp_path, chunks: bool, tag: str, fetch_size: int):
+def _stage(data: bytes, fmt: str, registry_url, tmp_path, chunks: bool, tag: str, fetch_size: int,
+           decoder: str = "compiled"):
     task = TaskRange("pv", 3, 1, "127.0.0.1", 9, task_id=0, start=0, end=len(data))
-    settings = TaskSettings(destination=str(tmp_path / tag), run_id="r", format=fmt, registry_url=registry_url)
+    settings = TaskSettings(destination=str(tmp_path / tag), run_id="r", format=fmt, registry_url=registry_url,
+                            decoder=decoder)
     storage = open_storage(str(tmp_path / tag))
+    assert task_mod.new_decoder(settings).decoder == (decoder if cdecode.available() else "python")
     items = list(iter_range(_SetConsumer(data), "pv", 1, 0, len(data), fetch_size=fetch_size,
                             max_fetch_size=1 << 30, chunks=chunks))
     staged = stage_messages(items, task, settings, storage, task_mod.new_decoder(settings),
@@ -93,9 +96,9 @@ def _stage(data: bytes, fmt: str, registry_url, tmp_path, chunks: bool, tag: str
     return out, quarantine, staged.messages, staged.last_time_ms, staged.corrupt_offsets, items
 
 
-def _both(data, fmt, registry_url, tmp_path, fetch_size=1 << 20):
-    a = _stage(data, fmt, registry_url, tmp_path, False, "one", fetch_size)
-    b = _stage(data, fmt, registry_url, tmp_path, True, "bulk", fetch_size)
+def _both(data, fmt, registry_url, tmp_path, fetch_size=1 << 20, decoder="compiled"):
+    a = _stage(data, fmt, registry_url, tmp_path, False, "one", fetch_size, decoder)
+    b = _stage(data, fmt, registry_url, tmp_path, True, "bulk", fetch_size, decoder)
     assert a[:5] == b[:5]
     return a, b
 
@@ -114,9 +117,11 @@ def per_message_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "avro"])
-def test_bulk_path_equals_per_message_path_on_valid_and_spoiled_payloads(registry_url, tmp_path, fmt,
+@pytest.mark.parametrize("fmt, decoder", [("parquet", "compiled"), ("parquet", "python"), ("avro", "compiled")])
+def test_bulk_path_equals_per_message_path_on_valid_and_spoiled_payloads(registry_url, tmp_path, fmt, decoder,
                                                                         per_message_calls):
+    """Both column decoders (the C extension's when built, the generated Python one) against the
+    per-message path; Avro chunks use the row decoder either way."""
     rng = random.Random(16)
     times = [T0 + HOUR - 400 + 7 * i for i in range(120)]  # crosses an hour boundary
     good = _payloads(registry_url, PAGE_VIEW, times, 1) + _payloads(registry_url, CLICK, times[:40], 2)
@@ -128,7 +133,7 @@ def test_bulk_path_equals_per_message_path_on_valid_and_spoiled_payloads(registr
             for fetch_size in (1 << 20, 3000):  # whole set in one fetch, or many cut fetches
                 per_message_calls[0] = 0
                 (files, quarantine, n, *_), (_, _, _, _, _, items) = _both(data, fmt, registry_url, tmp_path,
-                                                                          fetch_size)
+                                                                          fetch_size, decoder)
                 if magic != MAGIC_V0 and fetch_size == 3000 and payloads is good:
                     # the per-message run, then the bulk run: first message of each schema, and
                     # the chunks across the hour boundary or across schemas
@@ -151,7 +156,8 @@ def test_bulk_path_equals_per_message_path_with_compressed_wrappers(registry_url
     assert (n, quarantine) == (60, []) and [f[3] for f in files] == [60]
 
 
-def test_bulk_path_equals_per_message_path_on_corrupt_message_sets(registry_url, tmp_path):
+@pytest.mark.parametrize("decoder", ["compiled", "python"])
+def test_bulk_path_equals_per_message_path_on_corrupt_message_sets(registry_url, tmp_path, decoder):
     """Flipped bytes anywhere in the set: CRC failures become Corrupt items, broken length
     fields end the task with the same error on both paths."""
     rng = random.Random(7)
@@ -165,7 +171,7 @@ def test_bulk_path_equals_per_message_path_on_corrupt_message_sets(registry_url,
         outcomes = []
         for chunks in (False, True):
             try:
-                r = _stage(data, "parquet", registry_url, tmp_path, chunks, f"c{int(chunks)}", 2000)
+                r = _stage(data, "parquet", registry_url, tmp_path, chunks, f"c{int(chunks)}", 2000, decoder)
                 outcomes.append(r[:5])
             except Exception as exc:  # noqa: BLE001 - compared below
                 outcomes.append((type(exc), str(exc)))

@@ -121,8 +121,9 @@ def test_the_driver_faults_travel_to_executors_in_the_task_settings(tmp_path):
     assert Faults.parse(shipped.faults).fail_first_attempt and shipped == settings
 
 
-def _outcome(task_id, *, files=1, messages=10):
-    summary = TaskSummary(task_id, 0, "pv", 3, 1, task_id * 100, task_id * 100 + 100, messages, 1, 12, 7, T0 + task_id)
+def _outcome(task_id, *, files=1, messages=10, decoder=None):
+    summary = TaskSummary(task_id, 0, "pv", 3, 1, task_id * 100, task_id * 100 + 100, messages, 1, 12, 7, T0 + task_id,
+                          decoder=decoder)
     staged = tuple(StagedFile(task_id, 0, "pv", 3, 1, task_id * 100, task_id * 100 + 100, DATA,
                               f"pv/dt=2026-11-18/hour=05/f{task_id}.{i}.avro", f"_ingest/staging/r/t{task_id}/{i}",
                               4, 123, "avro", "2026-11-18", 5, 42, T0, T0 + 9) for i in range(files))
@@ -133,7 +134,7 @@ def test_outcomes_round_trip_through_spark_rows_and_refuse_incomplete_reports():
     from ingest.loader.results import RESULT_FIELDS, outcome_rows, outcomes_from_rows
 
     columns = [name for name, _ in RESULT_FIELDS]
-    outcomes = [_outcome(0, files=2), _outcome(1, files=0)]
+    outcomes = [_outcome(0, files=2, decoder="compiled"), _outcome(1, files=0)]
     rows = [dict(zip(columns, row)) for o in reversed(outcomes) for row in outcome_rows(o)]
     assert all(len(r) == len(RESULT_FIELDS) for r in rows) and len(rows) == 4
     assert outcomes_from_rows(rows) == outcomes
@@ -160,3 +161,6 @@ def test_driver_phases_work_on_the_typed_outcomes():
     assert {(r.run_id, r.kind, r.schema_id, r.staging[:18]) for r in recs} == {("r", DATA, 42, "_ingest/staging/r/")}
     (entry,) = partition_entries(plan, outcomes)
     assert (entry["messages"], entry["quarantined"], entry["cpu_ms"], len(entry["files"])) == (20, 2, 14, 3)
+    assert "decoders" not in entry  # Avro tasks decode rows, not columns
+    (entry,) = partition_entries(plan, [_outcome(0, decoder="python"), _outcome(1, decoder="compiled")])
+    assert entry["decoders"] == ["compiled", "python"]  # the run record says which column decoder ran
