@@ -36,7 +36,7 @@ import threading
 import time
 
 from ingest.broker.kafka.followed_partition import FollowedPartition
-from ingest.broker.replica_fetcher import BACKOFF_S, MAX_BACKOFF_S
+from ingest.broker.followed_partition import BACKOFF_S, MAX_BACKOFF_S
 from ingest.errors import BrokerUnavailableError, IngestError, MalformedResponseError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.wire.connection import BrokerConnection
