@@ -1,5 +1,6 @@
-"""Fetcher threads per source broker: a follower of many Kafka-topic partitions runs ``num.replica.fetchers``
-threads per leader, not one per partition (docs/replication.md, "Fetcher threads").
+"""Fetcher threads per source broker: a follower of many partitions runs ``num.replica.fetchers`` threads per
+leader, not one per partition, for Kafka topics and 0.7-format topics alike (docs/replication.md, "Fetcher
+threads").
 
 Real ZooKeeper, three real broker processes, a Kafka topic of 30 partitions, all on brokers 0, 1, 2 with 0
 preferred (so 0 leads them all), ``num.replica.fetchers=2``, ``min.insync.replicas=2``. What is proven:
@@ -13,7 +14,12 @@ preferred (so 0 leads them all), ``num.replica.fetchers=2``, ``min.insync.replic
   acknowledged value is read back from its partition;
 - a partition whose leader bytes fail their check on the follower stalls alone: the follower's one thread
   keeps copying the partition's siblings, the stall is reported in ZooKeeper, and the partition copies
-  and rejoins by itself once the leader's bytes are good again.
+  and rejoins by itself once the leader's bytes are good again;
+- the same for a 0.7-format topic of 30 partitions (REPLICA_FETCHES, threads ``fetcher07-<id>-<leader>``):
+  two threads per follower towards broker 0 where a thread per partition made 60 in each follower; 0.7
+  acks=-1 writers (PRODUCE_ACKS, one per third partition) while broker 0 is SIGKILLed lose no acknowledged
+  message (each exactly once, at its acknowledged offset, in the committed log of the partition's leader),
+  and the restarted broker 0 rejoins all 30 in-sync sets.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import pytest
 
 from ingest import znodes
 from tests.harness import replicated as r
+from tests.harness.acked_writes import LeaderTarget, Writer, check_no_loss, errors_of
 from tests.harness.brokers import broker_factory  # noqa: F401  (fixture)
 from tests.harness.wait import wait_until
 from tests.kafka.other_clients import high_watermarks
@@ -38,15 +45,16 @@ PARTITIONS = 30
 FETCHERS = 2
 
 
-def fetcher_threads(broker) -> collections.Counter:
-    """The broker process's fetcher threads by OS name (``fetcher-<fetcher id>-<leader id>``)."""
+def fetcher_threads(broker, kind: str = "fetcher") -> collections.Counter:
+    """The broker process's fetcher threads by OS name (``<kind>-<fetcher id>-<leader id>``; ``fetcher`` for
+    Kafka topics, ``fetcher07`` for 0.7-format topics)."""
     names: collections.Counter = collections.Counter()
     for task in Path(f"/proc/{broker.pid}/task").iterdir():
         try:
             comm = (task / "comm").read_text().strip()
         except OSError:   # the thread ended meanwhile
             continue
-        if comm.startswith("fetcher-"):
+        if comm.startswith(f"{kind}-"):
             names[comm] += 1
     return names
 
@@ -55,11 +63,11 @@ def thread_count(broker) -> int:
     return len(os.listdir(f"/proc/{broker.pid}/task"))
 
 
-def _all_in_sync(zk, ids: set[int], timeout: float = 120.0) -> dict[int, znodes.PartitionState]:
+def _all_in_sync(zk, ids: set[int], timeout: float = 120.0, topic: str = TOPIC) -> dict[int, znodes.PartitionState]:
     states = {}
     for p in range(PARTITIONS):
-        states[p] = r.wait_for_state(zk, TOPIC, p, lambda s: s.leader in ids and set(s.isr) == ids, timeout,
-                                     f"{TOPIC}-{p}: all of {sorted(ids)} in the isr")
+        states[p] = r.wait_for_state(zk, topic, p, lambda s: s.leader in ids and set(s.isr) == ids, timeout,
+                                     f"{topic}-{p}: all of {sorted(ids)} in the isr")
     return states
 
 
@@ -213,3 +221,53 @@ def test_a_partition_whose_leader_bytes_fail_their_check_stalls_alone_and_resume
         f.write(bytes([good[at]]))
     r.wait_for_state(zk, topic, 0, lambda s: set(s.isr) == {0, 1}, 90, f"{topic}-0 back in sync")
     wait_until(lambda: not zk.exists(stall), timeout=30, what="the stall withdrawn")
+
+
+def test_a_follower_of_30_partitions_of_a_07_topic_runs_num_replica_fetchers_threads_and_fails_over(
+        broker_factory, zk_connect, zk):
+    topic = "many07"
+    brokers = broker_factory(3, zk_connect, overrides=r.replication_overrides(
+        min_isr=2, lag_ms=10_000, session_ms=4_000, **{"num.replica.fetchers": FETCHERS}))
+    r.create_topic(zk, topic, {p: [0, 1, 2] for p in range(PARTITIONS)})   # 0.7 format
+    ids = {0, 1, 2}
+    states = _all_in_sync(zk, ids, topic=topic)
+    assert {s.leader for s in states.values()} == {0}, "broker 0, first of every assignment, leads them all"
+    for b in brokers[1:]:
+        wait_until(lambda: fetcher_threads(b, "fetcher07") == {"fetcher07-0-0": 1, "fetcher07-1-0": 1}, timeout=30,
+                   what=f"broker {b.broker_id}'s two 0.7 fetcher threads towards broker 0: "
+                        f"{fetcher_threads(b, 'fetcher07')}")
+        # about 25 (the broker's own threads and the 2 fetchers); a thread per partition made it 85
+        assert thread_count(b) < 40, f"broker {b.broker_id} runs {thread_count(b)} threads"
+
+    writers = [Writer(topic, f"p{p}-", target, target.lost, timeout_ms=10_000, partition=p)
+               for p in range(0, PARTITIONS, 3) for target in [LeaderTarget(topic, brokers, partition=p)]]
+    for w in writers:
+        w.start()
+    try:
+        wait_until(lambda: all(len(w.acked()) >= 5 for w in writers), timeout=60, what="first acknowledgements")
+        before = {w.partition: len(w.acked()) for w in writers}
+        brokers[0].kill()
+        for p in range(PARTITIONS):
+            r.wait_for_state(zk, topic, p, lambda s: s.leader in (1, 2), 60, f"{topic}-{p}: a new leader")
+        wait_until(lambda: all(len(w.acked()) >= before[w.partition] + 5 for w in writers), timeout=90,
+                   what="acknowledgements through the new leaders")
+        brokers[0].start()
+        states = _all_in_sync(zk, ids, topic=topic)
+    finally:
+        for w in writers:
+            w.stop()
+
+    leaders = {s.leader for s in states.values()}
+    for b in brokers:
+        threads = fetcher_threads(b, "fetcher07")
+        sources = leaders - {b.broker_id}
+        assert set(threads) <= {f"fetcher07-{i}-{src}" for i in range(FETCHERS) for src in sources}, threads
+        assert all(n == 1 for n in threads.values()), threads
+        assert thread_count(b) < 40, f"broker {b.broker_id} runs {thread_count(b)} threads"
+
+    for w in writers:
+        state = r.partition_state(zk, topic, w.partition)
+        leader = r.by_id(brokers, state.leader)
+        msgs = [(off, data) for off, _next, data in r.read_committed(leader, topic, w.partition)]
+        stats = check_no_loss([w], msgs)
+        assert stats.get("acked", 0) >= 10, (w.partition, stats, errors_of(w.attempts))
