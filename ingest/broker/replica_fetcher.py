@@ -17,6 +17,12 @@ delayed (left out of the requests for a back-off) without holding the others; a 
 answer refused whole, delays them all. With no partition ready the thread waits for the earliest one, or
 for :meth:`ReplicaFetcherThread.add`; it never spins.
 
+A leader of an older version (a rolling upgrade) does not know REPLICA_FETCHES: on its 0.7 port it answers
+UNKNOWN_REQUEST_TYPE, and over the Kafka listener it has not registered the private key 10004. The thread
+then sends one REPLICA_FETCH (13) per ready partition, the way such a leader has always been asked, without
+its long poll (only a round that copied nothing waits ``replica.fetch.wait.max.ms``), and asks with
+REPLICA_FETCHES again after its connection fails (the leader may have restarted upgraded).
+
 Partitions are added and removed while it runs; the thread is not restarted. An answer is applied under
 the partition lock, and only to the partition object the request was built from, so once
 :meth:`ReplicaFetcherThread.remove` returns the thread never touches that partition's log again (the
@@ -27,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 from ingest.broker.followed_partition import BACKOFF_S, MAX_BACKOFF_S, FollowedPartition07
 from ingest.broker.kafka.replica_fetcher import IDLE_WAIT_S, set_native_name
@@ -46,11 +53,12 @@ _errors = RateLimitedLog(log, interval_s=60.0)
 class ReplicaFetcherThread(threading.Thread):
     """Fetches the 0.7 partitions added to it from ``leader = (id, host, port)`` for broker ``broker_id``;
     ``fetcher_id`` is its number among this broker's 0.7 threads towards that leader. ``over_kafka``: the
-    address is the leader's inter-broker Kafka listener (with ``ssl_context`` and the ``sasl`` login)."""
+    address is the leader's inter-broker Kafka listener (with ``ssl_context`` and the ``sasl`` login);
+    ``knows_fetches()`` tells whether the leader is known to serve REPLICA_FETCHES there (its registration)."""
 
     def __init__(self, fetcher_id: int, broker_id: int, leader: tuple[int, str, int], *, wait_ms: int,
                  response_max_bytes: int, socket_timeout_s: float, ssl_context=None, over_kafka: bool = False,
-                 sasl=None) -> None:
+                 sasl=None, knows_fetches: Callable[[], bool] = lambda: True) -> None:
         self.leader_id, self.host, self.port = leader
         super().__init__(name=f"ReplicaFetcherThread07-{fetcher_id}-{self.leader_id}", daemon=True)
         self.native_name = f"fetcher07-{fetcher_id}-{self.leader_id}"
@@ -71,6 +79,9 @@ class ReplicaFetcherThread(threading.Thread):
         self._halt = threading.Event()
         self._turn = 0
         self.rounds = 0
+        self._knows_fetches = knows_fetches
+        self.one_by_one = not knows_fetches()
+        """The leader does not know REPLICA_FETCHES: one REPLICA_FETCH per partition."""
 
     def __repr__(self) -> str:
         return f"{self.name} ({self.host}:{self.port}, {len(self._parts)} partition(s))"
@@ -141,6 +152,7 @@ class ReplicaFetcherThread(threading.Thread):
                 log.debug("%s: request to broker %d failed: %s", self.name, self.leader_id, exc)
                 self._halt.wait(backoff)   # every partition waits: they share the connection
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
+                self.one_by_one = not self._knows_fetches()   # the leader may have restarted with another version
             except Exception:  # noqa: BLE001 - the thread serves many partitions: it must outlive a bug in one
                 _errors.log(logging.ERROR, self.name, "round failed", "%s: a fetch round failed", self.name,
                             exc_info=True)
@@ -167,6 +179,9 @@ class ReplicaFetcherThread(threading.Thread):
     def _round(self, ready: list[FollowedPartition07]) -> None:
         """One REPLICA_FETCHES request for ``ready``; each partition applies its own part of the answer."""
         self.rounds += 1
+        if self.one_by_one:
+            self._one_by_one(ready)
+            return
         asked: dict[tuple[str, int], tuple[FollowedPartition07, int]] = {}
         queries = []
         with self._lock:
@@ -179,6 +194,11 @@ class ReplicaFetcherThread(threading.Thread):
             return
         req = p.ReplicaFetchesRequest(self.broker_id, self.wait_ms, 1, self.response_max_bytes, tuple(queries))
         resp = self._conn.request(req.encode(), p.ReplicaFetchesResponse)
+        if resp.error == ErrorCode.UNKNOWN_REQUEST_TYPE:
+            log.info("%s: broker %d does not know REPLICA_FETCHES (an older version): one REPLICA_FETCH per "
+                     "partition until it is restarted", self.name, self.leader_id)
+            self.one_by_one = True
+            return
         if resp.error != ErrorCode.NONE:
             _errors.log(logging.WARNING, self.name, ErrorCode(resp.error).name,
                         "%s: broker %d refused REPLICA_FETCHES for %d partition(s): %s", self.name, self.leader_id,
@@ -200,3 +220,22 @@ class ReplicaFetcherThread(threading.Thread):
                     continue
                 else:
                     fp.on_answer(answer, self._conn)
+
+    def _one_by_one(self, ready: list[FollowedPartition07]) -> None:
+        """One REPLICA_FETCH per partition of ``ready`` (a leader without REPLICA_FETCHES); without a long
+        poll, which would hold every later partition behind it: a round that copied nothing waits instead."""
+        copied = False
+        for fp in ready:
+            with self._lock:
+                if not self._current(fp):
+                    continue
+                pos = fp.pos
+            req = p.ReplicaFetchRequest(self.broker_id, fp.epoch, 0,
+                                        p.FetchRequest(fp.part.topic, fp.part.partition, pos, fp.max_bytes))
+            resp = self._conn.request(req.encode(), p.ReplicaFetchResponse)
+            with self._lock:
+                if self._current(fp) and fp.pos == pos:
+                    fp.on_answer(resp, self._conn)
+                    copied = copied or fp.pos != pos
+        if not copied:
+            self._halt.wait(self.wait_ms / 1000.0)

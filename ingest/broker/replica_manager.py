@@ -61,6 +61,7 @@ from ingest import znodes
 from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.delayed import Purgatory
+from ingest.broker.followed_partition import FollowedPartition07
 from ingest.broker.kafka.fetcher_manager import ReplicaFetcherManager
 from ingest.broker.kafka.followed_partition import FollowedPartition
 from ingest.broker.kafka.replica_fetcher import ReplicaFetcherThread
@@ -69,7 +70,6 @@ from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.broker.port07_carrier import Port07Carrier
-from ingest.broker.followed_partition import FollowedPartition07
 from ingest.broker.replica_fetcher import ReplicaFetcherThread as ReplicaFetcherThread07
 from ingest.broker.replica_stalls import StallBoard
 from ingest.broker.storage_failures import StorageFailurePublisher
@@ -79,6 +79,7 @@ from ingest.broker.zk_deadline import DeadlineCalls
 from ingest.errors import (IngestError, LeaderNotAvailableError, LogOfflineError, NotLeaderForPartitionError,
                            WrongPartitionError)
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.wire.kafka.port07 import REPLICA_FETCHES_KEY
 
 log = logging.getLogger(__name__)
 
@@ -300,8 +301,10 @@ class ReplicaManager:
 
     def _fetcher_thread07(self, fetcher_id: int, leader: tuple[int, str, int]) -> ReplicaFetcherThread07:
         found = self.port07.address(leader[0])
-        # over the Kafka listener (a secured leader): its TLS and the broker's inter-broker login
-        extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl, "over_kafka": True} \
+        # over the Kafka listener (a secured leader): its TLS and the broker's inter-broker login, and
+        # REPLICA_FETCHES only if the leader registered its key (an older leader did not)
+        extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl, "over_kafka": True,
+                 "knows_fetches": lambda: self.view.serves(leader[0], REPLICA_FETCHES_KEY)} \
             if found is not None and found[0] and found[1:] == leader[1:] else {}
         return ReplicaFetcherThread07(fetcher_id, self.broker_id, leader,
                                       wait_ms=self.config["replica.fetch.wait.max.ms"],
