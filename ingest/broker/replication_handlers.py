@@ -225,7 +225,8 @@ class ReplicationHandlers:
                 entries.append((p.ReplicaPartitionData(e.topic, e.partition, part, -1, -1, -1, b""), b""))
                 continue
             code, data = ErrorCode.NONE, b""
-            if size == 0 or size + e.max_size <= req.max_bytes:
+            end = part.log.log_end
+            if e.offset < end and (size == 0 or size + e.max_size <= req.max_bytes):   # nothing to read at the end
                 code, data = self._replica_read(part, e.offset, e.max_size)
             entries.append((p.ReplicaPartitionData(e.topic, e.partition, code, part.hw, part.log.start_offset,
                                                    part.log.log_end, b""), data))
