@@ -46,6 +46,10 @@ from ingest.wire.kafka.port07_connection import Port07OverKafka
 
 log = logging.getLogger(__name__)
 
+MAX_PARTITIONS_PER_REQUEST = 2 ** 15 - 1
+"""A REPLICA_FETCHES counts its partitions with an int16; more ready partitions wait for the next rounds
+(the turning order reaches every one)."""
+
 _errors = RateLimitedLog(log, interval_s=60.0)
 """A leader that refuses every request (no ClusterAction for this broker, an older leader): once a minute."""
 
@@ -185,7 +189,7 @@ class ReplicaFetcherThread(threading.Thread):
         asked: dict[tuple[str, int], tuple[FollowedPartition07, int]] = {}
         queries = []
         with self._lock:
-            for fp in ready:
+            for fp in ready[:MAX_PARTITIONS_PER_REQUEST]:
                 if self._current(fp):
                     q = fp.query()
                     asked[fp.key] = (fp, q.offset)
