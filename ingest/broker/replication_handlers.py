@@ -21,8 +21,8 @@ from typing import Callable
 from ingest.broker.delayed import DelayedOp
 from ingest.broker.partition import Role
 from ingest.broker.reply import FileRegion, Reply
-from ingest.errors import (CorruptRangeError, IngestError, InvalidRequiredAcksError, MalformedRequestError,
-                           LeaderNotAvailableError, NotLeaderForPartitionError, StaleLeaderEpochError,
+from ingest.errors import (CorruptRangeError, IngestError, InvalidRequiredAcksError, LeaderNotAvailableError,
+                           MalformedRequestError, NotLeaderForPartitionError, StaleLeaderEpochError,
                            TopicCreationRefusedError)
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.wire import protocol as p

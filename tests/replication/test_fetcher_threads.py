@@ -271,3 +271,43 @@ def test_a_follower_of_30_partitions_of_a_07_topic_runs_num_replica_fetchers_thr
         msgs = [(off, data) for off, _next, data in r.read_committed(leader, topic, w.partition)]
         stats = check_no_loss([w], msgs)
         assert stats.get("acked", 0) >= 10, (w.partition, stats, errors_of(w.attempts))
+
+
+def test_a_07_partition_whose_leader_bytes_are_damaged_stalls_alone(broker_factory, zk_connect, zk):
+    """Four partitions of a 0.7 topic led by broker 0, followed by broker 1 on one thread; a message of
+    partition 0 is damaged on the leader while broker 1 is down. Back up, broker 1 copies partitions 1-3
+    (their in-sync sets fill) while partition 0 stalls at the damaged message (the leader answers
+    CORRUPT_RANGE, with no other in-sync replica to repair it from): reported in ZooKeeper, out of the
+    in-sync set, copied up to the damage and not past it."""
+    topic = "iso07"
+    brokers = broker_factory(2, zk_connect, overrides=r.replication_overrides(min_isr=1))
+    r.create_topic(zk, topic, {p: [0, 1] for p in range(4)})
+    for p in range(4):
+        r.wait_for_state(zk, topic, p, lambda s: s.leader == 0 and set(s.isr) == {0, 1}, 60, f"{topic}-{p} in sync")
+    brokers[1].stop()
+    for p in range(4):
+        r.wait_for_state(zk, topic, p, lambda s: s.isr == (0,), 60, f"{topic}-{p}: broker 1 out of the isr")
+    client = r.AcksClient(brokers[:1], timeout_ms=10_000)
+    for p in range(4):
+        for k in range(5):
+            assert client.send(topic, p, [r.payload(10 * k + i) for i in range(10)], acks=1).status == r.ACKED
+    leader = brokers[0]
+    msgs = r.read_committed(leader, topic, 0)
+    victim = msgs[len(msgs) // 2][0]
+    base, path = r.segments(leader, topic, 0)[-1]
+    with open(path, "r+b") as f:                          # one byte of the victim's payload
+        f.seek(victim - base + 40)
+        byte = f.read(1)
+        f.seek(victim - base + 40)
+        f.write(bytes([byte[0] ^ 0x5A]))
+
+    brokers[1].start()
+    for p in (1, 2, 3):
+        r.wait_for_state(zk, topic, p, lambda s: set(s.isr) == {0, 1}, 60, f"{topic}-{p} back in sync")
+    stall = znodes.replica_stall_path(topic, 0, 1)
+    wait_until(lambda: zk.exists(stall), timeout=60, what="broker 1's stall on partition 0 in ZooKeeper")
+    assert r.partition_state(zk, topic, 0).isr == (0,)
+    assert r.log_end(brokers[1], topic, 0) == victim, "copied up to the damaged message, not past it"
+    for p in (1, 2, 3):
+        assert r.log_end(brokers[1], topic, p) == r.log_end(leader, topic, p)
+    assert fetcher_threads(brokers[1], "fetcher07") == {"fetcher07-0-0": 1}
