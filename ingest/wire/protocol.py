@@ -446,14 +446,26 @@ class ReplicaFetchesResponse(Response):
     @staticmethod
     def parts(error: int, entries: list) -> list:
         """The whole frame as pieces: ``entries`` are ``(ReplicaPartitionData, region)``, the entry's own
-        ``message_set`` empty and ``region`` (a file region or bytes: anything with a length) its bytes."""
-        out: list = [_ANSWER_HEAD.pack(error, len(entries))]
+        ``message_set`` empty and ``region`` (a file region or bytes: anything with a length) its bytes.
+        Adjacent byte strings are joined (one write each, not one per partition); regions stay pieces."""
+        out: list = []
+        run = [b"", _ANSWER_HEAD.pack(error, len(entries))]   # the size, filled in below
+        total = len(run[1])
         for entry, region in entries:
             head = ReplicaPartitionData._encode(entry)   # ends with the empty set's length: int32 0
-            out.append(head[:-SIZE.size] + SIZE.pack(len(region)))
-            if len(region):
-                out.append(region)
-        out[0] = SIZE.pack(sum(map(len, out))) + out[0]
+            n = len(region)
+            run.append(head[:-SIZE.size] + SIZE.pack(n))
+            total += len(run[-1]) + n
+            if n:
+                if isinstance(region, (bytes, bytearray, memoryview)):
+                    run.append(region)
+                else:
+                    out.append(b"".join(run))
+                    out.append(region)
+                    run = []
+        if run:
+            out.append(b"".join(run))
+        out[0] = SIZE.pack(total) + out[0]
         return out
 
 

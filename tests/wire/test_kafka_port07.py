@@ -42,9 +42,19 @@ def test_a_type_that_is_not_broker_only_is_not_carried():
         conn.request(p.FetchRequest("orders", 0, 0, 1024).encode(), p.FetchResponse)
 
 
+class _Region:
+    """Stands for a file region: a piece with a length that is not bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
 def test_a_many_partition_replica_fetch_is_carried_with_its_file_regions_in_place():
-    """REPLICA_FETCHES on key 10004: the 0.7 answer built part by part (each partition's bytes a separate
-    piece, as file regions are) is the same frame ``encode`` makes, behind the Kafka header."""
+    """REPLICA_FETCHES on key 10004: the 0.7 answer built part by part (each file region its own piece, the
+    byte strings around them joined) is the same frame ``encode`` makes, behind the Kafka header."""
     req07 = p.ReplicaFetchesRequest(2, 500, 1, 1 << 20, (p.ReplicaPartitionFetch("orders", 0, 7, 1234, 4096),
                                                         p.ReplicaPartitionFetch("orders", 1, 7, 0, 4096)))
     frame = encode_request(port07.ReplicaFetches07Request(req07.encode()[6:]), 0, 43, "replica-2")
@@ -52,8 +62,11 @@ def test_a_many_partition_replica_fetch_is_carried_with_its_file_regions_in_plac
     assert header.request_api_key == 10004 and p.ReplicaFetchesRequest.decode(decoded.body) == req07
     resp07 = p.ReplicaFetchesResponse(0, (p.ReplicaPartitionData("orders", 0, 0, 10, 0, 20, b"messages"),
                                           p.ReplicaPartitionData("orders", 1, 1, 10, 0, 20, b"")))
-    pieces = p.ReplicaFetchesResponse.parts(0, [(p.ReplicaPartitionData("orders", 0, 0, 10, 0, 20, b""), b"messages"),
+    region = _Region(b"messages")
+    pieces = p.ReplicaFetchesResponse.parts(0, [(p.ReplicaPartitionData("orders", 0, 0, 10, 0, 20, b""), region),
                                                 (p.ReplicaPartitionData("orders", 1, 1, 10, 0, 20, b""), b"")])
-    assert b"messages" in pieces and b"".join(pieces) == resp07.encode()
-    whole = b"".join(response_parts(port07.ReplicaFetches07Response(b"".join(pieces)[SIZE.size:]), 0, 43))
+    assert len(pieces) == 3 and pieces[1] is region   # one write before the region, one after
+    frame07 = b"".join(x.data if x is region else x for x in pieces)
+    assert frame07 == resp07.encode()
+    whole = b"".join(response_parts(port07.ReplicaFetches07Response(frame07[SIZE.size:]), 0, 43))
     assert p.ReplicaFetchesResponse.decode(whole[3 * SIZE.size:]) == resp07
