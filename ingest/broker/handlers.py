@@ -102,9 +102,9 @@ partition is served, and the next request would be dropped the same way: the con
 closed, the only signal that makes a fire-and-forget client re-discover (as Kafka does for
 acks=0)."""
 
-BROKER_ONLY = frozenset({RequestType.REPLICA_FETCH, RequestType.APPEND_AT})
+BROKER_ONLY = frozenset({RequestType.REPLICA_FETCH, RequestType.REPLICA_FETCHES, RequestType.APPEND_AT})
 """The 0.7 request types only a broker (or the mirror, acting for the target cluster) sends: a replica's
-fetch (which moves the high watermark and the in-sync set), the conditional append that keeps offsets.
+fetch of one partition or of many (which moves the high watermark and the in-sync set), the conditional append that keeps offsets.
 DELETED_SEGMENTS is not one: it reads what OFFSETS and FETCH of the same partition already show anyone on
 the port, and the loader and the mirror ask it as readers (docs/security.md, "The 0.7 port")."""
 
@@ -158,6 +158,7 @@ class BrokerHandlers:
             RequestType.METADATA: self.handle_metadata,
             RequestType.PRODUCE_ACKS: self.handle_produce_acks,
             RequestType.REPLICA_FETCH: self.handle_replica_fetch,
+            RequestType.REPLICA_FETCHES: self.handle_replica_fetches,
             RequestType.TOPIC_METADATA: self.handle_topic_metadata,
             RequestType.APPEND_AT: self.mirror.append_at,
             RequestType.DELETED_SEGMENTS: self.mirror.deleted_segments,
@@ -346,6 +347,13 @@ class BrokerHandlers:
             raise NotLeaderForPartitionError(
                 f"broker {self.broker_id} runs without ZooKeeper and holds no replicated partition")
         return self.replication.replica_fetch(req)
+
+    def handle_replica_fetches(self, body: memoryview, client: str) -> Reply:
+        req = p.ReplicaFetchesRequest.decode(body)
+        if self.replication is None:
+            raise NotLeaderForPartitionError(
+                f"broker {self.broker_id} runs without ZooKeeper and holds no replicated partition")
+        return self.replication.replica_fetches(req)
 
     def handle_topic_metadata(self, body: memoryview, client: str) -> Reply:
         req = p.TopicMetadataRequest.decode(body)

@@ -1,37 +1,32 @@
-"""A follower's fetch loop for one partition: first agree with the leader, then copy its log.
+"""A follower's fetcher thread for many partitions of 0.7-format replicated topics led by one broker.
 
-Agreement (docs/replication.md, "Failover"): when it starts following a leader, the follower
-fetches from its own high watermark (everything below it is committed, hence the same bytes
-on the leader) and compares what the leader returns with its own bytes at the same offsets.
-At the first difference it truncates its log to the start of the message that differs, and
-if the leader's log ends before its own, it truncates to the leader's end. Offsets are byte
-positions and a message's bytes are the same on every replica, so "the same bytes" is
-exactly "the same messages", and truncation always falls on a message boundary. From its
-log end on, every fetched byte is appended as it is (``Log.append`` validates every CRC
-again), so a message has the same offset on every replica.
+The 0.7 counterpart of :class:`ingest.broker.kafka.replica_fetcher.ReplicaFetcherThread` (Kafka's
+``ReplicaFetcherThread``): a broker runs at most ``num.replica.fetchers`` of these per leader it copies
+0.7 topics from, whatever the number of partitions (:class:`~ingest.broker.kafka.fetcher_manager.ReplicaFetcherManager`
+assigns partitions to threads by Kafka's rule). Over one connection to the leader's 0.7 port (or, when the
+leader is secured, its inter-broker Kafka listener, :mod:`ingest.wire.kafka.port07_connection`), each round
+sends one REPLICA_FETCHES request for every partition that is ready (``replica_id`` = this broker's id,
+``min_bytes`` 1, ``replica.fetch.wait.max.ms``: the leader holds it in its purgatory until one of them has
+something new; at most ``replica.fetch.response.max.bytes`` for the whole answer and the partition's
+``replica.fetch.max.bytes`` each). The partitions' order turns by one each round, so that under the
+response budget no partition always comes last.
 
-Repair: a damaged range of the local log (bytes that failed their CRC at recovery or in the
-background verifier, docs/log-format.md) is overwritten with the leader's bytes for the same
-offsets once the follower has caught up, and checked again (every 30 s while any is left).
+Each partition (a :class:`~ingest.broker.followed_partition.FollowedPartition07`: agreement with the leader,
+copying, repair of damaged ranges, stalls) takes its own part of each answer. A partition in error is
+delayed (left out of the requests for a back-off) without holding the others; a failed connection, or an
+answer refused whole, delays them all. With no partition ready the thread waits for the earliest one, or
+for :meth:`ReplicaFetcherThread.add`; it never spins.
 
-A fetch that lands below the leader's log start (retention, or a new empty replica) resets
-the follower's log to start at the leader's log start, after copying the leader's records of
-the segments its retention deleted below it (:func:`ingest.broker.deletion_log.adopt_deletions`). A fetch the leader refuses because
-the epochs differ waits for the replica manager, which replaces this fetcher when the
-partition's state changes.
+A leader of an older version (a rolling upgrade) does not know REPLICA_FETCHES: on its 0.7 port it answers
+UNKNOWN_REQUEST_TYPE, and over the Kafka listener it has not registered the private key 10004. The thread
+then sends one REPLICA_FETCH (13) per ready partition, the way such a leader has always been asked, without
+its long poll (only a round that copied nothing waits ``replica.fetch.wait.max.ms``), and asks with
+REPLICA_FETCHES again after its connection fails (the leader may have restarted upgraded).
 
-Damaged leader data: when the leader answers CORRUPT_RANGE (its bytes at the fetch offset
-are damaged; it repairs them from another in-sync replica when one has good bytes,
-:mod:`ingest.broker.leader_repair`), or serves bytes that are not valid messages (a leader
-that does not check them), the follower cannot copy past them. It never asks again at once:
-it backs off (:data:`STALL_BACKOFF_S` doubling to :data:`STALL_MAX_BACKOFF_S`), logs the
-state once at WARNING (repeats are counted, :mod:`ingest.ratelimited_log`), reports it
-(:class:`~ingest.broker.replica_stalls.Stall`: metrics, ``ingest topics describe``), and
-goes on by itself once a fetch there returns valid bytes. No path of the loop asks again
-without waiting unless the last fetch made progress or asked for a larger fetch.
-
-Concurrency: one thread per followed partition; ``stop`` may be called from any thread and
-returns once the thread has finished (the log is never touched after that).
+Partitions are added and removed while it runs; the thread is not restarted. An answer is applied under
+the partition lock, and only to the partition object the request was built from, so once
+:meth:`ReplicaFetcherThread.remove` returns the thread never touches that partition's log again (the
+replica manager may then make it a leader).
 """
 from __future__ import annotations
 
@@ -40,298 +35,212 @@ import threading
 import time
 from typing import Callable
 
-from ingest.broker.deletion_log import adopt_deletions
-from ingest.broker.partition import is_storage_failure
-from ingest.broker.repair_read import read_range
-from ingest.broker.replica_stalls import Stall
-from ingest.clock import SYSTEM_CLOCK, Clock
-from ingest.errors import BrokerUnavailableError, IngestError, MalformedResponseError
+from ingest.broker.followed_partition import BACKOFF_S, MAX_BACKOFF_S, FollowedPartition07
+from ingest.broker.kafka.replica_fetcher import IDLE_WAIT_S
+from ingest.broker.thread_names import set_native_name
+from ingest.errors import BrokerUnavailableError, IngestError
 from ingest.ratelimited_log import RateLimitedLog
-from ingest.records.message_set import message_bounds, scan, valid_prefix
 from ingest.wire import protocol as p
 from ingest.wire.connection import BrokerConnection
-from ingest.wire.errors import ErrorCode, code_for
+from ingest.wire.errors import ErrorCode
 from ingest.wire.kafka.port07_connection import Port07OverKafka
-from ingest.wire.protocol import DeletedSegmentsRequest, DeletedSegmentsResponse
 
 log = logging.getLogger(__name__)
 
-_failures = RateLimitedLog(log, interval_s=60.0)
-"""A copy that keeps failing (a full disk) is logged once a minute per partition and cause, then counted."""
+MAX_PARTITIONS_PER_REQUEST = 2 ** 15 - 1
+"""A REPLICA_FETCHES counts its partitions with an int16; more ready partitions wait for the next rounds
+(the turning order reaches every one)."""
 
-REPAIR_INTERVAL_S = 30.0
-"""How often a follower looks for damaged ranges (found at recovery or by the verifier) to repair."""
-BACKOFF_S = 0.1
-MAX_BACKOFF_S = 1.0
-STALL_BACKOFF_S = 1.0
-"""First wait after the leader's bytes at the fetch offset could not be copied (Kafka's
-``replica.fetch.backoff.ms`` default); doubled up to :data:`STALL_MAX_BACKOFF_S`."""
-STALL_MAX_BACKOFF_S = 30.0
-STALL_LOG_INTERVAL_S = 600.0
-"""A stall is logged once when it starts; while it lasts, one line per this interval counts the retries."""
-
-_stall_log = RateLimitedLog(log, interval_s=STALL_LOG_INTERVAL_S)
+_errors = RateLimitedLog(log, interval_s=60.0)
+"""A leader that refuses every request (no ClusterAction for this broker, an older leader): once a minute."""
 
 
-class ReplicaFetcher(threading.Thread):
-    """Follows ``part`` (a :class:`~ingest.broker.partition.ReplicatedPartition`) from ``leader``."""
+class ReplicaFetcherThread(threading.Thread):
+    """Fetches the 0.7 partitions added to it from ``leader = (id, host, port)`` for broker ``broker_id``;
+    ``fetcher_id`` is its number among this broker's 0.7 threads towards that leader. ``over_kafka``: the
+    address is the leader's inter-broker Kafka listener (with ``ssl_context`` and the ``sasl`` login);
+    ``knows_fetches()`` tells whether the leader is known to serve REPLICA_FETCHES there (its registration)."""
 
-    def __init__(self, part, leader: tuple[int, str, int], epoch: int, *, max_bytes: int, wait_ms: int,
-                 socket_timeout_s: float, on_stall: Callable[[tuple[str, int], Stall | None], None] | None = None,
-                 clock: Clock = SYSTEM_CLOCK, ssl_context=None, over_kafka: bool = False, sasl=None) -> None:
-        super().__init__(name=f"replica-fetcher-{part.topic}-{part.partition}", daemon=True)
-        self.part = part
+    def __init__(self, fetcher_id: int, broker_id: int, leader: tuple[int, str, int], *, wait_ms: int,
+                 response_max_bytes: int, socket_timeout_s: float, ssl_context=None, over_kafka: bool = False,
+                 sasl=None, knows_fetches: Callable[[], bool] = lambda: True) -> None:
         self.leader_id, self.host, self.port = leader
-        self.epoch = epoch
-        self.max_bytes = max_bytes
+        super().__init__(name=f"ReplicaFetcherThread07-{fetcher_id}-{self.leader_id}", daemon=True)
+        self.native_name = f"fetcher07-{fetcher_id}-{self.leader_id}"
+        self.fetcher_id = fetcher_id
+        self.broker_id = broker_id
         self.wait_ms = wait_ms
-        self._halt = threading.Event()
+        self.response_max_bytes = response_max_bytes
         timeout_s = socket_timeout_s + wait_ms / 1000.0
-        if over_kafka:   # (host, port): the leader's inter-broker Kafka listener (ingest.broker.port07_carrier)
+        if over_kafka:
             self._conn = Port07OverKafka(self.host, self.port, broker_id=self.leader_id, timeout_s=timeout_s,
-                                         ssl_context=ssl_context, client_id=f"replica-{part.broker_id}", sasl=sasl)
+                                         ssl_context=ssl_context, client_id=f"replica-{broker_id}", sasl=sasl)
         else:
             self._conn = BrokerConnection(self.host, self.port, broker_id=self.leader_id, timeout_s=timeout_s,
                                           ssl_context=ssl_context)
-        self.fetches = 0
-        self._next_repair = 0.0
-        self.stall: Stall | None = None
-        """Why this fetcher cannot copy past its position now (None while it copies)."""
-        self._on_stall = on_stall or (lambda key, stall: None)
-        self._clock = clock
-        self._stall_backoff = STALL_BACKOFF_S
+        self._parts: dict[tuple[str, int], FollowedPartition07] = {}
+        self._lock = threading.Lock()   # held while an answer is applied, and by add/remove
+        self._wake = threading.Event()
+        self._halt = threading.Event()
+        self._turn = 0
+        self.rounds = 0
+        self._knows_fetches = knows_fetches
+        self.one_by_one = not knows_fetches()
+        """The leader does not know REPLICA_FETCHES: one REPLICA_FETCH per partition."""
+
+    def __repr__(self) -> str:
+        return f"{self.name} ({self.host}:{self.port}, {len(self._parts)} partition(s))"
+
+    # --- partitions (any thread) -------------------------------------------------------------------
+
+    def add(self, fp: FollowedPartition07) -> None:
+        """Follow ``fp`` from the next round on (replacing what this thread had for its partition)."""
+        with self._lock:
+            old = self._parts.pop(fp.key, None)
+            self._parts[fp.key] = fp
+        if old is not None:
+            old.close()
+        log.info("%s: following %s from offset %d (log end %d)", self.name, fp, fp.pos, fp.part.log.log_end)
+        self._wake.set()
+
+    def remove(self, key: tuple[str, int]) -> FollowedPartition07 | None:
+        """Stop following ``key``; returns once no answer is being applied to it (the log is never touched
+        by this thread after that)."""
+        with self._lock:
+            fp = self._parts.pop(key, None)
+        if fp is not None:
+            fp.close()
+        return fp
+
+    def followed(self, key: tuple[str, int]) -> FollowedPartition07 | None:
+        return self._parts.get(key)
+
+    def partition_count(self) -> int:
+        return len(self._parts)
+
+    def take_all(self) -> list[FollowedPartition07]:
+        """Remove every partition (to move them to another thread); the states keep their stalls."""
+        with self._lock:
+            taken, self._parts = list(self._parts.values()), {}
+        return taken
 
     def stop(self) -> None:
+        """Stop the thread (and wait for it); its partitions' stalls are over."""
         self._halt.set()
+        self._wake.set()
         self._conn.close()
         if self is not threading.current_thread() and self.is_alive():
             self.join(30)
-        if self.stall is not None:
-            self.stall = None
-            self._on_stall(self.part.key, None)
+        with self._lock:
+            parts, self._parts = list(self._parts.values()), {}
+        for fp in parts:
+            fp.close()
+
+    # --- the loop ----------------------------------------------------------------------------------
 
     def run(self) -> None:
-        part, lg = self.part, self.part.log
-        pos = min(part.hw, lg.log_end)
-        log.info("%s: following broker %d (epoch %d) from offset %d (log end %d)", part, self.leader_id,
-                 self.epoch, pos, lg.log_end)
+        set_native_name(self.native_name)
+        log.info("%s: fetching from broker %d at %s:%d", self.name, self.leader_id, self.host, self.port)
         backoff = BACKOFF_S
-        max_bytes = self.max_bytes
         while not self._halt.is_set():
-            req = p.ReplicaFetchRequest(part.broker_id, self.epoch, self.wait_ms,
-                                        p.FetchRequest(part.topic, part.partition, pos, max_bytes))
+            ready, wait = self._ready()
+            if not ready:
+                self._wake.wait(wait)
+                self._wake.clear()
+                continue
             try:
-                resp = self._conn.request(req.encode(), p.ReplicaFetchResponse)
-            except (BrokerUnavailableError, IngestError) as exc:
+                self._round(ready)
+                backoff = BACKOFF_S
+            except (BrokerUnavailableError, IngestError) as exc:   # the connection, or an unreadable answer
                 if self._halt.is_set():
                     return
-                log.debug("%s: fetch from broker %d failed: %s", part, self.leader_id, exc)
-                self._halt.wait(backoff)
+                log.debug("%s: request to broker %d failed: %s", self.name, self.leader_id, exc)
+                self._halt.wait(backoff)   # every partition waits: they share the connection
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
-                continue
-            self.fetches += 1
-            if self._halt.is_set():
-                return
-            try:
-                if resp.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    moved = self._out_of_range(pos, resp)
-                    if moved == pos:   # a leader that refuses the very offset it pointed us to: never spin
-                        self._halt.wait(backoff)
-                        backoff = min(MAX_BACKOFF_S, backoff * 2)
-                    pos = moved
-                    continue
-                if resp.error == ErrorCode.CORRUPT_RANGE:
-                    self._stalled(pos, *_damaged_range(resp), "the leader's bytes there are damaged")
-                    continue
-                if resp.error != ErrorCode.NONE:
-                    log.debug("%s: leader %d answered %s", part, self.leader_id, ErrorCode(resp.error).name)
-                    self._halt.wait(backoff)
-                    backoff = min(MAX_BACKOFF_S, backoff * 2)
-                    continue
-                backoff = BACKOFF_S
-                data = resp.message_set
-                whole = valid_prefix(data)
-                if data and whole == 0:
-                    if len(data) >= max_bytes:   # one message larger than a fetch: ask for more
-                        max_bytes *= 2
-                        log.info("%s: raising the replica fetch size to %d bytes", part, max_bytes)
-                        continue
-                    # not a valid message, and not cut by the fetch size: bytes a leader served unchecked
-                    self._stalled(pos, -1, -1, -1, f"the leader served bytes that are not a valid message "
-                                                   f"({scan(data).error})")
-                    continue
-                if data:
-                    self._resumed(pos)
-                data = data[:whole]
-                before = lg.log_end
-                if pos < lg.log_end:
-                    pos = self._agree(pos, data, resp.log_end)
-                elif data:
-                    lg.append(data)
-                    pos = lg.log_end
-                if pos >= lg.log_end and time.monotonic() >= self._next_repair:
-                    self._next_repair = time.monotonic() + REPAIR_INTERVAL_S
-                    self._repair_damage()
-                part.follower_hw(resp.high_watermark)
-                if part.storage_failure is not None and lg.log_end > before:
-                    part.storage_recovered()
-            except IngestError as exc:
-                if is_storage_failure(exc):
-                    part.storage_failed(exc)
-                _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", code_for(exc).name,
-                              "%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
+                self.one_by_one = not self._knows_fetches()   # the leader may have restarted with another version
+            except Exception:  # noqa: BLE001 - the thread serves many partitions: it must outlive a bug in one
+                _errors.log(logging.ERROR, self.name, "round failed", "%s: a fetch round failed", self.name,
+                            exc_info=True)
                 self._halt.wait(MAX_BACKOFF_S)
-                pos = min(pos, lg.log_end)
 
-    def _stalled(self, pos: int, next_offset: int, start: int, messages: int, why: str) -> None:
-        """The leader's bytes at ``pos`` cannot be copied: report, log once per state, back off."""
-        part = self.part
-        stall = Stall(pos, self.leader_id, self.epoch, why, start, next_offset, self._clock.time_ms())
-        if not stall.same_state(self.stall):
-            self._stall_backoff = STALL_BACKOFF_S
-            self.stall = stall
-            self._on_stall(part.key, stall)
-        where = f"{start}..{next_offset}" if start >= 0 and next_offset >= 0 else f"{pos}"
-        held = f", {messages} message(s)" if messages >= 0 else ""
-        _stall_log.warning(f"broker {self.leader_id}", f"{part.topic}-{part.partition} stalled at {where}",
-                           "%s: cannot copy past offset %d from leader %d: %s (damaged range %s%s); retrying "
-                           "every %.0f-%.0f s until the leader repairs it from another in-sync replica or "
-                           "leadership moves; this replica stays out of the in-sync set meanwhile",
-                           part, pos, self.leader_id, why, where, held, STALL_BACKOFF_S, STALL_MAX_BACKOFF_S)
-        self._halt.wait(self._stall_backoff)
-        self._stall_backoff = min(STALL_MAX_BACKOFF_S, self._stall_backoff * 2)
+    def _ready(self) -> tuple[list[FollowedPartition07], float]:
+        """The partitions to ask about this round, in turning order; else how long until the first is ready."""
+        now = time.monotonic()
+        with self._lock:
+            parts = list(self._parts.values())
+        ready = [fp for fp in parts if fp.ready(now)]
+        if ready:
+            self._turn += 1
+            k = self._turn % len(ready)
+            return ready[k:] + ready[:k], 0.0
+        if not parts:
+            return [], IDLE_WAIT_S
+        return [], max(0.0, min(IDLE_WAIT_S, min(fp.delayed_until for fp in parts) - now))
 
-    def _resumed(self, pos: int) -> None:
-        """A fetch returned valid bytes: a stall, if any, is over."""
-        if self.stall is None:
+    def _current(self, fp: FollowedPartition07) -> bool:
+        """``fp`` is still what this thread follows for its partition (under the lock)."""
+        return self._parts.get(fp.key) is fp and not self._halt.is_set()
+
+    def _round(self, ready: list[FollowedPartition07]) -> None:
+        """One REPLICA_FETCHES request for ``ready``; each partition applies its own part of the answer."""
+        self.rounds += 1
+        if self.one_by_one:
+            self._one_by_one(ready)
             return
-        stall, self.stall = self.stall, None
-        self._stall_backoff = STALL_BACKOFF_S
-        self._on_stall(self.part.key, None)
-        log.info("%s: copying again from leader %d at offset %d (stalled at %d for %d ms)", self.part,
-                    self.leader_id, pos, stall.offset, self._clock.time_ms() - stall.since_ms)
-
-    def _agree(self, pos: int, data: bytes, leader_end: int) -> int:
-        """Compare ``data`` (the leader's bytes at ``pos``) with the local log; truncate where they
-        differ; append what lies beyond the local end. Returns the next fetch offset."""
-        lg = self.part.log
-        own_end = lg.log_end
-        if not data:
-            if leader_end <= pos < own_end:      # the leader's log ends here; ours goes on
-                self._truncate(pos)
-            return lg.log_end if pos >= lg.log_end else pos
-        n = min(len(data), own_end - pos)
-        own = self._read_local(pos, n)
-        k = _common_prefix(own, data[:n])
-        if k < n:
-            bounds, _ = message_bounds(data)
-            cut = max(s for s, _e in bounds if s <= k)
-            self._truncate(pos + cut)
-            lg.append(data[cut:])
-            return lg.log_end
-        if n < len(data):                     # agreed up to our end: the rest is new
-            lg.append(data[n:])
-            return lg.log_end
-        return pos + n
-
-    def _repair_damage(self) -> None:
-        """Once the log agrees with the leader: overwrite each damaged range with the leader's bytes."""
-        part, lg = self.part, self.part.log
-        for start, end in lg.damaged_ranges():
-            if self._halt.is_set():
-                return
-            data, why = read_range(self._conn, part.topic, part.partition, self.epoch, start, end, self.max_bytes)
-            if data is None:
-                log.warning("%s: the leader cannot supply the damaged range %d..%d (%s); it stays damaged here "
-                            "and is tried again in %.0f s", part, start, end, why, REPAIR_INTERVAL_S)
-                continue
-            try:
-                lg.repair(start, data)
-            except IngestError as exc:   # e.g. past a segment file's end (cut short): not in place
-                log.warning("%s: the damaged range %d..%d cannot be overwritten (%s)", part, start, end, exc)
-
-    def _read_local(self, pos: int, n: int) -> bytes:
-        lg = self.part.log
-        out = bytearray()
-        while len(out) < n:
-            chunk = _read_upto(lg, pos + len(out), n - len(out))
-            if not chunk:
-                break
-            out += chunk
-        return bytes(out)
-
-    def _truncate(self, offset: int) -> None:
-        self.part.log.truncate_to(offset)
-        self.part.truncated(offset)
-
-    def _out_of_range(self, pos: int, resp: p.ReplicaFetchResponse) -> int:
-        lg = self.part.log
-        if resp.log_start > pos:
-            log.warning("%s: offset %d is below the leader's log start %d; restarting the local log there",
-                        self.part, pos, resp.log_start)
-            self._adopt_leader_deletions(resp.log_start)
-            lg.reset_to(resp.log_start)
-            self.part.truncated(resp.log_start)
-            return resp.log_start
-        if pos > resp.log_end:
-            try:
-                self._truncate(resp.log_end)
-                return resp.log_end
-            except IngestError:
-                pass
-        # not a message boundary on the leader: the logs differ below our high watermark (only
-        # after an unclean election); compare from the start of the local log
-        log.warning("%s: offset %d is not a message boundary on leader %d; comparing the whole log",
-                    self.part, pos, self.leader_id)
-        start = max(lg.start_offset, resp.log_start)
-        if start > lg.start_offset:
-            self._adopt_leader_deletions(start)
-            lg.reset_to(start)
-        self.part.truncated(start)
-        return start
-
-
-    def _adopt_leader_deletions(self, upto: int) -> None:
-        """Before the local log restarts at ``upto`` (the leader's log start): keep the leader's records of
-        the segments its retention deleted from the local start up to there (DELETED_SEGMENTS)."""
-        part, lg = self.part, self.part.log
-        req = DeletedSegmentsRequest(part.topic, part.partition, lg.start_offset, upto)
-        try:
-            resp = self._conn.request(req.encode(), DeletedSegmentsResponse)
-            failed = None if resp.error == ErrorCode.NONE else f"error code {resp.error}"
-        except IngestError as exc:
-            failed = str(exc)
-        if failed:
-            log.warning("%s: the leader's deletion records below %d could not be read (%s): a reader that asks "
-                        "this replica will see that range as missing segments, not retention", part, upto, failed)
+        asked: dict[tuple[str, int], tuple[FollowedPartition07, int]] = {}
+        queries = []
+        with self._lock:
+            for fp in ready[:MAX_PARTITIONS_PER_REQUEST]:
+                if self._current(fp):
+                    q = fp.query()
+                    asked[fp.key] = (fp, q.offset)
+                    queries.append(q)
+        if not asked:
             return
-        n = adopt_deletions(lg.directory, resp.records, leader=self.leader_id, log_name=lg.name)
-        log.info("%s: kept %d of the leader's deletion record(s) below %d", part, n, upto)
+        req = p.ReplicaFetchesRequest(self.broker_id, self.wait_ms, 1, self.response_max_bytes, tuple(queries))
+        resp = self._conn.request(req.encode(), p.ReplicaFetchesResponse)
+        if resp.error == ErrorCode.UNKNOWN_REQUEST_TYPE:
+            log.info("%s: broker %d does not know REPLICA_FETCHES (an older version): one REPLICA_FETCH per "
+                     "partition until it is restarted", self.name, self.leader_id)
+            self.one_by_one = True
+            return
+        if resp.error != ErrorCode.NONE:
+            _errors.log(logging.WARNING, self.name, ErrorCode(resp.error).name,
+                        "%s: broker %d refused REPLICA_FETCHES for %d partition(s): %s", self.name, self.leader_id,
+                        len(asked), ErrorCode(resp.error).name)
+            with self._lock:
+                for fp, _pos in asked.values():
+                    fp.back_off()
+            return
+        answers = {(a.topic, a.partition): a for a in resp.partitions}
+        with self._lock:
+            for key, (fp, pos) in asked.items():
+                if not self._current(fp):
+                    continue
+                answer = answers.get(key)
+                if answer is None:
+                    log.warning("%s: the leader's REPLICA_FETCHES answer has no %s-%d", self.name, *key)
+                    fp.back_off()
+                elif fp.pos != pos:   # moved meanwhile (it cannot: only this thread moves it)
+                    continue
+                else:
+                    fp.on_answer(answer, self._conn)
 
-
-def _damaged_range(resp: p.ReplicaFetchResponse) -> tuple[int, int, int]:
-    """``(next_offset, start_offset, messages)`` a CORRUPT_RANGE answer names; -1 for what it does not."""
-    try:
-        return p.FetchResponse(resp.error, resp.message_set).damaged_range()
-    except MalformedResponseError:   # a leader that sent no body
-        return -1, -1, -1
-
-
-def _read_upto(lg, offset: int, n: int) -> bytes:
-    """Up to ``n`` of the log's written bytes at ``offset`` (unflushed ones included)."""
-    sl = lg.read(offset, n, limit=lg.log_end)
-    with sl:
-        return sl.read_bytes()
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    if a == b:
-        return len(a)
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:                      # binary search on equal prefixes (memcmp speed)
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    def _one_by_one(self, ready: list[FollowedPartition07]) -> None:
+        """One REPLICA_FETCH per partition of ``ready`` (a leader without REPLICA_FETCHES); without a long
+        poll, which would hold every later partition behind it: a round that copied nothing waits instead."""
+        copied = False
+        for fp in ready:
+            with self._lock:
+                if not self._current(fp):
+                    continue
+                pos = fp.pos
+            req = p.ReplicaFetchRequest(self.broker_id, fp.epoch, 0,
+                                        p.FetchRequest(fp.part.topic, fp.part.partition, pos, fp.max_bytes))
+            resp = self._conn.request(req.encode(), p.ReplicaFetchResponse)
+            with self._lock:
+                if self._current(fp) and fp.pos == pos:
+                    fp.on_answer(resp, self._conn)
+                    copied = copied or fp.pos != pos
+        if not copied:
+            self._halt.wait(self.wait_ms / 1000.0)

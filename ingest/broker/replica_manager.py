@@ -3,10 +3,11 @@
 The replica manager turns the partition states in ZooKeeper (watched by
 :class:`~ingest.broker.replication_view.ReplicationView`) into roles: for each replicated
 partition this broker is a replica of, it becomes the leader when the state names it, and
-otherwise follows the named leader: a 0.7-format partition with a
-:class:`~ingest.broker.replica_fetcher.ReplicaFetcher` thread of its own, a Kafka topic's partition on one
-of the :class:`~ingest.broker.kafka.replica_fetcher.ReplicaFetcherThread` threads towards its leader
-(``num.replica.fetchers`` per leader, :mod:`ingest.broker.kafka.fetcher_manager`). Role changes run on one
+otherwise follows the named leader on one of the fetcher threads towards that leader
+(``num.replica.fetchers`` per leader and topic format, :mod:`ingest.broker.kafka.fetcher_manager`): a
+0.7-format partition on a :class:`~ingest.broker.replica_fetcher.ReplicaFetcherThread` (REPLICA_FETCHES on
+the 0.7 port), a Kafka topic's on a :class:`~ingest.broker.kafka.replica_fetcher.ReplicaFetcherThread`
+(Fetch on the Kafka listener). Role changes run on one
 worker thread, in the order the watches delivered them (kazoo's event thread never waits for a log).
 
 Its other threads:
@@ -68,6 +69,7 @@ from ingest.broker import hw_checkpoint
 from ingest.broker.assignment import assign
 from ingest.broker.controller_batches import StateBatches
 from ingest.broker.delayed import Purgatory
+from ingest.broker.followed_partition import FollowedPartition07
 from ingest.broker.kafka.fetcher_manager import ReplicaFetcherManager
 from ingest.broker.kafka.followed_partition import FollowedPartition
 from ingest.broker.kafka.replica_fetcher import ReplicaFetcherThread
@@ -76,7 +78,7 @@ from ingest.broker.leader_epochs import LeaderEpochCache
 from ingest.broker.leader_repair import LeaderRepair
 from ingest.broker.partition import ReplicatedPartition, Role
 from ingest.broker.port07_carrier import Port07Carrier
-from ingest.broker.replica_fetcher import ReplicaFetcher
+from ingest.broker.replica_fetcher import ReplicaFetcherThread as ReplicaFetcherThread07
 from ingest.broker.replica_stalls import StallBoard
 from ingest.broker.storage_failures import StorageFailurePublisher
 from ingest.broker.throttle_configs import ThrottleConfigs
@@ -85,6 +87,7 @@ from ingest.broker.zk_deadline import DeadlineCalls
 from ingest.errors import (IngestError, LeaderNotAvailableError, LogOfflineError, NotLeaderForPartitionError,
                            WrongPartitionError)
 from ingest.ratelimited_log import RateLimitedLog
+from ingest.wire.kafka.port07 import REPLICA_FETCHES_KEY
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +122,8 @@ class ReplicaManager:
         self.min_isr = config["min.insync.replicas"]
         self.lag_ms = config["replica.lag.time.max.ms"]
         self.partitions: dict[tuple[str, int], ReplicatedPartition] = {}
-        self.fetchers: dict[tuple[str, int], ReplicaFetcher] = {}   # 0.7-format partitions: a thread each
+        self.fetchers07 = ReplicaFetcherManager(config["num.replica.fetchers"], self._fetcher_thread07)
+        """The fetcher threads of 0.7-format partitions (a Kafka topic's are :attr:`kafka_fetchers`)."""
         self.throttles = ThrottleConfigs(config, broker_id)
         """The replication throttle's leader and follower quotas (Kafka topics only)."""
         self.kafka_fetchers = ReplicaFetcherManager(config["num.replica.fetchers"], self._fetcher_thread)
@@ -177,8 +181,7 @@ class ReplicaManager:
         self._stop.set()
         self._work.put(None)
         self._isr_wanted.set()
-        for f in list(self.fetchers.values()):
-            f.stop()
+        self.fetchers07.stop()
         self.throttles.close()
         self.kafka_fetchers.stop()
         self.repair.stop()
@@ -265,26 +268,19 @@ class ReplicaManager:
         if kafka:
             self._follow_kafka(part, state)
             return
-        fetcher = self.fetchers.get(part.key)
         found = self.port07.address(state.leader)
-        over_kafka, addr = (found[0], found[1:]) if found is not None else (False, None)
+        addr = found[1:] if found is not None else None
+        followed = self.fetchers07.followed(part.key)
         if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
-                and fetcher is not None and fetcher.is_alive() and addr == (fetcher.host, fetcher.port)):
+                and followed is not None and addr == (followed[0].host, followed[0].port)):
             part.update_state(state)
             return
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
-            # over the Kafka listener (a secured leader): its TLS and the broker's inter-broker login
-            extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl, "over_kafka": True} \
-                if over_kafka else {}
-            f = ReplicaFetcher(part, (state.leader, *addr), state.leader_epoch,
-                               max_bytes=self.config["replica.fetch.max.bytes"],
-                               wait_ms=self.config["replica.fetch.wait.max.ms"],
-                               socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
-                               on_stall=self.stalls.report, **extra)
-            self.fetchers[part.key] = f
-            f.start()
+            self.fetchers07.add(FollowedPartition07(part, state.leader, state.leader_epoch,
+                                                    max_bytes=self.config["replica.fetch.max.bytes"],
+                                                    on_stall=self.stalls.report), (state.leader, *addr))
         elif state.leader >= 0:
             log.info("%s: leader %d is not registered yet; waiting for it", part, state.leader)
 
@@ -314,6 +310,18 @@ class ReplicaManager:
                                     socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0,
                                     ssl_context=self.inter_broker_ssl, sasl=self.inter_broker_login,
                                     quota=self.throttles.follower)
+
+    def _fetcher_thread07(self, fetcher_id: int, leader: tuple[int, str, int]) -> ReplicaFetcherThread07:
+        found = self.port07.address(leader[0])
+        # over the Kafka listener (a secured leader): its TLS and the broker's inter-broker login, and
+        # REPLICA_FETCHES only if the leader registered its key (an older leader did not)
+        extra = {"sasl": self.inter_broker_login, "ssl_context": self.inter_broker_ssl, "over_kafka": True,
+                 "knows_fetches": lambda: self.view.serves(leader[0], REPLICA_FETCHES_KEY)} \
+            if found is not None and found[0] and found[1:] == leader[1:] else {}
+        return ReplicaFetcherThread07(fetcher_id, self.broker_id, leader,
+                                      wait_ms=self.config["replica.fetch.wait.max.ms"],
+                                      response_max_bytes=self.config["replica.fetch.response.max.bytes"],
+                                      socket_timeout_s=self.config["replica.socket.timeout.ms"] / 1000.0, **extra)
 
     def _delete_topic(self, topic: str) -> None:
         """Stop being a replica of ``topic``, delete its logs here, acknowledge in ZooKeeper (worker thread)."""
@@ -358,9 +366,7 @@ class ReplicaManager:
                  self.broker_id, list(replicas), f" and deleted {deleted[0]}" if deleted else "")
 
     def _stop_fetcher(self, key: tuple[str, int]) -> None:
-        f = self.fetchers.pop(key, None)
-        if f is not None:
-            f.stop()
+        self.fetchers07.remove(key)
         self.kafka_fetchers.remove(key)
 
     # --- requests ----------------------------------------------------------------------------------

@@ -1,13 +1,16 @@
 """The request handlers that exist because of replication: PRODUCE_ACKS (acks -1 waits for the
-in-sync replicas), REPLICA_FETCH (followers copying the leader's log; replica id -1: a leader's
-repair read of a range damaged in its own log, answered by its followers), TOPIC_METADATA (where each
+in-sync replicas), REPLICA_FETCHES (a follower's fetcher thread copying many partitions of one leader in
+one request), REPLICA_FETCH (one partition: older brokers' followers; replica id -1: a leader's repair
+read of a range damaged in its own log, answered by its followers), TOPIC_METADATA (where each
 replicated partition is led), and the replicated side of OFFSETS and auto-creation (which writes to
 ZooKeeper, so it runs on the handlers' coordination thread, never on a network thread).
 
 Waiting requests do not block a network thread: the handler returns a deferred
 :class:`~ingest.broker.reply.Reply` and registers a :class:`~ingest.broker.delayed.DelayedOp` in
 the replica manager's purgatory; the thread that moves the high watermark or the log end (a
-follower's fetch, an append) completes it, or the timer answers the timeout.
+follower's fetch, an append) completes it, or the timer answers the timeout. A REPLICA_FETCHES is
+watched under every partition it names, with one deadline (Kafka's ``tryCompleteElseWatch``): an append
+to any of them completes it.
 """
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from typing import Callable
 from ingest.broker.delayed import DelayedOp
 from ingest.broker.partition import Role
 from ingest.broker.reply import FileRegion, Reply
-from ingest.errors import (CorruptRangeError, IngestError, InvalidRequiredAcksError,
-                           LeaderNotAvailableError, NotLeaderForPartitionError, StaleLeaderEpochError,
+from ingest.errors import (CorruptRangeError, IngestError, InvalidRequiredAcksError, LeaderNotAvailableError,
+                           MalformedRequestError, NotLeaderForPartitionError, StaleLeaderEpochError,
                            TopicCreationRefusedError)
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.wire import protocol as p
@@ -133,28 +136,102 @@ class ReplicationHandlers:
         return reply
 
     def _replica_data(self, part, f: p.FetchRequest, limit: int | None = None) -> Reply:
-        """Up to ``limit`` (default: the log end) of the log from ``f.offset``; the first message
-        CRC-checked (``Log.read(check_first=True)``). A damaged range there is answered
-        CORRUPT_RANGE with the FETCH body naming it (docs/protocol.md), and on the leader the
-        repair of the range from another in-sync replica is asked for."""
+        """REPLICA_FETCH's answer: :meth:`_replica_read` of ``f``."""
+        code, data = self._replica_read(part, f.offset, f.max_size, limit)
+        head = p.ReplicaFetchResponse.header(code, part.hw, part.log.start_offset, part.log.log_end, len(data))
+        return Reply([head, data] if len(data) else [head])
+
+    def _replica_read(self, part, offset: int, max_size: int, limit: int | None = None) -> tuple[int, object]:
+        """``(error, bytes)``: up to ``limit`` (default: the log end) of the log from ``offset``, as a file
+        region (sendfile); the first message CRC-checked (``Log.read(check_first=True)``). A damaged range
+        there is answered CORRUPT_RANGE with the FETCH body naming it (docs/protocol.md), and on the leader
+        the repair of the range from another in-sync replica is asked for."""
         try:
-            slc = part.log.read(f.offset, f.max_size, limit=part.log.log_end if limit is None else limit,
+            slc = part.log.read(offset, max_size, limit=part.log.log_end if limit is None else limit,
                                 check_first=True)
         except CorruptRangeError as exc:
             if part.role is Role.LEADER:
                 self.replicas.request_repair(part.key)
-            body = p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset, exc.messages).message_set
-            return Reply([p.ReplicaFetchResponse(ErrorCode.CORRUPT_RANGE, part.hw, part.log.start_offset,
-                                                 part.log.log_end, body).encode()])
+            return ErrorCode.CORRUPT_RANGE, p.FetchResponse.corrupt_range(exc.next_offset, exc.start_offset,
+                                                                          exc.messages).message_set
         except IngestError as exc:
-            return Reply([p.ReplicaFetchResponse(code_for(exc), part.hw, part.log.start_offset,
-                                                 part.log.log_end).encode()])
-        head = p.ReplicaFetchResponse.header(ErrorCode.NONE, part.hw, part.log.start_offset, part.log.log_end,
-                                             slc.length)
+            return code_for(exc), b""
         if slc.length == 0:
             slc.release()
-            return Reply([head])
-        return Reply([head, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)])
+            return ErrorCode.NONE, b""
+        return ErrorCode.NONE, FileRegion(slc.fileno(), slc.position, slc.length, slc.release)
+
+    def replica_fetches(self, req: p.ReplicaFetchesRequest) -> Reply:
+        """A follower's fetch of many partitions (REPLICA_FETCHES). Each partition's position is recorded
+        (as REPLICA_FETCH records it); a partition in error answers its error alone. With no error and
+        fewer than ``min_bytes`` new bytes in all, the answer waits in the purgatory under every partition
+        until one of them has something past its offset, or ``max_wait_ms`` (at most 60 s) ends."""
+        if req.replica_id < 0:
+            raise MalformedRequestError(f"REPLICA_FETCHES with replica_id {req.replica_id}: a follower's id (>= 0) "
+                                        "is required; a repair read (replica_id -1) is a REPLICA_FETCH")
+        parts: list = []   # per request entry: its partition, or the error that answers it
+        wants = errors = False
+        for e in req.partitions:
+            try:
+                part = self.h._replica(e.topic, e.partition)
+                if part is None:
+                    raise NotLeaderForPartitionError(f"topic {e.topic!r} is not replicated")
+                hw, start, end, w = part.on_follower_fetch(req.replica_id, e.leader_epoch, e.offset)
+            except IngestError as exc:
+                parts.append(code_for(exc))
+                errors = True
+                continue
+            wants = wants or w
+            if e.offset < start or e.offset > end:
+                parts.append(p.ReplicaPartitionData(e.topic, e.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start,
+                                                    end, b""))
+                errors = True
+            else:
+                parts.append(part)
+        if wants:
+            self.replicas.wants_isr_check()
+        entries, size = self._replica_entries(req, parts)
+        if errors or size >= max(1, req.min_bytes) or req.max_wait_ms <= 0:
+            return Reply(p.ReplicaFetchesResponse.parts(ErrorCode.NONE, entries))
+        _release(entries)
+        reply = Reply.deferred()
+        led = [(part, e) for part, e in zip(parts, req.partitions)]
+
+        def attempt() -> bool:
+            if all(part.log.log_end <= e.offset and part.role is Role.LEADER and part.epoch == e.leader_epoch
+                   for part, e in led):
+                return False
+            reply.complete(p.ReplicaFetchesResponse.parts(ErrorCode.NONE, self._replica_entries(req, parts)[0]))
+            return True
+
+        def expire() -> None:
+            reply.complete(p.ReplicaFetchesResponse.parts(ErrorCode.NONE, self._replica_entries(req, parts)[0]))
+
+        self.purgatory.watch([("fetch",) + part.key for part, _e in led],
+                             DelayedOp(time.monotonic() + min(req.max_wait_ms, 60_000) / 1000.0, attempt, expire))
+        return reply
+
+    def _replica_entries(self, req: p.ReplicaFetchesRequest, parts: list) -> tuple[list, int]:
+        """The answer's ``(entry, bytes)`` per partition of ``req`` and their size in all. A partition is
+        read whole (up to its ``max_size``) or not at all, so a cut-off set never stands for damage: once
+        ``max_bytes`` is spent, the partitions after the first one with bytes are answered without bytes."""
+        entries: list = []
+        size = 0
+        for e, part in zip(req.partitions, parts):
+            if isinstance(part, p.ReplicaPartitionData):
+                entries.append((part, b""))
+                continue
+            if isinstance(part, int):
+                entries.append((p.ReplicaPartitionData(e.topic, e.partition, part, -1, -1, -1, b""), b""))
+                continue
+            code, data = ErrorCode.NONE, b""
+            end = part.log.log_end
+            if e.offset < end and (size == 0 or size + e.max_size <= req.max_bytes):   # nothing to read at the end
+                code, data = self._replica_read(part, e.offset, e.max_size)
+            entries.append((p.ReplicaPartitionData(e.topic, e.partition, code, part.hw, part.log.start_offset,
+                                                   part.log.log_end, b""), data))
+            size += len(data)
+        return entries, size
 
     def _repair_read(self, part, req: p.ReplicaFetchRequest) -> Reply:
         """A repair read (replica id -1) at a follower: the leader of ``req.leader_epoch`` asks for
@@ -232,3 +309,12 @@ class ReplicationHandlers:
         self.replicas.create_topic(topic, cfg["num.partitions"], rf, self.h.zookeeper_deadline())
         raise LeaderNotAvailableError(
             f"topic {topic!r} was just created with replication factor {rf}; its leaders are being elected, retry")
+
+
+def _release(entries: list) -> None:
+    """Give back the file regions of an answer that is not sent."""
+    for _entry, data in entries:
+        release = getattr(data, "release", None)
+        if release is not None:
+            data.release = None
+            release()

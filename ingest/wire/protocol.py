@@ -1,4 +1,4 @@
-"""The broker's own protocol (the 0.7 port): Kafka 0.7's requests 0-4 and the product's 10-16, declared.
+"""The broker's own protocol (the 0.7 port): Kafka 0.7's requests 0-4 and the product's 10-17, declared.
 
 Frames (:mod:`ingest.wire.frames`)::
 
@@ -21,6 +21,7 @@ immutable and safe to share between threads.
 """
 from __future__ import annotations
 
+import struct
 from enum import IntEnum
 from typing import ClassVar
 
@@ -53,6 +54,7 @@ class RequestType(IntEnum):
     TOPIC_METADATA = 14
     APPEND_AT = 15
     DELETED_SEGMENTS = 16
+    REPLICA_FETCHES = 17
 
 
 class Request(Struct):
@@ -215,10 +217,31 @@ class DeletedSegmentsRequest(Request):
     SCHEMA = Schema(*TOPIC_PARTITION, ("start_offset", INT64), ("end_offset", INT64))
 
 
+@declare
+class ReplicaPartitionFetch(Record):
+    """One partition of a REPLICA_FETCHES request: the leader epoch the follower follows, the offset
+    (the follower's position, which the leader records) and at most ``max_size`` bytes."""
+
+    MALFORMED = MalformedRequestError
+    SCHEMA = Schema(*TOPIC_PARTITION, ("leader_epoch", INT32), ("offset", INT64), ("max_size", INT32))
+
+
+@declare
+class ReplicaFetchesRequest(Request):
+    """17 REPLICA_FETCHES: a follower's fetch of many partitions led by one broker (Kafka's Fetch with a
+    ``replica_id``): the leader holds the answer up to ``max_wait_ms`` while the partitions have fewer
+    than ``min_bytes`` new bytes, and answers at most ``max_bytes`` in all (at least the first partition's
+    first message)."""
+
+    TYPE = RequestType.REPLICA_FETCHES
+    SCHEMA = Schema(("replica_id", INT32), ("max_wait_ms", INT32), ("min_bytes", INT32), ("max_bytes", INT32),
+                    ("partitions", Array(ReplicaPartitionFetch, count=INT16)))
+
+
 REQUEST_CLASSES: dict[RequestType, type[Request]] = {
     cls.TYPE: cls for cls in (ProduceRequest, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetsRequest,
                               ProduceAckRequest, MetadataRequest, ProduceAcksRequest, ReplicaFetchRequest,
-                              TopicMetadataRequest, AppendAtRequest, DeletedSegmentsRequest)}
+                              TopicMetadataRequest, AppendAtRequest, DeletedSegmentsRequest, ReplicaFetchesRequest)}
 
 RESPONSELESS = frozenset({RequestType.PRODUCE, RequestType.MULTIPRODUCE})
 """Request types the broker never answers (fire and forget)."""
@@ -399,6 +422,53 @@ class DeletedSegmentsResponse(Response):
     SCHEMA = Schema(ERROR, Field("records", Array(DeletionRecord), default=()))
 
 
+@declare
+class ReplicaPartitionData(Record):
+    """One partition of a REPLICA_FETCHES answer: as a REPLICA_FETCH answer (its error, the leader's high
+    watermark, log start and log end, the bytes; CORRUPT_RANGE's body in place of the bytes)."""
+
+    MALFORMED = MalformedResponseError
+    SCHEMA = Schema(*TOPIC_PARTITION, ("error", INT16), ("high_watermark", INT64), ("log_start", INT64),
+                    ("log_end", INT64), ("message_set", BYTES))
+
+
+_ANSWER_HEAD = struct.Struct(">hi")   # a REPLICA_FETCHES answer's error and partition count
+
+
+@declare
+class ReplicaFetchesResponse(Response):
+    """17 REPLICA_FETCHES: one :class:`ReplicaPartitionData` per partition of the request, in its order
+    (a partition the leader left out for the size bound answers NONE with no bytes).
+    ``parts(error, entries)`` is the frame with each entry's bytes kept as a file region (sendfile)."""
+
+    SCHEMA = Schema(ERROR, Field("partitions", Array(ReplicaPartitionData), default=()))
+
+    @staticmethod
+    def parts(error: int, entries: list) -> list:
+        """The whole frame as pieces: ``entries`` are ``(ReplicaPartitionData, region)``, the entry's own
+        ``message_set`` empty and ``region`` (a file region or bytes: anything with a length) its bytes.
+        Adjacent byte strings are joined (one write each, not one per partition); regions stay pieces."""
+        out: list = []
+        run = [b"", _ANSWER_HEAD.pack(error, len(entries))]   # the size, filled in below
+        total = len(run[1])
+        for entry, region in entries:
+            head = ReplicaPartitionData._encode(entry)   # ends with the empty set's length: int32 0
+            n = len(region)
+            run.append(head[:-SIZE.size] + SIZE.pack(n))
+            total += len(run[-1]) + n
+            if n:
+                if isinstance(region, (bytes, bytearray, memoryview)):
+                    run.append(region)
+                else:
+                    out.append(b"".join(run))
+                    out.append(region)
+                    run = []
+        if run:
+            out.append(b"".join(run))
+        out[0] = SIZE.pack(total) + out[0]
+        return out
+
+
 RESPONSE_CLASSES: dict[RequestType, type[Response]] = {
     RequestType.FETCH: FetchResponse,
     RequestType.MULTIFETCH: MultiFetchResponse,
@@ -410,4 +480,5 @@ RESPONSE_CLASSES: dict[RequestType, type[Response]] = {
     RequestType.TOPIC_METADATA: TopicMetadataResponse,
     RequestType.APPEND_AT: ProduceAckResponse,
     RequestType.DELETED_SEGMENTS: DeletedSegmentsResponse,
+    RequestType.REPLICA_FETCHES: ReplicaFetchesResponse,
 }

@@ -33,11 +33,14 @@ def _config(log_dir, **extra):
 def _broker_only(port: int) -> dict[str, int]:
     """The 0.7 port's answer (its error code) to each request a broker sends another."""
     fetch = p.ReplicaFetchRequest(1, 0, 0, p.FetchRequest("orders", 0, 0, 1 << 20))
+    fetches = p.ReplicaFetchesRequest(1, 0, 1, 1 << 20, (p.ReplicaPartitionFetch("orders", 0, 0, 0, 1 << 20),))
     append = p.AppendAtRequest("orders", 0, -1, 1, 1000, b"")
     deleted = p.DeletedSegmentsRequest("orders", 0, 0, 100)
     out = {}
     with RawClient("127.0.0.1", port) as c:
         out["REPLICA_FETCH"] = p.ReplicaFetchResponse.decode(c.request(fetch)).error
+        answer = p.ReplicaFetchesResponse.decode(c.request(fetches))
+        out["REPLICA_FETCHES"] = answer.error or (answer.partitions[0].error if answer.partitions else -1)
         out["APPEND_AT"] = p.ProduceAckResponse.decode(c.request(append)).error
         out["DELETED_SEGMENTS"] = p.DeletedSegmentsResponse.decode(c.request(deleted)).error
     return out
@@ -55,16 +58,20 @@ def test_allowed_beyond_loopback_it_starts_and_refuses_the_broker_only_requests_
     broker = BrokerServer(cfg).start()
     try:
         codes = _broker_only(broker.port)
-        assert (codes["REPLICA_FETCH"], codes["APPEND_AT"]) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED,) * 2, codes
+        assert (codes["REPLICA_FETCH"], codes["REPLICA_FETCHES"], codes["APPEND_AT"]) == \
+            (ErrorCode.CLUSTER_AUTHORIZATION_FAILED,) * 3, codes
         assert codes["DELETED_SEGMENTS"] == ErrorCode.NONE, codes   # a read, as OFFSETS: still served
         # carried by the Kafka listener: refused too, to a principal without ClusterAction (no ACL at all)
         conn = Port07OverKafka("127.0.0.1", broker.kafka.listeners.bind[0].port, client_id="t")
         try:
             resp = conn.request(p.ReplicaFetchRequest(1, 0, 0, p.FetchRequest("orders", 0, 0, 1024)).encode(),
                                 p.ReplicaFetchResponse)
+            many = conn.request(p.ReplicaFetchesRequest(1, 0, 1, 1024, (
+                p.ReplicaPartitionFetch("orders", 0, 0, 0, 1024),)).encode(), p.ReplicaFetchesResponse)
         finally:
             conn.close()
         assert resp.error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert (many.error, many.partitions) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ())
     finally:
         broker.stop()
 
@@ -77,6 +84,7 @@ def test_without_security_the_07_port_still_serves_the_broker_only_requests(tmp_
         broker.stop()
     assert ErrorCode.CLUSTER_AUTHORIZATION_FAILED not in codes.values(), codes
     assert codes["REPLICA_FETCH"] == ErrorCode.NOT_LEADER_FOR_PARTITION   # no replication without ZooKeeper
+    assert codes["REPLICA_FETCHES"] == ErrorCode.NOT_LEADER_FOR_PARTITION
 
 
 def test_port_minus_one_turns_the_07_port_off_and_the_kafka_listener_serves(tmp_path):

@@ -40,7 +40,9 @@ WINDOW_S = 10.0
 
 
 def _fetches(url: str) -> float:
-    return value(scrape(url), "ingest_broker_requests_total", type="REPLICA_FETCH") or 0.0
+    """Follower fetches the broker answered: REPLICA_FETCHES (a fetcher thread's) and REPLICA_FETCH."""
+    s = scrape(url)
+    return sum(value(s, "ingest_broker_requests_total", type=t) or 0.0 for t in ("REPLICA_FETCHES", "REPLICA_FETCH"))
 
 
 def _describe(zk_connect: str, *, text: bool = False) -> dict | str:

@@ -3,7 +3,7 @@
 Real ZooKeeper, three real brokers, a 0.7-format topic of replication factor 3 with ``min.insync.replicas=2``.
 Both followers are paused (SIGSTOP); an acks=-1 PRODUCE_ACKS to the leader's 0.7 port waits for them. A
 client from another address then sends REPLICA_FETCH (13) as each follower's id at the leader's new log
-end. Without security the leader believes it (the attack: the high watermark moves and a write only the
+end (the followers themselves send REPLICA_FETCHES, 17: the same checks). Without security the leader believes it (the attack: the high watermark moves and a write only the
 leader has is acknowledged). With an authorizer, the 0.7 port answers CLUSTER_AUTHORIZATION_FAILED (32)
 to every broker-only request, the same fetch carried by the Kafka listener's private key (10001) from a
 client not allowed ClusterAction is refused too, and nothing is acknowledged; the real followers, allowed
@@ -22,7 +22,8 @@ from ingest.broker.kafka.versions import PORT07_KEYS
 from ingest.records.message_set import encode_message_set
 from ingest.wire import protocol as p
 from ingest.wire.errors import ErrorCode
-from ingest.wire.kafka.port07 import ReplicaFetch07Request, ReplicaFetch07Response
+from ingest.wire.kafka.port07 import (ReplicaFetch07Request, ReplicaFetch07Response, ReplicaFetches07Request,
+                                      ReplicaFetches07Response)
 from tests.harness import replicated as r
 from tests.harness import sasl
 from tests.harness.brokers import BrokerProcess, broker_cluster, stop_all
@@ -135,8 +136,8 @@ def test_without_security_a_07_topic_replicates_over_the_07_port_as_before(broke
         assert not znodes.parse_private_apis(data) & PORT07_KEYS, data
     assert r.AcksClient(brokers, timeout_ms=10_000).send(TOPIC, 0, [r.payload(1)]).status == r.ACKED
     leader = r.by_id(brokers, state.leader)
-    fetches = value(scrape(metrics_url(leader.output)), "ingest_broker_requests_total", type="REPLICA_FETCH")
-    assert fetches, "the follower's fetches did not reach the leader's 0.7 port"
+    fetches = value(scrape(metrics_url(leader.output)), "ingest_broker_requests_total", type="REPLICA_FETCHES")
+    assert fetches, "the follower's fetches (REPLICA_FETCHES) did not reach the leader's 0.7 port"
 
 
 def test_with_an_authorizer_the_07_port_refuses_a_forged_replica_fetch_and_acknowledges_nothing(
@@ -156,6 +157,12 @@ def test_with_an_authorizer_the_07_port_refuses_a_forged_replica_fetch_and_ackno
             authz.send(s, ReplicaFetch07Request(req.encode()[6:]), 0)   # the body after size and type
             resp = authz.answer(s, ReplicaFetch07Response, 0)
         assert p.ReplicaFetchResponse.decode(resp.response).error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        many = p.ReplicaFetchesRequest(f.broker_id, 0, 1, 1 << 20, (
+            p.ReplicaPartitionFetch(TOPIC, 0, state.leader_epoch, 0, 1 << 20),))
+        with authz.connect(leader.kafka_port) as s:
+            authz.send(s, ReplicaFetches07Request(many.encode()[6:]), 0)
+            resp = authz.answer(s, ReplicaFetches07Response, 0)
+        assert p.ReplicaFetchesResponse.decode(resp.response).error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def test_with_an_authorizer_a_07_topic_replicates_over_the_kafka_listener_and_fails_over(

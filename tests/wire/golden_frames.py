@@ -59,6 +59,9 @@ def _requests() -> dict:
         "append_at": p.AppendAtRequest(TOPIC, 3, 1 << 40, -1, 10_000, SET),
         "append_at_query": p.AppendAtRequest("t", 0, -1, 1, 0, b""),
         "deleted_segments": p.DeletedSegmentsRequest("t-é", 7, 0, 1 << 62),
+        "replica_fetches": p.ReplicaFetchesRequest(2, 500, 1, 10 << 20, (
+            p.ReplicaPartitionFetch(TOPIC, 3, 7, BIG, 1 << 20), p.ReplicaPartitionFetch("t-é", 0, 1, 0, 4096))),
+        "replica_fetches_empty": p.ReplicaFetchesRequest(0, 0, 0, 0, ()),
     }
 
 
@@ -101,6 +104,12 @@ def _responses() -> dict:
             0, (p.DeletionRecord(0, 367, 11, 367, 5), p.DeletionRecord(367, 688, -1, 321, 1_700_000_000_000)))),
         "deleted_segments_none": (p.DeletedSegmentsResponse, p.DeletedSegmentsResponse(0, ())),
         "deleted_segments_error": (p.DeletedSegmentsResponse, p.DeletedSegmentsResponse(11)),
+        "replica_fetches": (p.ReplicaFetchesResponse, p.ReplicaFetchesResponse(0, (
+            p.ReplicaPartitionData(TOPIC, 3, 0, 100, 0, 200, SET),
+            p.ReplicaPartitionData("t", 0, 1, 10, 4, 12, b""),
+            p.ReplicaPartitionData("t", 1, 20, 5, 0, 9, p.FetchResponse.corrupt_range(9, 2, -1).message_set)))),
+        "replica_fetches_none": (p.ReplicaFetchesResponse, p.ReplicaFetchesResponse(0, ())),
+        "replica_fetches_error": (p.ReplicaFetchesResponse, p.ReplicaFetchesResponse(32)),
     }
 
 
@@ -112,6 +121,9 @@ def _hand_built() -> dict:
         "multifetch_part_header": p.FetchResponse.header(0, 77),   # a framed FetchResponse
         "replica_fetch_header": p.ReplicaFetchResponse.header(0, 100, 3, 250, 4096),
         "corrupt_range_body": p.FetchResponse.corrupt_range(9, 2, -1).message_set,
+        "replica_fetches_parts": b"".join(p.ReplicaFetchesResponse.parts(0, [
+            (p.ReplicaPartitionData(TOPIC, 3, 0, 100, 0, 200, b""), SET),
+            (p.ReplicaPartitionData("t", 0, 0, 5, 1, 5, b""), b"")])),
     }
 
 
@@ -120,7 +132,8 @@ _RESPONSE_CLASSES = {"ErrorResponse": p.ErrorResponse, "FetchResponse": p.FetchR
                      "ProduceAckResponse": p.ProduceAckResponse, "MetadataResponse": p.MetadataResponse,
                      "ReplicaFetchResponse": p.ReplicaFetchResponse, "TopicMetadataResponse": p.TopicMetadataResponse,
                      "AppendAtResponse": p.ProduceAckResponse,   # APPEND_AT's answer: the same class
-                     "DeletedSegmentsResponse": p.DeletedSegmentsResponse}
+                     "DeletedSegmentsResponse": p.DeletedSegmentsResponse,
+                     "ReplicaFetchesResponse": p.ReplicaFetchesResponse}
 
 
 def _foreign() -> dict:

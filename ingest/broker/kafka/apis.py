@@ -29,7 +29,7 @@ HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit
             22: init_producer_id, 23: offset_for_leader_epoch, 32: describe_configs, 33: alter_configs,
             36: sasl_authenticate, 37: create_partitions, 29: describe_acls, 30: create_acls, 31: delete_acls,
             44: incremental_alter_configs, 60: describe_cluster, 10000: append_at, 10001: port07, 10002: port07,
-            10003: port07}
+            10003: port07, 10004: port07}
 """api key -> the module that serves it (the private ones, keys from 10000, are served, never advertised)."""
 
 assert set(versions.ADVERTISED) <= set(HANDLERS), "every advertised API has a handler"

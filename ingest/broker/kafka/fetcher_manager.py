@@ -1,4 +1,10 @@
-"""Which fetcher thread follows which Kafka-topic partition (Kafka's ``AbstractFetcherManager``).
+"""Which fetcher thread follows which replicated partition (Kafka's ``AbstractFetcherManager``).
+
+The replica manager keeps one of these for Kafka topics' partitions
+(:class:`~ingest.broker.kafka.replica_fetcher.ReplicaFetcherThread`, Fetch on the Kafka listener) and one for
+0.7-format topics' (:class:`~ingest.broker.replica_fetcher.ReplicaFetcherThread`, REPLICA_FETCHES on the 0.7
+port): the two speak different protocols, so a leader of both kinds is followed by up to twice
+``num.replica.fetchers`` threads. Either way:
 
 A follower runs at most ``num.replica.fetchers`` threads per leader it copies from, whatever the number of
 partitions: partition ``(topic, p)`` goes to thread :func:`fetcher_id` of its leader, Kafka's rule
@@ -46,8 +52,10 @@ def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
 
 
 class ReplicaFetcherManager:
-    """The fetcher threads of one broker. ``make_thread(fetcher_id, leader)`` builds (does not start) the
-    thread for ``leader = (id, host, port)``."""
+    """The fetcher threads of one broker for one topic format. ``make_thread(fetcher_id, leader)`` builds (does
+    not start) the thread for ``leader = (id, host, port)``; a thread has ``add``, ``remove``, ``followed``,
+    ``partition_count``, ``take_all`` and ``stop`` as :class:`ReplicaFetcherThread` has, and a partition's
+    state (``fp``) has ``part`` and ``key``."""
 
     def __init__(self, num_fetchers: int, make_thread: Callable[[int, tuple[int, str, int]], ReplicaFetcherThread]):
         self.num_fetchers = num_fetchers

@@ -24,8 +24,8 @@ answer, so that one partition's trouble never holds up the others:
    truncation is done again. A leader that is no longer leader, or in another epoch, is left alone with a
    back-off: the replica manager moves the partition when its state changes. A batch that fails its CRC
    here is a stall (reported on the :class:`~ingest.broker.replica_stalls.StallBoard`, logged once,
-   retried after :data:`~ingest.broker.replica_fetcher.STALL_BACKOFF_S` doubling to
-   :data:`~ingest.broker.replica_fetcher.STALL_MAX_BACKOFF_S`), never a tight loop.
+   retried after :data:`~ingest.broker.followed_partition.STALL_BACKOFF_S` doubling to
+   :data:`~ingest.broker.followed_partition.STALL_MAX_BACKOFF_S`), never a tight loop.
 
 Concurrency: touched only by its thread, under the thread's partition lock.
 """
@@ -36,8 +36,8 @@ import time
 from typing import Callable
 
 from ingest.broker.partition import is_storage_failure
-from ingest.broker.replica_fetcher import (BACKOFF_S, MAX_BACKOFF_S, STALL_BACKOFF_S, STALL_MAX_BACKOFF_S, _failures,
-                                           _stall_log)
+from ingest.broker.followed_partition import (BACKOFF_S, MAX_BACKOFF_S, STALL_BACKOFF_S, STALL_MAX_BACKOFF_S,
+                                              _failures, _stall_log)
 from ingest.broker.replica_stalls import Stall
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CorruptRecordError, IngestError

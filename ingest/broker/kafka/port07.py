@@ -1,6 +1,6 @@
-"""The 0.7 port's broker-only requests on a Kafka listener (private keys 10001-10003, :mod:`ingest.wire.kafka.port07`).
+"""The 0.7 port's broker-only requests on a Kafka listener (private keys 10001-10004, :mod:`ingest.wire.kafka.port07`).
 
-A replica's fetch of a 0.7 replicated topic, a leader's repair read, a follower's DELETED_SEGMENTS, the
+A replica's fetch of a 0.7 replicated topic (one partition, or many: REPLICA_FETCHES), a leader's repair read, a follower's DELETED_SEGMENTS, the
 mirror's APPEND_AT to a 0.7 topic: the 0.7 port's own handlers serve them
 (:meth:`~ingest.broker.handlers.BrokerHandlers.serve_broker_only`), after the checks the Kafka path
 makes for the same acts. With an authorizer every one needs ClusterAction on the cluster
@@ -28,8 +28,8 @@ def handle(apis, req, ctx):
     kind = TYPE_OF_KEY[ctx.api_key]
     handlers = apis.port07
     body = memoryview(req.body)
-    if kind == p.RequestType.REPLICA_FETCH:
-        replica_id = p.ReplicaFetchRequest.decode(body).replica_id
+    if kind in (p.RequestType.REPLICA_FETCH, p.RequestType.REPLICA_FETCHES):
+        replica_id = p.REQUEST_CLASSES[kind].decode(body).replica_id
         ok = authorization.replica(apis, ctx, replica_id) if replica_id >= 0 else \
             authorization.cluster(apis, ctx, authorization.CLUSTER_ACTION)
     else:

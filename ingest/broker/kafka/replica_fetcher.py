@@ -35,7 +35,7 @@ import threading
 import time
 
 from ingest.broker.kafka.followed_partition import FollowedPartition
-from ingest.broker.replica_fetcher import BACKOFF_S, MAX_BACKOFF_S
+from ingest.broker.followed_partition import BACKOFF_S, MAX_BACKOFF_S
 from ingest.broker.thread_names import set_native_name
 from ingest.errors import BrokerUnavailableError, IngestError, MalformedResponseError
 from ingest.ratelimited_log import RateLimitedLog

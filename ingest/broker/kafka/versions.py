@@ -46,6 +46,7 @@ PRIVATE: dict[int, tuple[int, int]] = {
     10001: (0, 0),   # ReplicaFetch07: a follower's fetch of a 0.7-format replicated topic (REPLICA_FETCH)
     10002: (0, 0),   # AppendAt07 (the 0.7 port's APPEND_AT)
     10003: (0, 0),   # DeletedSegments07 (the 0.7 port's DELETED_SEGMENTS)
+    10004: (0, 0),   # ReplicaFetches07: a follower's fetch of many 0.7-format partitions (REPLICA_FETCHES)
 }
 """The private APIs (keys from 10000, D6): served, never advertised (no Kafka client sends them)."""
 

@@ -35,7 +35,8 @@ from ingest.wire.kafka.metadata import MetadataRequest, MetadataResponse
 from ingest.wire.kafka.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from ingest.wire.kafka.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from ingest.wire.kafka.port07 import (AppendAt07Request, AppendAt07Response, DeletedSegments07Request,
-                                      DeletedSegments07Response, ReplicaFetch07Request, ReplicaFetch07Response)
+                                      DeletedSegments07Response, ReplicaFetch07Request, ReplicaFetch07Response,
+                                      ReplicaFetches07Request, ReplicaFetches07Response)
 from ingest.wire.kafka.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from ingest.wire.kafka.produce import ProduceRequest, ProduceResponse
 from ingest.wire.kafka.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
@@ -81,6 +82,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api("ReplicaFetch07", ReplicaFetch07Request, ReplicaFetch07Response),
     _api("AppendAt07", AppendAt07Request, AppendAt07Response),
     _api("DeletedSegments07", DeletedSegments07Request, DeletedSegments07Response),
+    _api("ReplicaFetches07", ReplicaFetches07Request, ReplicaFetches07Response),
     _api("CreateTopics", CreateTopicsRequest, CreateTopicsResponse),
     _api("DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse),
     _api("DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse),

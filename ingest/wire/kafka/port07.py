@@ -1,4 +1,4 @@
-"""The 0.7 port's requests between brokers carried on a Kafka listener (private api keys 10001-10003).
+"""The 0.7 port's requests between brokers carried on a Kafka listener (private api keys 10001-10004).
 
 A private API of this product (docs/kafka-protocol.md, "Private APIs"; docs/security.md, "The 0.7
 port"): keys no Kafka client sends, never advertised in ApiVersions. Each carries one 0.7 request
@@ -18,6 +18,7 @@ key    0.7 request type   name
 10001  13 REPLICA_FETCH   ReplicaFetch07
 10002  15 APPEND_AT       AppendAt07
 10003  16 DELETED_SEGMENTS DeletedSegments07
+10004  17 REPLICA_FETCHES ReplicaFetches07
 =====  =================  ====================
 
 Version 0 only, not flexible (the response header is the correlation id alone).
@@ -33,7 +34,7 @@ VERSION = 0
 VERSIONS = "0"
 
 
-REPLICA_FETCH_KEY, APPEND_AT_KEY, DELETED_SEGMENTS_KEY = 10001, 10002, 10003
+REPLICA_FETCH_KEY, APPEND_AT_KEY, DELETED_SEGMENTS_KEY, REPLICA_FETCHES_KEY = 10001, 10002, 10003, 10004
 
 
 @declare
@@ -72,9 +73,22 @@ class DeletedSegments07Response(KafkaResponse):
     SCHEMA = Schema(Field("response", RECORDS, default=b""), versions=VERSIONS)
 
 
+@declare
+class ReplicaFetches07Request(KafkaRequest):
+    API_KEY = REPLICA_FETCHES_KEY
+    SCHEMA = Schema(Field("body", BYTES), versions=VERSIONS)
+
+
+@declare
+class ReplicaFetches07Response(KafkaResponse):
+    API_KEY = REPLICA_FETCHES_KEY
+    SCHEMA = Schema(Field("response", RECORDS, default=b""), versions=VERSIONS)
+
+
 TYPE_OF_KEY: dict[int, RequestType] = {REPLICA_FETCH_KEY: RequestType.REPLICA_FETCH,
                                        APPEND_AT_KEY: RequestType.APPEND_AT,
-                                       DELETED_SEGMENTS_KEY: RequestType.DELETED_SEGMENTS}
+                                       DELETED_SEGMENTS_KEY: RequestType.DELETED_SEGMENTS,
+                                       REPLICA_FETCHES_KEY: RequestType.REPLICA_FETCHES}
 """private api key -> the 0.7 request type it carries."""
 KEY_OF_TYPE: dict[int, int] = {int(t): k for k, t in TYPE_OF_KEY.items()}
 """0.7 request type -> the private api key that carries it."""

@@ -1,7 +1,7 @@
 """A connection that carries the 0.7 port's broker-only requests to a Kafka listener (:mod:`ingest.wire.kafka.port07`).
 
 A drop-in :class:`~ingest.wire.connection.BrokerConnection` for the callers that send REPLICA_FETCH,
-APPEND_AT or DELETED_SEGMENTS (a follower of a 0.7 replicated topic, a leader's repair read, the mirror):
+REPLICA_FETCHES, APPEND_AT or DELETED_SEGMENTS (a follower of a 0.7 replicated topic, a leader's repair read, the mirror):
 ``request(frame, response_cls)`` takes the same 0.7 request frame and returns the same decoded 0.7
 response, but the frame's body travels as the private Kafka api key of its type on the peer's Kafka
 listener (with its TLS, its SASL login and the authorizer behind it), and the answer is the 0.7 response
@@ -21,11 +21,12 @@ from ingest.wire.kafka.connection import KafkaConnection, SaslLogin
 from ingest.wire.frames import INT16, SIZE
 from ingest.wire.kafka.message import encode_request
 from ingest.wire.kafka.port07 import (KEY_OF_TYPE, VERSION, AppendAt07Request, DeletedSegments07Request,
-                                      ReplicaFetch07Request)
+                                      ReplicaFetch07Request, ReplicaFetches07Request)
 
 T = TypeVar("T")
 
-_REQUESTS = {cls.API_KEY: cls for cls in (ReplicaFetch07Request, AppendAt07Request, DeletedSegments07Request)}
+_REQUESTS = {cls.API_KEY: cls for cls in (ReplicaFetch07Request, AppendAt07Request, DeletedSegments07Request,
+                                           ReplicaFetches07Request)}
 _HEAD = SIZE.size + INT16.size      # a 0.7 request frame: size:int32 type:int16 body
 _ANSWER_HEAD = 2 * SIZE.size        # correlation id, then the RECORDS length (the 0.7 frame's size)
 _correlation_ids = itertools.count(1)
