@@ -12,10 +12,9 @@ in a separate per-topic bucket instead of being dropped.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -42,28 +41,6 @@ def with_windows(ids_df, *, window_ms: int, plausible_hi_ms: int):
     in_range = (F.col("time") > 0) & (F.col("time") <= F.lit(plausible_hi_ms))
     ws = F.floor(F.col("time") / F.lit(window_ms)).cast("long") * F.lit(window_ms)
     return ids_df.withColumn("window_start_ms", F.when(in_range, ws))
-
-
-ID_COLUMNS = ("topic", "window_start_ms", "server", "session", "seq")
-"""The columns of the loaded ids that the audit's queries read (counts, attribution, samples)."""
-
-
-@contextlib.contextmanager
-def read_once(windowed_df) -> Iterator:
-    """The loaded ids' :data:`ID_COLUMNS`, scanned once and kept for the queries inside.
-
-    The distinct counts materialise them (in memory, spilled to local disk when they do not
-    fit); the attribution's and the missing-id sample's queries then read them from there
-    instead of scanning and decoding every data file a second time (for Avro files, a second
-    run of the Python data source). Released when the block ends, also on an error.
-    """
-    from pyspark import StorageLevel
-
-    kept = windowed_df.select(*ID_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        yield kept
-    finally:
-        kept.unpersist()
 
 
 def loaded_counts(

@@ -8,8 +8,8 @@ Steps of :func:`run_audit`:
    report_seq gaps (``monitoring_events``); the same for the mirror's tier
    counts (``mirror.monitoring.topic``) and the brokers' (``broker.monitoring.topic``),
    and the mirror's lost ranges (``mirror.lost.topic``).
-4. Loaded ids of the hours overlapping the range (plus out-of-range hours), scanned once
-   (``counts.read_once``): distinct counts per topic window (``counts``, Spark aggregations).
+4. Loaded ids of the hours overlapping the range (plus out-of-range hours):
+   distinct counts per topic window (``counts``, Spark aggregations).
 5. Candidate missing seqs inside bounded lost ranges (``counts.gap_atoms``) and
    per-session distinct counts, for exact attribution (``attribution``).
 6. ``reconcile.build_rows``: tiers, statuses, causes, completeness; missing-id samples.
@@ -331,9 +331,9 @@ def run_audit(
     data_files = inputs.select_files(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
     )
-    windowed = counts.with_windows(inputs.read_ids(spark, data_files), window_ms=window_ms,
-                                   plausible_hi_ms=plausible_hi)
-    with _small_input_sql(spark, data_files), counts.read_once(windowed) as ids:
+    with _small_input_sql(spark, data_files):
+        ids = counts.with_windows(inputs.read_ids(spark, data_files), window_ms=window_ms,
+                                  plausible_hi_ms=plausible_hi)
         with _step("distinct counts", timings):
             loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
         gap_sessions = sorted({g.session for g in gaps})

@@ -2,8 +2,8 @@
 
 Three windows: two with losses (more missing ids than ``sample.size`` in one; in the other a seq missing
 from the topic but loaded in another topic, which is not missing), one with duplicates and nothing
-missing (a problem window without a sample). The audit
-reads the loaded ids once for all its queries (``counts.read_once``) and releases them when it ends.
+missing (a problem window without a sample). The audit leaves no
+DataFrame persisted behind it.
 """
 from __future__ import annotations
 
@@ -63,4 +63,4 @@ def test_samples_are_the_first_missing_ids_of_each_problem_window_and_none_elsew
     assert {ws: r["missing"] for ws, r in rows.items()} == {T0: 8, T0 + W: 0, T0 + 2 * W: 3}
     assert rows[T0]["status"] == rows[T0 + 2 * W]["status"] == "DATA_LOSS" and rows[T0 + W]["status"] == "DUPLICATES"
     assert run.exit_code == EXIT_DATA_LOSS
-    assert spark.sparkContext._jsc.getPersistentRDDs().size() == persisted  # the ids read once are released
+    assert spark.sparkContext._jsc.getPersistentRDDs().size() == persisted
