@@ -1,7 +1,7 @@
 """Audit runtime over ~1.5M loaded ids, side by side with the bare Spark distinct count of the same files.
 
     .venv/bin/python bench/bench_audit.py [--events 1500000] [--format parquet|avro]
-                     [--jit c1,default] [--repeat 1]
+                     [--jit c1,default] [--repeat 1] [--old TREE]
 
 Builds a destination in the loader's layout (files committed through the loader's
 commit protocol, monitoring events in the audit topic), then times, in one
@@ -18,7 +18,10 @@ Prints seconds, messages/s and the ratio audit / reference.
 spark-submit starts without options) or ``c1`` (``-XX:TieredStopAtLevel=1``, the option
 docs/audit.md gives for short audits). With more than one, or ``--repeat`` above 1, each
 measurement runs in its own process (its own JVM), the order alternating, on the same built
-destination, and a last table compares them. The session is built like the job's
+destination, and a last table compares them. ``--old TREE`` (a checkout of an earlier commit,
+e.g. ``git archive COMMIT | tar -x -C /tmp/old``) adds, per JIT, the same measurement with the
+audit code imported from that tree (this script's own file runs in both), alternating with this
+tree's, and the table gives the ratio of the two audits. The session is built like the job's
 (``ingest.jobs_support.build_spark``: Spark's default shuffle partitions, UI off, UTC).
 """
 from __future__ import annotations
@@ -35,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The tree whose ingest package is measured: this one, or --old's (set for its child processes).
+sys.path.insert(0, os.environ.get("BENCH_AUDIT_TREE") or str(Path(__file__).resolve().parents[1]))
 
 import fastavro  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -137,39 +141,55 @@ def session(jit: str):
 
 
 def compare(args) -> None:
-    """Each (jit, repeat) in a child process over one built destination, alternating; a table of medians."""
+    """Each (tree, jit, repeat) in a child process over one built destination, alternating; a table of medians."""
     root = Path(tempfile.mkdtemp(prefix="bench-audit-")) / "dest"
     t = time.perf_counter()
     paths, n = build(root, args.events, args.format)
     print(f"built {n:,} loaded events in {len(paths)} {args.format} files in {time.perf_counter() - t:.1f} s")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
-    jits = args.jit.split(",")
-    results: dict[str, list[dict]] = {j: [] for j in jits}
+    trees = [("this", None)] + ([("old", str(Path(args.old).resolve()))] if args.old else [])
+    variants = [(f"{jit}" if tree is None else f"{jit}/{label}", jit, tree)
+                for jit in args.jit.split(",") for label, tree in trees]
+    results: dict[str, list[dict]] = {v[0]: [] for v in variants}
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("SPARK_SUBMIT_OPTS", None)
     try:
-        _alternate(args, root, jits, results, env)
+        _alternate(args, root, variants, results, env)
     finally:
         shutil.rmtree(root.parent, ignore_errors=True)
-    print(f"\nmedian of {args.repeat} run(s), {n:,} ids, seconds")
-    print(f"{'jit':<10}{'reference':>11}{'audit':>9}{'ratio':>8}")
-    for jit, runs in results.items():
+    print(f"\nmedian of {args.repeat} run(s), {n:,} ids, seconds; load average at end "
+          f"{open('/proc/loadavg').read().split()[:3]}")
+    print(f"{'variant':<12}{'reference':>11}{'audit':>9}{'ratio':>8}")
+    for name, runs in results.items():
         ref = statistics.median(r["reference"] for r in runs)
         aud = statistics.median(r["audit"] for r in runs)
         ratio = statistics.median(r["audit"] / r["reference"] for r in runs)
-        print(f"{jit:<10}{ref:>11.2f}{aud:>9.2f}{ratio:>7.2f}x")
+        print(f"{name:<12}{ref:>11.2f}{aud:>9.2f}{ratio:>7.2f}x")
+    samples = {json.dumps(r["sample"]) for runs in results.values() for r in runs}
+    if len(samples) != 1:
+        raise RuntimeError(f"the runs' missing-id samples differ: {sorted(samples)}")
+    print(f"every run's missing-id sample: {samples.pop()}")
+    for jit in args.jit.split(","):
+        if f"{jit}/old" in results:
+            pairs = [a["audit"] / b["audit"] for a, b in zip(results[jit], results[f"{jit}/old"])]
+            print(f"{jit}: audit this / old {statistics.median(pairs):.2f} (per round "
+                  f"{', '.join(f'{p:.2f}' for p in pairs)})")
 
 
-def _alternate(args, root: Path, jits: list[str], results: dict[str, list[dict]], env: dict) -> None:
+def _alternate(args, root: Path, variants: list[tuple], results: dict[str, list[dict]], env: dict) -> None:
     for i in range(args.repeat):
-        for jit in (jits if i % 2 == 0 else jits[::-1]):
+        for name, jit, tree in (variants if i % 2 == 0 else variants[::-1]):
             cmd = [sys.executable, __file__, "--format", args.format, "--jit", jit, "--child", str(root)]
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+            child_env = dict(env, BENCH_AUDIT_TREE=tree) if tree else {k: v for k, v in env.items()
+                                                                       if k != "BENCH_AUDIT_TREE"}
+            if tree:
+                child_env["PYTHONPATH"] = tree
+            r = subprocess.run(cmd, env=child_env, cwd=tree, capture_output=True, text=True, timeout=1800)
             if r.returncode != 0:
-                raise RuntimeError(f"{jit}: exit {r.returncode}\n{r.stderr[-3000:]}")
+                raise RuntimeError(f"{name}: exit {r.returncode}\n{r.stderr[-3000:]}")
             res = json.loads(r.stdout.strip().splitlines()[-1])
-            results[jit].append(res)
-            print(f"  {jit} run {i + 1}: reference {res['reference']:.2f} s, audit {res['audit']:.2f} s, "
+            results[name].append(res)
+            print(f"  {name} run {i + 1}: reference {res['reference']:.2f} s, audit {res['audit']:.2f} s, "
                   f"ratio {res['audit'] / res['reference']:.2f}x; steps {res['steps']}; "
                   f"load {open('/proc/loadavg').read().split()[:3]}", flush=True)
 
@@ -180,13 +200,14 @@ def main() -> None:
     ap.add_argument("--format", choices=("parquet", "avro"), default="parquet")
     ap.add_argument("--jit", default="c1", help="comma list of " + ", ".join(JIT))
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--old", metavar="TREE", help="also measure the audit code of this tree (a checkout)")
     ap.add_argument("--child", metavar="DEST", help=argparse.SUPPRESS)  # one measurement over a built destination
     args = ap.parse_args()
     bad = [j for j in args.jit.split(",") if j not in JIT]
     if bad:
         ap.error(f"unknown --jit {bad}; known: {', '.join(JIT)}")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if args.child is None and ("," in args.jit or args.repeat > 1):
+    if args.child is None and ("," in args.jit or args.repeat > 1 or args.old):
         return compare(args)
     from pyspark.sql import functions as F
 
@@ -230,11 +251,12 @@ def main() -> None:
         if name == "audit":
             loss = [r for r in out.rows if r["missing"]]
             assert len(loss) == 1 and loss[0]["missing"] == 5, out.rows
+            sample = loss[0]["missing_id_sample"]
         if name == "audit":
             steps = out.inputs["step_seconds"]
     ref, aud = results["reference"], results["audit"]
     if args.child:
-        print(json.dumps({"reference": ref, "audit": aud, "steps": steps}))
+        print(json.dumps({"reference": ref, "audit": aud, "steps": steps, "sample": sample}))
         spark.stop()
         return
     print("audit steps (s): " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()))

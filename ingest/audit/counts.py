@@ -143,12 +143,10 @@ def missing_samples(
         return {}
     missing = _missing_seqs(spark, ids_df, ranges)
     w = Window.partitionBy("topic", "window_start_ms").orderBy("session", "seq")
-    rows = (
-        missing.withColumn("_n", F.row_number().over(w))
-        .where(F.col("_n") <= sample_size)
-        .orderBy("topic", "window_start_ms", "_n")
-        .collect()
-    )
+    rows = missing.withColumn("_n", F.row_number().over(w)).where(F.col("_n") <= sample_size).collect()
+    # At most sample_size rows per window: sorted here rather than by a global sort in Spark
+    # (its range partitioning costs a sampling job and a shuffle).
+    rows.sort(key=lambda r: (r.topic, r.window_start_ms, r["_n"]))
     out: dict[tuple[str, int], list[str]] = {}
     for r in rows:
         out.setdefault((r.topic, int(r.window_start_ms)), []).append(f"{r.session}:{r.seq}")
