@@ -1,6 +1,12 @@
 """Processes a benchmark or tool left behind: the check its tests make after it exits or is interrupted.
 
 A process counts as alive until it is reaped or a zombie (a zombie holds no port, memory or file).
+
+The check looks at the test's own processes only: the test runs the tool with ``TMPDIR`` set to a
+directory of its own (:func:`own_tmpdir_env`), so every working directory the tool makes lies under it,
+and :func:`running_from` looks for that directory in command lines. A marker shared by every run of the
+tool (its ``mkdtemp`` prefix) would also find the processes of another pytest worker or another session
+running the same tool at the same time, and blame this test for them.
 """
 from __future__ import annotations
 
@@ -17,9 +23,20 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def running_from(marker: str) -> list[str]:
-    """``pid: command line`` of each live process whose command line contains ``marker`` (a temporary
-    directory's prefix, say)."""
+def own_tmpdir_env(tmp: Path, env: dict | None = None) -> dict:
+    """``env`` (default: this process's environment) with ``TMPDIR`` set to ``tmp``, the test's own
+    directory: the temporary directories of the tool run with it are made under ``tmp``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {**(os.environ if env is None else env), "TMPDIR": str(tmp)}
+
+
+def running_from(marker: str | Path) -> list[str]:
+    """``pid: command line`` of each live process whose command line contains ``marker``: the test's own
+    ``TMPDIR`` (:func:`own_tmpdir_env`), never a name other runs share."""
+    marker = str(marker)
+    if len(marker) < 8 or "/" not in marker:
+        raise ValueError(f"running_from({marker!r}): give the test's own temporary directory (an absolute path), "
+                         "not a name that other runs of the same tool share")
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
