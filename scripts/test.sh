@@ -12,7 +12,7 @@ workers=(-n "${INGEST_TEST_WORKERS:-2}" --dist loadgroup)
 prev=
 for arg in "$@"; do
     case "$arg" in
-        -n|-n*|--numprocesses|--numprocesses=*|--dist|--dist=*|-pno:xdist) workers=() ;;
+        -n|-n[0-9]*|-nauto|-nlogical|--numprocesses|--numprocesses=*|--dist|--dist=*|-pno:xdist) workers=() ;;
         no:xdist) [ "$prev" = -p ] && workers=() ;;
     esac
     prev=$arg
