@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.leftovers import alive, own_tmpdir_env, running_from
+from tests.harness.leftovers import alive, own_tmp, own_tmpdir_env, running_from  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.processes  # runs bench/bench_peers.py
 
@@ -40,12 +40,12 @@ def _env(tmp: Path | None = None) -> dict:
 
 @pytest.mark.slow
 @needs_peers
-def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path):
+def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path, own_tmp):
     out = tmp_path / "peers.json"
     n, peer_n = 2000, 300
     r = subprocess.run([sys.executable, str(BENCH), "--count", str(n), "--peer-count", str(peer_n),
                         "--verify", "--json", str(out)], capture_output=True, text=True, timeout=240,
-                       cwd=str(REPO), env=_env(tmp_path / "tmp"))
+                       cwd=str(REPO), env=_env(own_tmp))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     data = json.loads(out.read_text())
     results = data["results"]
@@ -71,14 +71,14 @@ def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path):
         assert r.stdout.count(f"| {label} |") == 4, label  # three system tables + the comparison
     assert len(data["aims"]) == 4 and all(re.search(r": (MET|NOT MET)$", a) for a in data["aims"])
     assert "load average" in r.stdout and "nproc" in r.stdout
-    assert not running_from(tmp_path / "tmp")
+    assert not running_from(own_tmp)
 
 
 @pytest.mark.slow
 @needs_peers
-def test_ctrl_c_midway_stops_the_peer_it_started(tmp_path):
+def test_ctrl_c_midway_stops_the_peer_it_started(own_tmp):
     proc = subprocess.Popen([sys.executable, str(BENCH), "--only", "activemq", "--peer-count", "200000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=_env(tmp_path / "tmp"))
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=_env(own_tmp))
     try:
         pids = []
         deadline = time.monotonic() + 90
@@ -99,7 +99,7 @@ def test_ctrl_c_midway_stops_the_peer_it_started(tmp_path):
     assert proc.returncode != 0
     assert "left running: none" in rest, rest[-2000:]
     assert not [p for p in pids if alive(p)]
-    assert not running_from(tmp_path / "tmp")
+    assert not running_from(own_tmp)
 
 
 def test_unknown_system_is_refused_naming_what_is_allowed():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.zookeeper import zookeeper_available
-from tests.harness.leftovers import alive, own_tmpdir_env, running_from
+from tests.harness.leftovers import alive, own_tmp, own_tmpdir_env, running_from  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.processes  # runs bench/bench_rebalance.py
 
@@ -32,9 +32,9 @@ def _run(*args: str, timeout: float, tmp: Path | None = None) -> subprocess.Comp
 
 @pytest.mark.slow
 @pytest.mark.skipif(not zookeeper_available(), reason="Debian package zookeeper (java) is not installed")
-def test_a_kill_per_session_timeout_prints_every_row_and_leaves_no_process(tmp_path):
+def test_a_kill_per_session_timeout_prints_every_row_and_leaves_no_process(own_tmp):
     r = _run("--kills", "1", "--members", "3", "--partitions", "12", "--session-timeouts", "6000,7000",
-             "--rate", "200", timeout=900, tmp=tmp_path / "tmp")
+             "--rate", "200", timeout=900, tmp=own_tmp)
     out = r.stdout
     assert r.returncode == 0, out[-4000:] + r.stderr[-4000:]
     for session in (6000, 7000):
@@ -55,7 +55,7 @@ def test_a_kill_per_session_timeout_prints_every_row_and_leaves_no_process(tmp_p
     assert len(pids) == 4 + 2 * (3 + 2 * 1)  # ZooKeeper, 3 brokers; per session 3 members, restarted twice
     assert "left running: none" in out
     assert not [p for p in pids if alive(p)]
-    assert not running_from(tmp_path / "tmp")
+    assert not running_from(own_tmp)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -11,7 +11,11 @@ running the same tool at the same time, and blame this test for them.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
+
+import pytest
 
 
 def alive(pid: int) -> bool:
@@ -21,6 +25,17 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+@pytest.fixture
+def own_tmp():
+    """A temporary directory of the test's own, for :func:`own_tmpdir_env`: in the system's temporary
+    directory rather than under ``tmp_path``, whose ``pytest-of-<user>`` parent (mode 0700) the peers'
+    servers that run as another user (RabbitMQ as ``rabbitmq``) cannot reach. Removed after the test."""
+    path = Path(tempfile.mkdtemp(prefix="ingest-own-tmp-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def own_tmpdir_env(tmp: Path, env: dict | None = None) -> dict:
@@ -45,6 +60,7 @@ def running_from(marker: str | Path) -> list[str]:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if marker in cmd and alive(int(entry)):
+        # the reaper's watchdog of a finished tool (its pid file is in the same TMPDIR) exits on its next poll
+        if marker in cmd and "tests.harness.reaper" not in cmd and alive(int(entry)):
             found.append(f"{entry}: {cmd[:200]}")
     return found
