@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.zookeeper import zookeeper_available
-from tests.harness.leftovers import alive, own_tmp, own_tmpdir_env, running_from  # noqa: F401 (fixture)
+from tests.harness.leftovers import alive, running_from
 
 pytestmark = pytest.mark.processes  # runs bench/bench_rebalance.py
 
@@ -22,19 +22,16 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_rebalance.py"
 
 
-def _run(*args: str, timeout: float, tmp: Path | None = None) -> subprocess.CompletedProcess:
-    """The benchmark; with ``tmp``, its temporary directories are made under the test's own ``tmp``
-    (tests/harness/leftovers.py)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def _run(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=str(REPO), env=env if tmp is None else own_tmpdir_env(tmp, env))
+                          cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not zookeeper_available(), reason="Debian package zookeeper (java) is not installed")
-def test_a_kill_per_session_timeout_prints_every_row_and_leaves_no_process(own_tmp):
+def test_a_kill_per_session_timeout_prints_every_row_and_leaves_no_process():
     r = _run("--kills", "1", "--members", "3", "--partitions", "12", "--session-timeouts", "6000,7000",
-             "--rate", "200", timeout=900, tmp=own_tmp)
+             "--rate", "200", timeout=900)
     out = r.stdout
     assert r.returncode == 0, out[-4000:] + r.stderr[-4000:]
     for session in (6000, 7000):
@@ -55,7 +52,7 @@ def test_a_kill_per_session_timeout_prints_every_row_and_leaves_no_process(own_t
     assert len(pids) == 4 + 2 * (3 + 2 * 1)  # ZooKeeper, 3 brokers; per session 3 members, restarted twice
     assert "left running: none" in out
     assert not [p for p in pids if alive(p)]
-    assert not running_from(own_tmp)
+    assert not running_from("bench-rebalance-")
 
 
 @pytest.mark.parametrize("args, message", [

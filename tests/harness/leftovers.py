@@ -49,9 +49,6 @@ def running_from(marker: str | Path) -> list[str]:
     """``pid: command line`` of each live process whose command line contains ``marker``: the test's own
     ``TMPDIR`` (:func:`own_tmpdir_env`), never a name other runs share."""
     marker = str(marker)
-    if len(marker) < 8 or "/" not in marker:
-        raise ValueError(f"running_from({marker!r}): give the test's own temporary directory (an absolute path), "
-                         "not a name that other runs of the same tool share")
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
