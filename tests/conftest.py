@@ -78,6 +78,16 @@ def pytest_runtest_teardown(item, nextitem):
                     signal.signal(sig, handler)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: a file or an ``xdist_group`` at a time (tests/harness/xdist_scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.harness.xdist_scheduling import FileOrGroupScheduling
+
+    return FileOrGroupScheduling(config, log)
+
+
 def pytest_unconfigure(config):
     spark_cds.stop_training(_cds["training"])
 

