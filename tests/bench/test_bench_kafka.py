@@ -22,7 +22,8 @@ import pytest
 from tests.harness.zookeeper import zookeeper_available
 from tests.harness.leftovers import alive, own_tmp, own_tmpdir_env, running_from  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.processes  # runs bench/bench_kafka.py
+# One RabbitMQ node at a time on this machine: the benchmarks that start one share a worker.
+pytestmark = [pytest.mark.processes, pytest.mark.xdist_group("rabbitmq")]  # runs bench/bench_kafka.py
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "bench_kafka.py"

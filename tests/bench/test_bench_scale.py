@@ -44,8 +44,8 @@ def test_quick_run_prints_every_row_and_ratio_and_leaves_no_process():
     r = _run("--quick")
     out = r.stdout
     assert r.returncode == 0, out[-4000:] + r.stderr[-4000:]
-    for row in ("| | controller.batch.partitions=1 | controller.batch.partitions=100 |",
-                "| threads per broker |", "| RSS per broker (MB) |", "| ZooKeeper znodes |", "| ZooKeeper watches |",
+    assert "| | this checkout, controller.batch.partitions=1 | this checkout, controller.batch.partitions=100 |" in out
+    for row in ("| threads per broker |", "| RSS per broker (MB) |", "| ZooKeeper znodes |", "| ZooKeeper watches |",
                 "| ZooKeeper writes/s under steady load |",
                 "| **session expired to every partition re-elected (s)**, median / max |",
                 "| ZooKeeper transactions per kill, median / max |", "| restart to back in every ISR (s), median / max |",

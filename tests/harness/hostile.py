@@ -188,6 +188,8 @@ def valid_frames(topic: str = "fz") -> list[bytes]:
         p.AppendAtRequest(topic, 0, 0, -1, 1000, gz).encode(),
         p.AppendAtRequest(topic, 1, -1, 1, 0, b"").encode(),           # the query form
         p.DeletedSegmentsRequest(topic, 0, 0, 1 << 40).encode(),
+        p.ReplicaFetchesRequest(1, 0, 1, 1 << 20, (p.ReplicaPartitionFetch(topic, 0, 0, 0, 4096),
+                                                   p.ReplicaPartitionFetch(topic + "y", 1, -1, 37, 100))).encode(),
     ]
 
 
