@@ -14,16 +14,20 @@ tests read the flags of :class:`TansuBroker` instead of assuming Kafka's answer:
 - ListOffsets by timestamp answers offset 0 whatever the time [the first offset at or after it, -1 if none];
 - ListOffsets max timestamp (-3) closes the connection [the record with the largest timestamp];
 - Fetch from an offset past the end answers NONE and no records [OFFSET_OUT_OF_RANGE];
-- Fetch ignores ``partition_max_bytes`` [at most that many bytes of the partition, the first batch whole].
+- Fetch ignores ``partition_max_bytes`` [at most that many bytes of the partition, the first batch whole];
+- Produce with acks 0 is answered [no answer], and requests not yet handled when the client's connection
+  ends are dropped.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,6 +90,20 @@ class TansuBroker:
                             "--partitions", str(partitions), topic], capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             raise RuntimeError(f"tansu topic create {topic}: exit {r.returncode}: {(r.stdout + r.stderr)[-500:]}")
+
+    @contextlib.contextmanager
+    def paused(self, seconds: float):
+        """SIGSTOP the broker for the block, resumed by a timer ``seconds`` after the block starts (so a
+        call in the block that waits for the broker returns) and again when the block ends."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        timer = threading.Timer(seconds, os.killpg, (self.proc.pid, signal.SIGCONT))
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            os.killpg(self.proc.pid, signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL the broker (a crash); its in-memory topics are gone with it."""

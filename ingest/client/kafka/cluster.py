@@ -133,6 +133,16 @@ class KafkaCluster:
                                                                 ssl_context=self.ssl_context, sasl=self.sasl)
         return conn
 
+    def settle(self) -> None:
+        """Wait until every broker has read the unanswered requests (acks-0 Produce) sent to it
+        (:meth:`~ingest.wire.kafka.connection.KafkaConnection.settle`); a broker that cannot be reached is
+        logged and skipped: what it had not read is lost, as acks 0 allows."""
+        for conn in self._connections.values():
+            try:
+                conn.settle()
+            except (BrokerUnavailableError, MalformedResponseError) as exc:
+                log.warning("could not confirm that %r read the last acks-0 requests: %s", conn, exc)
+
     def close(self) -> None:
         for conn in [*self._connections.values(), *self._bootstrap_connections.values()]:
             conn.close()

@@ -19,7 +19,8 @@ its partition's sequence (:mod:`ingest.client.kafka.idempotence`), so a retried 
 in fact appended (an answer lost with its connection) is stored once; without it, it is written twice.
 
 acks 0: the request is written to the socket and nothing is answered (Kafka's broker answers nothing);
-a delivery then has base offset -1. A failed write to the socket is retried like any lost connection.
+a delivery then has base offset -1. :meth:`KafkaProducer.close` waits until each broker has read them
+(one ApiVersions round trip per connection), as a socket closed right after them can lose them. A failed write to the socket is retried like any lost connection.
 
 Records keep their keys, headers and timestamps; a record without a timestamp gets its batch's
 creation time (the first ``send`` into it), as the Java client stamps records at ``send``.
@@ -203,14 +204,21 @@ class KafkaProducer:
         return out
 
     def close(self) -> list[Delivery]:
-        """Flush, then close every connection. Returns what the flush delivered."""
+        """Flush, then close every connection. Returns what the flush delivered.
+
+        With acks 0 each connection is first settled (one ApiVersions round trip after the last Produce),
+        so closing does not lose the requests a broker had not read yet."""
         if self._closed:
             return []
         try:
             return self.flush()
         finally:
             self._closed = True
-            self.cluster.close()
+            try:
+                if self.acks == 0:
+                    self.cluster.settle()
+            finally:
+                self.cluster.close()
 
     def __enter__(self) -> "KafkaProducer":
         return self

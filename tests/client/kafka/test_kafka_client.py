@@ -15,6 +15,7 @@ from ingest.client.kafka.fetcher import KafkaFetcher
 from ingest.client.kafka.producer import KafkaProducer
 from ingest.errors import BrokerUnavailableError, DeliveryFailedError, UnknownTopicError, WrongPartitionError
 from ingest.records.builder import SimpleRecord
+from ingest.wire.kafka.api_versions import ApiVersionsRequest
 from ingest.records.compression import CODECS_BY_NAME
 
 N = 10_000
@@ -85,6 +86,38 @@ def test_every_record_reads_back_byte_exact_in_order_per_partition(tansu, acks, 
         for _off, key, *_ in got:
             if key is not None:
                 assert keyed.setdefault(key, p) == p                        # one key, one partition
+
+
+def test_closing_an_acks_0_producer_waits_until_the_broker_read_its_last_batches(tansu):
+    # The broker is stopped while the last 100 records are sent and the producer closed: a close that only
+    # wrote them to the socket returns at once, and Tansu, resumed, drops them with the ended connection.
+    topic = "acks0-close"
+    tansu.create_topic(topic, PARTITIONS)
+    records = expected_records(topic, 2_000)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, acks="0", compression_type="lz4")
+    for key, value, headers, ts in records[:-100]:
+        producer.send(topic, value, key, headers=headers, timestamp_ms=ts)
+    producer.flush()
+    with tansu.paused(1.0):
+        for key, value, headers, ts in records[-100:]:
+            producer.send(topic, value, key, headers=headers, timestamp_ms=ts)
+        producer.close()
+    with KafkaFetcher(bootstrap_servers=tansu.bootstrap) as fetcher:
+        got = read_all(fetcher, topic, PARTITIONS, until=len(records), deadline_s=20)
+    assert sorted(v for rows in got.values() for _o, _k, v, _h, _t in rows) == sorted(v for _k, v, _h, _t in records)
+
+
+def test_answers_to_acks_0_produce_do_not_put_the_connection_out_of_step(tansu):
+    # Tansu answers acks-0 Produce (Kafka does not): the next request on the connection must get its own answer.
+    tansu.create_topic("acks0-answered", 1)
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap, acks="0") as producer:
+        for i in range(5):
+            producer.send("acks0-answered", b"v%d" % i)
+            producer.flush()
+        leader = producer.cluster.partitions("acks0-answered", time.monotonic() + 10)[0].leader
+        conn = producer.cluster.connection(leader)
+        answer = conn.call(ApiVersionsRequest("test", "1"), conn.version(ApiVersionsRequest.API_KEY))
+    assert answer.error_code == 0 and answer.api_keys
 
 
 def test_produce_returns_the_base_offsets_the_broker_assigned_and_fetch_resumes_anywhere(tansu):
