@@ -15,6 +15,13 @@ STAMP=$(stamp)
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$STAMP" ]; then
     exit 0
 fi
+# One builder at a time (two test workers may both find the venv stale): the others wait on the lock,
+# then find it built.
+exec 9>"$VENV.lock"
+flock 9
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$STAMP" ]; then
+    exit 0
+fi
 log "creating $VENV with kafka-python 2.3"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"

@@ -34,6 +34,13 @@ STAMP=$(stamp)
 if [ -z "${PY27_CANDIDATES:-}" ] && [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$STAMP" ]; then
     exit 0
 fi
+# One builder at a time (two test workers may both find the venv stale): the others wait on the lock,
+# then find it built.
+exec 9>"$VENV.lock"
+flock 9
+if [ -z "${PY27_CANDIDATES:-}" ] && [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.stamp" 2>/dev/null)" = "$STAMP" ]; then
+    exit 0
+fi
 if ! PY27=$(find_py27); then
     log "SKIP: no Python 2.7 interpreter (set PYTHON27, or install pyenv's 2.7.18): the Kafka 0.7 client tests will skip"
     exit 3
