@@ -9,11 +9,12 @@ This command builds, into ``--out DIR``:
 - ``wheels/ingest-<version>-<python>-<abi>-<platform>.whl``: a non-editable wheel (``pip wheel``)
   of a clean copy of the sources (a stale ``build/`` or in-place ``.so`` in the checkout cannot leak
   into it), and next to it the wheels of its pinned runtime dependencies. The wheel holds the
-  compiled column decoder (``ingest/loader/_cdecode.c``, built by ``setup.py``), so it is
+  compiled column decoder and record reader (``ingest/loader/_cdecode.c``, ``ingest/records/_crecords.c``,
+  built by ``setup.py``), so it is
   platform-specific: built here, it runs on executors of the same OS, CPU architecture and Python
   minor version (as the packed environment's interpreter already requires). Built without a C
-  compiler it holds no extension and the executors run the Python decoder (one warning per task
-  process);
+  compiler it holds no extension and the executors run the Python decoder and record reader (one
+  warning per task process);
 - ``ingest-env.tar.gz``: a fresh venv with that wheel and its runtime dependencies, pinned to
   the versions installed where the command runs, packed with venv-pack. pyspark and py4j are
   left out: Spark puts its own ``pyspark.zip`` and py4j on every Python worker's path, and a

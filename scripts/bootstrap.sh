@@ -5,7 +5,8 @@
 #   - chromium + chromium-driver (headless browser for tests/audit/test_report_browser.py) when missing (needs root)
 #   - rabbitmq-server + activemq (the peers of bench/bench_peers.py and tests/bench/test_bench_peers.py) when missing (needs root)
 #   - .venv          : the project + test dependencies (pyspark, pyarrow, fastavro, kazoo, hdfs, crcmod, pytest),
-#                      and the C extension ingest/loader/_cdecode built in place (needs gcc; optional)
+#                      and the C extensions ingest/loader/_cdecode, ingest/records/_crecords built in place
+#                      (need gcc; optional)
 #   - .venv-airflow  : Apache Airflow + Spark provider, kept apart because the provider's
 #                      pyspark-client overwrites pyspark's Python files (see docs/operations.md)
 #   - .venv-py27     : Python 2.7 with the real Kafka 0.7 clients (samsa, brod) for tests/kafka07/
@@ -80,8 +81,9 @@ if ! command -v kcat >/dev/null 2>&1; then
     fi
 fi
 
-# setup.py and the C source: the editable install builds ingest/loader/_cdecode (the compiled Parquet decoder) in place
-stamp() { sha256sum "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT/ingest/loader/_cdecode.c" "$ROOT/scripts/bootstrap.sh" | sha256sum | cut -c1-16; }
+# setup.py and the C sources: the editable install builds ingest/loader/_cdecode (the compiled Parquet decoder) and
+# ingest/records/_crecords (the compiled record reader) in place
+stamp() { sha256sum "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT/ingest/loader/_cdecode.c" "$ROOT/ingest/records/_crecords.c" "$ROOT/scripts/bootstrap.sh" | sha256sum | cut -c1-16; }
 STAMP=$(stamp)
 
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.stamp 2>/dev/null)" != "$STAMP" ]; then

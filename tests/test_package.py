@@ -83,8 +83,10 @@ def test_the_artifact_holds_the_code_not_a_finder_pointing_at_the_checkout(artif
     with zipfile.ZipFile(wheel) as z:
         in_wheel = {n: z.read(n) for n in z.namelist() if n.endswith(".py")}
         assert not [n for n in z.namelist() if n.endswith(".pth") or "__editable__" in n]
-        # the compiled column decoder, built from ingest/loader/_cdecode.c: the wheel is this platform's
+        # the compiled column decoder and record reader (ingest/loader/_cdecode.c, ingest/records/_crecords.c):
+        # the wheel is this platform's
         assert [n for n in z.namelist() if re.fullmatch(r"ingest/loader/_cdecode\..*\.so", n)], z.namelist()
+        assert [n for n in z.namelist() if re.fullmatch(r"ingest/records/_crecords\..*\.so", n)], z.namelist()
     assert re.fullmatch(r"ingest-0\.1\.0-cp\d+-cp\d+-linux_\w+\.whl", wheel.name), wheel.name
     assert in_wheel == expected  # every module, byte for byte, and nothing stale
 
