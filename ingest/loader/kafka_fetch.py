@@ -23,12 +23,14 @@ change: an answer without records before ``end`` is retried (doubling back-off) 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Iterator
 
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CorruptRecordError, InvalidMessageError, OffsetOutOfRangeError, RecordTooLargeError
 from ingest.loader.fetch import Corrupt
+from ingest.records.compiled_records import RecordColumns, read_columns
 from ingest.records.record import iter_records
 from ingest.records.validation import check_batch
 
@@ -50,9 +52,50 @@ class KafkaMessage:
         return self.offset + 1
 
 
+class KafkaBatch:
+    """The records of one batch with ``start <= offset < end``, as columns
+    (:class:`~ingest.records.compiled_records.RecordColumns`): the loader's batch path; :meth:`message`
+    gives one record as a :class:`KafkaMessage` for the per-message path."""
+
+    __slots__ = ("offsets", "timestamps", "keys", "values", "headers")
+
+    def __init__(self, columns: RecordColumns, lo: int, hi: int) -> None:
+        whole = lo == 0 and hi == len(columns.offsets)
+        cut = (lambda c: c) if whole else (lambda c: c[lo:hi])
+        self.offsets, self.timestamps = cut(columns.offsets), cut(columns.timestamps)
+        self.keys, self.values = cut(columns.keys), cut(columns.values)
+        self.headers = None if columns.headers is None else cut(columns.headers)
+
+    @property
+    def offset(self) -> int:
+        return self.offsets[0]
+
+    @property
+    def next_offset(self) -> int:
+        return self.offsets[-1] + 1
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def count_before(self, boundary: int) -> int:
+        """How many of the records lie before offset ``boundary``."""
+        return bisect_left(self.offsets, boundary)
+
+    def message(self, i: int) -> KafkaMessage:
+        return KafkaMessage(self.offsets[i], self.values[i], self.keys[i],
+                            () if self.headers is None else self.headers[i], self.timestamps[i])
+
+    def messages(self) -> Iterator[KafkaMessage]:
+        return map(self.message, range(len(self.offsets)))
+
+
 def iter_kafka_range(fetcher, topic: str, partition: int, start: int, end: int, *, wait_s: float = 0.0,
-                     clock: Clock = SYSTEM_CLOCK) -> Iterator[KafkaMessage | Corrupt]:
+                     clock: Clock = SYSTEM_CLOCK, batches: bool = False) -> Iterator[KafkaMessage | KafkaBatch | Corrupt]:
     """Every record with ``start <= offset < end`` in order; a damaged batch as :class:`Corrupt`.
+
+    With ``batches``, a batch whose records the compiled reader reads
+    (:func:`~ingest.records.compiled_records.read_columns`) comes as one :class:`KafkaBatch` of its
+    records in the range; any other batch record by record, as without it.
 
     Raises:
         OffsetOutOfRangeError: the log starts after ``start`` (retention moved it during the run), or
@@ -72,7 +115,8 @@ def iter_kafka_range(fetcher, topic: str, partition: int, start: int, end: int, 
                 return
             try:
                 check_batch(data, pos, pos + h.size)
-                records = [] if h.is_control else list(iter_records(data, pos))
+                columns = read_columns(data, pos) if batches and not h.is_control else None
+                records = [] if h.is_control or columns is not None else list(iter_records(data, pos))
             except (CorruptRecordError, InvalidMessageError, RecordTooLargeError) as exc:
                 if not offset < h.next_offset <= end:
                     raise InvalidMessageError(
@@ -85,6 +129,12 @@ def iter_kafka_range(fetcher, topic: str, partition: int, start: int, end: int, 
                               f"record batch [{h.base_offset}, {h.next_offset}): {exc}")
                 offset, moved = h.next_offset, True
                 continue
+            if columns is not None:
+                lo, hi = bisect_left(columns.offsets, offset), bisect_left(columns.offsets, end)
+                if lo < hi:
+                    yield KafkaBatch(columns, lo, hi)
+                if hi < len(columns.offsets):
+                    return
             for r in records:
                 if r.offset < offset:
                     continue

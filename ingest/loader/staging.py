@@ -15,9 +15,10 @@ hour boundary, a time outside the calendar) goes through the per-message path,
 which has the precise errors and quarantine reasons; both paths give the same
 rows in the same order (tests/loader/test_staging_chunks.py).
 
-A Kafka-format topic's records (:class:`~ingest.loader.kafka_fetch.KafkaMessage`) take the
-per-message path; each row gets the record's key, headers, timestamp, partition and offset as the
-reserved columns of
+A Kafka-format topic's batches (:class:`~ingest.loader.kafka_fetch.KafkaBatch`) take the bulk path to
+Parquet (the values through the column decoder, the record columns as whole arrays); single records
+(:class:`~ingest.loader.kafka_fetch.KafkaMessage`) take the per-message path. Each row gets the
+record's key, headers, timestamp, partition and offset as the reserved columns of
 :mod:`ingest.loader.record_columns`, and an event without the product's ``header`` is bucketed by
 the record's timestamp.
 """
@@ -35,6 +36,7 @@ from ingest.errors import EventDecodeError, SchemaError
 from ingest.events.envelope import PREFIX_SIZE
 from ingest.loader import layout, record_columns
 from ingest.loader.fetch import Corrupt, Damaged
+from ingest.loader.kafka_fetch import KafkaBatch
 from ingest.loader.quarantine import QuarantinedMessage
 from ingest.records.message_batch import MessageBatch
 
@@ -215,6 +217,37 @@ class _Stager:
         first = c.base_offset + b[i] if hs else c.offsets[i]
         self.put_many(hour_index, schema_id, row_layout, payloads[0], first, columns, len(payloads), bodies, lo, hi)
 
+    def kafka_batch(self, kb: KafkaBatch) -> None:
+        """The records of one Kafka-format batch: to Parquet, the values through the column decoder and
+        the record columns as whole arrays (:mod:`ingest.loader.record_arrays`); records one by one for
+        Avro, for the first records of a schema (the per-message path learns its decoder), and for any
+        batch the bulk path refuses (the per-message path then decides, with the precise errors)."""
+        fast, values = self.fast, kb.values
+        n = len(values)
+        i = 0
+        if not self.raw:
+            while i < n and fast.get(values[i][:PREFIX_SIZE]) is None:
+                self.one(kb.message(i))
+                i += 1
+        if self.raw or i == n:
+            for j in range(i, n):
+                self.one(kb.message(j))
+            return
+        row_layout, schema_id = fast[values[i][:PREFIX_SIZE]]
+        payloads = values if i == 0 else values[i:]
+        try:
+            from ingest.loader.record_arrays import record_arrays  # deferred: pyarrow (tasks only)
+            from ingest.loader.writers import column_arrays
+
+            columns = row_layout.decode_columns(payloads)   # refuses other framing, so one schema id
+            lo, hi, hour_index = self.hour_of(columns[row_layout.time_index])
+            arrays = column_arrays(row_layout, columns) + record_arrays(kb, i, self.task.partition)
+        except Exception:  # noqa: BLE001 - the per-message path decides, with the precise errors
+            for j in range(i, n):
+                self.one(kb.message(j))
+            return
+        self.put_many(hour_index, schema_id, row_layout, payloads[0], kb.offsets[i], arrays, n - i, None, lo, hi)
+
     def hour_of(self, times: list) -> tuple[int, int, int]:
         """(min time, max time, hour index) of the event times of rows in one hour; raises otherwise."""
         lo, hi = min(times), max(times)
@@ -263,6 +296,8 @@ def stage_messages(items: Iterable, task: TaskRange, settings, storage: Storage,
             cls = item.__class__
             if cls is MessageBatch:
                 stager.batch(item)
+            elif cls is KafkaBatch:
+                stager.kafka_batch(item)
             elif cls is Corrupt:
                 staged.corrupt_offsets.append(item.offset)
                 staged.quarantine.append(_quarantined(task, item.offset, item.next_offset, item.raw, item.reason))

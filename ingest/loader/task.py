@@ -30,7 +30,7 @@ from ingest.loader import layout
 from ingest.loader.config import LOADER_CONFIG
 from ingest.loader.faults import Faults
 from ingest.loader.fetch import Damaged, iter_range
-from ingest.loader.kafka_fetch import iter_kafka_range
+from ingest.loader.kafka_fetch import KafkaBatch, iter_kafka_range
 from ingest.loader.quarantine import QUARANTINE_FORMAT, quarantine_file_bytes
 from ingest.loader.results import DATA, QUARANTINE, StagedFile, TaskOutcome, TaskSummary
 from ingest.loader.staging import Staged, stage_messages  # noqa: F401 - stage_messages: a phase tests call
@@ -144,13 +144,14 @@ def read_range(consumer, task: TaskRange, settings: TaskSettings, *, chunks: boo
     then the task fails (the run commits nothing; the next run plans again). Nothing above the
     high watermark is ever read.
 
-    A Kafka-format partition (``task.kafka``; ``consumer`` a KafkaFetcher) is read record by record
-    (:func:`~ingest.loader.kafka_fetch.iter_kafka_range`); ``chunks`` does not apply.
+    A Kafka-format partition (``task.kafka``; ``consumer`` a KafkaFetcher) is read by
+    :func:`~ingest.loader.kafka_fetch.iter_kafka_range`; with ``chunks`` a batch the compiled record reader
+    reads comes as one :class:`~ingest.loader.kafka_fetch.KafkaBatch`.
     """
     fetch = settings.fetch
     if task.kafka:
         return iter_kafka_range(consumer, task.topic, task.partition, task.start, task.end,
-                                wait_s=fetch.leader_wait_s)
+                                wait_s=fetch.leader_wait_s, batches=chunks)
     return iter_range(consumer, task.topic, task.partition, task.start, task.end,
                       fetch_size=fetch.fetch_size, max_fetch_size=fetch.max_fetch_size,
                       wait_s=fetch.leader_wait_s if task.replicated else 0.0, chunks=chunks)
@@ -164,7 +165,7 @@ def counted_before_chunks(items: Iterable, boundary: int, counter: list[int]) ->
     for item in it:
         yield item
         cls = item.__class__
-        if cls is MessageBatch:
+        if cls is MessageBatch or cls is KafkaBatch:
             n = item.count_before(boundary)
             counter[0] += n
             if n < len(item):

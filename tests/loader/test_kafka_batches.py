@@ -1,0 +1,113 @@
+"""The batch path of a Kafka-format task (ingest.loader.staging ``kafka_batch``: the values of a whole
+record batch through the column decoder, the record columns as whole arrays) against the per-message
+path: the same files (rows, schema, order), quarantine, counters and event times.
+
+Input: real record batches from a broker's Kafka listener, written by confluent-kafka with every codec:
+product events (nested header, unions, enums) with and without keys and headers, null values,
+undecodable values, events of two schemas, event times across an hour boundary; read from offset 0 and
+from the middle of a batch. The per-message path is ``iter_kafka_range(batches=False)`` fed to
+``stage_messages``; the batch path is ``batches=True``.
+"""
+from __future__ import annotations
+
+import io
+import random
+
+import pyarrow.parquet as pq
+import pytest
+
+from ingest.client.kafka.fetcher import KafkaFetcher
+from ingest.events.schemas import CLICK, PAGE_VIEW
+from ingest.loader import staging, task as task_mod
+from ingest.loader.kafka_fetch import KafkaBatch, iter_kafka_range
+from ingest.loader.plan import TaskRange
+from ingest.loader.task import Staged, TaskSettings, close_data_files, stage_messages
+from ingest.records import compiled_records
+from ingest.storage import open_storage
+from tests.harness.brokers import broker_cluster, stop_all
+from tests.loader.test_staging_chunks import HOUR, T0, _payloads
+
+pytestmark = [pytest.mark.processes,
+              pytest.mark.skipif(not compiled_records.available(), reason="ingest.records._crecords is not built")]
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+N = 300
+
+
+@pytest.fixture(scope="module")
+def kafka_broker(tmp_path_factory):
+    brokers = broker_cluster(tmp_path_factory, n=1, num_partitions=1)
+    yield brokers[0]
+    stop_all(brokers)
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes | None], codec: str) -> None:
+    from confluent_kafka import Producer
+
+    rng = random.Random(topic)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "compression.type": codec, "linger.ms": 50,
+                  "batch.num.messages": 100})
+    for i, v in enumerate(values):
+        key = None if i % 3 == 0 else b"k%d" % (i % 11)
+        headers = [("trace", b"t%d" % i), ("none", None)] if rng.random() < 0.2 else None
+        p.produce(topic, value=v, key=key, headers=headers, partition=0, timestamp=T0 + i)
+    assert p.flush(30) == 0
+
+
+def _values(registry_url) -> list[bytes | None]:
+    rng = random.Random(30)
+    times = [T0 + HOUR - 1_000 + 11 * i for i in range(N)]        # crosses an hour boundary
+    good = _payloads(registry_url, PAGE_VIEW, times[:200], 5) + _payloads(registry_url, CLICK, times[200:], 6)
+    out: list[bytes | None] = []
+    for i, p in enumerate(good):   # spoiled values in the first records only: a batch holding one goes
+        r = rng.random() if i < 100 else 1.0           # the per-message way whole, as a 0.7 chunk does
+        out.append(None if r < 0.04 else p[:len(p) // 2] if r < 0.1 else p)
+    return out
+
+
+def _stage(bootstrap, topic, registry_url, tmp_path, batches: bool, start: int):
+    tag = f"{topic}-{batches}-{start}"
+    task = TaskRange(topic, 0, 0, "127.0.0.1", 9, kind="kafka", task_id=0, start=start, end=N)
+    settings = TaskSettings(destination=str(tmp_path / tag), run_id="r", format="parquet", registry_url=registry_url)
+    storage = open_storage(str(tmp_path / tag))
+    with KafkaFetcher(bootstrap_servers=bootstrap) as fetcher:
+        items = list(iter_kafka_range(fetcher, topic, 0, start, N, batches=batches))
+    staged = stage_messages(items, task, settings, storage, task_mod.new_decoder(settings),
+                            Staged(task_mod.stage_dir("r", task, 0)))
+    files = close_data_files(staged, task, 0, "parquet", storage)
+    out = []
+    for f in files:
+        table = pq.read_table(io.BytesIO(storage.read_bytes(storage.join(f.staging))))
+        out.append((f.dt, f.hour, f.schema_id, f.rows, f.min_time_ms, f.max_time_ms, table.schema, table.to_pylist()))
+    quarantine = [(q.offset, q.next_offset, q.reason, q.payload) for q in staged.quarantine]
+    return (out, quarantine, staged.messages, staged.last_time_ms), items
+
+
+@pytest.fixture
+def per_message_calls(monkeypatch):
+    calls = [0]
+    one = staging._Stager.one
+
+    def counted(self, item):
+        calls[0] += 1
+        return one(self, item)
+
+    monkeypatch.setattr(staging._Stager, "one", counted)
+    return calls
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_the_batch_path_loads_what_the_per_message_path_loads(kafka_broker, registry_url, tmp_path, codec,
+                                                             per_message_calls):
+    bootstrap = f"127.0.0.1:{kafka_broker.kafka_port}"
+    topic = f"kbatch-{codec}"
+    _produce(bootstrap, topic, _values(registry_url), codec)
+    for start in (0, 137):                       # 137: inside a batch, whose records before it are skipped
+        expected, _ = _stage(bootstrap, topic, registry_url, tmp_path, False, start)
+        per_message = per_message_calls[0]
+        got, items = _stage(bootstrap, topic, registry_url, tmp_path, True, start)
+        assert got == expected
+        assert got[2] + len(got[1]) == N - start                    # every record loaded or quarantined
+        assert bool(got[1]) == (start == 0)                         # the spoiled values lie before 100
+        assert any(type(i) is KafkaBatch for i in items)
+        assert per_message_calls[0] - per_message < (N - start) // 2   # most rows took the batch path
