@@ -19,6 +19,7 @@ from tests.client.test_topics_admin import _run
 from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.wait import wait_until
+from tests.mirror.kafka_records import end_or_none, produce_tagged
 from tests.mirror.mirror_procs import MirrorProcess
 from tests.mirror.mirror_setup import chroot
 from tests.mirror.test_mirror_kafka_kills import _bootstrap, batches
@@ -26,28 +27,6 @@ from tests.mirror.test_mirror_kafka_kills import _bootstrap, batches
 pytestmark = pytest.mark.processes
 
 TOPIC = "kgrow"
-
-
-def _produce(bootstrap: str, partitions: range, tag: str) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    errors: list = []
-    for part in partitions:
-        for i in range(5):
-            p.produce(TOPIC, value=f"{tag}-{part}-{i}".encode(), key=f"k{i}".encode(), partition=part,
-                      on_delivery=lambda err, _m: errors.append(err) if err else None)
-    assert p.flush(60) == 0 and not errors, errors[:3]
-
-
-def _end(bootstrap: str, partition: int) -> int | None:
-    from ingest.client.kafka.fetcher import KafkaFetcher
-
-    try:
-        with KafkaFetcher(bootstrap_servers=bootstrap, request_timeout_ms=3000) as f:
-            return f.latest(TOPIC, partition)
-    except Exception:  # noqa: BLE001 - the target partition may not exist yet
-        return None
 
 
 def test_a_source_topic_that_grows_grows_the_target_and_stays_one_to_one(zookeeper, broker_factory,  # noqa: F811
@@ -67,10 +46,10 @@ def test_a_source_topic_that_grows_grows_the_target_and_stays_one_to_one(zookeep
     try:
         for p in range(2):
             r.wait_for_leader_state(szk, TOPIC, p)
-        _produce(_bootstrap(dc1), range(2), "before")
+        produce_tagged(_bootstrap(dc1), TOPIC, range(2), "before")
         mirror.start()
         wait_until(lambda: tzk.exists(znodes.topic_dir(TOPIC)) and
-                   all(_end(kafka_bootstrap(tzk), p) == 5 for p in range(2)), timeout=60,
+                   all(end_or_none(kafka_bootstrap(tzk), TOPIC, p) == 5 for p in range(2)), timeout=60,
                    what="the first 2 partitions mirrored")
         assert len(znodes.parse_assignment(tzk.get(znodes.topic_dir(TOPIC))[0])) == 3   # 2 + 1 spare
 
@@ -78,10 +57,10 @@ def test_a_source_topic_that_grows_grows_the_target_and_stays_one_to_one(zookeep
         assert res.returncode == 0, res.stderr
         for p in range(2, 5):
             r.wait_for_leader_state(szk, TOPIC, p)
-        _produce(_bootstrap(dc1), range(5), "after")
+        produce_tagged(_bootstrap(dc1), TOPIC, range(5), "after")
 
         target_at = kafka_bootstrap(tzk)
-        wait_until(lambda: all(_end(target_at, p) == (10 if p < 2 else 5) for p in range(5)), timeout=90,
+        wait_until(lambda: all(end_or_none(target_at, TOPIC, p) == (10 if p < 2 else 5) for p in range(5)), timeout=90,
                    what="the 5 source partitions mirrored to target partitions 0..4")
         for p in range(5):
             assert batches(target_at, TOPIC, p) == batches(_bootstrap(dc1), TOPIC, p), f"target partition {p}"

@@ -23,6 +23,7 @@ from tests.harness import replicated as r
 from tests.harness.brokers import broker_factory  # noqa: F401  (pytest fixture)
 from tests.harness.replication_topics import create_replicated_topic, metadata_of, produce_acked
 from tests.harness.wait import wait_until
+from tests.mirror.kafka_records import end_or_none, produce_tagged
 from tests.mirror.mirror_procs import MirrorProcess
 from tests.mirror.mirror_setup import TargetCluster, chroot, read_partition
 from tests.mirror.test_mirror_kafka_kills import _bootstrap, batches
@@ -33,31 +34,9 @@ pytestmark = pytest.mark.processes
 KTOPIC, OTOPIC = "kmoved", "omoved"
 
 
-def _produce_kafka(bootstrap: str, tag: str) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    errors: list = []
-    for part in (0, 1):
-        for i in range(5):
-            p.produce(KTOPIC, value=f"{tag}-{part}-{i}".encode(), key=f"k{i}".encode(), partition=part,
-                      on_delivery=lambda err, _m: errors.append(err) if err else None)
-    assert p.flush(60) == 0 and not errors, errors[:3]
-
-
 def _produce_07(md, tag: str) -> None:
     for part in (0, 1):
         produce_acked(md, OTOPIC, part, [f"{tag}-{part}-{i}".encode() for i in range(5)])
-
-
-def _kafka_end(bootstrap: str, partition: int) -> int | None:
-    from ingest.client.kafka.fetcher import KafkaFetcher
-
-    try:
-        with KafkaFetcher(bootstrap_servers=bootstrap, request_timeout_ms=3000) as f:
-            return f.latest(KTOPIC, partition)
-    except Exception:  # noqa: BLE001 - the target partition may not exist yet
-        return None
 
 
 def _mapped(tzk, topic: str) -> list[tuple[int, int, int | None]]:
@@ -87,7 +66,7 @@ def test_a_moved_first_replica_goes_on_in_its_target_partition_exactly_once(zook
                 r.wait_for_leader_state(szk, topic, p)
         md = metadata_of(source)
         src_bootstrap = ",".join(_bootstrap(b) for b in source)
-        _produce_kafka(src_bootstrap, "before")
+        produce_tagged(src_bootstrap, KTOPIC, (0, 1), "before")
         _produce_07(md, "before")
         mirror.start()
 
@@ -97,7 +76,7 @@ def test_a_moved_first_replica_goes_on_in_its_target_partition_exactly_once(zook
 
         def mirrored() -> bool:
             at = kafka_bootstrap(tzk)
-            return (all(_kafka_end(at, p) == _kafka_end(src_bootstrap, p) for p in (0, 1))
+            return (all(end_or_none(at, KTOPIC, p) == end_or_none(src_bootstrap, KTOPIC, p) for p in (0, 1))
                     and all(target.end(OTOPIC, p) == len(source_07(p)) for p in (0, 1)))
 
         wait_until(mirrored, timeout=90, what="both topics mirrored before the move")
@@ -109,7 +88,7 @@ def test_a_moved_first_replica_goes_on_in_its_target_partition_exactly_once(zook
         for topic in (KTOPIC, OTOPIC):
             assert znodes.parse_assignment(szk.get(znodes.topic_dir(topic))[0]) == {0: (1,), 1: (1,)}
             r.wait_for_leader_state(szk, topic, 0, among=[1])
-        _produce_kafka(src_bootstrap, "after")
+        produce_tagged(src_bootstrap, KTOPIC, (0, 1), "after")
         _produce_07(md, "after")
 
         wait_until(lambda: all((1, 0, 0) in _mapped(tzk, t) for t in (KTOPIC, OTOPIC)) and mirrored(), timeout=120,
@@ -118,7 +97,7 @@ def test_a_moved_first_replica_goes_on_in_its_target_partition_exactly_once(zook
         for p in (0, 1):
             assert batches(at, KTOPIC, p) == batches(src_bootstrap, KTOPIC, p), f"{KTOPIC} target partition {p}"
             assert target.read(OTOPIC, p) == source_07(p), f"{OTOPIC} target partition {p}"
-        for topic, end in ((KTOPIC, lambda p: _kafka_end(at, p)), (OTOPIC, lambda p: target.end(OTOPIC, p))):
+        for topic, end in ((KTOPIC, lambda p: end_or_none(at, KTOPIC, p)), (OTOPIC, lambda p: target.end(OTOPIC, p))):
             assert _mapped(tzk, topic) == [(0, 0, 0), (1, 0, 0), (1, 1, 1)]
             assert len(znodes.parse_assignment(tzk.get(znodes.topic_dir(topic))[0])) == 4, topic   # 2 + 2 spare
             assert [end(p) for p in (2, 3)] == [0, 0], f"{topic}: a spare target partition was used"
