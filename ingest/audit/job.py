@@ -358,8 +358,12 @@ def run_audit(
             candidates=candidates, tiered_topics=tiered_topics, broker=monitoring_events.aggregate(broker_snapshots),
         )
         with _step("missing-id samples", timings):
-            samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
-                                             config["sample.size"])
+            requests = reconcile.sample_requests(rows, per_window)
+            samples = {}
+            if requests and config["sample.size"] > 0:
+                loaded_seqs = inputs.read_session_seqs(spark, data_files, counts.sample_bounds(requests))
+                samples = counts.missing_samples(spark, loaded_seqs, requests, config["sample.size"],
+                                                 driver_max_ids=config["sample.driver.max.ids"])
     reconcile.attach_samples(rows, samples)
     nothing_judged = verdict.nothing_judged_reason(
         rows, range_start_ms=lo, range_end_ms=hi, window_ms=window_ms, grace_ms=config["grace.ms"], now_ms=now,
