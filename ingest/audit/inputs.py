@@ -222,6 +222,8 @@ SESSION_PREDICATES_MAX = 64
 def read_session_seqs(spark, files: Sequence[LoadedFile], bounds: dict[str, tuple[int, int]]):
     """DataFrame ``session, seq`` of the records in ``files`` whose session is in ``bounds``, seq within its bounds.
 
+    Past SESSION_PREDICATES_MAX sessions the seq bounds are the lowest and highest of all sessions (a
+    superset, enough for the missing-id sample, which looks up seqs of its ranges only).
     For the missing-id sample, which needs neither topic nor time: no topic join, two columns.
     For Parquet the same condition is also put on the files' own nested columns
     (``header.session``, ``header.seq``, or a null session for headerless rows), which Spark
