@@ -12,7 +12,9 @@ local[2] SparkSession:
 - the audit: ``ingest.audit.job.run_audit`` (state, monitoring, distinct counts,
   reconciliation, missing-id samples for one lossy window, revision written).
 
-Prints seconds, messages/s and the ratio audit / reference.
+Prints seconds, messages/s and the ratio audit / reference, and the CPU seconds each took in this
+process and the driver JVM (local[2]'s tasks run there): other load on a shared machine stretches
+wall time, not the work done.
 
 ``--jit`` names the driver JVM's JIT per measurement: ``default`` (tiered, C1 and C2, what
 spark-submit starts without options) or ``c1`` (``-XX:TieredStopAtLevel=1``, the option
@@ -159,12 +161,15 @@ def compare(args) -> None:
         shutil.rmtree(root.parent, ignore_errors=True)
     print(f"\nmedian of {args.repeat} run(s), {n:,} ids, seconds; load average at end "
           f"{open('/proc/loadavg').read().split()[:3]}")
-    print(f"{'variant':<12}{'reference':>11}{'audit':>9}{'ratio':>8}")
+    print(f"{'variant':<12}{'reference':>11}{'audit':>9}{'ratio':>8}{'CPU ref':>9}{'CPU audit':>11}{'CPU ratio':>11}")
     for name, runs in results.items():
         ref = statistics.median(r["reference"] for r in runs)
         aud = statistics.median(r["audit"] for r in runs)
         ratio = statistics.median(r["audit"] / r["reference"] for r in runs)
-        print(f"{name:<12}{ref:>11.2f}{aud:>9.2f}{ratio:>7.2f}x")
+        cref = statistics.median(r["reference_cpu"] for r in runs)
+        caud = statistics.median(r["audit_cpu"] for r in runs)
+        cratio = statistics.median(r["audit_cpu"] / r["reference_cpu"] for r in runs)
+        print(f"{name:<12}{ref:>11.2f}{aud:>9.2f}{ratio:>7.2f}x{cref:>9.2f}{caud:>11.2f}{cratio:>10.2f}x")
     samples = {json.dumps(r["sample"]) for runs in results.values() for r in runs}
     if len(samples) != 1:
         raise RuntimeError(f"the runs' missing-id samples differ: {sorted(samples)}")
@@ -190,7 +195,8 @@ def _alternate(args, root: Path, variants: list[tuple], results: dict[str, list[
             res = json.loads(r.stdout.strip().splitlines()[-1])
             results[name].append(res)
             print(f"  {name} run {i + 1}: reference {res['reference']:.2f} s, audit {res['audit']:.2f} s, "
-                  f"ratio {res['audit'] / res['reference']:.2f}x; steps {res['steps']}; "
+                  f"ratio {res['audit'] / res['reference']:.2f}x; CPU s reference {res['reference_cpu']:.2f}, "
+                  f"audit {res['audit_cpu']:.2f} ({res['audit_cpu'] / res['reference_cpu']:.2f}x); steps {res['steps']}; "
                   f"load {open('/proc/loadavg').read().split()[:3]}", flush=True)
 
 
@@ -243,11 +249,20 @@ def main() -> None:
     def audit():
         return run_audit(spark, cfg, clock=FakeClock(T0 + 7 * W), from_ms=T0, to_ms=T0 + 6 * W, write_history=False)
 
-    results = {}
+    jvm_stat = Path(f"/proc/{spark._jvm.java.lang.ProcessHandle.current().pid()}/stat")
+
+    def cpu_s() -> float:
+        """CPU seconds of this process and the driver JVM (where local[2]'s tasks run): a shared machine's
+        other load changes wall time but not the work done."""
+        fields = jvm_stat.read_text().rsplit(")", 1)[1].split()
+        return time.process_time() + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    results, cpu = {}, {}
     for name, fn in (("reference", reference), ("audit", audit), ("reference", reference), ("audit", audit)):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_s()
         out = fn()
         results[name] = time.perf_counter() - t  # second (warm) run wins
+        cpu[name] = cpu_s() - c
         if name == "audit":
             loss = [r for r in out.rows if r["missing"]]
             assert len(loss) == 1 and loss[0]["missing"] == 5, out.rows
@@ -256,13 +271,15 @@ def main() -> None:
             steps = out.inputs["step_seconds"]
     ref, aud = results["reference"], results["audit"]
     if args.child:
-        print(json.dumps({"reference": ref, "audit": aud, "steps": steps, "sample": sample}))
+        print(json.dumps({"reference": ref, "audit": aud, "steps": steps, "sample": sample,
+                          "reference_cpu": cpu["reference"], "audit_cpu": cpu["audit"]}))
         spark.stop()
         return
     print("audit steps (s): " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()))
     print(f"reference distinct count per window: {ref:6.2f} s  {n / ref:>12,.0f} ids/s")
     print(f"audit (all steps):                   {aud:6.2f} s  {n / aud:>12,.0f} ids/s")
-    print(f"ratio audit / reference: {aud / ref:.2f}x")
+    print(f"ratio audit / reference: {aud / ref:.2f}x; CPU s (driver + JVM): reference {cpu['reference']:.2f}, "
+          f"audit {cpu['audit']:.2f}, ratio {cpu['audit'] / cpu['reference']:.2f}x")
     spark.stop()
 
 

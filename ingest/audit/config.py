@@ -52,6 +52,10 @@ AUDIT_CONFIG = ConfigDef(
         Key("topics.blacklist", Regex(), "", "regex of topics not to audit"),
         Key("report.by.producer", Bool(), False, "also write one row per topic, window and producer server"),
         Key("sample.size", Int(0, 10_000), 20, "missing message ids listed per problem window"),
+        Key("sample.driver.max.ids", Int(0, 100_000_000), 1_000_000,
+            "when the lossy windows' seq ranges hold at most this many ids in all, the missing-id sample collects"
+            " their sessions' loaded seqs to the driver and takes the missing ones there (one scan, no shuffle);"
+            " larger ones are anti-joined in Spark; 0: always in Spark"),
         Key("producer.failures.are.loss", Bool(), True,
             "judge messages a producer attempted but could not deliver (count_failed, never loaded) as DATA_LOSS"),
         Key("retention.estimate.slack", Float(0.0, 10.0), 0.0,

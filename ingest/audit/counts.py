@@ -12,6 +12,7 @@ in a separate per-topic bucket instead of being dropped.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 from dataclasses import dataclass
 from typing import Sequence
@@ -124,24 +125,108 @@ def _missing_seqs(spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]
     return expected.join(loaded, ["session", "seq"], "left_anti")
 
 
+def _expanded(seq_min: int, seq_max: int) -> tuple[int, int]:
+    """Lowest and highest seq :func:`_missing_seqs` expands a range to (``sequence`` from ``seq_min`` on)."""
+    last = min(seq_max, seq_min + SAMPLE_RANGE_CAP - 1)
+    return min(seq_min, last), max(seq_min, last)
+
+
+def sample_bounds(ranges: Sequence[tuple[str, int, str, int, int]]) -> dict[str, tuple[int, int]]:
+    """Per session, the lowest and highest seq any of its ranges expands to: what the sample reads."""
+    out: dict[str, tuple[int, int]] = {}
+    for _, _, session, seq_min, seq_max in ranges:
+        lo, hi = _expanded(seq_min, seq_max)
+        if session in out:
+            lo, hi = min(lo, out[session][0]), max(hi, out[session][1])
+        out[session] = (lo, hi)
+    return out
+
+
+def expected_ids(ranges: Sequence[tuple[str, int, str, int, int]]) -> int:
+    """How many seqs the ranges expand to (the size of the sample's search)."""
+    return sum(hi - lo + 1 for lo, hi in (_expanded(r[3], r[4]) for r in ranges))
+
+
 def missing_samples(
-    spark, ids_df, ranges: Sequence[tuple[str, int, str, int, int]], sample_size: int,
+    spark, loaded_df, ranges: Sequence[tuple[str, int, str, int, int]], sample_size: int, *,
+    driver_max_ids: int = 0,
 ) -> dict[tuple[str, int], list[str]]:
     """Up to ``sample_size`` missing ids per (topic, window).
 
     Args:
+        loaded_df: loaded ids, at least columns ``session, seq`` (every topic's: a seq loaded
+            in any topic is not missing), e.g. ``inputs.read_session_seqs`` of :func:`sample_bounds`.
         ranges: ``(topic, window_start_ms, session, seq_min, seq_max)`` from the
-            window's monitoring; every seq in the range that was loaded in no
-            topic at all is missing (seq counts per session across topics).
+            window's monitoring; every seq in the range that was loaded in no topic at all is missing
+            (seq counts per session across topics).
+        driver_max_ids: when the ranges expand to at most this many seqs (:func:`expected_ids`),
+            the loaded seqs of their sessions and bounds are collected and the missing ones taken on
+            the driver (one scan, no shuffle); above it (or 0), an anti-join in Spark.
     Returns:
         ``{(topic, window_start_ms): ["session:seq", ...]}`` sorted by session, seq.
     """
+    if not ranges or sample_size <= 0:
+        return {}
+    expected = expected_ids(ranges)
+    if expected <= driver_max_ids:
+        return _missing_samples_on_driver(loaded_df, ranges, sample_size)
+    log.info("missing-id sample in Spark: the ranges hold %d ids, more than the driver's %d", expected, driver_max_ids)
+    return _missing_samples_in_spark(spark, loaded_df, ranges, sample_size)
+
+
+def _first_missing(loaded: Sequence[int], lo: int, hi: int, limit: int) -> list[int]:
+    """The first ``limit`` seqs of ``[lo, hi]`` not in ``loaded`` (sorted, may repeat and exceed the range)."""
+    out: list[int] = []
+    i, expect = bisect.bisect_left(loaded, lo), lo
+    while expect <= hi and len(out) < limit:
+        if i < len(loaded) and loaded[i] <= hi:
+            v = loaded[i]
+            i += 1
+            if v > expect:
+                out.extend(range(expect, min(v, expect + limit - len(out))))
+            expect = max(expect, v + 1)
+        else:
+            out.extend(range(expect, min(hi + 1, expect + limit - len(out))))
+            break
+    return out
+
+
+def _missing_samples_on_driver(loaded_df, ranges, sample_size: int) -> dict[tuple[str, int], list[str]]:
+    """:func:`missing_samples` from the loaded seqs of the ranges' sessions and bounds, collected through Arrow."""
+    from pyspark.sql import functions as F
+
+    bounds = sample_bounds(ranges)
+    # Nothing beyond the sessions and seq bounds is collected, whatever frame is given.
+    table = loaded_df.where(
+        F.col("session").isin(sorted(bounds))
+        & F.col("seq").between(min(lo for lo, _ in bounds.values()), max(hi for _, hi in bounds.values()))
+    ).select("session", "seq").toArrow().sort_by([("session", "ascending"), ("seq", "ascending")])
+    log.info("missing-id sample on the driver: %d loaded ids of %d sessions", table.num_rows, len(bounds))
+    sessions, seqs = table.column("session").to_pylist(), table.column("seq").to_pylist()
+    loaded: dict[str, list[int]] = {}
+    first = 0
+    for i in range(1, len(sessions) + 1):
+        if i == len(sessions) or sessions[i] != sessions[first]:
+            loaded[sessions[first]] = seqs[first:i]
+            first = i
+    found: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for topic, ws, session, seq_min, seq_max in ranges:
+        lo, hi = _expanded(seq_min, seq_max)
+        missing = _first_missing(loaded.get(session, []), lo, hi, sample_size)
+        found.setdefault((topic, int(ws)), []).extend((session, q) for q in missing)
+    out: dict[tuple[str, int], list[str]] = {}
+    for key in sorted(found):
+        if found[key]:
+            out[key] = [f"{s}:{q}" for s, q in sorted(found[key])[:sample_size]]
+    return out
+
+
+def _missing_samples_in_spark(spark, loaded_df, ranges, sample_size: int) -> dict[tuple[str, int], list[str]]:
+    """:func:`missing_samples` as an anti-join of the expanded ranges with the loaded ids, in Spark."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if not ranges or sample_size <= 0:
-        return {}
-    missing = _missing_seqs(spark, ids_df, ranges)
+    missing = _missing_seqs(spark, loaded_df, ranges)
     w = Window.partitionBy("topic", "window_start_ms").orderBy("session", "seq")
     rows = missing.withColumn("_n", F.row_number().over(w)).where(F.col("_n") <= sample_size).collect()
     # At most sample_size rows per window: sorted here rather than by a global sort in Spark

@@ -19,6 +19,7 @@ fields and types as :func:`read_monitoring`, without a Spark job.
 from __future__ import annotations
 
 import calendar
+import functools
 import logging
 import posixpath
 import re
@@ -212,6 +213,56 @@ def _read_parquet_ids(spark, files: Sequence[LoadedFile]):
         return df.select(F.lit(topics[0]).alias("topic"), "session", "seq", "time", "server")
     names = spark.createDataFrame(sorted(topic_of.items()), "_file string, topic string")
     return df.join(F.broadcast(names), "_file").select("topic", "session", "seq", "time", "server")
+
+
+SESSION_PREDICATES_MAX = 64
+"""Sessions up to which :func:`read_session_seqs` filters each session on its own seq bounds."""
+
+
+def read_session_seqs(spark, files: Sequence[LoadedFile], bounds: dict[str, tuple[int, int]]):
+    """DataFrame ``session, seq`` of the records in ``files`` whose session is in ``bounds``, seq within its bounds.
+
+    Past SESSION_PREDICATES_MAX sessions the seq bounds are the lowest and highest of all sessions (a
+    superset, enough for the missing-id sample, which looks up seqs of its ranges only).
+    For the missing-id sample, which needs neither topic nor time: no topic join, two columns.
+    For Parquet the same condition is also put on the files' own nested columns
+    (``header.session``, ``header.seq``, or a null session for headerless rows), which Spark
+    pushes into the reader: row groups whose statistics exclude every asked session and seq
+    range are skipped instead of decoded. The ``session``/``seq`` columns themselves are
+    expressions (headerless payloads take them from the Kafka position), which no reader can push.
+    """
+    from pyspark.sql import functions as F
+
+    if not bounds:
+        raise ValueError("bounds must name at least one session")
+
+    def wanted(session, seq):
+        if len(bounds) > SESSION_PREDICATES_MAX:  # one IN list and the overall seq bounds: a flat expression
+            return session.isin(sorted(bounds)) & seq.between(min(lo for lo, _ in bounds.values()),
+                                                               max(hi for _, hi in bounds.values()))
+        return functools.reduce(lambda a, b: a | b, [
+            (session == F.lit(s)) & seq.between(lo, hi) for s, (lo, hi) in sorted(bounds.items())])
+
+    frames = []
+    parquet = [f for f in files if f.format == "parquet"]
+    avro = [(f.topic, f.storage_uri, f.path) for f in files if f.format != "parquet"]
+    if parquet:
+        raw = spark.read.schema(IDS_PARQUET_SCHEMA).parquet(*(f.spark_path for f in parquet))
+        raw = raw.where(wanted(F.col("header.session"), F.col("header.seq")) | F.col("header.session").isNull())
+        headerless = F.col("header").isNull() & F.col("_offset").isNotNull()
+        frames.append(raw.select(
+            F.when(headerless, F.concat(F.lit(POSITION_SESSION), F.col("_partition").cast("string")))
+            .otherwise(F.col("header.session").cast("string")).alias("session"),
+            F.when(headerless, F.col("_offset")).otherwise(F.col("header.seq").cast("long")).alias("seq"),
+        ))
+    if avro:
+        frames.append(_read_avro(spark, avro, "ids").select("session", "seq"))
+    if not frames:
+        return spark.createDataFrame([], "session string, seq long")
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out.where(wanted(F.col("session"), F.col("seq")))
 
 
 def read_monitoring(spark, files: Sequence[LoadedFile]):

@@ -8,8 +8,8 @@ Steps of :func:`run_audit`:
    report_seq gaps (``monitoring_events``); the same for the mirror's tier
    counts (``mirror.monitoring.topic``) and the brokers' (``broker.monitoring.topic``),
    and the mirror's lost ranges (``mirror.lost.topic``).
-4. Loaded ids of the hours overlapping the range (plus out-of-range hours):
-   distinct counts per topic window (``counts``, Spark aggregations).
+4. Loaded ids of the audited topics' files of the hours overlapping the range (plus
+   out-of-range hours): distinct counts per topic window (``counts``, Spark aggregations).
 5. Candidate missing seqs inside bounded lost ranges (``counts.gap_atoms``) and
    per-session distinct counts, for exact attribution (``attribution``).
 6. ``reconcile.build_rows``: tiers, statuses, causes, completeness; missing-id samples.
@@ -247,10 +247,13 @@ def _monitoring_in_spark(spark, groups):
         mon_df.unpersist()
 
 
-def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostRange], lo: int, hi: int) -> dict[str, Candidates]:
+def _candidates(spark, ids, every_topics_ids, snapshots, per_window, loaded, lost: list[LostRange], lo: int,
+                hi: int) -> dict[str, Candidates]:
     """Per topic: missing seqs inside bounded lost ranges, and per-session acked - loaded (exact attribution).
 
-    Only windows that miss messages, of topics with a bounded lost range, are looked at.
+    Only windows that miss messages, of topics with a bounded lost range, are looked at. ``ids``: the
+    audited topics' loaded ids; ``every_topics_ids()``: those of every topic read (a seq loaded in any
+    topic is not missing).
     """
     bounded = [g for g in lost if g.bounded]
     topics = {g.topic for g in bounded}
@@ -265,7 +268,8 @@ def _candidates(spark, ids, snapshots, per_window, loaded, lost: list[LostRange]
     if not need:
         return {}
     ranges = [(t, ws, s, lo, hi) for (t, ws) in sorted(need) for s, lo, hi in per_window[(t, ws)].seq_ranges]
-    atoms = counts.gap_atoms(spark, ids, ranges, [(g.ident, g.topic, g.session_bounds) for g in bounded])
+    atoms = counts.gap_atoms(spark, every_topics_ids(), ranges,
+                             [(g.ident, g.topic, g.session_bounds) for g in bounded])
     if not atoms:
         return {}  # no missing seq lies in a bounded gap: nothing for the per-session bound to refine
     per_session = counts.session_distinct(ids, sorted({(t, ws) for t, ws, _ in atoms}))
@@ -332,8 +336,14 @@ def run_audit(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
     )
     with _small_input_sql(spark, data_files):
-        ids = counts.with_windows(inputs.read_ids(spark, data_files), window_ms=window_ms,
-                                  plausible_hi_ms=plausible_hi)
+        # The counts read the audited topics' files only (one topic: no per-file topic join); ids loaded in
+        # any topic, which the attribution's missing seqs need, are read from every file when asked for.
+        audited = set(topics)
+        ids = counts.with_windows(inputs.read_ids(spark, [f for f in data_files if f.topic in audited]),
+                                  window_ms=window_ms, plausible_hi_ms=plausible_hi)
+
+        def every_topics_ids():
+            return inputs.read_ids(spark, data_files)
         with _step("distinct counts", timings):
             loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
         gap_sessions = sorted({g.session for g in gaps})
@@ -348,7 +358,7 @@ def run_audit(
         per_window = monitoring_events.aggregate(snapshots)
         lost = [r for r in state.lost_ranges if r.topic in set(topics)] + [r for r in source_lost if r.topic in set(topics)]
         with _step("attribution candidates", timings):
-            candidates = _candidates(spark, ids, snapshots, per_window, loaded, lost, lo, hi)
+            candidates = _candidates(spark, ids, every_topics_ids, snapshots, per_window, loaded, lost, lo, hi)
         rows = reconcile.build_rows(
             params, per_window, loaded,
             lost_ranges=[g for g in lost if g.tier == "target"], gaps=gaps,
@@ -358,8 +368,12 @@ def run_audit(
             candidates=candidates, tiered_topics=tiered_topics, broker=monitoring_events.aggregate(broker_snapshots),
         )
         with _step("missing-id samples", timings):
-            samples = counts.missing_samples(spark, ids, reconcile.sample_requests(rows, per_window),
-                                             config["sample.size"])
+            requests = reconcile.sample_requests(rows, per_window)
+            samples = {}
+            if requests and config["sample.size"] > 0:
+                loaded_seqs = inputs.read_session_seqs(spark, data_files, counts.sample_bounds(requests))
+                samples = counts.missing_samples(spark, loaded_seqs, requests, config["sample.size"],
+                                                 driver_max_ids=config["sample.driver.max.ids"])
     reconcile.attach_samples(rows, samples)
     nothing_judged = verdict.nothing_judged_reason(
         rows, range_start_ms=lo, range_end_ms=hi, window_ms=window_ms, grace_ms=config["grace.ms"], now_ms=now,
