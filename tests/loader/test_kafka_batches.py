@@ -6,7 +6,8 @@ Input: real record batches from a broker's Kafka listener, written by confluent-
 product events (nested header, unions, enums) with and without keys and headers, null values,
 undecodable values, events of two schemas, event times across an hour boundary; read from offset 0 and
 from the middle of a batch. The per-message path is ``iter_kafka_range(batches=False)`` fed to
-``stage_messages``; the batch path is ``batches=True``.
+``stage_messages``; the batch path is ``batches=True``, with the compiled column decoder and with the
+loader's ``decoder=python`` (the generated Python column decoder).
 """
 from __future__ import annotations
 
@@ -65,10 +66,11 @@ def _values(registry_url) -> list[bytes | None]:
     return out
 
 
-def _stage(bootstrap, topic, registry_url, tmp_path, batches: bool, start: int):
-    tag = f"{topic}-{batches}-{start}"
+def _stage(bootstrap, topic, registry_url, tmp_path, batches: bool, start: int, decoder: str = "compiled"):
+    tag = f"{topic}-{batches}-{start}-{decoder}"
     task = TaskRange(topic, 0, 0, "127.0.0.1", 9, kind="kafka", task_id=0, start=start, end=N)
-    settings = TaskSettings(destination=str(tmp_path / tag), run_id="r", format="parquet", registry_url=registry_url)
+    settings = TaskSettings(destination=str(tmp_path / tag), run_id="r", format="parquet", registry_url=registry_url,
+                            decoder=decoder)
     storage = open_storage(str(tmp_path / tag))
     with KafkaFetcher(bootstrap_servers=bootstrap) as fetcher:
         items = list(iter_kafka_range(fetcher, topic, 0, start, N, batches=batches))
@@ -111,3 +113,23 @@ def test_the_batch_path_loads_what_the_per_message_path_loads(kafka_broker, regi
         assert bool(got[1]) == (start == 0)                         # the spoiled values lie before 100
         assert any(type(i) is KafkaBatch for i in items)
         assert per_message_calls[0] - per_message < (N - start) // 2   # most rows took the batch path
+
+
+@pytest.mark.parametrize("codec", ("none", "lz4"))
+def test_the_python_decoder_on_the_batch_path_loads_the_same_rows(kafka_broker, registry_url, tmp_path, codec,
+                                                                   per_message_calls, monkeypatch):
+    from ingest.loader import cdecode
+
+    bootstrap = f"127.0.0.1:{kafka_broker.kafka_port}"
+    topic = f"kbatch-python-{codec}"
+    _produce(bootstrap, topic, _values(registry_url), codec)
+    for start in (0, 137):
+        expected, _ = _stage(bootstrap, topic, registry_url, tmp_path, False, start)   # compiled, per message
+        per_message = per_message_calls[0]
+        with monkeypatch.context() as m:   # decoder=python: the extension's column decoder is never built
+            m.setattr(cdecode, "compiled_columns", None)
+            got, items = _stage(bootstrap, topic, registry_url, tmp_path, True, start, decoder="python")
+        assert got == expected
+        assert got[2] + len(got[1]) == N - start
+        assert any(type(i) is KafkaBatch for i in items)
+        assert per_message_calls[0] - per_message < (N - start) // 2   # the batch path ran, not only one()
