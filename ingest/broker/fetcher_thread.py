@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any, Callable
 
 from ingest.broker.fetch_state import BACKOFF_S, MAX_BACKOFF_S, PartitionFetchState
 from ingest.broker.thread_names import set_native_name
@@ -161,6 +162,22 @@ class FetcherThread(threading.Thread):
     def _current(self, fp: PartitionFetchState) -> bool:
         """``fp`` is still what this thread follows for its partition (under the lock)."""
         return self._parts.get(fp.key) is fp and not self._halt.is_set()
+
+    def _apply(self, request: str, asked: dict[tuple[str, int], tuple], answers: dict[tuple[str, int], Any],
+               apply: Callable[..., None]) -> None:
+        """Under the lock: each partition of ``asked`` (key -> ``(state, what it was asked with...)``) that this
+        thread still follows takes its own part of the leader's ``answers`` to ``request``
+        (``apply(state, what it was asked with..., answer)``); one the answer leaves out backs off."""
+        with self._lock:
+            for key, (fp, *asked_with) in asked.items():
+                if not self._current(fp):
+                    continue
+                answer = answers.get(key)
+                if answer is None:
+                    log.warning("%s: the leader's %s answer has no %s-%d", self.name, request, *key)
+                    fp.back_off()
+                else:
+                    apply(fp, *asked_with, answer)
 
     # --- what a format defines ---------------------------------------------------------------------
 

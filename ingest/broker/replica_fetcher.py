@@ -104,19 +104,11 @@ class ReplicaFetcherThread(FetcherThread):
                 for fp, _pos in asked.values():
                     fp.back_off()
             return
-        answers = {(a.topic, a.partition): a for a in resp.partitions}
-        with self._lock:
-            for key, (fp, pos) in asked.items():
-                if not self._current(fp):
-                    continue
-                answer = answers.get(key)
-                if answer is None:
-                    log.warning("%s: the leader's REPLICA_FETCHES answer has no %s-%d", self.name, *key)
-                    fp.back_off()
-                elif fp.pos != pos:   # moved meanwhile (it cannot: only this thread moves it)
-                    continue
-                else:
-                    fp.on_answer(answer, self._conn)
+        self._apply("REPLICA_FETCHES", asked, {(a.topic, a.partition): a for a in resp.partitions}, self._answered)
+
+    def _answered(self, fp: FollowedPartition07, pos: int, answer) -> None:
+        if fp.pos == pos:   # else moved meanwhile (it cannot: only this thread moves it)
+            fp.on_answer(answer, self._conn)
 
     def _one_by_one(self, ready: list[FollowedPartition07]) -> None:
         """One REPLICA_FETCH per partition of ``ready`` (a leader without REPLICA_FETCHES); without a long

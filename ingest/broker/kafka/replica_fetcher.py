@@ -25,7 +25,6 @@ Partitions are added and removed while it runs (:class:`~ingest.broker.kafka.fet
 from __future__ import annotations
 
 import itertools
-import logging
 
 from ingest.broker.fetcher_thread import FetcherThread
 from ingest.broker.kafka.followed_partition import FollowedPartition
@@ -36,8 +35,6 @@ from ingest.wire.kafka.fetch import FetchRequest, FetchResponse, FetchTopic
 from ingest.wire.kafka.message import decode_response, encode_request
 from ingest.wire.kafka.offset_for_leader_epoch import (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
                                                        OffsetForLeaderTopic)
-
-log = logging.getLogger(__name__)
 
 FETCH_VERSION = 11
 EPOCH_VERSION = 3
@@ -109,16 +106,7 @@ class ReplicaFetcherThread(FetcherThread):
             OffsetForLeaderTopic(t, tuple(qs)) for t, qs in topics.items()))
         resp = self._exchange(req, EPOCH_VERSION, OffsetForLeaderEpochResponse)
         answers = {(t.topic, r.partition): r for t in resp.topics for r in t.partitions}
-        with self._lock:
-            for key, (fp, epoch, _q) in asked.items():
-                if not self._current(fp):
-                    continue
-                r = answers.get(key)
-                if r is None:
-                    log.warning("%s: the leader's OffsetForLeaderEpoch answer has no %s-%d", self.name, *key)
-                    fp.back_off()
-                else:
-                    fp.on_epoch_answer(epoch, r)
+        self._apply("OffsetForLeaderEpoch", asked, answers, lambda fp, epoch, _q, r: fp.on_epoch_answer(epoch, r))
 
     def _copy(self, parts: list[FollowedPartition]) -> None:
         """One Fetch request for ``parts``; each applies its own answer."""
@@ -137,17 +125,13 @@ class ReplicaFetcherThread(FetcherThread):
                            topics=tuple(FetchTopic(t, tuple(qs)) for t, qs in topics.items()))
         resp = self._exchange(req, FETCH_VERSION, FetchResponse)
         answers = {(t.topic, p.partition_index): p for t in resp.responses for p in t.partitions}
-        with self._lock:
-            for key, (fp, pos) in asked.items():
-                if not self._current(fp):
-                    continue
-                answer = answers.get(key)
-                if answer is None:
-                    log.warning("%s: the leader's Fetch answer has no %s-%d", self.name, *key)
-                    fp.back_off()
-                elif fp.part.log.log_end != pos:   # moved meanwhile (it cannot: only this thread appends)
-                    fp.truncated = False
-                else:
-                    fp.on_fetch_answer(pos, answer)
-                    if self.quota is not None and answer.records and self.quota.is_throttled(*key):
-                        self.quota.record(len(answer.records))
+        self._apply("Fetch", asked, answers, self._fetched)
+
+    def _fetched(self, fp: FollowedPartition, pos: int, answer) -> None:
+        """``fp``'s part of the Fetch answer; the bytes copied count against the throttle (under the lock)."""
+        if fp.part.log.log_end != pos:   # moved meanwhile (it cannot: only this thread appends)
+            fp.truncated = False
+            return
+        fp.on_fetch_answer(pos, answer)
+        if self.quota is not None and answer.records and self.quota.is_throttled(*fp.key):
+            self.quota.record(len(answer.records))
