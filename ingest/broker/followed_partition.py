@@ -29,12 +29,10 @@ Damaged leader data: when the leader answers CORRUPT_RANGE (its bytes at the fet
 are damaged; it repairs them from another in-sync replica when one has good bytes,
 :mod:`ingest.broker.leader_repair`), or serves bytes that are not valid messages (a leader
 that does not check them), the follower cannot copy past them. It never asks again at once:
-the partition is left out of the thread's requests (:data:`STALL_BACKOFF_S` doubling to
-:data:`STALL_MAX_BACKOFF_S`), the state is logged once at WARNING (repeats are counted,
-:mod:`ingest.ratelimited_log`) and reported (:class:`~ingest.broker.replica_stalls.Stall`: metrics,
-``ingest topics describe``), and it goes on by itself once a fetch there returns valid bytes. Any other
-error delays this partition alone (:data:`BACKOFF_S` doubling to :data:`MAX_BACKOFF_S`); no answer makes
-it ask again at once unless it made progress or asked for a larger fetch.
+the partition stalls (:class:`~ingest.broker.fetch_state.PartitionFetchState`: left out of the thread's
+requests, reported, logged once) and goes on by itself once a fetch there returns valid bytes. Any other
+error delays this partition alone; no answer makes it ask again at once unless it made progress or asked
+for a larger fetch.
 
 Concurrency: touched only by its thread, under the thread's partition lock.
 """
@@ -45,12 +43,12 @@ import time
 from typing import Callable
 
 from ingest.broker.deletion_log import adopt_deletions
+from ingest.broker.fetch_state import PartitionFetchState
 from ingest.broker.partition import is_storage_failure
 from ingest.broker.repair_read import read_range
 from ingest.broker.replica_stalls import Stall
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import IngestError, MalformedResponseError
-from ingest.ratelimited_log import RateLimitedLog
 from ingest.records.message_set import message_bounds, scan, valid_prefix
 from ingest.wire import protocol as p
 from ingest.wire.errors import ErrorCode, code_for
@@ -58,67 +56,24 @@ from ingest.wire.protocol import DeletedSegmentsRequest, DeletedSegmentsResponse
 
 log = logging.getLogger(__name__)
 
-_failures = RateLimitedLog(log, interval_s=60.0)
-"""A copy that keeps failing (a full disk) is logged once a minute per partition and cause, then counted."""
-
 REPAIR_INTERVAL_S = 30.0
 """How often a follower looks for damaged ranges (found at recovery or by the verifier) to repair."""
-BACKOFF_S = 0.1
-MAX_BACKOFF_S = 1.0
-STALL_BACKOFF_S = 1.0
-"""First wait after the leader's bytes at the fetch offset could not be copied (Kafka's
-``replica.fetch.backoff.ms`` default); doubled up to :data:`STALL_MAX_BACKOFF_S`."""
-STALL_MAX_BACKOFF_S = 30.0
-STALL_LOG_INTERVAL_S = 600.0
-"""A stall is logged once when it starts; while it lasts, one line per this interval counts the retries."""
-
-_stall_log = RateLimitedLog(log, interval_s=STALL_LOG_INTERVAL_S)
 
 
-class FollowedPartition07:
+class FollowedPartition07(PartitionFetchState):
     """Follows ``part`` (a 0.7-format :class:`~ingest.broker.partition.ReplicatedPartition`) from broker
     ``leader_id`` in leader epoch ``epoch``, from its high watermark on."""
 
     def __init__(self, part, leader_id: int, epoch: int, *, max_bytes: int,
                  on_stall: Callable[[tuple[str, int], Stall | None], None] | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
-        self.part = part
-        self.leader_id = leader_id
-        self.epoch = epoch
-        self.max_bytes = max_bytes
+        super().__init__(part, leader_id, epoch, max_bytes=max_bytes, on_stall=on_stall, clock=clock)
         self.pos = min(part.hw, part.log.log_end)
         """The next fetch offset (below the log end while agreeing with the leader)."""
-        self.fetches = 0
-        self.stall: Stall | None = None
-        """Why this partition cannot copy past its position now (None while it copies)."""
-        self._on_stall = on_stall or (lambda key, stall: None)
-        self._clock = clock
-        self._backoff = BACKOFF_S
-        self._stall_backoff = STALL_BACKOFF_S
         self._next_repair = 0.0
-        self.delayed_until = 0.0
-        """``time.monotonic()`` before which the thread leaves this partition out of its requests."""
 
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.part.key
-
-    def __repr__(self) -> str:
-        return f"{self.part} (leader {self.leader_id}, epoch {self.epoch})"
-
-    def ready(self, now: float) -> bool:
-        return now >= self.delayed_until
-
-    def back_off(self) -> None:
-        """Leave this partition out of the thread's requests for a while, longer each time in a row."""
-        self.delayed_until = time.monotonic() + self._backoff
-        self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
-
-    def close(self) -> None:
-        """No longer followed by this thread: a stall it reported is over."""
-        if self.stall is not None:
-            self.stall = None
-            self._on_stall(self.key, None)
+    def position(self) -> str:
+        return f"from offset {self.pos} (log end {self.part.log.log_end})"
 
     def query(self) -> p.ReplicaPartitionFetch:
         """This partition's part of the thread's REPLICA_FETCHES request."""
@@ -138,9 +93,7 @@ class FollowedPartition07:
         except IngestError as exc:
             if is_storage_failure(exc):
                 part.storage_failed(exc)
-            _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", code_for(exc).name,
-                          "%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
-            self.delayed_until = time.monotonic() + MAX_BACKOFF_S
+            self._failed(pos, code_for(exc).name, exc)
             self.pos = min(self.pos, lg.log_end)
 
     def _answer(self, pos: int, resp, conn) -> None:
@@ -152,13 +105,14 @@ class FollowedPartition07:
             self.pos = moved
             return
         if resp.error == ErrorCode.CORRUPT_RANGE:
-            self._stalled(pos, *_damaged_range(resp), "the leader's bytes there are damaged")
+            next_offset, start, messages = _damaged_range(resp)
+            self._stalled(pos, "the leader's bytes there are damaged", start, next_offset, messages, ranged=True)
             return
         if resp.error != ErrorCode.NONE:
             log.debug("%s: leader %d answered %s", part, self.leader_id, ErrorCode(resp.error).name)
             self.back_off()
             return
-        self._backoff = BACKOFF_S
+        self.answered()
         data = resp.message_set
         whole = valid_prefix(data)
         if data and whole == 0:
@@ -167,8 +121,8 @@ class FollowedPartition07:
                 log.info("%s: raising the replica fetch size to %d bytes", part, self.max_bytes)
                 return
             # not a valid message, and not cut by the fetch size: bytes a leader served unchecked
-            self._stalled(pos, -1, -1, -1, f"the leader served bytes that are not a valid message "
-                                           f"({scan(data).error})")
+            self._stalled(pos, f"the leader served bytes that are not a valid message ({scan(data).error})",
+                          ranged=True)
             return
         if data:
             self._resumed(pos)
@@ -186,36 +140,6 @@ class FollowedPartition07:
         part.follower_hw(resp.high_watermark)
         if part.storage_failure is not None and lg.log_end > before:
             part.storage_recovered()
-
-    # --- stalls ----------------------------------------------------------------------------------
-
-    def _stalled(self, pos: int, next_offset: int, start: int, messages: int, why: str) -> None:
-        """The leader's bytes at ``pos`` cannot be copied: report, log once per state, delay."""
-        part = self.part
-        stall = Stall(pos, self.leader_id, self.epoch, why, start, next_offset, self._clock.time_ms())
-        if not stall.same_state(self.stall):
-            self._stall_backoff = STALL_BACKOFF_S
-            self.stall = stall
-            self._on_stall(part.key, stall)
-        where = f"{start}..{next_offset}" if start >= 0 and next_offset >= 0 else f"{pos}"
-        held = f", {messages} message(s)" if messages >= 0 else ""
-        _stall_log.warning(f"broker {self.leader_id}", f"{part.topic}-{part.partition} stalled at {where}",
-                           "%s: cannot copy past offset %d from leader %d: %s (damaged range %s%s); retrying "
-                           "every %.0f-%.0f s until the leader repairs it from another in-sync replica or "
-                           "leadership moves; this replica stays out of the in-sync set meanwhile",
-                           part, pos, self.leader_id, why, where, held, STALL_BACKOFF_S, STALL_MAX_BACKOFF_S)
-        self.delayed_until = time.monotonic() + self._stall_backoff
-        self._stall_backoff = min(STALL_MAX_BACKOFF_S, self._stall_backoff * 2)
-
-    def _resumed(self, pos: int) -> None:
-        """A fetch returned valid bytes: a stall, if any, is over."""
-        if self.stall is None:
-            return
-        stall, self.stall = self.stall, None
-        self._stall_backoff = STALL_BACKOFF_S
-        self._on_stall(self.part.key, None)
-        log.info("%s: copying again from leader %d at offset %d (stalled at %d for %d ms)", self.part,
-                 self.leader_id, pos, stall.offset, self._clock.time_ms() - stall.since_ms)
 
     # --- agreement -------------------------------------------------------------------------------
 

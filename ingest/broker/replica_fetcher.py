@@ -12,32 +12,23 @@ something new; at most ``replica.fetch.response.max.bytes`` for the whole answer
 response budget no partition always comes last.
 
 Each partition (a :class:`~ingest.broker.followed_partition.FollowedPartition07`: agreement with the leader,
-copying, repair of damaged ranges, stalls) takes its own part of each answer. A partition in error is
-delayed (left out of the requests for a back-off) without holding the others; a failed connection, or an
-answer refused whole, delays them all. With no partition ready the thread waits for the earliest one, or
-for :meth:`ReplicaFetcherThread.add`; it never spins.
+copying, repair of damaged ranges, stalls) takes its own part of each answer; an answer refused whole
+delays them all. The partition table, the round loop and its back-offs are
+:class:`~ingest.broker.fetcher_thread.FetcherThread`'s.
 
 A leader of an older version (a rolling upgrade) does not know REPLICA_FETCHES: on its 0.7 port it answers
 UNKNOWN_REQUEST_TYPE, and over the Kafka listener it has not registered the private key 10004. The thread
 then sends one REPLICA_FETCH (13) per ready partition, the way such a leader has always been asked, without
 its long poll (only a round that copied nothing waits ``replica.fetch.wait.max.ms``), and asks with
 REPLICA_FETCHES again after its connection fails (the leader may have restarted upgraded).
-
-Partitions are added and removed while it runs; the thread is not restarted. An answer is applied under
-the partition lock, and only to the partition object the request was built from, so once
-:meth:`ReplicaFetcherThread.remove` returns the thread never touches that partition's log again (the
-replica manager may then make it a leader).
 """
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from typing import Callable
 
-from ingest.broker.followed_partition import BACKOFF_S, MAX_BACKOFF_S, FollowedPartition07
-from ingest.broker.kafka.replica_fetcher import IDLE_WAIT_S
-from ingest.broker.thread_names import set_native_name
+from ingest.broker.fetcher_thread import FetcherThread
+from ingest.broker.followed_partition import FollowedPartition07
 from ingest.errors import BrokerUnavailableError, IngestError
 from ingest.ratelimited_log import RateLimitedLog
 from ingest.wire import protocol as p
@@ -55,22 +46,20 @@ _errors = RateLimitedLog(log, interval_s=60.0)
 """A leader that refuses every request (no ClusterAction for this broker, an older leader): once a minute."""
 
 
-class ReplicaFetcherThread(threading.Thread):
+class ReplicaFetcherThread(FetcherThread):
     """Fetches the 0.7 partitions added to it from ``leader = (id, host, port)`` for broker ``broker_id``;
     ``fetcher_id`` is its number among this broker's 0.7 threads towards that leader. ``over_kafka``: the
     address is the leader's inter-broker Kafka listener (with ``ssl_context`` and the ``sasl`` login);
     ``knows_fetches()`` tells whether the leader is known to serve REPLICA_FETCHES there (its registration)."""
 
+    connection_errors = (BrokerUnavailableError, IngestError)   # the connection, or an unreadable answer
+
     def __init__(self, fetcher_id: int, broker_id: int, leader: tuple[int, str, int], *, wait_ms: int,
                  response_max_bytes: int, socket_timeout_s: float, ssl_context=None, over_kafka: bool = False,
                  sasl=None, knows_fetches: Callable[[], bool] = lambda: True) -> None:
-        self.leader_id, self.host, self.port = leader
-        super().__init__(name=f"ReplicaFetcherThread07-{fetcher_id}-{self.leader_id}", daemon=True)
-        self.native_name = f"fetcher07-{fetcher_id}-{self.leader_id}"
-        self.fetcher_id = fetcher_id
-        self.broker_id = broker_id
-        self.wait_ms = wait_ms
-        self.response_max_bytes = response_max_bytes
+        leader_id = leader[0]
+        super().__init__(f"ReplicaFetcherThread07-{fetcher_id}-{leader_id}", f"fetcher07-{fetcher_id}-{leader_id}",
+                         fetcher_id, broker_id, leader, wait_ms=wait_ms, response_max_bytes=response_max_bytes)
         timeout_s = socket_timeout_s + wait_ms / 1000.0
         if over_kafka:
             self._conn = Port07OverKafka(self.host, self.port, broker_id=self.leader_id, timeout_s=timeout_s,
@@ -78,112 +67,15 @@ class ReplicaFetcherThread(threading.Thread):
         else:
             self._conn = BrokerConnection(self.host, self.port, broker_id=self.leader_id, timeout_s=timeout_s,
                                           ssl_context=ssl_context)
-        self._parts: dict[tuple[str, int], FollowedPartition07] = {}
-        self._lock = threading.Lock()   # held while an answer is applied, and by add/remove
-        self._wake = threading.Event()
-        self._halt = threading.Event()
-        self._turn = 0
-        self.rounds = 0
         self._knows_fetches = knows_fetches
         self.one_by_one = not knows_fetches()
         """The leader does not know REPLICA_FETCHES: one REPLICA_FETCH per partition."""
 
-    def __repr__(self) -> str:
-        return f"{self.name} ({self.host}:{self.port}, {len(self._parts)} partition(s))"
-
-    # --- partitions (any thread) -------------------------------------------------------------------
-
-    def add(self, fp: FollowedPartition07) -> None:
-        """Follow ``fp`` from the next round on (replacing what this thread had for its partition)."""
-        with self._lock:
-            old = self._parts.pop(fp.key, None)
-            self._parts[fp.key] = fp
-        if old is not None:
-            old.close()
-        log.info("%s: following %s from offset %d (log end %d)", self.name, fp, fp.pos, fp.part.log.log_end)
-        self._wake.set()
-
-    def remove(self, key: tuple[str, int]) -> FollowedPartition07 | None:
-        """Stop following ``key``; returns once no answer is being applied to it (the log is never touched
-        by this thread after that)."""
-        with self._lock:
-            fp = self._parts.pop(key, None)
-        if fp is not None:
-            fp.close()
-        return fp
-
-    def followed(self, key: tuple[str, int]) -> FollowedPartition07 | None:
-        return self._parts.get(key)
-
-    def partition_count(self) -> int:
-        return len(self._parts)
-
-    def take_all(self) -> list[FollowedPartition07]:
-        """Remove every partition (to move them to another thread); the states keep their stalls."""
-        with self._lock:
-            taken, self._parts = list(self._parts.values()), {}
-        return taken
-
-    def stop(self) -> None:
-        """Stop the thread (and wait for it); its partitions' stalls are over."""
-        self._halt.set()
-        self._wake.set()
-        self._conn.close()
-        if self is not threading.current_thread() and self.is_alive():
-            self.join(30)
-        with self._lock:
-            parts, self._parts = list(self._parts.values()), {}
-        for fp in parts:
-            fp.close()
-
-    # --- the loop ----------------------------------------------------------------------------------
-
-    def run(self) -> None:
-        set_native_name(self.native_name)
-        log.info("%s: fetching from broker %d at %s:%d", self.name, self.leader_id, self.host, self.port)
-        backoff = BACKOFF_S
-        while not self._halt.is_set():
-            ready, wait = self._ready()
-            if not ready:
-                self._wake.wait(wait)
-                self._wake.clear()
-                continue
-            try:
-                self._round(ready)
-                backoff = BACKOFF_S
-            except (BrokerUnavailableError, IngestError) as exc:   # the connection, or an unreadable answer
-                if self._halt.is_set():
-                    return
-                log.debug("%s: request to broker %d failed: %s", self.name, self.leader_id, exc)
-                self._halt.wait(backoff)   # every partition waits: they share the connection
-                backoff = min(MAX_BACKOFF_S, backoff * 2)
-                self.one_by_one = not self._knows_fetches()   # the leader may have restarted with another version
-            except Exception:  # noqa: BLE001 - the thread serves many partitions: it must outlive a bug in one
-                _errors.log(logging.ERROR, self.name, "round failed", "%s: a fetch round failed", self.name,
-                            exc_info=True)
-                self._halt.wait(MAX_BACKOFF_S)
-
-    def _ready(self) -> tuple[list[FollowedPartition07], float]:
-        """The partitions to ask about this round, in turning order; else how long until the first is ready."""
-        now = time.monotonic()
-        with self._lock:
-            parts = list(self._parts.values())
-        ready = [fp for fp in parts if fp.ready(now)]
-        if ready:
-            self._turn += 1
-            k = self._turn % len(ready)
-            return ready[k:] + ready[:k], 0.0
-        if not parts:
-            return [], IDLE_WAIT_S
-        return [], max(0.0, min(IDLE_WAIT_S, min(fp.delayed_until for fp in parts) - now))
-
-    def _current(self, fp: FollowedPartition07) -> bool:
-        """``fp`` is still what this thread follows for its partition (under the lock)."""
-        return self._parts.get(fp.key) is fp and not self._halt.is_set()
+    def _connection_failed(self) -> None:
+        self.one_by_one = not self._knows_fetches()   # the leader may have restarted with another version
 
     def _round(self, ready: list[FollowedPartition07]) -> None:
         """One REPLICA_FETCHES request for ``ready``; each partition applies its own part of the answer."""
-        self.rounds += 1
         if self.one_by_one:
             self._one_by_one(ready)
             return
@@ -212,19 +104,11 @@ class ReplicaFetcherThread(threading.Thread):
                 for fp, _pos in asked.values():
                     fp.back_off()
             return
-        answers = {(a.topic, a.partition): a for a in resp.partitions}
-        with self._lock:
-            for key, (fp, pos) in asked.items():
-                if not self._current(fp):
-                    continue
-                answer = answers.get(key)
-                if answer is None:
-                    log.warning("%s: the leader's REPLICA_FETCHES answer has no %s-%d", self.name, *key)
-                    fp.back_off()
-                elif fp.pos != pos:   # moved meanwhile (it cannot: only this thread moves it)
-                    continue
-                else:
-                    fp.on_answer(answer, self._conn)
+        self._apply("REPLICA_FETCHES", asked, {(a.topic, a.partition): a for a in resp.partitions}, self._answered)
+
+    def _answered(self, fp: FollowedPartition07, pos: int, answer) -> None:
+        if fp.pos == pos:   # else moved meanwhile (it cannot: only this thread moves it)
+            fp.on_answer(answer, self._conn)
 
     def _one_by_one(self, ready: list[FollowedPartition07]) -> None:
         """One REPLICA_FETCH per partition of ``ready`` (a leader without REPLICA_FETCHES); without a long

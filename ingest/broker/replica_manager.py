@@ -266,29 +266,21 @@ class ReplicaManager:
             self._isr_wanted.set()
             return
         if kafka:
-            self._follow_kafka(part, state)
+            addr = None if self.inter_broker_listener is None else \
+                self.view.kafka_endpoint(state.leader, self.inter_broker_listener)
+            self._follow(part, state, addr, self.kafka_fetchers, FollowedPartition,
+                         f" with Kafka listener {self.inter_broker_listener}")
             return
         found = self.port07.address(state.leader)
         addr = found[1:] if found is not None else None
-        followed = self.fetchers07.followed(part.key)
-        if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
-                and followed is not None and addr == (followed[0].host, followed[0].port)):
-            part.update_state(state)
-            return
-        self._stop_fetcher(part.key)
-        part.become_follower(state)
-        if state.leader >= 0 and addr is not None:
-            self.fetchers07.add(FollowedPartition07(part, state.leader, state.leader_epoch,
-                                                    max_bytes=self.config["replica.fetch.max.bytes"],
-                                                    on_stall=self.stalls.report), (state.leader, *addr))
-        elif state.leader >= 0:
-            log.info("%s: leader %d is not registered yet; waiting for it", part, state.leader)
+        self._follow(part, state, addr, self.fetchers07, FollowedPartition07, "")
 
-    def _follow_kafka(self, part: ReplicatedPartition, state) -> None:
-        """Follow a Kafka topic's partition on the fetcher thread of its leader (worker thread)."""
-        addr = None if self.inter_broker_listener is None else \
-            self.view.kafka_endpoint(state.leader, self.inter_broker_listener)
-        followed = self.kafka_fetchers.followed(part.key)
+    def _follow(self, part: ReplicatedPartition, state, addr: tuple[str, int] | None, fetchers, follow_cls,
+                registered: str) -> None:
+        """Follow ``part`` from ``state.leader`` at ``addr`` on one of ``fetchers``' threads as a ``follow_cls``
+        (worker thread). A state that changes neither leader, epoch nor address only updates the partition;
+        ``addr`` None means the leader has not registered yet (``registered`` names where, for the log)."""
+        followed = fetchers.followed(part.key)
         if (part.role is Role.FOLLOWER and state.leader_epoch == part.epoch and part.leader == state.leader
                 and followed is not None and addr == (followed[0].host, followed[0].port)):
             part.update_state(state)
@@ -296,12 +288,11 @@ class ReplicaManager:
         self._stop_fetcher(part.key)
         part.become_follower(state)
         if state.leader >= 0 and addr is not None:
-            self.kafka_fetchers.add(FollowedPartition(part, state.leader, state.leader_epoch,
-                                                      max_bytes=self.config["replica.fetch.max.bytes"],
-                                                      on_stall=self.stalls.report), (state.leader, *addr))
+            fetchers.add(follow_cls(part, state.leader, state.leader_epoch,
+                                    max_bytes=self.config["replica.fetch.max.bytes"],
+                                    on_stall=self.stalls.report), (state.leader, *addr))
         elif state.leader >= 0:
-            log.info("%s: leader %d is not registered yet with Kafka listener %s; waiting for it", part,
-                     state.leader, self.inter_broker_listener)
+            log.info("%s: leader %d is not registered yet%s; waiting for it", part, state.leader, registered)
 
     def _fetcher_thread(self, fetcher_id: int, leader: tuple[int, str, int]) -> ReplicaFetcherThread:
         return ReplicaFetcherThread(fetcher_id, self.broker_id, leader,

@@ -31,7 +31,7 @@ from ingest.client.replica_metadata import ReplicaMetadata
 from ingest.client.simple_consumer import SimpleConsumer
 from ingest.config import Config
 from ingest.errors import CoordinationError, IngestError
-from ingest.home_broker import furthest_former
+from ingest.home_broker import furthest_former_node
 
 log = logging.getLogger(__name__)
 
@@ -77,20 +77,11 @@ class GroupFetchers:
     def _moved_offset(self, topic: str, bid: int, part: int) -> int | None:
         """A replicated partition whose home broker changed (a reassignment moved its first replica): the
         furthest offset the group committed for it under an earlier home, None if none."""
-        try:
-            names = self.zk.retry(self.zk.get_children, znodes.group_topic_offsets_dir(self.group, topic))
-        except NoNodeError:
-            return None
-        found = []
-        for name in names:
-            try:
-                home, p = znodes.parse_partition_name(name)
-                if p == part and home != bid:
-                    found.append((home, p, int(self.zk.retry(self.zk.get,
-                                                             znodes.offset_path(self.group, topic, home, p))[0])))
-            except (NoNodeError, ValueError):
-                continue
-        former = furthest_former(found, bid, part, offset=lambda o: o)
+        def read(home: int) -> int:
+            return int(self.zk.retry(self.zk.get, znodes.offset_path(self.group, topic, home, part))[0])
+
+        former = furthest_former_node(self.zk, znodes.group_topic_offsets_dir(self.group, topic), bid, part, read,
+                                      offset=lambda o: o)
         return None if former is None else former[1]
 
     def start_offset(self, topic: str, bid: int, part: int, replicated: bool) -> int:

@@ -103,6 +103,26 @@ def _named(items: Iterator, topic: str, name: str, start: int) -> Iterator:
             f"between the partition's earliest and latest offsets (a JSON offset inside a message is refused)") from exc
 
 
+def _skip_damaged(settings: ReadSettings, topic: str, name: str, what: str) -> None:
+    """Skip the damaged ``what`` of a partition with a warning, or raise when ``failOnDataLoss`` is true.
+
+    Raises:
+        InvalidMessageError: ``failOnDataLoss`` is true (the default).
+    """
+    if settings.fail_on_data_loss:
+        raise InvalidMessageError(f"{topic} partition {name}: {what}; nothing after it is read "
+                                  "(failOnDataLoss=false skips it and reads on)")
+    log.warning("%s partition %s: %s; skipped (failOnDataLoss=false)", topic, name, what)
+
+
+def _decoded(decoder: _Decoder, item, topic: str, name: str) -> dict:
+    """The event of ``item``'s payload, or EventDecodeError naming the partition."""
+    try:
+        return decoder.decode(item.payload, topic, item.offset)
+    except EventDecodeError as exc:
+        raise EventDecodeError(f"{topic} partition {name}: {exc}") from exc
+
+
 def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[int, dict, int | None]]:
     """(offset, record, event time ms) of every message of the range, cut by its event times.
 
@@ -121,15 +141,9 @@ def records(r: ReadRange, settings: ReadSettings, consumer) -> Iterator[tuple[in
         if isinstance(item, (Corrupt, Damaged)):
             what = (f"message at offset {item.offset} is corrupt ({item.reason})" if isinstance(item, Corrupt)
                     else f"the broker's log is damaged at offsets {item.offset}..{item.next_offset} ({item.reason})")
-            if settings.fail_on_data_loss:
-                raise InvalidMessageError(f"{topic} partition {name}: {what}; nothing after it is read "
-                                          "(failOnDataLoss=false skips it and reads on)")
-            log.warning("%s partition %s: %s; skipped (failOnDataLoss=false)", topic, name, what)
+            _skip_damaged(settings, topic, name, what)
             continue
-        try:
-            record = decoder.decode(item.payload, topic, item.offset)
-        except EventDecodeError as exc:
-            raise EventDecodeError(f"{topic} partition {name}: {exc}") from exc
+        record = _decoded(decoder, item, topic, name)
         t = _time_of(record)
         if not started:
             if t is None or t < r.start_time:
@@ -163,15 +177,9 @@ def kafka_records(r: ReadRange, settings: ReadSettings, fetcher) -> Iterator[tup
                                         wait_s=settings.fetch.leader_wait_s), topic, name, r.start):
         if isinstance(item, Corrupt):
             what = f"record batch at offsets {item.offset}..{item.next_offset} is damaged ({item.reason})"
-            if settings.fail_on_data_loss:
-                raise InvalidMessageError(f"{topic} partition {name}: {what}; nothing after it is read "
-                                          "(failOnDataLoss=false skips it and reads on)")
-            log.warning("%s partition %s: %s; skipped (failOnDataLoss=false)", topic, name, what)
+            _skip_damaged(settings, topic, name, what)
             continue
-        try:
-            record = decoder.decode(item.payload, topic, item.offset)
-        except EventDecodeError as exc:
-            raise EventDecodeError(f"{topic} partition {name}: {exc}") from exc
+        record = _decoded(decoder, item, topic, name)
         t = _time_of(record)
         record.update(record_values(item.key, item.headers, item.timestamp))
         yield item.offset, record, item.timestamp if t is None else t

@@ -32,7 +32,7 @@ from typing import Any
 
 from ingest import znodes
 from ingest.errors import MirrorError, MirrorOwnershipLostError
-from ingest.home_broker import furthest_former
+from ingest.home_broker import furthest_former_node
 from ingest.mirror.mapping import MirrorUnit
 
 log = logging.getLogger(__name__)
@@ -192,30 +192,20 @@ def former_home_checkpoint(zk, group: str, unit: MirrorUnit) -> tuple[int, Check
     there is none. Only a replicated unit has former homes (a 0.7 topic's ``broker_id-partition`` names another
     partition). An unreadable one is skipped (logged).
     """
-    from kazoo.exceptions import NoNodeError  # deferred: kazoo
-
     if not unit.replicated:
         return None
-    try:
-        names = zk.retry(zk.get_children, znodes.mirror_topic_checkpoints_dir(group, unit.source, unit.topic))
-    except NoNodeError:
-        return None
-    found = []
-    for name in names:
+
+    def read(home: int) -> Checkpoint | None:
+        path = znodes.mirror_checkpoint_path(group, unit.source, unit.topic, home, unit.partition)
         try:
-            home, p = znodes.parse_partition_name(name)
-            if p != unit.partition or home == unit.broker_id:
-                continue
-            path = znodes.mirror_checkpoint_path(group, unit.source, unit.topic, home, p)
             cp = Checkpoint.parse(zk.retry(zk.get, path)[0], f"the checkpoint {path}")
-        except (NoNodeError, ValueError):
-            continue
         except MirrorError as exc:
             log.warning("%s: a former home's checkpoint is skipped: %s", unit, exc)
-            continue
-        if cp.target_partition == unit.target_partition:
-            found.append((home, p, cp))
-    return furthest_former(found, unit.broker_id, unit.partition, offset=lambda cp: cp.source_offset)
+            return None
+        return cp if cp.target_partition == unit.target_partition else None
+
+    return furthest_former_node(zk, znodes.mirror_topic_checkpoints_dir(group, unit.source, unit.topic),
+                                unit.broker_id, unit.partition, read, offset=lambda cp: cp.source_offset)
 
 
 def carried_over(own: Checkpoint | None, former: Checkpoint) -> Checkpoint:

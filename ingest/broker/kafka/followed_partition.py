@@ -18,26 +18,24 @@ answer, so that one partition's trouble never holds up the others:
    lost those offsets, kept as a gap here too), a batch of a newer leader epoch is added to the history,
    and the leader's high watermark becomes its own (capped at its log end). Each fetch tells the leader
    the follower's log end: that is how the leader moves its high watermark and in-sync set.
-3. **Errors** delay this partition only (:meth:`FollowedPartition.back_off`: 0.1 s doubling to 1 s; the
-   thread leaves it out of its requests meanwhile, as Kafka's ``delayPartitions``): OFFSET_OUT_OF_RANGE
+3. **Errors** delay this partition only (:meth:`~ingest.broker.fetch_state.PartitionFetchState.back_off`:
+   0.1 s doubling to 1 s; the thread leaves it out of its requests meanwhile, as Kafka's ``delayPartitions``): OFFSET_OUT_OF_RANGE
    below the leader's log start (retention) restarts the log empty there; above the leader's end,
    truncation is done again. A leader that is no longer leader, or in another epoch, is left alone with a
    back-off: the replica manager moves the partition when its state changes. A batch that fails its CRC
    here is a stall (reported on the :class:`~ingest.broker.replica_stalls.StallBoard`, logged once,
-   retried after :data:`~ingest.broker.followed_partition.STALL_BACKOFF_S` doubling to
-   :data:`~ingest.broker.followed_partition.STALL_MAX_BACKOFF_S`), never a tight loop.
+   retried after :data:`~ingest.broker.fetch_state.STALL_BACKOFF_S` doubling to
+   :data:`~ingest.broker.fetch_state.STALL_MAX_BACKOFF_S`), never a tight loop.
 
 Concurrency: touched only by its thread, under the thread's partition lock.
 """
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable
 
+from ingest.broker.fetch_state import PartitionFetchState, failures
 from ingest.broker.partition import is_storage_failure
-from ingest.broker.followed_partition import (BACKOFF_S, MAX_BACKOFF_S, STALL_BACKOFF_S, STALL_MAX_BACKOFF_S,
-                                              _failures, _stall_log)
 from ingest.broker.replica_stalls import Stall
 from ingest.clock import SYSTEM_CLOCK, Clock
 from ingest.errors import CorruptRecordError, IngestError
@@ -51,51 +49,18 @@ log = logging.getLogger(__name__)
 UNDEFINED = -1
 
 
-class FollowedPartition:
+class FollowedPartition(PartitionFetchState):
     """Follows ``part`` (a Kafka topic's :class:`~ingest.broker.partition.ReplicatedPartition`) from
     broker ``leader_id`` in leader epoch ``epoch``."""
 
     def __init__(self, part, leader_id: int, epoch: int, *, max_bytes: int,
                  on_stall: Callable[[tuple[str, int], Stall | None], None] | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
-        self.part = part
-        self.leader_id = leader_id
-        self.epoch = epoch
-        self.max_bytes = max_bytes
+        super().__init__(part, leader_id, epoch, max_bytes=max_bytes, on_stall=on_stall, clock=clock)
         self.truncated = False
-        self.fetches = 0
         self.in_sync = False
         """Its last fetch reached the leader's high watermark (Kafka's ``isReplicaInSync``: the follower's
         replication throttle never holds it back then)."""
-        self.stall: Stall | None = None
-        """Why this partition cannot copy past its position now (None while it copies)."""
-        self._on_stall = on_stall or (lambda key, stall: None)
-        self._clock = clock
-        self._backoff = BACKOFF_S
-        self._stall_backoff = STALL_BACKOFF_S
-        self.delayed_until = 0.0
-        """``time.monotonic()`` before which the thread leaves this partition out of its requests."""
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.part.key
-
-    def __repr__(self) -> str:
-        return f"{self.part} (leader {self.leader_id}, epoch {self.epoch})"
-
-    def ready(self, now: float) -> bool:
-        return now >= self.delayed_until
-
-    def back_off(self) -> None:
-        """Leave this partition out of the thread's requests for a while, longer each time in a row."""
-        self.delayed_until = time.monotonic() + self._backoff
-        self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
-
-    def close(self) -> None:
-        """No longer followed by this thread: a stall it reported is over."""
-        if self.stall is not None:
-            self.stall = None
-            self._on_stall(self.key, None)
 
     # --- truncation ------------------------------------------------------------------------------
 
@@ -179,14 +144,14 @@ class FollowedPartition:
         if code == KafkaErrorCode.CLUSTER_AUTHORIZATION_FAILED:
             # the leader's authorizer does not take this broker for replica part.broker_id: an ACL
             # (ClusterAction) or the registered principal is wrong; replication stalls until fixed
-            _failures.log(logging.WARNING, f"{part.topic}-{part.partition}", "not authorized",
-                          "%s: leader %d refused this broker's fetch (CLUSTER_AUTHORIZATION_FAILED): it "
-                          "needs ClusterAction on the cluster for the principal it registered", part, self.leader_id)
+            failures.log(logging.WARNING, f"{part.topic}-{part.partition}", "not authorized",
+                         "%s: leader %d refused this broker's fetch (CLUSTER_AUTHORIZATION_FAILED): it "
+                         "needs ClusterAction on the cluster for the principal it registered", part, self.leader_id)
         if code != 0:
             log.debug("%s: leader %d answered %s", part, self.leader_id, KafkaErrorCode(code).name)
             self.back_off()
             return
-        self._backoff = BACKOFF_S
+        self.answered()
         if not self._append(pos, answer.records or b""):
             self.truncated = False
             return
@@ -242,32 +207,4 @@ class FollowedPartition:
             if isinstance(exc, CorruptRecordError):
                 self._stalled(pos, f"the leader's batches there fail their check ({exc})")
                 return
-            _failures.log(logging.ERROR, f"{part.topic}-{part.partition}", type(exc).__name__,
-                          "%s: replicating from broker %d failed at offset %d: %s", part, self.leader_id, pos, exc)
-            self.delayed_until = time.monotonic() + MAX_BACKOFF_S
-
-    def _stalled(self, pos: int, why: str) -> None:
-        """The leader's bytes at ``pos`` cannot be copied: report, log once per state, delay."""
-        part = self.part
-        stall = Stall(pos, self.leader_id, self.epoch, why, -1, -1, self._clock.time_ms())
-        if not stall.same_state(self.stall):
-            self._stall_backoff = STALL_BACKOFF_S
-            self.stall = stall
-            self._on_stall(part.key, stall)
-        _stall_log.warning(f"broker {self.leader_id}", f"{part.topic}-{part.partition} stalled at {pos}",
-                           "%s: cannot copy past offset %d from leader %d: %s; retrying every %.0f-%.0f s until "
-                           "the leader repairs it from another in-sync replica or leadership moves; this replica "
-                           "stays out of the in-sync set meanwhile", part, pos, self.leader_id, why,
-                           STALL_BACKOFF_S, STALL_MAX_BACKOFF_S)
-        self.delayed_until = time.monotonic() + self._stall_backoff
-        self._stall_backoff = min(STALL_MAX_BACKOFF_S, self._stall_backoff * 2)
-
-    def _resumed(self, pos: int) -> None:
-        """A fetch returned valid bytes: a stall, if any, is over."""
-        if self.stall is None:
-            return
-        stall, self.stall = self.stall, None
-        self._stall_backoff = STALL_BACKOFF_S
-        self._on_stall(self.key, None)
-        log.info("%s: copying again from leader %d at offset %d (stalled at %d for %d ms)", self.part,
-                 self.leader_id, pos, stall.offset, self._clock.time_ms() - stall.since_ms)
+            self._failed(pos, type(exc).__name__, exc)
