@@ -20,14 +20,14 @@ import pytest
 
 from ingest.client.kafka.fetcher import KafkaFetcher
 from ingest.events.schemas import CLICK, PAGE_VIEW
-from ingest.loader import staging, task as task_mod
+from ingest.loader import task as task_mod
 from ingest.loader.kafka_fetch import KafkaBatch, iter_kafka_range
 from ingest.loader.plan import TaskRange
 from ingest.loader.task import Staged, TaskSettings, close_data_files, stage_messages
 from ingest.records import compiled_records
 from ingest.storage import open_storage
 from tests.harness.brokers import broker_cluster, stop_all
-from tests.loader.test_staging_chunks import HOUR, T0, _payloads
+from tests.loader.test_staging_chunks import HOUR, T0, _payloads, per_message_calls  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.processes,
               pytest.mark.skipif(not compiled_records.available(), reason="ingest.records._crecords is not built")]
@@ -85,19 +85,6 @@ def _stage(bootstrap, topic, registry_url, tmp_path, batches: bool, start: int, 
         out.append((f.dt, f.hour, f.schema_id, f.rows, f.min_time_ms, f.max_time_ms, table.schema, table.to_pylist()))
     quarantine = [(q.offset, q.next_offset, q.reason, q.payload) for q in staged.quarantine]
     return (out, quarantine, staged.messages, staged.last_time_ms), items
-
-
-@pytest.fixture
-def per_message_calls(monkeypatch):
-    calls = [0]
-    one = staging._Stager.one
-
-    def counted(self, item):
-        calls[0] += 1
-        return one(self, item)
-
-    monkeypatch.setattr(staging._Stager, "one", counted)
-    return calls
 
 
 @pytest.mark.parametrize("codec", CODECS)
