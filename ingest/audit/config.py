@@ -52,10 +52,16 @@ AUDIT_CONFIG = ConfigDef(
         Key("topics.blacklist", Regex(), "", "regex of topics not to audit"),
         Key("report.by.producer", Bool(), False, "also write one row per topic, window and producer server"),
         Key("sample.size", Int(0, 10_000), 20, "missing message ids listed per problem window"),
+        Key("counts.driver.max.blocks", Int(0, 100_000_000), 1_000_000,
+            "the distinct counts group loaded ids into blocks of 64 consecutive seqs; up to this many blocks are"
+            " collected to the driver (about 64 ids each), which then answers the counts, the missing-id sample and"
+            " the sessions' topics without reading the files again; more are summed in Spark (the aggregation runs"
+            " twice); 0: always in Spark"),
         Key("sample.driver.max.ids", Int(0, 100_000_000), 1_000_000,
-            "when the lossy windows' seq ranges hold at most this many ids in all, the missing-id sample collects"
-            " their sessions' loaded seqs to the driver and takes the missing ones there (one scan, no shuffle);"
-            " larger ones are anti-joined in Spark; 0: always in Spark"),
+            "when the lossy windows' seq ranges hold at most this many ids in all, the missing-id sample takes the"
+            " missing ones on the driver: from the collected blocks (counts.driver.max.blocks), else from their"
+            " sessions' loaded seqs read again (one scan, no shuffle); larger ones are anti-joined in Spark;"
+            " 0: always in Spark"),
         Key("producer.failures.are.loss", Bool(), True,
             "judge messages a producer attempted but could not deliver (count_failed, never loaded) as DATA_LOSS"),
         Key("retention.estimate.slack", Float(0.0, 10.0), 0.0,

@@ -6,16 +6,20 @@ distinct ids they hold, over everything committed so far (every load run,
 every reload): duplicates then equal ``rows - distinct`` and can never make a
 loss look complete, and a reload that replaced files cannot inflate anything.
 
+Ids are counted as blocks of 64 seqs (``ingest.audit.id_blocks``): one aggregation whose
+result also answers which seqs of a range are missing.
+
 Events whose ``header.time`` is ``<= 0`` or later than ``now + future.skew.ms``
 are out of range: they get no window (``window_start_ms`` null) and are counted
 in a separate per-topic bucket instead of being dropped.
 """
 from __future__ import annotations
 
-import bisect
 import logging
 from dataclasses import dataclass
 from typing import Sequence
+
+from ingest.audit import id_blocks
 
 log = logging.getLogger(__name__)
 
@@ -44,26 +48,41 @@ def with_windows(ids_df, *, window_ms: int, plausible_hi_ms: int):
     return ids_df.withColumn("window_start_ms", F.when(in_range, ws))
 
 
-def loaded_counts(
-    windowed_df, *, lo_ms: int, hi_ms: int, topics: Sequence[str] | None = None,
-) -> list[LoadedCount]:
-    """Rows and distinct ids per (topic, window, server) for windows starting in [lo_ms, hi_ms).
+def loaded_blocks(windowed_df):
+    """DataFrame ``topic, window_start_ms, server, session, block, rows, mask``: the ids as 64-seq blocks.
 
-    Out-of-range rows (null window) are always included. The grouping is two
-    Spark aggregations: per id (how many copies), then per window.
+    One Spark aggregation over every row (``ingest.audit.id_blocks``): ``rows`` counts the rows,
+    ``mask`` has the bit of each distinct seq. :func:`loaded_counts` sums it in Spark;
+    :func:`collect_blocks` brings it to the driver, where it answers the counts, the sessions'
+    topics and the missing-id sample without another Spark job.
     """
     from pyspark.sql import functions as F
 
-    df = windowed_df
+    block, bit = id_blocks.block_columns("seq")
+    return (windowed_df.select("topic", "window_start_ms", "server", "session", block, bit)
+            .groupBy("topic", "window_start_ms", "server", "session", "block")
+            .agg(F.count("*").alias("rows"), F.bit_or("bit").alias("mask")))
+
+
+def loaded_counts(
+    blocks_df, *, lo_ms: int, hi_ms: int, topics: Sequence[str] | None = None,
+) -> list[LoadedCount]:
+    """Rows and distinct ids per (topic, window, server) for windows starting in [lo_ms, hi_ms).
+
+    ``blocks_df``: :func:`loaded_blocks`. Out-of-range rows (null window) are always included.
+    A window's distinct ids are the set bits of its blocks' masks.
+    """
+    from pyspark.sql import functions as F
+
+    df = blocks_df
     if topics is not None:
         df = df.where(F.col("topic").isin(list(topics)))
     df = df.where(
         F.col("window_start_ms").isNull()
         | ((F.col("window_start_ms") >= F.lit(lo_ms)) & (F.col("window_start_ms") < F.lit(hi_ms)))
     )
-    per_id = df.groupBy("topic", "window_start_ms", "server", "session", "seq").agg(F.count("*").alias("copies"))
-    per_window = per_id.groupBy("topic", "window_start_ms", "server").agg(
-        F.sum("copies").alias("rows"), F.count("*").alias("distinct")
+    per_window = df.groupBy("topic", "window_start_ms", "server").agg(
+        F.sum("rows").alias("rows"), F.sum(F.bit_count("mask")).alias("distinct")
     )
     return [
         LoadedCount(r.topic, None if r.window_start_ms is None else int(r.window_start_ms), r.server,
@@ -72,8 +91,53 @@ def loaded_counts(
     ]
 
 
+def collect_blocks(blocks_df, max_rows: int):
+    """:func:`loaded_blocks` as an Arrow table on the driver, with each block's ``bits`` (its distinct ids),
+    or None when it has more than ``max_rows`` rows (``counts.driver.max.blocks``; 0: always None).
+
+    About one row per 64 loaded ids when seqs are consecutive, as producers number them; scattered
+    seqs can make a row per id, which the bound keeps off the driver.
+    """
+    from pyspark.sql import functions as F
+
+    if max_rows <= 0:
+        return None
+    table = blocks_df.withColumn("bits", F.bit_count("mask")).limit(max_rows + 1).toArrow()
+    if table.num_rows > max_rows:
+        log.info("more than %d id blocks: counted in Spark", max_rows)
+        return None
+    log.info("%d id blocks collected to the driver", table.num_rows)
+    return table
+
+
+def loaded_counts_of(table, *, lo_ms: int, hi_ms: int, topics: Sequence[str] | None = None) -> list[LoadedCount]:
+    """:func:`loaded_counts` of the blocks :func:`collect_blocks` collected."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ws = table.column("window_start_ms")
+    keep = pc.or_kleene(pc.is_null(ws), pc.and_(pc.greater_equal(ws, lo_ms), pc.less(ws, hi_ms)))
+    if topics is not None:
+        keep = pc.and_(keep, pc.is_in(table.column("topic"), pa.array(list(topics), pa.string())))
+    sums = table.filter(keep).group_by(["topic", "window_start_ms", "server"]).aggregate(
+        [("rows", "sum"), ("bits", "sum")])
+    return [LoadedCount(r["topic"], r["window_start_ms"], r["server"], int(r["rows_sum"]), int(r["bits_sum"]))
+            for r in sums.to_pylist()]
+
+
+def session_topics_of(table, sessions: Sequence[str]) -> set[tuple[str, str]]:
+    """:func:`session_topics` of the blocks :func:`collect_blocks` collected."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not sessions:
+        return set()
+    rows = table.filter(pc.is_in(table.column("session"), pa.array(list(sessions), pa.string())))
+    return set(zip(rows.column("session").to_pylist(), rows.column("topic").to_pylist()))
+
+
 def session_topics(windowed_df, sessions: Sequence[str]) -> set[tuple[str, str]]:
-    """(session, topic) pairs with loaded data, for the given sessions."""
+    """(session, topic) pairs with loaded data, for the given sessions (``windowed_df``: ids or :func:`loaded_blocks`)."""
     from pyspark.sql import functions as F
 
     if not sessions:
@@ -174,23 +238,6 @@ def missing_samples(
     return _missing_samples_in_spark(spark, loaded_df, ranges, sample_size)
 
 
-def _first_missing(loaded: Sequence[int], lo: int, hi: int, limit: int) -> list[int]:
-    """The first ``limit`` seqs of ``[lo, hi]`` not in ``loaded`` (sorted, may repeat and exceed the range)."""
-    out: list[int] = []
-    i, expect = bisect.bisect_left(loaded, lo), lo
-    while expect <= hi and len(out) < limit:
-        if i < len(loaded) and loaded[i] <= hi:
-            v = loaded[i]
-            i += 1
-            if v > expect:
-                out.extend(range(expect, min(v, expect + limit - len(out))))
-            expect = max(expect, v + 1)
-        else:
-            out.extend(range(expect, min(hi + 1, expect + limit - len(out))))
-            break
-    return out
-
-
 def _missing_samples_on_driver(loaded_df, ranges, sample_size: int) -> dict[tuple[str, int], list[str]]:
     """:func:`missing_samples` from the loaded seqs of the ranges' sessions and bounds, collected through Arrow."""
     from pyspark.sql import functions as F
@@ -200,19 +247,35 @@ def _missing_samples_on_driver(loaded_df, ranges, sample_size: int) -> dict[tupl
     table = loaded_df.where(
         F.col("session").isin(sorted(bounds))
         & F.col("seq").between(min(lo for lo, _ in bounds.values()), max(hi for _, hi in bounds.values()))
-    ).select("session", "seq").toArrow().sort_by([("session", "ascending"), ("seq", "ascending")])
+    ).select("session", "seq").toArrow()
     log.info("missing-id sample on the driver: %d loaded ids of %d sessions", table.num_rows, len(bounds))
-    sessions, seqs = table.column("session").to_pylist(), table.column("seq").to_pylist()
-    loaded: dict[str, list[int]] = {}
-    first = 0
-    for i in range(1, len(sessions) + 1):
-        if i == len(sessions) or sessions[i] != sessions[first]:
-            loaded[sessions[first]] = seqs[first:i]
-            first = i
+    masks = id_blocks.add_seqs({}, table.column("session").to_pylist(), table.column("seq").to_pylist())
+    return samples_from_masks(masks, ranges, sample_size)
+
+
+def block_masks_of(table, bounds: dict[str, tuple[int, int]]) -> id_blocks.Masks:
+    """The masks of the sessions' blocks within their seq bounds (:func:`sample_bounds`), OR-ed over topics,
+    windows and servers, from the blocks :func:`collect_blocks` collected."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    blocks = {s: (lo >> id_blocks.BLOCK_BITS, hi >> id_blocks.BLOCK_BITS) for s, (lo, hi) in bounds.items()}
+    first, last = min(lo for lo, _ in blocks.values()), max(hi for _, hi in blocks.values())
+    block = table.column("block")
+    rows = table.filter(pc.and_(pc.is_in(table.column("session"), pa.array(sorted(blocks), pa.string())),
+                                pc.and_(pc.greater_equal(block, first), pc.less_equal(block, last))))
+    kept = [(session, number, mask) for session, number, mask in zip(
+        rows.column("session").to_pylist(), rows.column("block").to_pylist(), rows.column("mask").to_pylist())
+        if blocks[session][0] <= number <= blocks[session][1]]
+    return id_blocks.add_blocks({}, *zip(*kept)) if kept else {}
+
+
+def samples_from_masks(masks: id_blocks.Masks, ranges, sample_size: int) -> dict[tuple[str, int], list[str]]:
+    """:func:`missing_samples` from the loaded seqs' masks (every topic's) of the ranges' sessions."""
     found: dict[tuple[str, int], list[tuple[str, int]]] = {}
     for topic, ws, session, seq_min, seq_max in ranges:
         lo, hi = _expanded(seq_min, seq_max)
-        missing = _first_missing(loaded.get(session, []), lo, hi, sample_size)
+        missing = id_blocks.first_missing(masks.get(session, {}), lo, hi, sample_size)
         found.setdefault((topic, int(ws)), []).extend((session, q) for q in missing)
     out: dict[tuple[str, int], list[str]] = {}
     for key in sorted(found):

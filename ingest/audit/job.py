@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ingest.audit import counts, history, inputs, monitoring_events, reconcile, verdict
+from ingest.audit import counts, history, id_blocks, inputs, monitoring_events, reconcile, verdict
 from ingest.audit.attribution import Candidates
 from ingest.audit.status import NO_PROBLEM_STATUSES
 from ingest.clock import SYSTEM_CLOCK, Clock
@@ -288,6 +288,31 @@ def _candidates(spark, ids, every_topics_ids, snapshots, per_window, loaded, los
     return out
 
 
+def _samples(spark, config: Config, requests, table, other_files, data_files) -> dict[tuple[str, int], list[str]]:
+    """Missing-id samples of the requested ranges (``reconcile.sample_requests``).
+
+    A missing id is one loaded in no topic. When the audited topics' blocks are on the driver
+    (``table``, ``counts.collect_blocks``) and the ranges hold at most ``sample.driver.max.ids`` ids,
+    the missing ones are taken from the blocks, with the seqs of the other files read (``other_files``:
+    e.g. the audit topic's own events; the asked sessions and bounds only): no second read of the
+    audited topics' files. Otherwise from a read of every file's seqs (``data_files``), as
+    ``counts.missing_samples`` decides.
+    """
+    size = config["sample.size"]
+    if not requests or size <= 0:
+        return {}
+    bounds = counts.sample_bounds(requests)
+    driver_max_ids = config["sample.driver.max.ids"]
+    if table is None or counts.expected_ids(requests) > driver_max_ids:
+        return counts.missing_samples(spark, inputs.read_session_seqs(spark, data_files, bounds), requests, size,
+                                      driver_max_ids=driver_max_ids)
+    masks = counts.block_masks_of(table, bounds)
+    if other_files:
+        seqs = inputs.read_session_seqs(spark, other_files, bounds).toArrow()
+        id_blocks.add_seqs(masks, seqs.column("session").to_pylist(), seqs.column("seq").to_pylist())
+    return counts.samples_from_masks(masks, requests, size)
+
+
 def run_audit(
     spark,
     config: Config,
@@ -344,19 +369,28 @@ def run_audit(
 
         def every_topics_ids():
             return inputs.read_ids(spark, data_files)
+        # One aggregation of the ids into 64-seq blocks; when few enough, on the driver it answers the counts,
+        # the sessions' topics and the missing-id sample (no second read of the files).
+        blocks = counts.loaded_blocks(ids)
         with _step("distinct counts", timings):
-            loaded = counts.loaded_counts(ids, lo_ms=lo, hi_ms=hi, topics=topics)
+            table = counts.collect_blocks(blocks, config["counts.driver.max.blocks"])
+            if table is None:
+                loaded = counts.loaded_counts(blocks, lo_ms=lo, hi_ms=hi, topics=topics)
+            else:
+                loaded = counts.loaded_counts_of(table, lo_ms=lo, hi_ms=hi, topics=topics)
         gap_sessions = sorted({g.session for g in gaps})
         touched = ({(s.session, s.topic) for s in snapshots} | {(s.session, s.topic) for s in mirror_snapshots}
                    | {(s.session, s.topic) for s in broker_snapshots}
-                   | counts.session_topics(ids, gap_sessions))
+                   | (counts.session_topics(ids, gap_sessions) if table is None
+                      else counts.session_topics_of(table, gap_sessions)))
         params = reconcile.AuditParams(
             window_ms=window_ms, grace_ms=config["grace.ms"], threshold=config["threshold"], now_ms=now,
             lo_ms=lo, hi_ms=hi, plausible_hi_ms=plausible_hi,
             producer_failures_are_loss=config["producer.failures.are.loss"],
         )
         per_window = monitoring_events.aggregate(snapshots)
-        lost = [r for r in state.lost_ranges if r.topic in set(topics)] + [r for r in source_lost if r.topic in set(topics)]
+        lost = ([r for r in state.lost_ranges if r.topic in audited]
+                + [r for r in source_lost if r.topic in audited])
         with _step("attribution candidates", timings):
             candidates = _candidates(spark, ids, every_topics_ids, snapshots, per_window, loaded, lost, lo, hi)
         rows = reconcile.build_rows(
@@ -364,16 +398,13 @@ def run_audit(
             lost_ranges=[g for g in lost if g.tier == "target"], gaps=gaps,
             session_topics=touched,
             by_producer_monitoring=monitoring_events.aggregate(snapshots, by_server=True) if by_producer else None,
-            mirror=monitoring_events.aggregate(mirror_snapshots), source_lost=[g for g in lost if g.tier == "source"],
+            mirror=monitoring_events.aggregate(mirror_snapshots),
+            source_lost=[g for g in lost if g.tier == "source"],
             candidates=candidates, tiered_topics=tiered_topics, broker=monitoring_events.aggregate(broker_snapshots),
         )
         with _step("missing-id samples", timings):
-            requests = reconcile.sample_requests(rows, per_window)
-            samples = {}
-            if requests and config["sample.size"] > 0:
-                loaded_seqs = inputs.read_session_seqs(spark, data_files, counts.sample_bounds(requests))
-                samples = counts.missing_samples(spark, loaded_seqs, requests, config["sample.size"],
-                                                 driver_max_ids=config["sample.driver.max.ids"])
+            samples = _samples(spark, config, reconcile.sample_requests(rows, per_window), table,
+                               [f for f in data_files if f.topic not in audited], data_files)
     reconcile.attach_samples(rows, samples)
     nothing_judged = verdict.nothing_judged_reason(
         rows, range_start_ms=lo, range_end_ms=hi, window_ms=window_ms, grace_ms=config["grace.ms"], now_ms=now,

@@ -78,13 +78,6 @@ def test_ranges_above_the_bound_are_anti_joined_in_spark(spark, caplog):
         assert DRIVER_LOG not in caplog.text
 
 
-def test_first_missing_takes_gaps_in_order_up_to_the_limit():
-    assert counts._first_missing([], 5, 9, 3) == [5, 6, 7]
-    assert counts._first_missing([1, 5, 5, 6, 9, 12], 4, 10, 10) == [4, 7, 8, 10]
-    assert counts._first_missing([1, 2, 3], 1, 3, 5) == []
-    assert counts._first_missing([0, 2, 4, 6], 0, 6, 2) == [1, 3]
-
-
 HEADER = pa.struct([("time", pa.int64()), ("server", pa.string()), ("session", pa.string()), ("seq", pa.int64())])
 
 
