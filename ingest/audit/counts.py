@@ -1,4 +1,4 @@
-"""Distinct message counts of loaded data, as Spark aggregations.
+"""Distinct message counts of loaded data: one Spark aggregation into 64-seq blocks, summed in Spark or on the driver.
 
 A message is identified by ``(header.session, header.seq)``. Per topic and
 event-time window the audit needs how many rows were loaded and how many
