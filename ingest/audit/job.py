@@ -9,7 +9,8 @@ Steps of :func:`run_audit`:
    counts (``mirror.monitoring.topic``) and the brokers' (``broker.monitoring.topic``),
    and the mirror's lost ranges (``mirror.lost.topic``).
 4. Loaded ids of the audited topics' files of the hours overlapping the range (plus
-   out-of-range hours): distinct counts per topic window (``counts``, Spark aggregations).
+   out-of-range hours): distinct counts per topic window (``counts``: one Spark aggregation into
+   64-seq blocks, collected to the driver when small, where they also give step 6's samples).
 5. Candidate missing seqs inside bounded lost ranges (``counts.gap_atoms``) and
    per-session distinct counts, for exact attribution (``attribution``).
 6. ``reconcile.build_rows``: tiers, statuses, causes, completeness; missing-id samples.
