@@ -62,16 +62,30 @@ def _broker(broker_factory, zk_connect, zk, topics=("page-views", "clicks"), **o
     return broker
 
 
+NOT_LED = (K.LEADER_NOT_AVAILABLE, K.NOT_LEADER_OR_FOLLOWER)
+
+
+def _led(call, timeout: float = 30.0) -> int:
+    """``call()``'s error code, asked again while the broker does not lead the partition yet, as a Kafka
+    client retries: the controller writes the leader to ZooKeeper before the broker has taken it up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code = call()
+        if code not in NOT_LED or time.monotonic() > deadline:
+            return code
+        time.sleep(0.1)
+
+
 def _produce(broker, topic: str, source: str = authz.OTHER_HOST) -> int:
     batch = bytes(build_batch([SimpleRecord(b"v", b"k", (), int(time.time() * 1000))]))
     req = ProduceRequest(None, 1, 10_000, (TopicProduceData(topic, (PartitionProduceData(0, batch),)),))
-    return authz.call(broker.kafka_port, req, PRODUCE_V, ProduceResponse, source) \
-        .responses[0].partition_responses[0].error_code
+    return _led(lambda: authz.call(broker.kafka_port, req, PRODUCE_V, ProduceResponse, source)
+                .responses[0].partition_responses[0].error_code)
 
 
 def _fetch(broker, topic: str) -> int:
     req = FetchRequest(max_wait_ms=0, min_bytes=0, topics=(FetchTopic(topic, (FetchPartition(0, fetch_offset=0),)),))
-    return authz.call(broker.kafka_port, req, FETCH_V, FetchResponse).responses[0].partitions[0].error_code
+    return _led(lambda: authz.call(broker.kafka_port, req, FETCH_V, FetchResponse).responses[0].partitions[0].error_code)
 
 
 def _metadata(broker, topics=None) -> dict[str, int]:
