@@ -127,8 +127,12 @@ def replicated_cluster(work: Path, pki, zk_server: ZooKeeperServer, protocol: st
     return brokers, sec, zk_connect
 
 
-def replicated_topic(zk_connect: str, topic: str) -> None:
-    """``topic`` on all three brokers, all three in sync (the followers fetched over the protocol)."""
+def replicated_topic(zk_connect: str, topic: str, brokers=()) -> None:
+    """``topic`` on all three brokers, all three in sync (the followers fetched over the protocol).
+
+    When they do not get in sync, each broker's log lines about the topic, its ZooKeeper session and
+    the controller are printed before the error: what is needed to tell why.
+    """
     from kazoo.client import KazooClient
 
     zk = KazooClient(hosts=zk_connect)
@@ -138,6 +142,13 @@ def replicated_topic(zk_connect: str, topic: str) -> None:
                  makepath=True)
         r.wait_for_state(zk, topic, 0, lambda st: st.leader >= 0 and set(st.isr) == {0, 1, 2}, 120,
                          f"{topic}: three replicas in sync")
+    except AssertionError:
+        for b in brokers:
+            lines = [line for line in b.output().splitlines()
+                     if topic in line or "session" in line.lower() or "controller" in line.lower()]
+            print(f"--- broker {b.broker_id}, {len(lines)} lines on {topic}, its session, the controller (last 60):\n"
+                  + "\n".join(lines[-60:]), flush=True)
+        raise
     finally:
         zk.stop()
         zk.close()
@@ -162,7 +173,7 @@ def bench_replicated(args, work: Path, pki, msgs: list[bytes]) -> None:
             for name in order:
                 brokers, sec, zk_connect = clusters[name]
                 topic = f"bench-acks-all-{name.lower()}-{rnd}"
-                replicated_topic(zk_connect, topic)
+                replicated_topic(zk_connect, topic, brokers)
                 bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)
                 wall, client, broker = measured([b.pid for b in brokers], produce, bootstrap, sec, topic, msgs, "all")
                 best[name] = max(best.get(name, 0.0), n / wall)
