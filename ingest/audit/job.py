@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ingest.audit import counts, history, id_blocks, inputs, monitoring_events, reconcile, verdict
+from ingest.audit import counts, history, id_blocks, inputs, monitoring_events, reconcile, small_input, verdict
 from ingest.audit.attribution import Candidates
 from ingest.audit.status import NO_PROBLEM_STATUSES
 from ingest.clock import SYSTEM_CLOCK, Clock
@@ -158,52 +158,6 @@ def audited_topics(config: Config, names: set[str]) -> list[str]:
         t for t in names
         if t not in own and include.fullmatch(t) and not (exclude and exclude.fullmatch(t))
     )
-
-
-SMALL_INPUT_ROWS = 1_000_000
-"""Loaded rows (the commit records' counts) up to which the audit's queries run with
-:func:`small_input_settings`."""
-
-
-def small_input_settings(default_parallelism: int) -> dict[str, str]:
-    """SQL settings for an input of at most :data:`SMALL_INPUT_ROWS` rows (docs/audit.md, "Decisions").
-
-    Such an audit is fixed cost: the SQL engine's planning and code generation, not rows.
-    One shuffle partition per core instead of 200; no adaptive re-planning between stages
-    (nothing to coalesce or skew at this size); no whole-stage code generation (compiling
-    the generated classes costs more than it saves on a few thousand rows).
-    """
-    return {"spark.sql.shuffle.partitions": str(default_parallelism), "spark.sql.adaptive.enabled": "false",
-            "spark.sql.codegen.wholeStage": "false"}
-
-
-@contextlib.contextmanager
-def _small_input_sql(spark, data_files):
-    """:func:`small_input_settings` for the queries inside, when the input is small; restored after.
-
-    Applied only when every data file's row count is recorded and they add up to at most
-    :data:`SMALL_INPUT_ROWS`, and only to keys that neither the audit's config nor
-    spark-submit's ``--conf`` set.
-    """
-    rows = [f.rows for f in data_files]
-    settings: dict[str, str] = {}
-    if all(r is not None for r in rows) and sum(rows) <= SMALL_INPUT_ROWS:
-        given = spark.sparkContext.getConf()
-        settings = {k: v for k, v in small_input_settings(spark.sparkContext.defaultParallelism).items()
-                    if not given.contains(k)}
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    if settings:
-        log.info("small input (%d rows): %s", sum(rows), ", ".join(f"{k}={v}" for k, v in settings.items()))
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _monitoring(spark, mon_files, mirror_files, window_ms, broker_files=(), driver_max_bytes: int = 0):
@@ -361,7 +315,7 @@ def run_audit(
     data_files = inputs.select_files(
         state.files, topics=None, lo_ms=lo, hi_ms=hi, plausible_lo_ms=inputs.HOUR_MS, plausible_hi_ms=plausible_hi,
     )
-    with _small_input_sql(spark, data_files):
+    with small_input.small_input_sql(spark, data_files):
         # The counts read the audited topics' files only (one topic: no per-file topic join); ids loaded in
         # any topic, which the attribution's missing seqs need, are read from every file when asked for.
         audited = set(topics)

@@ -2,7 +2,7 @@
 session as it was; a large input, an unknown row count or a key the operator set is left alone."""
 from __future__ import annotations
 
-from ingest.audit import counts, job
+from ingest.audit import counts, small_input
 from ingest.audit.inputs import LoadedFile
 from tests.audit.synth import T0, W
 
@@ -29,7 +29,7 @@ def test_small_input_queries_plan_without_aqe_and_codegen_and_give_the_same_ids(
     before = _conf(spark)
     ids = _ids(spark)
     expected = counts.missing_samples(spark, ids, [("pv", T0, "s1", 0, 99)], 3)
-    with job._small_input_sql(spark, _files(10_000, 5)):
+    with small_input.small_input_sql(spark, _files(10_000, 5)):
         inside = _conf(spark)
         missing = counts._missing_seqs(spark, ids, [("pv", T0, "s1", 0, 99)])
         plan = missing._jdf.queryExecution().executedPlan().toString()
@@ -44,12 +44,12 @@ def test_small_input_queries_plan_without_aqe_and_codegen_and_give_the_same_ids(
 
 def test_large_or_unknown_inputs_keep_the_session_settings(spark):
     before = _conf(spark)
-    for files in (_files(job.SMALL_INPUT_ROWS, 1), _files(5, None)):
-        with job._small_input_sql(spark, files):
+    for files in (_files(small_input.SMALL_INPUT_ROWS, 1), _files(5, None)):
+        with small_input.small_input_sql(spark, files):
             assert _conf(spark) == before
     assert _conf(spark) == before
 
 
 def test_small_input_settings_use_one_shuffle_partition_per_core():
-    assert job.small_input_settings(2) == {"spark.sql.shuffle.partitions": "2", "spark.sql.adaptive.enabled": "false",
+    assert small_input.small_input_settings(2) == {"spark.sql.shuffle.partitions": "2", "spark.sql.adaptive.enabled": "false",
                                            "spark.sql.codegen.wholeStage": "false"}
