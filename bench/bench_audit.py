@@ -8,19 +8,19 @@ commit protocol, monitoring events in the audit topic), then times, in one
 local[2] SparkSession:
 
 - reference: ``spark.read.parquet(files).select(header.session, header.seq)`` grouped by
-  window and id, then by window (the least work any distinct count per window needs);
+  window and id, then by window (the bare distinct count: one group per id);
 - the same count with the ids grouped 64 seqs to a block (``bit_or`` of each seq's bit, summed
-  ``bit_count``: the way the audit counts, ``ingest/audit/id_blocks.py``), the least work this
-  distinct count needs;
+  ``bit_count``: the way the audit counts, ``ingest/audit/id_blocks.py``), the least work a
+  per-window distinct count needs when ids are numbered consecutively;
 - the audit: ``ingest.audit.job.run_audit`` (state, monitoring, distinct counts,
   reconciliation, missing-id samples for one lossy window, revision written).
 
 Each runs three times in turn (reference, blocks, audit) and the last round counts: every
 measurement has run twice before in the JVM, so its code is compiled whatever ran before it.
 
-Prints seconds, messages/s and the ratios audit / reference and audit / blocks, and the CPU seconds each took in this
-process and the driver JVM (local[2]'s tasks run there): other load on a shared machine stretches
-wall time, not the work done.
+Prints seconds, messages/s, the ratios audit / reference and audit / blocks, and the CPU seconds
+each took in this process and the driver JVM (local[2]'s tasks run there): other load on a shared
+machine stretches wall time, not the work done.
 
 ``--jit`` names the driver JVM's JIT per measurement: ``default`` (tiered, C1 and C2, what
 spark-submit starts without options) or ``c1`` (``-XX:TieredStopAtLevel=1``, the option
@@ -260,10 +260,11 @@ def main() -> None:
 
     def reference_blocks() -> int:
         """The same distinct count with the ids grouped 64 seqs to a block (the audit's own way of counting)."""
-        df = spark.read.parquet(*paths) if args.format == "parquet" else read_ids_df()
         if args.format == "parquet":
-            df = df.select(F.col("header.session").alias("session"), F.col("header.seq").alias("seq"),
-                           F.col("header.time").alias("time"))
+            df = spark.read.parquet(*paths).select(F.col("header.session").alias("session"),
+                                                   F.col("header.seq").alias("seq"), F.col("header.time").alias("time"))
+        else:
+            df = read_ids_df()
         w = (F.floor(F.col("time") / W) * W).alias("w")
         blocks = df.groupBy(w, "session", F.shiftright("seq", 6).alias("block")).agg(
             F.bit_or(F.expr("shiftleft(1L, CAST(seq & 63 AS INT))")).alias("mask"))
